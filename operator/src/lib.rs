@@ -1,0 +1,1 @@
+//! netbench-operator library.
