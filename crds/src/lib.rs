@@ -1,1 +1,15 @@
-pub fn x(){}
+//! netbench API types (`netbench.io/v1alpha1`): IngressBenchmark and EgressBenchmark.
+//!
+//! The CRD manifests in crds/manifests/ are generated from these types by the `crdgen` binary;
+//! a test fails when they drift.
+#![deny(rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+pub mod common;
+pub mod egress;
+pub mod ingress;
+pub mod manifests;
+
+pub use common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, Phase, RunStatus};
+pub use egress::{EgressBenchmark, EgressBenchmarkSpec, EgressBenchmarkStatus};
+pub use ingress::{IngressBenchmark, IngressBenchmarkSpec, IngressBenchmarkStatus};

@@ -1,0 +1,118 @@
+//! Types shared by both benchmark kinds.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A Kubernetes-style duration string such as "30s", "2m" or "1m30s" (Go's time.ParseDuration
+/// syntax, like metav1.Duration).
+pub use kube::core::Duration;
+
+/// The regex every duration field's schema carries, so the API server rejects "30" or "3 s".
+pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
+
+/// Where a run is in its life. Moves forward only:
+/// Pending -> (Queued) -> Preparing -> Running -> Collecting -> Succeeded | Failed.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum Phase {
+    /// Accepted, nothing created yet.
+    #[default]
+    Pending,
+    /// Waiting for another run that shares the target or worker nodes.
+    Queued,
+    /// Creating workers, offload Jobs, or scaling the target.
+    Preparing,
+    /// Workers are generating load.
+    Running,
+    /// Merging worker reports.
+    Collecting,
+    /// Finished with results.
+    Succeeded,
+    /// Finished without (complete) results; see conditions and message.
+    Failed,
+}
+
+impl Phase {
+    /// Succeeded and Failed are final: the run never starts again for this generation.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed)
+    }
+}
+
+/// What happens to worker pods and Secrets when a run ends. Offload settings and scaled targets
+/// are restored in every case.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum CleanupPolicy {
+    /// Delete workers when the run ends.
+    #[default]
+    Always,
+    /// Delete workers only after a successful run; keep a failed run's pods for debugging.
+    OnSuccess,
+    /// Keep workers until the benchmark is deleted.
+    Never,
+}
+
+/// Common status bookkeeping for both kinds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// Current phase of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Human-readable reason for the current phase (what it waits for, why it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Identifier of this run; labels every child object and authenticates worker reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// When the run left Pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// When the run reached Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Standard conditions: Ready, Invalid, WorkersScheduled, ThresholdsMet, OffloadRestored, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Latency percentiles in milliseconds, computed from the merged HDR histogram of all workers
+/// (never an average of per-worker percentiles).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LatencyMillis {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// Failed requests by class. Errors never enter the latency figures.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorCounts {
+    pub connect: u64,
+    pub timeout: u64,
+    pub read: u64,
+    pub write: u64,
+    pub status4xx: u64,
+    pub status5xx: u64,
+    pub parse: u64,
+}
+
+impl ErrorCounts {
+    pub fn total(&self) -> u64 {
+        self.connect
+            + self.timeout
+            + self.read
+            + self.write
+            + self.status4xx
+            + self.status5xx
+            + self.parse
+    }
+}

@@ -1,0 +1,435 @@
+//! IngressBenchmark: HTTP requests per second and latency against an ingress controller, with an
+//! optional sweep over the controller's CPUs or replicas.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Affinity;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStatus};
+
+/// Measure HTTP requests per second and latency against a target (usually an ingress controller),
+/// optionally sweeping the controller's CPUs (1, 2, 4, 8) to show whether throughput scales linearly.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "netbench.io",
+    version = "v1alpha1",
+    kind = "IngressBenchmark",
+    derive = "PartialEq",
+    namespaced,
+    status = "IngressBenchmarkStatus",
+    shortname = "ib",
+    category = "benchmarks",
+    doc = "Measure HTTP requests per second and latency against an ingress controller, optionally sweeping its CPUs.",
+    printcolumn = r#"{"name":"Phase", "type":"string", "jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"RPS", "type":"number", "description":"Requests per second of the last finished step, all workers", "jsonPath":".status.rps"}"#,
+    printcolumn = r#"{"name":"P99", "type":"string", "description":"99th percentile latency of the last finished step", "jsonPath":".status.p99"}"#,
+    printcolumn = r#"{"name":"Workers", "type":"string", "description":"Workers reporting / requested", "jsonPath":".status.workers"}"#,
+    printcolumn = r#"{"name":"Age", "type":"date", "jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressBenchmarkSpec {
+    /// The HTTP endpoint to load.
+    pub target: HttpTarget,
+    /// How much load each run generates.
+    #[serde(default)]
+    pub load: LoadSpec,
+    /// Where the load-generator pods run.
+    #[serde(default)]
+    pub workers: WorkerSpec,
+    /// Repeat the run for each step, scaling the target between steps (CPU and/or replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSpec>,
+    /// Pass/fail limits; the result sets the ThresholdsMet condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds: Option<Thresholds>,
+    /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
+    #[serde(default)]
+    pub cleanup: CleanupPolicy,
+}
+
+/// The HTTP endpoint under test.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpTarget {
+    /// Absolute http:// or https:// URL, e.g. http://ingress-nginx-controller.ingress-nginx/ .
+    #[x_kube(validation = Rule::new("isURL(self) && url(self).getScheme() in ['http', 'https']").message("target.url must be an absolute http:// or https:// URL"))]
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: String,
+    /// HTTP method.
+    #[serde(default = "default_method")]
+    #[schemars(regex(pattern = r"^[A-Z]+$"), length(max = 16))]
+    pub method: String,
+    /// Extra request headers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub headers: Vec<HttpHeader>,
+    /// Request body (sent with every request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
+    pub body: Option<String>,
+    /// Host header to send instead of the URL's host (e.g. to pick an Ingress rule while
+    /// connecting to the controller's Service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub host_header: Option<String>,
+    /// TLS options for https:// targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+
+/// One request header.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct HttpHeader {
+    /// Header name.
+    #[schemars(
+        regex(pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"),
+        length(min = 1, max = 128)
+    )]
+    pub name: String,
+    /// Header value.
+    #[schemars(length(max = 4096))]
+    pub value: String,
+}
+
+/// TLS client options.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// Accept any server certificate. Only for test targets with self-signed certificates.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+/// Load shape, per run (and per sweep step).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.connections >= self.threads").message("load.connections must be at least load.threads (each thread needs a connection)"),
+    validation = Rule::new("duration(self.duration) > duration(self.warmup)").message("load.duration must be longer than load.warmup"),
+)]
+pub struct LoadSpec {
+    /// Open connections per worker (wrk -c).
+    #[serde(default = "default_connections")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub connections: u32,
+    /// Load-generator threads per worker (wrk -t); usually the worker's CPU count.
+    #[serde(default = "default_threads")]
+    #[schemars(range(min = 1, max = 256))]
+    pub threads: u32,
+    /// How long each run measures, after the warm-up ("30s", "2m").
+    #[serde(default = "default_duration")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    pub duration: Duration,
+    /// Load applied before measuring starts; its requests are not recorded.
+    #[serde(default = "default_warmup")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    pub warmup: Duration,
+    /// Reuse connections. false opens a new TCP connection per request (the seed report's
+    /// ingress-nginx runs were done this way).
+    #[serde(default = "default_true")]
+    pub keep_alive: bool,
+    /// Use HTTP/2 instead of HTTP/1.1.
+    #[serde(default)]
+    pub http2: bool,
+    /// Constant arrival rate in requests per second, over all workers (like wrk2 -R). Absent:
+    /// closed loop, as fast as the target answers (like wrk). With a rate, latency is measured
+    /// from each request's intended send time (coordinated-omission corrected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub rate: Option<u64>,
+    /// Per-request timeout; slower requests count as timeout errors.
+    #[serde(default = "default_timeout")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    pub timeout: Duration,
+}
+
+fn default_connections() -> u32 {
+    50
+}
+fn default_threads() -> u32 {
+    1
+}
+fn default_duration() -> Duration {
+    std::time::Duration::from_secs(30).into()
+}
+fn default_warmup() -> Duration {
+    std::time::Duration::from_secs(0).into()
+}
+fn default_timeout() -> Duration {
+    std::time::Duration::from_secs(2).into()
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for LoadSpec {
+    fn default() -> Self {
+        LoadSpec {
+            connections: default_connections(),
+            threads: default_threads(),
+            duration: default_duration(),
+            warmup: default_warmup(),
+            keep_alive: true,
+            http2: false,
+            rate: None,
+            timeout: default_timeout(),
+        }
+    }
+}
+
+/// Where and how the load-generator pods run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.replicas) || !has(self.nodeNames) || size(self.nodeNames) == 0 || self.replicas == size(self.nodeNames)").message("workers.replicas must equal the number of workers.nodeNames when both are set"),
+)]
+pub struct WorkerSpec {
+    /// Number of worker pods. Defaults to the number of nodeNames, or 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub replicas: Option<u32>,
+    /// Pin one worker to each of these nodes.
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    pub node_names: Vec<String>,
+    /// Only schedule workers on nodes with these labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Standard pod affinity rules for the workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Place at most one worker per node (pod anti-affinity on the hostname).
+    #[serde(default)]
+    pub spread: bool,
+    /// CPU for each worker, e.g. "2". Sets requests = limits (Guaranteed QoS), so the kubelet's
+    /// static CPU manager can pin it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Memory for each worker (requests = limits). Defaults to 256Mi when cpu is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+    /// Run workers in the node's network namespace. Needs the cluster admin's permission
+    /// (operator config) for this namespace.
+    #[serde(default)]
+    pub host_network: bool,
+}
+
+impl WorkerSpec {
+    /// How many worker pods a run creates.
+    pub fn effective_replicas(&self) -> u32 {
+        match (self.replicas, self.node_names.len()) {
+            (Some(n), _) => n,
+            (None, 0) => 1,
+            (None, n) => n as u32,
+        }
+    }
+}
+
+/// Repeat the run at increasing sizes of the target to see how throughput scales.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepSpec {
+    /// The workload serving the target (e.g. the ingress controller). Its original spec is saved
+    /// before the first step and restored after the last one, on failure, or on deletion.
+    pub target_ref: TargetRef,
+    /// The sizes to measure, smallest first.
+    #[schemars(length(min = 1, max = 16))]
+    #[x_kube(
+        validation = Rule::new("self.all(s, has(s.cpu) || has(s.replicas))").message("each sweep step must set cpu and/or replicas"),
+        validation = Rule::new("self.all(s, has(s.cpu)) || self.all(s, !has(s.cpu))").message("set cpu on every sweep step or on none"),
+        validation = Rule::new("self.all(s, has(s.replicas)) || self.all(s, !has(s.replicas))").message("set replicas on every sweep step or on none"),
+        validation = Rule::new("!self.all(s, has(s.cpu)) || (self.map(s, quantity(s.cpu).asApproximateFloat()).isSorted() && self.all(a, self.exists_one(b, quantity(b.cpu).compareTo(quantity(a.cpu)) == 0)))").message("sweep steps must be strictly increasing in cpu"),
+        validation = Rule::new("!self.all(s, has(s.replicas)) || (self.map(s, s.replicas).isSorted() && (self.all(s, has(s.cpu)) || self.all(a, self.exists_one(b, b.replicas == a.replicas))))").message("sweep steps must be increasing in replicas (strictly, when cpu is not set)"),
+    )]
+    pub steps: Vec<SweepStep>,
+    /// Wait this long after the target's rollout finished before measuring.
+    #[serde(default = "default_settle")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    pub settle: Duration,
+}
+
+fn default_settle() -> Duration {
+    std::time::Duration::from_secs(10).into()
+}
+
+/// The workload a sweep scales.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRef {
+    /// Deployment or DaemonSet (DaemonSets scale CPU only).
+    #[serde(default)]
+    pub kind: TargetKind,
+    /// Name of the workload.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the workload; defaults to the benchmark's namespace. The operator must be
+    /// allowed (Helm values) to patch workloads there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Container whose CPU is set; defaults to the first container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+}
+
+/// Kinds a sweep can scale.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema, Default,
+)]
+pub enum TargetKind {
+    #[default]
+    Deployment,
+    DaemonSet,
+}
+
+/// One size of the target.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepStep {
+    /// CPU requests = limits of the target container, e.g. "1", "2", "500m".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Replicas of the target Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub replicas: Option<i32>,
+}
+
+/// Pass/fail limits, checked against the last (or only) step.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Thresholds {
+    /// Fewest acceptable requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub min_rps: Option<f64>,
+    /// Largest acceptable 99th percentile latency ("50ms").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    pub max_p99: Option<Duration>,
+    /// Largest acceptable share of failed requests, 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub max_error_rate: Option<f64>,
+}
+
+/// Observed state of an IngressBenchmark.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressBenchmarkStatus {
+    #[serde(flatten)]
+    pub run: RunStatus,
+    /// Index of the sweep step being run (0-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<u32>,
+    /// One result per finished step (a single entry without a sweep).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepResult>,
+    /// How throughput grew across sweep steps compared with linear scaling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<Scaling>,
+    /// The sweep target's spec before the first step, kept until it has been restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_target: Option<SavedTarget>,
+    /// Requests per second of the last finished step (printer column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps: Option<f64>,
+    /// 99th percentile latency of the last finished step, e.g. "4.21ms" (printer column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99: Option<String>,
+    /// Workers reporting / requested, e.g. "2/2" (printer column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<String>,
+}
+
+/// The result of one run (one sweep step).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// 0-based step index.
+    pub index: u32,
+    /// Target CPU during this step, if the sweep set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Target replicas during this step, if the sweep set them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Successful requests per second over all workers.
+    pub rps: f64,
+    /// Requested rate (open loop only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_rps: Option<f64>,
+    /// Successful requests over the measured duration.
+    pub requests: u64,
+    /// Response bytes per second over all workers.
+    pub bytes_per_second: f64,
+    /// Percentiles from the merged histogram of all workers.
+    pub latency_ms: LatencyMillis,
+    /// Failed requests by class.
+    pub errors: ErrorCounts,
+    /// Spread of the workers' actual start times after the barrier, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    /// Per-worker figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerSummary>,
+}
+
+/// One worker's share of a step.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerSummary {
+    pub pod: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub rps: f64,
+    pub requests: u64,
+    pub errors: u64,
+    pub p99_ms: f64,
+}
+
+/// Throughput per step against linear scaling from the first step.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Scaling {
+    pub rows: Vec<ScalingRow>,
+    /// One-line verdict, e.g. "8 CPUs: 6.45x of 1 CPU, 81% of linear".
+    pub summary: String,
+}
+
+/// One row of the scaling table.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingRow {
+    pub index: u32,
+    /// The step's size relative to the first step (CPU ratio, or replica ratio).
+    pub size_factor: f64,
+    pub rps: f64,
+    /// rps / first step's rps.
+    pub speedup: f64,
+    /// speedup / sizeFactor: 1.0 is perfectly linear.
+    pub efficiency: f64,
+}
+
+/// The target's scaled fields before the sweep, restored afterwards.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedTarget {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub container: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// The container's resources as they were, JSON-encoded (absent fields stay absent).
+    pub resources_json: String,
+    /// True once the original spec has been written back.
+    #[serde(default)]
+    pub restored: bool,
+}

@@ -1,0 +1,220 @@
+//! Each CEL rule of the CRDs, proven both ways with kube's local CEL evaluator: a valid object
+//! passes, and breaking exactly one thing fails with that rule's message.
+mod support;
+
+use serde_json::{json, Value};
+
+fn ingress() -> Value {
+    support::yaml_to_json(
+        r#"
+apiVersion: netbench.io/v1alpha1
+kind: IngressBenchmark
+metadata: {name: t}
+spec:
+  target: {url: "http://nginx.default.svc:8080/"}
+  load: {connections: 10, threads: 2, duration: 10s, warmup: 2s}
+  workers: {replicas: 2, nodeNames: [a, b]}
+  sweep:
+    targetRef: {name: nginx}
+    steps: [{cpu: 500m}, {cpu: "1"}, {cpu: "2"}]
+"#,
+    )
+}
+
+fn egress() -> Value {
+    support::yaml_to_json(
+        r#"
+apiVersion: netbench.io/v1alpha1
+kind: EgressBenchmark
+metadata: {name: t}
+spec:
+  baselineCase: a
+  offload:
+    profiles: [{name: off, settings: [{interface: vx0, features: {tx-checksumming: false}}]}]
+  cases:
+    - {name: a, client: {nodeName: n1, hostNetwork: true}, server: {nodeName: n2, hostNetwork: true}}
+    - {name: b, client: {nodeName: n1}, server: {address: 198.18.0.2}, offloadProfile: off}
+"#,
+    )
+}
+
+/// Set `path` (dot separated, numeric segments index arrays) in a clone of `base`.
+fn with(base: &Value, path: &str, new: Value) -> Value {
+    let mut out = base.clone();
+    let mut cur = &mut out;
+    for seg in path.split('.') {
+        cur = match seg.parse::<usize>() {
+            Ok(i) => &mut cur[i],
+            Err(_) => &mut cur[seg],
+        };
+    }
+    *cur = new;
+    out
+}
+
+fn assert_rejected(object: &Value, message: &str) {
+    let errors = support::cel_errors(object);
+    assert!(
+        errors.iter().any(|e| e == message),
+        "expected {message:?}, got {errors:?}"
+    );
+}
+
+#[test]
+fn valid_objects_pass() {
+    assert_eq!(support::cel_errors(&ingress()), Vec::<String>::new());
+    assert_eq!(support::cel_errors(&egress()), Vec::<String>::new());
+}
+
+#[test]
+fn url_must_be_http_or_https() {
+    let msg = "target.url must be an absolute http:// or https:// URL";
+    assert_rejected(
+        &with(&ingress(), "spec.target.url", json!("ftp://host/")),
+        msg,
+    );
+    assert_rejected(
+        &with(&ingress(), "spec.target.url", json!("nginx:8080")),
+        msg,
+    );
+    let https = with(
+        &ingress(),
+        "spec.target.url",
+        json!("https://host:8443/x?y=1"),
+    );
+    assert!(support::cel_errors(&https).is_empty());
+}
+
+#[test]
+fn threads_cannot_exceed_connections() {
+    let bad = with(&ingress(), "spec.load.threads", json!(11));
+    assert_rejected(
+        &bad,
+        "load.connections must be at least load.threads (each thread needs a connection)",
+    );
+}
+
+#[test]
+fn duration_must_exceed_warmup() {
+    let msg = "load.duration must be longer than load.warmup";
+    assert_rejected(&with(&ingress(), "spec.load.warmup", json!("10s")), msg);
+    assert_rejected(&with(&ingress(), "spec.load.warmup", json!("1m")), msg);
+    // the default warm-up (0s) is shorter than any duration
+    let mut no_warmup = ingress();
+    no_warmup["spec"]["load"]
+        .as_object_mut()
+        .unwrap()
+        .remove("warmup");
+    assert!(support::cel_errors(&no_warmup).is_empty());
+}
+
+#[test]
+fn replicas_must_match_node_names() {
+    let bad = with(&ingress(), "spec.workers.replicas", json!(3));
+    assert_rejected(
+        &bad,
+        "workers.replicas must equal the number of workers.nodeNames when both are set",
+    );
+}
+
+#[test]
+fn sweep_steps_must_be_complete_and_strictly_increasing() {
+    let steps = "spec.sweep.steps";
+    assert_rejected(
+        &with(&ingress(), steps, json!([{}])),
+        "each sweep step must set cpu and/or replicas",
+    );
+    assert_rejected(
+        &with(&ingress(), steps, json!([{"cpu": "1"}, {"replicas": 2}])),
+        "set cpu on every sweep step or on none",
+    );
+    let increasing_cpu = "sweep steps must be strictly increasing in cpu";
+    assert_rejected(
+        &with(&ingress(), steps, json!([{"cpu": "2"}, {"cpu": "1"}])),
+        increasing_cpu,
+    );
+    assert_rejected(
+        &with(&ingress(), steps, json!([{"cpu": "1"}, {"cpu": "1000m"}])),
+        increasing_cpu,
+    );
+    let increasing_replicas =
+        "sweep steps must be increasing in replicas (strictly, when cpu is not set)";
+    assert_rejected(
+        &with(&ingress(), steps, json!([{"replicas": 2}, {"replicas": 2}])),
+        increasing_replicas,
+    );
+    assert_rejected(
+        &with(&ingress(), steps, json!([{"replicas": 3}, {"replicas": 1}])),
+        increasing_replicas,
+    );
+    // replicas may stay equal while cpu grows
+    let both = with(
+        &ingress(),
+        steps,
+        json!([{"cpu": "1", "replicas": 2}, {"cpu": "2", "replicas": 2}]),
+    );
+    assert!(support::cel_errors(&both).is_empty());
+    let seed = with(
+        &ingress(),
+        steps,
+        json!([{"cpu": "1"}, {"cpu": "2"}, {"cpu": "4"}, {"cpu": "8"}]),
+    );
+    assert!(support::cel_errors(&seed).is_empty());
+}
+
+#[test]
+fn case_names_must_be_unique() {
+    let bad = with(&egress(), "spec.cases.1.name", json!("a"));
+    assert_rejected(&bad, "case names must be unique");
+}
+
+#[test]
+fn baseline_case_must_exist() {
+    let bad = with(&egress(), "spec.baselineCase", json!("zzz"));
+    assert_rejected(&bad, "baselineCase must name one of the cases");
+}
+
+#[test]
+fn offload_profile_must_exist() {
+    let msg = "every case's offloadProfile must name a profile in offload.profiles";
+    assert_rejected(
+        &with(&egress(), "spec.cases.1.offloadProfile", json!("on")),
+        msg,
+    );
+    let mut no_offload = egress();
+    no_offload["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("offload");
+    assert_rejected(&no_offload, msg);
+}
+
+#[test]
+fn offload_profile_names_must_be_unique() {
+    let dup = json!([
+        {"name": "off", "settings": [{"interface": "vx0", "features": {"tx-checksumming": false}}]},
+        {"name": "off", "settings": [{"interface": "vx0", "features": {"tx-checksumming": true}}]}
+    ]);
+    assert_rejected(
+        &with(&egress(), "spec.offload.profiles", dup),
+        "offload profile names must be unique",
+    );
+}
+
+#[test]
+fn external_server_excludes_server_pod_fields() {
+    let bad = with(&egress(), "spec.cases.1.server.nodeName", json!("n2"));
+    assert_rejected(
+        &bad,
+        "server.address (an external tcp-server) cannot be combined with nodeName, hostNetwork, bindInterface or bindAddress",
+    );
+}
+
+#[test]
+fn bind_interface_and_address_are_exclusive() {
+    let both = json!({"nodeName": "n1", "bindInterface": "vx0", "bindAddress": "198.18.0.1"});
+    assert_rejected(
+        &with(&egress(), "spec.cases.0.client", both),
+        "set bindInterface or bindAddress, not both",
+    );
+}
