@@ -1,0 +1,373 @@
+//! Runs a load: one OS thread per `-t`, each with a current-thread tokio runtime and its share
+//! of the connections as local tasks; a second of progress at a time; one report at the end.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use rustls::pki_types::ServerName;
+
+use super::config::{HttpConfig, Scheme};
+use super::connect::{Connector, Plain, Tls};
+use super::request::serialize_h1;
+use super::stats::{LiveCounters, ThreadStats};
+use super::{h1, h2conn, tls};
+use crate::report::histogram::new_latency_histogram;
+use crate::report::{Counters, HttpReport, HttpRunConfig, ThreadSummary};
+
+/// A progress snapshot, delivered about once per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Since the start of the run (warm-up included).
+    pub elapsed: Duration,
+    /// Responses completed so far (warm-up included).
+    pub requests: u64,
+    /// Failed requests so far (warm-up included; status errors are responses, not here).
+    pub errors: u64,
+    /// Responses per second over the last interval.
+    pub rps: f64,
+    /// Still in the warm-up.
+    pub warming_up: bool,
+}
+
+/// Receives progress snapshots on the calling thread of [`run`].
+pub type ProgressSink = Box<dyn FnMut(&Progress) + Send>;
+
+/// Why a run could not produce a report.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{0}")]
+    Tls(String),
+    #[error("cannot start runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+    #[error("a load thread failed: {0}")]
+    Thread(String),
+    #[error("cannot build report: {0}")]
+    Report(String),
+}
+
+/// Everything a connection task needs, shared read-only by all threads.
+pub(crate) struct Plan {
+    pub request: Vec<u8>,
+    pub head: bool,
+    pub keepalive: bool,
+    pub timeout: Duration,
+    pub body: Vec<u8>,
+    pub method: String,
+    pub uri: String,
+    pub h2_headers: Vec<(String, String)>,
+}
+
+/// The run's timeline, fixed when all threads are ready.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    pub measure_start: Instant,
+    pub end: Instant,
+}
+
+pub(crate) struct ConnCtx {
+    pub plan: Arc<Plan>,
+    pub clock: Clock,
+    pub stats: Rc<RefCell<ThreadStats>>,
+    /// Open loop: (first due time, interval) of this connection.
+    pub schedule: Option<(Instant, Duration)>,
+}
+
+#[derive(Clone)]
+enum Transport {
+    Plain(Plain),
+    Tls(Tls),
+}
+
+struct ThreadResult {
+    counters: Counters,
+    hist: Histogram<u64>,
+    connections: usize,
+}
+
+/// Runs the load described by `cfg` and blocks until it is done (warm-up + duration + the
+/// draining of requests in flight, bounded by the timeout). Call it when the load should start.
+pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpReport, HttpError> {
+    let transport = transport(cfg)?;
+    let plan = Arc::new(plan(cfg));
+    let threads = cfg.threads;
+    let ready = Arc::new(Barrier::new(threads + 1));
+    let go = Arc::new(Barrier::new(threads + 1));
+    let clock_cell: Arc<OnceLock<(Instant, Clock)>> = Arc::new(OnceLock::new());
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut handles = Vec::with_capacity(threads);
+    let mut live = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let conns = split(cfg.connections, threads, t);
+        let counters = Arc::new(LiveCounters::default());
+        live.push(counters.clone());
+        let (plan, transport, ready, go, clock_cell, done) = (
+            plan.clone(),
+            transport.clone(),
+            ready.clone(),
+            go.clone(),
+            clock_cell.clone(),
+            done_tx.clone(),
+        );
+        let (http2, rate, total) = (cfg.http2, cfg.rate, cfg.connections);
+        let spawned = std::thread::Builder::new()
+            .name(format!("loadgen-{t}"))
+            .spawn(move || {
+                let _done = DoneGuard(done);
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                ready.wait();
+                go.wait();
+                let rt = rt?;
+                let (start, clock) = *clock_cell.get().expect("clock is set before release");
+                let stats = Rc::new(RefCell::new(ThreadStats::new(
+                    clock.measure_start,
+                    counters,
+                )));
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, async {
+                    let mut tasks = Vec::with_capacity(conns.len());
+                    for index in conns.clone() {
+                        let schedule = rate.map(|r| {
+                            let first = start + Duration::from_secs_f64(index as f64 / r);
+                            (first, Duration::from_secs_f64(total as f64 / r))
+                        });
+                        let ctx = ConnCtx {
+                            plan: plan.clone(),
+                            clock,
+                            stats: stats.clone(),
+                            schedule,
+                        };
+                        tasks.push(spawn_conn(&transport, http2, ctx));
+                    }
+                    for task in tasks {
+                        let _ = task.await;
+                    }
+                });
+                let stats = Rc::try_unwrap(stats)
+                    .map_err(|_| std::io::Error::other("connection task outlived the run"))?
+                    .into_inner();
+                Ok::<_, std::io::Error>(ThreadResult {
+                    counters: stats.counters,
+                    hist: stats.hist,
+                    connections: conns.len(),
+                })
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                // Rare (out of threads); threads already spawned stay parked at the barrier.
+                return Err(HttpError::Thread(format!("cannot spawn thread: {e}")));
+            }
+        }
+    }
+    drop(done_tx);
+    ready.wait();
+    let start = Instant::now();
+    let measure_start = start + cfg.warmup;
+    let clock = Clock {
+        measure_start,
+        end: measure_start + cfg.duration,
+    };
+    let _ = clock_cell.set((start, clock));
+    let wall_start = SystemTime::now() + cfg.warmup;
+    go.wait();
+
+    report_progress(
+        &done_rx,
+        threads,
+        start,
+        measure_start,
+        &live,
+        progress.as_mut(),
+    );
+    let end_wall = SystemTime::now();
+
+    let mut counters = Counters::default();
+    let mut hist = new_latency_histogram();
+    let mut per_thread = Vec::with_capacity(threads);
+    let secs = cfg.duration.as_secs_f64();
+    for (t, h) in handles.into_iter().enumerate() {
+        let result = h
+            .join()
+            .map_err(|_| HttpError::Thread(format!("thread {t} panicked")))??;
+        counters.add(&result.counters);
+        hist.add(&result.hist)
+            .map_err(|e| HttpError::Report(format!("{e:?}")))?;
+        per_thread.push(ThreadSummary {
+            worker: 0,
+            thread: t as u32,
+            connections: result.connections as u64,
+            requests: result.counters.requests,
+            errors: result.counters.errors.total(),
+            bytes_read: result.counters.bytes_read,
+            rps: result.counters.requests as f64 / secs,
+        });
+    }
+    HttpReport::from_run(
+        run_config(cfg),
+        unix_ms(wall_start),
+        unix_ms(end_wall).max(unix_ms(wall_start)),
+        secs,
+        counters,
+        &hist,
+        per_thread,
+    )
+    .map_err(HttpError::Report)
+}
+
+/// Calls the sink about once per second until every thread has finished.
+fn report_progress(
+    done_rx: &mpsc::Receiver<()>,
+    threads: usize,
+    start: Instant,
+    measure_start: Instant,
+    live: &[Arc<LiveCounters>],
+    mut sink: Option<&mut ProgressSink>,
+) {
+    let mut finished = 0;
+    let mut last = (start, 0u64);
+    let mut next_tick = start + Duration::from_secs(1);
+    while finished < threads {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        match done_rx.recv_timeout(wait) {
+            Ok(()) => finished += 1,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                next_tick += Duration::from_secs(1);
+                let Some(sink) = sink.as_mut() else { continue };
+                let requests: u64 = live
+                    .iter()
+                    .map(|l| l.completed.load(Ordering::Relaxed))
+                    .sum();
+                let errors: u64 = live.iter().map(|l| l.errors.load(Ordering::Relaxed)).sum();
+                let dt = now.duration_since(last.0).as_secs_f64().max(1e-9);
+                sink(&Progress {
+                    elapsed: now.duration_since(start),
+                    requests,
+                    errors,
+                    rps: requests.saturating_sub(last.1) as f64 / dt,
+                    warming_up: now < measure_start,
+                });
+                last = (now, requests);
+            }
+        }
+    }
+}
+
+/// Signals the progress loop when a thread ends, even by panic.
+struct DoneGuard(mpsc::Sender<()>);
+
+impl Drop for DoneGuard {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+fn spawn_conn(transport: &Transport, http2: bool, ctx: ConnCtx) -> tokio::task::JoinHandle<()> {
+    fn spawn<C: Connector>(c: C, http2: bool, ctx: ConnCtx) -> tokio::task::JoinHandle<()> {
+        if http2 {
+            tokio::task::spawn_local(h2conn::run(c, ctx))
+        } else {
+            tokio::task::spawn_local(h1::run(c, ctx))
+        }
+    }
+    match transport {
+        Transport::Plain(p) => spawn(p.clone(), http2, ctx),
+        Transport::Tls(t) => spawn(t.clone(), http2, ctx),
+    }
+}
+
+/// Connections of thread `t`: an even split, the remainder to the first threads.
+fn split(total: usize, threads: usize, t: usize) -> std::ops::Range<usize> {
+    let base = total / threads;
+    let extra = total % threads;
+    let start = t * base + t.min(extra);
+    start..start + base + usize::from(t < extra)
+}
+
+fn transport(cfg: &HttpConfig) -> Result<Transport, HttpError> {
+    let plain = Plain { addr: cfg.addr };
+    if cfg.scheme == Scheme::Http {
+        return Ok(Transport::Plain(plain));
+    }
+    let config = tls::client_config(cfg.http2, cfg.insecure).map_err(HttpError::Tls)?;
+    let name = ServerName::try_from(cfg.tls_name())
+        .map_err(|e| HttpError::Tls(format!("bad TLS server name '{}': {e}", cfg.tls_name())))?;
+    Ok(Transport::Tls(Tls {
+        plain,
+        connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        name,
+    }))
+}
+
+fn plan(cfg: &HttpConfig) -> Plan {
+    let scheme = match cfg.scheme {
+        Scheme::Http => "http",
+        Scheme::Https => "https",
+    };
+    let h2_headers = cfg
+        .headers
+        .iter()
+        .filter(|(n, _)| {
+            ![
+                "host",
+                "connection",
+                "content-length",
+                "keep-alive",
+                "transfer-encoding",
+            ]
+            .iter()
+            .any(|h| n.eq_ignore_ascii_case(h))
+        })
+        .cloned()
+        .collect();
+    Plan {
+        request: serialize_h1(cfg),
+        head: cfg.method.eq_ignore_ascii_case("HEAD"),
+        keepalive: cfg.keepalive,
+        timeout: cfg.timeout,
+        body: cfg.body.clone(),
+        method: cfg.method.clone(),
+        uri: format!("{scheme}://{}{}", cfg.authority(), cfg.path),
+        h2_headers,
+    }
+}
+
+fn run_config(cfg: &HttpConfig) -> HttpRunConfig {
+    HttpRunConfig {
+        url: cfg.url.clone(),
+        method: cfg.method.clone(),
+        connections: cfg.connections as u64,
+        threads: cfg.threads as u64,
+        duration_s: cfg.duration.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+        rate: cfg.rate,
+        keepalive: cfg.keepalive,
+        http2: cfg.http2,
+        timeout_s: cfg.timeout.as_secs_f64(),
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn splits_connections_evenly() {
+        let parts: Vec<_> = (0..3).map(|t| split(10, 3, t)).collect();
+        assert_eq!(parts, vec![0..4, 4..7, 7..10]);
+        assert_eq!(split(5, 1, 0), 0..5);
+    }
+}

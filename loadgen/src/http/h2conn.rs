@@ -1,0 +1,106 @@
+//! The HTTP/2 connection task (via the `h2` crate): one stream at a time per connection, so
+//! `-c` means the same concurrency as with HTTP/1.1.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+
+use super::connect::Connector;
+use super::engine::ConnCtx;
+use super::stats::ErrorClass;
+use super::timer::{Deadline, Pacer};
+
+pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
+    let plan = &*ctx.plan;
+    let body = Bytes::from(plan.body.clone());
+    let mut client: Option<SendRequest<Bytes>> = None;
+    let mut pacer = Pacer::new(ctx.clock.end, ctx.schedule);
+    let mut timer = Deadline::new();
+    while let Some(started) = pacer.next().await {
+        let deadline = Instant::now() + plan.timeout;
+        if client.is_none() {
+            match timer.run(deadline, handshake(&connector)).await {
+                Some(Ok(c)) => client = Some(c),
+                Some(Err(class)) => {
+                    ctx.stats.borrow_mut().error(started, class);
+                    continue;
+                }
+                None => {
+                    ctx.stats.borrow_mut().error(started, ErrorClass::Timeout);
+                    continue;
+                }
+            }
+        }
+        let Some(send) = client.as_mut() else {
+            continue;
+        };
+        match timer.run(deadline, exchange(send, plan, &body)).await {
+            Some(Ok((status, read))) => {
+                ctx.stats.borrow_mut().response(
+                    started,
+                    Instant::now(),
+                    status,
+                    read,
+                    body.len() as u64,
+                );
+                if !plan.keepalive {
+                    client = None;
+                }
+            }
+            Some(Err(class)) => {
+                ctx.stats.borrow_mut().error(started, class);
+                client = None;
+            }
+            None => {
+                ctx.stats.borrow_mut().error(started, ErrorClass::Timeout);
+                client = None;
+            }
+        }
+    }
+}
+
+async fn handshake<C: Connector>(connector: &C) -> Result<SendRequest<Bytes>, ErrorClass> {
+    let io = connector.connect().await.map_err(|_| ErrorClass::Connect)?;
+    let (send, connection) = h2::client::handshake(io)
+        .await
+        .map_err(|_| ErrorClass::Connect)?;
+    tokio::task::spawn_local(async move {
+        // Ends when the last SendRequest is dropped or the peer goes away.
+        let _ = connection.await;
+    });
+    Ok(send)
+}
+
+async fn exchange(
+    send: &mut SendRequest<Bytes>,
+    plan: &super::engine::Plan,
+    body: &Bytes,
+) -> Result<(u16, u64), ErrorClass> {
+    let mut ready = send.clone().ready().await.map_err(|_| ErrorClass::Write)?;
+    let mut builder = http::Request::builder()
+        .method(plan.method.as_str())
+        .uri(plan.uri.as_str());
+    for (name, value) in &plan.h2_headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let request = builder.body(()).map_err(|_| ErrorClass::Write)?;
+    let (response, mut stream) = ready
+        .send_request(request, body.is_empty())
+        .map_err(|_| ErrorClass::Write)?;
+    if !body.is_empty() {
+        stream
+            .send_data(body.clone(), true)
+            .map_err(|_| ErrorClass::Write)?;
+    }
+    let response = response.await.map_err(|_| ErrorClass::Read)?;
+    let status = response.status().as_u16();
+    let mut recv = response.into_body();
+    let mut read = 0u64;
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.map_err(|_| ErrorClass::Read)?;
+        read += chunk.len() as u64;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+    }
+    Ok((status, read))
+}

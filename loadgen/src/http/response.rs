@@ -1,0 +1,302 @@
+//! Minimal HTTP/1.1 response parsing: status and framing headers via `httparse`, then the body
+//! by Content-Length, chunked encoding, or read-to-close. Bodies are counted, never stored.
+
+/// The response could not be parsed (counted in the `parse` error class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ParseError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub status: u16,
+    pub framing: Framing,
+    /// The server will close the connection after this response.
+    pub close: bool,
+    /// Bytes of the head, including the blank line.
+    pub len: usize,
+}
+
+const MAX_HEADERS: usize = 64;
+
+/// Parses a response head at the start of `data`; `Ok(None)` means more bytes are needed.
+/// Interim 1xx responses are skipped (their length is included in `len`).
+pub(crate) fn parse_head(data: &[u8], head_request: bool) -> Result<Option<Head>, ParseError> {
+    let mut offset = 0;
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let len = match resp.parse(&data[offset..]).map_err(|_| ParseError)? {
+            httparse::Status::Complete(n) => n,
+            httparse::Status::Partial => return Ok(None),
+        };
+        let status = resp.code.ok_or(ParseError)?;
+        if (100..200).contains(&status) && status != 101 {
+            offset += len;
+            continue;
+        }
+        let mut close = resp.version == Some(0);
+        let mut length: Option<u64> = None;
+        let mut chunked = false;
+        for h in resp.headers.iter() {
+            let name = h.name.as_bytes();
+            if name.eq_ignore_ascii_case(b"content-length") {
+                let v = parse_u64(h.value).ok_or(ParseError)?;
+                if length.is_some_and(|l| l != v) {
+                    return Err(ParseError);
+                }
+                length = Some(v);
+            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+                chunked = last_token_is(h.value, b"chunked");
+            } else if name.eq_ignore_ascii_case(b"connection") {
+                if has_token(h.value, b"close") {
+                    close = true;
+                } else if has_token(h.value, b"keep-alive") {
+                    close = false;
+                }
+            }
+        }
+        let no_body = head_request || status == 204 || status == 304 || status == 101;
+        let framing = if no_body {
+            Framing::None
+        } else if chunked {
+            Framing::Chunked
+        } else if let Some(l) = length {
+            if l == 0 {
+                Framing::None
+            } else {
+                Framing::Length(l)
+            }
+        } else {
+            close = true;
+            Framing::UntilClose
+        };
+        return Ok(Some(Head {
+            status,
+            framing,
+            close,
+            len: offset + len,
+        }));
+    }
+}
+
+fn parse_u64(v: &[u8]) -> Option<u64> {
+    let v = trim(v);
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + u64::from(b - b'0'))
+    })
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| trim(t).eq_ignore_ascii_case(token))
+}
+
+fn last_token_is(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .next_back()
+        .is_some_and(|t| trim(t).eq_ignore_ascii_case(token))
+}
+
+/// Incremental body decoder state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Body {
+    Done,
+    Remaining(u64),
+    ChunkSize,
+    ChunkData(u64),
+    ChunkCrlf,
+    Trailers,
+    UntilClose,
+}
+
+const MAX_LINE: usize = 4096;
+
+impl Body {
+    pub(crate) fn new(framing: Framing) -> Self {
+        match framing {
+            Framing::None => Body::Done,
+            Framing::Length(n) => Body::Remaining(n),
+            Framing::Chunked => Body::ChunkSize,
+            Framing::UntilClose => Body::UntilClose,
+        }
+    }
+
+    /// Consumes what it can of `data`; returns the bytes consumed. `Body::Done` afterwards means
+    /// the response is complete. Consuming 0 bytes of non-empty data means a line is incomplete.
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Result<usize, ParseError> {
+        let mut used = 0;
+        loop {
+            let rest = &data[used..];
+            match *self {
+                Body::Done => return Ok(used),
+                Body::Remaining(n) => {
+                    let take = n.min(rest.len() as u64);
+                    used += take as usize;
+                    *self = if take == n {
+                        Body::Done
+                    } else {
+                        Body::Remaining(n - take)
+                    };
+                    return Ok(used);
+                }
+                Body::UntilClose => return Ok(data.len()),
+                Body::ChunkSize => match httparse::parse_chunk_size(rest) {
+                    Ok(httparse::Status::Complete((n, 0))) => {
+                        used += n;
+                        *self = Body::Trailers;
+                    }
+                    Ok(httparse::Status::Complete((n, size))) => {
+                        used += n;
+                        *self = Body::ChunkData(size);
+                    }
+                    Ok(httparse::Status::Partial) if rest.len() < MAX_LINE => return Ok(used),
+                    _ => return Err(ParseError),
+                },
+                Body::ChunkData(n) => {
+                    if rest.is_empty() {
+                        return Ok(used);
+                    }
+                    let take = n.min(rest.len() as u64);
+                    used += take as usize;
+                    *self = if take == n {
+                        Body::ChunkCrlf
+                    } else {
+                        Body::ChunkData(n - take)
+                    };
+                }
+                Body::ChunkCrlf => {
+                    if rest.len() < 2 {
+                        return Ok(used);
+                    }
+                    if &rest[..2] != b"\r\n" {
+                        return Err(ParseError);
+                    }
+                    used += 2;
+                    *self = Body::ChunkSize;
+                }
+                Body::Trailers => match rest.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        let line = &rest[..i];
+                        used += i + 1;
+                        if line.is_empty() || line == b"\r" {
+                            *self = Body::Done;
+                        }
+                    }
+                    None if rest.len() < MAX_LINE => return Ok(used),
+                    None => return Err(ParseError),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_content_length_response() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n";
+        let h = parse_head(r, false).unwrap().unwrap();
+        assert_eq!(h.status, 200);
+        assert_eq!(h.framing, Framing::Length(6));
+        assert!(!h.close);
+        let mut b = Body::new(h.framing);
+        assert_eq!(b.feed(&r[h.len..]).unwrap(), 6);
+        assert_eq!(b, Body::Done);
+    }
+
+    #[test]
+    fn partial_head_needs_more() {
+        assert_eq!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Le", false).unwrap(),
+            None
+        );
+        assert!(parse_head(b"garbage\r\n\r\n", false).is_err());
+    }
+
+    #[test]
+    fn connection_close_and_http10() {
+        let h = parse_head(
+            b"HTTP/1.1 500 x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(h.close);
+        assert_eq!(h.framing, Framing::None);
+        let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n", false)
+            .unwrap()
+            .unwrap();
+        assert!(h.close);
+        assert_eq!(h.framing, Framing::UntilClose);
+    }
+
+    #[test]
+    fn skips_100_continue_and_head_has_no_body() {
+        let r = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+        let h = parse_head(r, false).unwrap().unwrap();
+        assert_eq!(h.status, 200);
+        assert_eq!(h.len, r.len());
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::None);
+    }
+
+    #[test]
+    fn chunked_body_byte_by_byte() {
+        let body = b"5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n";
+        let mut b = Body::new(Framing::Chunked);
+        let mut pending: Vec<u8> = Vec::new();
+        for &byte in body.iter() {
+            assert_ne!(b, Body::Done);
+            pending.push(byte);
+            let n = b.feed(&pending).unwrap();
+            pending.drain(..n);
+        }
+        assert_eq!(b, Body::Done);
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn chunked_body_in_one_piece_leaves_next_response() {
+        let data = b"2\r\nhi\r\n0\r\n\r\nHTTP/1.1";
+        let mut b = Body::new(Framing::Chunked);
+        let n = b.feed(data).unwrap();
+        assert_eq!(b, Body::Done);
+        assert_eq!(&data[n..], b"HTTP/1.1");
+        let mut b = Body::new(Framing::Chunked);
+        assert!(b.feed(b"zz\r\n").is_err());
+    }
+
+    #[test]
+    fn conflicting_lengths_are_parse_errors() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";
+        assert!(parse_head(r, false).is_err());
+    }
+}

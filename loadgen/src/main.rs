@@ -1,0 +1,108 @@
+//! `netbench-loadgen`: command-line front end of the loadgen library.
+#![deny(rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use loadgen::http::{HttpConfig, HttpOptions};
+use loadgen::report::{http_summary, Report};
+
+#[derive(Parser)]
+#[command(name = "netbench-loadgen", version, about = "netbench load generators")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// HTTP load: closed loop like wrk, or open loop (-R) like wrk2.
+    Http(Box<HttpCommand>),
+    /// Merge reports of workers that ran at the same time into one (exact).
+    Merge(MergeCommand),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct HttpCommand {
+    #[command(flatten)]
+    options: HttpOptions,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Print the latency distribution (text output).
+    #[arg(short = 'L', long)]
+    latency: bool,
+    /// Print a progress line to stderr every second.
+    #[arg(long)]
+    progress: bool,
+}
+
+#[derive(clap::Args)]
+struct MergeCommand {
+    /// Report files (JSON) to merge.
+    #[arg(required = true)]
+    files: Vec<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value_t = Output::Json)]
+    output: Output,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Http(cmd) => http(*cmd),
+        Command::Merge(cmd) => merge(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netbench-loadgen: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn http(cmd: HttpCommand) -> anyhow::Result<()> {
+    let cfg = HttpConfig::from_options(&cmd.options)?;
+    let sink: Option<loadgen::http::ProgressSink> = cmd.progress.then(|| {
+        Box::new(|p: &loadgen::http::Progress| {
+            eprintln!(
+                "{:>5.1}s {} requests, {} errors, {:.0} req/s{}",
+                p.elapsed.as_secs_f64(),
+                p.requests,
+                p.errors,
+                p.rps,
+                if p.warming_up { " (warm-up)" } else { "" }
+            );
+        }) as loadgen::http::ProgressSink
+    });
+    let report = loadgen::http::run(&cfg, sink)?;
+    match cmd.output {
+        Output::Json => println!("{}", report.to_json()),
+        Output::Text => print!("{}", http_summary(&report, cmd.latency)),
+    }
+    Ok(())
+}
+
+fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(cmd.files.len());
+    for f in &cmd.files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| anyhow::anyhow!("cannot read '{}': {e}", f.display()))?;
+        let report =
+            Report::from_json(&text).map_err(|e| anyhow::anyhow!("'{}': {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = Report::merge(&reports)?;
+    match (cmd.output, &merged) {
+        (Output::Json, _) => println!("{}", merged.to_json()),
+        (Output::Text, Report::Http(h)) => print!("{}", http_summary(h, true)),
+    }
+    Ok(())
+}

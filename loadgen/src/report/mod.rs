@@ -1,0 +1,25 @@
+//! Versioned, mergeable run reports.
+//!
+//! Every report is a JSON object with `"version": 1` and a `"kind"` tag (`"http"` here; the TCP
+//! engine adds its own kind to [`Report`]). Latency is carried as a serialized HDR histogram, so
+//! reports from many workers merge exactly: [`merge_http`] sums counters, adds histograms and
+//! recomputes percentiles from the merged histogram (never averaging percentiles).
+
+mod envelope;
+pub mod histogram;
+mod http;
+mod merge;
+mod text;
+
+pub use envelope::{Report, ReportError, REPORT_VERSION};
+pub use http::{
+    Counters, ErrorCounts, HttpReport, HttpRunConfig, LatencySummary, RateSummary, StatusCounts,
+    ThreadSummary,
+};
+pub use merge::merge_http;
+pub use text::http_summary;
+
+/// Merges HTTP reports exactly (alias of [`merge_http`]).
+pub fn merge(reports: &[HttpReport]) -> Result<HttpReport, ReportError> {
+    merge_http(reports)
+}
