@@ -1,0 +1,313 @@
+//! Test fixtures for the HTTP engine: a real Debian nginx per test (own temp dir, own port,
+//! killed on drop) and a tiny scriptable HTTP server for behaviours nginx cannot produce
+//! (stalls, garbage, silence, chunked bodies).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loadgen::http::{run, HttpConfig, HttpOptions};
+use loadgen::report::HttpReport;
+
+/// A free port on 127.0.0.1 (bound and released; the fixture retries if someone takes it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs the engine with `opts` and returns its report.
+pub fn load(opts: &HttpOptions) -> HttpReport {
+    let cfg = HttpConfig::from_options(opts).expect("valid options");
+    run(&cfg, None).expect("run completes")
+}
+
+/// One line of the fixture's access log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub connection: u64,
+    pub connection_requests: u64,
+    pub status: u16,
+    pub method: String,
+    pub uri: String,
+    pub host: String,
+    pub x_test: String,
+    pub content_length: String,
+    pub protocol: String,
+}
+
+/// A Debian nginx started for one test.
+pub struct Nginx {
+    child: Child,
+    dir: PathBuf,
+    pub port: u16,
+    pub tls: bool,
+}
+
+impl Nginx {
+    /// Plain HTTP/1.1 nginx with the standard test locations.
+    pub fn start() -> Nginx {
+        Nginx::start_with("", false)
+    }
+
+    /// `listen_extra` is appended to the listen directive (e.g. "http2");
+    /// `tls` generates a self-signed certificate and listens with ssl.
+    pub fn start_with(listen_extra: &str, tls: bool) -> Nginx {
+        let nginx = which("nginx").unwrap_or_else(|| {
+            panic!("nginx is not installed: apt-get install -y nginx-light (see tests/apt-packages.txt)")
+        });
+        for _attempt in 0..5 {
+            let dir = temp_dir("nginx");
+            let port = free_port();
+            let ssl = if tls {
+                make_cert(&dir);
+                format!(
+                    "ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;",
+                    d = dir.display()
+                )
+            } else {
+                String::new()
+            };
+            let conf = format!(
+                r#"
+worker_processes 1;
+user root;
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    log_format nb '$connection $connection_requests $status $request_method $uri $host "$http_x_test" $http_content_length $server_protocol';
+    access_log {d}/access.log nb;
+    client_body_temp_path {d}/body;
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{port} {tls} {listen_extra};
+        {ssl}
+        location = /fail {{ return 500 "fail\n"; }}
+        location = /missing {{ return 404; }}
+        location / {{ return 200 "hello\n"; }}
+    }}
+}}
+"#,
+                d = dir.display(),
+                tls = if tls { "ssl" } else { "" },
+            );
+            std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+            let child = Command::new(&nginx)
+                .args(["-c", &format!("{}/nginx.conf", dir.display())])
+                .args(["-p", &dir.display().to_string()])
+                .args(["-g", "daemon off;"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn nginx");
+            let mut n = Nginx {
+                child,
+                dir,
+                port,
+                tls,
+            };
+            if n.wait_ready() {
+                return n;
+            }
+            // Port taken between our probe and nginx's bind: try another.
+            drop(n);
+        }
+        panic!("nginx did not start (see its error.log)");
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                // The probe connection itself is not logged (no request on it).
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Access log lines, waiting until at least `expect` lines are there (nginx logs just
+    /// after sending the response, so the last lines may trail the client by a moment).
+    pub fn log_lines(&self, expect: usize) -> Vec<LogLine> {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let lines = self.read_log();
+            if lines.len() >= expect || Instant::now() > deadline {
+                // Give stragglers a moment, so "more than expected" is caught too.
+                std::thread::sleep(Duration::from_millis(200));
+                return self.read_log();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn read_log(&self) -> Vec<LogLine> {
+        let text = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                LogLine {
+                    connection: f[0].parse().unwrap(),
+                    connection_requests: f[1].parse().unwrap(),
+                    status: f[2].parse().unwrap(),
+                    method: f[3].to_string(),
+                    uri: f[4].to_string(),
+                    host: f[5].to_string(),
+                    x_test: f[6].trim_matches('"').to_string(),
+                    content_length: f[7].to_string(),
+                    protocol: f[8].to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn which(bin: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(bin))
+        .find(|p| p.is_file())
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("netbench-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn make_cert(dir: &std::path::Path) {
+    let status = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=netbench.test"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl is needed for the TLS test: apt-get install -y openssl");
+    assert!(
+        status.success(),
+        "openssl could not make a test certificate"
+    );
+}
+
+/// How the tiny server answers each request.
+#[derive(Clone, Copy)]
+pub enum Behaviour {
+    /// 200 with a 2-byte body, except that every response due inside the window
+    /// (offsets from server start) is held back until the window ends.
+    Stall { from: Duration, until: Duration },
+    /// Chunked 200 response with the given chunk count.
+    Chunked(usize),
+    /// Reads the request and never answers.
+    Silent,
+    /// Answers with bytes that are not HTTP.
+    Garbage,
+}
+
+/// A tiny threaded HTTP/1.1 server on 127.0.0.1 (thread per connection). Its threads end
+/// with the test process.
+pub struct TinyServer {
+    pub addr: SocketAddr,
+}
+
+impl TinyServer {
+    pub fn start(behaviour: Behaviour) -> TinyServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let t0 = Arc::new(Instant::now());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let t0 = t0.clone();
+                std::thread::spawn(move || serve(conn, behaviour, *t0));
+            }
+        });
+        TinyServer { addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+fn serve(mut conn: TcpStream, behaviour: Behaviour, t0: Instant) {
+    let _ = conn.set_nodelay(true);
+    let mut buf = [0u8; 4096];
+    let mut pending = Vec::new();
+    loop {
+        while !contains(&pending, b"\r\n\r\n") {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+            }
+        }
+        let end = find(&pending, b"\r\n\r\n").unwrap() + 4;
+        pending.drain(..end);
+        let reply: Vec<u8> = match behaviour {
+            Behaviour::Stall { from, until } => {
+                let now = t0.elapsed();
+                if now >= from && now < until {
+                    std::thread::sleep(until - now);
+                }
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()
+            }
+            Behaviour::Chunked(n) => {
+                let mut r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+                for i in 0..n {
+                    let chunk = format!("chunk-{i}-").repeat(100);
+                    r.extend_from_slice(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes());
+                }
+                r.extend_from_slice(b"0\r\n\r\n");
+                r
+            }
+            Behaviour::Silent => {
+                std::thread::sleep(Duration::from_secs(30));
+                return;
+            }
+            Behaviour::Garbage => b"SSH-2.0-OpenSSH_9.2\r\n\r\n".to_vec(),
+        };
+        if conn.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    find(hay, needle).is_some()
+}

@@ -1,0 +1,327 @@
+//! The HTTP engine against real servers on 127.0.0.1: Debian nginx (its access log is the
+//! referee) and a tiny in-test server for stalls, silence, garbage and chunked bodies.
+
+mod http_common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::time::Duration;
+
+use http_common::{free_port, load, Behaviour, Nginx, TinyServer};
+use loadgen::http::HttpOptions;
+
+fn opts(url: String, connections: u64, threads: u64, duration: &str) -> HttpOptions {
+    let mut o = HttpOptions::new(url);
+    o.connections = connections;
+    o.threads = threads;
+    o.duration = duration.into();
+    o.timeout = "5s".into();
+    o
+}
+
+#[test]
+fn keepalive_request_count_matches_nginx_access_log() {
+    let nginx = Nginx::start();
+    let mut o = opts(nginx.url("/"), 4, 2, "1s");
+    o.warmup = "300ms".into();
+    let r = load(&o);
+    let c = &r.counters;
+    assert!(c.requests > 100, "too few requests: {c:?}");
+    assert!(
+        c.warmup_requests > 0,
+        "warm-up requests were not sent: {c:?}"
+    );
+    assert_eq!(c.errors.total(), 0, "{c:?}");
+    assert_eq!(c.status.s2xx, c.requests);
+    assert_eq!(
+        r.latency.count, c.requests,
+        "warm-up must not enter the histogram"
+    );
+
+    let log = nginx.log_lines((c.requests + c.warmup_requests) as usize);
+    assert_eq!(
+        log.len() as u64,
+        c.requests + c.warmup_requests,
+        "nginx count differs"
+    );
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(
+        conns.len(),
+        4,
+        "keep-alive must reuse exactly -c connections"
+    );
+    assert!(log.iter().all(|l| l.status == 200 && l.method == "GET"));
+    assert_eq!(r.per_thread.len(), 2);
+    assert_eq!(
+        r.per_thread.iter().map(|t| t.requests).sum::<u64>(),
+        c.requests
+    );
+}
+
+#[test]
+fn no_keepalive_opens_one_connection_per_request() {
+    let nginx = Nginx::start();
+    let mut o = opts(nginx.url("/"), 4, 1, "1s");
+    o.no_keepalive = true;
+    let r = load(&o);
+    let c = &r.counters;
+    assert!(c.requests > 50, "too few requests: {c:?}");
+    assert_eq!(c.errors.total(), 0, "{c:?}");
+
+    let log = nginx.log_lines(c.requests as usize);
+    assert_eq!(log.len() as u64, c.requests, "nginx count differs");
+    assert!(
+        log.iter().all(|l| l.connection_requests == 1),
+        "a connection carried more than one request"
+    );
+    let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
+    assert_eq!(conns.len(), log.len(), "connections were reused");
+}
+
+#[test]
+fn open_loop_reaches_the_requested_rate() {
+    let nginx = Nginx::start();
+    let mut o = opts(nginx.url("/"), 10, 2, "2s");
+    o.rate = Some(1000.0);
+    let r = load(&o);
+    let rate = r.rate.expect("open loop reports its rate");
+    assert_eq!(rate.requested_rps, 1000.0);
+    assert!(
+        (rate.achieved_rps - 1000.0).abs() < 20.0,
+        "achieved {} req/s of 1000",
+        rate.achieved_rps
+    );
+    // Exactly the scheduled requests: 2 s x 1000/s.
+    assert!(r.counters.requests.abs_diff(2000) <= 2, "{:?}", r.counters);
+    let log = nginx.log_lines(r.counters.requests as usize);
+    assert_eq!(log.len() as u64, r.counters.requests);
+}
+
+#[test]
+fn open_loop_latency_is_corrected_for_coordinated_omission() {
+    // The server holds every response for 600 ms. A tool that measures from the actual send
+    // time would see ~10 slow requests (one per connection); measured from the intended send
+    // time, every request due during the stall is late, i.e. ~30% of them.
+    let server = TinyServer::start(Behaviour::Stall {
+        from: Duration::from_millis(700),
+        until: Duration::from_millis(1300),
+    });
+    let mut o = opts(server.url(), 10, 1, "2s");
+    o.rate = Some(1000.0);
+    let r = load(&o);
+    let l = r.latency;
+    assert_eq!(r.counters.errors.total(), 0, "{:?}", r.counters);
+    assert!(l.max_us >= 500_000, "max {} us misses the stall", l.max_us);
+    assert!(l.p90_us >= 150_000, "p90 {} us: not CO-corrected", l.p90_us);
+    assert!(
+        l.p50_us < 100_000,
+        "p50 {} us: the unstalled part is too slow",
+        l.p50_us
+    );
+    // It catches up after the stall: the achieved rate still matches the requested one.
+    let rate = r.rate.unwrap();
+    assert!(rate.achieved_rps > 950.0, "achieved {}", rate.achieved_rps);
+}
+
+#[test]
+fn status_errors_are_classified() {
+    let nginx = Nginx::start();
+    let r = load(&opts(nginx.url("/fail"), 2, 1, "500ms"));
+    let c = &r.counters;
+    assert!(c.requests > 0);
+    assert_eq!(c.errors.status_5xx, c.requests);
+    assert_eq!(c.status.s5xx, c.requests);
+    assert_eq!(c.errors.transport(), 0);
+    let log = nginx.log_lines(c.requests as usize);
+    assert!(log.iter().all(|l| l.status == 500));
+
+    let r = load(&opts(nginx.url("/missing"), 2, 1, "300ms"));
+    assert!(r.counters.errors.status_4xx > 0);
+    assert_eq!(r.counters.errors.status_4xx, r.counters.requests);
+}
+
+#[test]
+fn server_down_gives_connect_errors_not_latency() {
+    let port = free_port();
+    let r = load(&opts(format!("http://127.0.0.1:{port}/"), 2, 1, "300ms"));
+    assert!(r.counters.errors.connect > 0, "{:?}", r.counters);
+    assert_eq!(r.counters.requests, 0);
+    assert_eq!(r.latency.count, 0);
+}
+
+#[test]
+fn timeouts_and_garbage_are_classified() {
+    let silent = TinyServer::start(Behaviour::Silent);
+    let mut o = opts(silent.url(), 2, 1, "500ms");
+    o.timeout = "200ms".into();
+    let r = load(&o);
+    assert!(r.counters.errors.timeout >= 2, "{:?}", r.counters);
+    assert_eq!(r.counters.requests, 0);
+
+    let garbage = TinyServer::start(Behaviour::Garbage);
+    let r = load(&opts(garbage.url(), 2, 1, "300ms"));
+    assert!(r.counters.errors.parse > 0, "{:?}", r.counters);
+    assert_eq!(r.counters.requests, 0);
+}
+
+#[test]
+fn chunked_responses_are_read_completely() {
+    let server = TinyServer::start(Behaviour::Chunked(5));
+    let r = load(&opts(server.url(), 2, 1, "300ms"));
+    assert!(r.counters.requests > 10, "{:?}", r.counters);
+    assert_eq!(r.counters.errors.total(), 0, "{:?}", r.counters);
+    // Every response carried 5 chunks of 800 bytes: we must have read them all.
+    assert!(r.counters.bytes_read / r.counters.requests > 4_000);
+}
+
+#[test]
+fn method_body_headers_and_host_override_reach_nginx() {
+    let nginx = Nginx::start();
+    let mut o = opts(nginx.url("/post"), 1, 1, "200ms");
+    o.method = "POST".into();
+    o.body = Some("x".repeat(1000));
+    o.headers = vec!["X-Test: marker-1".into()];
+    o.host = Some("bench.example".into());
+    let r = load(&o);
+    assert!(r.counters.requests > 0);
+    let log = nginx.log_lines(r.counters.requests as usize);
+    assert_eq!(log.len() as u64, r.counters.requests);
+    for l in &log {
+        assert_eq!(l.method, "POST");
+        assert_eq!(l.host, "bench.example");
+        assert_eq!(l.x_test, "marker-1");
+        assert_eq!(l.content_length, "1000");
+    }
+    // nginx discards the 1000-byte body before the next request on the connection: a body
+    // shorter or longer than announced would break the next request (timeout / 400).
+    assert!(log.iter().any(|l| l.connection_requests > 1));
+    assert_eq!(r.counters.errors.total(), 0, "{:?}", r.counters);
+}
+
+#[test]
+fn tls_with_insecure_skip_verify_and_http2() {
+    let nginx = Nginx::start_with("http2", true);
+    // Self-signed certificate: verification must fail unless explicitly skipped.
+    let r = load(&opts(nginx.url("/"), 1, 1, "200ms"));
+    assert!(
+        r.counters.errors.connect > 0 && r.counters.requests == 0,
+        "{:?}",
+        r.counters
+    );
+
+    let mut o = opts(nginx.url("/"), 2, 1, "300ms");
+    o.insecure = true;
+    let r = load(&o);
+    assert!(
+        r.counters.requests > 0 && r.counters.errors.total() == 0,
+        "{:?}",
+        r.counters
+    );
+    o.http2 = true;
+    let r2 = load(&o);
+    assert!(
+        r2.counters.requests > 0 && r2.counters.errors.total() == 0,
+        "{:?}",
+        r2.counters
+    );
+    let log = nginx.log_lines((r.counters.requests + r2.counters.requests) as usize);
+    assert_eq!(log.len() as u64, r.counters.requests + r2.counters.requests);
+    let h2 = log.iter().filter(|l| l.protocol == "HTTP/2.0").count() as u64;
+    assert_eq!(h2, r2.counters.requests, "HTTP/2 requests in nginx's log");
+}
+
+#[test]
+fn cleartext_http2_prior_knowledge() {
+    let nginx = Nginx::start_with("http2", false);
+    let mut o = opts(nginx.url("/"), 2, 1, "300ms");
+    o.http2 = true;
+    let r = load(&o);
+    assert!(
+        r.counters.requests > 0 && r.counters.errors.total() == 0,
+        "{:?}",
+        r.counters
+    );
+    let log = nginx.log_lines(r.counters.requests as usize);
+    assert_eq!(log.len() as u64, r.counters.requests);
+    assert!(log.iter().all(|l| l.protocol == "HTTP/2.0"));
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+        .args(args)
+        .output()
+        .expect("run netbench-loadgen");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_rejects_bad_input_with_one_line() {
+    for args in [
+        vec!["http", "not-a-url"],
+        vec!["http", "-d", "1s", "http://no-such-host.invalid/"],
+        vec!["http", "-c", "0", "http://127.0.0.1/"],
+        vec!["http", "-R", "-5", "http://127.0.0.1/"],
+        vec!["http", "-d", "soon", "http://127.0.0.1/"],
+        vec!["merge", "/nonexistent/report.json"],
+    ] {
+        let (code, _, err) = cli(&args);
+        assert_ne!(code, 0, "{args:?} succeeded");
+        assert_ne!(code, 101, "{args:?} panicked: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("netbench-loadgen: error:"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn cli_json_reports_merge_exactly() {
+    let nginx = Nginx::start();
+    let url = nginx.url("/");
+    let dir = std::env::temp_dir().join(format!("netbench-merge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = Vec::new();
+    for i in 0..2 {
+        let (code, out, err) = cli(&[
+            "http", "-c", "2", "-t", "1", "-d", "300ms", "--output", "json", &url,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let f = dir.join(format!("r{i}.json"));
+        std::fs::write(&f, &out).unwrap();
+        files.push(f);
+    }
+    let (code, out, err) = cli(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let parts: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect();
+    let sum = |k: &str| {
+        parts
+            .iter()
+            .map(|p| p["counters"][k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(merged["kind"], "http");
+    assert_eq!(merged["version"], 1);
+    assert_eq!(merged["workers"], 2);
+    assert_eq!(
+        merged["counters"]["requests"].as_u64().unwrap(),
+        sum("requests")
+    );
+    assert_eq!(
+        merged["latency"]["count"].as_u64().unwrap(),
+        sum("requests")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
