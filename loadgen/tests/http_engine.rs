@@ -7,8 +7,10 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::time::Duration;
 
+use std::sync::{Arc, Mutex};
+
 use http_common::{free_port, load, Behaviour, Nginx, TinyServer};
-use loadgen::http::HttpOptions;
+use loadgen::http::{run, HttpConfig, HttpOptions, Progress};
 
 fn opts(url: String, connections: u64, threads: u64, duration: &str) -> HttpOptions {
     let mut o = HttpOptions::new(url);
@@ -76,6 +78,63 @@ fn no_keepalive_opens_one_connection_per_request() {
     );
     let conns: HashSet<u64> = log.iter().map(|l| l.connection).collect();
     assert_eq!(conns.len(), log.len(), "connections were reused");
+
+    // The server closed first: TIME_WAIT sockets sit on nginx's side (local port = its port),
+    // not on ours (remote port = its port), so a long run cannot exhaust our ephemeral ports.
+    let (ours, theirs) = time_wait_counts(nginx.port);
+    assert!(
+        ours <= c.requests / 100,
+        "{ours} client-side TIME_WAIT sockets of {}",
+        c.requests
+    );
+    assert!(
+        theirs >= c.requests / 2,
+        "only {theirs} server-side TIME_WAIT sockets"
+    );
+}
+
+/// TIME_WAIT sockets on 127.0.0.1 whose (remote, local) port is `port`.
+fn time_wait_counts(port: u16) -> (u64, u64) {
+    let (mut client, mut server) = (0, 0);
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 4 || f[3] != "06" {
+                continue;
+            }
+            let port_of = |addr: &str| {
+                u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).unwrap_or(0)
+            };
+            if port_of(f[2]) == port {
+                client += 1;
+            }
+            if port_of(f[1]) == port {
+                server += 1;
+            }
+        }
+    }
+    (client, server)
+}
+
+#[test]
+fn progress_sink_gets_a_snapshot_every_second() {
+    let nginx = Nginx::start();
+    let cfg = HttpConfig::from_options(&opts(nginx.url("/"), 2, 1, "2500ms")).unwrap();
+    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
+    let sink = seen.clone();
+    let r = run(
+        &cfg,
+        Some(Box::new(move |p: &Progress| sink.lock().unwrap().push(*p))),
+    )
+    .unwrap();
+    let seen = seen.lock().unwrap();
+    assert!((2..=3).contains(&seen.len()), "{} snapshots", seen.len());
+    assert!(seen.windows(2).all(|w| w[1].requests > w[0].requests));
+    assert!(seen
+        .iter()
+        .all(|p| p.rps > 0.0 && p.errors == 0 && !p.warming_up));
+    assert!(seen.last().unwrap().requests <= r.counters.requests);
 }
 
 #[test]
