@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("netbench-loadgen: error: {e:#}");
+            eprintln!("netbench-loadgen: {e:#}");
             ExitCode::FAILURE
         }
     }
