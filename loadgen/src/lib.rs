@@ -7,3 +7,4 @@
 
 pub mod http;
 pub mod report;
+pub mod worker;

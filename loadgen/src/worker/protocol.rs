@@ -1,0 +1,110 @@
+//! The worker <-> operator protocol (version 1), shared by `netbench-loadgen` in worker mode
+//! and `netbench-operator`'s worker API. JSON over HTTP, `Authorization: Bearer <run token>`.
+//!
+//! ```text
+//! POST {base}/v1/runs/{run}/register   RegisterRequest          -> 200 RegisterResponse
+//! GET  {base}/v1/runs/{run}/barrier?worker=W&step=N             -> 200 BarrierResponse (released)
+//!                                                               -> 202 BarrierResponse (waiting)
+//! POST {base}/v1/runs/{run}/progress   ProgressUpdate           -> 204
+//! POST {base}/v1/runs/{run}/report     FinalReport              -> 204 (stored durably)
+//! ```
+//! Errors are 4xx with an `ApiError` body: 401 bad token, 404 unknown run or worker,
+//! 409 wrong step or duplicate report, 413 body too large, 422 malformed body.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of this protocol; both sides put it in every body and reject other versions.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Path prefix of every protocol endpoint for one run.
+pub fn run_path(run: &str) -> String {
+    format!("/v1/runs/{run}")
+}
+
+/// What a worker does in a run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Generates load (HTTP client, TCP client).
+    Client,
+    /// Receives load (TCP server); registers the address clients must connect to.
+    Server,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterRequest {
+    pub version: u32,
+    /// The worker's pod name.
+    pub worker: String,
+    /// The node the worker runs on.
+    #[serde(default)]
+    pub node: Option<String>,
+    pub step: u32,
+    pub role: Role,
+    /// For servers: "host:port" the clients connect to.
+    #[serde(default)]
+    pub listen: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterResponse {
+    pub version: u32,
+    /// Workers registered / expected for this step.
+    pub registered: u32,
+    pub expected: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BarrierResponse {
+    pub version: u32,
+    /// Set once every expected worker registered: all start at this wall-clock instant.
+    #[serde(default)]
+    pub start_at_unix_ms: Option<u64>,
+    pub registered: u32,
+    pub expected: u32,
+    /// Addresses registered by server workers ("host:port"), for clients.
+    #[serde(default)]
+    pub servers: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressUpdate {
+    pub version: u32,
+    pub worker: String,
+    pub step: u32,
+    pub elapsed_s: f64,
+    /// HTTP: completed requests so far and requests per second over the last second.
+    #[serde(default)]
+    pub requests: u64,
+    #[serde(default)]
+    pub errors: u64,
+    #[serde(default)]
+    pub rps: f64,
+    /// TCP: bits per second over the last second.
+    #[serde(default)]
+    pub bits_per_second: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalReport {
+    pub version: u32,
+    pub worker: String,
+    #[serde(default)]
+    pub node: Option<String>,
+    pub step: u32,
+    /// When this worker actually started after the barrier (for the start skew).
+    pub started_at_unix_ms: u64,
+    /// The engine's report (`{"version":1,"kind":"http"|"tcp",...}`); kept as JSON so the
+    /// operator stores exactly what the worker measured.
+    pub report: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub error: String,
+}
