@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# Shared settings and helpers for tests/cluster/*.sh. Source it; do not run it.
+#
+# Everything the cluster creates lives in three places, all removed by down.sh except the cache:
+#   NB_STATE  persistent state (certs, kubeconfigs, etcd data, containerd root, kubelet root, logs)
+#   NB_RUN    runtime files (sockets, PID files)
+#   NB_CACHE  built binaries and images, kept across runs (keyed by a hash of their sources)
+
+set -euo pipefail
+
+NB_CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NB_STATE=${NB_CLUSTER_STATE:-/var/lib/netbench-cluster}
+NB_RUN=${NB_CLUSTER_RUN:-/run/netbench-cluster}
+NB_CACHE=${NB_CLUSTER_CACHE:-/var/cache/netbench/cluster}
+
+# Kubernetes version built from the Go module proxy (keep in sync with go.mod).
+NB_K8S_VERSION=v1.37.2
+
+# Network plan: all inside 198.19.0.0/16 (benchmark-testing range), away from the machine's own
+# 192.0.2.0/24 and from the 198.18.0.0/24 / 198.19.0.0/24 ranges the tcp tests use.
+NB_NODE_NAME=nb-node0
+NB_NODE_DEV=nb-node0          # a port-less bridge used as a dummy device (no dummy module here)
+NB_NODE_IP=198.19.255.1       # node IP, apiserver advertise/bind address, CoreDNS listen address
+NB_POD_CIDR=198.19.128.0/17   # cluster CIDR
+NB_NODE_POD_CIDR=198.19.128.0/24
+NB_POD_GW=198.19.128.1
+NB_SVC_CIDR=198.19.64.0/18
+NB_SVC_KUBERNETES_IP=198.19.64.1
+NB_DNS_IP=198.19.64.10
+NB_CNI_BRIDGE=nb-cni0
+NB_CLUSTER_DOMAIN=cluster.local
+NB_APISERVER_PORT=6443
+NB_ETCD_CLIENT_PORT=32379
+NB_ETCD_PEER_PORT=32380
+
+# Image tags (never `latest`). Images are imported under docker.io/<name>.
+NB_PAUSE_IMAGE=netbench/pause:3.10-nb1
+NB_NGINX_IMAGE=netbench/nginx-target:0.1.0
+NB_PROBE_IMAGE=netbench/probe:0.1.0
+
+NB_PKI=$NB_STATE/pki
+NB_LOGS=$NB_STATE/logs
+NB_PIDS=$NB_RUN/pids
+NB_CONTAINERD_SOCK=$NB_RUN/containerd/containerd.sock
+NB_KUBECONFIG=$NB_STATE/admin.kubeconfig
+
+# Sysctls the cluster (we, kubelet or kube-proxy) may change; up.sh saves them, down.sh restores.
+NB_SYSCTLS=(
+    net.ipv4.ip_forward
+    net.bridge.bridge-nf-call-iptables
+    net.bridge.bridge-nf-call-ip6tables
+    net.ipv4.conf.all.route_localnet
+    vm.overcommit_memory
+    vm.panic_on_oom
+    kernel.panic
+    kernel.panic_on_oops
+    kernel.keys.root_maxkeys
+    kernel.keys.root_maxbytes
+    net.netfilter.nf_conntrack_max
+    net.netfilter.nf_conntrack_tcp_timeout_established
+    net.netfilter.nf_conntrack_tcp_timeout_close_wait
+)
+
+log() { printf '[cluster %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() {
+    printf '[cluster] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root"; }
+
+need_cmds() {
+    local c missing=()
+    for c in "$@"; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
+    ((${#missing[@]} == 0)) || die "missing commands: ${missing[*]} (apt-get install -y \$(cat tests/apt-packages.txt))"
+}
+
+# Hash of everything that determines the Go binaries: module files, sources, build script, Go version.
+source_hash() {
+    (
+        cd "$NB_CLUSTER_DIR"
+        go version
+        cat go.mod go.sum coredns/go.mod coredns/go.sum build.sh
+        find cmd coredns -name '*.go' -print0 | sort -z | xargs -0 cat
+    ) | sha256sum | cut -c1-16
+}
+
+bin_dir() { echo "$NB_CACHE/bin/$(source_hash)"; }
+
+# kubectl from the hyperkube binary, talking to our cluster.
+kc() { "$(bin_dir)/k8s" kubectl --kubeconfig "$NB_KUBECONFIG" "$@"; }
+
+pid_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+
+# component_pid NAME: the PID recorded for NAME if that process still runs, else empty.
+component_pid() {
+    local f=$NB_PIDS/$1.pid pid
+    [[ -f $f ]] || return 0
+    pid=$(cat "$f")
+    if pid_alive "$pid"; then echo "$pid"; fi
+}
+
+# start_component NAME CMD...: run CMD in the background with its own log, record its PID.
+start_component() {
+    local name=$1
+    shift
+    mkdir -p "$NB_PIDS" "$NB_LOGS"
+    if [[ -n $(component_pid "$name") ]]; then
+        log "$name already running (pid $(component_pid "$name"))"
+        return 0
+    fi
+    log "starting $name"
+    # setsid: own session, so a terminal's Ctrl-C does not reach it and down.sh kills it by PID.
+    setsid "$@" >>"$NB_LOGS/$name.log" 2>&1 </dev/null &
+    echo $! >"$NB_PIDS/$name.pid"
+}
+
+# fail_with_log NAME MESSAGE: print the tail of NAME's log and exit non-zero.
+fail_with_log() {
+    local name=$1
+    shift
+    printf '[cluster] ERROR: %s\n--- last 40 lines of %s ---\n' "$*" "$NB_LOGS/$name.log" >&2
+    tail -n 40 "$NB_LOGS/$name.log" >&2 2>/dev/null || true
+    exit 1
+}
+
+# wait_for NAME SECONDS CMD...: retry CMD until it succeeds; fail with NAME's log on timeout or
+# if NAME's process died.
+wait_for() {
+    local name=$1 secs=$2
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        if [[ -f $NB_PIDS/$name.pid && -z $(component_pid "$name") ]]; then
+            fail_with_log "$name" "$name exited"
+        fi
+        ((SECONDS < deadline)) || fail_with_log "$name" "$name not ready after ${secs}s"
+        sleep 1
+    done
+}
