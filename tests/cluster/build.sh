@@ -40,5 +40,8 @@ log "building coredns"
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
+# Keep the three newest builds (other checkouts may use them), drop older ones.
+find "$NB_CACHE/bin" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
+    sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
 log "built in $((SECONDS - start))s into $out"
 echo "$out"

@@ -65,7 +65,7 @@ fi
 stop_component containerd
 for proc in /proc/[0-9]*; do
     # Our shims name our socket on their command line; kill exactly those.
-    if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -qF -- "-address $NB_CONTAINERD_SOCK"; then
+    if tr '\0' ' ' 2>/dev/null <"$proc/cmdline" | grep -qF -- "-address $NB_CONTAINERD_SOCK"; then
         log "killing leftover shim pid ${proc#/proc/}"
         kill -KILL "${proc#/proc/}" 2>/dev/null
     fi
@@ -82,6 +82,10 @@ done
 sleep 0.5
 for ctl in /sys/fs/cgroup/*/; do
     [[ -d $ctl/kubepods ]] && find "$ctl/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null
+    # containerd's default parent for containers started outside the CRI (ctr run).
+    if [[ -d $ctl/k8s.io ]] && ! grep -qx "existed ${ctl}k8s.io" "$saved"; then
+        find "$ctl/k8s.io" -depth -type d -exec rmdir {} \; 2>/dev/null
+    fi
 done
 
 # 4. Control plane last.

@@ -88,6 +88,8 @@ build_image() {
     tar -C "$work" -cf "$tar.tmp" manifest.json "$config_sha.json" layer.tar
     mv "$tar.tmp" "$tar"
     rm -rf "$work"
+    # Keep only the newest build of this NAME:TAG in the cache.
+    find "$NB_IMAGES" -maxdepth 1 -name "${ref//[\/:]/_}-*.tar" ! -path "$tar" -delete
     log "built image $ref -> $tar"
     echo "$tar"
 }

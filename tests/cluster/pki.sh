@@ -19,7 +19,7 @@ gen_cert() {
             echo "extendedKeyUsage=clientAuth"
         fi
     } >"$ext"
-    openssl genrsa -out "$NB_PKI/$name.key" 2048 2>/dev/null
+    openssl ecparam -name prime256v1 -genkey -noout -out "$NB_PKI/$name.key"
     openssl req -new -key "$NB_PKI/$name.key" -subj "$subj" -out "$NB_PKI/$name.csr" 2>/dev/null
     openssl x509 -req -in "$NB_PKI/$name.csr" -CA "$NB_PKI/ca.crt" -CAkey "$NB_PKI/ca.key" \
         -CAcreateserial -days 3650 -extfile "$ext" -out "$NB_PKI/$name.crt" 2>/dev/null
@@ -55,15 +55,15 @@ make_pki() {
     chmod 700 "$NB_PKI"
     if [[ ! -f $NB_PKI/ca.crt ]]; then
         log "generating certificates in $NB_PKI"
-        openssl genrsa -out "$NB_PKI/ca.key" 2048 2>/dev/null
+        openssl ecparam -name prime256v1 -genkey -noout -out "$NB_PKI/ca.key"
         openssl req -x509 -new -key "$NB_PKI/ca.key" -subj "/CN=netbench-cluster-ca" -days 3650 \
             -addext "basicConstraints=critical,CA:TRUE" \
             -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
             -out "$NB_PKI/ca.crt" 2>/dev/null
     fi
     [[ -f $NB_PKI/sa.key ]] || {
-        openssl genrsa -out "$NB_PKI/sa.key" 2048 2>/dev/null
-        openssl rsa -in "$NB_PKI/sa.key" -pubout -out "$NB_PKI/sa.pub" 2>/dev/null
+        openssl ecparam -name prime256v1 -genkey -noout -out "$NB_PKI/sa.key"
+        openssl ec -in "$NB_PKI/sa.key" -pubout -out "$NB_PKI/sa.pub" 2>/dev/null
     }
     local d=$NB_CLUSTER_DOMAIN
     gen_cert apiserver kube-apiserver "" \

@@ -115,7 +115,7 @@ left=()
 for pid in $pids; do pid_alive "$pid" && left+=("pid $pid")
 done
 for proc in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null) || continue
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$proc/cmdline") || continue
     [[ $cmd == *"$NB_RUN"* || $cmd == *"$NB_STATE"* || $cmd == *"$NB_CACHE/bin/"* ]] &&
         left+=("process ${proc#/proc/}: $cmd")
 done

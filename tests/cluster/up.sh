@@ -10,10 +10,6 @@ need_cmds go containerd containerd-shim-runc-v2 runc ctr iptables ip openssl jq 
 [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
     die "CNI plugins missing in /usr/lib/cni (apt-get install -y containernetworking-plugins)"
 
-BIN=$("$NB_CLUSTER_DIR/build.sh")
-K8S=$BIN/k8s
-mkdir -p "$NB_STATE" "$NB_RUN" "$NB_LOGS" "$NB_PIDS"
-chmod 700 "$NB_STATE"
 
 # --- host preparation (recorded once so down.sh can put the machine back) -----------------
 prepare_host() {
@@ -26,14 +22,14 @@ prepare_host() {
             findmnt -rno TARGET,PROPAGATION | sed 's/^/propagation /'
             for ipt in iptables ip6tables; do
                 for table in filter nat mangle raw; do
-                    $ipt -w -t $table -S 2>/dev/null | grep -oE '^-N (KUBE|CNI)-[^ ]+' |
-                        sed "s/^-N /chain $ipt $table /"
+                    { $ipt -w -t $table -S 2>/dev/null || true; } |
+                        sed -nE "s/^-N ((KUBE|CNI)-[^ ]+).*/chain $ipt $table \1/p"
                 done
             done
-            for s in /run/containerd /var/log/containers /run/netns /var/run/netns; do
+            for s in /run/containerd /var/log/containers /run/netns /var/run/netns /sys/fs/cgroup/*/k8s.io; do
                 [[ -e $s ]] && echo "existed $s"
             done
-            ls /run/netns 2>/dev/null | sed 's/^/netns /'
+            { ls /run/netns 2>/dev/null || true; } | sed 's/^/netns /'
         } >"$NB_STATE/host.saved.tmp"
         mv "$NB_STATE/host.saved.tmp" "$NB_STATE/host.saved"
     fi
@@ -81,6 +77,7 @@ start_apiserver() {
         --client-ca-file "$NB_PKI/ca.crt" \
         --kubelet-client-certificate "$NB_PKI/apiserver-kubelet-client.crt" \
         --kubelet-client-key "$NB_PKI/apiserver-kubelet-client.key" \
+        --kubelet-preferred-address-types InternalIP \
         --service-account-key-file "$NB_PKI/sa.pub" \
         --service-account-signing-key-file "$NB_PKI/sa.key" \
         --service-account-issuer "https://kubernetes.default.svc.$NB_CLUSTER_DOMAIN" \
@@ -126,6 +123,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   address = "$NB_RUN/containerd/containerd.sock.ttrpc"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "docker.io/$NB_PAUSE_IMAGE"
+  # These machines withhold CAP_SYS_RESOURCE even from root, so runc cannot lower
+  # oom_score_adj below containerd's own (the pause container asks for -998): clamp instead.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NB_STATE/cni/net.d"
@@ -166,6 +166,13 @@ write_cni_config() {
   ]
 }
 EOF
+}
+
+load_images() {
+    local tars
+    tars=$(build_standard_images)
+    # shellcheck disable=SC2086
+    import_image $tars
 }
 
 # --- node -----------------------------------------------------------------------------------
@@ -305,10 +312,7 @@ main() {
     start_apiserver
     start_controllers
     start_containerd
-    local tars
-    tars=$(build_standard_images)
-    # shellcheck disable=SC2086
-    import_image $tars
+    load_images
     write_cni_config
     start_kubelet
     start_kube_proxy
@@ -318,6 +322,16 @@ main() {
     echo "export PATH=$BIN/kubectl-path:\$PATH  # kubectl"
 }
 
+BIN=$("$NB_CLUSTER_DIR/build.sh")
+K8S=$BIN/k8s
+mkdir -p "$NB_STATE" "$NB_RUN" "$NB_LOGS" "$NB_PIDS"
+chmod 700 "$NB_STATE"
 mkdir -p "$BIN/kubectl-path"
 [[ -L $BIN/kubectl-path/kubectl ]] || ln -sf ../k8s "$BIN/kubectl-path/kubectl"
-main
+if [[ ${1:-} == --only ]]; then
+    # Debugging aid: run selected steps, e.g. `up.sh --only prepare_host start_containerd`.
+    shift
+    for f in "$@"; do "$f"; done
+else
+    main
+fi

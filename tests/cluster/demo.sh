@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# One command for the main job: bring the cluster up, deploy the in-cluster nginx target, and -
+# when the operator parts exist - import the operator/loadgen images, install the CRDs and the
+# operator, apply an example benchmark, wait for it, and print `kubectl get ingressbenchmark`.
+#
+#   demo.sh [--operator-bin PATH] [--loadgen-bin PATH] [--example FILE] [--timeout SECONDS]
+#
+# --operator-bin / --loadgen-bin: static binaries packed as netbench/operator:0.1.0 and
+#   netbench/loadgen:0.1.0 (see images.sh). CRDs come from crds/manifests/*.yaml, the operator
+#   from deploy/*.yaml, both applied only if present. Without --example it stops after the
+#   target is serving. The cluster stays up; tear it down with down.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$NB_CLUSTER_DIR/images.sh"
+need_root
+
+repo=$(cd "$NB_CLUSTER_DIR/../.." && pwd)
+operator_bin= loadgen_bin= example= timeout=600
+while (($#)); do
+    case $1 in
+        --operator-bin) operator_bin=$2 ;;
+        --loadgen-bin) loadgen_bin=$2 ;;
+        --example) example=$2 ;;
+        --timeout) timeout=$2 ;;
+        *) die "unknown argument $1 (see the header of $0)" ;;
+    esac
+    shift 2
+done
+
+"$NB_CLUSTER_DIR/up.sh" >"$NB_RUN.env" || die "up.sh failed"
+cat "$NB_RUN.env"
+rm -f "$NB_RUN.env"
+
+log "deploying the nginx target (Service nginx-target.netbench-target:80)"
+kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: netbench-target}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nginx-target, namespace: netbench-target}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: nginx-target}}
+  template:
+    metadata: {labels: {app: nginx-target}}
+    spec:
+      containers:
+      - name: nginx
+        image: $NB_NGINX_IMAGE
+        imagePullPolicy: Never
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: nginx-target, namespace: netbench-target}
+spec:
+  selector: {app: nginx-target}
+  ports: [{port: 80, targetPort: 8080}]
+EOF
+kc -n netbench-target rollout status deployment/nginx-target --timeout=180s
+
+if [[ -n $operator_bin ]]; then
+    import_image "$(build_image netbench/operator:0.1.0 /operator "$operator_bin=/operator")"
+fi
+if [[ -n $loadgen_bin ]]; then
+    import_image "$(build_image netbench/loadgen:0.1.0 /loadgen "$loadgen_bin=/loadgen")"
+fi
+if compgen -G "$repo/crds/manifests/*.yaml" >/dev/null; then
+    log "installing CRDs"
+    kc apply -f "$repo/crds/manifests/"
+    kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/"
+fi
+if compgen -G "$repo/deploy/*.yaml" >/dev/null; then
+    log "installing the operator"
+    kc apply -f "$repo/deploy/"
+fi
+[[ -n $example ]] || {
+    log "no --example given: cluster and target ready"
+    exit 0
+}
+
+kc apply -f "$example"
+name=$(kc get -f "$example" -o jsonpath='{.metadata.name}')
+ns=$(kc get -f "$example" -o jsonpath='{.metadata.namespace}')
+log "waiting up to ${timeout}s for ingressbenchmark $ns/$name to finish"
+deadline=$((SECONDS + timeout))
+while ((SECONDS < deadline)); do
+    phase=$(kc -n "$ns" get ingressbenchmark "$name" -o jsonpath='{.status.phase}' 2>/dev/null)
+    [[ $phase == Succeeded || $phase == Failed ]] && break
+    sleep 5
+done
+kc get ingressbenchmark -A
+[[ $phase == Succeeded ]] || die "benchmark ended in phase '${phase:-none}'"
