@@ -90,6 +90,15 @@ bin_dir() { echo "$NB_CACHE/bin/$(source_hash)"; }
 # kubectl from the hyperkube binary, talking to our cluster.
 kc() { "$(bin_dir)/k8s" kubectl --kubeconfig "$NB_KUBECONFIG" "$@"; }
 
+# write_file PATH: write stdin to PATH only if the content differs (kube-proxy exits when its
+# config file changes, so a second up.sh must not touch unchanged files).
+write_file() {
+    local tmp
+    tmp=$(mktemp "$1.XXXXXX")
+    cat >"$tmp"
+    if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
+
 pid_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
 
 # component_pid NAME: the PID recorded for NAME if that process still runs, else empty.

@@ -111,7 +111,7 @@ start_controllers() {
 start_containerd() {
     local dir=$NB_STATE/containerd
     mkdir -p "$dir" "$NB_STATE/cni/net.d" "$NB_RUN/containerd"
-    cat >"$dir/config.toml" <<EOF
+    write_file "$dir/config.toml" <<EOF
 version = 2
 root = "$dir/root"
 state = "$NB_RUN/containerd/state"
@@ -144,7 +144,7 @@ EOF
 }
 
 write_cni_config() {
-    cat >"$NB_STATE/cni/net.d/10-netbench.conflist" <<EOF
+    write_file "$NB_STATE/cni/net.d/10-netbench.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "netbench",
@@ -179,7 +179,7 @@ load_images() {
 start_kubelet() {
     local dir=$NB_STATE/kubelet
     mkdir -p "$dir" "$NB_STATE/pod-logs"
-    cat >"$NB_STATE/kubelet-config.yaml" <<EOF
+    write_file "$NB_STATE/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $NB_NODE_IP
@@ -221,7 +221,7 @@ EOF
 }
 
 start_kube_proxy() {
-    cat >"$NB_STATE/kube-proxy-config.yaml" <<EOF
+    write_file "$NB_STATE/kube-proxy-config.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $NB_STATE/kube-proxy.kubeconfig}
@@ -284,7 +284,7 @@ ports:
 - {name: dns, port: 53, protocol: UDP}
 - {name: dns-tcp, port: 53, protocol: TCP}
 EOF
-    cat >"$NB_STATE/Corefile" <<EOF
+    write_file "$NB_STATE/Corefile" <<EOF
 .:53 {
     bind $NB_NODE_IP
     errors
