@@ -68,6 +68,9 @@ pub struct RunStatus {
     /// Identifier of this run; labels every child object and authenticates worker reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// When the current phase began (timeouts count from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_since: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// When the run left Pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,

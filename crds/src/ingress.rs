@@ -334,6 +334,9 @@ pub struct IngressBenchmarkStatus {
     /// How throughput grew across sweep steps compared with linear scaling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<Scaling>,
+    /// When the sweep target finished rolling out for the current step (settle counts from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_ready_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// The sweep target's spec before the first step, kept until it has been restored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_target: Option<SavedTarget>,
@@ -425,6 +428,8 @@ pub struct SavedTarget {
     pub namespace: String,
     pub name: String,
     pub container: String,
+    /// Index of the container in the pod template (JSON patches address it by index).
+    pub container_index: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
     /// The container's resources as they were, JSON-encoded (absent fields stay absent).

@@ -1,0 +1,66 @@
+//! Status conditions: set one by type, keeping lastTransitionTime when the status is unchanged.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+pub const READY: &str = "Ready";
+pub const INVALID: &str = "Invalid";
+pub const WORKERS_SCHEDULED: &str = "WorkersScheduled";
+pub const THRESHOLDS_MET: &str = "ThresholdsMet";
+pub const TARGET_RESTORED: &str = "TargetRestored";
+pub const OFFLOAD_RESTORED: &str = "OffloadRestored";
+
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) {
+    let status = if ok { "True" } else { "False" }.to_string();
+    let message = message.into();
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if c.status != status {
+            c.last_transition_time = now();
+        }
+        c.status = status;
+        c.reason = reason.to_string();
+        c.message = message;
+        c.observed_generation = generation;
+        return;
+    }
+    conditions.push(Condition {
+        type_: type_.to_string(),
+        status,
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time: now(),
+    });
+}
+
+pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+pub fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_replaces_by_type_and_keeps_transition_time() {
+        let mut cs = vec![];
+        set(&mut cs, READY, false, "Running", "step 1", Some(1));
+        let t0 = cs[0].last_transition_time.clone();
+        set(&mut cs, READY, false, "Running", "step 2", Some(1));
+        assert_eq!(cs.len(), 1);
+        assert_eq!(cs[0].message, "step 2");
+        assert_eq!(cs[0].last_transition_time, t0);
+        set(&mut cs, READY, true, "Succeeded", "done", Some(1));
+        assert_eq!(cs[0].status, "True");
+    }
+}

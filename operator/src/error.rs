@@ -1,0 +1,28 @@
+//! Errors of a reconcile, split into what waits for a spec change (permanent) and what is
+//! retried with backoff (transient). The variant name is the metric label and Event reason.
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
+    #[error("report: {0}")]
+    Report(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Stable label for metrics and Events.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "KubeError",
+            Error::Finalizer(_) => "FinalizerError",
+            Error::Report(_) => "ReportError",
+            Error::Internal(_) => "InternalError",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,666 @@
+//! The run's phase machine. Each phase handler is idempotent: it may run again on a stale or
+//! restarted operator and must converge to the same children and the same status.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crds::ingress::StepResult;
+use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
+use loadgen::worker::protocol::FinalReport;
+
+use super::{children, plan, queue, result, validate};
+use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::runs::RunSpec;
+use crate::{labels, reports, target, workers};
+
+const FIELD_MANAGER: &str = "netbench-operator";
+/// How often a running step is checked (reports also wake the controller at once).
+const POLL: Duration = Duration::from_secs(2);
+
+/// One reconcile's view of a benchmark and its run.
+struct Run<'a> {
+    ib: &'a IngressBenchmark,
+    ctx: &'a Context,
+    ns: String,
+    name: String,
+    id: String,
+    generation: i64,
+    status: IngressBenchmarkStatus,
+    events: Vec<(EventType, String, String)>,
+}
+
+/// What a phase handler wants next.
+enum Next {
+    /// The phase changed; run the next handler in this reconcile.
+    Continue,
+    /// Write status and come back after this action.
+    Wait(Action),
+}
+
+pub async fn apply(
+    ib: &IngressBenchmark,
+    ctx: &Context,
+    api: &Api<IngressBenchmark>,
+) -> Result<Action> {
+    // Act on the freshest object, not the cache: our own status writes may not be in it yet.
+    let ib = api.get(&ib.name_any()).await?;
+    let generation = ib.metadata.generation.unwrap_or(1);
+    let id = labels::run_id(&ib.uid().unwrap_or_default(), generation);
+    let before = ib.status.clone().unwrap_or_default();
+    let mut run = Run {
+        ib: &ib,
+        ctx,
+        ns: ib.namespace().unwrap_or_default(),
+        name: ib.name_any(),
+        id,
+        generation,
+        status: before.clone(),
+        events: vec![],
+    };
+    if run.status.run.run_id.as_deref() != Some(run.id.as_str()) {
+        run.start_new_run().await?;
+    }
+    let mut action = Action::await_change();
+    for _ in 0..8 {
+        let phase = run.status.run.phase.unwrap_or_default();
+        let next = match phase {
+            Phase::Pending | Phase::Queued => run.pending().await?,
+            Phase::Preparing => run.preparing(api).await?,
+            Phase::Running => run.running().await?,
+            Phase::Collecting => run.collecting().await?,
+            Phase::Succeeded | Phase::Failed => run.finished().await?,
+        };
+        match next {
+            Next::Continue => continue,
+            Next::Wait(a) => {
+                action = a;
+                break;
+            }
+        }
+    }
+    if run.status != before {
+        write_status(api, &run.name, &run.status).await?;
+    }
+    ctx.metrics.set_phase(
+        plan::KIND,
+        &run.ns,
+        &run.name,
+        run.status.run.phase.unwrap_or_default(),
+    );
+    run.publish_events().await;
+    Ok(action)
+}
+
+/// Deletion: restore the target, delete every child. Works even if apply never ran.
+pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
+    let ns = ib.namespace().unwrap_or_default();
+    let name = ib.name_any();
+    if let Some(saved) = ib.status.as_ref().and_then(|s| s.saved_target.as_ref()) {
+        if !saved.restored {
+            target::restore(&ctx.client, saved)
+                .await
+                .map_err(|e| Error::Internal(format!("restoring the sweep target: {e}")))?;
+        }
+    }
+    children::delete(
+        &ctx.client,
+        &ns,
+        &labels::benchmark_selector(plan::KIND, &name),
+        children::Sweep::ALL,
+    )
+    .await?;
+    if let Some(id) = ib.status.as_ref().and_then(|s| s.run.run_id.as_deref()) {
+        ctx.runs.forget(id);
+    }
+    ctx.metrics.forget(plan::KIND, &ns, &name);
+    Ok(Action::await_change())
+}
+
+async fn write_status(
+    api: &Api<IngressBenchmark>,
+    name: &str,
+    status: &IngressBenchmarkStatus,
+) -> Result<()> {
+    let patch =
+        json!({"apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark", "status": status});
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+fn elapsed_since(t: &Option<Time>) -> Duration {
+    t.as_ref()
+        .map(|t| jiff::Timestamp::now().duration_since(t.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
+}
+
+impl Run<'_> {
+    fn set_phase(&mut self, phase: Phase, message: impl Into<String>) {
+        let message = message.into();
+        if self.status.run.phase != Some(phase) {
+            let kind = if phase == Phase::Failed {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.events
+                .push((kind, format!("{phase:?}"), message.clone()));
+            self.status.run.phase_since = Some(conditions::now());
+        }
+        self.status.run.phase = Some(phase);
+        self.status.run.message = Some(message);
+    }
+
+    fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
+        conditions::set(
+            &mut self.status.run.conditions,
+            type_,
+            ok,
+            reason,
+            message,
+            Some(self.generation),
+        );
+    }
+
+    fn selector(&self) -> String {
+        format!("{}={}", labels::RUN, self.id)
+    }
+
+    fn step_selector(&self, step: u32) -> String {
+        format!("{},{}={step}", self.selector(), labels::STEP)
+    }
+
+    fn step(&self) -> u32 {
+        self.status.current_step.unwrap_or(0)
+    }
+
+    fn cleanup_policy(&self) -> CleanupPolicy {
+        self.ib.spec.cleanup
+    }
+
+    async fn publish_events(&mut self) {
+        if self.events.is_empty() {
+            return;
+        }
+        let recorder = Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone());
+        let reference = self.ib.object_ref(&());
+        for (type_, reason, note) in self.events.drain(..) {
+            let ev = Event {
+                type_,
+                reason,
+                note: Some(note),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = recorder.publish(&ev, &reference).await {
+                tracing::debug!("publishing an event failed: {e}");
+            }
+        }
+    }
+
+    /// A new generation: stop what an older run left behind, then start fresh. A sweep target
+    /// changed by the old run is restored first; its saved spec is kept until it is.
+    async fn start_new_run(&mut self) -> Result<()> {
+        if let Some(old) = self.status.run.run_id.clone() {
+            let was_active = !self.status.run.phase.is_some_and(Phase::is_finished);
+            children::delete(
+                &self.ctx.client,
+                &self.ns,
+                &format!("{}={old}", labels::RUN),
+                children::Sweep::ALL,
+            )
+            .await?;
+            self.ctx.runs.forget(&old);
+            if was_active {
+                self.events.push((
+                    EventType::Warning,
+                    "SpecChanged".into(),
+                    format!(
+                        "the spec changed during run {old}; it was stopped and a new run starts"
+                    ),
+                ));
+            }
+        }
+        let saved = match self.status.saved_target.take() {
+            Some(s) if !s.restored => {
+                target::restore(&self.ctx.client, &s)
+                    .await
+                    .map_err(|e| Error::Internal(format!("restoring the sweep target: {e}")))?;
+                None
+            }
+            _ => None,
+        };
+        self.status = IngressBenchmarkStatus {
+            saved_target: saved,
+            ..Default::default()
+        };
+        self.status.run.run_id = Some(self.id.clone());
+        self.status.run.observed_generation = Some(self.generation);
+        self.status.run.start_time = Some(conditions::now());
+        self.set_phase(Phase::Pending, "accepted");
+        self.condition(READY, false, "Pending", "the run has not finished");
+        Ok(())
+    }
+
+    async fn fail(&mut self, reason: &str, message: String) -> Result<Next> {
+        self.condition(READY, false, reason, message.clone());
+        self.finish(Phase::Failed, message).await
+    }
+
+    async fn pending(&mut self) -> Result<Next> {
+        let spec = &self.ib.spec;
+        let invalid = match validate::permitted(spec, &self.ns, &self.ctx.config) {
+            Err(m) => Some(m),
+            Ok(()) => validate::nodes_exist(&self.ctx.client, spec).await?.err(),
+        };
+        if let Some(message) = invalid {
+            self.condition(INVALID, true, "InvalidSpec", message.clone());
+            return self.fail("InvalidSpec", message).await;
+        }
+        self.condition(INVALID, false, "Valid", "the spec is valid");
+        let all = Api::<IngressBenchmark>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        if let Some(why) = queue::blocker(self.ib, &all) {
+            self.set_phase(Phase::Queued, why);
+            return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
+        }
+        self.status.current_step = Some(0);
+        self.set_phase(Phase::Preparing, "preparing step 0");
+        Ok(Next::Continue)
+    }
+
+    /// Scales the sweep target for the step, waits for its rollout and the settle time, then
+    /// creates the step's workers.
+    async fn preparing(&mut self, api: &Api<IngressBenchmark>) -> Result<Next> {
+        let step = self.step();
+        if let Some(sweep) = &self.ib.spec.sweep {
+            let Some(step_spec) = sweep.steps.get(step as usize) else {
+                return self
+                    .fail("InvalidSpec", format!("no sweep step {step}"))
+                    .await;
+            };
+            if self.status.saved_target.is_none() {
+                match target::save(&self.ctx.client, &sweep.target_ref, &self.ns).await {
+                    Ok(saved) => self.status.saved_target = Some(saved),
+                    Err(e) => return self.fail("TargetUnavailable", e.to_string()).await,
+                }
+                // The original spec must be durable before the first patch.
+                write_status(api, &self.name, &self.status).await?;
+            }
+            let saved = self.status.saved_target.clone().expect("saved above");
+            if self.status.target_ready_at.is_none() {
+                if let Err(e) = target::apply_step(&self.ctx.client, &saved, step_spec).await {
+                    return self.fail("TargetPatchFailed", e.to_string()).await;
+                }
+                self.condition(
+                    TARGET_RESTORED,
+                    false,
+                    "Scaled",
+                    format!("{}/{} scaled for step {step}", saved.namespace, saved.name),
+                );
+                let rolled = target::rolled_out(&self.ctx.client, &saved)
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?;
+                if !rolled {
+                    if elapsed_since(&self.status.run.phase_since)
+                        > self.ctx.config.rollout_timeout()
+                    {
+                        let m = format!(
+                            "{} {}/{} did not finish rolling out for step {step}",
+                            saved.kind, saved.namespace, saved.name
+                        );
+                        return self.fail("RolloutTimeout", m).await;
+                    }
+                    self.status.run.message = Some(format!(
+                        "waiting for {} {}/{} to roll out (step {step})",
+                        saved.kind, saved.namespace, saved.name
+                    ));
+                    return Ok(Next::Wait(Action::requeue(POLL)));
+                }
+                self.status.target_ready_at = Some(conditions::now());
+            }
+            let settle = Duration::from(sweep.settle);
+            let waited = elapsed_since(&self.status.target_ready_at);
+            if waited < settle {
+                self.status.run.message =
+                    Some(format!("target ready; settling before step {step}"));
+                return Ok(Next::Wait(Action::requeue(settle - waited)));
+            }
+        }
+        self.create_workers(step).await?;
+        let n = self.ib.spec.workers.effective_replicas();
+        self.status.workers = Some(format!("0/{n}"));
+        self.set_phase(
+            Phase::Running,
+            format!("step {step}: {n} worker(s) started"),
+        );
+        Ok(Next::Wait(Action::requeue(POLL)))
+    }
+
+    /// The token Secret, the registry entry for the barrier, and the pods (all idempotent).
+    async fn announce(&mut self, step: u32) -> Result<()> {
+        let secret = labels::token_secret_name(&self.name, &self.id);
+        let token = children::ensure_token(
+            &self.ctx.client,
+            &self.ns,
+            &secret,
+            labels::run_labels(plan::KIND, &self.name, &self.id),
+            plan::owner(self.ib),
+        )
+        .await?;
+        self.ctx.runs.announce(
+            &self.id,
+            RunSpec {
+                kind: plan::KIND.into(),
+                namespace: self.ns.clone(),
+                benchmark: self.name.clone(),
+                uid: self.ib.uid().unwrap_or_default(),
+                token,
+                step,
+                workers: plan::worker_names(self.ib, &self.id, step),
+            },
+        );
+        Ok(())
+    }
+
+    async fn create_workers(&mut self, step: u32) -> Result<()> {
+        self.announce(step).await?;
+        let pods: Vec<_> =
+            plan::workers(self.ib, &self.id, step, self.ib.spec.workers.host_network)
+                .iter()
+                .map(|p| workers::pod(p, &self.ctx.config))
+                .collect();
+        children::create_pods(&self.ctx.client, &self.ns, &pods).await?;
+        Ok(())
+    }
+
+    async fn running(&mut self) -> Result<Next> {
+        let step = self.step();
+        // After an operator restart the barrier state is gone: announce again (idempotent).
+        self.announce(step).await?;
+        // Pods first, then reports: a worker exits only after its report is stored, so a
+        // finished pod's report is always in the second list.
+        let pods =
+            children::list_pods(&self.ctx.client, &self.ns, &self.step_selector(step)).await?;
+        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, step).await?;
+        let expected = plan::worker_names(self.ib, &self.id, step);
+        let n = expected.len();
+        self.status.workers = Some(format!("{}/{n}", reports.len()));
+        if expected.keys().all(|w| reports.contains_key(w)) {
+            self.set_phase(
+                Phase::Collecting,
+                format!("step {step}: merging {n} report(s)"),
+            );
+            return Ok(Next::Continue);
+        }
+        let scheduled = pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .count();
+        self.condition(
+            WORKERS_SCHEDULED,
+            scheduled == n,
+            "Scheduling",
+            format!("{scheduled}/{n} worker(s) scheduled"),
+        );
+        if let Some(problem) = worker_problem(&expected, &pods, &reports) {
+            return self
+                .fail("WorkerFailed", format!("step {step}: {problem}"))
+                .await;
+        }
+        let deadline = plan::step_deadline(&self.ib.spec, self.ctx.config.worker_start_timeout());
+        if elapsed_since(&self.status.run.phase_since) > deadline {
+            let missing: Vec<String> = expected
+                .keys()
+                .filter(|w| !reports.contains_key(*w))
+                .map(|w| describe_pod(w, &pods))
+                .collect();
+            return self
+                .fail(
+                    "WorkerTimeout",
+                    format!(
+                        "step {step}: {} never reported within {}s",
+                        missing.join(", "),
+                        deadline.as_secs()
+                    ),
+                )
+                .await;
+        }
+        Ok(Next::Wait(Action::requeue(POLL)))
+    }
+
+    async fn collecting(&mut self) -> Result<Next> {
+        let step = self.step();
+        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, step).await?;
+        let sweep_step = self
+            .ib
+            .spec
+            .sweep
+            .as_ref()
+            .and_then(|s| s.steps.get(step as usize));
+        let result = match result::step_result(step, sweep_step, &reports) {
+            Ok(r) => r,
+            Err(e) => return self.fail("BadReport", e).await,
+        };
+        self.record_step(result);
+        if self.cleanup_policy() != CleanupPolicy::Never {
+            let pods_only = children::Sweep {
+                pods: true,
+                secrets: false,
+                reports: false,
+            };
+            children::delete(
+                &self.ctx.client,
+                &self.ns,
+                &self.step_selector(step),
+                pods_only,
+            )
+            .await?;
+        }
+        if step + 1 < plan::step_count(&self.ib.spec) {
+            self.status.current_step = Some(step + 1);
+            self.status.target_ready_at = None;
+            self.set_phase(Phase::Preparing, format!("preparing step {}", step + 1));
+            return Ok(Next::Continue);
+        }
+        self.condition(READY, true, "Succeeded", "all steps measured");
+        self.finish(Phase::Succeeded, format!("{} step(s) measured", step + 1))
+            .await
+    }
+
+    fn record_step(&mut self, r: StepResult) {
+        let m = &self.ctx.metrics;
+        let step = r.index.to_string();
+        let labels = [self.ns.as_str(), self.name.as_str(), step.as_str()];
+        m.ingress_rps.with_label_values(&labels).set(r.rps);
+        for (q, v) in [
+            ("0.5", r.latency_ms.p50),
+            ("0.9", r.latency_ms.p90),
+            ("0.99", r.latency_ms.p99),
+            ("0.999", r.latency_ms.p999),
+            ("1", r.latency_ms.max),
+        ] {
+            m.ingress_latency
+                .with_label_values(&[&self.ns, &self.name, &step, q])
+                .set(v / 1000.0);
+        }
+        let e = &r.errors;
+        for (class, v) in [
+            ("connect", e.connect),
+            ("timeout", e.timeout),
+            ("read", e.read),
+            ("write", e.write),
+            ("status4xx", e.status4xx),
+            ("status5xx", e.status5xx),
+            ("parse", e.parse),
+        ] {
+            m.ingress_errors
+                .with_label_values(&[&self.ns, &self.name, &step, class])
+                .set(v as f64);
+        }
+        let all = r.requests as f64 + e.total() as f64;
+        m.ingress_error_ratio
+            .with_label_values(&labels)
+            .set(if all > 0.0 {
+                e.total() as f64 / all
+            } else {
+                0.0
+            });
+        self.status.rps = Some((r.rps * 100.0).round() / 100.0);
+        self.status.p99 = Some(result::format_ms(r.latency_ms.p99));
+        self.events.push((
+            EventType::Normal,
+            "StepMeasured".into(),
+            format!(
+                "step {}: {:.1} req/s, p99 {}",
+                r.index,
+                r.rps,
+                result::format_ms(r.latency_ms.p99)
+            ),
+        ));
+        self.status.steps.retain(|s| s.index != r.index);
+        self.status.steps.push(r);
+        self.status.steps.sort_by_key(|s| s.index);
+    }
+
+    /// Final phase: scaling table, thresholds, target restored, children cleaned per policy.
+    async fn finish(&mut self, phase: Phase, message: String) -> Result<Next> {
+        if self.ib.spec.sweep.is_some() {
+            self.status.scaling = result::scaling(&self.status.steps);
+            if let Some(s) = &self.status.scaling {
+                for row in &s.rows {
+                    let step = row.index.to_string();
+                    self.ctx
+                        .metrics
+                        .ingress_efficiency
+                        .with_label_values(&[&self.ns, &self.name, &step])
+                        .set(row.efficiency);
+                }
+            }
+        }
+        if let (Some(t), Some(last)) = (&self.ib.spec.thresholds, self.status.steps.last()) {
+            let (ok, why) = result::check_thresholds(t, last);
+            self.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
+        }
+        self.status.run.completion_time = Some(conditions::now());
+        self.set_phase(phase, message);
+        Ok(Next::Continue)
+    }
+
+    /// Succeeded or Failed: make sure the target is restored and children are gone per policy.
+    async fn finished(&mut self) -> Result<Next> {
+        let mut retry = false;
+        if let Some(saved) = self.status.saved_target.clone().filter(|s| !s.restored) {
+            match target::restore(&self.ctx.client, &saved).await {
+                Ok(()) => {
+                    self.status.saved_target.as_mut().expect("present").restored = true;
+                    self.condition(
+                        TARGET_RESTORED,
+                        true,
+                        "Restored",
+                        format!("{} {}/{} restored", saved.kind, saved.namespace, saved.name),
+                    );
+                }
+                Err(e) => {
+                    self.condition(
+                        TARGET_RESTORED,
+                        false,
+                        "RestoreFailed",
+                        format!(
+                            "restoring {}/{}: {e}; retrying",
+                            saved.namespace, saved.name
+                        ),
+                    );
+                    retry = true;
+                }
+            }
+        }
+        let failed = self.status.run.phase == Some(Phase::Failed);
+        let what = match (self.cleanup_policy(), failed) {
+            (CleanupPolicy::Always, _) | (CleanupPolicy::OnSuccess, false) => children::Sweep::ALL,
+            // Kept for debugging: pods and their token; the results are already in status.
+            _ => children::Sweep {
+                pods: false,
+                secrets: false,
+                reports: true,
+            },
+        };
+        children::delete(&self.ctx.client, &self.ns, &self.selector(), what).await?;
+        self.ctx.runs.forget(&self.id);
+        Ok(Next::Wait(if retry {
+            Action::requeue(Duration::from_secs(10))
+        } else {
+            Action::await_change()
+        }))
+    }
+}
+
+/// A worker that can no longer report: deleted, failed, or finished without a stored report.
+fn worker_problem(
+    expected: &std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    reports: &std::collections::BTreeMap<String, FinalReport>,
+) -> Option<String> {
+    for w in expected.keys().filter(|w| !reports.contains_key(*w)) {
+        let Some(pod) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(w)) else {
+            return Some(format!("worker pod {w} was deleted before it reported"));
+        };
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("");
+        if phase == "Failed" || phase == "Succeeded" {
+            let why = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| {
+                    format!(
+                        "exit code {}{}",
+                        t.exit_code,
+                        t.message
+                            .as_deref()
+                            .map(|m| format!(": {}", m.trim()))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_else(|| "no report".into());
+            return Some(format!(
+                "{} ended without a report ({why})",
+                describe_pod(w, pods)
+            ));
+        }
+    }
+    None
+}
+
+fn describe_pod(name: &str, pods: &[k8s_openapi::api::core::v1::Pod]) -> String {
+    let node = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.node_name.clone());
+    match node {
+        Some(n) => format!("worker pod {name} on node {n}"),
+        None => format!("worker pod {name} (not scheduled)"),
+    }
+}

@@ -1,0 +1,262 @@
+//! Pure result computation: worker reports -> one step result (histograms merged exactly),
+//! the scaling table across steps, and the threshold verdict.
+
+use std::collections::BTreeMap;
+
+use crds::ingress::{Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary};
+use crds::{ErrorCounts, LatencyMillis};
+use loadgen::report::{HttpReport, Report};
+use loadgen::worker::protocol::FinalReport;
+
+fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
+    match Report::from_json(&r.report.to_string())
+        .map_err(|e| format!("report of {}: {e}", r.worker))?
+    {
+        Report::Http(h) => Ok(h),
+        #[allow(unreachable_patterns)]
+        other => Err(format!(
+            "report of {} is a {} report, not http",
+            r.worker,
+            other.kind()
+        )),
+    }
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Merges the reports of every worker of a step.
+pub fn step_result(
+    index: u32,
+    step: Option<&SweepStep>,
+    reports: &BTreeMap<String, FinalReport>,
+) -> Result<StepResult, String> {
+    let mut https = Vec::with_capacity(reports.len());
+    let mut workers = Vec::with_capacity(reports.len());
+    for r in reports.values() {
+        let h = http_of(r)?;
+        workers.push(WorkerSummary {
+            pod: r.worker.clone(),
+            node: r.node.clone(),
+            rps: h.rps,
+            requests: h.counters.requests,
+            errors: h.counters.errors.total(),
+            p99_ms: ms(h.latency.p99_us),
+        });
+        https.push(h);
+    }
+    let merged = loadgen::report::merge_http(&https).map_err(|e| e.to_string())?;
+    let starts: Vec<u64> = reports.values().map(|r| r.started_at_unix_ms).collect();
+    let skew = match (starts.iter().min(), starts.iter().max()) {
+        (Some(a), Some(b)) => Some((b - a) as f64),
+        _ => None,
+    };
+    let e = &merged.counters.errors;
+    let l = &merged.latency;
+    Ok(StepResult {
+        index,
+        cpu: step.and_then(|s| s.cpu.clone()),
+        replicas: step.and_then(|s| s.replicas),
+        rps: merged.rps,
+        requested_rps: merged.rate.as_ref().map(|r| r.requested_rps),
+        requests: merged.counters.requests,
+        bytes_per_second: merged.bytes_per_sec,
+        latency_ms: LatencyMillis {
+            p50: ms(l.p50_us),
+            p90: ms(l.p90_us),
+            p99: ms(l.p99_us),
+            p999: ms(l.p999_us),
+            max: ms(l.max_us),
+            mean: l.mean_us / 1000.0,
+        },
+        errors: ErrorCounts {
+            connect: e.connect,
+            timeout: e.timeout,
+            read: e.read,
+            write: e.write,
+            status4xx: e.status_4xx,
+            status5xx: e.status_5xx,
+            parse: e.parse,
+        },
+        start_skew_ms: skew,
+        workers,
+    })
+}
+
+/// CPU quantity in millicores ("500m" -> 500, "2" -> 2000, "1.5" -> 1500).
+pub fn millicores(q: &str) -> Option<f64> {
+    let q = q.trim();
+    match q.strip_suffix('m') {
+        Some(m) => m.parse::<f64>().ok(),
+        None => q.parse::<f64>().ok().map(|c| c * 1000.0),
+    }
+}
+
+/// Each step's size relative to the first: CPU when the sweep sets it, else replicas.
+fn size_factors(steps: &[StepResult]) -> Vec<f64> {
+    let size = |s: &StepResult| -> Option<f64> {
+        match (&s.cpu, s.replicas) {
+            (Some(cpu), replicas) => millicores(&cpu.0).map(|m| m * replicas.unwrap_or(1) as f64),
+            (None, Some(r)) => Some(r as f64),
+            (None, None) => None,
+        }
+    };
+    let base = steps.first().and_then(size).filter(|b| *b > 0.0);
+    steps
+        .iter()
+        .map(|s| match (base, size(s)) {
+            (Some(b), Some(x)) => x / b,
+            _ => 1.0,
+        })
+        .collect()
+}
+
+fn describe(s: &StepResult) -> String {
+    match (&s.cpu, s.replicas) {
+        (Some(c), Some(r)) => format!("{} CPU x {r}", c.0),
+        (Some(c), None) => format!("{} CPU", c.0),
+        (None, Some(r)) => format!("{r} replicas"),
+        (None, None) => format!("step {}", s.index),
+    }
+}
+
+/// Throughput per step against linear growth from the first step.
+pub fn scaling(steps: &[StepResult]) -> Option<Scaling> {
+    if steps.len() < 2 || steps[0].rps <= 0.0 {
+        return None;
+    }
+    let factors = size_factors(steps);
+    let rows: Vec<ScalingRow> = steps
+        .iter()
+        .zip(&factors)
+        .map(|(s, f)| {
+            let speedup = s.rps / steps[0].rps;
+            ScalingRow {
+                index: s.index,
+                size_factor: *f,
+                rps: s.rps,
+                speedup,
+                efficiency: speedup / f,
+            }
+        })
+        .collect();
+    let last = rows.last().expect("two or more rows");
+    let summary = format!(
+        "{}: {:.2}x the RPS of {} ({:.0}% of linear)",
+        describe(steps.last().expect("steps")),
+        last.speedup,
+        describe(&steps[0]),
+        last.efficiency * 100.0
+    );
+    Some(Scaling { rows, summary })
+}
+
+/// Checks a step against the thresholds; returns (met, explanation).
+pub fn check_thresholds(t: &Thresholds, s: &StepResult) -> (bool, String) {
+    let mut failures = vec![];
+    if let Some(min) = t.min_rps {
+        if s.rps < min {
+            failures.push(format!("rps {:.1} < minRps {min}", s.rps));
+        }
+    }
+    if let Some(max) = t.max_p99 {
+        let max_ms = std::time::Duration::from(max).as_secs_f64() * 1000.0;
+        if s.latency_ms.p99 > max_ms {
+            failures.push(format!("p99 {:.2}ms > maxP99 {max_ms}ms", s.latency_ms.p99));
+        }
+    }
+    if let Some(max) = t.max_error_rate {
+        let errors = s.errors.total() as f64;
+        let all = s.requests as f64 + errors;
+        let rate = if all > 0.0 { errors / all } else { 1.0 };
+        if rate > max {
+            failures.push(format!("error rate {rate:.4} > maxErrorRate {max}"));
+        }
+    }
+    if failures.is_empty() {
+        (true, "all thresholds met".into())
+    } else {
+        (false, failures.join("; "))
+    }
+}
+
+/// "4.21ms" for the printer column.
+pub fn format_ms(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2}s", v / 1000.0)
+    } else {
+        format!("{v:.2}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn step(index: u32, cpu: &str, rps: f64) -> StepResult {
+        StepResult {
+            index,
+            cpu: Some(Quantity(cpu.into())),
+            rps,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn seed_report_scaling_table() {
+        // The seed's physical-server figures.
+        let steps = [
+            step(0, "1", 3209.66),
+            step(1, "2", 5709.07),
+            step(2, "4", 9005.79),
+            step(3, "8", 20696.19),
+        ];
+        let s = scaling(&steps).unwrap();
+        let eff: Vec<String> = s
+            .rows
+            .iter()
+            .map(|r| format!("{:.2}", r.efficiency))
+            .collect();
+        assert_eq!(eff, ["1.00", "0.89", "0.70", "0.81"]);
+        assert_eq!(s.rows[3].size_factor, 8.0);
+        assert_eq!(s.summary, "8 CPU: 6.45x the RPS of 1 CPU (81% of linear)");
+    }
+
+    #[test]
+    fn millicores_parse() {
+        assert_eq!(millicores("500m"), Some(500.0));
+        assert_eq!(millicores("2"), Some(2000.0));
+        assert_eq!(millicores("1.5"), Some(1500.0));
+        assert_eq!(millicores("x"), None);
+    }
+
+    #[test]
+    fn thresholds() {
+        let mut s = step(0, "1", 100.0);
+        s.requests = 1000;
+        s.errors.status5xx = 20;
+        s.latency_ms.p99 = 12.0;
+        let t = Thresholds {
+            min_rps: Some(50.0),
+            max_p99: Some("10ms".parse().unwrap()),
+            max_error_rate: Some(0.01),
+        };
+        let (ok, msg) = check_thresholds(&t, &s);
+        assert!(!ok);
+        assert!(msg.contains("p99 12.00ms > maxP99 10ms"), "{msg}");
+        assert!(
+            msg.contains("error rate 0.0196 > maxErrorRate 0.01"),
+            "{msg}"
+        );
+        let (ok, _) = check_thresholds(
+            &Thresholds {
+                min_rps: Some(50.0),
+                ..Default::default()
+            },
+            &s,
+        );
+        assert!(ok);
+    }
+}

@@ -1,0 +1,83 @@
+//! Labels and names of the objects the operator creates for a run.
+
+use std::collections::BTreeMap;
+
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const OPERATOR: &str = "netbench-operator";
+pub const BENCHMARK: &str = "netbench.io/benchmark";
+pub const KIND: &str = "netbench.io/kind";
+pub const RUN: &str = "netbench.io/run";
+pub const STEP: &str = "netbench.io/step";
+pub const ROLE: &str = "netbench.io/role";
+/// Marks ConfigMaps that hold a worker's final report.
+pub const REPORT: &str = "netbench.io/report";
+
+/// The run id: stable for one generation of one object, so a restarted operator finds the
+/// same run instead of starting a second one.
+pub fn run_id(uid: &str, generation: i64) -> String {
+    let short: String = uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(8)
+        .collect();
+    format!("{short}-g{generation}")
+}
+
+pub fn run_labels(kind: &str, benchmark: &str, run: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY.to_string(), OPERATOR.to_string()),
+        (KIND.to_string(), kind.to_lowercase()),
+        (BENCHMARK.to_string(), truncate(benchmark, 63)),
+        (RUN.to_string(), run.to_string()),
+    ])
+}
+
+/// Selector for every child of one benchmark object (all runs).
+pub fn benchmark_selector(kind: &str, benchmark: &str) -> String {
+    format!(
+        "{MANAGED_BY}={OPERATOR},{KIND}={},{BENCHMARK}={}",
+        kind.to_lowercase(),
+        truncate(benchmark, 63)
+    )
+}
+
+/// Name of worker `index` of `step`; deterministic so creation is idempotent.
+pub fn worker_name(benchmark: &str, run: &str, step: u32, index: u32) -> String {
+    let suffix = format!("-{run}-s{step}-w{index}");
+    format!("{}{suffix}", truncate(benchmark, 63 - suffix.len()))
+}
+
+pub fn token_secret_name(benchmark: &str, run: &str) -> String {
+    let suffix = format!("-{run}-token");
+    format!("{}{suffix}", truncate(benchmark, 63 - suffix.len()))
+}
+
+/// The ConfigMap holding a worker's report is named after the worker pod.
+pub fn report_name(worker: &str) -> String {
+    format!("{worker}-report")
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars()
+        .take(max)
+        .collect::<String>()
+        .trim_end_matches(['-', '.'])
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_short_enough_and_stable() {
+        let run = run_id("3f2a9c1d-aaaa-bbbb-cccc-123456789012", 7);
+        assert_eq!(run, "3f2a9c1d-g7");
+        let long = "x".repeat(100);
+        let w = worker_name(&long, &run, 3, 12);
+        assert!(w.len() <= 63, "{w}");
+        assert!(w.ends_with("-3f2a9c1d-g7-s3-w12"));
+        assert!(token_secret_name(&long, &run).len() <= 63);
+        assert_eq!(worker_name("bench", &run, 0, 1), "bench-3f2a9c1d-g7-s0-w1");
+    }
+}

@@ -1,0 +1,214 @@
+//! Prometheus metrics (prefix `netbench_`), served on /metrics.
+
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub reconcile_total: IntCounterVec,
+    pub reconcile_errors: IntCounterVec,
+    pub reconcile_duration: HistogramVec,
+    pub phase: GaugeVec,
+    pub ingress_rps: GaugeVec,
+    pub ingress_latency: GaugeVec,
+    pub ingress_errors: GaugeVec,
+    pub ingress_error_ratio: GaugeVec,
+    pub ingress_efficiency: GaugeVec,
+    pub live_rps: GaugeVec,
+    pub live_bits: GaugeVec,
+    pub egress_bits: GaugeVec,
+    pub egress_overhead: GaugeVec,
+    pub egress_retransmits: GaugeVec,
+    pub api_requests: IntCounterVec,
+    pub api_rejected: IntCounterVec,
+    pub leader: IntGauge,
+}
+
+/// The phases exported by `netbench_benchmark_phase` (1 for the current one, 0 for the rest).
+const PHASES: [&str; 7] = [
+    "Pending",
+    "Queued",
+    "Preparing",
+    "Running",
+    "Collecting",
+    "Succeeded",
+    "Failed",
+];
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
+            g
+        };
+        let step = ["namespace", "name", "step"];
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "netbench_reconcile_duration_seconds",
+                "Duration of one reconcile",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+            &["kind"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(reconcile_duration.clone()))
+            .expect("unique metric");
+        let leader = IntGauge::new(
+            "netbench_leader",
+            "1 while this replica holds the leader Lease",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(leader.clone()))
+            .expect("unique metric");
+        Metrics {
+            reconcile_total: counter("netbench_reconcile_total", "Reconciles", &["kind"]),
+            reconcile_errors: counter(
+                "netbench_reconcile_errors_total",
+                "Failed reconciles by error",
+                &["kind", "error"],
+            ),
+            reconcile_duration,
+            phase: gauge(
+                "netbench_benchmark_phase",
+                "1 for the benchmark's current phase",
+                &["kind", "namespace", "name", "phase"],
+            ),
+            ingress_rps: gauge(
+                "netbench_ingress_rps",
+                "Requests per second of a finished step, all workers",
+                &step,
+            ),
+            ingress_latency: gauge(
+                "netbench_ingress_latency_seconds",
+                "Latency quantiles of a finished step from the merged histogram",
+                &["namespace", "name", "step", "quantile"],
+            ),
+            ingress_errors: gauge(
+                "netbench_ingress_errors",
+                "Failed requests of a finished step by class",
+                &["namespace", "name", "step", "class"],
+            ),
+            ingress_error_ratio: gauge(
+                "netbench_ingress_error_ratio",
+                "Failed / all requests of a finished step",
+                &step,
+            ),
+            ingress_efficiency: gauge(
+                "netbench_ingress_scaling_efficiency",
+                "Speed-up / size factor against the first step (1 = linear)",
+                &step,
+            ),
+            live_rps: gauge(
+                "netbench_live_rps",
+                "Requests per second over the last second, per worker, while running",
+                &["namespace", "name", "worker"],
+            ),
+            live_bits: gauge(
+                "netbench_live_bits_per_second",
+                "Bits per second over the last second, per worker, while running",
+                &["namespace", "name", "worker"],
+            ),
+            egress_bits: gauge(
+                "netbench_egress_bits_per_second",
+                "Throughput of a finished case",
+                &["namespace", "name", "case", "side", "offload"],
+            ),
+            egress_overhead: gauge(
+                "netbench_egress_overhead_percent",
+                "Throughput lost against the baseline case",
+                &["namespace", "name", "case"],
+            ),
+            egress_retransmits: gauge(
+                "netbench_egress_retransmits",
+                "TCP retransmits of a finished case",
+                &["namespace", "name", "case"],
+            ),
+            api_requests: counter(
+                "netbench_api_requests_total",
+                "Worker API requests by endpoint and status code",
+                &["endpoint", "code"],
+            ),
+            api_rejected: counter(
+                "netbench_api_rejected_total",
+                "Worker API requests refused, by reason",
+                &["reason"],
+            ),
+            leader,
+            registry,
+        }
+    }
+
+    pub fn set_phase(&self, kind: &str, namespace: &str, name: &str, phase: crds::Phase) {
+        let current = format!("{phase:?}");
+        for p in PHASES {
+            self.phase
+                .with_label_values(&[kind, namespace, name, p])
+                .set(if p == current { 1.0 } else { 0.0 });
+        }
+    }
+
+    /// Drops every series of a deleted benchmark.
+    pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        for p in PHASES {
+            let _ = self.phase.remove_label_values(&[kind, namespace, name, p]);
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut buf = vec![];
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding");
+        String::from_utf8(buf).expect("metrics are UTF-8")
+    }
+}
+
+/// Observes a reconcile's duration when dropped.
+pub struct ReconcileTimer {
+    timer: Option<prometheus::HistogramTimer>,
+}
+
+impl ReconcileTimer {
+    pub fn start(metrics: &Metrics, kind: &str) -> ReconcileTimer {
+        metrics.reconcile_total.with_label_values(&[kind]).inc();
+        ReconcileTimer {
+            timer: Some(
+                metrics
+                    .reconcile_duration
+                    .with_label_values(&[kind])
+                    .start_timer(),
+            ),
+        }
+    }
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.observe_duration();
+        }
+    }
+}

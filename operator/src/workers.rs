@@ -1,0 +1,290 @@
+//! Worker pod specs: pure functions from a benchmark's spec to the pods of one step.
+//! Workers run non-root, read-only, with no capabilities and no API token; the image comes
+//! from operator config, never from the benchmark.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, EnvVar, EnvVarSource, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecretKeySelector, SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+
+use crate::config::Config;
+use crate::labels;
+
+/// Key of the run token in the run's Secret.
+pub const TOKEN_KEY: &str = "token";
+/// Non-root user of the loadgen image.
+pub const WORKER_UID: i64 = 65532;
+
+/// Everything one worker pod needs, independent of the benchmark kind.
+#[derive(Clone, Debug)]
+pub struct WorkerPlan {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub owner: OwnerReference,
+    pub args: Vec<String>,
+    pub step: u32,
+    pub run: String,
+    pub token_secret: String,
+    /// Pin to this node (by node name, like a DaemonSet pod).
+    pub node_name: Option<String>,
+    pub node_selector: BTreeMap<String, String>,
+    pub affinity: Option<Affinity>,
+    /// One worker per node among pods with the same run and step.
+    pub spread: bool,
+    pub cpu: Option<Quantity>,
+    pub memory: Option<Quantity>,
+    pub host_network: bool,
+}
+
+pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
+    let field_env = |name: &str, path: &str| EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let value_env = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        ..Default::default()
+    };
+    let env = vec![
+        value_env("NETBENCH_OPERATOR_URL", config.api_url.clone()),
+        value_env("NETBENCH_RUN", plan.run.clone()),
+        value_env("NETBENCH_STEP", plan.step.to_string()),
+        field_env("NETBENCH_WORKER", "metadata.name"),
+        field_env("NETBENCH_NODE", "spec.nodeName"),
+        EnvVar {
+            name: "NETBENCH_TOKEN".into(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: plan.token_secret.clone(),
+                    key: TOKEN_KEY.into(),
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    ];
+    let container = Container {
+        name: "loadgen".into(),
+        image: Some(config.loadgen_image.clone()),
+        image_pull_policy: Some(config.image_pull_policy.clone()),
+        args: Some(plan.args.clone()),
+        env: Some(env),
+        resources: resources(plan),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(plan.name.clone()),
+            labels: Some(plan.labels.clone()),
+            owner_references: Some(vec![plan.owner.clone()]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![container],
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            host_network: plan.host_network.then_some(true),
+            dns_policy: plan.host_network.then(|| "ClusterFirstWithHostNet".into()),
+            node_selector: (!plan.node_selector.is_empty()).then(|| plan.node_selector.clone()),
+            affinity: affinity(plan),
+            termination_grace_period_seconds: Some(5),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(WORKER_UID),
+                run_as_group: Some(WORKER_UID),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// CPU set: requests = limits for CPU and memory, so the pod gets Guaranteed QoS.
+fn resources(plan: &WorkerPlan) -> Option<ResourceRequirements> {
+    let cpu = plan.cpu.clone()?;
+    let memory = plan
+        .memory
+        .clone()
+        .unwrap_or_else(|| Quantity("256Mi".into()));
+    let both = BTreeMap::from([("cpu".to_string(), cpu), ("memory".to_string(), memory)]);
+    Some(ResourceRequirements {
+        requests: Some(both.clone()),
+        limits: Some(both),
+        ..Default::default()
+    })
+}
+
+fn affinity(plan: &WorkerPlan) -> Option<Affinity> {
+    let mut affinity = plan.affinity.clone().unwrap_or_default();
+    if let Some(node) = &plan.node_name {
+        // matchFields on metadata.name pins by node name without bypassing the scheduler, so an
+        // unschedulable worker is reported instead of silently stuck.
+        let term = NodeSelectorTerm {
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "In".into(),
+                values: Some(vec![node.clone()]),
+            }]),
+            ..Default::default()
+        };
+        let node_affinity = affinity
+            .node_affinity
+            .get_or_insert_with(NodeAffinity::default);
+        let required = node_affinity
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(|| NodeSelector {
+                node_selector_terms: vec![],
+            });
+        if required.node_selector_terms.is_empty() {
+            required.node_selector_terms.push(term);
+        } else {
+            // Terms are ORed; the pin must hold in every one of them.
+            for t in &mut required.node_selector_terms {
+                t.match_fields
+                    .get_or_insert_with(Vec::new)
+                    .extend(term.match_fields.clone().unwrap_or_default());
+            }
+        }
+    }
+    if plan.spread {
+        let selector = LabelSelector {
+            match_labels: Some(BTreeMap::from([
+                (labels::RUN.to_string(), plan.run.clone()),
+                (labels::STEP.to_string(), plan.step.to_string()),
+            ])),
+            ..Default::default()
+        };
+        affinity
+            .pod_anti_affinity
+            .get_or_insert_with(PodAntiAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(PodAffinityTerm {
+                label_selector: Some(selector),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            });
+    }
+    (affinity != Affinity::default()).then_some(affinity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> WorkerPlan {
+        WorkerPlan {
+            name: "b-run-s0-w0".into(),
+            labels: BTreeMap::from([("a".into(), "b".into())]),
+            owner: OwnerReference::default(),
+            args: vec!["http".into()],
+            step: 0,
+            run: "run".into(),
+            token_secret: "b-run-token".into(),
+            node_name: None,
+            node_selector: BTreeMap::new(),
+            affinity: None,
+            spread: false,
+            cpu: None,
+            memory: None,
+            host_network: false,
+        }
+    }
+
+    #[test]
+    fn workers_are_locked_down() {
+        let pod = pod(&plan(), &Config::for_tests());
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.host_network, None);
+        let psc = spec.security_context.unwrap();
+        assert_eq!(psc.run_as_non_root, Some(true));
+        let c = &spec.containers[0];
+        assert_eq!(
+            c.image.as_deref(),
+            Some("netbench/loadgen:0.1.0"),
+            "image from operator config"
+        );
+        let sc = c.security_context.clone().unwrap();
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert_eq!(
+            sc.capabilities.unwrap().drop.unwrap(),
+            vec!["ALL".to_string()]
+        );
+        assert!(c.resources.is_none());
+    }
+
+    #[test]
+    fn cpu_gives_guaranteed_qos() {
+        let mut p = plan();
+        p.cpu = Some(Quantity("2".into()));
+        let pod = pod(&p, &Config::for_tests());
+        let r = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+        assert_eq!(r.requests, r.limits);
+        assert_eq!(r.limits.unwrap()["cpu"], Quantity("2".into()));
+    }
+
+    #[test]
+    fn pinning_and_spread() {
+        let mut p = plan();
+        p.node_name = Some("node-a".into());
+        p.spread = true;
+        let a = pod(&p, &Config::for_tests())
+            .spec
+            .unwrap()
+            .affinity
+            .unwrap();
+        let terms = a
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms;
+        assert_eq!(
+            terms[0].match_fields.as_ref().unwrap()[0]
+                .values
+                .as_ref()
+                .unwrap(),
+            &vec!["node-a".to_string()]
+        );
+        let anti = a
+            .pod_anti_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap();
+        assert_eq!(anti[0].topology_key, "kubernetes.io/hostname");
+    }
+}
