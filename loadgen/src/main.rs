@@ -82,7 +82,15 @@ fn http(cmd: HttpCommand) -> anyhow::Result<()> {
             );
         }) as loadgen::http::ProgressSink
     });
-    let report = loadgen::http::run(&cfg, sink)?;
+    // Under the operator (NETBENCH_OPERATOR_URL set) the run is coordinated with the other
+    // workers and the report is delivered to the operator as well as printed.
+    let report = match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            let client = loadgen::worker::WorkerClient::new(env);
+            loadgen::worker::http::run_http(&cfg, &client)?
+        }
+        None => loadgen::http::run(&cfg, sink)?,
+    };
     match cmd.output {
         Output::Json => println!("{}", report.to_json()),
         Output::Text => print!("{}", http_summary(&report, cmd.latency)),

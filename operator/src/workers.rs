@@ -86,6 +86,8 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
         args: Some(plan.args.clone()),
         env: Some(env),
         resources: resources(plan),
+        // With a read-only root, the log tail is the only place an error message can go.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),

@@ -63,6 +63,7 @@ pub enum WorkerError {
 }
 
 /// Talks to the operator for one worker of one run.
+#[derive(Clone)]
 pub struct WorkerClient {
     env: WorkerEnv,
     agent: ureq::Agent,
@@ -212,6 +213,9 @@ impl WorkerClient {
         let _ = self
             .agent
             .post(&self.url("/progress"))
+            .config()
+            .timeout_global(Some(Duration::from_millis(500)))
+            .build()
             .header("Authorization", &auth)
             .header("Content-Type", "application/json")
             .send(serde_json::to_vec(update).expect("progress serializes"));
