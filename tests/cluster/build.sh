@@ -5,13 +5,34 @@
 #   etcd     go.etcd.io/etcd/server/v3/etcdmain
 #   coredns  github.com/coredns/coredns/coremain with a few plugins (separate module)
 #   pause    pod sandbox process;  probe  tiny HTTP client for tests
+#   kwok     sigs.k8s.io/kwok (separate module), only with --with-kwok
 # All static (CGO_ENABLED=0). GOMODCACHE/GOCACHE stay in Go's default places so they persist.
 # Prints the binary directory on stdout.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_cmds go sha256sum
 out=$(bin_dir)
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+
+# build_kwok: the optional kwok binary (fake nodes) and its stage config, into $out.
+build_kwok() {
+    [[ -x $out/kwok && -f $out/kwok-stages.yaml ]] && return 0
+    log "building kwok"
+    local dir f
+    (cd "$NB_CLUSTER_DIR/kwok" && go build -ldflags "-s -w" -o "$out/kwok.tmp" .)
+    dir=$(cd "$NB_CLUSTER_DIR/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    # The stages kwokctl uses by default: node init + heartbeat, pod ready/complete/delete.
+    for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+        pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+        echo "---"
+        cat "$dir/kustomize/stage/$f"
+    done >"$out/kwok-stages.yaml.tmp"
+    mv "$out/kwok-stages.yaml.tmp" "$out/kwok-stages.yaml"
+    mv "$out/kwok.tmp" "$out/kwok"
+}
+
 if [[ -x $out/k8s && -x $out/etcd && -x $out/coredns && -x $out/pause && -x $out/probe ]]; then
+    [[ ${1:-} == --with-kwok ]] && build_kwok
     log "binaries up to date in $out"
     echo "$out"
     exit 0
@@ -30,7 +51,6 @@ rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 start=$SECONDS
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 log "building k8s, etcd, pause, probe (cold build: tens of minutes on 2 cores)"
 (cd "$NB_CLUSTER_DIR" && go build -ldflags "$ldflags" -o "$tmp/" ./cmd/k8s ./cmd/etcd ./cmd/pause ./cmd/probe)
 log "building coredns"
@@ -43,5 +63,6 @@ trap - EXIT
 # Keep the three newest builds (other checkouts may use them), drop older ones.
 find "$NB_CACHE/bin" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
     sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
+[[ ${1:-} == --with-kwok ]] && build_kwok
 log "built in $((SECONDS - start))s into $out"
 echo "$out"

@@ -42,6 +42,7 @@ ctr_() { ctr --address "$NB_CONTAINERD_SOCK" -n k8s.io "$@"; }
 # 1. Let the kubelet tear pods down properly (CNI DEL, unmounts) while it still runs.
 stop_component kube-controller-manager
 stop_component kube-scheduler
+stop_component kwok
 if [[ -n $(component_pid kubelet) && -n $(component_pid kube-apiserver) && -S $NB_CONTAINERD_SOCK ]]; then
     log "deleting all pods"
     kc delete pods --all --all-namespaces --grace-period=0 --force --wait=false >/dev/null 2>&1

@@ -72,7 +72,7 @@ need_root() { [[ $(id -u) -eq 0 ]] || die "must run as root"; }
 need_cmds() {
     local c missing=()
     for c in "$@"; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
-    ((${#missing[@]} == 0)) || die "missing commands: ${missing[*]} (apt-get install -y \$(cat tests/apt-packages.txt))"
+    ((${#missing[@]} == 0)) || die "missing commands: ${missing[*]} (run tests/install-deps.sh)"
 }
 
 # Hash of everything that determines the Go binaries: module files, sources, build script, Go version.
@@ -80,8 +80,8 @@ source_hash() {
     (
         cd "$NB_CLUSTER_DIR"
         go version
-        cat go.mod go.sum coredns/go.mod coredns/go.sum build.sh
-        find cmd coredns -name '*.go' -print0 | sort -z | xargs -0 cat
+        cat go.mod go.sum coredns/go.mod coredns/go.sum kwok/go.mod kwok/go.sum build.sh
+        find cmd coredns kwok -name '*.go' -print0 | sort -z | xargs -0 cat
     ) | sha256sum | cut -c1-16
 }
 

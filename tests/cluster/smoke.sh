@@ -2,6 +2,7 @@
 # Smoke test of the real single-node cluster: up.sh, node Ready, `kubectl get nodes`, an nginx
 # Deployment served through a ClusterIP Service name to another pod, the kubernetes Service
 # reachable from a pod, then down.sh must leave no process, device, mount or chain behind.
+# With kwok (NB_SMOKE_KWOK=0 skips it): fake nodes take pods pinned to them, and only those.
 # Exit status non-zero on any failure. Needs root. Set NB_SMOKE_KEEP=1 to leave the cluster up.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
@@ -102,6 +103,31 @@ probe_pod probe-nginx -timeout 90s http://nginx/
 step "GET https://kubernetes.default.svc/version from a pod (in-cluster API access)"
 probe_pod probe-api -timeout 60s -cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt \
     https://kubernetes.default.svc/version
+
+if [[ ${NB_SMOKE_KWOK:-1} == 1 ]]; then
+    step "kwok fake nodes: pods pinned by nodeSelector land there, others do not"
+    "$NB_CLUSTER_DIR/fake-nodes.sh" 2 || fail "fake-nodes.sh"
+    kc apply -f - <<EOF || fail "apply fake-pinned"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: fake-pinned, namespace: $NS}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: fake-pinned}}
+  template:
+    metadata: {labels: {app: fake-pinned}}
+    spec:
+      nodeSelector: {netbench.io/fake-node: "true"}
+      tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+      containers: [{name: c, image: $NB_PROBE_IMAGE, imagePullPolicy: Never}]
+EOF
+    kc -n "$NS" rollout status deployment/fake-pinned --timeout=60s || fail "fake-pinned rollout"
+    nodes=$(kc -n "$NS" get pods -l app=fake-pinned -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u)
+    echo "fake-pinned pods on: $(echo $nodes)" >&2
+    grep -qv '^nb-fake-' <<<"$nodes" && fail "a pinned pod landed outside the fake nodes"
+    nginx_nodes=$(kc -n "$NS" get pods -l app=nginx -o jsonpath='{.items[*].spec.nodeName}')
+    [[ $nginx_nodes == *nb-fake-* ]] && fail "an nginx pod landed on a fake node"
+fi
 
 if [[ ${NB_SMOKE_KEEP:-0} == 1 ]]; then
     step "PASSED (cluster left up: NB_SMOKE_KEEP=1)"

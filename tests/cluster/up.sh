@@ -306,6 +306,9 @@ EOF
 
 main() {
     local start=$SECONDS
+    # Components and pods inherit this: raise the soft open-files limit to the hard one (the
+    # soft 1024 would cap nginx and the load generators; root cannot go above the hard one here).
+    ulimit -n "$(ulimit -Hn)"
     prepare_host
     make_pki
     start_etcd
