@@ -28,6 +28,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The machine's sysctls before the cluster touched them (unless a cluster is already up).
+sysctls_before=
+if [[ ! -f $NB_STATE/host.saved ]]; then
+    for s in "${NB_SYSCTLS[@]}"; do sysctls_before+="$s=$(sysctl -n "$s" 2>/dev/null) "; done
+fi
+
 step "up.sh"
 start=$SECONDS
 "$NB_CLUSTER_DIR/up.sh" || fail "up.sh failed"
@@ -152,6 +158,11 @@ findmnt -rno TARGET | grep -qE "^($NB_STATE|$NB_RUN)" && left+=("mounts under $N
 iptables-save 2>/dev/null | grep -qE '^:(KUBE|CNI)-' && left+=("iptables chains KUBE-*/CNI-*")
 [[ -e $NB_STATE || -e $NB_RUN ]] && left+=("state directories")
 ls /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 && left+=("kubepods cgroups")
+if [[ -n $sysctls_before ]]; then
+    for kv in $sysctls_before; do
+        [[ $(sysctl -n "${kv%%=*}" 2>/dev/null) == "${kv#*=}" ]] || left+=("sysctl ${kv%%=*} not restored")
+    done
+fi
 ((${#left[@]} == 0)) || fail "left behind after down.sh: ${left[*]}"
 trap - EXIT
 step "PASSED"
