@@ -10,7 +10,6 @@ need_cmds go containerd containerd-shim-runc-v2 runc ctr iptables ip openssl jq 
 [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
     die "CNI plugins missing in /usr/lib/cni (apt-get install -y containernetworking-plugins)"
 
-
 # --- host preparation (recorded once so down.sh can put the machine back) -----------------
 prepare_host() {
     local s
