@@ -2,11 +2,13 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use loadgen::http::{HttpConfig, HttpOptions};
 use loadgen::report::{http_summary, Report};
+use loadgen::{offload, tcp};
 
 #[derive(Parser)]
 #[command(name = "netbench-loadgen", version, about = "netbench load generators")]
@@ -21,6 +23,12 @@ enum Command {
     Http(Box<HttpCommand>),
     /// Merge reports of workers that ran at the same time into one (exact).
     Merge(MergeCommand),
+    /// Serve TCP stream tests (iperf3-style), one after another.
+    TcpServer(tcp::cli::ServerArgs),
+    /// Run a TCP stream test against a tcp-server (iperf3-style flags).
+    TcpClient(tcp::cli::ClientArgs),
+    /// Read or change ethtool offload features of an interface.
+    Offload(offload::cli::OffloadArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,9 +63,21 @@ struct MergeCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Log lines (tcp-server's test log) go to stderr; stdout stays for reports.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
     let result = match cli.command {
         Command::Http(cmd) => http(*cmd),
         Command::Merge(cmd) => merge(cmd),
+        Command::TcpServer(args) => tcp::cli::run_server(&args),
+        Command::TcpClient(args) => tcp::cli::run_client(&args),
+        Command::Offload(args) => offload::cli::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

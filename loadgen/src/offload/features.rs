@@ -1,0 +1,284 @@
+//! Feature names, ethtool(8)-style: the kernel's own names (`tx-checksum-ip-generic`) and the
+//! legacy aggregate names (`tx-checksumming` / `tx`) that stand for a group of kernel bits.
+//! Pure functions over a [`RawFeatures`] snapshot.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::ethtool::RawFeatures;
+
+/// ethtool(8)'s legacy names: (long name, short name, kernel-name pattern with `*`).
+const LEGACY: &[(&str, &str, &str)] = &[
+    ("rx-checksumming", "rx", "rx-checksum"),
+    ("tx-checksumming", "tx", "tx-checksum-*"),
+    ("scatter-gather", "sg", "tx-scatter-gather*"),
+    ("tcp-segmentation-offload", "tso", "tx-tcp*-segmentation"),
+    ("udp-fragmentation-offload", "ufo", "tx-udp-fragmentation"),
+    (
+        "generic-segmentation-offload",
+        "gso",
+        "tx-generic-segmentation",
+    ),
+    ("generic-receive-offload", "gro", "rx-gro"),
+    ("large-receive-offload", "lro", "rx-lro"),
+    ("rx-vlan-offload", "rxvlan", "rx-vlan-hw-parse"),
+    ("tx-vlan-offload", "txvlan", "tx-vlan-hw-insert"),
+    ("ntuple-filters", "ntuple", "rx-ntuple-filter"),
+    ("receive-hashing", "rxhash", "rx-hashing"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl From<bool> for OnOff {
+    fn from(on: bool) -> Self {
+        if on {
+            OnOff::On
+        } else {
+            OnOff::Off
+        }
+    }
+}
+
+impl std::fmt::Display for OnOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if *self == OnOff::On { "on" } else { "off" })
+    }
+}
+
+/// `*` matches any run of characters, as in ethtool's legacy flag table.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((prefix, rest)) => {
+            let Some(tail) = name.strip_prefix(prefix) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|&i| tail.is_char_boundary(i))
+                .any(|i| glob_match(rest, &tail[i..]))
+        }
+    }
+}
+
+/// The long legacy name a (long or short) name refers to, with its pattern.
+fn legacy(name: &str) -> Option<(&'static str, &'static str)> {
+    LEGACY
+        .iter()
+        .find(|(long, short, _)| *long == name || *short == name)
+        .map(|(long, _, pattern)| (*long, *pattern))
+}
+
+impl RawFeatures {
+    pub(crate) fn is_fixed(&self, bit: usize) -> bool {
+        !self.hw[bit] || self.nochange[bit]
+    }
+
+    /// The kernel bits a name stands for; `None` if the device has no such feature.
+    pub(crate) fn resolve(&self, name: &str) -> Option<Vec<usize>> {
+        if let Some(i) = self.names.iter().position(|n| n == name && !n.is_empty()) {
+            return Some(vec![i]);
+        }
+        let (_, pattern) = legacy(name)?;
+        let bits: Vec<usize> = (0..self.names.len())
+            .filter(|&i| glob_match(pattern, &self.names[i]))
+            .collect();
+        (!bits.is_empty()).then_some(bits)
+    }
+
+    /// A group is on when any of its bits is active (as ethtool -k shows it).
+    pub(crate) fn is_on(&self, bits: &[usize]) -> bool {
+        bits.iter().any(|&i| self.active[i])
+    }
+
+    /// Every kernel feature and every legacy name the device has, on or off.
+    pub(crate) fn values(&self) -> BTreeMap<String, OnOff> {
+        let kernel = self
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.is_empty())
+            .map(|(i, n)| (n.clone(), self.active[i].into()));
+        let legacy = LEGACY.iter().filter_map(|(long, _, _)| {
+            self.resolve(long)
+                .map(|bits| ((*long).to_string(), self.is_on(&bits).into()))
+        });
+        kernel.chain(legacy).collect()
+    }
+
+    /// Names (kernel and legacy) the driver does not let anyone change.
+    pub(crate) fn fixed(&self) -> Vec<String> {
+        let kernel = (0..self.names.len())
+            .filter(|&i| self.is_fixed(i) && !self.names[i].is_empty())
+            .map(|i| self.names[i].clone());
+        let legacy = LEGACY.iter().filter_map(|(long, _, _)| {
+            let bits = self.resolve(long)?;
+            bits.iter()
+                .all(|&i| self.is_fixed(i))
+                .then(|| (*long).to_string())
+        });
+        let mut all: Vec<String> = kernel.chain(legacy).collect();
+        all.sort();
+        all
+    }
+}
+
+/// Why a request cannot be turned into kernel bits.
+#[derive(Debug, PartialEq)]
+pub(crate) enum PlanError {
+    Unknown(String),
+    Fixed(String, OnOff),
+}
+
+/// Turns (name, on) requests into the kernel bits to set, as ethtool -K does: a legacy name sets
+/// every changeable bit of its group. A fixed feature already in the requested state is fine;
+/// one that would have to change is an error.
+pub(crate) fn plan(
+    features: &RawFeatures,
+    requests: &[(String, bool)],
+) -> Result<Vec<(String, bool)>, PlanError> {
+    let mut wanted = Vec::new();
+    for (name, on) in requests {
+        let bits = features
+            .resolve(name)
+            .ok_or_else(|| PlanError::Unknown(name.clone()))?;
+        let changeable: Vec<usize> = bits
+            .iter()
+            .copied()
+            .filter(|&i| !features.is_fixed(i))
+            .collect();
+        if changeable.is_empty() {
+            if features.is_on(&bits) != *on {
+                return Err(PlanError::Fixed(name.clone(), features.is_on(&bits).into()));
+            }
+            continue;
+        }
+        wanted.extend(
+            changeable
+                .into_iter()
+                .map(|i| (features.names[i].clone(), *on)),
+        );
+    }
+    Ok(wanted)
+}
+
+/// The requests whose feature is not in the requested state in `after`.
+pub(crate) fn not_applied(after: &RawFeatures, requests: &[(String, bool)]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|(name, on)| {
+            after
+                .resolve(name)
+                .is_none_or(|bits| after.is_on(&bits) != *on)
+        })
+        .map(|(name, on)| format!("{name}={}", OnOff::from(*on)))
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// What a vxlan device reports (kernel 6.x): only the generic checksum bit is changeable.
+    pub(crate) fn vxlan_like() -> RawFeatures {
+        let names = [
+            "tx-scatter-gather",
+            "tx-checksum-ipv4",
+            "tx-checksum-ip-generic",
+            "tx-checksum-ipv6",
+            "tx-tcp-segmentation",
+            "tx-tcp6-segmentation",
+            "netns-local",
+            "rx-checksum",
+        ];
+        RawFeatures {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            hw: vec![true, false, true, false, true, true, false, true],
+            active: vec![true, false, true, false, true, true, false, true],
+            nochange: vec![false, false, false, false, false, false, true, false],
+        }
+    }
+
+    fn req(name: &str, on: bool) -> (String, bool) {
+        (name.to_string(), on)
+    }
+
+    #[test]
+    fn patterns_match_like_ethtool() {
+        assert!(glob_match("tx-checksum-*", "tx-checksum-ip-generic"));
+        assert!(glob_match("tx-tcp*-segmentation", "tx-tcp6-segmentation"));
+        assert!(glob_match(
+            "tx-tcp*-segmentation",
+            "tx-tcp-mangleid-segmentation"
+        ));
+        assert!(!glob_match("tx-tcp*-segmentation", "tx-udp-segmentation"));
+        assert!(glob_match("tx-scatter-gather*", "tx-scatter-gather"));
+        assert!(!glob_match("rx-checksum", "rx-checksumming"));
+    }
+
+    #[test]
+    fn legacy_names_set_the_changeable_bits_of_their_group() {
+        let f = vxlan_like();
+        assert_eq!(
+            plan(&f, &[req("tx-checksumming", false)]),
+            Ok(vec![req("tx-checksum-ip-generic", false)])
+        );
+        assert_eq!(
+            plan(&f, &[req("tx", true)]),
+            Ok(vec![req("tx-checksum-ip-generic", true)])
+        );
+        assert_eq!(
+            plan(&f, &[req("tso", false)]),
+            Ok(vec![
+                req("tx-tcp-segmentation", false),
+                req("tx-tcp6-segmentation", false)
+            ])
+        );
+        assert_eq!(
+            plan(&f, &[req("rx-checksum", false)]),
+            Ok(vec![req("rx-checksum", false)])
+        );
+    }
+
+    #[test]
+    fn unknown_and_fixed_features_are_refused() {
+        let f = vxlan_like();
+        assert_eq!(
+            plan(&f, &[req("warp-drive", true)]),
+            Err(PlanError::Unknown("warp-drive".into()))
+        );
+        // The device has no bits of this group at all: unknown, not silently ignored.
+        assert_eq!(
+            plan(&f, &[req("lro", false)]),
+            Err(PlanError::Unknown("lro".into()))
+        );
+        assert_eq!(
+            plan(&f, &[req("tx-checksum-ipv4", true)]),
+            Err(PlanError::Fixed("tx-checksum-ipv4".into(), OnOff::Off))
+        );
+        // Asking a fixed feature for the state it is in anyway is harmless.
+        assert_eq!(plan(&f, &[req("tx-checksum-ipv4", false)]), Ok(vec![]));
+    }
+
+    #[test]
+    fn values_include_legacy_aggregates_and_fixed_lists_both() {
+        let mut f = vxlan_like();
+        assert_eq!(f.values()["tx-checksumming"], OnOff::On);
+        f.active[2] = false;
+        assert_eq!(f.values()["tx-checksumming"], OnOff::Off);
+        assert!(!f.values().contains_key("large-receive-offload"));
+        let fixed = f.fixed();
+        assert!(fixed.contains(&"tx-checksum-ipv4".to_string()));
+        assert!(fixed.contains(&"netns-local".to_string()));
+        assert!(!fixed.contains(&"tx-checksumming".to_string()));
+        assert_eq!(
+            not_applied(&f, &[req("tx", false), req("sg", false)]),
+            vec!["sg=off".to_string()]
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! `tcp-server` / `tcp-client` command lines; flags follow iperf3 where they overlap.
+
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use super::client::{self, TcpProgress};
+use super::{render_text, server, Direction, TcpClientConfig, TcpServerConfig, DEFAULT_PORT};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DirectionArg {
+    Send,
+    Receive,
+    Both,
+}
+
+/// Run a TCP stream test against a `netbench-loadgen tcp-server`.
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// Server to connect to.
+    #[arg(short = 'c', long = "client", value_name = "HOST")]
+    pub host: String,
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Test duration in seconds (fractions allowed).
+    #[arg(short = 't', long = "time", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub time: Duration,
+    /// Number of parallel streams (per direction with --bidir).
+    #[arg(
+        short = 'P',
+        long = "parallel",
+        value_name = "STREAMS",
+        default_value_t = 1
+    )]
+    pub parallel: u32,
+    /// Bytes per write/read: plain number or with K/M suffix (1024-based).
+    #[arg(short = 'l', long = "len", value_name = "LEN", default_value = "128K", value_parser = parse_len)]
+    pub len: usize,
+    /// Reverse: the server sends, the client receives.
+    #[arg(short = 'R', long, conflicts_with_all = ["bidir", "direction"])]
+    pub reverse: bool,
+    /// Both directions at once.
+    #[arg(long, conflicts_with = "direction")]
+    pub bidir: bool,
+    /// Direction, as an alternative to -R / --bidir.
+    #[arg(long, value_enum)]
+    pub direction: Option<DirectionArg>,
+    /// Source address for every connection.
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// Source interface for every connection (SO_BINDTODEVICE).
+    #[arg(long = "bind-dev", value_name = "IF")]
+    pub bind_dev: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: OutputFormat,
+    /// Same as --output json.
+    #[arg(short = 'J', long = "json")]
+    pub json: bool,
+}
+
+/// Serve TCP stream tests, one after another, until killed.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// Address to listen on (default: all).
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    #[arg(short, long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+    /// Interface to listen on (SO_BINDTODEVICE).
+    #[arg(long = "bind-dev", value_name = "IF")]
+    pub bind_dev: Option<String>,
+    /// Serve one test, then exit.
+    #[arg(short = '1', long = "one-off")]
+    pub one_off: bool,
+}
+
+impl ClientArgs {
+    pub fn config(&self) -> TcpClientConfig {
+        let direction = match (self.reverse, self.bidir, self.direction) {
+            (true, _, _) => Direction::Receive,
+            (_, true, _) => Direction::Both,
+            (_, _, Some(DirectionArg::Receive)) => Direction::Receive,
+            (_, _, Some(DirectionArg::Both)) => Direction::Both,
+            _ => Direction::Send,
+        };
+        TcpClientConfig {
+            port: self.port,
+            duration: self.time,
+            streams: self.parallel,
+            len: self.len,
+            direction,
+            bind_addr: self.bind,
+            bind_device: self.bind_dev.clone(),
+            ..TcpClientConfig::new(self.host.clone())
+        }
+    }
+}
+
+pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
+    let cfg = args.config();
+    let json = args.json || args.output == OutputFormat::Json;
+    // Progress lines are best effort: a closed stdout must not abort the test.
+    let mut print_interval = |p: &TcpProgress| {
+        let _ = writeln!(
+            io::stdout(),
+            "[SUM] {:>6.2} s  {:>8.2} Gbit/s",
+            p.elapsed_secs,
+            p.interval_bits_per_second / 1e9
+        );
+    };
+    let progress: Option<client::ProgressSink<'_>> = if json {
+        None
+    } else {
+        Some(&mut print_interval)
+    };
+    let report = client::run(&cfg, progress)?;
+    let text = if json {
+        serde_json::to_string_pretty(&report).context("encoding the report")? + "\n"
+    } else {
+        render_text(&report)
+    };
+    io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing the report to stdout")?;
+    let errors = report.stream_errors();
+    if !errors.is_empty() {
+        bail!(
+            "{} stream(s) ended early: {}",
+            errors.len(),
+            errors.join("; ")
+        );
+    }
+    Ok(())
+}
+
+pub fn run_server(args: &ServerArgs) -> anyhow::Result<()> {
+    let cfg = TcpServerConfig {
+        bind_addr: args.bind,
+        port: args.port,
+        bind_device: args.bind_dev.clone(),
+        one_off: args.one_off,
+        ..TcpServerConfig::default()
+    };
+    server::serve(&cfg, &AtomicBool::new(false))?;
+    Ok(())
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("not a number of seconds: {s:?}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a valid duration: {s:?}"))
+}
+
+fn parse_len(s: &str) -> Result<usize, String> {
+    let (digits, factor) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1024),
+        Some((i, 'm' | 'M')) => (&s[..i], 1024 * 1024),
+        _ => (s, 1),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("not a length: {s:?} (use e.g. 131072, 128K or 1M)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        client: ClientArgs,
+    }
+
+    #[test]
+    fn iperf3_style_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "-c",
+            "198.18.0.2",
+            "-t",
+            "2.5",
+            "-P",
+            "4",
+            "-l",
+            "64K",
+            "-R",
+            "-B",
+            "198.18.0.1",
+        ])
+        .unwrap();
+        let cfg = cli.client.config();
+        assert_eq!(cfg.host, "198.18.0.2");
+        assert_eq!(cfg.duration, Duration::from_millis(2500));
+        assert_eq!(cfg.streams, 4);
+        assert_eq!(cfg.len, 65536);
+        assert_eq!(cfg.direction, Direction::Receive);
+        assert_eq!(cfg.bind_addr, Some("198.18.0.1".parse().unwrap()));
+        assert_eq!(cfg.port, DEFAULT_PORT);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse_len("12X").is_err());
+        assert!(parse_seconds("-1").is_err());
+        assert!(Cli::try_parse_from(["x", "-c", "h", "-R", "--bidir"]).is_err());
+        assert_eq!(parse_len("1M"), Ok(1 << 20));
+    }
+}

@@ -1,0 +1,141 @@
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::TcpError;
+
+/// iperf3's port, so firewalls opened for iperf3 work unchanged.
+pub const DEFAULT_PORT: u16 = 5201;
+/// iperf3's default TCP message (buffer) size.
+pub const DEFAULT_LEN: usize = 128 * 1024;
+
+pub(crate) const MAX_STREAMS: u32 = 128;
+pub(crate) const MAX_LEN: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// Which way the bytes flow, seen from the client (iperf3: default, `-R`, `--bidir`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client sends, server receives.
+    #[default]
+    Send,
+    /// Server sends, client receives (iperf3 `-R`).
+    Receive,
+    /// Both at once: `streams` connections each way (iperf3 `--bidir`).
+    Both,
+}
+
+impl Direction {
+    /// The flows of all data connections of a test, in stream-id order.
+    pub(crate) fn flows(self, streams: u32) -> Vec<Flow> {
+        let n = streams as usize;
+        match self {
+            Direction::Send => vec![Flow::ClientToServer; n],
+            Direction::Receive => vec![Flow::ServerToClient; n],
+            Direction::Both => {
+                [vec![Flow::ClientToServer; n], vec![Flow::ServerToClient; n]].concat()
+            }
+        }
+    }
+}
+
+/// The direction of one data connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    ClientToServer,
+    ServerToClient,
+}
+
+/// What `tcp-client` does; [`TcpClientConfig::new`] gives iperf3's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpClientConfig {
+    pub host: String,
+    pub port: u16,
+    pub duration: Duration,
+    pub streams: u32,
+    /// Bytes per write/read call (iperf3 `-l`).
+    pub len: usize,
+    pub direction: Direction,
+    /// Source address to bind every connection to (iperf3 `-B`).
+    pub bind_addr: Option<IpAddr>,
+    /// Interface to bind every connection to (SO_BINDTODEVICE, iperf3 `--bind-dev`).
+    pub bind_device: Option<String>,
+    pub connect_timeout: Duration,
+    /// A data connection that moves no byte for this long is considered dead.
+    pub idle_timeout: Duration,
+}
+
+impl TcpClientConfig {
+    pub fn new(host: impl Into<String>) -> Self {
+        TcpClientConfig {
+            host: host.into(),
+            port: DEFAULT_PORT,
+            duration: Duration::from_secs(10),
+            streams: 1,
+            len: DEFAULT_LEN,
+            direction: Direction::Send,
+            bind_addr: None,
+            bind_device: None,
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(15),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), TcpError> {
+        validate_test(self.streams, self.len, self.duration)?;
+        if self.host.is_empty() {
+            return Err(TcpError::Config("the server host is empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Limits both ends enforce, so a typo cannot ask a server for a week-long test.
+pub(crate) fn validate_test(streams: u32, len: usize, duration: Duration) -> Result<(), TcpError> {
+    if !(1..=MAX_STREAMS).contains(&streams) {
+        return Err(TcpError::Config(format!(
+            "streams must be 1..={MAX_STREAMS}, got {streams}"
+        )));
+    }
+    if !(1..=MAX_LEN).contains(&len) {
+        return Err(TcpError::Config(format!(
+            "message length must be 1..={MAX_LEN} bytes, got {len}"
+        )));
+    }
+    if duration.is_zero() || duration > MAX_DURATION {
+        return Err(TcpError::Config(format!(
+            "duration must be more than 0 and at most {} s, got {:?}",
+            MAX_DURATION.as_secs(),
+            duration
+        )));
+    }
+    Ok(())
+}
+
+/// What `tcp-server` does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpServerConfig {
+    /// Address to listen on; `None` = every address (IPv6 dual-stack, else IPv4).
+    pub bind_addr: Option<IpAddr>,
+    pub port: u16,
+    pub bind_device: Option<String>,
+    /// A data connection that moves no byte for this long is considered dead.
+    pub idle_timeout: Duration,
+    /// Serve one test, then return (iperf3 `-1`).
+    pub one_off: bool,
+}
+
+impl Default for TcpServerConfig {
+    fn default() -> Self {
+        TcpServerConfig {
+            bind_addr: None,
+            port: DEFAULT_PORT,
+            bind_device: None,
+            idle_timeout: Duration::from_secs(15),
+            one_off: false,
+        }
+    }
+}

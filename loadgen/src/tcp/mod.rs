@@ -1,0 +1,27 @@
+//! TCP stream throughput engine, iperf3-style.
+//!
+//! A client ([`client::run`]) opens a control connection to a server ([`server::serve`]), agrees on
+//! a test (streams, duration, message size, direction), opens one data connection per stream and
+//! pushes bytes for the duration with plain blocking `write`/`read` loops, one thread per stream and
+//! one reusable buffer each. The receiving side's figures travel back over the control connection,
+//! so a report carries the sender's and the receiver's view of every stream, TCP_INFO
+//! (retransmits, RTT) of each sending socket, and the CPU use of both ends.
+
+pub mod cli;
+pub mod client;
+mod config;
+mod cpu;
+mod error;
+mod net;
+mod protocol;
+pub mod report;
+pub mod server;
+mod stream;
+mod summary;
+mod sys;
+
+pub use config::{Direction, Flow, TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
+pub use error::TcpError;
+pub use protocol::PROTOCOL_VERSION;
+pub use report::{merge, TcpReport};
+pub use summary::render_text;

@@ -1,0 +1,237 @@
+//! The control protocol: length-prefixed JSON frames (u32 big-endian length, then the body).
+//!
+//! Every connection starts with one frame from the client carrying `magic` and `version`: a
+//! `hello` on the control connection, a `data` on each stream connection. The version is checked
+//! before the rest of the frame is interpreted, so a mismatch yields a clear error on both ends
+//! instead of a parse failure. `error` frames only ever carry a message and stay readable by every
+//! version.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::Direction;
+use super::cpu::CpuUsage;
+use super::report::TcpInfoSnapshot;
+use super::TcpError;
+
+/// Version of the control protocol; both ends must speak the same one.
+pub const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const MAGIC: &str = "netbench-tcp";
+/// Generous: a results frame for 256 streams is ~60 KiB.
+const MAX_FRAME: u32 = 1 << 20;
+
+/// What the client asks the server to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TestParams {
+    pub streams: u32,
+    pub duration_ms: u64,
+    pub len: usize,
+    pub direction: Direction,
+}
+
+impl TestParams {
+    pub fn duration(&self) -> Duration {
+        Duration::from_millis(self.duration_ms)
+    }
+}
+
+/// One stream as the server saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PeerStream {
+    pub id: u32,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub tcp: Option<TcpInfoSnapshot>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Message {
+    Hello {
+        magic: String,
+        version: u32,
+        cookie: String,
+        test: TestParams,
+    },
+    Data {
+        magic: String,
+        version: u32,
+        cookie: String,
+        stream: u32,
+    },
+    Accept {
+        version: u32,
+    },
+    Error {
+        message: String,
+    },
+    Start,
+    Results {
+        streams: Vec<PeerStream>,
+        cpu: CpuUsage,
+    },
+}
+
+impl Message {
+    pub fn hello(cookie: &str, test: TestParams) -> Self {
+        Message::Hello {
+            magic: MAGIC.into(),
+            version: PROTOCOL_VERSION,
+            cookie: cookie.into(),
+            test,
+        }
+    }
+
+    pub fn data(cookie: &str, stream: u32) -> Self {
+        Message::Data {
+            magic: MAGIC.into(),
+            version: PROTOCOL_VERSION,
+            cookie: cookie.into(),
+            stream,
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Message::Error {
+            message: message.into(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Data { .. } => "data",
+            Message::Accept { .. } => "accept",
+            Message::Error { .. } => "error",
+            Message::Start => "start",
+            Message::Results { .. } => "results",
+        }
+    }
+}
+
+pub(crate) fn write_message(mut w: impl Write, msg: &Message) -> Result<(), TcpError> {
+    let body = serde_json::to_vec(msg).map_err(|e| TcpError::Protocol(format!("encode: {e}")))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)
+        .map_err(|e| TcpError::io(format!("sending {} message", msg.kind()), e))
+}
+
+pub(crate) fn read_message(mut r: impl Read) -> Result<Message, TcpError> {
+    let mut len = [0u8; 4];
+    // Frames are below 16 MiB, so a netbench peer's first byte is always 0: anything else (e.g.
+    // the state byte an iperf3 server sends) is recognised at once instead of after a timeout.
+    r.read_exact(&mut len[..1])
+        .map_err(|e| TcpError::io("reading control message", e))?;
+    if len[0] != 0 {
+        return Err(TcpError::NotNetbench(format!(
+            "it sent byte {:#04x} where a netbench frame starts with 0",
+            len[0]
+        )));
+    }
+    r.read_exact(&mut len[1..])
+        .map_err(|e| TcpError::io("reading control message", e))?;
+    let len = u32::from_be_bytes(len);
+    if len > MAX_FRAME {
+        return Err(TcpError::NotNetbench(format!(
+            "control frame of {len} bytes announced (limit {MAX_FRAME})"
+        )));
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body)
+        .map_err(|e| TcpError::io("reading control message", e))?;
+    decode(&body)
+}
+
+/// Checks magic and version first, then interprets the frame.
+pub(crate) fn decode(body: &[u8]) -> Result<Message, TcpError> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| TcpError::NotNetbench(format!("control frame is not JSON: {e}")))?;
+    if let Some(magic) = value.get("magic") {
+        if magic != MAGIC {
+            return Err(TcpError::NotNetbench(format!("unexpected magic {magic}")));
+        }
+    }
+    if let Some(version) = value.get("version") {
+        let theirs = version
+            .as_u64()
+            .ok_or_else(|| TcpError::Protocol(format!("version {version} is not a number")))?;
+        if theirs != u64::from(PROTOCOL_VERSION) {
+            return Err(TcpError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: theirs.min(u64::from(u32::MAX)) as u32,
+            });
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| TcpError::Protocol(format!("bad control message: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> TestParams {
+        TestParams {
+            streams: 2,
+            duration_ms: 1500,
+            len: 1000,
+            direction: Direction::Both,
+        }
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let msg = Message::hello("abc", params());
+        let mut buf = Vec::new();
+        write_message(&mut buf, &msg).unwrap();
+        assert_eq!(
+            u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize,
+            buf.len() - 4
+        );
+        assert_eq!(read_message(&buf[..]).unwrap(), msg);
+    }
+
+    #[test]
+    fn version_mismatch_is_reported_before_parsing_the_rest() {
+        let body = br#"{"type":"hello","magic":"netbench-tcp","version":7,"something":"new"}"#;
+        match decode(body) {
+            Err(TcpError::VersionMismatch { ours: 1, theirs: 7 }) => {}
+            other => panic!("expected a version mismatch, got {other:?}"),
+        }
+        let text = decode(body).unwrap_err().to_string();
+        assert!(
+            text.contains("version 1") && text.contains("version 7"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn foreign_peers_are_named() {
+        assert!(matches!(decode(b"\x01\x02"), Err(TcpError::NotNetbench(_))));
+        let other = br#"{"type":"hello","magic":"iperf","version":1}"#;
+        assert!(matches!(decode(other), Err(TcpError::NotNetbench(_))));
+        // A frame length that no netbench peer would send (e.g. iperf3's cookie bytes).
+        let huge = [0x00, 0xff, 0xff, 0xff, b'{'];
+        assert!(matches!(
+            read_message(&huge[..]),
+            Err(TcpError::NotNetbench(_))
+        ));
+        // iperf3's PARAM_EXCHANGE state byte, recognised without waiting for more.
+        assert!(matches!(
+            read_message(&[9u8][..]),
+            Err(TcpError::NotNetbench(_))
+        ));
+    }
+
+    #[test]
+    fn error_frames_carry_no_version() {
+        let mut buf = Vec::new();
+        write_message(&mut buf, &Message::error("busy")).unwrap();
+        assert_eq!(&buf[4..], br#"{"type":"error","message":"busy"}"#);
+    }
+}

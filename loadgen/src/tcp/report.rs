@@ -1,0 +1,349 @@
+//! The TCP report: versioned JSON (`"version": 1, "kind": "tcp"`), mergeable across concurrent
+//! clients with [`merge`].
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{Direction, Flow};
+use super::cpu::CpuUsage;
+use super::sys::TcpInfo;
+
+pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_KIND: &str = "tcp";
+
+/// A throughput figure: `bits_per_second` = `bytes` * 8 / `seconds`, except in merged totals,
+/// where it is the exact sum of the merged rates (concurrent clients add up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub bytes: u64,
+    pub seconds: f64,
+    pub bits_per_second: f64,
+}
+
+impl Throughput {
+    pub fn new(bytes: u64, seconds: f64) -> Self {
+        let bits_per_second = if seconds > 0.0 {
+            bytes as f64 * 8.0 / seconds
+        } else {
+            0.0
+        };
+        Throughput {
+            bytes,
+            seconds,
+            bits_per_second,
+        }
+    }
+
+    /// Streams of one run run side by side: bytes add up over the longest stream's time.
+    fn total_of(parts: impl Iterator<Item = Throughput>) -> Self {
+        let (bytes, seconds) =
+            parts.fold((0u64, 0f64), |(b, s), t| (b + t.bytes, s.max(t.seconds)));
+        Throughput::new(bytes, seconds)
+    }
+
+    /// Runs of different clients at the same time: rates add up exactly.
+    fn sum_of(parts: impl Iterator<Item = Throughput>) -> Self {
+        parts.fold(Throughput::default(), |acc, t| Throughput {
+            bytes: acc.bytes + t.bytes,
+            seconds: acc.seconds.max(t.seconds),
+            bits_per_second: acc.bits_per_second + t.bits_per_second,
+        })
+    }
+}
+
+/// TCP_INFO of a sending socket, taken when it stopped sending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpInfoSnapshot {
+    pub retransmits: u64,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub snd_cwnd_bytes: u64,
+    pub pmtu: u32,
+}
+
+impl From<TcpInfo> for TcpInfoSnapshot {
+    fn from(i: TcpInfo) -> Self {
+        TcpInfoSnapshot {
+            retransmits: u64::from(i.total_retrans),
+            rtt_us: i.rtt_us,
+            rttvar_us: i.rttvar_us,
+            snd_cwnd_bytes: u64::from(i.snd_cwnd) * u64::from(i.snd_mss),
+            pmtu: i.pmtu,
+        }
+    }
+}
+
+/// One data connection, seen from both ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    /// Index into [`TcpReport::runs`].
+    pub run: u32,
+    pub id: u32,
+    pub flow: Flow,
+    pub sender: Throughput,
+    pub receiver: Throughput,
+    /// TCP_INFO of the sending socket.
+    pub tcp: Option<TcpInfoSnapshot>,
+    /// Why the stream ended early, if it did (either end).
+    pub error: Option<String>,
+}
+
+/// CPU use of both ends, in percent of one CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    pub client: CpuUsage,
+    pub server: CpuUsage,
+}
+
+/// One client's test against one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The client's address of the control connection (shows the source binding in effect).
+    pub client: String,
+    pub server: String,
+    pub streams: u32,
+    pub duration_secs: f64,
+    pub len: usize,
+    pub direction: Direction,
+    pub started_at_unix_ms: u64,
+    pub ended_at_unix_ms: u64,
+    pub cpu: CpuReport,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpReport {
+    pub version: u32,
+    pub kind: String,
+    pub started_at_unix_ms: u64,
+    pub ended_at_unix_ms: u64,
+    /// Bytes written by the senders.
+    pub sender: Throughput,
+    /// Bytes read by the receivers (the figure to quote, as with iperf3).
+    pub receiver: Throughput,
+    pub retransmits: u64,
+    /// Mean smoothed RTT of the sending sockets.
+    pub mean_rtt_us: Option<f64>,
+    /// Summed over runs (in a merged report: CPU of all ends together).
+    pub cpu: CpuReport,
+    /// One entry per client test; more than one after [`merge`].
+    pub runs: Vec<RunSummary>,
+    pub streams: Vec<StreamReport>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MergeError {
+    #[error("nothing to merge")]
+    Empty,
+    #[error("cannot merge a report of version {0} (this build reads version {REPORT_VERSION})")]
+    Version(u32),
+    #[error("cannot merge a report of kind {0:?} into a tcp report")]
+    Kind(String),
+}
+
+impl TcpReport {
+    /// Builds the totals of a single client run from its streams.
+    pub(crate) fn single(run: RunSummary, streams: Vec<StreamReport>) -> Self {
+        let cpu = run.cpu;
+        let mut report = TcpReport {
+            version: REPORT_VERSION,
+            kind: REPORT_KIND.into(),
+            started_at_unix_ms: run.started_at_unix_ms,
+            ended_at_unix_ms: run.ended_at_unix_ms,
+            sender: Throughput::total_of(streams.iter().map(|s| s.sender)),
+            receiver: Throughput::total_of(streams.iter().map(|s| s.receiver)),
+            retransmits: 0,
+            mean_rtt_us: None,
+            cpu,
+            runs: vec![run],
+            streams,
+        };
+        report.fill_tcp_totals();
+        report
+    }
+
+    fn fill_tcp_totals(&mut self) {
+        let infos: Vec<&TcpInfoSnapshot> =
+            self.streams.iter().filter_map(|s| s.tcp.as_ref()).collect();
+        self.retransmits = infos.iter().map(|i| i.retransmits).sum();
+        self.mean_rtt_us = (!infos.is_empty())
+            .then(|| infos.iter().map(|i| f64::from(i.rtt_us)).sum::<f64>() / infos.len() as f64);
+    }
+
+    /// Stream errors, one line each, for a human.
+    pub fn stream_errors(&self) -> Vec<String> {
+        self.streams
+            .iter()
+            .filter_map(|s| {
+                s.error
+                    .as_ref()
+                    .map(|e| format!("stream {} (run {}): {e}", s.id, s.run))
+            })
+            .collect()
+    }
+}
+
+/// Combines reports of clients that ran AT THE SAME TIME into one: throughput rates and bytes add
+/// up exactly, streams and runs are concatenated (stream `run` indices renumbered), CPU figures
+/// are summed, the time span covers all runs.
+pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
+    let first = reports.first().ok_or(MergeError::Empty)?;
+    for r in reports {
+        if r.version != REPORT_VERSION {
+            return Err(MergeError::Version(r.version));
+        }
+        if r.kind != REPORT_KIND {
+            return Err(MergeError::Kind(r.kind.clone()));
+        }
+    }
+    let mut runs = Vec::new();
+    let mut streams = Vec::new();
+    for r in reports {
+        let offset = runs.len() as u32;
+        runs.extend(r.runs.iter().cloned());
+        streams.extend(r.streams.iter().cloned().map(|mut s| {
+            s.run += offset;
+            s
+        }));
+    }
+    let mut merged = TcpReport {
+        version: REPORT_VERSION,
+        kind: REPORT_KIND.into(),
+        started_at_unix_ms: reports
+            .iter()
+            .map(|r| r.started_at_unix_ms)
+            .min()
+            .unwrap_or(first.started_at_unix_ms),
+        ended_at_unix_ms: reports
+            .iter()
+            .map(|r| r.ended_at_unix_ms)
+            .max()
+            .unwrap_or(first.ended_at_unix_ms),
+        sender: Throughput::sum_of(reports.iter().map(|r| r.sender)),
+        receiver: Throughput::sum_of(reports.iter().map(|r| r.receiver)),
+        retransmits: 0,
+        mean_rtt_us: None,
+        cpu: reports
+            .iter()
+            .fold(CpuReport::default(), |acc, r| CpuReport {
+                client: acc.client.sum(r.cpu.client),
+                server: acc.server.sum(r.cpu.server),
+            }),
+        runs,
+        streams,
+    };
+    merged.fill_tcp_totals();
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(id: u32, bytes: u64, seconds: f64, retrans: u64, rtt: u32) -> StreamReport {
+        StreamReport {
+            run: 0,
+            id,
+            flow: Flow::ClientToServer,
+            sender: Throughput::new(bytes, seconds),
+            receiver: Throughput::new(bytes - 1000, seconds + 0.001),
+            tcp: Some(TcpInfoSnapshot {
+                retransmits: retrans,
+                rtt_us: rtt,
+                ..TcpInfoSnapshot::default()
+            }),
+            error: None,
+        }
+    }
+
+    fn run(start: u64, cpu: f64) -> RunSummary {
+        let usage = CpuUsage {
+            user_percent: 0.0,
+            system_percent: cpu,
+            total_percent: cpu,
+        };
+        RunSummary {
+            client: "198.18.0.1:40000".into(),
+            server: "198.18.0.2:5201".into(),
+            streams: 2,
+            duration_secs: 2.0,
+            len: 131072,
+            direction: Direction::Send,
+            started_at_unix_ms: start,
+            ended_at_unix_ms: start + 2000,
+            cpu: CpuReport {
+                client: usage,
+                server: usage,
+            },
+        }
+    }
+
+    fn report(start: u64, scale: u64) -> TcpReport {
+        TcpReport::single(
+            run(start, 50.0),
+            vec![
+                stream(0, 1_000_000 * scale, 2.0, 3, 100),
+                stream(1, 3_000_000 * scale, 1.9, 1, 300),
+            ],
+        )
+    }
+
+    #[test]
+    fn single_run_totals_add_streams_over_the_longest_time() {
+        let r = report(1000, 1);
+        assert_eq!(r.sender.bytes, 4_000_000);
+        assert_eq!(r.sender.seconds, 2.0);
+        assert_eq!(r.sender.bits_per_second, 16_000_000.0);
+        assert_eq!(r.receiver.bytes, 3_998_000);
+        assert_eq!(r.retransmits, 4);
+        assert_eq!(r.mean_rtt_us, Some(200.0));
+    }
+
+    #[test]
+    fn merge_sums_concurrent_clients_exactly() {
+        let a = report(1000, 1);
+        let b = report(1500, 3);
+        let m = merge(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(
+            m.sender.bits_per_second,
+            a.sender.bits_per_second + b.sender.bits_per_second
+        );
+        assert_eq!(
+            m.receiver.bits_per_second,
+            a.receiver.bits_per_second + b.receiver.bits_per_second
+        );
+        assert_eq!(m.sender.bytes, a.sender.bytes + b.sender.bytes);
+        assert_eq!(m.retransmits, 8);
+        assert_eq!(m.runs.len(), 2);
+        assert_eq!(m.streams.len(), 4);
+        assert_eq!(
+            m.streams.iter().map(|s| s.run).collect::<Vec<_>>(),
+            vec![0, 0, 1, 1]
+        );
+        assert_eq!((m.started_at_unix_ms, m.ended_at_unix_ms), (1000, 3500));
+        assert_eq!(m.cpu.client.total_percent, 100.0);
+        // Merging is associative: a merged report merges again without loss.
+        let again = merge(&[merge(std::slice::from_ref(&a)).unwrap(), b.clone()]).unwrap();
+        assert_eq!(again, m);
+    }
+
+    #[test]
+    fn merge_refuses_foreign_reports() {
+        assert_eq!(merge(&[]), Err(MergeError::Empty));
+        let mut other = report(0, 1);
+        other.version = 2;
+        assert_eq!(merge(&[report(0, 1), other]), Err(MergeError::Version(2)));
+        let mut http = report(0, 1);
+        http.kind = "http".into();
+        assert_eq!(merge(&[http]), Err(MergeError::Kind("http".into())));
+    }
+
+    #[test]
+    fn json_envelope_is_versioned_and_round_trips() {
+        let r = report(1000, 1);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["version"], 1);
+        assert_eq!(json["kind"], "tcp");
+        assert_eq!(json["streams"][0]["flow"], "client_to_server");
+        let back: TcpReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+    }
+}

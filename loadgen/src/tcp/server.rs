@@ -1,0 +1,364 @@
+//! `tcp-server`: serves tests one after another on one port (control and data connections alike),
+//! answers "busy" to clients that arrive during a test, and survives clients that vanish mid-test.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::config::{validate_test, Flow, TcpServerConfig};
+use super::cpu::CpuMeter;
+use super::net;
+use super::protocol::{
+    read_message, write_message, Message, PeerStream, TestParams, PROTOCOL_VERSION,
+};
+use super::stream::{Role, RunningStreams};
+use super::sys::wait_readable;
+use super::TcpError;
+
+/// How often the idle server and the running test look at the shutdown flag.
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Time a new connection gets to send its first frame.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a client gets to open all its data connections.
+const STREAMS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A bound, listening server. Bind first (port 0 picks a free port), then [`TcpServer::serve`].
+pub struct TcpServer {
+    listener: TcpListener,
+    cfg: TcpServerConfig,
+}
+
+/// Binds and serves until `shutdown` is set (or after one test with `one_off`).
+pub fn serve(cfg: &TcpServerConfig, shutdown: &AtomicBool) -> Result<(), TcpError> {
+    TcpServer::bind(cfg)?.serve(shutdown)
+}
+
+impl TcpServer {
+    pub fn bind(cfg: &TcpServerConfig) -> Result<Self, TcpError> {
+        let listener = net::listen(cfg.bind_addr, cfg.port, cfg.bind_device.as_deref())?;
+        // Non-blocking so a connection that vanishes between poll and accept cannot stall us.
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| TcpError::io("configuring the listener", e))?;
+        Ok(TcpServer {
+            listener,
+            cfg: cfg.clone(),
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, TcpError> {
+        self.listener
+            .local_addr()
+            .map_err(|e| TcpError::io("reading the listening address", e))
+    }
+
+    /// Serves tests one after another. A failed test is logged and the server carries on;
+    /// only listener failures end it. Checks `shutdown` several times a second.
+    pub fn serve(&self, shutdown: &AtomicBool) -> Result<(), TcpError> {
+        tracing::info!(addr = %self.local_addr()?, "tcp-server listening");
+        while !shutdown.load(Ordering::Relaxed) {
+            let Some((conn, peer)) = accept(&self.listener, POLL_INTERVAL)? else {
+                continue;
+            };
+            match self.handle_connection(conn, peer, shutdown) {
+                Ok(Some(())) => {
+                    if self.cfg.one_off {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(%peer, "test failed: {e}");
+                    if self.cfg.one_off {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `Ok(None)` for connections that were not a test (stray data connections).
+    fn handle_connection(
+        &self,
+        conn: TcpStream,
+        peer: SocketAddr,
+        shutdown: &AtomicBool,
+    ) -> Result<Option<()>, TcpError> {
+        conn.set_read_timeout(Some(HELLO_TIMEOUT))
+            .map_err(|e| TcpError::io("configuring a control connection", e))?;
+        let (cookie, test) = match read_message(&conn) {
+            Ok(Message::Hello { cookie, test, .. }) => (cookie, test),
+            Ok(Message::Data { .. }) => {
+                tracing::debug!(%peer, "dropping a data connection that belongs to no running test");
+                return Ok(None);
+            }
+            Ok(other) => {
+                let e =
+                    TcpError::Protocol(format!("expected a hello, got a {} message", other.kind()));
+                refuse(&conn, &e.to_string());
+                return Err(e);
+            }
+            Err(TcpError::VersionMismatch { theirs, .. }) => {
+                let text = format!(
+                    "control protocol version mismatch: the server speaks version {PROTOCOL_VERSION}, \
+                     the client version {theirs}; run the same netbench-loadgen release on both ends"
+                );
+                refuse(&conn, &text);
+                return Err(TcpError::VersionMismatch {
+                    ours: PROTOCOL_VERSION,
+                    theirs,
+                });
+            }
+            Err(e) => {
+                refuse(&conn, &e.to_string());
+                return Err(e);
+            }
+        };
+        if let Err(e) = validate_test(test.streams, test.len, test.duration()) {
+            refuse(&conn, &e.to_string());
+            return Err(e);
+        }
+        tracing::info!(%peer, streams = test.streams, direction = ?test.direction,
+            seconds = test.duration().as_secs_f64(), len = test.len, "test starting");
+        self.run_test(conn, &cookie, &test, shutdown)?;
+        tracing::info!(%peer, "test done");
+        Ok(Some(()))
+    }
+
+    fn run_test(
+        &self,
+        control: TcpStream,
+        cookie: &str,
+        test: &TestParams,
+        shutdown: &AtomicBool,
+    ) -> Result<(), TcpError> {
+        write_message(
+            &control,
+            &Message::Accept {
+                version: PROTOCOL_VERSION,
+            },
+        )?;
+        let flows = test.direction.flows(test.streams);
+        let conns = match self.accept_streams(cookie, flows.len()) {
+            Ok(conns) => conns,
+            Err(e) => {
+                refuse(&control, &e.to_string());
+                return Err(e);
+            }
+        };
+        let roles = flows.iter().map(|f| match f {
+            Flow::ClientToServer => Role::Receiver,
+            Flow::ServerToClient => Role::Sender,
+        });
+        let has_senders = flows.contains(&Flow::ServerToClient);
+
+        let busy = BusyResponder::start(&self.listener)?;
+        let meter = CpuMeter::start();
+        let start = Instant::now();
+        let streams = RunningStreams::spawn(
+            conns.into_iter().zip(roles).collect(),
+            test.len,
+            self.cfg.idle_timeout,
+            start,
+        )?;
+        if let Err(e) = write_message(&control, &Message::Start) {
+            streams.abort();
+            streams.join();
+            busy.stop();
+            return Err(e);
+        }
+        let outcome = self.watch(
+            &control,
+            &streams,
+            start + test.duration(),
+            has_senders,
+            shutdown,
+        );
+        let outcomes = streams.join();
+        let cpu = meter.stop();
+        busy.stop();
+        outcome?;
+
+        let peer_streams = outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(id, o)| PeerStream {
+                id: id as u32,
+                bytes: o.bytes,
+                seconds: o.seconds,
+                tcp: o.tcp,
+                error: o.error,
+            })
+            .collect();
+        write_message(
+            &control,
+            &Message::Results {
+                streams: peer_streams,
+                cpu,
+            },
+        )
+    }
+
+    /// Waits for the streams to end, stopping the server's senders at `deadline` and aborting
+    /// everything when the client goes away, the test overruns, or the server shuts down.
+    fn watch(
+        &self,
+        control: &TcpStream,
+        streams: &RunningStreams,
+        deadline: Instant,
+        has_senders: bool,
+        shutdown: &AtomicBool,
+    ) -> Result<(), TcpError> {
+        let hard_deadline = deadline + self.cfg.idle_timeout + Duration::from_secs(5);
+        loop {
+            let now = Instant::now();
+            if has_senders && now >= deadline {
+                streams.stop_senders();
+            }
+            if streams.all_finished() {
+                return Ok(());
+            }
+            if shutdown.load(Ordering::Relaxed) {
+                streams.abort();
+                return Err(TcpError::Protocol("server shutting down".into()));
+            }
+            if now >= hard_deadline {
+                streams.abort();
+                return Err(TcpError::Protocol(
+                    "test overran its duration; aborted".into(),
+                ));
+            }
+            let mut wait = POLL_INTERVAL;
+            if has_senders && now < deadline {
+                wait = wait.min(deadline - now);
+            }
+            // The client sends nothing during a test: readable control means it went away.
+            if wait_readable(control, wait)
+                .map_err(|e| TcpError::io("watching the control connection", e))?
+            {
+                streams.abort();
+                return Err(TcpError::Protocol(
+                    "client closed the control connection mid-test".into(),
+                ));
+            }
+        }
+    }
+
+    /// Accepts the test's `n` data connections, identified by cookie and stream id.
+    fn accept_streams(&self, cookie: &str, n: usize) -> Result<Vec<TcpStream>, TcpError> {
+        let deadline = Instant::now() + STREAMS_TIMEOUT;
+        let mut slots: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        let mut missing = n;
+        while missing > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(TcpError::Protocol(format!(
+                    "only {} of {n} data connections arrived within {} s",
+                    n - missing,
+                    STREAMS_TIMEOUT.as_secs()
+                )));
+            }
+            let Some((conn, peer)) = accept(&self.listener, left.min(POLL_INTERVAL))? else {
+                continue;
+            };
+            let _ = conn.set_read_timeout(Some(left.min(HELLO_TIMEOUT)));
+            match read_message(&conn) {
+                Ok(Message::Data {
+                    cookie: c, stream, ..
+                }) if c == cookie => match slots.get_mut(stream as usize) {
+                    Some(slot @ None) => {
+                        *slot = Some(conn);
+                        missing -= 1;
+                    }
+                    _ => {
+                        tracing::warn!(%peer, stream, "ignoring a duplicate or out-of-range data connection")
+                    }
+                },
+                Ok(Message::Hello { .. }) => refuse(&conn, BUSY),
+                Ok(_) => {
+                    tracing::debug!(%peer, "ignoring a connection that is not part of this test")
+                }
+                Err(e) => tracing::debug!(%peer, "ignoring a connection: {e}"),
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }
+}
+
+const BUSY: &str = "the server is busy running another test; try again later";
+
+/// Accepts one connection if one arrives within `wait`.
+fn accept(
+    listener: &TcpListener,
+    wait: Duration,
+) -> Result<Option<(TcpStream, SocketAddr)>, TcpError> {
+    if !wait_readable(listener, wait).map_err(|e| TcpError::io("waiting for connections", e))? {
+        return Ok(None);
+    }
+    match listener.accept() {
+        Ok((conn, peer)) => {
+            // Accepted sockets do not inherit O_NONBLOCK on Linux, but be explicit.
+            conn.set_nonblocking(false)
+                .map_err(|e| TcpError::io("configuring an accepted connection", e))?;
+            Ok(Some((conn, peer)))
+        }
+        Err(e) if is_transient_accept_error(&e) => Ok(None),
+        Err(e) => Err(TcpError::io("accepting a connection", e)),
+    }
+}
+
+fn is_transient_accept_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    ) || e.raw_os_error() == Some(libc::EMFILE)
+        || e.raw_os_error() == Some(libc::ENFILE)
+}
+
+/// Best effort: tell the peer why, then drop the connection.
+fn refuse(conn: &TcpStream, message: &str) {
+    let _ = write_message(conn, &Message::error(message));
+}
+
+/// While a test runs, tells every new client that the server is busy (as iperf3 does) instead of
+/// leaving it hanging in the listen backlog.
+struct BusyResponder {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+impl BusyResponder {
+    fn start(listener: &TcpListener) -> Result<Self, TcpError> {
+        let listener = listener
+            .try_clone()
+            .map_err(|e| TcpError::io("cloning the listener", e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = thread::Builder::new()
+            .name("nb-tcp-busy".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    if let Ok(Some((conn, _))) = accept(&listener, POLL_INTERVAL) {
+                        let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+                        if let Ok(Message::Hello { .. }) = read_message(&conn) {
+                            refuse(&conn, BUSY);
+                        }
+                    }
+                }
+            })
+            .map_err(|e| TcpError::io("starting the busy responder", e))?;
+        Ok(BusyResponder { stop, handle })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.handle.join();
+    }
+}

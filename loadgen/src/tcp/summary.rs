@@ -1,0 +1,124 @@
+//! The human summary, laid out like iperf3's end-of-test table.
+
+use std::fmt::Write;
+
+use super::config::Flow;
+use super::cpu::CpuUsage;
+use super::report::{TcpReport, Throughput};
+
+pub fn render_text(report: &TcpReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "[ ID] Flow  Seconds  Transfer        Bitrate           Retr  RTT"
+    );
+    for s in &report.streams {
+        let flow = match s.flow {
+            Flow::ClientToServer => "c->s",
+            Flow::ServerToClient => "s->c",
+        };
+        let id = if report.runs.len() > 1 {
+            format!("{}.{}", s.run, s.id)
+        } else {
+            s.id.to_string()
+        };
+        let (retr, rtt) = match &s.tcp {
+            Some(t) => (t.retransmits.to_string(), format!("{} us", t.rtt_us)),
+            None => (String::new(), String::new()),
+        };
+        let _ = writeln!(
+            out,
+            "[{id:>3}] {flow:<5} {}  {retr:>4}  {rtt:<9} sender",
+            line(&s.sender)
+        );
+        let _ = writeln!(
+            out,
+            "[{id:>3}] {flow:<5} {}  {:>4}  {:<9} receiver",
+            line(&s.receiver),
+            "",
+            ""
+        );
+        if let Some(e) = &s.error {
+            let _ = writeln!(out, "[{id:>3}] ended early: {e}");
+        }
+    }
+    let rtt = report
+        .mean_rtt_us
+        .map(|r| format!("{r:.0} us"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "[SUM] {:<5} {}  {:>4}  {rtt:<9} sender",
+        "",
+        line(&report.sender),
+        report.retransmits
+    );
+    let _ = writeln!(
+        out,
+        "[SUM] {:<5} {}  {:>4}  {:<9} receiver",
+        "",
+        line(&report.receiver),
+        "",
+        ""
+    );
+    let _ = writeln!(
+        out,
+        "CPU: client {}, server {}",
+        cpu(&report.cpu.client),
+        cpu(&report.cpu.server)
+    );
+    out
+}
+
+fn line(t: &Throughput) -> String {
+    format!(
+        "{:>7.2}  {:>14}  {:>15}",
+        t.seconds,
+        bytes(t.bytes),
+        rate(t.bits_per_second)
+    )
+}
+
+fn cpu(c: &CpuUsage) -> String {
+    format!(
+        "{:.1}% ({:.1}% user, {:.1}% system)",
+        c.total_percent, c.user_percent, c.system_percent
+    )
+}
+
+/// Binary units for amounts, as iperf3 prints them.
+fn bytes(b: u64) -> String {
+    const UNITS: [&str; 4] = ["Bytes", "KBytes", "MBytes", "GBytes"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
+}
+
+/// Decimal units for rates, as iperf3 prints them.
+fn rate(bps: f64) -> String {
+    const UNITS: [&str; 4] = ["bit/s", "Kbit/s", "Mbit/s", "Gbit/s"];
+    let mut v = bps;
+    let mut unit = 0;
+    while v >= 1000.0 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_follow_iperf3() {
+        assert_eq!(bytes(512), "512.00 Bytes");
+        assert_eq!(bytes(3 * 1024 * 1024 * 1024), "3.00 GBytes");
+        assert_eq!(rate(20_800_000_000.0), "20.80 Gbit/s");
+        assert_eq!(rate(950.0), "950.00 bit/s");
+    }
+}

@@ -1,0 +1,96 @@
+//! The few syscalls std does not wrap: TCP_INFO, getrusage and poll.
+//!
+//! This is the only module of the TCP engine that uses `unsafe`; each block is a single libc call
+//! on a valid file descriptor with a correctly sized, zero-initialised out-parameter.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::Duration;
+
+/// The fields of the kernel's `struct tcp_info` that a throughput report needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TcpInfo {
+    pub total_retrans: u32,
+    pub rtt_us: u32,
+    pub rttvar_us: u32,
+    pub snd_cwnd: u32,
+    pub snd_mss: u32,
+    pub pmtu: u32,
+}
+
+/// `getsockopt(fd, IPPROTO_TCP, TCP_INFO)`.
+pub(crate) fn tcp_info(sock: &impl AsFd) -> io::Result<TcpInfo> {
+    let fd = sock.as_fd().as_raw_fd();
+    // SAFETY: tcp_info is plain old data; the all-zero value is valid.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `info` is a writable buffer of `len` bytes that outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TcpInfo {
+        total_retrans: info.tcpi_total_retrans,
+        rtt_us: info.tcpi_rtt,
+        rttvar_us: info.tcpi_rttvar,
+        snd_cwnd: info.tcpi_snd_cwnd,
+        snd_mss: info.tcpi_snd_mss,
+        pmtu: info.tcpi_pmtu,
+    })
+}
+
+/// User and system CPU time consumed by this process (all threads) so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CpuTimes {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+pub(crate) fn process_cpu_times() -> io::Result<CpuTimes> {
+    // SAFETY: rusage is plain old data; the all-zero value is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let to_duration = |tv: libc::timeval| {
+        Duration::from_secs(tv.tv_sec.max(0) as u64)
+            + Duration::from_micros(tv.tv_usec.max(0) as u64)
+    };
+    Ok(CpuTimes {
+        user: to_duration(usage.ru_utime),
+        system: to_duration(usage.ru_stime),
+    })
+}
+
+/// Waits until `sock` is readable (data, EOF, error or a pending connection) or `timeout` passes.
+/// Returns whether it became readable.
+pub(crate) fn wait_readable(sock: &impl AsFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    loop {
+        // SAFETY: one valid pollfd, count 1.
+        let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
+        if rc >= 0 {
+            return Ok(rc > 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}

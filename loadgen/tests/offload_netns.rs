@@ -1,0 +1,211 @@
+//! `offload get|set` on the vxlan devices of a test topology: the seed's contrast (checksum
+//! offload off on the vxlan devices makes TCP over vxlan much slower), restoration, agreement
+//! with `ethtool -k`, and clear errors. Never runs on the host's own interfaces.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use loadgen::offload::{FeatureReport, SetReport};
+use support::*;
+
+fn get(ns: &str, interface: &str) -> FeatureReport {
+    let (ok, stdout, stderr) = loadgen(ns, &["offload", "get", "--interface", interface]);
+    assert!(ok, "offload get failed: {stderr}");
+    serde_json::from_str(&stdout).expect("offload get JSON")
+}
+
+fn set(ns: &str, interface: &str, feature: &str) -> SetReport {
+    let (ok, stdout, stderr) = loadgen(
+        ns,
+        &[
+            "offload",
+            "set",
+            "--interface",
+            interface,
+            "--feature",
+            feature,
+        ],
+    );
+    assert!(ok, "offload set {feature} failed: {stderr}");
+    serde_json::from_str(&stdout).expect("offload set JSON")
+}
+
+fn vxlan_throughput(topo: &Topology) -> f64 {
+    loadgen_client(Some(&topo.ns_a), VXLAN_IP_B, 5202, &["-t", "2"])
+        .receiver
+        .bits_per_second
+}
+
+#[test]
+fn vxlan_checksum_offload_off_lowers_throughput_and_on_restores_it() {
+    require(&["ip", "ss", "ethtool"], true);
+    let topo = Topology::up(false);
+    let ends = [
+        (topo.ns_a.clone(), topo.vxlan_a.clone()),
+        (topo.ns_b.clone(), topo.vxlan_b.clone()),
+    ];
+    let initial: Vec<FeatureReport> = ends.iter().map(|(ns, dev)| get(ns, dev)).collect();
+    for r in &initial {
+        assert_eq!(
+            r.features["tx-checksumming"].to_string(),
+            "on",
+            "vxlan starts with checksum offload"
+        );
+    }
+    let _server = loadgen_server(Some(&topo.ns_b), 5202);
+    let _m = measuring();
+
+    let on = vxlan_throughput(&topo);
+    for (ns, dev) in &ends {
+        let r = set(ns, dev, "tx-checksumming=off");
+        assert_eq!(r.before["tx-checksumming"].to_string(), "on");
+        assert_eq!(r.after["tx-checksumming"].to_string(), "off");
+        assert_eq!(r.restore["tx-checksum-ip-generic"].to_string(), "on");
+        assert!(r.not_applied.is_empty());
+        assert_eq!(
+            ethtool_k(ns, dev)["tx-checksumming"].0,
+            "off",
+            "ethtool sees the change"
+        );
+    }
+    let off = vxlan_throughput(&topo);
+    for (ns, dev) in &ends {
+        let r = set(ns, dev, "tx-checksumming=on");
+        assert_eq!(r.after["tx-checksumming"].to_string(), "on");
+    }
+    let restored = vxlan_throughput(&topo);
+    eprintln!(
+        "vxlan offload on {} off {} restored {}",
+        gbit(on),
+        gbit(off),
+        gbit(restored)
+    );
+    assert!(
+        off < 0.8 * on,
+        "offload off ({}) should be well below on ({})",
+        gbit(off),
+        gbit(on)
+    );
+    assert!(
+        restored > 1.25 * off,
+        "restoring the offload should bring throughput back"
+    );
+    // Every feature is back where it was, TSO included (it follows checksumming).
+    for ((ns, dev), before) in ends.iter().zip(&initial) {
+        assert_eq!(&get(ns, dev), before, "features of {dev} after restoring");
+    }
+}
+
+/// `ethtool -k` as name -> (value, fixed).
+fn ethtool_k(ns: &str, dev: &str) -> BTreeMap<String, (String, bool)> {
+    let out = run_ok(in_ns(Some(ns), "ethtool").args(["-k", dev]));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let (name, rest) = line.trim().split_once(": ")?;
+            let value = rest.split_whitespace().next()?.to_string();
+            Some((name.to_string(), (value, rest.contains("[fixed]"))))
+        })
+        .collect()
+}
+
+#[test]
+fn get_agrees_with_ethtool_k() {
+    require(&["ip", "ethtool"], true);
+    let topo = Topology::up(false);
+    for (ns, dev) in [
+        (&topo.ns_a, &topo.vxlan_a),
+        (&topo.ns_b, &format!("nvb-{}", topo.name)),
+    ] {
+        let ours = get(ns, dev);
+        let theirs = ethtool_k(ns, dev);
+        assert!(theirs.len() > 20, "ethtool -k printed {theirs:?}");
+        for (name, (value, fixed)) in &theirs {
+            let mine = ours
+                .features
+                .get(name)
+                .unwrap_or_else(|| panic!("{dev}: ethtool shows {name}, offload get does not"));
+            assert_eq!(&mine.to_string(), value, "{dev}: {name}");
+            assert_eq!(ours.fixed.contains(name), *fixed, "{dev}: is {name} fixed?");
+        }
+    }
+}
+
+#[test]
+fn bad_requests_fail_with_one_clear_line_and_change_nothing() {
+    require(&["ip"], true);
+    let topo = Topology::up(false);
+    let (ns, dev) = (&topo.ns_a, &topo.vxlan_a);
+    let before = get(ns, dev);
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["offload", "get", "--interface", "nb-missing0"],
+            "no interface named \"nb-missing0\"",
+        ),
+        (
+            &["offload", "get", "--interface", "a-name-much-too-long"],
+            "no interface named",
+        ),
+        (
+            &[
+                "offload",
+                "set",
+                "--interface",
+                "nb-missing0",
+                "--feature",
+                "tx=off",
+            ],
+            "no interface named",
+        ),
+        (
+            &[
+                "offload",
+                "set",
+                "--interface",
+                dev,
+                "--feature",
+                "warp-drive=on",
+            ],
+            "unknown feature \"warp-drive\"",
+        ),
+        (
+            &[
+                "offload",
+                "set",
+                "--interface",
+                dev,
+                "--feature",
+                "tx-checksum-ipv4=on",
+            ],
+            "tx-checksum-ipv4 is fixed off",
+        ),
+        (
+            &[
+                "offload",
+                "set",
+                "--interface",
+                dev,
+                "--feature",
+                "tx-checksumming=maybe",
+            ],
+            "expected NAME=on|off",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (ok, stdout, stderr) = loadgen(ns, args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(stdout.is_empty(), "{args:?} printed {stdout}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{args:?}: one line, got {stderr}"
+        );
+    }
+    // A fixed feature asked for the value it has anyway is not an error.
+    let r = set(ns, dev, "tx-checksum-ipv4=off");
+    assert!(r.changed.is_empty(), "{:?}", r.changed);
+    assert_eq!(get(ns, dev), before);
+}

@@ -1,0 +1,272 @@
+//! Shared by the TCP and offload integration tests: prerequisites, the network-namespace
+//! topology (tests/netns/topology.sh) torn down on Drop, and helpers that run iperf3 and
+//! netbench-loadgen on a path and return their figures.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use loadgen::tcp::TcpReport;
+
+pub const LOADGEN: &str = env!("CARGO_BIN_EXE_netbench-loadgen");
+
+/// Throughput figures are only meaningful one at a time: tests of a binary take this lock
+/// around every measurement (cargo runs test binaries one after another).
+static MEASURE: Mutex<()> = Mutex::new(());
+
+pub fn measuring() -> MutexGuard<'static, ()> {
+    MEASURE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Fails (never skips) when the test cannot run here.
+pub fn require(binaries: &[&str], root: bool) {
+    if root {
+        let uid = Command::new("id")
+            .arg("-u")
+            .output()
+            .expect("running id -u");
+        assert_eq!(
+            String::from_utf8_lossy(&uid.stdout).trim(),
+            "0",
+            "this test creates network namespaces and needs root"
+        );
+    }
+    for bin in binaries {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {bin}")])
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(found, "{bin} is not installed (see tests/apt-packages.txt)");
+    }
+}
+
+fn topology_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/netns/topology.sh")
+}
+
+/// Two namespaces "nodes" A and B joined by veth, a vxlan overlay between them, and optionally
+/// an egress target namespace reached from A through B. Removed on Drop, even after a panic.
+pub struct Topology {
+    pub name: String,
+    pub ns_a: String,
+    pub ns_b: String,
+    pub ns_t: String,
+    pub vxlan_a: String,
+    pub vxlan_b: String,
+}
+
+pub const VETH_IP_A: &str = "198.18.0.1";
+pub const VETH_IP_B: &str = "198.18.0.2";
+pub const VXLAN_IP_A: &str = "198.19.0.1";
+pub const VXLAN_IP_B: &str = "198.19.0.2";
+pub const TARGET_IP: &str = "198.18.1.2";
+
+impl Topology {
+    pub fn up(with_target: bool) -> Topology {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Unique across parallel tests (counter) and test binaries (pid).
+        let id = (std::process::id() << 8) ^ NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{id:x}"); // a u32: at most 8 hex digits
+        let topo = Topology {
+            ns_a: format!("nb{name}a"),
+            ns_b: format!("nb{name}b"),
+            ns_t: format!("nb{name}t"),
+            vxlan_a: format!("nxa-{name}"),
+            vxlan_b: format!("nxb-{name}"),
+            name,
+        };
+        let mut cmd = Command::new(topology_script());
+        cmd.args(["up", &topo.name]);
+        if with_target {
+            cmd.arg("--target");
+        }
+        // Constructed before running `up`, so a half-built topology is still torn down.
+        run_ok(&mut cmd);
+        topo
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        let _ = Command::new(topology_script())
+            .args(["down", &self.name])
+            .status();
+    }
+}
+
+/// A command run inside namespace `ns`, or on the host (loopback tests) when `ns` is None.
+pub fn in_ns(ns: Option<&str>, program: &str) -> Command {
+    match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, program]);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A background server process, killed on Drop.
+pub struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Server {
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+/// Waits until something listens on TCP `port` in `ns` (ss from iproute2).
+pub fn wait_listening(ns: Option<&str>, port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let out = in_ns(ns, "ss")
+            .args(["-Hltn", &format!("sport = :{port}")])
+            .output()
+            .expect("running ss");
+        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+            return;
+        }
+        sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on port {port} after 10 s");
+}
+
+/// A port no one on the host listens on (namespaces have their own port space anyway).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("finding a free port")
+        .port()
+}
+
+pub fn iperf3_server(ns: Option<&str>, port: u16) -> Server {
+    let child = in_ns(ns, "iperf3")
+        .args(["-s", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting iperf3 -s");
+    wait_listening(ns, port);
+    Server(child)
+}
+
+/// iperf3's receiver figure (bits/s) for one run.
+pub fn iperf3_client(ns: Option<&str>, host: &str, port: u16, secs: u32, streams: u32) -> f64 {
+    let out = run_ok(in_ns(ns, "iperf3").args([
+        "-c",
+        host,
+        "-p",
+        &port.to_string(),
+        "-t",
+        &secs.to_string(),
+        "-P",
+        &streams.to_string(),
+        "-J",
+    ]));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("iperf3 -J output");
+    json["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .expect("iperf3 end.sum_received.bits_per_second")
+}
+
+pub fn loadgen_server(ns: Option<&str>, port: u16) -> Server {
+    let child = in_ns(ns, LOADGEN)
+        .args(["tcp-server", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting netbench-loadgen tcp-server");
+    wait_listening(ns, port);
+    Server(child)
+}
+
+pub fn loadgen_client(ns: Option<&str>, host: &str, port: u16, extra: &[&str]) -> TcpReport {
+    let out = run_ok(
+        in_ns(ns, LOADGEN)
+            .args([
+                "tcp-client",
+                "-c",
+                host,
+                "-p",
+                &port.to_string(),
+                "--output",
+                "json",
+            ])
+            .args(extra),
+    );
+    serde_json::from_slice(&out.stdout).expect("netbench-loadgen JSON report")
+}
+
+/// netbench-loadgen with `args` inside `ns`; returns (success, stdout, stderr).
+pub fn loadgen(ns: &str, args: &[&str]) -> (bool, String, String) {
+    let out = in_ns(Some(ns), LOADGEN)
+        .args(args)
+        .output()
+        .expect("running netbench-loadgen");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn gbit(bps: f64) -> String {
+    format!("{:.2} Gbit/s", bps / 1e9)
+}
+
+/// Runs iperf3 and netbench alternately (two rounds each, so a burst of load elsewhere on the
+/// machine hits both) and asserts that netbench's best figure is within 0.5x..2x of iperf3's.
+pub fn assert_agrees_with_iperf3(
+    label: &str,
+    iperf3: impl Fn() -> f64,
+    netbench: impl Fn() -> f64,
+) {
+    let _m = measuring();
+    let (mut best_iperf, mut best_ours) = (0f64, 0f64);
+    for round in 0..2 {
+        if round % 2 == 0 {
+            best_iperf = best_iperf.max(iperf3());
+            best_ours = best_ours.max(netbench());
+        } else {
+            best_ours = best_ours.max(netbench());
+            best_iperf = best_iperf.max(iperf3());
+        }
+    }
+    let ratio = best_ours / best_iperf;
+    eprintln!(
+        "{label}: iperf3 {} netbench {} ratio {ratio:.2}",
+        gbit(best_iperf),
+        gbit(best_ours)
+    );
+    assert!(
+        (0.5..2.0).contains(&ratio),
+        "{label}: netbench/iperf3 = {ratio:.2}"
+    );
+}

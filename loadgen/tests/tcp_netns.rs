@@ -1,0 +1,110 @@
+//! The TCP engine on the paths of the egress experiment, in network namespaces this test builds:
+//! node -> node (veth), vxlan -> vxlan, and node -> egress gateway -> target. Each figure is
+//! compared with iperf3 on the same path, run right before it.
+
+mod support;
+
+use support::*;
+
+const SECS: u32 = 2;
+
+/// iperf3 and netbench-loadgen servers in `server_ns`, clients in `client_ns`, same path.
+fn compare(label: &str, client_ns: &str, server_ns: &str, host: &str) {
+    let _iperf = iperf3_server(Some(server_ns), 5201);
+    let _ours = loadgen_server(Some(server_ns), 5202);
+    assert_agrees_with_iperf3(
+        label,
+        || iperf3_client(Some(client_ns), host, 5201, SECS, 1),
+        || {
+            let report = loadgen_client(Some(client_ns), host, 5202, &["-t", &SECS.to_string()]);
+            assert_eq!(report.streams.len(), 1);
+            assert!(
+                report.streams[0].error.is_none(),
+                "{:?}",
+                report.streams[0].error
+            );
+            report.receiver.bits_per_second
+        },
+    );
+}
+
+#[test]
+fn veth_node_to_node_agrees_with_iperf3() {
+    require(&["ip", "ss", "iperf3"], true);
+    let topo = Topology::up(false);
+    compare("veth", &topo.ns_a, &topo.ns_b, VETH_IP_B);
+}
+
+#[test]
+fn vxlan_to_vxlan_agrees_with_iperf3() {
+    require(&["ip", "ss", "iperf3"], true);
+    let topo = Topology::up(false);
+    compare("vxlan", &topo.ns_a, &topo.ns_b, VXLAN_IP_B);
+}
+
+#[test]
+fn egress_through_a_gateway_agrees_with_iperf3() {
+    require(&["ip", "ss", "iperf3"], true);
+    let topo = Topology::up(true);
+    compare("egress", &topo.ns_a, &topo.ns_t, TARGET_IP);
+}
+
+#[test]
+fn source_address_and_interface_binding_take_effect() {
+    require(&["ip", "ss"], true);
+    let topo = Topology::up(false);
+    let _server = loadgen_server(Some(&topo.ns_b), 5202);
+    let _m = measuring();
+    // Source address: the connection comes from it.
+    let report = loadgen_client(
+        Some(&topo.ns_a),
+        VETH_IP_B,
+        5202,
+        &["-t", "0.5", "-B", VXLAN_IP_A],
+    );
+    assert!(report.receiver.bytes > 0);
+    assert!(
+        report.runs[0].client.starts_with(&format!("{VXLAN_IP_A}:")),
+        "{:?}",
+        report.runs[0]
+    );
+    // Interface: to B's vxlan address, normally routed over the overlay (source 198.19.0.1), ...
+    let report = loadgen_client(Some(&topo.ns_a), VXLAN_IP_B, 5202, &["-t", "0.5"]);
+    assert!(
+        report.runs[0].client.starts_with(&format!("{VXLAN_IP_A}:")),
+        "{:?}",
+        report.runs[0]
+    );
+    // ... but bound to the veth device it leaves through the veth with the veth's address.
+    let veth_a = format!("nva-{}", topo.name);
+    let report = loadgen_client(
+        Some(&topo.ns_a),
+        VXLAN_IP_B,
+        5202,
+        &["-t", "0.5", "--bind-dev", &veth_a],
+    );
+    assert!(
+        report.runs[0].client.starts_with(&format!("{VETH_IP_A}:")),
+        "{:?}",
+        report.runs[0]
+    );
+    // An address this node does not have is refused with a clear message.
+    let (ok, _, stderr) = loadgen(
+        &topo.ns_a,
+        &[
+            "tcp-client",
+            "-c",
+            VETH_IP_B,
+            "-p",
+            "5202",
+            "-t",
+            "0.5",
+            "-B",
+            "198.18.7.7",
+        ],
+    );
+    assert!(
+        !ok && stderr.contains("binding to source address 198.18.7.7"),
+        "{stderr}"
+    );
+}
