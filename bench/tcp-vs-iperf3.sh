@@ -10,9 +10,12 @@
 #   vxlan         A -> B over the vxlan overlay, offload on       ("vxlan -> vxlan")
 #   vxlan-tx-off  the same with tx-checksumming off on both vxlan devices (restored afterwards)
 #   egress        A -> gateway B -> target namespace              ("pod -> egress node -> target")
-# Each round runs both tools back to back, alternating which goes first; servers are pinned to
-# CPU 0 and clients to CPU 1 (same for both tools). Prints per-path medians and the ratio
-# netbench/iperf3 of the receiver figures. Needs root, iperf3, iproute2, jq, taskset.
+# Each round runs both tools back to back, alternating which goes first. Like the BASELINES.md
+# method, processes are not pinned by default: on a 2-core machine pinning server and client to
+# one CPU each halves veth/vxlan throughput (the receive path runs in softirq on the sender's CPU)
+# and makes the figures hostage to whatever else runs on those CPUs. PIN=1 pins servers to CPU 0
+# and clients to CPU 1 (same for both tools). Prints per-path medians and the ratio
+# netbench/iperf3 of the receiver figures. Needs root, iperf3, iproute2, jq (taskset with PIN=1).
 set -euo pipefail
 
 rounds=${1:-5}
@@ -20,7 +23,8 @@ secs=${2:-5}
 here=$(cd "$(dirname "$0")/.." && pwd)
 topo="$here/tests/netns/topology.sh"
 
-for bin in iperf3 ip jq taskset cargo; do
+if [ "${PIN:-0}" = 1 ]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); else server_cpu=(); client_cpu=(); fi
+for bin in iperf3 ip jq cargo ${server_cpu[0]:-}; do
   command -v "$bin" >/dev/null || { echo "bench: $bin is not installed" >&2; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "bench: needs root (network namespaces)" >&2; exit 1; }
@@ -56,8 +60,8 @@ wait_port() { # ns port
 start_servers() { # ns
   local pre; ns_prefix "$1"
   # Simple commands (no shell function) so that $! is the server itself (ip and taskset exec it).
-  "${pre[@]}" taskset -c 0 iperf3 -s -p 5201 >/dev/null 2>&1 & pids+=($!)
-  "${pre[@]}" taskset -c 0 "$lg" tcp-server -p 5202 >/dev/null 2>&1 & pids+=($!)
+  "${pre[@]}" "${server_cpu[@]}" iperf3 -s -p 5201 >/dev/null 2>&1 & pids+=($!)
+  "${pre[@]}" "${server_cpu[@]}" "$lg" tcp-server -p 5202 >/dev/null 2>&1 & pids+=($!)
   wait_port "$1" 5201; wait_port "$1" 5202
 }
 
@@ -68,11 +72,11 @@ stop_servers() {
 }
 
 run_iperf3() { # ns host -> bits/s
-  in_ns "$1" taskset -c 1 iperf3 -c "$2" -p 5201 -t "$secs" -J | jq '.end.sum_received.bits_per_second'
+  in_ns "$1" "${client_cpu[@]}" iperf3 -c "$2" -p 5201 -t "$secs" -J | jq '.end.sum_received.bits_per_second'
 }
 
 run_netbench() { # ns host -> bits/s
-  in_ns "$1" taskset -c 1 "$lg" tcp-client -c "$2" -p 5202 -t "$secs" --output json | jq '.receiver.bits_per_second'
+  in_ns "$1" "${client_cpu[@]}" "$lg" tcp-client -c "$2" -p 5202 -t "$secs" --output json | jq '.receiver.bits_per_second'
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
