@@ -16,19 +16,13 @@ pub enum OutputFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum DirectionArg {
-    Send,
-    Receive,
-    Both,
-}
-
 /// Run a TCP stream test against a `netbench-loadgen tcp-server`.
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
     /// Server to connect to.
     #[arg(short = 'c', long = "client", value_name = "HOST")]
     pub host: String,
+    /// Server port.
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Test duration in seconds (fractions allowed).
@@ -53,7 +47,7 @@ pub struct ClientArgs {
     pub bidir: bool,
     /// Direction, as an alternative to -R / --bidir.
     #[arg(long, value_enum)]
-    pub direction: Option<DirectionArg>,
+    pub direction: Option<Direction>,
     /// Source address for every connection.
     #[arg(short = 'B', long = "bind", value_name = "ADDR")]
     pub bind: Option<IpAddr>,
@@ -73,6 +67,7 @@ pub struct ServerArgs {
     /// Address to listen on (default: all).
     #[arg(short = 'B', long = "bind", value_name = "ADDR")]
     pub bind: Option<IpAddr>,
+    /// Port to listen on (control and data connections).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Interface to listen on (SO_BINDTODEVICE).
@@ -85,12 +80,12 @@ pub struct ServerArgs {
 
 impl ClientArgs {
     pub fn config(&self) -> TcpClientConfig {
-        let direction = match (self.reverse, self.bidir, self.direction) {
-            (true, _, _) => Direction::Receive,
-            (_, true, _) => Direction::Both,
-            (_, _, Some(DirectionArg::Receive)) => Direction::Receive,
-            (_, _, Some(DirectionArg::Both)) => Direction::Both,
-            _ => Direction::Send,
+        let direction = if self.reverse {
+            Direction::Receive
+        } else if self.bidir {
+            Direction::Both
+        } else {
+            self.direction.unwrap_or_default()
         };
         TcpClientConfig {
             port: self.port,

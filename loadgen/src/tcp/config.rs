@@ -15,7 +15,7 @@ pub(crate) const MAX_LEN: usize = 16 * 1024 * 1024;
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 /// Which way the bytes flow, seen from the client (iperf3: default, `-R`, `--bidir`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Client sends, server receives.

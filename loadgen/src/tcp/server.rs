@@ -64,12 +64,12 @@ impl TcpServer {
                 continue;
             };
             match self.handle_connection(conn, peer, shutdown) {
-                Ok(Some(())) => {
+                Ok(true) => {
                     if self.cfg.one_off {
                         return Ok(());
                     }
                 }
-                Ok(None) => {}
+                Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(%peer, "test failed: {e}");
                     if self.cfg.one_off {
@@ -81,20 +81,21 @@ impl TcpServer {
         Ok(())
     }
 
-    /// `Ok(None)` for connections that were not a test (stray data connections).
+    /// Serves the test a new connection asks for; `Ok(false)` if it was not a test (a stray data
+    /// connection of an earlier test).
     fn handle_connection(
         &self,
         conn: TcpStream,
         peer: SocketAddr,
         shutdown: &AtomicBool,
-    ) -> Result<Option<()>, TcpError> {
+    ) -> Result<bool, TcpError> {
         conn.set_read_timeout(Some(HELLO_TIMEOUT))
             .map_err(|e| TcpError::io("configuring a control connection", e))?;
         let (cookie, test) = match read_message(&conn) {
             Ok(Message::Hello { cookie, test, .. }) => (cookie, test),
             Ok(Message::Data { .. }) => {
                 tracing::debug!(%peer, "dropping a data connection that belongs to no running test");
-                return Ok(None);
+                return Ok(false);
             }
             Ok(other) => {
                 let e =
@@ -126,7 +127,7 @@ impl TcpServer {
             seconds = test.duration().as_secs_f64(), len = test.len, "test starting");
         self.run_test(conn, &cookie, &test, shutdown)?;
         tracing::info!(%peer, "test done");
-        Ok(Some(()))
+        Ok(true)
     }
 
     fn run_test(
@@ -306,6 +307,11 @@ fn accept(
                 .map_err(|e| TcpError::io("configuring an accepted connection", e))?;
             Ok(Some((conn, peer)))
         }
+        Err(e) if is_fd_exhaustion(&e) => {
+            // The connection stays queued and poll keeps saying "readable": do not spin.
+            thread::sleep(POLL_INTERVAL);
+            Ok(None)
+        }
         Err(e) if is_transient_accept_error(&e) => Ok(None),
         Err(e) => Err(TcpError::io("accepting a connection", e)),
     }
@@ -318,8 +324,11 @@ fn is_transient_accept_error(e: &io::Error) -> bool {
             | io::ErrorKind::Interrupted
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
-    ) || e.raw_os_error() == Some(libc::EMFILE)
-        || e.raw_os_error() == Some(libc::ENFILE)
+    )
+}
+
+fn is_fd_exhaustion(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 /// Best effort: tell the peer why, then drop the connection.

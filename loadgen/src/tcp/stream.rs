@@ -103,8 +103,8 @@ impl RunningStreams {
     }
 
     /// Waits for every stream thread; outcomes in stream order.
-    pub fn join(self) -> Vec<StreamOutcome> {
-        self.handles
+    pub fn join(mut self) -> Vec<StreamOutcome> {
+        std::mem::take(&mut self.handles)
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| StreamOutcome {
@@ -113,6 +113,16 @@ impl RunningStreams {
                 })
             })
             .collect()
+    }
+}
+
+/// Streams dropped without [`RunningStreams::join`] (an early error return) must not keep
+/// sending forever in detached threads.
+impl Drop for RunningStreams {
+    fn drop(&mut self) {
+        if !self.handles.is_empty() {
+            self.abort();
+        }
     }
 }
 

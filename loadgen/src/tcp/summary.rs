@@ -88,26 +88,21 @@ fn cpu(c: &CpuUsage) -> String {
 
 /// Binary units for amounts, as iperf3 prints them.
 fn bytes(b: u64) -> String {
-    const UNITS: [&str; 4] = ["Bytes", "KBytes", "MBytes", "GBytes"];
-    let mut v = b as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.2} {}", UNITS[unit])
+    scaled(b as f64, 1024.0, &["Bytes", "KBytes", "MBytes", "GBytes"])
 }
 
 /// Decimal units for rates, as iperf3 prints them.
 fn rate(bps: f64) -> String {
-    const UNITS: [&str; 4] = ["bit/s", "Kbit/s", "Mbit/s", "Gbit/s"];
-    let mut v = bps;
+    scaled(bps, 1000.0, &["bit/s", "Kbit/s", "Mbit/s", "Gbit/s"])
+}
+
+fn scaled(mut v: f64, step: f64, units: &[&str]) -> String {
     let mut unit = 0;
-    while v >= 1000.0 && unit < UNITS.len() - 1 {
-        v /= 1000.0;
+    while v >= step && unit < units.len() - 1 {
+        v /= step;
         unit += 1;
     }
-    format!("{v:.2} {}", UNITS[unit])
+    format!("{v:.2} {}", units[unit])
 }
 
 #[cfg(test)]
