@@ -86,7 +86,7 @@ gbit() { awk -v b="$1" 'BEGIN {printf "%.2f", b/1e9}'; }
 results=()
 bench_path() { # label client-ns server-ns host
   local label=$1 cns=$2 sns=$3 host=$4 i a b
-  local -a ip=() nb=()
+  local -a ip=() nb=() pair=()
   start_servers "$sns"
   for i in $(seq "$rounds"); do
     if (( i % 2 )); then
@@ -94,14 +94,15 @@ bench_path() { # label client-ns server-ns host
     else
       b=$(run_netbench "$cns" "$host"); a=$(run_iperf3 "$cns" "$host")
     fi
-    ip+=("$a"); nb+=("$b")
+    ip+=("$a"); nb+=("$b"); pair+=("$(awk -v a="$a" -v b="$b" 'BEGIN {print b/a}')")
     printf '%-13s round %d  iperf3 %6s  netbench %6s Gbit/s\n' "$label" "$i" "$(gbit "$a")" "$(gbit "$b")" >&2
   done
   stop_servers
-  local mi mn
+  local mi mn mp
   mi=$(printf '%s\n' "${ip[@]}" | median)
   mn=$(printf '%s\n' "${nb[@]}" | median)
-  results+=("$(awk -v l="$label" -v i="$mi" -v n="$mn" 'BEGIN {printf "%-13s %8.2f %10.2f %7.3f", l, i/1e9, n/1e9, n/i}')")
+  mp=$(printf '%s\n' "${pair[@]}" | median)
+  results+=("$(awk -v l="$label" -v i="$mi" -v n="$mn" -v p="$mp" 'BEGIN {printf "%-13s %8.2f %10.2f %7.3f %12.3f", l, i/1e9, n/1e9, n/i, p}')")
 }
 
 offload_both() { # on|off
@@ -126,5 +127,7 @@ done
 
 echo
 echo "TCP throughput, 1 stream, ${secs} s, median of ${rounds} rounds (receiver Gbit/s)"
-printf '%-13s %8s %10s %7s\n' path iperf3 netbench ratio
+# ratio = median netbench / median iperf3; paired = median of the per-round ratios (each round's
+# two runs are back to back, so this one is less sensitive to load changes between rounds).
+printf '%-13s %8s %10s %7s %12s\n' path iperf3 netbench ratio paired-ratio
 printf '%s\n' "${results[@]}"

@@ -133,11 +133,12 @@ fn send(
     stop: &AtomicBool,
     counter: &AtomicU64,
 ) -> StreamOutcome {
-    let buf = vec![0u8; len];
+    let buf = PageBuffer::new(len);
+    let buf = buf.as_slice();
     let mut bytes = 0u64;
     let mut error = None;
     while !stop.load(Ordering::Relaxed) {
-        match sock.write(&buf) {
+        match sock.write(buf) {
             Ok(0) => {
                 error = Some("connection closed by the peer".to_string());
                 break;
@@ -166,11 +167,12 @@ fn send(
 }
 
 fn receive(mut sock: TcpStream, len: usize, start: Instant, counter: &AtomicU64) -> StreamOutcome {
-    let mut buf = vec![0u8; len];
+    let mut buf = PageBuffer::new(len);
+    let buf = buf.as_mut_slice();
     let mut bytes = 0u64;
     let mut error = None;
     loop {
-        match sock.read(&mut buf) {
+        match sock.read(buf) {
             Ok(0) => break,
             Ok(n) => {
                 bytes += n as u64;
@@ -191,11 +193,55 @@ fn receive(mut sock: TcpStream, len: usize, start: Instant, counter: &AtomicU64)
     }
 }
 
+const PAGE: usize = 4096;
+
+/// A zeroed buffer starting on a page boundary, like iperf3's mmap'd one, so the kernel copies
+/// whole pages without a misaligned head.
+struct PageBuffer {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl PageBuffer {
+    fn new(len: usize) -> Self {
+        let storage = vec![0u8; len + PAGE];
+        let start = storage.as_ptr().align_offset(PAGE).min(PAGE);
+        PageBuffer {
+            storage,
+            start,
+            len,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
 fn describe(e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
             "no progress within the idle timeout".into()
         }
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_start_on_a_page() {
+        for len in [1, 1000, 128 * 1024] {
+            let mut b = PageBuffer::new(len);
+            assert_eq!(b.as_slice().as_ptr() as usize % PAGE, 0);
+            assert_eq!(b.as_mut_slice().len(), len);
+        }
     }
 }
