@@ -167,11 +167,11 @@ write_cni_config() {
 EOF
 }
 
+# load_images: build the standard images, then import every image in the cache (so images
+# added earlier with `images.sh image`, e.g. the operator's, come back after down.sh/up.sh).
 load_images() {
-    local tars
-    tars=$(build_standard_images)
-    # shellcheck disable=SC2086
-    import_image $tars
+    build_standard_images >/dev/null
+    import_image "$NB_IMAGES"/*.tar
 }
 
 # --- node -----------------------------------------------------------------------------------
