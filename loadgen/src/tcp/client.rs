@@ -3,7 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -43,52 +43,26 @@ pub fn run(
     progress: Option<ProgressSink<'_>>,
 ) -> Result<TcpReport, TcpError> {
     cfg.validate()?;
-    let source = Source {
-        addr: cfg.bind_addr,
-        device: cfg.bind_device.clone(),
-    };
-    let addr = net::resolve(&cfg.host, cfg.port, &source)?;
-    let control = net::connect(addr, &source, cfg.connect_timeout)?;
-    control
-        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(|e| TcpError::io("configuring the control connection", e))?;
-
-    let cookie = new_cookie();
-    let test = TestParams {
-        streams: cfg.streams,
-        duration_ms: cfg.duration.as_millis().min(u128::from(u64::MAX)) as u64,
-        len: cfg.len,
-        direction: cfg.direction,
-    };
-    write_message(&control, &Message::hello(&cookie, test))?;
-    expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
-
-    let flows = cfg.direction.flows(cfg.streams);
-    let mut conns = Vec::with_capacity(flows.len());
-    for (id, flow) in flows.iter().enumerate() {
-        let conn = net::connect(addr, &source, cfg.connect_timeout)?;
-        write_message(&conn, &Message::data(&cookie, id as u32))?;
-        conns.push((conn, client_role(*flow)));
-    }
-    expect(&control, "start", |m| matches!(m, Message::Start))?;
+    let test = Connected::open(cfg)?;
 
     let started_at = unix_ms();
     let meter = CpuMeter::start();
     let start = Instant::now();
-    let streams = RunningStreams::spawn(conns, cfg.len, cfg.idle_timeout, start)?;
+    let streams = RunningStreams::spawn(test.conns, cfg.len, cfg.idle_timeout, start)?;
     drive(cfg, &streams, start, progress);
     let outcomes = streams.join();
     let client_cpu = meter.stop();
     let ended_at = unix_ms();
 
-    let (peer, server_cpu) = read_results(&control, cfg)?;
-    let reports = stream_reports(&flows, outcomes, peer)?;
+    let (peer, server_cpu) = read_results(&test.control, cfg)?;
+    let reports = stream_reports(&test.flows, outcomes, peer)?;
     let run = RunSummary {
-        client: control
+        client: test
+            .control
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default(),
-        server: addr.to_string(),
+        server: test.server.to_string(),
         streams: cfg.streams,
         duration_secs: cfg.duration.as_secs_f64(),
         len: cfg.len,
@@ -101,6 +75,53 @@ pub fn run(
         },
     };
     Ok(TcpReport::single(run, reports))
+}
+
+/// A test the server accepted, with every data connection open and the start signal received.
+struct Connected {
+    server: SocketAddr,
+    control: TcpStream,
+    flows: Vec<Flow>,
+    conns: Vec<(TcpStream, Role)>,
+}
+
+impl Connected {
+    fn open(cfg: &TcpClientConfig) -> Result<Self, TcpError> {
+        let source = Source {
+            addr: cfg.bind_addr,
+            device: cfg.bind_device.clone(),
+        };
+        let server = net::resolve(&cfg.host, cfg.port, &source)?;
+        let control = net::connect(server, &source, cfg.connect_timeout)?;
+        control
+            .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+            .map_err(|e| TcpError::io("configuring the control connection", e))?;
+
+        let cookie = new_cookie();
+        let test = TestParams {
+            streams: cfg.streams,
+            duration_ms: cfg.duration.as_millis().min(u128::from(u64::MAX)) as u64,
+            len: cfg.len,
+            direction: cfg.direction,
+        };
+        write_message(&control, &Message::hello(&cookie, test))?;
+        expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
+
+        let flows = cfg.direction.flows(cfg.streams);
+        let mut conns = Vec::with_capacity(flows.len());
+        for (id, flow) in flows.iter().enumerate() {
+            let conn = net::connect(server, &source, cfg.connect_timeout)?;
+            write_message(&conn, &Message::data(&cookie, id as u32))?;
+            conns.push((conn, client_role(*flow)));
+        }
+        expect(&control, "start", |m| matches!(m, Message::Start))?;
+        Ok(Connected {
+            server,
+            control,
+            flows,
+            conns,
+        })
+    }
 }
 
 fn client_role(flow: Flow) -> Role {
