@@ -1,0 +1,40 @@
+{{/* Name of the chart (label value). */}}
+{{- define "netbench.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of the Deployment, Service, ServiceAccount and RBAC objects: "<release>-operator". */}}
+{{- define "netbench.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "netbench.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "netbench.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "netbench.labels" -}}
+{{ include "netbench.selectorLabels" . }}
+app.kubernetes.io/part-of: netbench
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "netbench.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "netbench.apiUrl" -}}
+{{- default (printf "http://%s.%s.svc:%v" (include "netbench.fullname" .) .Release.Namespace .Values.service.port) .Values.apiUrl -}}
+{{- end -}}
+
+{{/* true when a namespace list allows every namespace. */}}
+{{- define "netbench.allNamespaces" -}}
+{{- if has "*" . -}}true{{- end -}}
+{{- end -}}

@@ -1,0 +1,25 @@
+# shellcheck shell=bash
+# Shared settings and helpers for tests/chart/*.sh. Source it; do not run it.
+set -euo pipefail
+
+NBC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NBC_REPO=$(cd "$NBC_DIR/../.." && pwd)
+NBC_CHART=$NBC_REPO/charts/netbench
+NBC_CACHE=${NB_CHART_CACHE:-/var/cache/netbench/chart}
+# Values used to render deploy/*.yaml (the plain manifests); documented in tests/chart/README.md.
+NBC_RELEASE=netbench
+NBC_NAMESPACE=netbench-system
+
+log() { printf '[chart %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() {
+    printf '[chart] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+need_cmds() {
+    local c missing=()
+    for c in "$@"; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
+    ((${#missing[@]} == 0)) || die "missing commands: ${missing[*]} (apt-get install -y \$(cat tests/apt-packages.txt))"
+}
+
+# helm_bin: path of the pinned helm (built by build-helm.sh when missing).
+helm_bin() { "$NBC_DIR/build-helm.sh"; }
