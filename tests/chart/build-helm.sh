@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the pinned helm (tools/go.mod: helm.sh/helm/v4) into $NBC_CACHE/bin/<hash>/helm, reusing
-# it when already there. GOMODCACHE/GOCACHE stay in Go's default places. Prints the helm path.
+# it when already there. GOMODCACHE/GOCACHE stay in Go's default places; same flags as
+# tests/cluster/build.sh (CGO_ENABLED=0, no -trimpath) so the shared k8s.io packages come from
+# its build cache. Prints the helm path.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_cmds go sha256sum
@@ -17,7 +19,7 @@ mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 log "building helm $version (cold build: several minutes on 2 cores)"
 start=$SECONDS
-(cd "$NBC_DIR/tools" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
+(cd "$NBC_DIR/tools" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build \
     -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
     -o "$tmp/helm" helm.sh/helm/v4/cmd/helm)
 "$tmp/helm" version --short >/dev/null || die "built helm does not run"

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Assertions on `helm template` output (stdin): check-rendered.py default|nondefault DASHBOARD.
+
+Checks what the chart promises: least-privilege RBAC (exact verbs per resource, opt-in rules only
+when enabled and only where enabled), a hardened Deployment wired to the values, the Service,
+the optional ServiceMonitor and the dashboard ConfigMap carrying the dashboard unchanged.
+"""
+import json
+import sys
+
+import yaml
+
+# The rules every install gets (ClusterRole "<fullname>"), exactly.
+BASE_RULES = [
+    (("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("get", "list", "watch", "patch", "update")),
+    (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
+    (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
+    (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
+    (("",), ("secrets", "configmaps"), ("get", "list", "create", "delete", "deletecollection")),
+    (("events.k8s.io",), ("events",), ("create", "patch")),
+    (("",), ("nodes",), ("get", "list")),
+]
+LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
+SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
+OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete"))]
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+
+
+def rules_of(obj):
+    return [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in obj["rules"]]
+
+
+def main():
+    mode, dashboard_path = sys.argv[1], sys.argv[2]
+    docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+    by = {}
+    for d in docs:
+        by.setdefault((d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")), d)
+    kinds = sorted({d["kind"] for d in docs})
+    default = mode == "default"
+    full = "netbench-operator" if default else "nb"
+    ns = "netbench-system" if default else "bench-system"
+    port = 8080 if default else 9090
+
+    # RBAC
+    cr = by.get(("ClusterRole", full, None))
+    check(cr is not None and rules_of(cr) == BASE_RULES, f"ClusterRole {full} rules: {cr and rules_of(cr)}")
+    lease = by.get(("Role", f"{full}-leader", ns))
+    check(lease is not None and rules_of(lease) == LEASE_RULES, f"leader Role in {ns}")
+    for kind in ("ClusterRole", "Role"):
+        for (k, name, where), d in by.items():
+            if k != kind or name in (full, f"{full}-leader"):
+                continue
+            want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES}.get(name)
+            check(want is not None and rules_of(d) == want, f"unexpected {kind} {where}/{name}: {rules_of(d)}")
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for (k, name, where), d in by.items():
+            if k == kind:
+                check(d["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": ns}],
+                      f"{kind} {name} subjects {d['subjects']}")
+                check(d["roleRef"]["name"] == name, f"{kind} {name} binds {d['roleRef']}")
+    sweep = sorted((k, w) for (k, n, w) in by if n == f"{full}-sweep")
+    offload = sorted((k, w) for (k, n, w) in by if n == f"{full}-offload")
+    if default:
+        check(sweep == [] and offload == [], f"opt-in RBAC rendered by default: {sweep} {offload}")
+        check("ServiceMonitor" not in kinds, "ServiceMonitor rendered by default")
+    else:
+        check(sweep == [("Role", "bench-a"), ("Role", "bench-b"), ("RoleBinding", "bench-a"), ("RoleBinding", "bench-b")],
+              f"sweep RBAC: {sweep}")
+        check(offload == [("ClusterRole", None), ("ClusterRoleBinding", None)], f"offload RBAC: {offload}")
+        sm = by.get(("ServiceMonitor", full, ns))
+        check(sm is not None and sm["spec"]["endpoints"][0]["port"] == "http"
+              and sm["spec"]["endpoints"][0]["interval"] == "5s"
+              and sm["metadata"]["labels"].get("release") == "kube-prometheus-stack", "ServiceMonitor")
+
+    # Deployment
+    dep = by.get(("Deployment", full, ns))
+    check(dep is not None, f"Deployment {ns}/{full}")
+    if dep:
+        spec = dep["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+        check(dep["spec"]["replicas"] == (1 if default else 2), "replicas")
+        check(spec["serviceAccountName"] == full, "serviceAccountName")
+        check(spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0, "non-root")
+        check(c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                       "capabilities": {"drop": ["ALL"]}}, f"container securityContext {c['securityContext']}")
+        check(c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz", "probes")
+        check("requests" in c["resources"] and "memory" in c["resources"].get("limits", {}), "resources")
+        check(c["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}], f"ports {c['ports']}")
+        check(env["NETBENCH_LISTEN"] == f"0.0.0.0:{port}", "NETBENCH_LISTEN")
+        check(env["NETBENCH_API_URL"] == f"http://{full}.{ns}.svc:{port}", f"NETBENCH_API_URL {env['NETBENCH_API_URL']}")
+        check(env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}, "POD_NAMESPACE")
+        check(env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}, "POD_NAME")
+        if default:
+            check(c["image"] == "netbench/operator:0.1.0" and c["imagePullPolicy"] == "IfNotPresent", f"image {c['image']}")
+            check(env["NETBENCH_LOADGEN_IMAGE"] == "netbench/loadgen:0.1.0", "loadgen image")
+            for k in ("HOST_NETWORK", "OFFLOAD", "SWEEP"):
+                check(env[f"NETBENCH_{k}_NAMESPACES"] == "", f"{k} namespaces not empty by default")
+        else:
+            check(c["image"] == "registry.example/netbench/operator:9.9.9", f"image {c['image']}")
+            check(env["NETBENCH_IMAGE_PULL_POLICY"] == "Always", "worker pull policy")
+            check(env["NETBENCH_SWEEP_NAMESPACES"] == "bench-a,bench-b", "sweep namespaces env")
+            check(env["NETBENCH_OFFLOAD_NAMESPACES"] == "*", "offload namespaces env")
+            check(env["NETBENCH_HOST_NETWORK_NAMESPACES"] == "bench-a", "hostNetwork namespaces env")
+            check(env["NETBENCH_WORKER_START_TIMEOUT"] == "30" and env["RUST_LOG"] == "debug", "timeouts/log")
+            check(spec["nodeSelector"] == {"kubernetes.io/os": "linux"}, "nodeSelector")
+
+    svc = by.get(("Service", full, ns))
+    check(svc is not None and svc["spec"]["ports"][0]["port"] == port and svc["spec"]["ports"][0]["name"] == "http"
+          and svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"], "Service")
+
+    # Dashboard
+    cm_ns = ns if default else "monitoring"
+    cm = by.get(("ConfigMap", f"{full}-dashboard", cm_ns))
+    check(cm is not None, f"dashboard ConfigMap in {cm_ns}")
+    if cm:
+        check(cm["metadata"]["labels"].get("grafana_dashboard") == ("1" if default else "yes"), "sidecar label")
+        with open(dashboard_path) as f:
+            check(json.loads(cm["data"]["netbench.json"]) == json.load(f), "dashboard JSON differs from dashboards/netbench.json")
+
+    for f in failures:
+        print(f"FAIL {mode}: {f}")
+    print(f"{mode}: {len(docs)} objects ({', '.join(kinds)}), {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The chart and the plain manifests against the real test cluster (tests/cluster), as root:
+#   1. kubectl path: `kubectl apply -f deploy/` -> operator Ready (leader) -> `kubectl delete -f
+#      deploy/` -> no netbench object left
+#   2. Helm path: `helm install` (pinned helm) -> operator Ready -> prometheus.sh (real
+#      Prometheus scrapes the operator during an ingress-simple run; every dashboard expression
+#      must return data) -> uninstall as the README says -> nothing left, CRDs kept by Helm
+#      until deleted by hand
+#
+#   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH]
+#
+# --operator-bin / --loadgen-bin: static binaries (RUSTFLAGS='-C target-feature=+crt-static'
+# cargo build --release --target x86_64-unknown-linux-gnu) packed and imported as
+# netbench/operator:0.1.0 and netbench/loadgen:0.1.0 by tests/cluster/images.sh; without them
+# the images must already be in the cluster. The cluster stays up (tests/cluster/down.sh).
+# NOTE: the cluster is shared: this test installs into netbench-system and deletes the netbench
+# CRDs at the end (the uninstall check), so do not run it while another netbench test runs.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ $(id -u) -eq 0 ]] || die "must run as root"
+need_cmds jq curl python3 ctr
+
+operator_bin= loadgen_bin=
+while (($#)); do
+    case $1 in
+        --operator-bin) operator_bin=$2 ;;
+        --loadgen-bin) loadgen_bin=$2 ;;
+        *) die "unknown argument $1 (see the header of $0)" ;;
+    esac
+    shift 2
+done
+
+cluster=$NBC_REPO/tests/cluster
+eval "$("$cluster/up.sh")" || die "tests/cluster/up.sh failed"
+helm=$(helm_bin)
+bench_ns=netbench-chart-e2e
+crds=(ingressbenchmarks.netbench.io egressbenchmarks.netbench.io)
+
+[[ -z $operator_bin ]] || "$cluster/images.sh" image netbench/operator:0.1.0 /operator "$operator_bin=/operator" >/dev/null
+[[ -z $loadgen_bin ]] || "$cluster/images.sh" image netbench/loadgen:0.1.0 /loadgen "$loadgen_bin=/loadgen" >/dev/null
+images=$(ctr --address /run/netbench-cluster/containerd/containerd.sock -n k8s.io images ls -q)
+for ref in netbench/operator:0.1.0 netbench/loadgen:0.1.0; do
+    grep -q "$ref" <<<"$images" || die "image $ref is not in the cluster: pass --operator-bin/--loadgen-bin"
+done
+
+# wait_operator NS: the operator's pod is Ready (only the Lease holder is).
+wait_operator() {
+    kubectl -n "$1" rollout status deployment/netbench-operator --timeout=180s >/dev/null ||
+        die "operator not ready: $(kubectl -n "$1" get pods -o wide; kubectl -n "$1" logs deployment/netbench-operator --tail=30)"
+    log "operator Ready in $1"
+}
+
+# leftovers: netbench objects still in the cluster (empty = none). Arg: also count CRDs (yes/no).
+leftovers() {
+    local found=
+    found+=$(kubectl get clusterroles,clusterrolebindings -l app.kubernetes.io/part-of=netbench -o name)
+    found+=$(kubectl get namespace "$NBC_NAMESPACE" -o name --ignore-not-found)
+    found+=$(kubectl get pods,secrets,configmaps -A -l app.kubernetes.io/managed-by=netbench-operator -o name)
+    [[ $1 == no ]] || found+=$(kubectl get crd "${crds[@]}" -o name --ignore-not-found)
+    echo "$found"
+}
+
+# Test target: the Service ingress-simple.yaml names, in our own namespace.
+kubectl create namespace "$bench_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n "$bench_ns" apply -f - >/dev/null <<EOF2
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nginx-target}
+spec:
+  selector: {matchLabels: {app: nginx-target}}
+  template:
+    metadata: {labels: {app: nginx-target}}
+    spec:
+      containers:
+      - name: nginx
+        image: netbench/nginx-target:0.1.0
+        imagePullPolicy: Never
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: nginx-target}
+spec:
+  selector: {app: nginx-target}
+  ports: [{port: 8080, targetPort: 8080}]
+EOF2
+kubectl -n "$bench_ns" rollout status deployment/nginx-target --timeout=120s >/dev/null
+bench=$(mktemp /tmp/netbench-bench.XXXXXX.yaml)
+trap 'rm -f "$bench"' EXIT
+sed "s/nginx-target\.default\.svc/nginx-target.$bench_ns.svc/" "$NBC_REPO/deploy/examples/ingress-simple.yaml" >"$bench"
+
+log "== 1. plain manifests: kubectl apply -f deploy/"
+[[ -z $(leftovers yes) ]] || die "netbench objects exist before the test: $(leftovers yes)"
+"$NBC_DIR/render-deploy.sh" --check
+kubectl apply -f "$NBC_REPO/deploy/crds.yaml" >/dev/null
+kubectl wait --for condition=established --timeout=60s "${crds[@]/#/crd/}" >/dev/null
+kubectl apply -f "$NBC_REPO/deploy/operator.yaml" >/dev/null
+wait_operator "$NBC_NAMESPACE"
+kubectl delete -f "$NBC_REPO/deploy/" --wait=true >/dev/null
+[[ -z $(leftovers yes) ]] || die "left after kubectl delete -f deploy/: $(leftovers yes)"
+log "PASS plain manifests install, run and delete cleanly"
+
+log "== 2. helm install"
+"$helm" install "$NBC_RELEASE" "$NBC_CHART" --namespace "$NBC_NAMESPACE" --create-namespace \
+    --wait --timeout 180s >/dev/null || die "helm install failed"
+wait_operator "$NBC_NAMESPACE"
+"$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" | grep -q "STATUS: deployed" || die "release not deployed"
+kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name | grep -q dashboard ||
+    die "no dashboard ConfigMap with the sidecar label"
+
+log "== 3. real Prometheus + every dashboard expression"
+"$NBC_DIR/prometheus.sh" --namespace "$NBC_NAMESPACE" --bench-namespace "$bench_ns" --benchmark "$bench"
+
+log "== 4. uninstall as documented"
+kubectl delete benchmarks --all -A --wait=true >/dev/null
+"$helm" uninstall "$NBC_RELEASE" -n "$NBC_NAMESPACE" --wait >/dev/null
+kubectl delete namespace "$NBC_NAMESPACE" --wait=true >/dev/null
+left=$(leftovers no)
+[[ -z $left ]] || die "left after helm uninstall: $left"
+[[ $(kubectl get crd "${crds[@]}" -o name | wc -l) == 2 ]] || die "Helm removed the CRDs (its policy keeps them)"
+log "PASS helm uninstall leaves only the CRDs (Helm's policy)"
+kubectl delete crd "${crds[@]}" --wait=true >/dev/null
+[[ -z $(leftovers yes) ]] || die "left after deleting the CRDs: $(leftovers yes)"
+kubectl delete namespace "$bench_ns" --wait=true >/dev/null
+log "PASS nothing of netbench is left; all chart cluster tests passed"

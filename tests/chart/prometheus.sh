@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Real Prometheus (Debian's package, run as a host process) scrapes the installed operator while
+# an IngressBenchmark runs; then EVERY PromQL expression of the dashboard must return data.
+#
+#   prometheus.sh [--namespace NS] [--service NAME] [--bench-namespace NS] [--benchmark FILE]
+#                 [--timeout SECONDS]
+#
+# Expects: KUBECONFIG of a running cluster (tests/cluster/up.sh), the chart installed (release
+# namespace NS, default netbench-system; Service NAME, default netbench-operator), and whatever
+# the benchmark FILE (default deploy/examples/ingress-simple.yaml) targets. It applies FILE in
+# --bench-namespace (default netbench-chart-e2e) while Prometheus scrapes, so the live series
+# are captured, and deletes it afterwards. Prometheus discovers the operator like an in-cluster
+# one would: kubernetes_sd (endpointslice role) on the Service's port named "http".
+#
+# An expression without data fails, except where the cluster's real state explains it, and then
+# it is printed as EMPTY with the reason: egress series when no EgressBenchmark has succeeded,
+# netbench_reconcile_errors_total when the operator's own /metrics shows no reconcile error.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_cmds prometheus promtool kubectl curl jq python3
+
+ns=netbench-system svc=netbench-operator bench_ns=netbench-chart-e2e timeout=300
+bench_file=$NBC_REPO/deploy/examples/ingress-simple.yaml
+while (($#)); do
+    case $1 in
+        --namespace) ns=$2 ;;
+        --service) svc=$2 ;;
+        --bench-namespace) bench_ns=$2 ;;
+        --benchmark) bench_file=$2 ;;
+        --timeout) timeout=$2 ;;
+        *) die "unknown argument $1 (see the header of $0)" ;;
+    esac
+    shift 2
+done
+[[ -n ${KUBECONFIG:-} ]] || die "KUBECONFIG is not set (eval \"\$(tests/cluster/up.sh)\")"
+kubectl -n "$ns" get service "$svc" >/dev/null || die "Service $ns/$svc not found: install the chart first"
+
+work=$(mktemp -d /tmp/netbench-prom.XXXXXX)
+prom_pid=
+cleanup() {
+    [[ -n $prom_pid ]] && kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Prometheus authenticates to the API server with the kubeconfig's client certificate.
+kubectl config view --raw --minify -o json >"$work/kubeconfig.json"
+jq -r '.clusters[0].cluster["certificate-authority-data"]' "$work/kubeconfig.json" | base64 -d >"$work/ca.crt"
+jq -r '.users[0].user["client-certificate-data"]' "$work/kubeconfig.json" | base64 -d >"$work/client.crt"
+jq -r '.users[0].user["client-key-data"]' "$work/kubeconfig.json" | base64 -d >"$work/client.key"
+chmod 600 "$work/client.key"
+server=$(jq -r '.clusters[0].cluster.server' "$work/kubeconfig.json")
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+prom=http://127.0.0.1:$port
+
+cat >"$work/prometheus.yml" <<YAML
+global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+scrape_configs:
+  - job_name: netbench-operator
+    kubernetes_sd_configs:
+      - role: endpointslice
+        api_server: $server
+        namespaces: {names: [$ns]}
+        tls_config: {ca_file: $work/ca.crt, cert_file: $work/client.crt, key_file: $work/client.key}
+    relabel_configs:
+      - {source_labels: [__meta_kubernetes_service_name], regex: $svc, action: keep}
+      - {source_labels: [__meta_kubernetes_endpointslice_port_name], regex: http, action: keep}
+      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+YAML
+promtool check config "$work/prometheus.yml" >/dev/null || die "generated prometheus.yml is invalid"
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
+    --web.listen-address="127.0.0.1:$port" --log.level=warn >"$work/prometheus.log" 2>&1 &
+prom_pid=$!
+log "prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}') on $prom (pid $prom_pid)"
+
+up=0
+for _ in $(seq 60); do
+    up=$(curl -sf "$prom/api/v1/targets" | jq '[.data.activeTargets[] | select(.health == "up")] | length' 2>/dev/null || echo 0)
+    ((up > 0)) && break
+    kill -0 "$prom_pid" 2>/dev/null || die "prometheus exited: $(tail -5 "$work/prometheus.log")"
+    sleep 1
+done
+((up > 0)) || die "prometheus does not scrape the operator: $(curl -s "$prom/api/v1/targets" | jq -c '.data.activeTargets[] | {scrapeUrl, health, lastError}')"
+log "prometheus scrapes $up operator endpoint(s)"
+
+# A refused worker-API request (unknown run, wrong token): a real refusal, counted by the
+# operator in netbench_api_rejected_total, so the "Worker API refusals" panel has data.
+svc_ip=$(kubectl -n "$ns" get service "$svc" -o jsonpath='{.spec.clusterIP}')
+svc_port=$(kubectl -n "$ns" get service "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].port}')
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer not-a-token' \
+    -H 'Content-Type: application/json' -d '{}' "http://$svc_ip:$svc_port/v1/runs/netbench-chart-test/register")
+[[ $code == 4* ]] || die "worker API accepted a request with a made-up run and token (HTTP $code)"
+log "worker API refused a bogus request with HTTP $code"
+
+name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$bench_file")
+kubectl create namespace "$bench_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n "$bench_ns" delete -f "$bench_file" --ignore-not-found --wait=true >/dev/null
+start=$(date +%s)
+kubectl -n "$bench_ns" apply -f "$bench_file" >/dev/null
+log "applied $bench_ns/$name; waiting up to ${timeout}s"
+phase=
+deadline=$((SECONDS + timeout))
+while ((SECONDS < deadline)); do
+    phase=$(kubectl -n "$bench_ns" get -f "$bench_file" -o jsonpath='{.status.phase}')
+    [[ $phase == Succeeded || $phase == Failed ]] && break
+    sleep 2
+done
+kubectl -n "$bench_ns" get -f "$bench_file"
+[[ $phase == Succeeded ]] || die "$bench_ns/$name ended in phase '${phase:-none}': $(kubectl -n "$bench_ns" get -f "$bench_file" -o jsonpath='{.status.conditions}')"
+sleep 6 # three scrapes after the last update
+end=$(date +%s)
+
+# Which empty results the cluster's state explains.
+may_be_empty=()
+if ! kubectl get egressbenchmarks -A -o jsonpath='{.items[*].status.phase}' 2>/dev/null | grep -qw Succeeded; then
+    may_be_empty+=(--may-be-empty 'netbench_egress_.*=no EgressBenchmark has succeeded in this cluster, so no egress series exist')
+fi
+if ! curl -sf "http://$svc_ip:$svc_port/metrics" | grep -q '^netbench_reconcile_errors_total'; then
+    may_be_empty+=(--may-be-empty 'netbench_reconcile_errors_total=the operator reports no failed reconcile (its /metrics has no netbench_reconcile_errors_total series)')
+fi
+
+status=0
+"$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
+    --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$name" \
+    "${may_be_empty[@]}" || status=1
+kubectl -n "$bench_ns" delete -f "$bench_file" --wait=true >/dev/null || status=1
+((status == 0)) || die "dashboard queries failed against real Prometheus (log: prometheus.log in $work is removed; re-run to inspect)"
+log "every dashboard expression returned data or is explained above"

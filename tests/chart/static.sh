@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Chart tests that need no cluster: helm lint / template (pinned helm built from its Go module)
+# with default and non-default values, assertions on the rendered objects, values.schema.json
+# rejecting bad values, the dashboard's structure and PromQL syntax, deploy/ in sync.
+# Exit 0 = everything passed.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_cmds python3 promtool
+python3 -c 'import yaml' 2>/dev/null || die "python3-yaml missing (apt-get install -y python3-yaml)"
+helm=$(helm_bin)
+log "helm: $("$helm" version --short)"
+dash=$NBC_CHART/dashboards/netbench.json
+fail=0
+run() {
+    local what=$1
+    shift
+    if "$@"; then log "PASS $what"; else
+        log "FAIL $what"
+        fail=1
+    fi
+}
+
+run "helm lint (default values)" "$helm" lint --strict "$NBC_CHART"
+run "helm lint (non-default values)" "$helm" lint --strict "$NBC_CHART" -f "$NBC_DIR/values-nondefault.yaml"
+run "helm template + assertions (default values)" bash -c \
+    "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system | '$NBC_DIR/check-rendered.py' default '$dash'"
+run "helm template + assertions (non-default values)" bash -c \
+    "set -o pipefail; '$helm' template nbt '$NBC_CHART' -n bench-system -f '$NBC_DIR/values-nondefault.yaml' | '$NBC_DIR/check-rendered.py' nondefault '$dash'"
+
+# values.schema.json must refuse these (each would otherwise render something broken).
+bad_values=(
+    "replicas=-1"
+    "security.sweepNamespaces={Bad_Namespace}"
+    "image.pullPolicy=Sometimes"
+    "serviceMonitor.interval=soon"
+    "apiUrl=netbench-operator:8080"
+    "notAValue=1"
+)
+for v in "${bad_values[@]}"; do
+    if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then
+        log "FAIL schema accepted --set $v"
+        fail=1
+    elif grep -q "schema" <<<"$out"; then
+        log "PASS schema rejects --set $v"
+    else
+        log "FAIL --set $v failed, but not by the schema: $out"
+        fail=1
+    fi
+done
+
+run "dashboard structure and PromQL syntax" "$NBC_DIR/check-dashboard.py" "$dash" --static
+run "deploy/ in sync with the chart" "$NBC_DIR/render-deploy.sh" --check
+((fail == 0)) || die "chart static tests failed"
+log "all chart static tests passed"
