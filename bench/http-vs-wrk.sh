@@ -53,9 +53,11 @@ http {
 }
 CONF
 
-# One run in a fresh namespace: prints the requests/s the tool reported.
+# One run in a fresh namespace: prints "RPS CPU_US_PER_REQUEST" for the tool. The CPU time is
+# the client's own user+system time (rusage of the child), so the efficiency figure holds
+# even when other work shares the machine.
 run_one() {
-    local tool=$1 mode=$2 out
+    local tool=$1 mode=$2 out cpu cmd
     NS="nbhttp-$$-$RANDOM"
     ip netns add "$NS"
     ip -n "$NS" link set lo up
@@ -67,21 +69,30 @@ run_one() {
     done
     local url="http://127.0.0.1:$PORT/"
     case "$tool/$mode" in
-        wrk/keepalive) out=$(ip netns exec "$NS" taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" "$url") ;;
-        wrk/close) out=$(ip netns exec "$NS" taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -H 'Connection: close' "$url") ;;
-        loadgen/keepalive) out=$(ip netns exec "$NS" taskset -c 1 "$LOADGEN" http -t1 -c"$CONNS" -d"$DURATION" "$url") ;;
-        loadgen/close) out=$(ip netns exec "$NS" taskset -c 1 "$LOADGEN" http -t1 -c"$CONNS" -d"$DURATION" --no-keepalive "$url") ;;
-        oha/keepalive) out=$(ip netns exec "$NS" taskset -c 1 oha --no-tui -z "$DURATION" -c "$CONNS" "$url") ;;
-        oha/close) out=$(ip netns exec "$NS" taskset -c 1 oha --no-tui -z "$DURATION" -c "$CONNS" --disable-keepalive "$url") ;;
+        wrk/keepalive) cmd=(wrk -t1 -c"$CONNS" -d"$DURATION" "$url") ;;
+        wrk/close) cmd=(wrk -t1 -c"$CONNS" -d"$DURATION" -H 'Connection: close' "$url") ;;
+        loadgen/keepalive) cmd=("$LOADGEN" http -t1 -c"$CONNS" -d"$DURATION" "$url") ;;
+        loadgen/close) cmd=("$LOADGEN" http -t1 -c"$CONNS" -d"$DURATION" --no-keepalive "$url") ;;
+        oha/keepalive) cmd=(oha --no-tui -z "$DURATION" -c "$CONNS" "$url") ;;
+        oha/close) cmd=(oha --no-tui -z "$DURATION" -c "$CONNS" --disable-keepalive "$url") ;;
     esac
+    local TIMEFORMAT='%3U %3S'
+    cpu=$( { time ip netns exec "$NS" taskset -c 1 "${cmd[@]}" >"$WORK/out" 2>/dev/null; } 2>&1 )
+    out=$(cat "$WORK/out")
     kill "$NGINX_PID"; wait "$NGINX_PID" 2>/dev/null || true; NGINX_PID=""
     ip netns del "$NS"; NS=""
-    echo "$out" | awk '/Requests\/sec:/ {print $2; exit}' | head -1
+    local rps
+    rps=$(echo "$out" | awk '/Requests\/sec:/ {print $2; exit}')
+    awk -v rps="$rps" -v cpu="$cpu" -v d="${DURATION%s}" \
+        'BEGIN {split(cpu, c, " "); printf "%s %.2f\n", rps, (rps > 0 ? (c[1] + c[2]) * 1e6 / (rps * d) : 0)}'
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "http-vs-wrk: $ROUNDS rounds, -t1 -c$CONNS -d$DURATION, nginx on CPU 0, client on CPU 1, fresh netns per run"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+col() { echo "$1" | tr ' ' '\n' | grep . | awk -F/ -v i="$2" '{print $i}' | median; }
+
 for mode in $MODES; do
     tools="wrk loadgen"
     [ "$HAVE_OHA" = 1 ] && tools="$tools oha"
@@ -91,20 +102,19 @@ for mode in $MODES; do
         [ $((r % 2)) = 0 ] && order=$(echo "$tools" | awk '{for (i=NF; i>0; i--) printf "%s ", $i}')
         line="  $mode round $r:"
         for tool in $order; do
-            rps=$(run_one "$tool" "$mode")
-            runs[$tool]="${runs[$tool]:-} $rps"
-            line="$line $tool=$rps"
+            read -r rps cpu < <(run_one "$tool" "$mode")
+            runs[$tool]="${runs[$tool]:-} $rps/$cpu"
+            line="$line $tool=$rps (${cpu}us cpu/req)"
         done
         echo "$line"
     done
-    wrk_med=$(echo "${runs[wrk]}" | tr ' ' '\n' | grep . | median)
-    lg_med=$(echo "${runs[loadgen]}" | tr ' ' '\n' | grep . | median)
-    printf '%-10s median RPS: wrk %s, netbench-loadgen %s, ratio %.3f\n' "$mode" "$wrk_med" "$lg_med" \
-        "$(awk -v a="$lg_med" -v b="$wrk_med" 'BEGIN {print a / b}')"
+    wrk_rps=$(col "${runs[wrk]}" 1); wrk_cpu=$(col "${runs[wrk]}" 2)
+    lg_rps=$(col "${runs[loadgen]}" 1); lg_cpu=$(col "${runs[loadgen]}" 2)
+    echo "$mode: median RPS wrk $wrk_rps, netbench-loadgen $lg_rps, ratio $(ratio "$lg_rps" "$wrk_rps")" \
+        "| client CPU us/request wrk $wrk_cpu, netbench-loadgen $lg_cpu (wrk/netbench $(ratio "$wrk_cpu" "$lg_cpu"))"
     if [ "$HAVE_OHA" = 1 ]; then
-        oha_med=$(echo "${runs[oha]}" | tr ' ' '\n' | grep . | median)
-        printf '%-10s median RPS: oha %s, ratio oha/wrk %.3f\n' "$mode" "$oha_med" \
-            "$(awk -v a="$oha_med" -v b="$wrk_med" 'BEGIN {print a / b}')"
+        oha_rps=$(col "${runs[oha]}" 1)
+        echo "$mode: median RPS oha $oha_rps, ratio oha/wrk $(ratio "$oha_rps" "$wrk_rps")"
     fi
     unset runs
 done
