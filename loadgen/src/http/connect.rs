@@ -4,21 +4,45 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 pub(crate) trait Connector: Clone + 'static {
-    type Stream: AsyncRead + AsyncWrite + Unpin + 'static;
+    type Stream: AsyncRead + AsyncWrite + PeerClosed + Unpin + 'static;
     fn connect(&self) -> impl Future<Output = io::Result<Self::Stream>>;
 }
+
+/// Whether the peer's FIN has already been seen, without a syscall.
+pub(crate) trait PeerClosed {
+    fn peer_closed(&self) -> bool {
+        false
+    }
+}
+
+impl PeerClosed for TcpStream {
+    /// The reactor keeps the "read closed" flag (EPOLLRDHUP) after a read cleared readability,
+    /// so a FIN that came with or just after the response is known without one more read.
+    fn peer_closed(&self) -> bool {
+        let ready = pin!(self.ready(Interest::READABLE));
+        let mut cx = Context::from_waker(Waker::noop());
+        matches!(ready.poll(&mut cx), Poll::Ready(Ok(r)) if r.is_read_closed())
+    }
+}
+
+impl PeerClosed for TlsStream<TcpStream> {}
 
 #[derive(Clone)]
 pub(crate) struct Plain {
     pub addr: SocketAddr,
+    /// Off only for one-request plain connections, where one write per connection never
+    /// meets Nagle's algorithm and the setsockopt would be a wasted syscall.
+    pub nodelay: bool,
 }
 
 impl Connector for Plain {
@@ -26,7 +50,9 @@ impl Connector for Plain {
 
     async fn connect(&self) -> io::Result<TcpStream> {
         let s = TcpStream::connect(self.addr).await?;
-        s.set_nodelay(true)?;
+        if self.nodelay {
+            s.set_nodelay(true)?;
+        }
         Ok(s)
     }
 }
@@ -42,7 +68,8 @@ impl Connector for Tls {
     type Stream = TlsStream<TcpStream>;
 
     async fn connect(&self) -> io::Result<Self::Stream> {
-        let tcp = self.plain.connect().await?;
+        let tcp = TcpStream::connect(self.plain.addr).await?;
+        tcp.set_nodelay(true)?;
         self.connector.connect(self.name.clone(), tcp).await
     }
 }

@@ -293,7 +293,10 @@ fn split(total: usize, threads: usize, t: usize) -> std::ops::Range<usize> {
 }
 
 fn transport(cfg: &HttpConfig) -> Result<Transport, HttpError> {
-    let plain = Plain { addr: cfg.addr };
+    let plain = Plain {
+        addr: cfg.addr,
+        nodelay: cfg.keepalive || cfg.http2,
+    };
     if cfg.scheme == Scheme::Http {
         return Ok(Transport::Plain(plain));
     }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::connect::Connector;
+use super::connect::{Connector, PeerClosed};
 use super::engine::ConnCtx;
 use super::recv::RecvBuf;
 use super::response::{parse_head, Body};
@@ -60,7 +60,9 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                 );
                 if out.close || !plan.keepalive {
                     if let Some(s) = stream.take() {
-                        timer.run(deadline, await_server_close(s, &mut buf)).await;
+                        if !s.peer_closed() {
+                            timer.run(deadline, await_server_close(s, &mut buf)).await;
+                        }
                     }
                 }
             }
