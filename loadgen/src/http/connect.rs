@@ -7,7 +7,10 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+use std::io::Write as _;
+
 use rustls::pki_types::ServerName;
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -16,6 +19,15 @@ use tokio_rustls::TlsConnector;
 pub(crate) trait Connector: Clone + 'static {
     type Stream: AsyncRead + AsyncWrite + PeerClosed + Unpin + 'static;
     fn connect(&self) -> impl Future<Output = io::Result<Self::Stream>>;
+
+    /// Connects and may already send (a prefix of) `request`; returns the bytes sent.
+    fn connect_send(
+        &self,
+        request: &[u8],
+    ) -> impl Future<Output = io::Result<(Self::Stream, usize)>> {
+        let _ = request;
+        async { Ok((self.connect().await?, 0)) }
+    }
 }
 
 /// Whether the peer's FIN has already been seen, without a syscall.
@@ -54,6 +66,40 @@ impl Connector for Plain {
             s.set_nodelay(true)?;
         }
         Ok(s)
+    }
+
+    /// On loopback the handshake completes inside connect(2) even though it reports
+    /// EINPROGRESS, so the request can be written at once instead of after a reactor turn
+    /// (wrk waits for writability). If the socket is still connecting, the write says EAGAIN
+    /// and we wait for writability as usual.
+    async fn connect_send(&self, request: &[u8]) -> io::Result<(TcpStream, usize)> {
+        let socket = Socket::new(
+            Domain::for_address(self.addr),
+            Type::STREAM.nonblocking().cloexec(),
+            Some(Protocol::TCP),
+        )?;
+        if self.nodelay {
+            socket.set_tcp_nodelay(true)?;
+        }
+        match socket.connect(&self.addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        let std_stream = std::net::TcpStream::from(socket);
+        let sent = match (&std_stream).write(request) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        let stream = TcpStream::from_std(std_stream)?;
+        if sent == 0 {
+            stream.writable().await?;
+            if let Some(e) = stream.take_error()? {
+                return Err(e);
+            }
+        }
+        Ok((stream, sent))
     }
 }
 

@@ -30,9 +30,13 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
     let mut timer = Deadline::new();
     while let Some(started) = pacer.next().await {
         let deadline = Instant::now() + plan.timeout;
+        let mut sent = 0;
         if stream.is_none() {
-            match timer.run(deadline, connector.connect()).await {
-                Some(Ok(s)) => stream = Some(s),
+            match timer.run(deadline, connector.connect_send(request)).await {
+                Some(Ok((s, n))) => {
+                    stream = Some(s);
+                    sent = n;
+                }
                 Some(Err(_)) => {
                     ctx.stats.borrow_mut().error(started, ErrorClass::Connect);
                     continue;
@@ -46,7 +50,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
         let Some(s) = stream.as_mut() else { continue };
         buf.clear();
         match timer
-            .run(deadline, exchange(s, request, &mut buf, plan.head))
+            .run(deadline, exchange(s, &request[sent..], &mut buf, plan.head))
             .await
         {
             Some(Ok(out)) => {
