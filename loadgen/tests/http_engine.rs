@@ -209,12 +209,17 @@ fn server_down_gives_connect_errors_not_latency() {
 }
 
 #[test]
-fn timeouts_and_garbage_are_classified() {
+fn timeouts_truncation_and_garbage_are_classified() {
     let silent = TinyServer::start(Behaviour::Silent);
     let mut o = opts(silent.url(), 2, 1, "500ms");
     o.timeout = "200ms".into();
     let r = load(&o);
     assert!(r.counters.errors.timeout >= 2, "{:?}", r.counters);
+    assert_eq!(r.counters.requests, 0);
+
+    let truncated = TinyServer::start(Behaviour::Truncated);
+    let r = load(&opts(truncated.url(), 2, 1, "300ms"));
+    assert!(r.counters.errors.read > 0, "{:?}", r.counters);
     assert_eq!(r.counters.requests, 0);
 
     let garbage = TinyServer::start(Behaviour::Garbage);

@@ -28,8 +28,8 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
     let mut stream: Option<C::Stream> = None;
     let mut pacer = Pacer::new(ctx.clock.end, ctx.schedule);
     let mut timer = Deadline::new();
-    while let Some(started) = pacer.next().await {
-        let deadline = Instant::now() + plan.timeout;
+    while let Some((started, now)) = pacer.next().await {
+        let deadline = now + plan.timeout;
         let mut sent = 0;
         if stream.is_none() {
             match timer.run(deadline, connector.connect_send(request)).await {

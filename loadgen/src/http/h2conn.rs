@@ -17,8 +17,8 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
     let mut client: Option<SendRequest<Bytes>> = None;
     let mut pacer = Pacer::new(ctx.clock.end, ctx.schedule);
     let mut timer = Deadline::new();
-    while let Some(started) = pacer.next().await {
-        let deadline = Instant::now() + plan.timeout;
+    while let Some((started, now)) = pacer.next().await {
+        let deadline = now + plan.timeout;
         if client.is_none() {
             match timer.run(deadline, handshake(&connector)).await {
                 Some(Ok(c)) => client = Some(c),

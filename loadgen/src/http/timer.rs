@@ -75,24 +75,24 @@ impl Pacer {
         }
     }
 
-    /// The time the next request counts from, or `None` when the run is over.
-    pub(crate) async fn next(&mut self) -> Option<std::time::Instant> {
+    /// `(counts_from, now)` for the next request, or `None` when the run is over. Latency counts
+    /// from the first (the intended send time in open loop); timeouts from the second.
+    pub(crate) async fn next(&mut self) -> Option<(std::time::Instant, std::time::Instant)> {
+        let now = std::time::Instant::now();
         match &mut self.schedule {
-            None => {
-                let now = std::time::Instant::now();
-                (now < self.end).then_some(now)
-            }
+            None => (now < self.end).then_some((now, now)),
             Some((next, interval)) => {
                 let due = *next;
                 if due >= self.end {
                     return None;
                 }
                 *next += *interval;
-                if due > std::time::Instant::now() {
+                if due > now {
                     self.sleep.as_mut().reset(Instant::from_std(due));
                     self.sleep.as_mut().await;
+                    return Some((due, due));
                 }
-                Some(due)
+                Some((due, now))
             }
         }
     }

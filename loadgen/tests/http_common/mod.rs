@@ -234,6 +234,8 @@ pub enum Behaviour {
     Silent,
     /// Answers with bytes that are not HTTP.
     Garbage,
+    /// Sends half of the announced body, then closes.
+    Truncated,
 }
 
 /// A tiny threaded HTTP/1.1 server on 127.0.0.1 (thread per connection). Its threads end
@@ -297,6 +299,10 @@ fn serve(mut conn: TcpStream, behaviour: Behaviour, t0: Instant) {
                 return;
             }
             Behaviour::Garbage => b"SSH-2.0-OpenSSH_9.2\r\n\r\n".to_vec(),
+            Behaviour::Truncated => {
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
+                return;
+            }
         };
         if conn.write_all(&reply).is_err() {
             return;
