@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -95,9 +95,7 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
     let transport = transport(cfg)?;
     let plan = Arc::new(plan(cfg));
     let threads = cfg.threads;
-    let ready = Arc::new(Barrier::new(threads + 1));
-    let go = Arc::new(Barrier::new(threads + 1));
-    let clock_cell: Arc<OnceLock<(Instant, Clock)>> = Arc::new(OnceLock::new());
+    let gate = Arc::new(StartGate::default());
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut handles = Vec::with_capacity(threads);
     let mut live = Vec::with_capacity(threads);
@@ -105,12 +103,10 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
         let conns = split(cfg.connections, threads, t);
         let counters = Arc::new(LiveCounters::default());
         live.push(counters.clone());
-        let (plan, transport, ready, go, clock_cell, done) = (
+        let (plan, transport, thread_gate, done) = (
             plan.clone(),
             transport.clone(),
-            ready.clone(),
-            go.clone(),
-            clock_cell.clone(),
+            gate.clone(),
             done_tx.clone(),
         );
         let (http2, rate, total) = (cfg.http2, cfg.rate, cfg.connections);
@@ -121,10 +117,10 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build();
-                ready.wait();
-                go.wait();
+                let Some((start, clock)) = thread_gate.arrive_and_wait() else {
+                    return Err(std::io::Error::other("run aborted before the start"));
+                };
                 let rt = rt?;
-                let (start, clock) = *clock_cell.get().expect("clock is set before release");
                 let stats = Rc::new(RefCell::new(ThreadStats::new(
                     clock.measure_start,
                     counters,
@@ -161,22 +157,24 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
         match spawned {
             Ok(h) => handles.push(h),
             Err(e) => {
-                // Rare (out of threads); threads already spawned stay parked at the barrier.
+                gate.open(None);
+                for h in handles {
+                    let _ = h.join();
+                }
                 return Err(HttpError::Thread(format!("cannot spawn thread: {e}")));
             }
         }
     }
     drop(done_tx);
-    ready.wait();
+    gate.wait_for_arrivals(threads);
     let start = Instant::now();
     let measure_start = start + cfg.warmup;
     let clock = Clock {
         measure_start,
         end: measure_start + cfg.duration,
     };
-    let _ = clock_cell.set((start, clock));
     let wall_start = SystemTime::now() + cfg.warmup;
-    go.wait();
+    gate.open(Some((start, clock)));
 
     report_progress(
         &done_rx,
@@ -258,6 +256,47 @@ fn report_progress(
                 last = (now, requests);
             }
         }
+    }
+}
+
+/// Holds the load threads until all are ready, then releases them with the run's clock (or
+/// with `None` to abort).
+#[derive(Default)]
+struct StartGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+/// (threads arrived, release: `None` = closed, `Some(None)` = aborted, `Some(Some(..))` = go).
+type GateState = (usize, Option<Option<(Instant, Clock)>>);
+
+impl StartGate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn arrive_and_wait(&self) -> Option<(Instant, Clock)> {
+        let mut s = self.lock();
+        s.0 += 1;
+        self.changed.notify_all();
+        loop {
+            if let Some(released) = s.1 {
+                return released;
+            }
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn wait_for_arrivals(&self, n: usize) {
+        let mut s = self.lock();
+        while s.0 < n {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn open(&self, clock: Option<(Instant, Clock)>) {
+        self.lock().1 = Some(clock);
+        self.changed.notify_all();
     }
 }
 
