@@ -3,9 +3,8 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -13,29 +12,13 @@ use rustls::pki_types::ServerName;
 
 use super::config::{HttpConfig, Scheme};
 use super::connect::{Connector, Plain, Tls};
+use super::gate::StartGate;
+use super::progress::{report_progress, DoneGuard, ProgressSink};
 use super::request::serialize_h1;
 use super::stats::{LiveCounters, ThreadStats};
 use super::{h1, h2conn, tls};
 use crate::report::histogram::new_latency_histogram;
 use crate::report::{Counters, HttpReport, HttpRunConfig, ThreadSummary};
-
-/// A progress snapshot, delivered about once per second.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Progress {
-    /// Since the start of the run (warm-up included).
-    pub elapsed: Duration,
-    /// Responses completed so far (warm-up included).
-    pub requests: u64,
-    /// Failed requests so far (warm-up included; status errors are responses, not here).
-    pub errors: u64,
-    /// Responses per second over the last interval.
-    pub rps: f64,
-    /// Still in the warm-up.
-    pub warming_up: bool,
-}
-
-/// Receives progress snapshots on the calling thread of [`run`].
-pub type ProgressSink = Box<dyn FnMut(&Progress) + Send>;
 
 /// Why a run could not produce a report.
 #[derive(Debug, thiserror::Error)]
@@ -217,96 +200,6 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
         per_thread,
     )
     .map_err(HttpError::Report)
-}
-
-/// Calls the sink about once per second until every thread has finished.
-fn report_progress(
-    done_rx: &mpsc::Receiver<()>,
-    threads: usize,
-    start: Instant,
-    measure_start: Instant,
-    live: &[Arc<LiveCounters>],
-    mut sink: Option<&mut ProgressSink>,
-) {
-    let mut finished = 0;
-    let mut last = (start, 0u64);
-    let mut next_tick = start + Duration::from_secs(1);
-    while finished < threads {
-        let wait = next_tick.saturating_duration_since(Instant::now());
-        match done_rx.recv_timeout(wait) {
-            Ok(()) => finished += 1,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let now = Instant::now();
-                next_tick += Duration::from_secs(1);
-                let Some(sink) = sink.as_mut() else { continue };
-                let requests: u64 = live
-                    .iter()
-                    .map(|l| l.completed.load(Ordering::Relaxed))
-                    .sum();
-                let errors: u64 = live.iter().map(|l| l.errors.load(Ordering::Relaxed)).sum();
-                let dt = now.duration_since(last.0).as_secs_f64().max(1e-9);
-                sink(&Progress {
-                    elapsed: now.duration_since(start),
-                    requests,
-                    errors,
-                    rps: requests.saturating_sub(last.1) as f64 / dt,
-                    warming_up: now < measure_start,
-                });
-                last = (now, requests);
-            }
-        }
-    }
-}
-
-/// Holds the load threads until all are ready, then releases them with the run's clock (or
-/// with `None` to abort).
-#[derive(Default)]
-struct StartGate {
-    state: Mutex<GateState>,
-    changed: Condvar,
-}
-
-/// (threads arrived, release: `None` = closed, `Some(None)` = aborted, `Some(Some(..))` = go).
-type GateState = (usize, Option<Option<(Instant, Clock)>>);
-
-impl StartGate {
-    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn arrive_and_wait(&self) -> Option<(Instant, Clock)> {
-        let mut s = self.lock();
-        s.0 += 1;
-        self.changed.notify_all();
-        loop {
-            if let Some(released) = s.1 {
-                return released;
-            }
-            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn wait_for_arrivals(&self, n: usize) {
-        let mut s = self.lock();
-        while s.0 < n {
-            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn open(&self, clock: Option<(Instant, Clock)>) {
-        self.lock().1 = Some(clock);
-        self.changed.notify_all();
-    }
-}
-
-/// Signals the progress loop when a thread ends, even by panic.
-struct DoneGuard(mpsc::Sender<()>);
-
-impl Drop for DoneGuard {
-    fn drop(&mut self) {
-        let _ = self.0.send(());
-    }
 }
 
 fn spawn_conn(transport: &Transport, http2: bool, ctx: ConnCtx) -> tokio::task::JoinHandle<()> {

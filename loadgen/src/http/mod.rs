@@ -20,8 +20,10 @@ mod config;
 mod connect;
 mod duration;
 mod engine;
+mod gate;
 mod h1;
 mod h2conn;
+mod progress;
 mod recv;
 mod request;
 mod response;
@@ -31,5 +33,6 @@ mod tls;
 
 pub use config::{ConfigError, HttpConfig, HttpOptions, Scheme};
 pub use duration::parse_duration;
-pub use engine::{run, HttpError, Progress, ProgressSink};
+pub use engine::{run, HttpError};
+pub use progress::{Progress, ProgressSink};
 pub use stats::ErrorClass;
