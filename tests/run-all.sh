@@ -4,6 +4,8 @@
 #  2. formatting and lints
 #  3. cargo test: unit tests, CRD sync/CEL/example tests, loadgen tests against real nginx,
 #     iperf3 and network namespaces
+#  4. the real cluster (tests/cluster): smoke test, CRDs and examples against the API server
+#  5. end-to-end: operator and loadgen images from this checkout, the e2e tests, cluster down
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s\n' "$*"; }
@@ -17,5 +19,16 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo test"
-cargo test --workspace --no-fail-fast 2>&1
+step "cargo test (unit, CRDs, loadgen against real servers)"
+cargo test --workspace --exclude e2e --no-fail-fast 2>&1
+
+step "cluster smoke test"
+tests/cluster/smoke.sh
+
+step "CRDs and examples against the real API server"
+tests/cluster/crd-check.sh
+
+step "end-to-end tests"
+trap 'tests/cluster/down.sh >/dev/null 2>&1 || true' EXIT
+eval "$(tests/e2e/setup.sh)"
+cargo test -p e2e --no-fail-fast -- --test-threads=1 2>&1

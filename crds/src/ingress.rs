@@ -294,6 +294,8 @@ pub enum TargetKind {
 pub struct SweepStep {
     /// CPU requests = limits of the target container, e.g. "1", "2", "500m".
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    // maxLength bounds the CEL cost estimate of the ordering rules on steps.
+    #[schemars(extend("maxLength" = 16))]
     pub cpu: Option<Quantity>,
     /// Replicas of the target Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]

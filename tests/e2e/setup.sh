@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Brings up the test cluster with everything the e2e tests need: the nginx target
+# (nginx-target.netbench-target), the CRDs, and the operator and loadgen images built from this
+# checkout as static binaries, with the operator installed from tests/e2e/operator.yaml.
+# Idempotent. Prints the environment lines (KUBECONFIG, PATH) like tests/cluster/up.sh.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+source "$repo/tests/cluster/lib.sh"
+source "$repo/tests/cluster/images.sh"
+
+# Static binaries (no libc needed in the image). The `image` profile is release without
+# whole-program LTO, to keep test builds short; the code is the same.
+target=x86_64-unknown-linux-gnu
+export RUSTFLAGS='-C target-feature=+crt-static'
+(cd "$repo" && cargo build --profile image --target $target -p operator -p loadgen --bin netbench-operator --bin netbench-loadgen) >&2
+bindir=${CARGO_TARGET_DIR:-$repo/target}/$target/image
+
+"$repo/tests/cluster/demo.sh" >&2
+NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image netbench/operator:0.1.0 /operator "$bindir/netbench-operator=/operator")" >&2
+NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image netbench/loadgen:0.1.0 /loadgen "$bindir/netbench-loadgen=/loadgen")" >&2
+
+kc apply -f "$repo/crds/manifests/" >&2
+kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
+kc apply -f "$repo/tests/e2e/operator.yaml" >&2
+# A new image under the same tag needs new pods.
+kc -n netbench-system rollout restart deployment/netbench-operator >&2
+kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >&2
+"$repo/tests/cluster/up.sh" 2>/dev/null | grep '^export'

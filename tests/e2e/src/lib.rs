@@ -1,0 +1,251 @@
+//! Support for the end-to-end tests: a fresh namespace per test (deleted afterwards, pod state
+//! dumped on failure), waiting for a benchmark phase, kubectl, and the operator's metrics.
+#![deny(rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kube::Client;
+use serde_json::Value;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A client for the test cluster; fails loudly when it is not up.
+pub async fn client() -> Client {
+    assert!(
+        std::env::var("KUBECONFIG").is_ok(),
+        "KUBECONFIG is not set: run `eval \"$(tests/e2e/setup.sh)\"` first (tests/run-all.sh does)"
+    );
+    Client::try_default()
+        .await
+        .expect("a client for the test cluster")
+}
+
+/// A namespace that exists for one test.
+pub struct TestNs {
+    pub name: String,
+}
+
+impl TestNs {
+    pub async fn new(client: &Client, prefix: &str) -> TestNs {
+        let suffix: u32 = rand::random::<u32>() % 100_000;
+        let name = format!("e2e-{prefix}-{suffix}");
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+        TestNs { name }
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- state of {} at failure:", self.name);
+            let _ = std::process::Command::new("kubectl")
+                .args(["-n", &self.name, "get", "pods,ib,eb,events", "-o", "wide"])
+                .status();
+            let _ = std::process::Command::new("kubectl")
+                .args(["-n", &self.name, "get", "ib,eb", "-o", "yaml"])
+                .status();
+            let _ = std::process::Command::new("kubectl")
+                .args([
+                    "-n",
+                    "netbench-system",
+                    "logs",
+                    "deploy/netbench-operator",
+                    "--tail=40",
+                ])
+                .status();
+        }
+        let _ = std::process::Command::new("kubectl")
+            .args(["delete", "namespace", &self.name, "--wait=false"])
+            .output();
+    }
+}
+
+/// Reads an example manifest and adapts it: namespace and JSON-pointer replacements.
+pub fn example(file: &str, namespace: &str, edits: &[(&str, Value)]) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("deploy/examples").join(file))
+        .expect("example exists");
+    let mut v: Value = serde_yaml::from_str(&text).expect("example is YAML");
+    v["metadata"]["namespace"] = Value::String(namespace.into());
+    for (pointer, value) in edits {
+        set(&mut v, pointer, value.clone());
+    }
+    v
+}
+
+/// Sets a JSON-pointer path, creating objects on the way.
+pub fn set(v: &mut Value, pointer: &str, value: Value) {
+    let mut cur = v;
+    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    for (i, p) in parts.iter().enumerate() {
+        if i == parts.len() - 1 {
+            cur[*p] = value;
+            return;
+        }
+        if cur.get(*p).is_none() {
+            cur[*p] = serde_json::json!({});
+        }
+        cur = &mut cur[*p];
+    }
+}
+
+/// Creates any namespaced object from JSON through the dynamic API (like kubectl create).
+pub async fn create(client: &Client, namespace: &str, obj: &Value) -> Result<(), kube::Error> {
+    let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
+        api_version: obj["apiVersion"].as_str().unwrap_or_default().into(),
+        kind: obj["kind"].as_str().unwrap_or_default().into(),
+    })
+    .expect("object has apiVersion and kind");
+    let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let obj: kube::api::DynamicObject = serde_json::from_value(obj.clone()).expect("valid object");
+    api.create(&PostParams::default(), &obj).await.map(drop)
+}
+
+/// Polls until the benchmark's phase is one of `phases`; returns the object as JSON.
+pub async fn wait_phase(
+    client: &Client,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    phases: &[&str],
+    timeout: Duration,
+) -> Result<Value> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let v = get_benchmark(client, kind, ns, name).await?;
+        let phase = v["status"]["phase"].as_str().unwrap_or("").to_string();
+        if phases.contains(&phase.as_str()) {
+            return Ok(v);
+        }
+        let last = format!(
+            "{phase} ({})",
+            v["status"]["message"].as_str().unwrap_or("")
+        );
+        if tokio::time::Instant::now() > deadline {
+            bail!("{kind} {ns}/{name} did not reach {phases:?} within {timeout:?}; last: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub async fn get_benchmark(client: &Client, kind: &str, ns: &str, name: &str) -> Result<Value> {
+    let v = match kind {
+        "IngressBenchmark" => serde_json::to_value(
+            Api::<crds::IngressBenchmark>::namespaced(client.clone(), ns)
+                .get(name)
+                .await?,
+        )?,
+        _ => serde_json::to_value(
+            Api::<crds::EgressBenchmark>::namespaced(client.clone(), ns)
+                .get(name)
+                .await?,
+        )?,
+    };
+    Ok(v)
+}
+
+/// Pods the operator created in `ns`.
+pub async fn worker_pods(client: &Client, ns: &str) -> Result<Vec<Pod>> {
+    Ok(Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=netbench-operator"))
+        .await?
+        .items)
+}
+
+/// Waits until no pod, Secret or ConfigMap of the operator is left in `ns`.
+pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let lp = ListParams::default().labels("app.kubernetes.io/managed-by=netbench-operator");
+    loop {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?
+            .items
+            .len();
+        let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?
+            .items
+            .len();
+        let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await?
+            .items
+            .len();
+        if pods + secrets + cms == 0 {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("children left in {ns}: {pods} pods, {secrets} secrets, {cms} configmaps");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// kubectl with the test cluster's KUBECONFIG; returns stdout.
+pub fn kubectl(args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("kubectl")
+        .args(args)
+        .output()
+        .context("running kubectl")?;
+    if !out.status.success() {
+        bail!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The operator's /metrics, fetched from its pod IP (the host routes to pods).
+pub async fn operator_metrics(client: &Client) -> Result<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), "netbench-system")
+        .list(&ListParams::default().labels("app.kubernetes.io/name=netbench-operator"))
+        .await?;
+    let ip = pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .find_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .context("no operator pod IP")?;
+    let mut resp = ureq::get(&format!("http://{ip}:8080/metrics")).call()?;
+    Ok(resp.body_mut().read_to_string()?)
+}
+
+/// A Deployment + Service of the in-cluster nginx image, for sweeps.
+pub fn nginx(name: &str, cpu: &str) -> (Value, Value) {
+    let deploy = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{
+                    "name": "nginx",
+                    "image": "netbench/nginx-target:0.1.0",
+                    "imagePullPolicy": "Never",
+                    "ports": [{"containerPort": 8080}],
+                    "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+                    "resources": {"requests": {"cpu": cpu, "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
+                }]}
+            }
+        }
+    });
+    let svc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]}
+    });
+    (deploy, svc)
+}
