@@ -119,18 +119,46 @@ fn http(cmd: HttpCommand) -> anyhow::Result<()> {
 }
 
 fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
-    let mut reports = Vec::with_capacity(cmd.files.len());
+    let mut texts = Vec::with_capacity(cmd.files.len());
     for f in &cmd.files {
         let text = std::fs::read_to_string(f)
             .map_err(|e| anyhow::anyhow!("cannot read '{}': {e}", f.display()))?;
+        texts.push((f, text));
+    }
+    // TCP reports have their own type and merge; every other kind goes through `Report`.
+    if report_kind(&texts[0].1).as_deref() == Some(tcp::report::REPORT_KIND) {
+        return merge_tcp(&texts, cmd.output);
+    }
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in &texts {
         let report =
-            Report::from_json(&text).map_err(|e| anyhow::anyhow!("'{}': {e}", f.display()))?;
+            Report::from_json(text).map_err(|e| anyhow::anyhow!("'{}': {e}", f.display()))?;
         reports.push(report);
     }
     let merged = Report::merge(&reports)?;
     match (cmd.output, &merged) {
         (Output::Json, _) => println!("{}", merged.to_json()),
         (Output::Text, Report::Http(h)) => print!("{}", http_summary(h, true)),
+    }
+    Ok(())
+}
+
+fn report_kind(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get("kind")?.as_str().map(str::to_owned)
+}
+
+fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in texts {
+        let report: tcp::TcpReport = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("'{}': not a tcp report: {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = tcp::merge(&reports)?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
+        Output::Text => print!("{}", tcp::render_text(&merged)),
     }
     Ok(())
 }

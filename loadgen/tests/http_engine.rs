@@ -386,3 +386,61 @@ fn cli_json_reports_merge_exactly() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Kills the child process on drop.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn cli_merge_dispatches_tcp_reports_to_the_tcp_merge() {
+    let port = free_port().to_string();
+    let server = Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+        .args(["tcp-server", "-B", "127.0.0.1", "-p", &port])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start tcp-server");
+    let _server = ChildGuard(server);
+    let dir = std::env::temp_dir().join(format!("netbench-tcpmerge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = Vec::new();
+    for i in 0..2 {
+        let mut out = (1, String::new(), String::new());
+        for _ in 0..50 {
+            out = cli(&[
+                "tcp-client",
+                "-c",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-t",
+                "0.3",
+                "-J",
+            ]);
+            if out.0 == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100)); // server still starting
+        }
+        assert_eq!(out.0, 0, "tcp-client failed: {}", out.2);
+        let f = dir.join(format!("t{i}.json"));
+        std::fs::write(&f, &out.1).unwrap();
+        files.push(f);
+    }
+    let (code, out, err) = cli(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(merged["kind"], "tcp");
+    assert_eq!(merged["version"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
