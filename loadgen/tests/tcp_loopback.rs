@@ -342,6 +342,21 @@ fn invalid_tests_and_unreachable_servers_fail_cleanly() {
         err.to_string().contains("cannot connect to 127.0.0.1"),
         "{err}"
     );
+    // The CLI says it once, on one line.
+    let out = std::process::Command::new(LOADGEN)
+        .args([
+            "tcp-client",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &closed.port.to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
 
 #[test]

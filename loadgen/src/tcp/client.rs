@@ -201,7 +201,7 @@ fn read_results(
             "expected results, got a {} message",
             other.kind()
         ))),
-        Err(TcpError::Io { source, .. }) if source.kind() == io::ErrorKind::UnexpectedEof => {
+        Err(TcpError::Io { cause, .. }) if cause.kind() == io::ErrorKind::UnexpectedEof => {
             Err(TcpError::Protocol(
                 "the server closed the control connection before sending its results".into(),
             ))
@@ -220,10 +220,10 @@ fn expect(
         Ok(Message::Error { message }) => Err(TcpError::Rejected(message)),
         Ok(m) if is_expected(&m) => Ok(()),
         Ok(m) => Err(TcpError::Protocol(format!("expected {what}, got a {} message", m.kind()))),
-        Err(TcpError::Io { source, .. }) if source.kind() == io::ErrorKind::UnexpectedEof => Err(TcpError::NotNetbench(
+        Err(TcpError::Io { cause, .. }) if cause.kind() == io::ErrorKind::UnexpectedEof => Err(TcpError::NotNetbench(
             "the peer closed the connection without answering (is it an iperf3 server, or a different program?)".into(),
         )),
-        Err(TcpError::Io { source, .. }) if matches!(source.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        Err(TcpError::Io { cause, .. }) if matches!(cause.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
             Err(TcpError::Protocol(format!(
                 "no {what} from the server within {} s",
                 HANDSHAKE_TIMEOUT.as_secs()

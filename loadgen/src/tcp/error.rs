@@ -1,19 +1,21 @@
 use std::io;
 use std::net::SocketAddr;
 
-/// Everything that can stop a TCP test. Each variant renders as one line meant for a human.
+/// Everything that can stop a TCP test. Each variant renders as one self-contained line meant
+/// for a human (the OS error is part of the message, not a separate `source`, so error chains
+/// do not print it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum TcpError {
     #[error("invalid test: {0}")]
     Config(String),
     #[error("cannot resolve {host}: {reason}")]
     Resolve { host: String, reason: String },
-    #[error("cannot connect to {addr}: {source}")]
-    Connect { addr: SocketAddr, source: io::Error },
-    #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: String, source: io::Error },
-    #[error("{context}: {source}")]
-    Io { context: String, source: io::Error },
+    #[error("cannot connect to {addr}: {cause}")]
+    Connect { addr: SocketAddr, cause: io::Error },
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen { addr: String, cause: io::Error },
+    #[error("{context}: {cause}")]
+    Io { context: String, cause: io::Error },
     #[error(
         "control protocol version mismatch: this side speaks version {ours}, the peer speaks version {theirs}; \
          run the same netbench-loadgen release on both ends"
@@ -28,10 +30,10 @@ pub enum TcpError {
 }
 
 impl TcpError {
-    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+    pub(crate) fn io(context: impl Into<String>, cause: io::Error) -> Self {
         TcpError::Io {
             context: context.into(),
-            source,
+            cause,
         }
     }
 }

@@ -39,7 +39,7 @@ pub(crate) fn connect(
     source: &Source,
     timeout: Duration,
 ) -> Result<TcpStream, TcpError> {
-    let fail = |source: io::Error| TcpError::Connect { addr, source };
+    let fail = |cause: io::Error| TcpError::Connect { addr, cause };
     let sock =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(fail)?;
     if let Some(dev) = &source.device {
@@ -72,9 +72,9 @@ pub(crate) fn listen(
 }
 
 fn listen_on(addr: SocketAddr, device: Option<&str>) -> Result<TcpListener, TcpError> {
-    let fail = |source: io::Error| TcpError::Listen {
+    let fail = |cause: io::Error| TcpError::Listen {
         addr: addr.to_string(),
-        source,
+        cause,
     };
     let sock =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(fail)?;
