@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the test cluster with everything the e2e tests need: the nginx target
 # (nginx-target.netbench-target), the CRDs, and the operator and loadgen images built from this
-# checkout as static binaries, with the operator installed from tests/e2e/operator.yaml.
+# checkout as static binaries, with the operator installed from deploy/ (the manifests rendered
+# from the chart) plus the permissions the tests exercise (sweeps; see sweep-rbac.yaml).
 # Idempotent. Prints the environment lines (KUBECONFIG, PATH) like tests/cluster/up.sh.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +22,10 @@ NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image 
 
 kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
-kc apply -f "$repo/tests/e2e/operator.yaml" >&2
+kc apply -f "$repo/deploy/operator.yaml" >&2
+kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
+kc -n netbench-system set env deployment/netbench-operator \
+    NETBENCH_SWEEP_NAMESPACES='*' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >&2

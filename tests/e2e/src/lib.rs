@@ -12,6 +12,9 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
 use serde_json::Value;
 
+/// Label selector of the operator's pods (as the chart labels them).
+pub const OPERATOR_PODS: &str = "app.kubernetes.io/name=netbench,app.kubernetes.io/component=operator";
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -209,7 +212,7 @@ pub fn kubectl(args: &[&str]) -> Result<String> {
 /// The operator's /metrics, fetched from its pod IP (the host routes to pods).
 pub async fn operator_metrics(client: &Client) -> Result<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), "netbench-system")
-        .list(&ListParams::default().labels("app.kubernetes.io/name=netbench-operator"))
+        .list(&ListParams::default().labels(OPERATOR_PODS))
         .await?;
     let ip = pods
         .items
