@@ -13,7 +13,8 @@ use kube::Client;
 use serde_json::Value;
 
 /// Label selector of the operator's pods (as the chart labels them).
-pub const OPERATOR_PODS: &str = "app.kubernetes.io/name=netbench,app.kubernetes.io/component=operator";
+pub const OPERATOR_PODS: &str =
+    "app.kubernetes.io/name=netbench,app.kubernetes.io/component=operator";
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

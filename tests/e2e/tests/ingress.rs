@@ -350,7 +350,7 @@ async fn operator_restart_mid_run_gives_one_run_and_one_result() {
         "delete",
         "pod",
         "-l",
-        "app.kubernetes.io/name=netbench-operator",
+        OPERATOR_PODS,
         "--wait=false",
     ])
     .unwrap();
