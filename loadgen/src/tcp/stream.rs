@@ -127,7 +127,7 @@ impl Drop for RunningStreams {
 }
 
 fn send(
-    mut sock: TcpStream,
+    sock: TcpStream,
     len: usize,
     start: Instant,
     stop: &AtomicBool,
@@ -135,25 +135,12 @@ fn send(
 ) -> StreamOutcome {
     let buf = PageBuffer::new(len);
     let buf = buf.as_slice();
-    let mut bytes = 0u64;
-    let mut error = None;
-    while !stop.load(Ordering::Relaxed) {
-        match sock.write(buf) {
-            Ok(0) => {
-                error = Some("connection closed by the peer".to_string());
-                break;
-            }
-            Ok(n) => {
-                bytes += n as u64;
-                counter.store(bytes, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                error = Some(describe(&e));
-                break;
-            }
-        }
-    }
+    let (bytes, error) = pump(
+        || (&sock).write(buf),
+        || !stop.load(Ordering::Relaxed),
+        Zero::PeerGone,
+        counter,
+    );
     let seconds = start.elapsed().as_secs_f64();
     let tcp = sys::tcp_info(&sock).ok().map(TcpInfoSnapshot::from);
     // FIN after the queued bytes: the receiver's read returns 0 once it has everything.
@@ -166,31 +153,51 @@ fn send(
     }
 }
 
-fn receive(mut sock: TcpStream, len: usize, start: Instant, counter: &AtomicU64) -> StreamOutcome {
+fn receive(sock: TcpStream, len: usize, start: Instant, counter: &AtomicU64) -> StreamOutcome {
     let mut buf = PageBuffer::new(len);
     let buf = buf.as_mut_slice();
-    let mut bytes = 0u64;
-    let mut error = None;
-    loop {
-        match sock.read(buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                bytes += n as u64;
-                counter.store(bytes, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                error = Some(describe(&e));
-                break;
-            }
-        }
-    }
+    let (bytes, error) = pump(|| (&sock).read(buf), || true, Zero::EndOfStream, counter);
     StreamOutcome {
         bytes,
         seconds: start.elapsed().as_secs_f64(),
         tcp: None,
         error,
     }
+}
+
+/// What a 0-byte result of the I/O call means.
+#[derive(Clone, Copy)]
+enum Zero {
+    /// A read: the sender finished (FIN).
+    EndOfStream,
+    /// A write: the peer is gone.
+    PeerGone,
+}
+
+/// Repeats `transfer` (one read or one write) while `running` holds, keeping `counter` at the byte
+/// count; returns the bytes moved and why it stopped early, if it did.
+fn pump(
+    mut transfer: impl FnMut() -> io::Result<usize>,
+    running: impl Fn() -> bool,
+    zero: Zero,
+    counter: &AtomicU64,
+) -> (u64, Option<String>) {
+    let mut bytes = 0u64;
+    while running() {
+        match transfer() {
+            Ok(0) => match zero {
+                Zero::EndOfStream => break,
+                Zero::PeerGone => return (bytes, Some("connection closed by the peer".into())),
+            },
+            Ok(n) => {
+                bytes += n as u64;
+                counter.store(bytes, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (bytes, Some(describe(&e))),
+        }
+    }
+    (bytes, None)
 }
 
 const PAGE: usize = 4096;

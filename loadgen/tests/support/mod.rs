@@ -167,14 +167,7 @@ pub fn free_port() -> u16 {
 }
 
 pub fn iperf3_server(ns: Option<&str>, port: u16) -> Server {
-    let child = in_ns(ns, "iperf3")
-        .args(["-s", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting iperf3 -s");
-    wait_listening(ns, port);
-    Server(child)
+    spawn_server(ns, "iperf3", &["-s", "-p", &port.to_string()], port)
 }
 
 /// iperf3's receiver figure (bits/s) for one run.
@@ -197,14 +190,20 @@ pub fn iperf3_client(ns: Option<&str>, host: &str, port: u16, secs: u32, streams
 }
 
 pub fn loadgen_server(ns: Option<&str>, port: u16) -> Server {
-    let child = in_ns(ns, LOADGEN)
-        .args(["tcp-server", "-p", &port.to_string()])
+    spawn_server(ns, LOADGEN, &["tcp-server", "-p", &port.to_string()], port)
+}
+
+/// Starts `program args` in `ns` and waits until it listens on `port`.
+fn spawn_server(ns: Option<&str>, program: &str, args: &[&str], port: u16) -> Server {
+    let child = in_ns(ns, program)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("starting netbench-loadgen tcp-server");
+        .unwrap_or_else(|e| panic!("starting {program} {args:?}: {e}"));
+    let server = Server(child);
     wait_listening(ns, port);
-    Server(child)
+    server
 }
 
 pub fn loadgen_client(ns: Option<&str>, host: &str, port: u16, extra: &[&str]) -> TcpReport {
