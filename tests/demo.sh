@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main job in one command (as root, on a fresh machine): build netbench from this checkout,
+# bring up the local Kubernetes cluster (tests/cluster), install the CRDs and the operator,
+# run deploy/examples/ingress-simple.yaml against the in-cluster nginx, and print the result.
+#   tests/demo.sh [EXAMPLE.yaml]      the cluster stays up; tests/cluster/down.sh removes it
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+example=${1:-$repo/deploy/examples/ingress-simple.yaml}
+"$repo/tests/install-deps.sh"
+env_lines=$("$repo/tests/e2e/setup.sh")
+eval "$env_lines"
+kind=$(sed -n 's/^kind: *//p' "$example" | head -1)
+name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$example")
+kubectl delete -f "$example" --ignore-not-found --wait=true >/dev/null
+kubectl apply -f "$example"
+echo "waiting for $kind/$name (kubectl get $kind -w shows the phases)"
+for _ in $(seq 1 600); do
+    phase=$(kubectl get -f "$example" -o jsonpath='{.status.phase}' 2>/dev/null || true)
+    [[ $phase == Succeeded || $phase == Failed ]] && break
+    sleep 1
+done
+kubectl get "$kind"
+kubectl get -f "$example" -o jsonpath='{.status.steps[*].latencyMs}{"\n"}'
+printf '\nThe cluster stays up:\n%s\n' "$env_lines"
+[[ $phase == Succeeded ]]
