@@ -2,10 +2,11 @@
 # The chart and the plain manifests against the real test cluster (tests/cluster), as root:
 #   1. kubectl path: `kubectl apply -f deploy/` -> operator Ready (leader) -> `kubectl delete -f
 #      deploy/` -> no netbench object left
-#   2. Helm path: `helm install` (pinned helm) -> operator Ready -> prometheus.sh (real
-#      Prometheus scrapes the operator during an ingress-simple run; every dashboard expression
-#      must return data) -> uninstall as the README says -> nothing left, CRDs kept by Helm
-#      until deleted by hand
+#   2. Helm path: `helm install` (pinned helm, sweeps allowed in the test namespace: the opt-in
+#      Role) -> operator Ready -> prometheus.sh (real Prometheus scrapes the operator during
+#      ingress-simple and a two-step CPU sweep; every dashboard expression must return data)
+#      -> uninstall as the README says -> nothing left but the CRDs (Helm keeps them) -> delete
+#      the CRDs -> nothing left
 #
 #   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH]
 #
@@ -85,9 +86,27 @@ spec:
   ports: [{port: 8080, targetPort: 8080}]
 EOF2
 kubectl -n "$bench_ns" rollout status deployment/nginx-target --timeout=120s >/dev/null
-bench=$(mktemp /tmp/netbench-bench.XXXXXX.yaml)
-trap 'rm -f "$bench"' EXIT
-sed "s/nginx-target\.default\.svc/nginx-target.$bench_ns.svc/" "$NBC_REPO/deploy/examples/ingress-simple.yaml" >"$bench"
+# ingress-simple.yaml pointed at that Service, and a two-step CPU sweep of the same target (so
+# the per-step and linear-scaling panels have data; sweeps need security.sweepNamespaces).
+tmp=$(mktemp -d /tmp/netbench-chart-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+sed "s/nginx-target\.default\.svc/nginx-target.$bench_ns.svc/" "$NBC_REPO/deploy/examples/ingress-simple.yaml" >"$tmp/simple.yaml"
+cat >"$tmp/sweep.yaml" <<EOF2
+apiVersion: netbench.io/v1alpha1
+kind: IngressBenchmark
+metadata:
+  name: chart-sweep
+spec:
+  target:
+    url: http://nginx-target.$bench_ns.svc.cluster.local:8080/
+  load: {connections: 10, threads: 1, duration: 5s, warmup: 1s, keepAlive: true, timeout: 2s}
+  workers: {replicas: 1}
+  sweep:
+    targetRef: {kind: Deployment, name: nginx-target, namespace: $bench_ns, container: nginx}
+    steps: [{cpu: 100m}, {cpu: 200m}]
+    settle: 2s
+  cleanup: Always
+EOF2
 
 log "== 1. plain manifests: kubectl apply -f deploy/"
 [[ -z $(leftovers yes) ]] || die "netbench objects exist before the test: $(leftovers yes)"
@@ -102,14 +121,15 @@ log "PASS plain manifests install, run and delete cleanly"
 
 log "== 2. helm install"
 "$helm" install "$NBC_RELEASE" "$NBC_CHART" --namespace "$NBC_NAMESPACE" --create-namespace \
-    --wait --timeout 180s >/dev/null || die "helm install failed"
+    --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install failed"
 wait_operator "$NBC_NAMESPACE"
 "$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" | grep -q "STATUS: deployed" || die "release not deployed"
 kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name | grep -q dashboard ||
     die "no dashboard ConfigMap with the sidecar label"
 
 log "== 3. real Prometheus + every dashboard expression"
-"$NBC_DIR/prometheus.sh" --namespace "$NBC_NAMESPACE" --bench-namespace "$bench_ns" --benchmark "$bench"
+"$NBC_DIR/prometheus.sh" --namespace "$NBC_NAMESPACE" --bench-namespace "$bench_ns" \
+    --benchmark "$tmp/simple.yaml" --benchmark "$tmp/sweep.yaml"
 
 log "== 4. uninstall as documented"
 kubectl delete benchmarks --all -A --wait=true >/dev/null

@@ -2,35 +2,38 @@
 # Real Prometheus (Debian's package, run as a host process) scrapes the installed operator while
 # an IngressBenchmark runs; then EVERY PromQL expression of the dashboard must return data.
 #
-#   prometheus.sh [--namespace NS] [--service NAME] [--bench-namespace NS] [--benchmark FILE]
+#   prometheus.sh [--namespace NS] [--service NAME] [--bench-namespace NS] [--benchmark FILE]...
 #                 [--timeout SECONDS]
 #
 # Expects: KUBECONFIG of a running cluster (tests/cluster/up.sh), the chart installed (release
 # namespace NS, default netbench-system; Service NAME, default netbench-operator), and whatever
-# the benchmark FILE (default deploy/examples/ingress-simple.yaml) targets. It applies FILE in
-# --bench-namespace (default netbench-chart-e2e) while Prometheus scrapes, so the live series
-# are captured, and deletes it afterwards. Prometheus discovers the operator like an in-cluster
+# the benchmark FILEs (default deploy/examples/ingress-simple.yaml) target. It applies each FILE
+# in turn in --bench-namespace (default netbench-chart-e2e) while Prometheus scrapes, so the live
+# series are captured, checks the dashboard once per benchmark (variable $benchmark = its name)
+# and deletes them afterwards. Prometheus discovers the operator like an in-cluster
 # one would: kubernetes_sd (endpointslice role) on the Service's port named "http".
 #
 # An expression without data fails, except where the cluster's real state explains it, and then
 # it is printed as EMPTY with the reason: egress series when no EgressBenchmark has succeeded,
-# netbench_reconcile_errors_total when the operator's own /metrics shows no reconcile error.
+# netbench_reconcile_errors_total when the operator's own /metrics shows no reconcile error,
+# netbench_ingress_scaling_efficiency for a benchmark without a sweep (needs two or more steps).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_cmds prometheus promtool kubectl curl jq python3
 
 ns=netbench-system svc=netbench-operator bench_ns=netbench-chart-e2e timeout=300
-bench_file=$NBC_REPO/deploy/examples/ingress-simple.yaml
+bench_files=()
 while (($#)); do
     case $1 in
         --namespace) ns=$2 ;;
         --service) svc=$2 ;;
         --bench-namespace) bench_ns=$2 ;;
-        --benchmark) bench_file=$2 ;;
+        --benchmark) bench_files+=("$2") ;;
         --timeout) timeout=$2 ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
     esac
     shift 2
 done
+((${#bench_files[@]})) || bench_files=("$NBC_REPO/deploy/examples/ingress-simple.yaml")
 [[ -n ${KUBECONFIG:-} ]] || die "KUBECONFIG is not set (eval \"\$(tests/cluster/up.sh)\")"
 kubectl -n "$ns" get service "$svc" >/dev/null || die "Service $ns/$svc not found: install the chart first"
 
@@ -93,21 +96,23 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer 
 [[ $code == 4* ]] || die "worker API accepted a request with a made-up run and token (HTTP $code)"
 log "worker API refused a bogus request with HTTP $code"
 
-name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$bench_file")
 kubectl create namespace "$bench_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl -n "$bench_ns" delete -f "$bench_file" --ignore-not-found --wait=true >/dev/null
 start=$(date +%s)
-kubectl -n "$bench_ns" apply -f "$bench_file" >/dev/null
-log "applied $bench_ns/$name; waiting up to ${timeout}s"
-phase=
-deadline=$((SECONDS + timeout))
-while ((SECONDS < deadline)); do
-    phase=$(kubectl -n "$bench_ns" get -f "$bench_file" -o jsonpath='{.status.phase}')
-    [[ $phase == Succeeded || $phase == Failed ]] && break
-    sleep 2
+for f in "${bench_files[@]}"; do
+    name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$f")
+    kubectl -n "$bench_ns" delete -f "$f" --ignore-not-found --wait=true >/dev/null
+    kubectl -n "$bench_ns" apply -f "$f" >/dev/null
+    log "applied $bench_ns/$name; waiting up to ${timeout}s"
+    phase=
+    deadline=$((SECONDS + timeout))
+    while ((SECONDS < deadline)); do
+        phase=$(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.status.phase}')
+        [[ $phase == Succeeded || $phase == Failed ]] && break
+        sleep 2
+    done
+    kubectl -n "$bench_ns" get -f "$f"
+    [[ $phase == Succeeded ]] || die "$bench_ns/$name ended in phase '${phase:-none}': $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.status.conditions}')"
 done
-kubectl -n "$bench_ns" get -f "$bench_file"
-[[ $phase == Succeeded ]] || die "$bench_ns/$name ended in phase '${phase:-none}': $(kubectl -n "$bench_ns" get -f "$bench_file" -o jsonpath='{.status.conditions}')"
 sleep 6 # three scrapes after the last update
 end=$(date +%s)
 
@@ -121,9 +126,18 @@ if ! curl -sf "http://$svc_ip:$svc_port/metrics" | grep -q '^netbench_reconcile_
 fi
 
 status=0
-"$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
-    --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$name" \
-    "${may_be_empty[@]}" || status=1
-kubectl -n "$bench_ns" delete -f "$bench_file" --wait=true >/dev/null || status=1
-((status == 0)) || die "dashboard queries failed against real Prometheus (log: prometheus.log in $work is removed; re-run to inspect)"
+for f in "${bench_files[@]}"; do
+    name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$f")
+    extra=()
+    [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.sweep}') ]] ||
+        extra=(--may-be-empty "netbench_ingress_scaling_efficiency=$name has no sweep; efficiency needs two or more steps")
+    log "dashboard with namespace=$bench_ns benchmark=$name"
+    "$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
+        --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$name" \
+        "${may_be_empty[@]}" "${extra[@]}" || status=1
+done
+for f in "${bench_files[@]}"; do
+    kubectl -n "$bench_ns" delete -f "$f" --wait=true >/dev/null || status=1
+done
+((status == 0)) || die "dashboard queries failed against real Prometheus"
 log "every dashboard expression returned data or is explained above"
