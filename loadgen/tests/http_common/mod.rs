@@ -75,6 +75,8 @@ impl Nginx {
             };
             let conf = format!(
                 r#"
+# One process, no master: killing the child on drop leaves no orphaned worker behind.
+master_process off;
 worker_processes 1;
 user root;
 error_log {d}/error.log;
