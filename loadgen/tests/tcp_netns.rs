@@ -108,3 +108,34 @@ fn source_address_and_interface_binding_take_effect() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_topology_is_torn_down_when_a_test_panics() {
+    require(&["ip"], true);
+    let names = std::thread::spawn(|| {
+        let topo = Topology::up(true);
+        let names = [topo.ns_a.clone(), topo.ns_b.clone(), topo.ns_t.clone()];
+        assert!(
+            namespaces().contains(&names[2]),
+            "the target namespace exists"
+        );
+        std::panic::panic_any(names)
+    })
+    .join()
+    .expect_err("the thread panics")
+    .downcast::<[String; 3]>()
+    .expect("the panic carries the namespace names");
+    let left = namespaces();
+    for ns in names.iter() {
+        assert!(!left.contains(ns), "{ns} survived the panic: {left:?}");
+    }
+}
+
+/// Names of the network namespaces (`ip netns list` prints "NAME (id: N)").
+fn namespaces() -> Vec<String> {
+    let out = run_ok(std::process::Command::new("ip").args(["netns", "list"]));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
