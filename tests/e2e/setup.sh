@@ -28,5 +28,10 @@ kc -n netbench-system set env deployment/netbench-operator \
     NETBENCH_SWEEP_NAMESPACES='*' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
-kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >&2
+# (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)
+for attempt in 1 2 3; do
+    kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >&2 && break
+    [[ $attempt == 3 ]] && exit 1
+    sleep 2
+done
 "$repo/tests/cluster/up.sh" 2>/dev/null | grep '^export'
