@@ -123,7 +123,8 @@ log "== 2. helm install"
 "$helm" install "$NBC_RELEASE" "$NBC_CHART" --namespace "$NBC_NAMESPACE" --create-namespace \
     --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install failed"
 wait_operator "$NBC_NAMESPACE"
-"$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" | grep -q "STATUS: deployed" || die "release not deployed"
+[[ $("$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" -o json | jq -r .info.status) == deployed ]] ||
+    die "release not deployed"
 kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name | grep -q dashboard ||
     die "no dashboard ConfigMap with the sidecar label"
 
