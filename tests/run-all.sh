@@ -5,7 +5,9 @@
 #  3. cargo test: unit tests, CRD sync/CEL/example tests, loadgen tests against real nginx,
 #     iperf3 and network namespaces
 #  4. the real cluster (tests/cluster): smoke test, CRDs and examples against the API server
-#  5. end-to-end: operator and loadgen images from this checkout, the e2e tests, cluster down
+#  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
+#  6. end-to-end: operator and loadgen images from this checkout, the e2e tests, then the chart
+#     and plain manifests installed for real with Prometheus checking the dashboard; cluster down
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s\n' "$*"; }
@@ -28,7 +30,13 @@ tests/cluster/smoke.sh
 step "CRDs and examples against the real API server"
 tests/cluster/crd-check.sh
 
+step "Helm chart, dashboard and deploy/ (static)"
+tests/chart/static.sh
+
 step "end-to-end tests"
 trap 'tests/cluster/down.sh >/dev/null 2>&1 || true' EXIT
 eval "$(tests/e2e/setup.sh)"
 cargo test -p e2e --no-fail-fast -- --test-threads=1 2>&1
+
+step "chart and manifests on the cluster, Prometheus and the dashboard"
+tests/chart/cluster-test.sh
