@@ -26,6 +26,19 @@ fn simple(ns: &str, url: &str, duration: &str) -> Value {
     )
 }
 
+/// A two-step CPU sweep named `name` over the Deployment "web" in `ns`, loading its Service.
+fn sweep_over_web(ns: &str, name: &str, duration: &str, cpus: [&str; 2]) -> Value {
+    let mut ib = simple(ns, &format!("http://web.{ns}.svc.cluster.local/"), duration);
+    set(&mut ib, "/metadata/name", json!(name));
+    let steps = json!([{"cpu": cpus[0]}, {"cpu": cpus[1]}]);
+    set(
+        &mut ib,
+        "/spec/sweep",
+        json!({"targetRef": {"name": "web"}, "steps": steps, "settle": "1s"}),
+    );
+    ib
+}
+
 async fn deploy_nginx(client: &kube::Client, ns: &str, name: &str, cpu: &str) -> Value {
     let (d, s) = nginx(name, cpu);
     create(client, ns, &d).await.unwrap();
@@ -119,17 +132,7 @@ async fn two_step_sweep_gives_a_scaling_table_and_restores_the_target() {
     let ns = TestNs::new(&client, "sweep").await;
     // The test node has 2 CPUs, so the steps are 250m and 500m rather than 1 and 2 CPUs.
     let before = deploy_nginx(&client, &ns.name, "web", "100m").await;
-    let mut ib = simple(
-        &ns.name,
-        &format!("http://web.{}.svc.cluster.local/", ns.name),
-        "3s",
-    );
-    set(&mut ib, "/metadata/name", json!("sweep"));
-    set(
-        &mut ib,
-        "/spec/sweep",
-        json!({"targetRef": {"name": "web"}, "steps": [{"cpu": "250m"}, {"cpu": "500m"}], "settle": "1s"}),
-    );
+    let ib = sweep_over_web(&ns.name, "sweep", "3s", ["250m", "500m"]);
     create(&client, &ns.name, &ib).await.unwrap();
     let done = wait_phase(
         &client,
@@ -387,17 +390,7 @@ async fn deleting_mid_run_restores_the_target_and_removes_children() {
     let client = client().await;
     let ns = TestNs::new(&client, "delete").await;
     let before = deploy_nginx(&client, &ns.name, "web", "100m").await;
-    let mut ib = simple(
-        &ns.name,
-        &format!("http://web.{}.svc.cluster.local/", ns.name),
-        "60s",
-    );
-    set(&mut ib, "/metadata/name", json!("del"));
-    set(
-        &mut ib,
-        "/spec/sweep",
-        json!({"targetRef": {"name": "web"}, "steps": [{"cpu": "300m"}, {"cpu": "400m"}], "settle": "1s"}),
-    );
+    let ib = sweep_over_web(&ns.name, "del", "60s", ["300m", "400m"]);
     create(&client, &ns.name, &ib).await.unwrap();
     wait_phase(&client, IB, &ns.name, "del", &["Running"], RUN_TIMEOUT)
         .await
