@@ -8,7 +8,10 @@
 #      -> uninstall as the README says -> nothing left but the CRDs (Helm keeps them) -> delete
 #      the CRDs -> nothing left
 #
-#   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH]
+#   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH] [--force-clean]
+#
+# --force-clean: first remove an existing netbench install (all benchmarks, the Helm release,
+#   everything in deploy/, CRDs included); without it the test refuses to start when one exists.
 #
 # --operator-bin / --loadgen-bin: static binaries (RUSTFLAGS='-C target-feature=+crt-static'
 # cargo build --release --target x86_64-unknown-linux-gnu) packed and imported as
@@ -20,9 +23,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $(id -u) -eq 0 ]] || die "must run as root"
 need_cmds jq curl python3 ctr
 
-operator_bin= loadgen_bin=
+operator_bin= loadgen_bin= force_clean=false
 while (($#)); do
     case $1 in
+        --force-clean)
+            force_clean=true
+            shift
+            continue
+            ;;
         --operator-bin) operator_bin=$2 ;;
         --loadgen-bin) loadgen_bin=$2 ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
@@ -107,6 +115,13 @@ spec:
     settle: 2s
   cleanup: Always
 EOF2
+
+if $force_clean && [[ -n $(leftovers yes) ]]; then
+    log "removing the existing netbench install (--force-clean)"
+    kubectl delete benchmarks --all -A --wait=true >/dev/null 2>&1 || true
+    "$helm" uninstall "$NBC_RELEASE" -n "$NBC_NAMESPACE" --wait >/dev/null 2>&1 || true
+    kubectl delete -f "$NBC_REPO/deploy/" --ignore-not-found --wait=true >/dev/null
+fi
 
 log "== 1. plain manifests: kubectl apply -f deploy/"
 [[ -z $(leftovers yes) ]] || die "netbench objects exist before the test: $(leftovers yes)"
