@@ -77,6 +77,7 @@ def main():
         sm = by.get(("ServiceMonitor", full, ns))
         check(sm is not None and sm["spec"]["endpoints"][0]["port"] == "http"
               and sm["spec"]["endpoints"][0]["interval"] == "5s"
+              and sm["spec"]["endpoints"][0]["honorLabels"] is True
               and sm["metadata"]["labels"].get("release") == "kube-prometheus-stack", "ServiceMonitor")
 
     # Deployment

@@ -10,8 +10,8 @@
 # the benchmark FILEs (default deploy/examples/ingress-simple.yaml) target. It applies each FILE
 # in turn in --bench-namespace (default netbench-chart-e2e) while Prometheus scrapes, so the live
 # series are captured, checks the dashboard once per benchmark (variable $benchmark = its name)
-# and deletes them afterwards. Prometheus discovers the operator like an in-cluster
-# one would: kubernetes_sd (endpointslice role) on the Service's port named "http".
+# and deletes them afterwards. Prometheus scrapes every endpoint of the Service's port "http"
+# (from its EndpointSlices, as a ServiceMonitor would).
 #
 # An expression without data fails, except where the cluster's real state explains it, and then
 # it is printed as EMPTY with the reason: egress series when no EgressBenchmark has succeeded,
@@ -45,13 +45,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Prometheus authenticates to the API server with the kubeconfig's client certificate.
-kubectl config view --raw --minify -o json >"$work/kubeconfig.json"
-jq -r '.clusters[0].cluster["certificate-authority-data"]' "$work/kubeconfig.json" | base64 -d >"$work/ca.crt"
-jq -r '.users[0].user["client-certificate-data"]' "$work/kubeconfig.json" | base64 -d >"$work/client.crt"
-jq -r '.users[0].user["client-key-data"]' "$work/kubeconfig.json" | base64 -d >"$work/client.key"
-chmod 600 "$work/client.key"
-server=$(jq -r '.clusters[0].cluster.server' "$work/kubeconfig.json")
+# Debian's prometheus is built without kubernetes_sd, so the targets come from the Service's
+# EndpointSlices (port named "http", ready or not: stand-bys serve /metrics too), the same set
+# a ServiceMonitor (or kubernetes_sd with role endpointslice) would scrape.
+targets=$(kubectl -n "$ns" get endpointslices -l "kubernetes.io/service-name=$svc" -o json | jq -c '
+    [.items[] | (.ports[] | select(.name == "http") | .port) as $port
+     | .endpoints[] | {targets: ["\(.addresses[0]):\($port)"],
+                       labels: {pod: (.targetRef.name // ""), namespace: "'"$ns"'", service: "'"$svc"'"}}]')
+[[ $(jq length <<<"$targets") -gt 0 ]] || die "Service $ns/$svc has no endpoints on a port named http"
+echo "$targets" >"$work/targets.json"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 prom=http://127.0.0.1:$port
 
@@ -61,15 +63,11 @@ global:
   scrape_timeout: 2s
 scrape_configs:
   - job_name: netbench-operator
-    kubernetes_sd_configs:
-      - role: endpointslice
-        api_server: $server
-        namespaces: {names: [$ns]}
-        tls_config: {ca_file: $work/ca.crt, cert_file: $work/client.crt, key_file: $work/client.key}
-    relabel_configs:
-      - {source_labels: [__meta_kubernetes_service_name], regex: $svc, action: keep}
-      - {source_labels: [__meta_kubernetes_endpointslice_port_name], regex: http, action: keep}
-      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+    # The metrics carry their own namespace label (the benchmark's): keep it, as the chart's
+    # ServiceMonitor does with honorLabels (otherwise it becomes exported_namespace).
+    honor_labels: true
+    file_sd_configs:
+      - files: [$work/targets.json]
 YAML
 promtool check config "$work/prometheus.yml" >/dev/null || die "generated prometheus.yml is invalid"
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
