@@ -8,10 +8,11 @@
 #      -> uninstall as the README says -> nothing left but the CRDs (Helm keeps them) -> delete
 #      the CRDs -> nothing left
 #
-#   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH] [--force-clean]
+#   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH] [--no-clean]
 #
-# --force-clean: first remove an existing netbench install (all benchmarks, the Helm release,
-#   everything in deploy/, CRDs included); without it the test refuses to start when one exists.
+# An existing netbench install (e.g. the one tests/e2e/setup.sh leaves) is removed first: all
+# benchmarks, the Helm release, everything in deploy/, CRDs included. --no-clean refuses to
+# start instead. (--force-clean is accepted: the default.)
 #
 # --operator-bin / --loadgen-bin: static binaries (RUSTFLAGS='-C target-feature=+crt-static'
 # cargo build --release --target x86_64-unknown-linux-gnu) packed and imported as
@@ -23,11 +24,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $(id -u) -eq 0 ]] || die "must run as root"
 need_cmds jq curl python3 ctr
 
-operator_bin= loadgen_bin= force_clean=false
+operator_bin= loadgen_bin= force_clean=true
 while (($#)); do
     case $1 in
-        --force-clean)
-            force_clean=true
+        --force-clean | --no-clean)
+            [[ $1 == --no-clean ]] && force_clean=false
             shift
             continue
             ;;
@@ -61,11 +62,11 @@ wait_operator() {
 # leftovers: netbench objects still in the cluster (empty = none). Arg: also count CRDs (yes/no).
 leftovers() {
     local found=
-    found+=$(kubectl get clusterroles,clusterrolebindings -l app.kubernetes.io/part-of=netbench -o name)
-    found+=$(kubectl get namespace "$NBC_NAMESPACE" -o name --ignore-not-found)
-    found+=$(kubectl get pods,secrets,configmaps -A -l app.kubernetes.io/managed-by=netbench-operator -o name)
-    [[ $1 == no ]] || found+=$(kubectl get crd "${crds[@]}" -o name --ignore-not-found)
-    echo "$found"
+    found+=$(kubectl get clusterroles,clusterrolebindings -l app.kubernetes.io/part-of=netbench -o name)$'\n'
+    found+=$(kubectl get namespace "$NBC_NAMESPACE" -o name --ignore-not-found)$'\n'
+    found+=$(kubectl get pods,secrets,configmaps -A -l app.kubernetes.io/managed-by=netbench-operator -o name)$'\n'
+    [[ $1 == no ]] || found+=$(kubectl get crd "${crds[@]}" -o name --ignore-not-found)$'\n'
+    grep -v "^$" <<<"$found" || true
 }
 
 # Test target: the Service ingress-simple.yaml names, in our own namespace.
@@ -117,11 +118,20 @@ spec:
 EOF2
 
 if $force_clean && [[ -n $(leftovers yes) ]]; then
-    log "removing the existing netbench install (--force-clean)"
+    log "removing the existing netbench install: $(leftovers yes | tr '\n' ' ')"
     kubectl delete benchmarks --all -A --wait=true >/dev/null 2>&1 || true
     "$helm" uninstall "$NBC_RELEASE" -n "$NBC_NAMESPACE" --wait >/dev/null 2>&1 || true
     kubectl delete -f "$NBC_REPO/deploy/" --ignore-not-found --wait=true >/dev/null
 fi
+# Bindings made by others for the operator's ServiceAccount (tests/e2e/sweep-rbac.yaml) would
+# let the sweep below pass without the chart's own opt-in Role: remove them.
+for b in $(kubectl get clusterrolebindings -o json | jq -r --arg ns "$NBC_NAMESPACE" '.items[]
+        | select(.metadata.labels["app.kubernetes.io/part-of"] != "netbench")
+        | select(any(.subjects[]?; .kind == "ServiceAccount" and .name == "netbench-operator" and .namespace == $ns))
+        | .metadata.name'); do
+    log "removing clusterrolebinding $b (grants to the operator's ServiceAccount outside the chart)"
+    kubectl delete clusterrolebinding "$b" >/dev/null
+done
 
 log "== 1. plain manifests: kubectl apply -f deploy/"
 [[ -z $(leftovers yes) ]] || die "netbench objects exist before the test: $(leftovers yes)"
