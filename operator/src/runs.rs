@@ -73,6 +73,12 @@ impl Registry {
         }
     }
 
+    /// True when `run` is known at `step` (so the reconciler need not announce it again).
+    pub fn is_announced(&self, run: &str, step: u32) -> bool {
+        let runs = self.runs.lock().expect("registry lock");
+        runs.get(run).is_some_and(|s| s.spec.step == step)
+    }
+
     pub fn forget(&self, run: &str) {
         self.runs.lock().expect("registry lock").remove(run);
     }
@@ -223,7 +229,12 @@ mod tests {
             r.barrier("run", "w0").is_some(),
             "same step keeps registrations"
         );
+        assert!(r.is_announced("run", 0));
+        assert!(!r.is_announced("run", 1));
         r.announce("run", spec(1));
         assert!(r.barrier("run", "w0").is_none());
+        assert!(r.is_announced("run", 1));
+        r.forget("run");
+        assert!(!r.is_announced("run", 1));
     }
 }

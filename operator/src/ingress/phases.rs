@@ -391,8 +391,11 @@ impl Run<'_> {
 
     async fn running(&mut self) -> Result<Next> {
         let step = self.step();
-        // After an operator restart the barrier state is gone: announce again (idempotent).
-        self.announce(step).await?;
+        // After an operator restart the barrier state is gone: announce again. Otherwise the
+        // run is already known and the token Secret need not be read on every poll.
+        if !self.ctx.runs.is_announced(&self.id, step) {
+            self.announce(step).await?;
+        }
         // Pods first, then reports: a worker exits only after its report is stored, so a
         // finished pod's report is always in the second list.
         let pods =
