@@ -10,6 +10,10 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{json, Value};
 
 const IB: &str = "IngressBenchmark";
+/// The nginx Service tests/cluster/demo.sh deploys.
+const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
+/// The phases a run ends in.
+const FINISHED: &[&str] = &["Succeeded", "Failed"];
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// ingress-simple.yaml, shortened, pointed at `url`.
@@ -67,18 +71,14 @@ async fn deployment_spec(client: &kube::Client, ns: &str, name: &str) -> Value {
 async fn ingress_simple_succeeds_with_results_columns_and_metrics() {
     let client = client().await;
     let ns = TestNs::new(&client, "simple").await;
-    let ib = simple(
-        &ns.name,
-        "http://nginx-target.netbench-target.svc.cluster.local/",
-        "4s",
-    );
+    let ib = simple(&ns.name, TARGET, "4s");
     create(&client, &ns.name, &ib).await.unwrap();
     let done = wait_phase(
         &client,
         IB,
         &ns.name,
         "ingress-simple",
-        &["Succeeded", "Failed"],
+        FINISHED,
         RUN_TIMEOUT,
     )
     .await
@@ -134,16 +134,9 @@ async fn two_step_sweep_gives_a_scaling_table_and_restores_the_target() {
     let before = deploy_nginx(&client, &ns.name, "web", "100m").await;
     let ib = sweep_over_web(&ns.name, "sweep", "3s", ["250m", "500m"]);
     create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "sweep",
-        &["Succeeded", "Failed"],
-        RUN_TIMEOUT * 2,
-    )
-    .await
-    .unwrap();
+    let done = wait_phase(&client, IB, &ns.name, "sweep", FINISHED, RUN_TIMEOUT * 2)
+        .await
+        .unwrap();
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let steps = st["steps"].as_array().unwrap();
@@ -196,11 +189,7 @@ async fn invalid_spec_is_rejected_by_the_api_server_with_the_rules_message() {
 async fn unknown_node_fails_clearly_and_creates_no_pods() {
     let client = client().await;
     let ns = TestNs::new(&client, "nonode").await;
-    let mut ib = simple(
-        &ns.name,
-        "http://nginx-target.netbench-target.svc.cluster.local/",
-        "4s",
-    );
+    let mut ib = simple(&ns.name, TARGET, "4s");
     set(
         &mut ib,
         "/spec/workers",
@@ -212,7 +201,7 @@ async fn unknown_node_fails_clearly_and_creates_no_pods() {
         IB,
         &ns.name,
         "ingress-simple",
-        &["Failed", "Succeeded"],
+        FINISHED,
         Duration::from_secs(60),
     )
     .await
@@ -240,11 +229,7 @@ async fn unknown_node_fails_clearly_and_creates_no_pods() {
 async fn host_network_is_refused_without_the_admins_permission() {
     let client = client().await;
     let ns = TestNs::new(&client, "hostnet").await;
-    let mut ib = simple(
-        &ns.name,
-        "http://nginx-target.netbench-target.svc.cluster.local/",
-        "4s",
-    );
+    let mut ib = simple(&ns.name, TARGET, "4s");
     set(&mut ib, "/spec/workers/hostNetwork", json!(true));
     create(&client, &ns.name, &ib).await.unwrap();
     let done = wait_phase(
@@ -252,7 +237,7 @@ async fn host_network_is_refused_without_the_admins_permission() {
         IB,
         &ns.name,
         "ingress-simple",
-        &["Failed", "Succeeded"],
+        FINISHED,
         Duration::from_secs(60),
     )
     .await
@@ -269,11 +254,7 @@ async fn host_network_is_refused_without_the_admins_permission() {
 async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
     let client = client().await;
     let ns = TestNs::new(&client, "podkill").await;
-    let ib = simple(
-        &ns.name,
-        "http://nginx-target.netbench-target.svc.cluster.local/",
-        "60s",
-    );
+    let ib = simple(&ns.name, TARGET, "60s");
     create(&client, &ns.name, &ib).await.unwrap();
     wait_phase(
         &client,
@@ -306,7 +287,7 @@ async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
         IB,
         &ns.name,
         "ingress-simple",
-        &["Failed", "Succeeded"],
+        FINISHED,
         Duration::from_secs(90),
     )
     .await
@@ -326,11 +307,7 @@ async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
 async fn operator_restart_mid_run_gives_one_run_and_one_result() {
     let client = client().await;
     let ns = TestNs::new(&client, "restart").await;
-    let ib = simple(
-        &ns.name,
-        "http://nginx-target.netbench-target.svc.cluster.local/",
-        "20s",
-    );
+    let ib = simple(&ns.name, TARGET, "20s");
     create(&client, &ns.name, &ib).await.unwrap();
     let running = wait_phase(
         &client,
