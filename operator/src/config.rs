@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-/// A list of namespaces from a comma-separated flag; "*" allows every namespace.
+/// A list of namespaces from a comma-separated flag; "*" allows every namespace and a trailing
+/// "*" a prefix ("team-a-*": namespaces created per run or per test).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NamespaceList(Vec<String>);
 
@@ -17,7 +18,10 @@ impl NamespaceList {
         )
     }
     pub fn allows(&self, namespace: &str) -> bool {
-        self.0.iter().any(|n| n == "*" || n == namespace)
+        self.0.iter().any(|n| match n.strip_suffix('*') {
+            Some(prefix) => namespace.starts_with(prefix),
+            None => n == namespace,
+        })
     }
 }
 
@@ -108,5 +112,8 @@ mod tests {
         assert!(NamespaceList::parse("a, b").allows("b"));
         assert!(!NamespaceList::parse("a,b").allows("c"));
         assert!(NamespaceList::parse("*").allows("anything"));
+        let prefix = NamespaceList::parse("e2e-egpriv-*");
+        assert!(prefix.allows("e2e-egpriv-x1"));
+        assert!(!prefix.allows("e2e-egdeny-x1"));
     }
 }
