@@ -189,21 +189,9 @@ pub async fn report(
         .runs
         .authorize(&run, bearer(&headers), &report.worker, report.step)
         .map_err(|e| registry_refusal(&s, e))?;
-    let expected_kind = if spec.kind == "EgressBenchmark" {
-        "tcp"
-    } else {
-        "http"
-    };
     let malformed = |m: String| refuse(&s, StatusCode::UNPROCESSABLE_ENTITY, "malformed", m);
-    match loadgen::report::Report::from_json(&report.report.to_string()) {
-        Ok(r) if r.kind() == expected_kind => {}
-        Ok(r) => {
-            return Err(malformed(format!(
-                "expected a {expected_kind} report, got {}",
-                r.kind()
-            )))
-        }
-        Err(e) => return Err(malformed(format!("report: {e}"))),
+    if let Err(m) = check_report_kind(&spec.kind, &report.report) {
+        return Err(malformed(m));
     }
     if let Err(e) = s.sink.store(&run, &spec, &report).await {
         tracing::warn!(run, worker = report.worker, "storing report failed: {e}");
@@ -225,4 +213,55 @@ pub async fn report(
         name: spec.benchmark,
     });
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// An EgressBenchmark takes tcp reports, an IngressBenchmark http reports; each must parse.
+fn check_report_kind(benchmark_kind: &str, report: &serde_json::Value) -> Result<(), String> {
+    let kind = report.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    let expected = if benchmark_kind == "EgressBenchmark" {
+        loadgen::tcp::report::REPORT_KIND
+    } else {
+        "http"
+    };
+    if kind != expected {
+        return Err(format!("expected a {expected} report, got {kind:?}"));
+    }
+    if expected == loadgen::tcp::report::REPORT_KIND {
+        let tcp: loadgen::tcp::TcpReport =
+            serde_json::from_value(report.clone()).map_err(|e| format!("report: {e}"))?;
+        if tcp.version != loadgen::tcp::report::REPORT_VERSION {
+            return Err(format!("unsupported tcp report version {}", tcp.version));
+        }
+        return Ok(());
+    }
+    loadgen::report::Report::from_json(&report.to_string())
+        .map(|_| ())
+        .map_err(|e| format!("report: {e}"))
+}
+
+#[cfg(test)]
+mod report_kind_tests {
+    use super::check_report_kind;
+    use serde_json::json;
+
+    fn tcp_report() -> serde_json::Value {
+        let t = json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
+        let cpu = json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
+        json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1, "ended_at_unix_ms": 2,
+               "sender": t, "receiver": t, "retransmits": 0, "mean_rtt_us": null,
+               "cpu": {"client": cpu, "server": cpu}, "runs": [], "streams": []})
+    }
+
+    #[test]
+    fn egress_takes_tcp_reports_only() {
+        assert_eq!(check_report_kind("EgressBenchmark", &tcp_report()), Ok(()));
+        let err = check_report_kind("IngressBenchmark", &tcp_report()).unwrap_err();
+        assert!(err.contains("expected a http report"), "{err}");
+        let mut broken = tcp_report();
+        broken["sender"] = json!("fast");
+        assert!(check_report_kind("EgressBenchmark", &broken).is_err());
+        let mut future = tcp_report();
+        future["version"] = json!(2);
+        assert!(check_report_kind("EgressBenchmark", &future).is_err());
+    }
 }
