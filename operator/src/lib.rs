@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod children;
 pub mod conditions;
 pub mod config;
 pub mod context;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod ingress;
 pub mod labels;
 pub mod leader;
+pub mod lifecycle;
 pub mod metrics;
 pub mod reports;
 pub mod runs;

@@ -2,7 +2,6 @@
 //! through Pending -> (Queued) -> Preparing -> Running -> Collecting -> Succeeded | Failed,
 //! recording every step in status so a restarted operator resumes the same run.
 
-pub mod children;
 pub mod phases;
 pub mod plan;
 pub mod queue;

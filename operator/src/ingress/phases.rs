@@ -3,25 +3,22 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
-use loadgen::worker::protocol::FinalReport;
 
-use super::{children, plan, queue, result, validate};
+use super::{plan, queue, result, validate};
 use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::runs::RunSpec;
-use crate::{labels, reports, target, workers};
+use crate::lifecycle::{self, elapsed_since, PendingEvent};
+use crate::{children, labels, reports, target, workers};
 
-const FIELD_MANAGER: &str = "netbench-operator";
 /// How often a running step is checked (reports also wake the controller at once).
 const POLL: Duration = Duration::from_secs(2);
 
@@ -34,7 +31,7 @@ struct Run<'a> {
     id: String,
     generation: i64,
     status: IngressBenchmarkStatus,
-    events: Vec<(EventType, String, String)>,
+    events: Vec<PendingEvent>,
 }
 
 /// What a phase handler wants next.
@@ -87,7 +84,7 @@ pub async fn apply(
         }
     }
     if run.status != before {
-        write_status(api, &run.name, &run.status).await?;
+        lifecycle::write_status(api, &run.name, &run.status).await?;
     }
     ctx.metrics.set_phase(
         plan::KIND,
@@ -122,29 +119,6 @@ pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
     }
     ctx.metrics.forget(plan::KIND, &ns, &name);
     Ok(Action::await_change())
-}
-
-async fn write_status(
-    api: &Api<IngressBenchmark>,
-    name: &str,
-    status: &IngressBenchmarkStatus,
-) -> Result<()> {
-    let patch =
-        json!({"apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark", "status": status});
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
-}
-
-fn elapsed_since(t: &Option<Time>) -> Duration {
-    t.as_ref()
-        .map(|t| jiff::Timestamp::now().duration_since(t.0))
-        .and_then(|d| Duration::try_from(d).ok())
-        .unwrap_or_default()
 }
 
 impl Run<'_> {
@@ -192,23 +166,8 @@ impl Run<'_> {
     }
 
     async fn publish_events(&mut self) {
-        if self.events.is_empty() {
-            return;
-        }
-        let recorder = Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone());
         let reference = self.ib.object_ref(&());
-        for (type_, reason, note) in self.events.drain(..) {
-            let ev = Event {
-                type_,
-                reason,
-                note: Some(note),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder.publish(&ev, &reference).await {
-                tracing::debug!("publishing an event failed: {e}");
-            }
-        }
+        lifecycle::publish_events(self.ctx, &reference, &mut self.events).await;
     }
 
     /// A new generation: stop what an older run left behind, then start fresh. A sweep target
@@ -300,7 +259,7 @@ impl Run<'_> {
                     Err(e) => return self.fail("TargetUnavailable", e.to_string()).await,
                 }
                 // The original spec must be durable before the first patch.
-                write_status(api, &self.name, &self.status).await?;
+                lifecycle::write_status(api, &self.name, &self.status).await?;
             }
             let saved = self.status.saved_target.clone().expect("saved above");
             if self.status.target_ready_at.is_none() {
@@ -421,7 +380,7 @@ impl Run<'_> {
             "Scheduling",
             format!("{scheduled}/{n} worker(s) scheduled"),
         );
-        if let Some(problem) = worker_problem(&expected, &pods, &reports) {
+        if let Some(problem) = children::worker_problem(&expected, &pods, &reports) {
             return self
                 .fail("WorkerFailed", format!("step {step}: {problem}"))
                 .await;
@@ -431,7 +390,7 @@ impl Run<'_> {
             let missing: Vec<String> = expected
                 .keys()
                 .filter(|w| !reports.contains_key(*w))
-                .map(|w| describe_pod(w, &pods))
+                .map(|w| children::describe_pod(w, &pods))
                 .collect();
             return self
                 .fail(
@@ -462,16 +421,11 @@ impl Run<'_> {
         };
         self.record_step(result);
         if self.cleanup_policy() != CleanupPolicy::Never {
-            let pods_only = children::Sweep {
-                pods: true,
-                secrets: false,
-                reports: false,
-            };
             children::delete(
                 &self.ctx.client,
                 &self.ns,
                 &self.step_selector(step),
-                pods_only,
+                children::Sweep::PODS,
             )
             .await?;
         }
@@ -601,6 +555,7 @@ impl Run<'_> {
                 pods: false,
                 secrets: false,
                 reports: true,
+                jobs: false,
             },
         };
         children::delete(&self.ctx.client, &self.ns, &self.selector(), what).await?;
@@ -613,57 +568,3 @@ impl Run<'_> {
     }
 }
 
-/// A worker that can no longer report: deleted, failed, or finished without a stored report.
-fn worker_problem(
-    expected: &std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
-    pods: &[k8s_openapi::api::core::v1::Pod],
-    reports: &std::collections::BTreeMap<String, FinalReport>,
-) -> Option<String> {
-    for w in expected.keys().filter(|w| !reports.contains_key(*w)) {
-        let Some(pod) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(w)) else {
-            return Some(format!("worker pod {w} was deleted before it reported"));
-        };
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or("");
-        if phase == "Failed" || phase == "Succeeded" {
-            let why = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|cs| cs.first())
-                .and_then(|c| c.state.as_ref())
-                .and_then(|s| s.terminated.as_ref())
-                .map(|t| {
-                    format!(
-                        "exit code {}{}",
-                        t.exit_code,
-                        t.message
-                            .as_deref()
-                            .map(|m| format!(": {}", m.trim()))
-                            .unwrap_or_default()
-                    )
-                })
-                .unwrap_or_else(|| "no report".into());
-            return Some(format!(
-                "{} ended without a report ({why})",
-                describe_pod(w, pods)
-            ));
-        }
-    }
-    None
-}
-
-fn describe_pod(name: &str, pods: &[k8s_openapi::api::core::v1::Pod]) -> String {
-    let node = pods
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(name))
-        .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.node_name.clone());
-    match node {
-        Some(n) => format!("worker pod {name} on node {n}"),
-        None => format!("worker pod {name} (not scheduled)"),
-    }
-}

@@ -1,13 +1,16 @@
-//! Creating and deleting a run's children: the token Secret and the worker pods. Creation is
-//! idempotent (deterministic names; AlreadyExists is success).
+//! Creating, inspecting and deleting a run's children: the token Secret, worker pods, offload
+//! Jobs and report ConfigMaps. Creation is idempotent (deterministic names; AlreadyExists is
+//! success).
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
+use loadgen::worker::protocol::FinalReport;
 use rand::distr::{Alphanumeric, SampleString};
 
 use crate::labels;
@@ -94,13 +97,24 @@ pub struct Sweep {
     pub pods: bool,
     pub secrets: bool,
     pub reports: bool,
+    /// Offload Jobs (only where the operator may manage Jobs: an EgressBenchmark with offload
+    /// profiles in a namespace allowed them), deleted once their changes are restored.
+    pub jobs: bool,
 }
 
 impl Sweep {
+    /// Pods, Secrets and reports: every child a benchmark without offload Jobs has.
     pub const ALL: Sweep = Sweep {
         pods: true,
         secrets: true,
         reports: true,
+        jobs: false,
+    };
+    pub const PODS: Sweep = Sweep {
+        pods: true,
+        secrets: false,
+        reports: false,
+        jobs: false,
     };
 }
 
@@ -118,6 +132,11 @@ pub async fn delete(
             .delete_collection(&dp, &lp)
             .await?;
     }
+    if what.jobs {
+        let _ = Api::<Job>::namespaced(client.clone(), namespace)
+            .delete_collection(&dp, &lp)
+            .await?;
+    }
     if what.secrets {
         let _ = Api::<Secret>::namespaced(client.clone(), namespace)
             .delete_collection(&dp, &lp)
@@ -130,4 +149,59 @@ pub async fn delete(
             .await?;
     }
     Ok(())
+}
+
+/// A worker that can no longer report: deleted, failed, or finished without a stored report.
+pub fn worker_problem(
+    expected: &std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+    pods: &[Pod],
+    reports: &std::collections::BTreeMap<String, FinalReport>,
+) -> Option<String> {
+    for w in expected.keys().filter(|w| !reports.contains_key(*w)) {
+        let Some(pod) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(w)) else {
+            return Some(format!("worker pod {w} was deleted before it reported"));
+        };
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("");
+        if phase == "Failed" || phase == "Succeeded" {
+            let why = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| {
+                    format!(
+                        "exit code {}{}",
+                        t.exit_code,
+                        t.message
+                            .as_deref()
+                            .map(|m| format!(": {}", m.trim()))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_else(|| "no report".into());
+            return Some(format!(
+                "{} ended without a report ({why})",
+                describe_pod(w, pods)
+            ));
+        }
+    }
+    None
+}
+
+pub fn describe_pod(name: &str, pods: &[Pod]) -> String {
+    let node = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.node_name.clone());
+    match node {
+        Some(n) => format!("worker pod {name} on node {n}"),
+        None => format!("worker pod {name} (not scheduled)"),
+    }
 }

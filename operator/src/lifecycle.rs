@@ -1,0 +1,71 @@
+//! What every kind's phase machine shares: status writes by server-side apply under one field
+//! manager, Events, and time spent in a phase.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::context::Context;
+use crate::error::Result;
+
+pub const FIELD_MANAGER: &str = "netbench-operator";
+
+/// An Event to publish once the reconcile's status is written: (type, reason, note).
+pub type PendingEvent = (EventType, String, String);
+
+pub async fn write_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Publishes and clears `events`; a failed publish is logged, never fatal.
+pub async fn publish_events(
+    ctx: &Context,
+    reference: &ObjectReference,
+    events: &mut Vec<PendingEvent>,
+) {
+    if events.is_empty() {
+        return;
+    }
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    for (type_, reason, note) in events.drain(..) {
+        let ev = Event {
+            type_,
+            reason,
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, reference).await {
+            tracing::debug!("publishing an event failed: {e}");
+        }
+    }
+}
+
+/// Time since `t` (zero when unset or in the future).
+pub fn elapsed_since(t: &Option<Time>) -> Duration {
+    t.as_ref()
+        .map(|t| jiff::Timestamp::now().duration_since(t.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
+}
