@@ -19,6 +19,7 @@ pub mod labels;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+pub mod queue;
 pub mod reports;
 pub mod runs;
 pub mod target;

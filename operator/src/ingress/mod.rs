@@ -4,7 +4,6 @@
 
 pub mod phases;
 pub mod plan;
-pub mod queue;
 pub mod result;
 pub mod validate;
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -11,13 +11,13 @@ use kube::{Resource, ResourceExt};
 use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
 
-use super::{plan, queue, result, validate};
+use super::{plan, result, validate};
 use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::runs::RunSpec;
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
-use crate::{children, labels, reports, target, workers};
+use crate::runs::RunSpec;
+use crate::{children, labels, queue, reports, target, workers};
 
 /// How often a running step is checked (reports also wake the controller at once).
 const POLL: Duration = Duration::from_secs(2);
@@ -230,11 +230,8 @@ impl Run<'_> {
             return self.fail("InvalidSpec", message).await;
         }
         self.condition(INVALID, false, "Valid", "the spec is valid");
-        let all = Api::<IngressBenchmark>::all(self.ctx.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items;
-        if let Some(why) = queue::blocker(self.ib, &all) {
+        let all = queue::all(&self.ctx.client).await?;
+        if let Some(why) = queue::blocker(&queue::ingress(self.ib), &all) {
             self.set_phase(Phase::Queued, why);
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
@@ -567,4 +564,3 @@ impl Run<'_> {
         }))
     }
 }
-
