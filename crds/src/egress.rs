@@ -266,15 +266,24 @@ pub struct CaseResult {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct OffloadRecord {
+    /// The case the profile was applied for.
+    pub case: String,
     pub node: String,
     pub interface: String,
     pub profile: String,
-    /// Features as found before any change.
+    /// The requested features as found before any change.
     #[serde(default)]
     pub before: BTreeMap<String, bool>,
-    /// Features as set for the profile.
+    /// The requested features as the device reported them after the change.
     #[serde(default)]
     pub applied: BTreeMap<String, bool>,
+    /// Every kernel feature that changed (including ones the kernel switched as a consequence,
+    /// e.g. TSO follows checksumming), with its value before: what a restore writes back.
+    #[serde(default)]
+    pub restore: BTreeMap<String, bool>,
+    /// The apply Job has finished and before/applied/restore are known.
+    #[serde(default)]
+    pub recorded: bool,
     /// True once the features before have been written back.
     #[serde(default)]
     pub restored: bool,
