@@ -11,6 +11,9 @@ pub enum Error {
     Report(String),
     #[error("{0}")]
     Internal(String),
+    /// Not an error: a deletion waits for offload settings to be written back.
+    #[error("{0}")]
+    Pending(String),
 }
 
 impl Error {
@@ -21,6 +24,7 @@ impl Error {
             Error::Finalizer(_) => "FinalizerError",
             Error::Report(_) => "ReportError",
             Error::Internal(_) => "InternalError",
+            Error::Pending(_) => "Pending",
         }
     }
 }

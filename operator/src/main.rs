@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::Parser;
-use futures::StreamExt;
+use crds::{EgressBenchmark, IngressBenchmark};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -68,10 +68,12 @@ async fn main() -> anyhow::Result<()> {
         runs,
         wake: wake_tx,
     });
-    let wake = UnboundedReceiverStream::new(wake_rx)
-        .filter(|w| futures::future::ready(w.kind == operator::ingress::plan::KIND))
-        .map(|w| ObjectRef::new(&w.name).within(&w.namespace));
-    let controllers = operator::ingress::run(ctx, wake);
+    // Worker reports wake the controller of their benchmark's kind at once.
+    let (ingress_wake, egress_wake) = split_wake(wake_rx);
+    let controllers = futures::future::join(
+        operator::ingress::run(ctx.clone(), ingress_wake),
+        operator::egress::run(ctx, egress_wake),
+    );
     tokio::select! {
         _ = controllers => tracing::info!("controllers stopped"),
         _ = async { if config.leader_election { elector.hold().await } else { std::future::pending().await } } => {
@@ -81,4 +83,27 @@ async fn main() -> anyhow::Result<()> {
         r = server => tracing::error!("API server stopped: {r:?}"),
     }
     Ok(())
+}
+
+type WakeStream<K> = UnboundedReceiverStream<ObjectRef<K>>;
+
+/// Routes wake requests to the controller of their kind.
+fn split_wake(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<operator::context::Wake>,
+) -> (WakeStream<IngressBenchmark>, WakeStream<EgressBenchmark>) {
+    let (ingress_tx, ingress_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (egress_tx, egress_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(w) = rx.recv().await {
+            if w.kind == operator::egress::plan::KIND {
+                let _ = egress_tx.send(ObjectRef::new(&w.name).within(&w.namespace));
+            } else {
+                let _ = ingress_tx.send(ObjectRef::new(&w.name).within(&w.namespace));
+            }
+        }
+    });
+    (
+        UnboundedReceiverStream::new(ingress_rx),
+        UnboundedReceiverStream::new(egress_rx),
+    )
 }

@@ -177,6 +177,48 @@ impl Metrics {
         }
     }
 
+    /// Publishes a finished case: sender and receiver throughput, overhead, retransmits.
+    pub fn set_egress_case(&self, namespace: &str, name: &str, c: &crds::egress::CaseResult) {
+        let offload = c.offload_profile.as_deref().unwrap_or("none");
+        for (side, v) in [
+            ("sender", c.sender_bits_per_second),
+            ("receiver", c.receiver_bits_per_second),
+        ] {
+            self.egress_bits
+                .with_label_values(&[namespace, name, &c.name, side, offload])
+                .set(v);
+        }
+        let labels = [namespace, name, c.name.as_str()];
+        if let Some(o) = c.overhead_percent {
+            self.egress_overhead.with_label_values(&labels).set(o);
+        }
+        self.egress_retransmits
+            .with_label_values(&labels)
+            .set(c.retransmits as f64);
+    }
+
+    /// Drops a deleted benchmark's case series.
+    pub fn forget_egress_case(
+        &self,
+        namespace: &str,
+        name: &str,
+        case: &str,
+        profile: Option<&str>,
+    ) {
+        let offload = profile.unwrap_or("none");
+        for side in ["sender", "receiver"] {
+            let _ = self
+                .egress_bits
+                .remove_label_values(&[namespace, name, case, side, offload]);
+        }
+        let _ = self
+            .egress_overhead
+            .remove_label_values(&[namespace, name, case]);
+        let _ = self
+            .egress_retransmits
+            .remove_label_values(&[namespace, name, case]);
+    }
+
     pub fn render(&self) -> String {
         let mut buf = vec![];
         TextEncoder::new()

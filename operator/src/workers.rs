@@ -66,6 +66,8 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
         value_env("NETBENCH_STEP", plan.step.to_string()),
         field_env("NETBENCH_WORKER", "metadata.name"),
         field_env("NETBENCH_NODE", "spec.nodeName"),
+        // A TCP server without a bind address registers this (the node's IP with hostNetwork).
+        field_env("NETBENCH_POD_IP", "status.podIP"),
         EnvVar {
             name: "NETBENCH_TOKEN".into(),
             value_from: Some(EnvVarSource {
@@ -148,37 +150,41 @@ fn resources(plan: &WorkerPlan) -> Option<ResourceRequirements> {
     })
 }
 
+/// Pins to one node by name. matchFields on metadata.name keeps the scheduler in the loop, so
+/// an unschedulable pod is reported instead of silently stuck (as with spec.nodeName).
+pub fn pin(affinity: &mut Affinity, node: &str) {
+    let term = NodeSelectorTerm {
+        match_fields: Some(vec![NodeSelectorRequirement {
+            key: "metadata.name".into(),
+            operator: "In".into(),
+            values: Some(vec![node.to_string()]),
+        }]),
+        ..Default::default()
+    };
+    let node_affinity = affinity
+        .node_affinity
+        .get_or_insert_with(NodeAffinity::default);
+    let required = node_affinity
+        .required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(|| NodeSelector {
+            node_selector_terms: vec![],
+        });
+    if required.node_selector_terms.is_empty() {
+        required.node_selector_terms.push(term);
+    } else {
+        // Terms are ORed; the pin must hold in every one of them.
+        for t in &mut required.node_selector_terms {
+            t.match_fields
+                .get_or_insert_with(Vec::new)
+                .extend(term.match_fields.clone().unwrap_or_default());
+        }
+    }
+}
+
 fn affinity(plan: &WorkerPlan) -> Option<Affinity> {
     let mut affinity = plan.affinity.clone().unwrap_or_default();
     if let Some(node) = &plan.node_name {
-        // matchFields on metadata.name pins by node name without bypassing the scheduler, so an
-        // unschedulable worker is reported instead of silently stuck.
-        let term = NodeSelectorTerm {
-            match_fields: Some(vec![NodeSelectorRequirement {
-                key: "metadata.name".into(),
-                operator: "In".into(),
-                values: Some(vec![node.clone()]),
-            }]),
-            ..Default::default()
-        };
-        let node_affinity = affinity
-            .node_affinity
-            .get_or_insert_with(NodeAffinity::default);
-        let required = node_affinity
-            .required_during_scheduling_ignored_during_execution
-            .get_or_insert_with(|| NodeSelector {
-                node_selector_terms: vec![],
-            });
-        if required.node_selector_terms.is_empty() {
-            required.node_selector_terms.push(term);
-        } else {
-            // Terms are ORed; the pin must hold in every one of them.
-            for t in &mut required.node_selector_terms {
-                t.match_fields
-                    .get_or_insert_with(Vec::new)
-                    .extend(term.match_fields.clone().unwrap_or_default());
-            }
-        }
+        pin(&mut affinity, node);
     }
     if plan.spread {
         let selector = LabelSelector {
@@ -200,6 +206,22 @@ fn affinity(plan: &WorkerPlan) -> Option<Affinity> {
             });
     }
     (affinity != Affinity::default()).then_some(affinity)
+}
+
+/// The names among `names` that no Node has (each looked up once).
+pub async fn missing_nodes<'a>(
+    client: &kube::Client,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Result<Vec<String>, kube::Error> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let mut missing = vec![];
+    let unique: std::collections::BTreeSet<&String> = names.into_iter().collect();
+    for n in unique {
+        if nodes.get_opt(n).await?.is_none() {
+            missing.push(n.clone());
+        }
+    }
+    Ok(missing)
 }
 
 #[cfg(test)]

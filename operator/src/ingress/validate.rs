@@ -1,8 +1,6 @@
 //! What the API server's schema and CEL rules cannot check: the operator's own permissions
 //! (set by the cluster admin) and that the named nodes exist.
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
 use kube::Client;
 
 use crds::ingress::IngressBenchmarkSpec;
@@ -44,13 +42,7 @@ pub async fn nodes_exist(
     client: &Client,
     spec: &IngressBenchmarkSpec,
 ) -> Result<Result<(), String>, kube::Error> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut missing = vec![];
-    for n in &spec.workers.node_names {
-        if nodes.get_opt(n).await?.is_none() {
-            missing.push(n.clone());
-        }
-    }
+    let missing = crate::workers::missing_nodes(client, &spec.workers.node_names).await?;
     Ok(if missing.is_empty() {
         Ok(())
     } else {

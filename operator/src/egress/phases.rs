@@ -1,0 +1,582 @@
+//! The run's phase machine: cases one after another, each with its offload profile applied
+//! before and restored after. Every handler is idempotent: a stale or restarted operator
+//! converges to the same children and status.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use loadgen::worker::protocol::Role;
+
+use crds::egress::CaseResult;
+use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, Phase};
+
+use super::offload::{self, Stage};
+use super::{plan, result, validate};
+use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, READY, WORKERS_SCHEDULED};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::lifecycle::{self, elapsed_since, PendingEvent};
+use crate::runs::RunSpec;
+use crate::{children, labels, queue, reports, workers};
+
+/// How often a running case or an offload Job is checked (reports also wake the controller).
+const POLL: Duration = Duration::from_secs(2);
+
+struct Run<'a> {
+    eb: &'a EgressBenchmark,
+    ctx: &'a Context,
+    ns: String,
+    name: String,
+    id: String,
+    generation: i64,
+    status: EgressBenchmarkStatus,
+    events: Vec<PendingEvent>,
+}
+
+enum Next {
+    Continue,
+    Wait(Action),
+}
+
+pub async fn apply(
+    eb: &EgressBenchmark,
+    ctx: &Context,
+    api: &Api<EgressBenchmark>,
+) -> Result<Action> {
+    // Act on the freshest object, not the cache: our own status writes may not be in it yet.
+    let eb = api.get(&eb.name_any()).await?;
+    let generation = eb.metadata.generation.unwrap_or(1);
+    let before = eb.status.clone().unwrap_or_default();
+    let mut run = Run {
+        eb: &eb,
+        ctx,
+        ns: eb.namespace().unwrap_or_default(),
+        name: eb.name_any(),
+        id: labels::run_id(&eb.uid().unwrap_or_default(), generation),
+        generation,
+        status: before.clone(),
+        events: vec![],
+    };
+    let mut action = Action::await_change();
+    if run.status.run.run_id.as_deref() != Some(run.id.as_str()) {
+        match run.retire_old_run().await? {
+            Some(wait) => action = wait,
+            None => run.start_new_run().await?,
+        }
+    }
+    if run.status.run.run_id.as_deref() == Some(run.id.as_str()) {
+        for _ in 0..8 {
+            let next = match run.status.run.phase.unwrap_or_default() {
+                Phase::Pending | Phase::Queued => run.pending().await?,
+                Phase::Preparing => run.preparing().await?,
+                Phase::Running => run.running().await?,
+                Phase::Collecting => run.collecting().await?,
+                Phase::Succeeded | Phase::Failed => run.finished().await?,
+            };
+            if let Next::Wait(a) = next {
+                action = a;
+                break;
+            }
+        }
+    }
+    if run.status != before {
+        lifecycle::write_status(api, &run.name, &run.status).await?;
+    }
+    ctx.metrics.set_phase(
+        plan::KIND,
+        &run.ns,
+        &run.name,
+        run.status.run.phase.unwrap_or_default(),
+    );
+    let reference = eb.object_ref(&());
+    lifecycle::publish_events(ctx, &reference, &mut run.events).await;
+    Ok(action)
+}
+
+/// Deletion: stop the workers, restore every offload change, then delete every child. The
+/// finalizer stays until the restore succeeded (a failure is retried and shown in status).
+pub async fn cleanup(
+    eb: &EgressBenchmark,
+    ctx: &Context,
+    api: &Api<EgressBenchmark>,
+) -> Result<Action> {
+    let ns = eb.namespace().unwrap_or_default();
+    let name = eb.name_any();
+    let selector = labels::benchmark_selector(plan::KIND, &name);
+    children::delete(&ctx.client, &ns, &selector, children::Sweep::PODS).await?;
+    let eb = api.get_opt(&name).await?.unwrap_or_else(|| eb.clone());
+    let mut status = eb.status.clone().unwrap_or_default();
+    if status.offload.iter().any(|r| !r.restored) {
+        let run = status.run.run_id.clone().unwrap_or_default();
+        let stage =
+            offload::restore(&ctx.client, &ctx.config, &eb, &run, &mut status.offload).await?;
+        if Some(&status) != eb.status.as_ref() {
+            lifecycle::write_status(api, &name, &status).await?;
+        }
+        if let Stage::Waiting(m) = stage {
+            return Err(Error::Pending(format!("deleting {ns}/{name}: {m}")));
+        }
+    }
+    let sweep = children::Sweep {
+        jobs: manages_jobs(&eb, &ctx.config),
+        ..children::Sweep::ALL
+    };
+    children::delete(&ctx.client, &ns, &selector, sweep).await?;
+    if let Some(id) = status.run.run_id.as_deref() {
+        ctx.runs.forget(id);
+    }
+    ctx.metrics.forget(plan::KIND, &ns, &name);
+    for c in &status.cases {
+        ctx.metrics
+            .forget_egress_case(&ns, &name, &c.name, c.offload_profile.as_deref());
+    }
+    Ok(Action::await_change())
+}
+
+/// Offload Jobs exist only for benchmarks with profiles in namespaces allowed them (and only
+/// there may the operator list or delete Jobs).
+fn manages_jobs(eb: &EgressBenchmark, config: &crate::config::Config) -> bool {
+    eb.spec.offload.is_some()
+        && config
+            .offload_namespaces
+            .allows(&eb.namespace().unwrap_or_default())
+}
+
+impl Run<'_> {
+    fn set_phase(&mut self, phase: Phase, message: impl Into<String>) {
+        let message = message.into();
+        if self.status.run.phase != Some(phase) {
+            let kind = if phase == Phase::Failed {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.events
+                .push((kind, format!("{phase:?}"), message.clone()));
+            self.status.run.phase_since = Some(conditions::now());
+        }
+        self.status.run.phase = Some(phase);
+        self.status.run.message = Some(message);
+    }
+
+    fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
+        conditions::set(
+            &mut self.status.run.conditions,
+            type_,
+            ok,
+            reason,
+            message,
+            Some(self.generation),
+        );
+    }
+
+    fn case_index(&self) -> u32 {
+        self.status.current_case.unwrap_or(0)
+    }
+
+    fn case_selector(&self, index: u32) -> String {
+        format!("{}={},{}={index}", labels::RUN, self.id, labels::STEP)
+    }
+
+    fn cases_summary(&self) -> String {
+        format!("{}/{}", self.status.cases.len(), self.eb.spec.cases.len())
+    }
+
+    /// Before a new generation starts: stop the old run's workers and write back what its
+    /// offload Jobs changed. Some(action) while that restore is still under way.
+    async fn retire_old_run(&mut self) -> Result<Option<Action>> {
+        let Some(old) = self.status.run.run_id.clone() else {
+            return Ok(None);
+        };
+        let selector = format!("{}={old}", labels::RUN);
+        children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::PODS).await?;
+        self.ctx.runs.forget(&old);
+        if !self.status.offload.iter().any(|r| !r.restored) {
+            return Ok(None);
+        }
+        let stage = offload::restore(
+            &self.ctx.client,
+            &self.ctx.config,
+            self.eb,
+            &old,
+            &mut self.status.offload,
+        )
+        .await?;
+        match stage {
+            Stage::Waiting(m) => {
+                self.status.run.message = Some(format!("the spec changed: {m} before the new run"));
+                Ok(Some(Action::requeue(POLL)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn start_new_run(&mut self) -> Result<()> {
+        if let Some(old) = self.status.run.run_id.clone() {
+            let sweep = children::Sweep {
+                jobs: manages_jobs(self.eb, &self.ctx.config),
+                ..children::Sweep::ALL
+            };
+            let selector = format!("{}={old}", labels::RUN);
+            children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;
+            if !self.status.run.phase.is_some_and(Phase::is_finished) {
+                self.events.push((
+                    EventType::Warning,
+                    "SpecChanged".into(),
+                    format!(
+                        "the spec changed during run {old}; it was stopped and a new run starts"
+                    ),
+                ));
+            }
+        }
+        self.status = EgressBenchmarkStatus::default();
+        self.status.run.run_id = Some(self.id.clone());
+        self.status.run.observed_generation = Some(self.generation);
+        self.status.run.start_time = Some(conditions::now());
+        self.status.cases_summary = Some(self.cases_summary());
+        self.set_phase(Phase::Pending, "accepted");
+        self.condition(READY, false, "Pending", "the run has not finished");
+        Ok(())
+    }
+
+    async fn fail(&mut self, reason: &str, message: String) -> Result<Next> {
+        self.condition(READY, false, reason, message.clone());
+        self.status.run.completion_time = Some(conditions::now());
+        self.set_phase(Phase::Failed, message);
+        Ok(Next::Continue)
+    }
+
+    async fn pending(&mut self) -> Result<Next> {
+        let spec = &self.eb.spec;
+        let refusal = match validate::permitted(spec, &self.ns, &self.ctx.config) {
+            Err(r) => Some(r),
+            Ok(()) => validate::nodes_exist(&self.ctx.client, spec).await?.err(),
+        };
+        if let Some(r) = refusal {
+            self.condition(INVALID, true, r.reason, r.message.clone());
+            return self.fail(r.reason, r.message).await;
+        }
+        self.condition(INVALID, false, "Valid", "the spec is valid");
+        let all = queue::all(&self.ctx.client).await?;
+        if let Some(why) = queue::blocker(&queue::egress(self.eb), &all) {
+            self.set_phase(Phase::Queued, why);
+            return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
+        }
+        self.status.current_case = Some(0);
+        let first = &self.eb.spec.cases[0].name;
+        self.set_phase(Phase::Preparing, format!("preparing case {first}"));
+        Ok(Next::Continue)
+    }
+
+    /// Restores the previous case's offload changes, applies this case's profile, then creates
+    /// the case's server and client.
+    async fn preparing(&mut self) -> Result<Next> {
+        let index = self.case_index();
+        let Some(case) = self.eb.spec.cases.get(index as usize) else {
+            return self.fail("InvalidSpec", format!("no case {index}")).await;
+        };
+        if self.status.offload.iter().any(|r| !r.restored) {
+            let stage = offload::restore(
+                &self.ctx.client,
+                &self.ctx.config,
+                self.eb,
+                &self.id,
+                &mut self.status.offload,
+            )
+            .await?;
+            self.note_restore(&stage);
+            if let Stage::Waiting(m) = stage {
+                self.status.run.message = Some(m);
+                return Ok(Next::Wait(Action::requeue(POLL)));
+            }
+        }
+        if case.offload_profile.is_some() {
+            let stage = offload::apply(
+                &self.ctx.client,
+                &self.ctx.config,
+                self.eb,
+                &self.id,
+                case,
+                &mut self.status.offload,
+            )
+            .await?;
+            match stage {
+                Stage::Waiting(m) => {
+                    self.status.run.message = Some(m);
+                    self.condition(
+                        OFFLOAD_RESTORED,
+                        false,
+                        "Applied",
+                        "offload settings are changed for a case",
+                    );
+                    return Ok(Next::Wait(Action::requeue(POLL)));
+                }
+                Stage::Failed(m) => return self.fail("OffloadFailed", m).await,
+                Stage::Done => {}
+            }
+        }
+        self.create_workers(index).await?;
+        let n = plan::workers(self.eb, &self.id, index).len();
+        self.set_phase(
+            Phase::Running,
+            format!("case {}: {n} worker pod(s) started", case.name),
+        );
+        Ok(Next::Wait(Action::requeue(POLL)))
+    }
+
+    fn note_restore(&mut self, stage: &Stage) {
+        let problems = offload::restore_problems(&self.status.offload);
+        if !problems.is_empty() {
+            let m = format!("restore failed, retrying: {}", problems.join("; "));
+            self.condition(OFFLOAD_RESTORED, false, "RestoreFailed", m);
+        } else if *stage == Stage::Done && !self.status.offload.is_empty() {
+            self.condition(
+                OFFLOAD_RESTORED,
+                true,
+                "Restored",
+                "every offload change was written back",
+            );
+        }
+    }
+
+    async fn announce(&mut self, index: u32) -> Result<()> {
+        let secret = labels::token_secret_name(&self.name, &self.id);
+        let token = children::ensure_token(
+            &self.ctx.client,
+            &self.ns,
+            &secret,
+            labels::run_labels(plan::KIND, &self.name, &self.id),
+            plan::owner(self.eb),
+        )
+        .await?;
+        self.ctx.runs.announce(
+            &self.id,
+            RunSpec {
+                kind: plan::KIND.into(),
+                namespace: self.ns.clone(),
+                benchmark: self.name.clone(),
+                uid: self.eb.uid().unwrap_or_default(),
+                token,
+                step: index,
+                workers: plan::worker_roles(self.eb, &self.id, index),
+            },
+        );
+        Ok(())
+    }
+
+    async fn create_workers(&mut self, index: u32) -> Result<()> {
+        self.announce(index).await?;
+        let pods: Vec<_> = plan::workers(self.eb, &self.id, index)
+            .iter()
+            .map(|p| workers::pod(p, &self.ctx.config))
+            .collect();
+        children::create_pods(&self.ctx.client, &self.ns, &pods).await?;
+        Ok(())
+    }
+
+    async fn running(&mut self) -> Result<Next> {
+        let index = self.case_index();
+        let case = &self.eb.spec.cases[index as usize];
+        if !self.ctx.runs.is_announced(&self.id, index) {
+            self.announce(index).await?;
+        }
+        // Pods first, then reports: a worker exits only after its report is stored.
+        let pods =
+            children::list_pods(&self.ctx.client, &self.ns, &self.case_selector(index)).await?;
+        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
+        let client = plan::client_name(self.eb, &self.id, index);
+        if reports.contains_key(&client) {
+            self.set_phase(Phase::Collecting, format!("case {}: collecting", case.name));
+            return Ok(Next::Continue);
+        }
+        let expected = plan::worker_roles(self.eb, &self.id, index);
+        let scheduled = pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .count();
+        self.condition(
+            WORKERS_SCHEDULED,
+            scheduled == expected.len(),
+            "Scheduling",
+            format!("{scheduled}/{} worker(s) scheduled", expected.len()),
+        );
+        let clients = BTreeMap::from([(client.clone(), Role::Client)]);
+        let problem = children::worker_problem(&clients, &pods, &reports)
+            .or_else(|| server_problem(&expected, &pods));
+        if let Some(p) = problem {
+            return self
+                .fail("WorkerFailed", format!("case {}: {p}", case.name))
+                .await;
+        }
+        let deadline = plan::case_deadline(case, self.ctx.config.worker_start_timeout());
+        if elapsed_since(&self.status.run.phase_since) > deadline {
+            let m = format!(
+                "case {}: {} never reported within {}s",
+                case.name,
+                children::describe_pod(&client, &pods),
+                deadline.as_secs()
+            );
+            return self.fail("WorkerTimeout", m).await;
+        }
+        Ok(Next::Wait(Action::requeue(POLL)))
+    }
+
+    async fn collecting(&mut self) -> Result<Next> {
+        let index = self.case_index();
+        let case = &self.eb.spec.cases[index as usize];
+        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
+        let client = plan::client_name(self.eb, &self.id, index);
+        let Some(report) = reports.get(&client) else {
+            return self
+                .fail(
+                    "BadReport",
+                    format!("case {}: the client's report is gone", case.name),
+                )
+                .await;
+        };
+        let pods =
+            children::list_pods(&self.ctx.client, &self.ns, &self.case_selector(index)).await?;
+        let server_node = pods
+            .iter()
+            .find(|p| {
+                p.metadata.name.as_deref() == Some(&plan::server_name(self.eb, &self.id, index))
+            })
+            .and_then(|p| p.spec.as_ref()?.node_name.clone());
+        let (measured, stream_errors) = match result::case_result(case, report, server_node) {
+            Ok(r) => r,
+            Err(e) => return self.fail("BadReport", e).await,
+        };
+        self.record_case(measured);
+        if self.eb.spec.cleanup != CleanupPolicy::Never {
+            children::delete(
+                &self.ctx.client,
+                &self.ns,
+                &self.case_selector(index),
+                children::Sweep::PODS,
+            )
+            .await?;
+        }
+        if !stream_errors.is_empty() {
+            let m = format!(
+                "case {}: {} stream(s) ended early: {}",
+                case.name,
+                stream_errors.len(),
+                stream_errors.join("; ")
+            );
+            return self.fail("StreamFailed", m).await;
+        }
+        if let Some(next) = self.eb.spec.cases.get(index as usize + 1) {
+            self.status.current_case = Some(index + 1);
+            let m = format!("preparing case {}", next.name);
+            self.set_phase(Phase::Preparing, m);
+            return Ok(Next::Continue);
+        }
+        self.condition(READY, true, "Succeeded", "all cases measured");
+        self.status.run.completion_time = Some(conditions::now());
+        let m = format!("{} case(s) measured", self.status.cases.len());
+        self.set_phase(Phase::Succeeded, m);
+        Ok(Next::Continue)
+    }
+
+    fn record_case(&mut self, r: CaseResult) {
+        self.events.push((
+            EventType::Normal,
+            "CaseMeasured".into(),
+            format!(
+                "case {}: {} received, {} retransmits",
+                r.name,
+                result::format_bits(r.receiver_bits_per_second),
+                r.retransmits
+            ),
+        ));
+        self.status.cases.retain(|c| c.name != r.name);
+        self.status.cases.push(r);
+        result::set_overheads(&mut self.status.cases, plan::baseline(self.eb));
+        let (best, overhead) = result::summary(&self.status.cases);
+        self.status.best = best;
+        self.status.overhead = overhead;
+        self.status.cases_summary = Some(self.cases_summary());
+        for c in &self.status.cases {
+            self.ctx.metrics.set_egress_case(&self.ns, &self.name, c);
+        }
+    }
+
+    /// Succeeded or Failed: offload written back first, then the children go per policy.
+    async fn finished(&mut self) -> Result<Next> {
+        // The workers stop first so they no longer load the nodes being restored.
+        let failed = self.status.run.phase == Some(Phase::Failed);
+        let keep_pods = match self.eb.spec.cleanup {
+            CleanupPolicy::Always => false,
+            CleanupPolicy::OnSuccess => failed,
+            CleanupPolicy::Never => true,
+        };
+        let selector = format!("{}={}", labels::RUN, self.id);
+        if !keep_pods {
+            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::PODS).await?;
+        }
+        if self.status.offload.iter().any(|r| !r.restored) {
+            let stage = offload::restore(
+                &self.ctx.client,
+                &self.ctx.config,
+                self.eb,
+                &self.id,
+                &mut self.status.offload,
+            )
+            .await?;
+            self.note_restore(&stage);
+            if let Stage::Waiting(m) = stage {
+                self.status.run.message = Some(format!("{m} (the run has ended)"));
+                return Ok(Next::Wait(Action::requeue(POLL)));
+            }
+        } else {
+            self.note_restore(&Stage::Done);
+        }
+        let sweep = children::Sweep {
+            pods: !keep_pods,
+            secrets: !keep_pods,
+            reports: true,
+            jobs: manages_jobs(self.eb, &self.ctx.config),
+        };
+        children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;
+        self.ctx.runs.forget(&self.id);
+        Ok(Next::Wait(Action::await_change()))
+    }
+}
+
+/// An in-cluster server that is gone or failed before the client reported.
+fn server_problem(expected: &BTreeMap<String, Role>, pods: &[Pod]) -> Option<String> {
+    let (server, _) = expected.iter().find(|(_, r)| **r == Role::Server)?;
+    let Some(pod) = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(server))
+    else {
+        return Some(format!("server pod {server} was deleted"));
+    };
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    (phase == Some("Failed")).then(|| {
+        let why = pod
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.container_statuses
+                    .as_ref()?
+                    .first()?
+                    .state
+                    .as_ref()?
+                    .terminated
+                    .clone()
+            })
+            .and_then(|t| t.message)
+            .unwrap_or_default();
+        format!(
+            "{} failed: {}",
+            children::describe_pod(server, pods),
+            why.trim()
+        )
+    })
+}

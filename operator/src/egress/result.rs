@@ -1,0 +1,120 @@
+//! A case's result from its client's report, and the comparisons across cases (overhead
+//! against the baseline, the best case) for status and printer columns. Pure.
+
+use crds::egress::{CaseResult, EgressCase};
+use loadgen::tcp::TcpReport;
+use loadgen::worker::protocol::FinalReport;
+
+/// The case's result; Err when the report is unreadable. Stream errors are returned beside
+/// the result so the run can fail without losing what was measured.
+pub fn case_result(
+    case: &EgressCase,
+    client: &FinalReport,
+    server_node: Option<String>,
+) -> Result<(CaseResult, Vec<String>), String> {
+    let report: TcpReport = serde_json::from_value(client.report.clone())
+        .map_err(|e| format!("case {}: unreadable tcp report: {e}", case.name))?;
+    let result = CaseResult {
+        name: case.name.clone(),
+        offload_profile: case.offload_profile.clone(),
+        client_node: client.node.clone(),
+        server_node,
+        sender_bits_per_second: round(report.sender.bits_per_second),
+        receiver_bits_per_second: round(report.receiver.bits_per_second),
+        retransmits: report.retransmits,
+        rtt_micros: report.mean_rtt_us.map(round),
+        client_cpu_percent: round2(report.cpu.client.total_percent),
+        server_cpu_percent: round2(report.cpu.server.total_percent),
+        overhead_percent: None,
+    };
+    Ok((result, report.stream_errors()))
+}
+
+fn round(v: f64) -> f64 {
+    v.round()
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// Sets every non-baseline case's overheadPercent: the receiver throughput it lost against the
+/// baseline (negative when faster). Without a measured baseline nothing is set.
+pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
+    let Some(base) = cases
+        .iter()
+        .find(|c| c.name == baseline)
+        .map(|c| c.receiver_bits_per_second)
+        .filter(|b| *b > 0.0)
+    else {
+        return;
+    };
+    for c in cases.iter_mut() {
+        c.overhead_percent =
+            (c.name != baseline).then(|| round2((1.0 - c.receiver_bits_per_second / base) * 100.0));
+    }
+}
+
+/// "9.41 Gbit/s", "812.3 Mbit/s".
+pub fn format_bits(bps: f64) -> String {
+    match bps {
+        b if b >= 1e9 => format!("{:.2} Gbit/s", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} Mbit/s", b / 1e6),
+        b => format!("{:.0} kbit/s", b / 1e3),
+    }
+}
+
+/// The printer columns: the best receiver throughput and the largest overhead.
+pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
+    let best = cases
+        .iter()
+        .max_by(|a, b| {
+            a.receiver_bits_per_second
+                .total_cmp(&b.receiver_bits_per_second)
+        })
+        .map(|c| format!("{} ({})", format_bits(c.receiver_bits_per_second), c.name));
+    let overhead = cases
+        .iter()
+        .filter_map(|c| c.overhead_percent.map(|o| (o, &c.name)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(o, name)| format!("{o:.1}% ({name})"));
+    (best, overhead)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, bps: f64) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            receiver_bits_per_second: bps,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn overhead_is_against_the_baseline() {
+        let mut cases = vec![
+            case("node", 10e9),
+            case("vxlan", 9e9),
+            case("csum-off", 2.5e9),
+        ];
+        set_overheads(&mut cases, "node");
+        assert_eq!(cases[0].overhead_percent, None);
+        assert_eq!(cases[1].overhead_percent, Some(10.0));
+        assert_eq!(cases[2].overhead_percent, Some(75.0));
+        let (best, overhead) = summary(&cases);
+        assert_eq!(best.unwrap(), "10.00 Gbit/s (node)");
+        assert_eq!(overhead.unwrap(), "75.0% (csum-off)");
+    }
+
+    #[test]
+    fn no_baseline_no_overhead() {
+        let mut cases = vec![case("vxlan", 9e9)];
+        set_overheads(&mut cases, "node");
+        assert_eq!(cases[0].overhead_percent, None);
+        assert_eq!(summary(&cases).1, None);
+        assert_eq!(format_bits(812.34e6), "812.3 Mbit/s");
+    }
+}

@@ -1,0 +1,185 @@
+//! What the API server's schema and CEL rules cannot check: what the cluster admin allows this
+//! namespace (hostNetwork workers, privileged offload Jobs), that every offload setting knows
+//! its nodes, and that the named nodes exist.
+
+use std::collections::BTreeSet;
+
+use kube::Client;
+
+use crds::egress::{EgressBenchmarkSpec, EgressCase, OffloadProfile};
+
+use crate::config::Config;
+
+/// Why a benchmark cannot run: `reason` is the Invalid condition's reason.
+#[derive(Debug, PartialEq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    fn not_permitted(message: String) -> Refusal {
+        Refusal {
+            reason: "NotPermitted",
+            message,
+        }
+    }
+    fn invalid(message: String) -> Refusal {
+        Refusal {
+            reason: "InvalidSpec",
+            message,
+        }
+    }
+}
+
+/// Checks that need no API calls.
+pub fn permitted(
+    spec: &EgressBenchmarkSpec,
+    namespace: &str,
+    config: &Config,
+) -> Result<(), Refusal> {
+    let uses_offload = spec.cases.iter().any(|c| c.offload_profile.is_some());
+    if uses_offload && !config.offload_namespaces.allows(namespace) {
+        return Err(Refusal::not_permitted(format!(
+            "privileged offload Jobs are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.offloadNamespaces)"
+        )));
+    }
+    let host_network: Vec<&str> = spec
+        .cases
+        .iter()
+        .filter(|c| c.client.host_network || c.server.host_network)
+        .map(|c| c.name.as_str())
+        .collect();
+    if !host_network.is_empty() && !config.host_network_namespaces.allows(namespace) {
+        return Err(Refusal::not_permitted(format!(
+            "hostNetwork workers (case {}) are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.hostNetworkNamespaces)",
+            host_network.join(", ")
+        )));
+    }
+    for case in &spec.cases {
+        if let Some(profile) = profile_of(spec, case) {
+            for s in &profile.settings {
+                if offload_nodes(s, case).is_empty() {
+                    return Err(Refusal::invalid(format!(
+                        "offload profile {}: the setting for {} lists no nodeNames and case {} pins neither client nor server to a node",
+                        profile.name, s.interface, case.name
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn profile_of<'a>(
+    spec: &'a EgressBenchmarkSpec,
+    case: &EgressCase,
+) -> Option<&'a OffloadProfile> {
+    let name = case.offload_profile.as_ref()?;
+    spec.offload
+        .as_ref()?
+        .profiles
+        .iter()
+        .find(|p| &p.name == name)
+}
+
+/// The nodes one setting changes for a case: its nodeNames, or the case's pinned client and
+/// in-cluster server nodes.
+pub fn offload_nodes(setting: &crds::egress::OffloadSetting, case: &EgressCase) -> Vec<String> {
+    if !setting.node_names.is_empty() {
+        return setting.node_names.clone();
+    }
+    let server = case
+        .server
+        .address
+        .is_none()
+        .then_some(case.server.node_name.as_ref())
+        .flatten();
+    let nodes: BTreeSet<String> = [case.client.node_name.as_ref(), server]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    nodes.into_iter().collect()
+}
+
+/// Every node named by a case or an offload setting must exist.
+pub async fn nodes_exist(
+    client: &Client,
+    spec: &EgressBenchmarkSpec,
+) -> Result<Result<(), Refusal>, kube::Error> {
+    let mut names = vec![];
+    for c in &spec.cases {
+        names.extend(c.client.node_name.iter().cloned());
+        names.extend(c.server.node_name.iter().cloned());
+    }
+    for p in spec.offload.iter().flat_map(|o| &o.profiles) {
+        for s in &p.settings {
+            names.extend(s.node_names.iter().cloned());
+        }
+    }
+    let missing = crate::workers::missing_nodes(client, &names).await?;
+    Ok(if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::invalid(format!(
+            "node {} does not exist",
+            missing.join(", ")
+        )))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NamespaceList;
+
+    fn spec(yaml: &str) -> EgressBenchmarkSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const OFFLOAD: &str = "{offload: {profiles: [{name: off, settings: [{interface: vx0, features: {tx-checksumming: false}}]}]}, cases: [{name: a, client: {nodeName: n1}, server: {address: 198.18.20.2}, offloadProfile: off}]}";
+
+    #[test]
+    fn offload_jobs_need_the_admins_permission() {
+        let s = spec(OFFLOAD);
+        let mut c = Config::for_tests();
+        let err = permitted(&s, "team-a", &c).unwrap_err();
+        assert_eq!(err.reason, "NotPermitted");
+        assert!(
+            err.message
+                .contains("offload Jobs are not enabled for namespace team-a"),
+            "{}",
+            err.message
+        );
+        c.offload_namespaces = NamespaceList::parse("team-*");
+        assert_eq!(permitted(&s, "team-a", &c), Ok(()));
+    }
+
+    #[test]
+    fn host_network_needs_the_admins_permission() {
+        let s = spec("{cases: [{name: n2n, client: {hostNetwork: true}, server: {hostNetwork: true}}, {name: p, client: {}, server: {}}]}");
+        let mut c = Config::for_tests();
+        let err = permitted(&s, "team-a", &c).unwrap_err();
+        assert!(err.message.contains("(case n2n)"), "{}", err.message);
+        c.host_network_namespaces = NamespaceList::parse("team-a");
+        assert_eq!(permitted(&s, "team-a", &c), Ok(()));
+    }
+
+    #[test]
+    fn a_setting_without_nodes_follows_the_case() {
+        let s = spec(OFFLOAD);
+        let setting = &s.offload.as_ref().unwrap().profiles[0].settings[0];
+        assert_eq!(offload_nodes(setting, &s.cases[0]), ["n1"]);
+        let unpinned = spec(&OFFLOAD.replace("{nodeName: n1}", "{}"));
+        let mut c = Config::for_tests();
+        c.offload_namespaces = NamespaceList::parse("*");
+        let err = permitted(&unpinned, "x", &c).unwrap_err();
+        assert_eq!(err.reason, "InvalidSpec");
+        assert!(
+            err.message.contains("lists no nodeNames"),
+            "{}",
+            err.message
+        );
+    }
+}
