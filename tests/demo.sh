@@ -3,6 +3,7 @@
 # bring up the local Kubernetes cluster (tests/cluster), install the CRDs and the operator,
 # run deploy/examples/ingress-simple.yaml against the in-cluster nginx, and print the result.
 #   tests/demo.sh [EXAMPLE.yaml]      the cluster stays up; tests/cluster/down.sh removes it
+#   e.g. tests/demo.sh deploy/examples/egress-pod-to-pod.yaml
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 example=${1:-$repo/deploy/examples/ingress-simple.yaml}
@@ -20,6 +21,7 @@ for _ in $(seq 1 600); do
     sleep 1
 done
 kubectl get "$kind"
-kubectl get -f "$example" -o jsonpath='{.status.steps[*].latencyMs}{"\n"}'
+# The result as the user reads it: the status block (steps for ingress, cases for egress).
+kubectl get -f "$example" -o yaml | sed -n '/^status:/,$p'
 printf '\nThe cluster stays up:\n%s\n' "$env_lines"
 [[ $phase == Succeeded ]]
