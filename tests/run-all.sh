@@ -6,7 +6,8 @@
 #     iperf3 and network namespaces
 #  4. the real cluster (tests/cluster): smoke test, CRDs and examples against the API server
 #  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
-#  6. end-to-end: operator and loadgen images from this checkout, the e2e tests, then the chart
+#  6. end-to-end: operator and loadgen images from this checkout, the e2e tests (IngressBenchmark,
+#     EgressBenchmark on tests/e2e/egress-net.sh's devices and namespace), then the chart
 #     and plain manifests installed for real with Prometheus checking the dashboard; cluster down
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,8 @@ step "Helm chart, dashboard and deploy/ (static)"
 tests/chart/static.sh
 
 step "end-to-end tests"
-trap 'tests/cluster/down.sh >/dev/null 2>&1 || true' EXIT
+# The egress tests' topology (devices of ours in the root namespace) goes even if a test leaks it.
+trap 'tests/e2e/egress-net.sh down >/dev/null 2>&1 || true; tests/cluster/down.sh >/dev/null 2>&1 || true' EXIT
 eval "$(tests/e2e/setup.sh)"
 cargo test -p e2e --no-fail-fast -- --test-threads=1 2>&1
 

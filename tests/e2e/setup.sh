@@ -2,7 +2,9 @@
 # Brings up the test cluster with everything the e2e tests need: the nginx target
 # (nginx-target.netbench-target), the CRDs, and the operator and loadgen images built from this
 # checkout as static binaries, with the operator installed from deploy/ (the manifests rendered
-# from the chart) plus the permissions the tests exercise (sweeps; see sweep-rbac.yaml).
+# from the chart) plus the permissions the tests exercise: sweeps anywhere (sweep-rbac.yaml), and
+# hostNetwork workers and offload Jobs in the egress tests' e2e-egpriv-* namespaces only
+# (egress-rbac.yaml), so other namespaces (e2e-egdeny-*, the ingress tests') are still refused.
 # Idempotent. Prints the environment lines (KUBECONFIG, PATH) like tests/cluster/up.sh.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,8 +26,10 @@ kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
+kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
 kc -n netbench-system set env deployment/netbench-operator \
-    NETBENCH_SWEEP_NAMESPACES='*' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 >&2
+    NETBENCH_SWEEP_NAMESPACES='*' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
+    NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 # (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)

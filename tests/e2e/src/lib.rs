@@ -3,11 +3,15 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod egress_net;
+pub use egress_net::EgressNet;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
 use serde_json::Value;
@@ -55,7 +59,14 @@ impl Drop for TestNs {
         if std::thread::panicking() {
             eprintln!("--- state of {} at failure:", self.name);
             let _ = std::process::Command::new("kubectl")
-                .args(["-n", &self.name, "get", "pods,ib,eb,events", "-o", "wide"])
+                .args([
+                    "-n",
+                    &self.name,
+                    "get",
+                    "pods,jobs,ib,eb,events",
+                    "-o",
+                    "wide",
+                ])
                 .status();
             let _ = std::process::Command::new("kubectl")
                 .args(["-n", &self.name, "get", "ib,eb", "-o", "yaml"])
@@ -144,6 +155,61 @@ pub async fn wait_phase(
     }
 }
 
+/// Polls until `ready` holds for the benchmark (as JSON); returns it.
+pub async fn wait_until(
+    client: &Client,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    ready: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let v = get_benchmark(client, kind, ns, name).await?;
+        if ready(&v) {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "{kind} {ns}/{name}: no {what} within {timeout:?}; status: {:#}",
+                v["status"]
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The first data row of a `kubectl get` table, by column header. Cells may hold spaces
+/// ("15.3 Gbit/s"): each cell runs from its header's offset to the next header's.
+pub fn table_row(table: &str) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut lines = table.lines();
+    let header = lines.next().context("no header line")?;
+    let row = lines.next().context("no data row")?;
+    let mut starts: Vec<(usize, &str)> = Vec::new();
+    let mut offset = 0;
+    for word in header.split_whitespace() {
+        let at = offset + header[offset..].find(word).expect("word of the header");
+        starts.push((at, word));
+        offset = at + word.len();
+    }
+    let cell = |from: usize, to: usize| {
+        row.get(from.min(row.len())..to.min(row.len()))
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    Ok(starts
+        .iter()
+        .enumerate()
+        .map(|(i, (at, word))| {
+            let end = starts.get(i + 1).map_or(row.len(), |(next, _)| *next);
+            (word.to_string(), cell(*at, end))
+        })
+        .collect())
+}
+
 pub async fn get_benchmark(client: &Client, kind: &str, ns: &str, name: &str) -> Result<Value> {
     let v = match kind {
         "IngressBenchmark" => serde_json::to_value(
@@ -160,42 +226,88 @@ pub async fn get_benchmark(client: &Client, kind: &str, ns: &str, name: &str) ->
     Ok(v)
 }
 
+/// Label selector of everything the operator creates.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by=netbench-operator";
+
 /// Pods the operator created in `ns`.
 pub async fn worker_pods(client: &Client, ns: &str) -> Result<Vec<Pod>> {
     Ok(Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=netbench-operator"))
+        .list(&ListParams::default().labels(MANAGED_BY))
         .await?
         .items)
 }
 
-/// Waits until no pod, Secret or ConfigMap of the operator is left in `ns`.
+/// Waits until no pod, Job, Secret or ConfigMap of the operator is left in `ns`.
 pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) -> Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let lp = ListParams::default().labels("app.kubernetes.io/managed-by=netbench-operator");
     loop {
-        let pods = Api::<Pod>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?
-            .items
-            .len();
-        let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?
-            .items
-            .len();
-        let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
-            .list(&lp)
-            .await?
-            .items
-            .len();
-        if pods + secrets + cms == 0 {
+        let left = children(client, ns).await?;
+        if left.is_empty() {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("children left in {ns}: {pods} pods, {secrets} secrets, {cms} configmaps");
+            bail!("children left in {ns}: {}", left.join(", "));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The operator's pods, Jobs, Secrets and ConfigMaps in `ns`, as "kind/name".
+pub async fn children(client: &Client, ns: &str) -> Result<Vec<String>> {
+    let lp = ListParams::default().labels(MANAGED_BY);
+    let mut left = Vec::new();
+    let names = |kind: &str, metas: Vec<kube::api::ObjectMeta>| {
+        metas
+            .into_iter()
+            .map(|m| format!("{kind}/{}", m.name.unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&lp).await?;
+    left.extend(names(
+        "pod",
+        pods.items.into_iter().map(|o| o.metadata).collect(),
+    ));
+    let jobs = Api::<Job>::namespaced(client.clone(), ns).list(&lp).await?;
+    left.extend(names(
+        "job",
+        jobs.items.into_iter().map(|o| o.metadata).collect(),
+    ));
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?;
+    left.extend(names(
+        "secret",
+        secrets.items.into_iter().map(|o| o.metadata).collect(),
+    ));
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?;
+    left.extend(names(
+        "configmap",
+        cms.items.into_iter().map(|o| o.metadata).collect(),
+    ));
+    Ok(left)
+}
+
+/// Every pod and Job in `ns`, whoever made them ("kind/name"): for "nothing was created" checks.
+pub async fn all_pods_and_jobs(client: &Client, ns: &str) -> Result<Vec<String>> {
+    let lp = ListParams::default();
+    let mut all = Vec::new();
+    for p in Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items
+    {
+        all.push(format!("pod/{}", p.metadata.name.unwrap_or_default()));
+    }
+    for j in Api::<Job>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items
+    {
+        all.push(format!("job/{}", j.metadata.name.unwrap_or_default()));
+    }
+    Ok(all)
 }
 
 /// kubectl with the test cluster's KUBECONFIG; returns stdout.
