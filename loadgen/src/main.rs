@@ -75,8 +75,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Http(cmd) => http(*cmd),
         Command::Merge(cmd) => merge(cmd),
-        Command::TcpServer(args) => tcp::cli::run_server(&args),
-        Command::TcpClient(args) => tcp::cli::run_client(&args),
+        Command::TcpServer(args) => tcp_server(&args),
+        Command::TcpClient(args) => tcp_client(&args),
         Command::Offload(args) => offload::cli::run(&args),
     };
     match result {
@@ -116,6 +116,32 @@ fn http(cmd: HttpCommand) -> anyhow::Result<()> {
         Output::Text => print!("{}", http_summary(&report, cmd.latency)),
     }
     Ok(())
+}
+
+/// Standalone, or under the operator (NETBENCH_OPERATOR_URL set): register the address
+/// clients must use, wait at the barrier, serve one test, exit.
+fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            let client = loadgen::worker::WorkerClient::new(env);
+            loadgen::worker::tcp::run_tcp_server(args, &client)?;
+            Ok(())
+        }
+        None => tcp::cli::run_server(args),
+    }
+}
+
+/// Standalone, or under the operator: connect to the server named at the barrier, push
+/// progress, deliver the report, then print it (and fail if streams ended early).
+fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            let client = loadgen::worker::WorkerClient::new(env);
+            let report = loadgen::worker::tcp::run_tcp_client(args, &client)?;
+            tcp::cli::finish_client(args, &report)
+        }
+        None => tcp::cli::run_client(args),
+    }
 }
 
 fn merge(cmd: MergeCommand) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! `offload get|set --interface IF [--feature NAME=on|off ...]`: JSON on stdout.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
@@ -25,8 +26,15 @@ pub enum OffloadAction {
         /// NAME=on|off; repeat for several.
         #[arg(short, long = "feature", value_name = "NAME=on|off", required = true)]
         features: Vec<String>,
+        /// Also write a one-line JSON summary here: {"interface", "before", "applied",
+        /// "restore"} (written even when a request was not honoured, so it can be undone).
+        #[arg(long, value_name = "PATH")]
+        summary_file: Option<PathBuf>,
     },
 }
+
+/// Kubernetes keeps at most this much of /dev/termination-log.
+const TERMINATION_LOG_MAX: usize = 4096;
 
 pub fn run(args: &OffloadArgs) -> anyhow::Result<()> {
     match &args.action {
@@ -34,12 +42,17 @@ pub fn run(args: &OffloadArgs) -> anyhow::Result<()> {
         OffloadAction::Set {
             interface,
             features,
+            summary_file,
         } => {
             let requests = features
                 .iter()
                 .map(|s| super::parse_setting(s))
                 .collect::<Result<Vec<_>, _>>()?;
             let report = super::set(interface, &requests)?;
+            // The summary first: if anything below fails, the change can still be undone.
+            if let Some(path) = summary_file {
+                write_summary(path, &report.summary())?;
+            }
             print_json(&report)?;
             if !report.not_applied.is_empty() {
                 bail!(
@@ -52,9 +65,77 @@ pub fn run(args: &OffloadArgs) -> anyhow::Result<()> {
     }
 }
 
+fn write_summary(path: &Path, summary: &super::SetSummary) -> anyhow::Result<()> {
+    let line = serde_json::to_string(summary).context("encoding the summary")? + "\n";
+    if line.len() > TERMINATION_LOG_MAX {
+        tracing::warn!(
+            bytes = line.len(),
+            "the summary is longer than a Kubernetes termination message keeps (4096 bytes)"
+        );
+    }
+    std::fs::write(path, line).with_context(|| format!("writing the summary to {}", path.display()))
+}
+
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value).context("encoding JSON")? + "\n";
     io::stdout()
         .write_all(text.as_bytes())
         .context("writing to stdout")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        offload: OffloadArgs,
+    }
+
+    #[test]
+    fn set_takes_an_optional_summary_file() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "set",
+            "-i",
+            "vx0",
+            "-f",
+            "tx-checksumming=off",
+            "--feature",
+            "gro=on",
+            "--summary-file",
+            "/dev/termination-log",
+        ])
+        .unwrap();
+        let OffloadAction::Set {
+            interface,
+            features,
+            summary_file,
+        } = cli.offload.action
+        else {
+            panic!("parsed as get");
+        };
+        assert_eq!(interface, "vx0");
+        assert_eq!(features, ["tx-checksumming=off", "gro=on"]);
+        assert_eq!(summary_file, Some(PathBuf::from("/dev/termination-log")));
+        let Ok(Cli {
+            offload:
+                OffloadArgs {
+                    action: OffloadAction::Set { summary_file, .. },
+                },
+        }) = Cli::try_parse_from(["x", "set", "-i", "vx0", "-f", "tx=off"])
+        else {
+            panic!("set without --summary-file");
+        };
+        assert_eq!(summary_file, None);
+        assert!(
+            Cli::try_parse_from(["x", "set", "-i", "vx0", "-f", "tx=off", "--summary-file"])
+                .is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["x", "get", "-i", "vx0", "--summary-file", "/tmp/x"]).is_err()
+        );
+    }
 }

@@ -74,6 +74,12 @@ fn legacy(name: &str) -> Option<(&'static str, &'static str)> {
         .map(|(long, _, pattern)| (*long, *pattern))
 }
 
+/// The name a feature appears under in [`RawFeatures::values`]: the long legacy name for a
+/// short one (`tx` -> `tx-checksumming`), any other name unchanged.
+pub(crate) fn listed_name(name: &str) -> &str {
+    legacy(name).map_or(name, |(long, _)| long)
+}
+
 impl RawFeatures {
     pub(crate) fn is_fixed(&self, bit: usize) -> bool {
         !self.hw[bit] || self.nochange[bit]

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use ethtool::{Ethtool, RawFeatures};
 pub use features::OnOff;
-use features::{not_applied, plan, PlanError};
+use features::{listed_name, not_applied, plan, PlanError};
 use netlink::NetlinkError;
 
 /// Linux interface names are at most 15 bytes (IFNAMSIZ - 1).
@@ -70,6 +70,42 @@ pub struct SetReport {
     pub fixed: Vec<String>,
     /// Requests the device did not end up honouring (a dependency refused them); empty on success.
     pub not_applied: Vec<String>,
+}
+
+/// `offload set --summary-file`: what a caller needs to undo the change, in one compact JSON
+/// line (it must fit a Kubernetes termination message, at most 4096 bytes). `before` and
+/// `applied` are keyed by the requested names as written (`tx-checksumming`, `tx`); `restore` is
+/// [`SetReport::restore`] (kernel names).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetSummary {
+    pub interface: String,
+    pub before: BTreeMap<String, bool>,
+    pub applied: BTreeMap<String, bool>,
+    pub restore: BTreeMap<String, bool>,
+}
+
+impl SetReport {
+    pub fn summary(&self) -> SetSummary {
+        let requested = |map: &BTreeMap<String, OnOff>| {
+            self.requested
+                .keys()
+                .filter_map(|name| {
+                    let value = map.get(listed_name(name))?;
+                    Some((name.clone(), *value == OnOff::On))
+                })
+                .collect()
+        };
+        SetSummary {
+            interface: self.interface.clone(),
+            before: requested(&self.before),
+            applied: requested(&self.after),
+            restore: self
+                .restore
+                .iter()
+                .map(|(name, v)| (name.clone(), *v == OnOff::On))
+                .collect(),
+        }
+    }
 }
 
 /// Parses `NAME=on|off`.
@@ -250,6 +286,21 @@ mod tests {
             ])
         );
         assert!(r.not_applied.is_empty());
+        let summary = r.summary();
+        assert_eq!(summary.interface, "vx0");
+        assert_eq!(summary.before, BTreeMap::from([("tx".to_string(), true)]));
+        assert_eq!(summary.applied, BTreeMap::from([("tx".to_string(), false)]));
+        assert_eq!(
+            summary.restore,
+            BTreeMap::from([
+                ("tx-checksum-ip-generic".to_string(), true),
+                ("tx-tcp-segmentation".to_string(), true)
+            ])
+        );
+        assert_eq!(
+            serde_json::to_string(&summary).unwrap(),
+            r#"{"interface":"vx0","before":{"tx":true},"applied":{"tx":false},"restore":{"tx-checksum-ip-generic":true,"tx-tcp-segmentation":true}}"#
+        );
     }
 
     #[test]

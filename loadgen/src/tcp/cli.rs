@@ -19,10 +19,11 @@ pub enum OutputFormat {
 /// Run a TCP stream test against a `netbench-loadgen tcp-server`.
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
-    /// Server to connect to.
+    /// Server to connect to. Required standalone; in worker mode (NETBENCH_OPERATOR_URL set)
+    /// the default is the first server registered at the barrier.
     #[arg(short = 'c', long = "client", value_name = "HOST")]
-    pub host: String,
-    /// Server port.
+    pub host: Option<String>,
+    /// Server port (with -c).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// Test duration in seconds (fractions allowed).
@@ -73,13 +74,19 @@ pub struct ServerArgs {
     /// Interface to listen on (SO_BINDTODEVICE).
     #[arg(long = "bind-dev", value_name = "IF")]
     pub bind_dev: Option<String>,
-    /// Serve one test, then exit.
+    /// Serve one test, then exit (always so in worker mode).
     #[arg(short = '1', long = "one-off")]
     pub one_off: bool,
+    /// Worker mode: the host (address or name) clients must connect to, registered with the
+    /// operator. Default: the -B address, else the IPv4 address of --bind-dev, else
+    /// $NETBENCH_POD_IP.
+    #[arg(long, value_name = "HOST")]
+    pub advertise: Option<String>,
 }
 
 impl ClientArgs {
-    pub fn config(&self) -> TcpClientConfig {
+    /// The test as configured, against `host:port`.
+    pub fn config_for(&self, host: &str, port: u16) -> TcpClientConfig {
         let direction = if self.reverse {
             Direction::Receive
         } else if self.bidir {
@@ -88,21 +95,44 @@ impl ClientArgs {
             self.direction.unwrap_or_default()
         };
         TcpClientConfig {
-            port: self.port,
+            port,
             duration: self.time,
             streams: self.parallel,
             len: self.len,
             direction,
             bind_addr: self.bind,
             bind_device: self.bind_dev.clone(),
-            ..TcpClientConfig::new(self.host.clone())
+            ..TcpClientConfig::new(host)
+        }
+    }
+
+    /// `--output json` or `-J`.
+    pub fn json(&self) -> bool {
+        self.json || self.output == OutputFormat::Json
+    }
+}
+
+impl ServerArgs {
+    pub fn config(&self) -> TcpServerConfig {
+        TcpServerConfig {
+            bind_addr: self.bind,
+            port: self.port,
+            bind_device: self.bind_dev.clone(),
+            one_off: self.one_off,
+            ..TcpServerConfig::default()
         }
     }
 }
 
 pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
-    let cfg = args.config();
-    let json = args.json || args.output == OutputFormat::Json;
+    let Some(host) = &args.host else {
+        bail!(
+            "tcp-client needs -c HOST (the server to connect to); only in worker mode \
+             (NETBENCH_OPERATOR_URL set) does the operator name the server"
+        );
+    };
+    let cfg = args.config_for(host, args.port);
+    let json = args.json();
     // Progress lines are best effort: a closed stdout must not abort the test.
     let mut print_interval = |p: &TcpProgress| {
         let _ = writeln!(
@@ -118,10 +148,16 @@ pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
         Some(&mut print_interval)
     };
     let report = client::run(&cfg, progress)?;
+    finish_client(args, &report)
+}
+
+/// Prints the report (text or JSON as asked) and fails if any stream ended early.
+pub fn finish_client(args: &ClientArgs, report: &super::TcpReport) -> anyhow::Result<()> {
+    let json = args.json();
     let text = if json {
-        serde_json::to_string_pretty(&report).context("encoding the report")? + "\n"
+        serde_json::to_string_pretty(report).context("encoding the report")? + "\n"
     } else {
-        render_text(&report)
+        render_text(report)
     };
     io::stdout()
         .write_all(text.as_bytes())
@@ -138,14 +174,10 @@ pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_server(args: &ServerArgs) -> anyhow::Result<()> {
-    let cfg = TcpServerConfig {
-        bind_addr: args.bind,
-        port: args.port,
-        bind_device: args.bind_dev.clone(),
-        one_off: args.one_off,
-        ..TcpServerConfig::default()
-    };
-    server::serve(&cfg, &AtomicBool::new(false))?;
+    if args.advertise.is_some() {
+        tracing::warn!("--advertise only matters in worker mode (NETBENCH_OPERATOR_URL set)");
+    }
+    server::serve(&args.config(), &AtomicBool::new(false))?;
     Ok(())
 }
 
@@ -180,6 +212,12 @@ mod tests {
         client: ClientArgs,
     }
 
+    #[derive(Parser)]
+    struct ServerCli {
+        #[command(flatten)]
+        server: ServerArgs,
+    }
+
     #[test]
     fn iperf3_style_flags() {
         let cli = Cli::try_parse_from([
@@ -197,7 +235,9 @@ mod tests {
             "198.18.0.1",
         ])
         .unwrap();
-        let cfg = cli.client.config();
+        let args = &cli.client;
+        assert_eq!(args.host.as_deref(), Some("198.18.0.2"));
+        let cfg = args.config_for(args.host.as_deref().unwrap(), args.port);
         assert_eq!(cfg.host, "198.18.0.2");
         assert_eq!(cfg.duration, Duration::from_millis(2500));
         assert_eq!(cfg.streams, 4);
@@ -213,5 +253,49 @@ mod tests {
         assert!(parse_seconds("-1").is_err());
         assert!(Cli::try_parse_from(["x", "-c", "h", "-R", "--bidir"]).is_err());
         assert_eq!(parse_len("1M"), Ok(1 << 20));
+    }
+
+    #[test]
+    fn client_host_is_optional_for_worker_mode() {
+        let cli = Cli::try_parse_from(["x", "-t", "3", "-P", "2", "--output", "json"]).unwrap();
+        let args = &cli.client;
+        assert_eq!(args.host, None);
+        assert!(args.json());
+        // The host and port come from the operator's barrier then.
+        let cfg = args.config_for("10.0.0.7", 6000);
+        assert_eq!((cfg.host.as_str(), cfg.port), ("10.0.0.7", 6000));
+        assert_eq!((cfg.duration, cfg.streams), (Duration::from_secs(3), 2));
+        // Standalone, a missing -c is a clear error, not a panic.
+        let err = run_client(args).unwrap_err().to_string();
+        assert!(err.contains("-c HOST"), "{err}");
+        assert!(Cli::try_parse_from(["x", "-J"]).unwrap().client.json());
+    }
+
+    #[test]
+    fn server_flags_including_advertise() {
+        let cli = ServerCli::try_parse_from([
+            "x",
+            "-B",
+            "198.18.0.2",
+            "-p",
+            "5300",
+            "--bind-dev",
+            "eth1",
+            "--advertise",
+            "node-b.example",
+            "-1",
+        ])
+        .unwrap();
+        let s = &cli.server;
+        assert_eq!(s.advertise.as_deref(), Some("node-b.example"));
+        let cfg = s.config();
+        assert_eq!(cfg.bind_addr, Some("198.18.0.2".parse().unwrap()));
+        assert_eq!(cfg.port, 5300);
+        assert_eq!(cfg.bind_device.as_deref(), Some("eth1"));
+        assert!(cfg.one_off);
+        let defaults = ServerCli::try_parse_from(["x"]).unwrap().server;
+        assert_eq!(defaults.advertise, None);
+        assert_eq!(defaults.config(), TcpServerConfig::default());
+        assert!(ServerCli::try_parse_from(["x", "--advertise"]).is_err());
     }
 }

@@ -27,6 +27,15 @@ pub enum TcpError {
     Rejected(String),
     #[error("protocol error: {0}")]
     Protocol(String),
+    #[error(
+        "no client started a test within {} s{}",
+        waited.as_secs(),
+        last_refusal.as_ref().map(|r| format!(" (last refused connection: {r})")).unwrap_or_default()
+    )]
+    NoTest {
+        waited: std::time::Duration,
+        last_refusal: Option<String>,
+    },
 }
 
 impl TcpError {

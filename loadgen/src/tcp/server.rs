@@ -81,6 +81,43 @@ impl TcpServer {
         Ok(())
     }
 
+    /// Serves exactly one test, which must start within `arrival` (worker mode: the client was
+    /// released from the same barrier). Connections that are not a valid test request (probes,
+    /// stray data connections, a client of another version) are refused and do not count; the
+    /// last such refusal is named if no test arrives in time.
+    pub fn serve_one(&self, arrival: Duration, shutdown: &AtomicBool) -> Result<(), TcpError> {
+        tracing::info!(addr = %self.local_addr()?, "tcp-server waiting for one test");
+        let deadline = Instant::now() + arrival;
+        let mut last_refusal = None;
+        loop {
+            if shutdown.load(Ordering::Relaxed) {
+                return Err(TcpError::Protocol("server shutting down".into()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(TcpError::NoTest {
+                    waited: arrival,
+                    last_refusal,
+                });
+            }
+            let Some((conn, peer)) = accept(&self.listener, left.min(POLL_INTERVAL))? else {
+                continue;
+            };
+            match self.read_test(&conn, peer) {
+                Ok(Some((cookie, test))) => {
+                    self.run_test(conn, &cookie, &test, shutdown)?;
+                    tracing::info!(%peer, "test done");
+                    return Ok(());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(%peer, "refused a connection: {e}");
+                    last_refusal = Some(format!("{peer}: {e}"));
+                }
+            }
+        }
+    }
+
     /// Serves the test a new connection asks for; `Ok(false)` if it was not a test (a stray data
     /// connection of an earlier test).
     fn handle_connection(
@@ -89,18 +126,33 @@ impl TcpServer {
         peer: SocketAddr,
         shutdown: &AtomicBool,
     ) -> Result<bool, TcpError> {
+        let Some((cookie, test)) = self.read_test(&conn, peer)? else {
+            return Ok(false);
+        };
+        self.run_test(conn, &cookie, &test, shutdown)?;
+        tracing::info!(%peer, "test done");
+        Ok(true)
+    }
+
+    /// Reads and checks a new connection's test request (refusing it with a reason if it is
+    /// bad); `Ok(None)` if it is a stray data connection of an earlier test.
+    fn read_test(
+        &self,
+        conn: &TcpStream,
+        peer: SocketAddr,
+    ) -> Result<Option<(String, TestParams)>, TcpError> {
         conn.set_read_timeout(Some(HELLO_TIMEOUT))
             .map_err(|e| TcpError::io("configuring a control connection", e))?;
-        let (cookie, test) = match read_message(&conn) {
+        let (cookie, test) = match read_message(conn) {
             Ok(Message::Hello { cookie, test, .. }) => (cookie, test),
             Ok(Message::Data { .. }) => {
                 tracing::debug!(%peer, "dropping a data connection that belongs to no running test");
-                return Ok(false);
+                return Ok(None);
             }
             Ok(other) => {
                 let e =
                     TcpError::Protocol(format!("expected a hello, got a {} message", other.kind()));
-                refuse(&conn, &e.to_string());
+                refuse(conn, &e.to_string());
                 return Err(e);
             }
             Err(TcpError::VersionMismatch { theirs, .. }) => {
@@ -108,26 +160,24 @@ impl TcpServer {
                     "control protocol version mismatch: the server speaks version {PROTOCOL_VERSION}, \
                      the client version {theirs}; run the same netbench-loadgen release on both ends"
                 );
-                refuse(&conn, &text);
+                refuse(conn, &text);
                 return Err(TcpError::VersionMismatch {
                     ours: PROTOCOL_VERSION,
                     theirs,
                 });
             }
             Err(e) => {
-                refuse(&conn, &e.to_string());
+                refuse(conn, &e.to_string());
                 return Err(e);
             }
         };
         if let Err(e) = validate_test(test.streams, test.len, test.duration()) {
-            refuse(&conn, &e.to_string());
+            refuse(conn, &e.to_string());
             return Err(e);
         }
         tracing::info!(%peer, streams = test.streams, direction = ?test.direction,
             seconds = test.duration().as_secs_f64(), len = test.len, "test starting");
-        self.run_test(conn, &cookie, &test, shutdown)?;
-        tracing::info!(%peer, "test done");
-        Ok(true)
+        Ok(Some((cookie, test)))
     }
 
     fn run_test(

@@ -3,5 +3,6 @@
 pub mod client;
 pub mod http;
 pub mod protocol;
+pub mod tcp;
 
 pub use client::{now_unix_ms, WorkerClient, WorkerEnv, WorkerError};

@@ -1,0 +1,241 @@
+//! TCP runs as workers. The server binds, registers the address clients must use
+//! (`Role::Server`, `listen = "host:port"`), waits at the barrier and serves exactly one test;
+//! it sends no report (the client's report carries the receiver's bytes and the server's CPU,
+//! which travel over the control connection). The client registers, waits at the barrier,
+//! connects to the first registered server (or `-c`), pushes progress every second and
+//! delivers the report.
+
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::tcp::cli::{ClientArgs, ServerArgs};
+use crate::tcp::client::TcpProgress;
+use crate::tcp::server::TcpServer;
+use crate::tcp::{TcpError, TcpReport};
+
+use super::protocol::{ProgressUpdate, Role, PROTOCOL_VERSION};
+use super::{now_unix_ms, WorkerClient, WorkerError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TcpWorkerError {
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    #[error(transparent)]
+    Tcp(#[from] TcpError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// How long a worker waits for the others at the barrier.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long the server waits, after the barrier, for its client to start the test.
+pub const CLIENT_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(120);
+/// The operator sets this from the pod's `status.podIP` (the node IP for a hostNetwork pod).
+pub const POD_IP_ENV: &str = "NETBENCH_POD_IP";
+
+/// Binds, registers, waits at the barrier, serves one test. Returns the registered address.
+pub fn run_tcp_server(args: &ServerArgs, client: &WorkerClient) -> Result<String, TcpWorkerError> {
+    let mut cfg = args.config();
+    cfg.one_off = true;
+    let server = TcpServer::bind(&cfg)?;
+    let port = server.local_addr()?.port();
+    let host = advertise_host(
+        args.advertise.as_deref(),
+        args.bind,
+        args.bind_dev.as_deref(),
+        std::env::var(POD_IP_ENV).ok(),
+    )?;
+    let listen = join_host_port(&host, port);
+    tracing::info!(listen, "registering as the server");
+    client.register(Role::Server, Some(listen.clone()))?;
+    client.wait_barrier(Role::Server, Some(listen.clone()), BARRIER_TIMEOUT)?;
+    server.serve_one(CLIENT_ARRIVAL_TIMEOUT, &AtomicBool::new(false))?;
+    Ok(listen)
+}
+
+/// Registers, waits at the barrier, runs the test against `-c` or the first registered server
+/// with progress pushed every second, delivers the report (even when streams ended early: the
+/// caller fails afterwards, so the operator still sees what happened).
+pub fn run_tcp_client(
+    args: &ClientArgs,
+    client: &WorkerClient,
+) -> Result<TcpReport, TcpWorkerError> {
+    client.register(Role::Client, None)?;
+    let barrier = client.wait_barrier(Role::Client, None, BARRIER_TIMEOUT)?;
+    let (host, port) = match &args.host {
+        Some(host) => (host.clone(), args.port),
+        None => {
+            let first = barrier.servers.first().ok_or_else(|| {
+                TcpWorkerError::Setup(
+                    "no server registered with the operator and no -c HOST given: nothing to connect to"
+                        .into(),
+                )
+            })?;
+            split_host_port(first).ok_or_else(|| {
+                TcpWorkerError::Setup(format!(
+                    "the operator listed server {first:?}, which is not host:port"
+                ))
+            })?
+        }
+    };
+    let cfg = args.config_for(&host, port);
+    let started_at = now_unix_ms();
+    // Pushed from a thread of its own: a slow operator must not delay the test's stop.
+    let (tx, rx) = mpsc::channel::<ProgressUpdate>();
+    let pusher = {
+        let client = client.clone();
+        std::thread::Builder::new()
+            .name("nb-progress".into())
+            .spawn(move || rx.iter().for_each(|u| client.progress(&u)))
+            .map_err(|e| TcpWorkerError::Setup(format!("starting the progress thread: {e}")))?
+    };
+    let env = client.env();
+    let mut sink = |p: &TcpProgress| {
+        let _ = tx.send(ProgressUpdate {
+            version: PROTOCOL_VERSION,
+            worker: env.worker.clone(),
+            step: env.step,
+            elapsed_s: p.elapsed_secs,
+            bits_per_second: p.interval_bits_per_second,
+            ..ProgressUpdate::default()
+        });
+    };
+    let result = crate::tcp::client::run(&cfg, Some(&mut sink));
+    drop(tx);
+    let _ = pusher.join();
+    let report = result?;
+    let json = serde_json::to_value(&report).expect("reports serialize");
+    client.report(started_at, json)?;
+    Ok(report)
+}
+
+/// The host clients must use: `--advertise`, else a specific `-B` address, else the IPv4
+/// address of `--bind-dev`, else the pod IP from the environment.
+pub fn advertise_host(
+    advertise: Option<&str>,
+    bind: Option<IpAddr>,
+    bind_dev: Option<&str>,
+    pod_ip: Option<String>,
+) -> Result<String, TcpWorkerError> {
+    if let Some(host) = advertise.filter(|h| !h.is_empty()) {
+        return Ok(host.to_string());
+    }
+    if let Some(ip) = bind.filter(|ip| !ip.is_unspecified()) {
+        return Ok(ip.to_string());
+    }
+    if let Some(dev) = bind_dev {
+        return interface_ipv4(dev).map(|ip| ip.to_string());
+    }
+    pod_ip.filter(|ip| !ip.is_empty()).ok_or_else(|| {
+        TcpWorkerError::Setup(format!(
+            "cannot tell clients where to connect: pass --advertise HOST, -B ADDR or --bind-dev IF, \
+             or set {POD_IP_ENV}"
+        ))
+    })
+}
+
+/// The first IPv4 address of interface `dev` in this network namespace.
+pub fn interface_ipv4(dev: &str) -> Result<IpAddr, TcpWorkerError> {
+    let addrs = if_addrs::get_if_addrs()
+        .map_err(|e| TcpWorkerError::Setup(format!("listing interface addresses: {e}")))?;
+    let on_dev: Vec<IpAddr> = addrs
+        .iter()
+        .filter(|a| a.name == dev)
+        .map(|a| a.ip())
+        .collect();
+    if on_dev.is_empty() {
+        return Err(TcpWorkerError::Setup(format!(
+            "interface {dev:?} has no address in this network namespace (or does not exist); \
+             pass --advertise HOST"
+        )));
+    }
+    on_dev.into_iter().find(IpAddr::is_ipv4).ok_or_else(|| {
+        TcpWorkerError::Setup(format!(
+            "interface {dev:?} has no IPv4 address; pass --advertise HOST"
+        ))
+    })
+}
+
+/// "host:port", with brackets around an IPv6 address.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
+/// Splits "host:port" or "[v6]:port".
+pub fn split_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    let host = match host.strip_prefix('[') {
+        Some(rest) => rest.strip_suffix(']')?,
+        None if host.contains(':') => return None,
+        None => host,
+    };
+    (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_round_trips_with_brackets_for_ipv6() {
+        assert_eq!(join_host_port("10.0.0.1", 5201), "10.0.0.1:5201");
+        assert_eq!(join_host_port("fd00::1", 5201), "[fd00::1]:5201");
+        assert_eq!(join_host_port("node-1.example", 80), "node-1.example:80");
+        assert_eq!(
+            split_host_port("[fd00::1]:5201"),
+            Some(("fd00::1".into(), 5201))
+        );
+        assert_eq!(
+            split_host_port("10.0.0.1:5201"),
+            Some(("10.0.0.1".into(), 5201))
+        );
+        for bad in [
+            "10.0.0.1",
+            "fd00::1:5201",
+            ":5201",
+            "h:port",
+            "[fd00::1:5201",
+            "h:70000",
+        ] {
+            assert_eq!(split_host_port(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn advertised_host_follows_the_documented_order() {
+        let pod = || Some("10.1.2.3".to_string());
+        let b: IpAddr = "198.18.0.2".parse().unwrap();
+        assert_eq!(
+            advertise_host(Some("svc.example"), Some(b), Some("lo"), pod()).unwrap(),
+            "svc.example"
+        );
+        assert_eq!(
+            advertise_host(None, Some(b), Some("lo"), pod()).unwrap(),
+            "198.18.0.2"
+        );
+        // An unspecified -B (0.0.0.0) says nothing about where clients should go.
+        assert_eq!(
+            advertise_host(None, Some("0.0.0.0".parse().unwrap()), Some("lo"), pod()).unwrap(),
+            "127.0.0.1",
+            "the IPv4 address of --bind-dev (lo)"
+        );
+        assert_eq!(advertise_host(None, None, None, pod()).unwrap(), "10.1.2.3");
+        let err = advertise_host(None, None, None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--advertise") && err.contains(POD_IP_ENV),
+            "{err}"
+        );
+        let err = advertise_host(None, None, Some("nb-no-such0"), pod())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nb-no-such0"), "{err}");
+    }
+}
