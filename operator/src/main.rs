@@ -74,12 +74,24 @@ async fn main() -> anyhow::Result<()> {
         operator::ingress::run(ctx.clone(), ingress_wake),
         operator::egress::run(ctx, egress_wake),
     );
-    tokio::select! {
-        _ = controllers => tracing::info!("controllers stopped"),
-        _ = async { if config.leader_election { elector.hold().await } else { std::future::pending().await } } => {
-            tracing::error!("lost the leader Lease; exiting so a fresh replica can follow");
-            std::process::exit(1);
+    // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
+    // releases the Lease so the next replica leads at once.
+    let leading = async {
+        if config.leader_election {
+            elector.lead(controllers).await.map(drop)
+        } else {
+            controllers.await;
+            Ok(())
         }
+    };
+    tokio::select! {
+        r = leading => match r {
+            Ok(()) => tracing::info!("controllers stopped"),
+            Err(e) => {
+                tracing::error!("{e}; exiting so a fresh replica can follow");
+                std::process::exit(1);
+            }
+        },
         r = server => tracing::error!("API server stopped: {r:?}"),
     }
     Ok(())
