@@ -92,8 +92,11 @@ fn http(cmd: HttpCommand) -> anyhow::Result<()> {
     let cfg = HttpConfig::from_options(&cmd.options)?;
     let sink: Option<loadgen::http::ProgressSink> = cmd.progress.then(|| {
         Box::new(|p: &loadgen::http::Progress| {
+            let p99 = p
+                .latency
+                .map_or_else(|| "-".to_string(), |l| format!("{:.2} ms", l.p99_ms));
             eprintln!(
-                "{:>5.1}s {} requests, {} errors, {:.0} req/s{}",
+                "{:>5.1}s {} requests, {} errors, {:.0} req/s, p99 {p99}{}",
                 p.elapsed.as_secs_f64(),
                 p.requests,
                 p.errors,

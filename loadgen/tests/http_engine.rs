@@ -137,6 +137,104 @@ fn progress_sink_gets_a_snapshot_every_second() {
     assert!(seen.last().unwrap().requests <= r.counters.requests);
 }
 
+/// Runs `opts` and returns every progress snapshot with the report.
+fn run_with_progress(o: &HttpOptions) -> (Vec<Progress>, loadgen::report::HttpReport) {
+    let cfg = HttpConfig::from_options(o).unwrap();
+    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
+    let sink = seen.clone();
+    let r = run(
+        &cfg,
+        Some(Box::new(move |p: &Progress| sink.lock().unwrap().push(*p))),
+    )
+    .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    (seen, r)
+}
+
+#[test]
+fn progress_carries_the_latency_of_each_interval_from_nginx() {
+    let nginx = Nginx::start();
+    // Two threads: the interval histograms are merged across them.
+    let (seen, r) = run_with_progress(&opts(nginx.url("/"), 4, 2, "3500ms"));
+    assert!(seen.len() >= 3, "{} snapshots", seen.len());
+    assert_eq!(r.counters.errors.total(), 0, "{:?}", r.counters);
+    let run_max_ms = r.latency.max_us as f64 / 1000.0;
+    for p in &seen {
+        let l = p.latency.expect("nginx answered in every second");
+        assert!(
+            0.0 < l.p50_ms && l.p50_ms <= l.p99_ms && l.p99_ms <= l.max_ms,
+            "{l:?}"
+        );
+        // Milliseconds of the same responses the report holds (1 % for the coarser histogram).
+        assert!(
+            l.max_ms <= run_max_ms * 1.01 + 0.001,
+            "interval max {} ms > run max {run_max_ms} ms",
+            l.max_ms
+        );
+        assert!(l.responses > 0 && l.responses <= p.requests, "{p:?}");
+        assert_eq!(p.errors_per_second, 0.0, "{p:?}");
+    }
+    // Each response is in one interval only: the intervals add up to (at most) the requests
+    // counted at the last snapshot, less what a thread had not handed over yet.
+    let handed: u64 = seen.iter().map(|p| p.latency.unwrap().responses).sum();
+    let last = seen.last().unwrap().requests;
+    assert!(
+        handed <= last && handed >= last / 2,
+        "{handed} responses in the intervals, {last} requests counted"
+    );
+    assert!(
+        seen.iter()
+            .any(|p| p.latency.unwrap().max_ms * 1000.0 >= r.latency.p50_us as f64),
+        "no interval reached the run's median: {seen:?}"
+    );
+}
+
+#[test]
+fn progress_latency_is_per_interval_not_cumulative() {
+    // Every response due between 1.2 s and 1.8 s waits until 1.8 s: one interval sees the
+    // stall, the ones before and after it do not.
+    let server = TinyServer::start(Behaviour::Stall {
+        from: Duration::from_millis(1200),
+        until: Duration::from_millis(1800),
+    });
+    let (seen, _) = run_with_progress(&opts(server.url(), 4, 1, "4500ms"));
+    let max: Vec<f64> = seen
+        .iter()
+        .map(|p| p.latency.map_or(0.0, |l| l.max_ms))
+        .collect();
+    assert!(max.len() >= 4, "{max:?}");
+    assert!(
+        max[0] < 300.0,
+        "the first second is before the stall: {max:?}"
+    );
+    let stalled = max.iter().position(|&m| m >= 400.0);
+    assert!(
+        matches!(stalled, Some(1 | 2)),
+        "the stall belongs to the 2nd (or, handed over late, the 3rd) interval: {max:?}"
+    );
+    assert!(
+        *max.last().unwrap() < 300.0,
+        "the stall must not stay in later intervals: {max:?}"
+    );
+}
+
+#[test]
+fn progress_counts_status_errors_per_second() {
+    let nginx = Nginx::start();
+    let (seen, r) = run_with_progress(&opts(nginx.url("/fail"), 2, 1, "2500ms"));
+    assert_eq!(r.counters.errors.status_5xx, r.counters.requests);
+    assert!(seen.len() >= 2, "{} snapshots", seen.len());
+    for p in &seen {
+        // Every response is a 500: errors per second match responses per second.
+        assert!(p.errors_per_second > 0.0, "{p:?}");
+        assert!(
+            (p.errors_per_second - p.rps).abs() <= 0.02 * p.rps + 5.0,
+            "{p:?}"
+        );
+        assert!(p.latency.is_some(), "5xx are responses with a latency");
+    }
+}
+
 #[test]
 fn open_loop_reaches_the_requested_rate() {
     let nginx = Nginx::start();

@@ -105,6 +105,7 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
                 };
                 let rt = rt?;
                 let stats = Rc::new(RefCell::new(ThreadStats::new(
+                    start,
                     clock.measure_start,
                     counters,
                 )));

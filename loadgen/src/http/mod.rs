@@ -34,5 +34,5 @@ mod tls;
 pub use config::{ConfigError, HttpConfig, HttpOptions, Scheme};
 pub use duration::parse_duration;
 pub use engine::{run, HttpError};
-pub use progress::{Progress, ProgressSink};
+pub use progress::{IntervalLatency, Progress, ProgressSink};
 pub use stats::ErrorClass;

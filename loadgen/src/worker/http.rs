@@ -4,7 +4,7 @@
 use crate::http::{HttpConfig, HttpError, Progress, ProgressSink};
 use crate::report::{HttpReport, Report};
 
-use super::protocol::{ProgressUpdate, Role, PROTOCOL_VERSION};
+use super::protocol::{LiveLatency, ProgressUpdate, Role, PROTOCOL_VERSION};
 use super::{now_unix_ms, WorkerClient, WorkerError};
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,12 @@ pub fn run_http(cfg: &HttpConfig, client: &WorkerClient) -> Result<HttpReport, W
             errors: p.errors,
             rps: p.rps,
             bits_per_second: 0.0,
+            errors_per_second: Some(p.errors_per_second),
+            latency: p.latency.map(|l| LiveLatency {
+                p50_ms: l.p50_ms,
+                p99_ms: l.p99_ms,
+                max_ms: l.max_ms,
+            }),
         })
     });
     let report = crate::http::run(cfg, Some(sink))?;

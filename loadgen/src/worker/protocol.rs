@@ -6,6 +6,7 @@
 //! GET  {base}/v1/runs/{run}/barrier?worker=W&step=N             -> 200 BarrierResponse (released)
 //!                                                               -> 202 BarrierResponse (waiting)
 //! POST {base}/v1/runs/{run}/progress   ProgressUpdate           -> 204
+//!      (fields added later are optional with defaults, so the version stays 1)
 //! POST {base}/v1/runs/{run}/report     FinalReport              -> 204 (stored durably)
 //! ```
 //! Errors are 4xx with an `ApiError` body: 401 bad token, 404 unknown run or worker,
@@ -87,6 +88,22 @@ pub struct ProgressUpdate {
     /// TCP: bits per second over the last second.
     #[serde(default)]
     pub bits_per_second: f64,
+    /// HTTP: failed requests plus 4xx/5xx responses per second over the last second (absent
+    /// from TCP workers and from workers older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors_per_second: Option<f64>,
+    /// HTTP: latency of the last second's responses; absent when none completed in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LiveLatency>,
+}
+
+/// Latency quantiles of one interval, in milliseconds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveLatency {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -107,4 +124,35 @@ pub struct FinalReport {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ApiError {
     pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_fields_added_later_are_optional_both_ways() {
+        // A worker from before the live latency/error fields still parses...
+        let old = r#"{"version":1,"worker":"w","step":0,"elapsedS":1.0,"requests":5,"rps":5.0}"#;
+        let u: ProgressUpdate = serde_json::from_str(old).unwrap();
+        assert_eq!((u.errors_per_second, u.latency), (None, None));
+        // ...and an update without them serializes without them (older operators ignore
+        // unknown fields anyway).
+        assert!(!serde_json::to_string(&u).unwrap().contains("latency"));
+        let new = ProgressUpdate {
+            errors_per_second: Some(2.5),
+            latency: Some(LiveLatency {
+                p50_ms: 0.2,
+                p99_ms: 1.5,
+                max_ms: 9.0,
+            }),
+            ..u
+        };
+        let json = serde_json::to_string(&new).unwrap();
+        assert!(
+            json.contains(r#""latency":{"p50Ms":0.2,"p99Ms":1.5,"maxMs":9.0}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<ProgressUpdate>(&json).unwrap(), new);
+    }
 }
