@@ -133,9 +133,16 @@ pub async fn delete(
             .await?;
     }
     if what.jobs {
-        let _ = Api::<Job>::namespaced(client.clone(), namespace)
-            .delete_collection(&dp, &lp)
-            .await?;
+        // One by one: the opt-in offload grant has list and delete, not deletecollection.
+        let jobs = Api::<Job>::namespaced(client.clone(), namespace);
+        for job in jobs.list(&lp).await? {
+            match jobs.delete(&job.metadata.name.unwrap_or_default(), &dp).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
     }
     if what.secrets {
         let _ = Api::<Secret>::namespaced(client.clone(), namespace)
