@@ -4,7 +4,8 @@
 #      deploy/` -> no netbench object left
 #   2. Helm path: `helm install` (pinned helm, sweeps allowed in the test namespace: the opt-in
 #      Role) -> operator Ready -> prometheus.sh (real Prometheus scrapes the operator during
-#      ingress-simple and a two-step CPU sweep; every dashboard expression must return data)
+#      ingress-simple, a two-step CPU sweep and egress-pod-to-pod; with all three selected, every
+#      dashboard expression must return data)
 #      -> uninstall as the README says -> nothing left but the CRDs (Helm keeps them) -> delete
 #      the CRDs -> nothing left
 #
@@ -117,6 +118,10 @@ spec:
   cleanup: Always
 EOF2
 
+# egress-pod-to-pod.yaml with short cases (pod to pod needs no opt-in), so the egress panels
+# (throughput per case, overhead against the baseline, retransmits, live bits/s) have data.
+sed 's/duration: 5s/duration: 3s/' "$NBC_REPO/deploy/examples/egress-pod-to-pod.yaml" >"$tmp/egress.yaml"
+
 if $force_clean && [[ -n $(leftovers yes) ]]; then
     log "removing the existing netbench install: $(leftovers yes | tr '\n' ' ')"
     kubectl delete benchmarks --all -A --wait=true >/dev/null 2>&1 || true
@@ -155,7 +160,7 @@ kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name | grep 
 
 log "== 3. real Prometheus + every dashboard expression"
 "$NBC_DIR/prometheus.sh" --namespace "$NBC_NAMESPACE" --bench-namespace "$bench_ns" \
-    --benchmark "$tmp/simple.yaml" --benchmark "$tmp/sweep.yaml"
+    --benchmark "$tmp/simple.yaml" --benchmark "$tmp/sweep.yaml" --benchmark "$tmp/egress.yaml"
 
 log "== 4. uninstall as documented"
 kubectl delete benchmarks --all -A --wait=true >/dev/null
