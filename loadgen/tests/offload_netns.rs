@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use loadgen::offload::{FeatureReport, SetReport};
+use loadgen::offload::{FeatureReport, SetReport, SetSummary};
 use support::*;
 
 fn get(ns: &str, interface: &str) -> FeatureReport {
@@ -208,4 +208,138 @@ fn bad_requests_fail_with_one_clear_line_and_change_nothing() {
     let r = set(ns, dev, "tx-checksum-ipv4=off");
     assert!(r.changed.is_empty(), "{:?}", r.changed);
     assert_eq!(get(ns, dev), before);
+}
+
+/// A file removed on Drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(tag: &str) -> TempFile {
+        TempFile(std::env::temp_dir().join(format!("nb-summary-{}-{tag}", std::process::id())))
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().expect("utf-8 temp path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `offload set ... --summary-file`: returns (success, stdout report, summary file text).
+fn set_with_summary(
+    ns: &str,
+    dev: &str,
+    features: &[&str],
+    file: &TempFile,
+) -> (bool, SetReport, String) {
+    let mut args = vec![
+        "offload",
+        "set",
+        "--interface",
+        dev,
+        "--summary-file",
+        file.path(),
+    ];
+    for f in features {
+        args.extend(["--feature", f]);
+    }
+    let (ok, stdout, stderr) = loadgen(ns, &args);
+    let report: SetReport = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("offload set JSON ({e}): {stdout} {stderr}"));
+    let text = std::fs::read_to_string(&file.0)
+        .unwrap_or_else(|e| panic!("the summary file was not written ({e}); stderr: {stderr}"));
+    (ok, report, text)
+}
+
+/// Parses a summary as the operator does: one compact line that fits a termination message.
+fn parse_summary(text: &str) -> SetSummary {
+    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    assert!(text.len() <= 4096, "{} bytes", text.len());
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("summary JSON ({e}): {text}"))
+}
+
+/// Applies a summary's `restore` map with `offload set`, as the operator's restore Job does.
+fn apply_restore(ns: &str, summary: &SetSummary) {
+    assert!(
+        !summary.restore.is_empty(),
+        "nothing to restore in {summary:?}"
+    );
+    let settings: Vec<String> = summary
+        .restore
+        .iter()
+        .map(|(name, on)| format!("{name}={}", if *on { "on" } else { "off" }))
+        .collect();
+    let mut args = vec!["offload", "set", "--interface", summary.interface.as_str()];
+    for s in &settings {
+        args.extend(["--feature", s.as_str()]);
+    }
+    let (ok, _, stderr) = loadgen(ns, &args);
+    assert!(ok, "restoring {settings:?} failed: {stderr}");
+}
+
+fn as_bools(map: &BTreeMap<String, loadgen::offload::OnOff>) -> BTreeMap<String, bool> {
+    map.iter()
+        .map(|(k, v)| (k.clone(), v.to_string() == "on"))
+        .collect()
+}
+
+#[test]
+fn summary_file_records_before_applied_and_a_restore_that_puts_the_device_back() {
+    require(&["ip"], true);
+    let topo = Topology::up(false);
+
+    // vxlan: checksum offload off (the EgressBenchmark case), by its legacy name.
+    let (ns, dev) = (&topo.ns_a, &topo.vxlan_a);
+    let initial = get(ns, dev);
+    let file = TempFile::new(&format!("{}-vx", topo.name));
+    let (ok, report, text) = set_with_summary(ns, dev, &["tx-checksumming=off"], &file);
+    assert!(ok, "{report:?}");
+    let summary = parse_summary(&text);
+    assert_eq!(&summary.interface, dev);
+    assert_eq!(
+        summary.before,
+        BTreeMap::from([("tx-checksumming".to_string(), true)])
+    );
+    assert_eq!(
+        summary.applied,
+        BTreeMap::from([("tx-checksumming".to_string(), false)])
+    );
+    assert_eq!(summary.restore, as_bools(&report.restore));
+    assert_eq!(summary.restore.get("tx-checksum-ip-generic"), Some(&true));
+    assert_ne!(get(ns, dev), initial, "the change is in effect");
+    apply_restore(ns, &summary);
+    assert_eq!(get(ns, dev), initial, "restore puts {dev} back");
+
+    // veth: a partial change (TSO cannot stay on with scatter-gather off) exits non-zero but
+    // still writes the summary, keyed by the names as written, and its restore undoes it all.
+    let (ns, dev) = (&topo.ns_b, &format!("nvb-{}", topo.name));
+    let initial = get(ns, dev);
+    let file = TempFile::new(&format!("{}-veth", topo.name));
+    let (ok, report, text) =
+        set_with_summary(ns, dev, &["sg=off", "tx-tcp-segmentation=on"], &file);
+    assert!(!ok, "a request the device did not take fails the command");
+    assert_eq!(report.not_applied, ["tx-tcp-segmentation=on"]);
+    let summary = parse_summary(&text);
+    assert_eq!(
+        summary.before,
+        BTreeMap::from([
+            ("sg".to_string(), true),
+            ("tx-tcp-segmentation".to_string(), true)
+        ])
+    );
+    assert_eq!(
+        summary.applied,
+        BTreeMap::from([
+            ("sg".to_string(), false),
+            ("tx-tcp-segmentation".to_string(), false)
+        ])
+    );
+    assert_eq!(summary.restore, as_bools(&report.restore));
+    assert_eq!(summary.restore.get("tx-scatter-gather"), Some(&true));
+    assert_eq!(summary.restore.get("tx-tcp-segmentation"), Some(&true));
+    apply_restore(ns, &summary);
+    assert_eq!(get(ns, dev), initial, "restore puts {dev} back");
 }

@@ -397,3 +397,54 @@ fn cli_prints_a_text_summary_and_json() {
     assert!(stderr.contains("streams must be 1..=128"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
 }
+
+/// Worker mode's server: exactly one test, a bound on the wait for it, and connections that are
+/// not a test (probes, strangers) neither end nor count as the test.
+#[test]
+fn serve_one_serves_a_single_test_and_gives_up_when_none_arrives() {
+    let cfg = TcpServerConfig {
+        bind_addr: Some("127.0.0.1".parse().unwrap()),
+        port: 0,
+        ..TcpServerConfig::default()
+    };
+    let server = TcpServer::bind(&cfg).unwrap();
+    let addr = server.local_addr().unwrap();
+    let serving = thread::spawn(move || {
+        let result = server.serve_one(Duration::from_secs(30), &AtomicBool::new(false));
+        (server, result)
+    });
+    // A stranger first: refused, the server keeps waiting for a real test.
+    let mut stranger = TcpStream::connect(addr).unwrap();
+    stranger.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let mut sink = Vec::new();
+    let _ = stranger.read_to_end(&mut sink);
+    let cfg = TcpClientConfig {
+        port: addr.port(),
+        duration: Duration::from_millis(500),
+        ..TcpClientConfig::new("127.0.0.1")
+    };
+    assert_sane(&client::run(&cfg, None).expect("the one test"), 1);
+    let (server, result) = serving.join().unwrap();
+    result.expect("serve_one returns after its test");
+
+    // Nobody comes: a clear error naming the wait and the last refused connection.
+    let waiting =
+        thread::spawn(move || server.serve_one(Duration::from_secs(2), &AtomicBool::new(false)));
+    let mut stranger = TcpStream::connect(addr).unwrap();
+    stranger
+        .write_all(b"\x16\x03\x01 not a netbench hello")
+        .unwrap();
+    let started = Instant::now();
+    let err = waiting.join().unwrap().expect_err("no test arrived");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let text = err.to_string();
+    assert!(
+        matches!(err, TcpError::NoTest { .. })
+            && text.contains("no client started a test within 2 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("last refused connection: 127.0.0.1:"),
+        "{text}"
+    );
+}
