@@ -136,7 +136,10 @@ pub async fn delete(
         // One by one: the opt-in offload grant has list and delete, not deletecollection.
         let jobs = Api::<Job>::namespaced(client.clone(), namespace);
         for job in jobs.list(&lp).await? {
-            match jobs.delete(&job.metadata.name.unwrap_or_default(), &dp).await {
+            match jobs
+                .delete(&job.metadata.name.unwrap_or_default(), &dp)
+                .await
+            {
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 r => {
                     r?;

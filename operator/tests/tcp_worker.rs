@@ -296,3 +296,37 @@ fn a_client_without_a_registered_server_fails_clearly() {
     );
     assert!(api.sink.0.lock().unwrap().is_empty());
 }
+
+/// After an operator restart the registry is empty until the new leader reconciles the run:
+/// a final report answered 404 meanwhile is retried, not lost.
+#[test]
+fn a_report_waits_for_a_restarted_operator_to_know_the_run() {
+    let api = Api::start(&[("client-0", Role::Client)]);
+    let spec = api.runs.authorize(RUN, TOKEN, "client-0", 0).unwrap();
+    api.runs.forget(RUN); // what a restart loses
+    let client = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {
+        operator_url: api.url.clone(),
+        run: RUN.into(),
+        token: TOKEN.into(),
+        worker: "client-0".into(),
+        node: None,
+        step: 0,
+    });
+    let t = serde_json::json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
+    let cpu = serde_json::json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
+    let report = serde_json::json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1,
+        "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0, "mean_rtt_us": null,
+        "cpu": {"client": cpu, "server": cpu}, "runs": [], "streams": []});
+    let sender = std::thread::spawn(move || client.report(1, report));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        api.sink.0.lock().unwrap().is_empty(),
+        "nothing stored while the run is unknown"
+    );
+    api.runs.announce(RUN, spec); // the new leader reconciles the benchmark
+    sender
+        .join()
+        .unwrap()
+        .expect("the report is delivered once the run is known");
+    assert_eq!(api.sink.0.lock().unwrap().len(), 1);
+}

@@ -133,7 +133,10 @@ impl WorkerClient {
                     if status < 400 {
                         return Ok((status, text));
                     }
-                    if status < 500 {
+                    // A report answered 404 (unknown run) is retried: after an operator
+                    // restart the new leader learns of the run when it reconciles it.
+                    let retry_unknown_run = status == 404 && what == "report";
+                    if status < 500 && !retry_unknown_run {
                         let message = serde_json::from_str::<ApiError>(&text)
                             .map(|e| e.error)
                             .unwrap_or(text);
