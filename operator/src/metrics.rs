@@ -1,5 +1,6 @@
 //! Prometheus metrics (prefix `netbench_`), served on /metrics.
 
+use loadgen::worker::protocol::ProgressUpdate;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -18,6 +19,8 @@ pub struct Metrics {
     pub ingress_efficiency: GaugeVec,
     pub live_rps: GaugeVec,
     pub live_bits: GaugeVec,
+    pub live_latency: GaugeVec,
+    pub live_errors: GaugeVec,
     pub egress_bits: GaugeVec,
     pub egress_overhead: GaugeVec,
     pub egress_retransmits: GaugeVec,
@@ -36,6 +39,9 @@ const PHASES: [&str; 7] = [
     "Succeeded",
     "Failed",
 ];
+
+/// The `quantile` labels of `netbench_ingress_live_latency_seconds`.
+const LIVE_QUANTILES: [&str; 3] = ["0.5", "0.99", "1"];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -131,6 +137,18 @@ impl Metrics {
                 "Bits per second over the last second, per worker, while running",
                 &["namespace", "name", "worker"],
             ),
+            live_latency: gauge(
+                "netbench_ingress_live_latency_seconds",
+                "Latency quantiles (0.5, 0.99, 1 = max) of the last second's responses, per HTTP \
+                 worker, while running",
+                &["namespace", "name", "worker", "quantile"],
+            ),
+            live_errors: gauge(
+                "netbench_ingress_live_errors_per_second",
+                "Failed requests plus 4xx/5xx responses per second over the last second, per \
+                 HTTP worker, while running",
+                &["namespace", "name", "worker"],
+            ),
             egress_bits: gauge(
                 "netbench_egress_bits_per_second",
                 "Throughput of a finished case",
@@ -217,6 +235,42 @@ impl Metrics {
         let _ = self
             .egress_retransmits
             .remove_label_values(&[namespace, name, case]);
+    }
+
+    /// Sets a worker's live series from one progress update. The HTTP-only series are set
+    /// only when the worker sends them (TCP workers and older HTTP workers do not).
+    pub fn set_live(&self, namespace: &str, name: &str, update: &ProgressUpdate) {
+        let labels = [namespace, name, update.worker.as_str()];
+        self.live_rps.with_label_values(&labels).set(update.rps);
+        self.live_bits
+            .with_label_values(&labels)
+            .set(update.bits_per_second);
+        if let Some(e) = update.errors_per_second {
+            self.live_errors.with_label_values(&labels).set(e);
+        }
+        if let Some(l) = &update.latency {
+            for (q, ms) in LIVE_QUANTILES
+                .into_iter()
+                .zip([l.p50_ms, l.p99_ms, l.max_ms])
+            {
+                self.live_latency
+                    .with_label_values(&[namespace, name, &update.worker, q])
+                    .set(ms / 1000.0);
+            }
+        }
+    }
+
+    /// Drops a worker's live series (its run ended: the report is stored).
+    pub fn forget_live(&self, namespace: &str, name: &str, worker: &str) {
+        let labels = [namespace, name, worker];
+        let _ = self.live_rps.remove_label_values(&labels);
+        let _ = self.live_bits.remove_label_values(&labels);
+        let _ = self.live_errors.remove_label_values(&labels);
+        for q in LIVE_QUANTILES {
+            let _ = self
+                .live_latency
+                .remove_label_values(&[namespace, name, worker, q]);
+        }
     }
 
     pub fn render(&self) -> String {

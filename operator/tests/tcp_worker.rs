@@ -1,233 +1,22 @@
-//! The TCP engine's worker mode end to end against the operator's REAL worker API (router,
-//! registry, handlers) on 127.0.0.1: the real `netbench-loadgen` binary runs twice, as the
-//! server worker and as the client worker, exactly as the EgressBenchmark pods run it.
-//! Only report storage is in memory (the cluster e2e tests store ConfigMaps).
-//!
-//! The loadgen binary: `CARGO_BIN_EXE_*` exists only for a package's own binaries, and cargo
-//! does not build a dependency's binaries for this package's tests. So the test builds it
-//! itself with the cargo that runs the test (`cargo build -p loadgen --bin netbench-loadgen`,
-//! same profile and target directory: a no-op when it is fresh) and takes the path cargo
-//! reports. That way it can never run a stale binary.
+//! The TCP engine's worker mode end to end against the operator's REAL worker API on
+//! 127.0.0.1 (see worker_api): the real `netbench-loadgen` binary runs twice, as the server
+//! worker and as the client worker, exactly as the EgressBenchmark pods run it.
 
-use std::collections::BTreeMap;
-use std::io::Read;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod worker_api;
 
-use futures::future::BoxFuture;
+use std::time::Duration;
+
 use loadgen::tcp::TcpReport;
-use loadgen::worker::protocol::{FinalReport, Role};
-use operator::api::{router, ApiState, ReportSink};
-use operator::metrics::Metrics;
-use operator::runs::{Registry, RunSpec};
-
-const RUN: &str = "egress-run";
-const TOKEN: &str = "run-token";
-
-#[derive(Default)]
-struct MemorySink(Mutex<Vec<FinalReport>>);
-
-impl ReportSink for MemorySink {
-    fn store<'a>(
-        &'a self,
-        _run: &'a str,
-        _spec: &'a RunSpec,
-        report: &'a FinalReport,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        self.0.lock().unwrap().push(report.clone());
-        Box::pin(async { Ok(()) })
-    }
-}
-
-/// The operator's worker API served on 127.0.0.1 from a runtime of its own.
-struct Api {
-    url: String,
-    runs: Arc<Registry>,
-    sink: Arc<MemorySink>,
-    metrics: Arc<Metrics>,
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Api {
-    fn start(workers: &[(&str, Role)]) -> Api {
-        let runs = Arc::new(Registry::default());
-        runs.announce(
-            RUN,
-            RunSpec {
-                kind: "EgressBenchmark".into(),
-                namespace: "ns".into(),
-                benchmark: "egress".into(),
-                uid: "uid".into(),
-                token: TOKEN.into(),
-                step: 0,
-                workers: workers
-                    .iter()
-                    .map(|(w, role)| (w.to_string(), *role))
-                    .collect::<BTreeMap<_, _>>(),
-            },
-        );
-        let sink = Arc::new(MemorySink::default());
-        let metrics = Arc::new(Metrics::new());
-        let (wake, wake_rx) = tokio::sync::mpsc::unbounded_channel();
-        std::mem::forget(wake_rx); // keep the channel open; nothing reconciles here
-        let state = ApiState {
-            runs: runs.clone(),
-            metrics: metrics.clone(),
-            sink: sink.clone(),
-            wake,
-            ready: Arc::new(AtomicBool::new(true)),
-        };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("binding the API");
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        runtime.spawn(async move { axum::serve(listener, router(state)).await });
-        Api {
-            url,
-            runs,
-            sink,
-            metrics,
-            _runtime: runtime,
-        }
-    }
-
-    /// `netbench-loadgen ARGS` with the worker environment of `worker`.
-    fn worker(&self, worker: &str, args: &[&str]) -> Worker {
-        let child = Command::new(loadgen_binary())
-            .args(args)
-            .env("NETBENCH_OPERATOR_URL", &self.url)
-            .env("NETBENCH_RUN", RUN)
-            .env("NETBENCH_TOKEN", TOKEN)
-            .env("NETBENCH_WORKER", worker)
-            .env("NETBENCH_NODE", format!("node-of-{worker}"))
-            .env("NETBENCH_STEP", "0")
-            .env_remove("NETBENCH_POD_IP")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting netbench-loadgen");
-        Worker(Some(child))
-    }
-
-    fn progress_updates(&self) -> u64 {
-        self.metrics
-            .api_requests
-            .with_label_values(&["progress", "204"])
-            .get()
-    }
-}
-
-/// A worker process, killed on Drop if still running.
-struct Worker(Option<Child>);
-
-struct Exit {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Worker {
-    /// Waits for the exit (at most `limit`; then kills and fails).
-    fn wait(mut self, limit: Duration) -> Exit {
-        let mut child = self.0.take().unwrap();
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("waiting for netbench-loadgen") {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("netbench-loadgen did not exit within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let (mut stdout, mut stderr) = (String::new(), String::new());
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        Exit {
-            success: status.success(),
-            stdout,
-            stderr,
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Builds netbench-loadgen with the cargo running this test and returns its path.
-fn loadgen_binary() -> PathBuf {
-    static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let mut path = PATH.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = path.as_ref() {
-        return p.clone();
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "-p",
-        "loadgen",
-        "--bin",
-        "netbench-loadgen",
-        "--message-format=json-render-diagnostics",
-    ])
-    .current_dir(env!("CARGO_MANIFEST_DIR"))
-    .stderr(Stdio::inherit());
-    if !cfg!(debug_assertions) {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().expect("running cargo build -p loadgen");
-    assert!(out.status.success(), "cargo build -p loadgen failed");
-    let found = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|m| {
-            (m["reason"] == "compiler-artifact" && m["target"]["name"] == "netbench-loadgen")
-                .then(|| m["executable"].as_str().map(PathBuf::from))
-                .flatten()
-        })
-        .expect("cargo reported no netbench-loadgen executable");
-    *path = Some(found.clone());
-    found
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("finding a free port")
-        .port()
-}
+use loadgen::worker::protocol::Role;
+use worker_api::{free_port, Api, RUN};
 
 #[test]
 fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
-    let api = Api::start(&[("server-0", Role::Server), ("client-0", Role::Client)]);
+    let api = Api::start(
+        "EgressBenchmark",
+        "egress",
+        &[("server-0", Role::Server), ("client-0", Role::Client)],
+    );
     let port = free_port().to_string();
     let server = api.worker("server-0", &["tcp-server", "-B", "127.0.0.1", "-p", &port]);
     // No -c: the client learns the server's address at the barrier.
@@ -284,7 +73,7 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
 
 #[test]
 fn a_client_without_a_registered_server_fails_clearly() {
-    let api = Api::start(&[("client-0", Role::Client)]);
+    let api = Api::start("EgressBenchmark", "egress", &[("client-0", Role::Client)]);
     let client = api
         .worker("client-0", &["tcp-client", "-t", "1"])
         .wait(Duration::from_secs(30));

@@ -161,19 +161,8 @@ pub async fn progress(
         .runs
         .authorize(&run, bearer(&headers), &update.worker, update.step)
         .map_err(|e| registry_refusal(&s, e))?;
-    let labels = [
-        spec.namespace.as_str(),
-        spec.benchmark.as_str(),
-        update.worker.as_str(),
-    ];
     s.metrics
-        .live_rps
-        .with_label_values(&labels)
-        .set(update.rps);
-    s.metrics
-        .live_bits
-        .with_label_values(&labels)
-        .set(update.bits_per_second);
+        .set_live(&spec.namespace, &spec.benchmark, &update);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -200,13 +189,8 @@ pub async fn report(
         };
         return Ok((StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response());
     }
-    let labels = [
-        spec.namespace.as_str(),
-        spec.benchmark.as_str(),
-        report.worker.as_str(),
-    ];
-    let _ = s.metrics.live_rps.remove_label_values(&labels);
-    let _ = s.metrics.live_bits.remove_label_values(&labels);
+    s.metrics
+        .forget_live(&spec.namespace, &spec.benchmark, &report.worker);
     let _ = s.wake.send(Wake {
         kind: spec.kind,
         namespace: spec.namespace,

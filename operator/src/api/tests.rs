@@ -274,3 +274,98 @@ async fn metrics_and_health() {
         "{body}"
     );
 }
+
+fn progress_body(update: ProgressUpdate) -> Vec<u8> {
+    serde_json::to_vec(&update).unwrap()
+}
+
+/// The `netbench_*` sample lines of /metrics that mention `needle`.
+fn samples(metrics: &Metrics, needle: &str) -> Vec<String> {
+    metrics
+        .render()
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(needle))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn http_progress_sets_live_latency_and_errors_until_the_report() {
+    let (app, _, metrics) = setup();
+    let update = ProgressUpdate {
+        version: PROTOCOL_VERSION,
+        worker: "w0".into(),
+        step: 0,
+        elapsed_s: 2.0,
+        requests: 2000,
+        errors: 3,
+        rps: 1000.0,
+        errors_per_second: Some(3.0),
+        latency: Some(LiveLatency {
+            p50_ms: 0.25,
+            p99_ms: 4.0,
+            max_ms: 12.5,
+        }),
+        ..Default::default()
+    };
+    let (code, text) = call(
+        &app,
+        "POST",
+        "/v1/runs/run1/progress",
+        "tok",
+        progress_body(update),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
+    let (_, body) = call(&app, "GET", "/metrics", "", vec![]).await;
+    for line in [
+        r#"netbench_ingress_live_latency_seconds{name="b",namespace="ns",quantile="0.5",worker="w0"} 0.00025"#,
+        r#"netbench_ingress_live_latency_seconds{name="b",namespace="ns",quantile="0.99",worker="w0"} 0.004"#,
+        r#"netbench_ingress_live_latency_seconds{name="b",namespace="ns",quantile="1",worker="w0"} 0.0125"#,
+        r#"netbench_ingress_live_errors_per_second{name="b",namespace="ns",worker="w0"} 3"#,
+        r#"netbench_live_rps{name="b",namespace="ns",worker="w0"} 1000"#,
+    ] {
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing {line} in:\n{body}"
+        );
+    }
+
+    // The stored report ends the worker's live series, the new ones included.
+    let (code, text) = call(
+        &app,
+        "POST",
+        "/v1/runs/run1/report",
+        "tok",
+        report_body("w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
+    assert_eq!(samples(&metrics, "worker=\"w0\""), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn progress_without_the_live_fields_leaves_their_series_unset() {
+    // A TCP worker, or an HTTP worker from before the fields existed.
+    let (app, _, metrics) = setup();
+    let update = ProgressUpdate {
+        version: PROTOCOL_VERSION,
+        worker: "w0".into(),
+        rps: 10.0,
+        ..Default::default()
+    };
+    let (code, text) = call(
+        &app,
+        "POST",
+        "/v1/runs/run1/progress",
+        "tok",
+        progress_body(update),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
+    assert_eq!(samples(&metrics, "netbench_live_rps").len(), 1);
+    assert_eq!(
+        samples(&metrics, "netbench_ingress_live_"),
+        Vec::<String>::new()
+    );
+}

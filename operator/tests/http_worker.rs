@@ -1,0 +1,215 @@
+//! The HTTP engine's worker mode end to end against the operator's REAL worker API on
+//! 127.0.0.1 (see worker_api): the real `netbench-loadgen` binary loads a real Debian nginx as
+//! an IngressBenchmark worker does, and while it runs the operator's /metrics carries its live
+//! series (requests/s, latency quantiles, errors/s), which the report then removes.
+
+mod worker_api;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use loadgen::report::HttpReport;
+use loadgen::worker::protocol::Role;
+use worker_api::{free_port, Api, RUN};
+
+/// A Debian nginx on 127.0.0.1 answering 200 on `/` and 500 on `/fail`; killed on Drop.
+struct Nginx {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Nginx {
+    fn start() -> Nginx {
+        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or_else(|| {
+                panic!("nginx is not installed: apt-get install -y nginx-light (tests/apt-packages.txt)")
+            });
+        let dir = std::env::temp_dir().join(format!(
+            "netbench-op-nginx-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let conf = format!(
+            r#"master_process off;
+worker_processes 1;
+user root;
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body;
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{port};
+        location = /fail {{ return 500 "fail\n"; }}
+        location / {{ return 200 "hello\n"; }}
+    }}
+}}
+"#,
+            d = dir.display()
+        );
+        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+        let child = Command::new(nginx)
+            .args(["-c", &format!("{}/nginx.conf", dir.display())])
+            .args(["-p", &dir.display().to_string()])
+            .args(["-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nginx");
+        let n = Nginx { child, dir, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nginx did not listen on {port} (see {}/error.log)",
+                n.dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        n
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The value of the sample `metric{...labels...}` (labels in Prometheus' sorted order).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn live(metric: &str, extra: &str) -> String {
+    format!(r#"{metric}{{name="web",namespace="ns",{extra}worker="client-0"}}"#)
+}
+
+/// Scrapes the operator's /metrics every 100 ms until the worker exits; returns every
+/// scrape that had live latency series.
+fn scrape_while_running(api: &Api, worker: &mut worker_api::Worker) -> Vec<String> {
+    let mut seen = Vec::new();
+    while worker.running() {
+        let text = ureq::get(&format!("{}/metrics", api.url))
+            .call()
+            .expect("GET /metrics")
+            .into_body()
+            .read_to_string()
+            .expect("metrics text");
+        if text.contains("netbench_ingress_live_latency_seconds{") {
+            seen.push(text);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    seen
+}
+
+#[test]
+fn an_http_worker_run_exports_live_latency_and_errors() {
+    let nginx = Nginx::start();
+    let api = Api::start("IngressBenchmark", "web", &[("client-0", Role::Client)]);
+    let url = format!("http://127.0.0.1:{}/", nginx.port);
+    let mut worker = api.worker(
+        "client-0",
+        &[
+            "http", &url, "-c", "4", "-t", "2", "-d", "4s", "--output", "json",
+        ],
+    );
+    let scrapes = scrape_while_running(&api, &mut worker);
+    let exit = worker.wait(Duration::from_secs(30));
+    assert!(exit.success, "worker failed: {}", exit.stderr);
+    let report: HttpReport = match loadgen::report::Report::from_json(&exit.stdout) {
+        Ok(loadgen::report::Report::Http(r)) => r,
+        other => panic!("not an http report on stdout: {other:?}"),
+    };
+    assert!(report.counters.requests > 100, "{:?}", report.counters);
+
+    // A 4 s run pushes a progress update every second, each with the last second's latency.
+    assert!(
+        scrapes.len() >= 5,
+        "only {} scrapes had live latency ({} progress updates); worker stderr: {}",
+        scrapes.len(),
+        api.progress_updates(),
+        exit.stderr
+    );
+    let run_max_s = report.latency.max_us as f64 / 1e6;
+    for text in &scrapes {
+        let q = |quantile: &str| {
+            sample(
+                text,
+                &live(
+                    "netbench_ingress_live_latency_seconds",
+                    &format!(r#"quantile="{quantile}","#),
+                ),
+            )
+            .unwrap_or_else(|| panic!("quantile {quantile} missing:\n{text}"))
+        };
+        let (p50, p99, max) = (q("0.5"), q("0.99"), q("1"));
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{p50} {p99} {max}");
+        // Seconds, of responses the report also holds (1 % for the coarser live histogram).
+        assert!(
+            max <= run_max_s * 1.01 + 1e-6,
+            "live max {max} s > run max {run_max_s} s"
+        );
+        assert_eq!(
+            sample(text, &live("netbench_ingress_live_errors_per_second", "")),
+            Some(0.0),
+            "nginx answers 200: no errors per second"
+        );
+        assert!(sample(text, &live("netbench_live_rps", "")).unwrap() > 0.0);
+    }
+
+    // The stored report ends the live series.
+    assert_eq!(api.sink.0.lock().unwrap().len(), 1);
+    let after = api.metrics.render();
+    assert!(
+        !after.contains(r#"worker="client-0""#),
+        "live series left after the report:\n{after}"
+    );
+    assert!(api.progress_updates() >= 3);
+    assert!(api
+        .runs
+        .barrier(RUN, "client-0")
+        .is_some_and(|b| b.start_at_unix_ms.is_some()));
+}
+
+#[test]
+fn server_errors_show_as_live_errors_per_second() {
+    let nginx = Nginx::start();
+    let api = Api::start("IngressBenchmark", "web", &[("client-0", Role::Client)]);
+    let url = format!("http://127.0.0.1:{}/fail", nginx.port);
+    let mut worker = api.worker(
+        "client-0",
+        &["http", &url, "-c", "2", "-t", "1", "-d", "3s"],
+    );
+    let scrapes = scrape_while_running(&api, &mut worker);
+    let exit = worker.wait(Duration::from_secs(30));
+    assert!(exit.success, "worker failed: {}", exit.stderr);
+    assert!(
+        !scrapes.is_empty(),
+        "no scrape had live series ({} progress updates); worker stderr: {}",
+        api.progress_updates(),
+        exit.stderr
+    );
+    for text in &scrapes {
+        let errors = sample(text, &live("netbench_ingress_live_errors_per_second", ""))
+            .expect("errors per second");
+        let rps = sample(text, &live("netbench_live_rps", "")).expect("rps");
+        // Every response is a 500.
+        assert!(
+            errors > 0.0 && (errors - rps).abs() <= 0.02 * rps + 5.0,
+            "{errors} vs {rps}"
+        );
+    }
+}
