@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use loadgen::tcp::TcpReport;
 use loadgen::worker::protocol::Role;
-use worker_api::{free_port, Api, RUN};
+use worker_api::{free_port, Api, RUN, TOKEN};
 
 #[test]
 fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
@@ -90,7 +90,7 @@ fn a_client_without_a_registered_server_fails_clearly() {
 /// a final report answered 404 meanwhile is retried, not lost.
 #[test]
 fn a_report_waits_for_a_restarted_operator_to_know_the_run() {
-    let api = Api::start(&[("client-0", Role::Client)]);
+    let api = Api::start("EgressBenchmark", "egress", &[("client-0", Role::Client)]);
     let spec = api.runs.authorize(RUN, TOKEN, "client-0", 0).unwrap();
     api.runs.forget(RUN); // what a restart loses
     let client = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {

@@ -25,7 +25,7 @@ use operator::runs::{Registry, RunSpec};
 
 /// The run every test announces, and its token.
 pub const RUN: &str = "run-0";
-const TOKEN: &str = "run-token";
+pub const TOKEN: &str = "run-token";
 
 #[derive(Default)]
 pub struct MemorySink(pub Mutex<Vec<FinalReport>>);
