@@ -29,15 +29,13 @@ async fn a_stopping_leader_hands_the_lease_over_at_once() {
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let leader = async {
-        let work_done_at = a
-            .lead(async {
-                let _ = stopped.await;
-                // The "controllers" are done acting; the release must come after this.
-                Instant::now()
-            })
-            .await
-            .expect("a keeps the Lease while it leads");
-        (work_done_at, Instant::now())
+        a.lead(async {
+            let _ = stopped.await;
+            // The "controllers" stop acting here, and until they have the Lease stays a's.
+            holder(&leases).await
+        })
+        .await
+        .expect("a keeps the Lease while it leads")
     };
     let follower = async {
         // a renews while it leads; b keeps polling and must not get in.
@@ -52,8 +50,12 @@ async fn a_stopping_leader_hands_the_lease_over_at_once() {
         b.acquire().await;
         asked.elapsed()
     };
-    let ((work_done_at, lead_returned_at), handover) = tokio::join!(leader, follower);
-    assert!(work_done_at <= lead_returned_at);
+    let (holder_as_work_ended, handover) = tokio::join!(leader, follower);
+    assert_eq!(
+        holder_as_work_ended.as_deref(),
+        Some("replica-a"),
+        "the Lease must be released only after the work has ended"
+    );
     // a renewed within the last RENEW_EVERY, so without a release b could lead only after
     // LEASE_DURATION - RENEW_EVERY; with it, b's next poll (every RETRY_EVERY) succeeds.
     assert!(
