@@ -1,10 +1,9 @@
-//! Creating, inspecting and deleting a run's children: the token Secret, worker pods, offload
-//! Jobs and report ConfigMaps. Creation is idempotent (deterministic names; AlreadyExists is
+//! Creating, inspecting and deleting a run's children in the benchmark's namespace: the token
+//! Secret, worker pods and report ConfigMaps (offload Jobs: egress::offload). Creation is idempotent (deterministic names; AlreadyExists is
 //! success).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::ByteString;
@@ -97,9 +96,6 @@ pub struct Sweep {
     pub pods: bool,
     pub secrets: bool,
     pub reports: bool,
-    /// Offload Jobs (only where the operator may manage Jobs: an EgressBenchmark with offload
-    /// profiles in a namespace allowed them), deleted once their changes are restored.
-    pub jobs: bool,
 }
 
 impl Sweep {
@@ -108,13 +104,11 @@ impl Sweep {
         pods: true,
         secrets: true,
         reports: true,
-        jobs: false,
     };
     pub const PODS: Sweep = Sweep {
         pods: true,
         secrets: false,
         reports: false,
-        jobs: false,
     };
 }
 
@@ -131,21 +125,6 @@ pub async fn delete(
         let _ = Api::<Pod>::namespaced(client.clone(), namespace)
             .delete_collection(&dp, &lp)
             .await?;
-    }
-    if what.jobs {
-        // One by one: the opt-in offload grant has list and delete, not deletecollection.
-        let jobs = Api::<Job>::namespaced(client.clone(), namespace);
-        for job in jobs.list(&lp).await? {
-            match jobs
-                .delete(&job.metadata.name.unwrap_or_default(), &dp)
-                .await
-            {
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                r => {
-                    r?;
-                }
-            }
-        }
     }
     if what.secrets {
         let _ = Api::<Secret>::namespaced(client.clone(), namespace)

@@ -9,6 +9,8 @@ pub const KIND: &str = "netbench.io/kind";
 pub const RUN: &str = "netbench.io/run";
 pub const STEP: &str = "netbench.io/step";
 pub const ROLE: &str = "netbench.io/role";
+/// Namespace of the benchmark an object belongs to, on objects kept in the operator's namespace.
+pub const NAMESPACE: &str = "netbench.io/namespace";
 /// Marks ConfigMaps that hold a worker's final report.
 pub const REPORT: &str = "netbench.io/report";
 

@@ -3,6 +3,11 @@
 //! changed to its termination message; status.offload keeps that durably, and restore Jobs
 //! write the changed kernel features back. Records are written before any Job is created, so
 //! nothing that may have changed is ever forgotten.
+//!
+//! The Jobs live in the operator's own namespace, not the benchmark's: a restore must still run
+//! while the benchmark's namespace is being deleted (no new objects are allowed there), the
+//! privileged pods stay out of reach of whoever may create benchmarks, and one Role in one
+//! namespace is all the RBAC they need. Labels tie them to their benchmark.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -99,6 +104,45 @@ fn features_args(features: &BTreeMap<String, bool>) -> Vec<String> {
         .collect()
 }
 
+/// Labels of a benchmark's Jobs: its run's labels plus its namespace (the Jobs live elsewhere).
+fn job_labels(eb: &EgressBenchmark, run: &str) -> BTreeMap<String, String> {
+    let mut l = labels::run_labels(
+        plan::KIND,
+        &eb.metadata.name.clone().unwrap_or_default(),
+        run,
+    );
+    l.insert(
+        labels::NAMESPACE.into(),
+        eb.metadata.namespace.clone().unwrap_or_default(),
+    );
+    l
+}
+
+/// Deletes the Jobs of a benchmark (every run) from the operator's namespace; call only once
+/// nothing is left to restore.
+pub async fn delete_jobs(
+    client: &Client,
+    config: &Config,
+    eb: &EgressBenchmark,
+) -> Result<(), kube::Error> {
+    let selector = format!(
+        "{},{}={}",
+        labels::benchmark_selector(plan::KIND, &eb.metadata.name.clone().unwrap_or_default()),
+        labels::NAMESPACE,
+        eb.metadata.namespace.clone().unwrap_or_default()
+    );
+    let jobs = Api::<Job>::namespaced(client.clone(), &config.namespace);
+    for job in jobs.list(&ListParams::default().labels(&selector)).await? {
+        delete(
+            client,
+            &config.namespace,
+            &job.metadata.name.unwrap_or_default(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Job name: deterministic per benchmark, run, action, case and node.
 pub fn job_name(eb: &EgressBenchmark, run: &str, action: Action, case: &str, node: &str) -> String {
     let a = match action {
@@ -106,7 +150,8 @@ pub fn job_name(eb: &EgressBenchmark, run: &str, action: Action, case: &str, nod
         Action::Restore => "r",
     };
     // FNV-1a: short, stable across versions (std's hasher is not).
-    let hash = format!("{case}/{node}")
+    let ns = eb.metadata.namespace.clone().unwrap_or_default();
+    let hash = format!("{ns}/{case}/{node}")
         .bytes()
         .fold(0xcbf29ce484222325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
@@ -136,11 +181,7 @@ pub fn job(
     config: &Config,
 ) -> Job {
     let name = job_name(eb, run, action, case, node);
-    let mut labels = labels::run_labels(
-        plan::KIND,
-        &eb.metadata.name.clone().unwrap_or_default(),
-        run,
-    );
+    let mut labels = job_labels(eb, run);
     labels.insert(labels::ROLE.into(), action.role().into());
     let containers = interfaces
         .iter()
@@ -190,8 +231,8 @@ pub fn job(
     Job {
         metadata: ObjectMeta {
             name: Some(name),
+            namespace: Some(config.namespace.clone()),
             labels: Some(labels.clone()),
-            owner_references: Some(vec![plan::owner(eb)]),
             ..Default::default()
         },
         spec: Some(JobSpec {
@@ -391,7 +432,7 @@ pub async fn apply(
     case: &EgressCase,
     records: &mut Vec<OffloadRecord>,
 ) -> Result<Stage, kube::Error> {
-    let ns = eb.metadata.namespace.clone().unwrap_or_default();
+    let ns = config.namespace.clone();
     if !records.iter().any(|r| r.case == case.name) {
         records.extend(records_for(eb, case));
         return Ok(Stage::Waiting(format!(
@@ -455,18 +496,22 @@ fn wanted(eb: &EgressBenchmark, case: &EgressCase, r: &OffloadRecord) -> BTreeMa
         .unwrap_or_default()
 }
 
-/// Writes back every record not yet restored, of any case. Done when nothing is left; a
-/// failed restore is kept in the record's restoreError and retried on the next call.
+/// Writes back every record not yet restored, of any case but `skip_case` (the case being
+/// prepared: its records exist before its apply Job does). Done when nothing is left; a failed
+/// restore is kept in the record's restoreError and retried on the next call.
 pub async fn restore(
     client: &Client,
     config: &Config,
     eb: &EgressBenchmark,
     run: &str,
     records: &mut [OffloadRecord],
+    skip_case: Option<&str>,
 ) -> Result<Stage, kube::Error> {
-    let ns = eb.metadata.namespace.clone().unwrap_or_default();
+    let ns = config.namespace.clone();
     let mut waiting = vec![];
-    for (case_name, node) in groups(records, |r| !r.restored) {
+    for (case_name, node) in groups(records, |r| {
+        !r.restored && Some(r.case.as_str()) != skip_case
+    }) {
         // An apply still in flight (deletion mid-apply) must finish before it can be undone.
         let unrecorded = indices(records, &case_name, &node, |r| !r.recorded);
         if !unrecorded.is_empty() {
@@ -624,6 +669,10 @@ spec:
         );
         let name = j.metadata.name.clone().unwrap();
         assert!(name.starts_with("e-r1-a") && name.len() <= 63, "{name}");
+        // In the operator's namespace, tied to the benchmark by labels (no cross-namespace owner).
+        assert_eq!(j.metadata.namespace.as_deref(), Some("netbench-system"));
+        assert!(j.metadata.owner_references.is_none());
+        assert_eq!(j.metadata.labels.as_ref().unwrap()[labels::NAMESPACE], "ns");
         let spec = j.spec.unwrap();
         assert_eq!(spec.backoff_limit, Some(0));
         let pod = spec.template.spec.unwrap();

@@ -113,8 +113,15 @@ pub async fn cleanup(
     let mut status = eb.status.clone().unwrap_or_default();
     if status.offload.iter().any(|r| !r.restored) {
         let run = status.run.run_id.clone().unwrap_or_default();
-        let stage =
-            offload::restore(&ctx.client, &ctx.config, &eb, &run, &mut status.offload).await?;
+        let stage = offload::restore(
+            &ctx.client,
+            &ctx.config,
+            &eb,
+            &run,
+            &mut status.offload,
+            None,
+        )
+        .await?;
         if Some(&status) != eb.status.as_ref() {
             lifecycle::write_status(api, &name, &status).await?;
         }
@@ -122,11 +129,10 @@ pub async fn cleanup(
             return Err(Error::Pending(format!("deleting {ns}/{name}: {m}")));
         }
     }
-    let sweep = children::Sweep {
-        jobs: manages_jobs(&eb, &ctx.config),
-        ..children::Sweep::ALL
-    };
-    children::delete(&ctx.client, &ns, &selector, sweep).await?;
+    children::delete(&ctx.client, &ns, &selector, children::Sweep::ALL).await?;
+    if manages_jobs(&eb, &ctx.config) {
+        offload::delete_jobs(&ctx.client, &ctx.config, &eb).await?;
+    }
     if let Some(id) = status.run.run_id.as_deref() {
         ctx.runs.forget(id);
     }
@@ -139,7 +145,7 @@ pub async fn cleanup(
 }
 
 /// Offload Jobs exist only for benchmarks with profiles in namespaces allowed them (and only
-/// there may the operator list or delete Jobs).
+/// then does the operator hold its Role for Jobs).
 fn manages_jobs(eb: &EgressBenchmark, config: &crate::config::Config) -> bool {
     eb.spec.offload.is_some()
         && config
@@ -205,6 +211,7 @@ impl Run<'_> {
             self.eb,
             &old,
             &mut self.status.offload,
+            None,
         )
         .await?;
         match stage {
@@ -218,12 +225,11 @@ impl Run<'_> {
 
     async fn start_new_run(&mut self) -> Result<()> {
         if let Some(old) = self.status.run.run_id.clone() {
-            let sweep = children::Sweep {
-                jobs: manages_jobs(self.eb, &self.ctx.config),
-                ..children::Sweep::ALL
-            };
             let selector = format!("{}={old}", labels::RUN);
-            children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;
+            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
+            if manages_jobs(self.eb, &self.ctx.config) {
+                offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
+            }
             if !self.status.run.phase.is_some_and(Phase::is_finished) {
                 self.events.push((
                     EventType::Warning,
@@ -280,13 +286,20 @@ impl Run<'_> {
         let Some(case) = self.eb.spec.cases.get(index as usize) else {
             return self.fail("InvalidSpec", format!("no case {index}")).await;
         };
-        if self.status.offload.iter().any(|r| !r.restored) {
+        // Other cases' changes only: this case's records exist before its apply Job does.
+        if self
+            .status
+            .offload
+            .iter()
+            .any(|r| !r.restored && r.case != case.name)
+        {
             let stage = offload::restore(
                 &self.ctx.client,
                 &self.ctx.config,
                 self.eb,
                 &self.id,
                 &mut self.status.offload,
+                Some(&case.name),
             )
             .await?;
             self.note_restore(&stage);
@@ -526,6 +539,7 @@ impl Run<'_> {
                 self.eb,
                 &self.id,
                 &mut self.status.offload,
+                None,
             )
             .await?;
             self.note_restore(&stage);
@@ -540,9 +554,11 @@ impl Run<'_> {
             pods: !keep_pods,
             secrets: !keep_pods,
             reports: true,
-            jobs: manages_jobs(self.eb, &self.ctx.config),
         };
         children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;
+        if manages_jobs(self.eb, &self.ctx.config) {
+            offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
+        }
         self.ctx.runs.forget(&self.id);
         Ok(Next::Wait(Action::await_change()))
     }

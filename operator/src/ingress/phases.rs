@@ -552,7 +552,6 @@ impl Run<'_> {
                 pods: false,
                 secrets: false,
                 reports: true,
-                jobs: false,
             },
         };
         children::delete(&self.ctx.client, &self.ns, &self.selector(), what).await?;
