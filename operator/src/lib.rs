@@ -13,6 +13,7 @@ pub mod children;
 pub mod conditions;
 pub mod config;
 pub mod context;
+pub mod controller;
 pub mod egress;
 pub mod error;
 pub mod ingress;

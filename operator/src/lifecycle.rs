@@ -62,6 +62,27 @@ pub async fn publish_events(
     }
 }
 
+/// Moves a run to `phase` (an Event and a new phaseSince when it changes) with `message`.
+pub fn set_phase(
+    run: &mut crds::RunStatus,
+    events: &mut Vec<PendingEvent>,
+    phase: crds::Phase,
+    message: impl Into<String>,
+) {
+    let message = message.into();
+    if run.phase != Some(phase) {
+        let kind = if phase == crds::Phase::Failed {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        events.push((kind, format!("{phase:?}"), message.clone()));
+        run.phase_since = Some(crate::conditions::now());
+    }
+    run.phase = Some(phase);
+    run.message = Some(message);
+}
+
 /// Time since `t` (zero when unset or in the future).
 pub fn elapsed_since(t: &Option<Time>) -> Duration {
     t.as_ref()

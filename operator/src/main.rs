@@ -71,8 +71,8 @@ async fn main() -> anyhow::Result<()> {
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);
     let controllers = futures::future::join(
-        operator::ingress::run(ctx.clone(), ingress_wake),
-        operator::egress::run(ctx, egress_wake),
+        operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
+        operator::controller::run::<EgressBenchmark>(ctx, egress_wake),
     );
     // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
     // releases the Lease so the next replica leads at once.

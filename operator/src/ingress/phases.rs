@@ -123,19 +123,7 @@ pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
 
 impl Run<'_> {
     fn set_phase(&mut self, phase: Phase, message: impl Into<String>) {
-        let message = message.into();
-        if self.status.run.phase != Some(phase) {
-            let kind = if phase == Phase::Failed {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            self.events
-                .push((kind, format!("{phase:?}"), message.clone()));
-            self.status.run.phase_since = Some(conditions::now());
-        }
-        self.status.run.phase = Some(phase);
-        self.status.run.message = Some(message);
+        lifecycle::set_phase(&mut self.status.run, &mut self.events, phase, message);
     }
 
     fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
