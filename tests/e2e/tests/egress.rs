@@ -99,6 +99,12 @@ fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} condition: {status:#}"))
 }
 
+fn condition_is(status: &Value, kind: &str, value: &str) -> bool {
+    status["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == value))
+}
+
 /// The offload record of the node's vxlan end, if the status has one yet.
 fn vxlan_record<'a>(status: &'a Value, net: &EgressNet) -> Option<&'a Value> {
     status["offload"]
@@ -254,6 +260,20 @@ async fn vxlan_checksum_offload_off_lowers_throughput_and_is_restored() {
         net.vxlan_root
     );
 
+    // The restore runs once the cases are done (the phase may already say Succeeded): the
+    // OffloadRestored condition tells when it is written back.
+    let restored = wait_until(
+        &client,
+        EB,
+        &ns.name,
+        "offload",
+        "OffloadRestored=True",
+        Duration::from_secs(90),
+        |v| condition_is(&v["status"], "OffloadRestored", "True"),
+    )
+    .await
+    .unwrap();
+    let st = &restored["status"];
     let record = vxlan_record(st, &net).unwrap_or_else(|| panic!("no offload record: {st:#}"));
     assert_eq!(record["profile"], OFFLOAD_PROFILE, "{record:#}");
     assert_eq!(record["before"]["tx-checksumming"], true, "{record:#}");
