@@ -71,10 +71,21 @@ impl Drop for TestNs {
             let _ = std::process::Command::new("kubectl")
                 .args(["-n", &self.name, "get", "ib,eb", "-o", "yaml"])
                 .status();
+            let offload_jobs = format!("netbench.io/namespace={}", self.name);
             let _ = std::process::Command::new("kubectl")
                 .args([
                     "-n",
-                    "netbench-system",
+                    OPERATOR_NAMESPACE,
+                    "get",
+                    "jobs,pods",
+                    "-l",
+                    &offload_jobs,
+                ])
+                .status();
+            let _ = std::process::Command::new("kubectl")
+                .args([
+                    "-n",
+                    OPERATOR_NAMESPACE,
                     "logs",
                     "deploy/netbench-operator",
                     "--tail=40",
@@ -226,6 +237,9 @@ pub async fn get_benchmark(client: &Client, kind: &str, ns: &str, name: &str) ->
     Ok(v)
 }
 
+/// The operator's namespace (tests/e2e/setup.sh installs it there); offload Jobs run in it.
+pub const OPERATOR_NAMESPACE: &str = "netbench-system";
+
 /// Label selector of everything the operator creates.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by=netbench-operator";
 
@@ -237,7 +251,7 @@ pub async fn worker_pods(client: &Client, ns: &str) -> Result<Vec<Pod>> {
         .items)
 }
 
-/// Waits until no pod, Job, Secret or ConfigMap of the operator is left in `ns`.
+/// Waits until no child of the operator is left for `ns` (see [`children`]).
 pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) -> Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -246,68 +260,59 @@ pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) -> R
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("children left in {ns}: {}", left.join(", "));
+            bail!("children left for {ns}: {}", left.join(", "));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
-/// The operator's pods, Jobs, Secrets and ConfigMaps in `ns`, as "kind/name".
+/// The operator's pods, Jobs, Secrets and ConfigMaps in `ns`, and the offload Jobs (and their
+/// pods) it runs for `ns` in its own namespace, as "namespace/kind/name".
 pub async fn children(client: &Client, ns: &str) -> Result<Vec<String>> {
-    let lp = ListParams::default().labels(MANAGED_BY);
     let mut left = Vec::new();
-    let names = |kind: &str, metas: Vec<kube::api::ObjectMeta>| {
-        metas
-            .into_iter()
-            .map(|m| format!("{kind}/{}", m.name.unwrap_or_default()))
-            .collect::<Vec<_>>()
-    };
-    let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&lp).await?;
-    left.extend(names(
-        "pod",
-        pods.items.into_iter().map(|o| o.metadata).collect(),
-    ));
-    let jobs = Api::<Job>::namespaced(client.clone(), ns).list(&lp).await?;
-    left.extend(names(
-        "job",
-        jobs.items.into_iter().map(|o| o.metadata).collect(),
-    ));
-    let secrets = Api::<Secret>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await?;
-    left.extend(names(
-        "secret",
-        secrets.items.into_iter().map(|o| o.metadata).collect(),
-    ));
-    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await?;
-    left.extend(names(
-        "configmap",
-        cms.items.into_iter().map(|o| o.metadata).collect(),
-    ));
+    left.extend(names::<Pod>(client, ns, MANAGED_BY).await?);
+    left.extend(names::<Job>(client, ns, MANAGED_BY).await?);
+    left.extend(names::<Secret>(client, ns, MANAGED_BY).await?);
+    left.extend(names::<ConfigMap>(client, ns, MANAGED_BY).await?);
+    left.extend(offload_jobs_and_pods(client, ns).await?);
     Ok(left)
 }
 
-/// Every pod and Job in `ns`, whoever made them ("kind/name"): for "nothing was created" checks.
+/// The offload Jobs and their pods in the operator's namespace that belong to benchmarks in `ns`.
+pub async fn offload_jobs_and_pods(client: &Client, ns: &str) -> Result<Vec<String>> {
+    let selector = format!("{MANAGED_BY},netbench.io/namespace={ns}");
+    let mut found = names::<Job>(client, OPERATOR_NAMESPACE, &selector).await?;
+    found.extend(names::<Pod>(client, OPERATOR_NAMESPACE, &selector).await?);
+    Ok(found)
+}
+
+/// Every pod and Job in `ns` whoever made them, and the offload Jobs and pods for `ns`: for
+/// "nothing was created" checks.
 pub async fn all_pods_and_jobs(client: &Client, ns: &str) -> Result<Vec<String>> {
-    let lp = ListParams::default();
-    let mut all = Vec::new();
-    for p in Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await?
-        .items
-    {
-        all.push(format!("pod/{}", p.metadata.name.unwrap_or_default()));
-    }
-    for j in Api::<Job>::namespaced(client.clone(), ns)
-        .list(&lp)
-        .await?
-        .items
-    {
-        all.push(format!("job/{}", j.metadata.name.unwrap_or_default()));
-    }
+    let mut all = names::<Pod>(client, ns, "").await?;
+    all.extend(names::<Job>(client, ns, "").await?);
+    all.extend(offload_jobs_and_pods(client, ns).await?);
     Ok(all)
+}
+
+/// "namespace/kind/name" of the objects of kind K in `ns` matching `selector` ("" = all).
+async fn names<K>(client: &Client, ns: &str, selector: &str) -> Result<Vec<String>>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).to_lowercase();
+    let list = Api::<K>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(selector))
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|o| format!("{ns}/{kind}/{}", o.meta().name.clone().unwrap_or_default()))
+        .collect())
 }
 
 /// kubectl with the test cluster's KUBECONFIG; returns stdout.
