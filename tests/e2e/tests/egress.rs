@@ -92,6 +92,22 @@ fn assert_measured(result: &Value) {
     }
 }
 
+/// Prints the measured cases (for the log; speed is judged in bench/, not here).
+fn print_cases(status: &Value) {
+    for c in status["cases"].as_array().into_iter().flatten() {
+        eprintln!(
+            "{:<20} {:>7.2} Gbit/s received, client CPU {:.0}%, server CPU {:.0}%, overhead {}",
+            c["name"].as_str().unwrap_or_default(),
+            c["receiverBitsPerSecond"].as_f64().unwrap_or_default() / 1e9,
+            c["clientCpuPercent"].as_f64().unwrap_or_default(),
+            c["serverCpuPercent"].as_f64().unwrap_or_default(),
+            c["overheadPercent"]
+                .as_f64()
+                .map_or("-".to_string(), |o| format!("{o:.1}%")),
+        );
+    }
+}
+
 fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
     status["conditions"]
         .as_array()
@@ -139,6 +155,7 @@ async fn seed_cases_succeed_with_results_columns_and_metrics() {
         .await
         .unwrap();
     let st = &done["status"];
+    print_cases(st);
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     assert_eq!(st["cases"].as_array().unwrap().len(), 3, "{st:#}");
     for name in ["node-to-node", "vxlan-to-vxlan", "pod-to-target"] {
@@ -209,6 +226,7 @@ async fn pod_to_pod_cases_with_an_in_cluster_server() {
         .await
         .unwrap();
     let st = &done["status"];
+    print_cases(st);
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     for name in ["pod-to-pod", "pod-to-pod-reverse"] {
         let result = case(st, name);
@@ -246,6 +264,7 @@ async fn vxlan_checksum_offload_off_lowers_throughput_and_is_restored() {
         .await
         .unwrap();
     let st = &done["status"];
+    print_cases(st);
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let on = case(st, "vxlan-to-vxlan");
     let off = case(st, "vxlan-csum-off");
