@@ -19,8 +19,9 @@
 # vxlan (vxlan-to-vxlan); a normal pod goes pod -> node (ip_forward is on for the cluster) ->
 # nbe-veth0 -> target (pod-to-target). Only nbe-* devices may be tuned (offload tests).
 #
-# The tcp-server is the static loadgen binary tests/e2e/setup.sh builds (NB_LOADGEN overrides);
-# its pid file and log are in $NBE_STATE (default /run/netbench-egress-net).
+# The tcp-server is the static loadgen binary tests/e2e/setup.sh builds (NB_LOADGEN overrides),
+# copied into $NBE_STATE (default /run/netbench-egress-net) with its pid file and log, so a
+# rebuild in the shared target directory cannot change or remove it mid-test.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,6 +36,7 @@ state=${NBE_STATE:-/run/netbench-egress-net}
 pidfile=$state/tcp-server.pid
 log=$state/tcp-server.log
 loadgen=${NB_LOADGEN:-${CARGO_TARGET_DIR:-$repo/target}/x86_64-unknown-linux-gnu/image/netbench-loadgen}
+server_bin=$state/netbench-loadgen
 
 usage() { echo "usage: $0 up|down|env" >&2; exit 2; }
 die() { echo "egress-net: $*" >&2; exit 1; }
@@ -55,7 +57,7 @@ NBE_VXLAN_PORT=$vx_port
 NBE_SERVER_PORT=$server_port
 NBE_SERVER_PIDFILE=$pidfile
 NBE_SERVER_LOG=$log
-NBE_LOADGEN=$loadgen
+NBE_LOADGEN=$server_bin
 EOT
 }
 
@@ -75,7 +77,7 @@ down() {
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f "$pidfile"
+  rm -f "$pidfile" "$server_bin"
   # Anything else left inside our namespace was started by this script (or a test using it).
   if ip netns list 2>/dev/null | grep -qw "^$ns"; then
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
@@ -103,6 +105,7 @@ up() {
   down
   trap 'down' ERR
   mkdir -p "$state"
+  install -m 0755 "$loadgen" "$server_bin"
   ip netns add "$ns"
   ip -n "$ns" link set lo up
   ip link add "$veth_root" type veth peer name "$veth_target" netns "$ns"
@@ -122,7 +125,7 @@ up() {
   # covers a CNI without masquerading.
   ip -n "$ns" route add "$pod_cidr" via "$veth_root_ip" dev "$veth_target"
   # setsid: the server outlives this script (and the test that ran it) until `down`.
-  setsid ip netns exec "$ns" "$loadgen" tcp-server --port "$server_port" \
+  setsid ip netns exec "$ns" "$server_bin" tcp-server --port "$server_port" \
     </dev/null >"$log" 2>&1 &
   echo $! >"$pidfile"
   wait_listening
