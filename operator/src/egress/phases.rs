@@ -430,27 +430,61 @@ impl Run<'_> {
     async fn collecting(&mut self) -> Result<Next> {
         let index = self.case_index();
         let case = &self.eb.spec.cases[index as usize];
+        if !self.status.cases.iter().any(|c| c.name == case.name) {
+            if let Some(fail) = self.record_report(index).await? {
+                return Ok(fail);
+            }
+        }
+        if let Some(next) = self.eb.spec.cases.get(index as usize + 1) {
+            self.status.current_case = Some(index + 1);
+            let m = format!("preparing case {}", next.name);
+            self.set_phase(Phase::Preparing, m);
+            return Ok(Next::Continue);
+        }
+        // The run counts as done only once the nodes are as they were.
+        if self.status.offload.iter().any(|r| !r.restored) {
+            let stage = offload::restore(
+                &self.ctx.client,
+                &self.ctx.config,
+                self.eb,
+                &self.id,
+                &mut self.status.offload,
+                None,
+            )
+            .await?;
+            self.note_restore(&stage);
+            if let Stage::Waiting(m) = stage {
+                self.status.run.message = Some(format!("all cases measured; {m}"));
+                return Ok(Next::Wait(Action::requeue(POLL)));
+            }
+        }
+        self.condition(READY, true, "Succeeded", "all cases measured");
+        self.status.run.completion_time = Some(conditions::now());
+        let m = format!("{} case(s) measured", self.status.cases.len());
+        self.set_phase(Phase::Succeeded, m);
+        Ok(Next::Continue)
+    }
+
+    /// Turns the case's client report into its result (once), then removes the case's pods.
+    /// Some(next) when the run fails (an unreadable report, streams that ended early).
+    async fn record_report(&mut self, index: u32) -> Result<Option<Next>> {
+        let case = &self.eb.spec.cases[index as usize];
         let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
         let client = plan::client_name(self.eb, &self.id, index);
         let Some(report) = reports.get(&client) else {
-            return self
-                .fail(
-                    "BadReport",
-                    format!("case {}: the client's report is gone", case.name),
-                )
-                .await;
+            let m = format!("case {}: the client's report is gone", case.name);
+            return self.fail("BadReport", m).await.map(Some);
         };
         let pods =
             children::list_pods(&self.ctx.client, &self.ns, &self.case_selector(index)).await?;
+        let server = plan::server_name(self.eb, &self.id, index);
         let server_node = pods
             .iter()
-            .find(|p| {
-                p.metadata.name.as_deref() == Some(&plan::server_name(self.eb, &self.id, index))
-            })
+            .find(|p| p.metadata.name.as_deref() == Some(&server))
             .and_then(|p| p.spec.as_ref()?.node_name.clone());
         let (measured, stream_errors) = match result::case_result(case, report, server_node) {
             Ok(r) => r,
-            Err(e) => return self.fail("BadReport", e).await,
+            Err(e) => return self.fail("BadReport", e).await.map(Some),
         };
         self.record_case(measured);
         if self.eb.spec.cleanup != CleanupPolicy::Never {
@@ -469,19 +503,9 @@ impl Run<'_> {
                 stream_errors.len(),
                 stream_errors.join("; ")
             );
-            return self.fail("StreamFailed", m).await;
+            return self.fail("StreamFailed", m).await.map(Some);
         }
-        if let Some(next) = self.eb.spec.cases.get(index as usize + 1) {
-            self.status.current_case = Some(index + 1);
-            let m = format!("preparing case {}", next.name);
-            self.set_phase(Phase::Preparing, m);
-            return Ok(Next::Continue);
-        }
-        self.condition(READY, true, "Succeeded", "all cases measured");
-        self.status.run.completion_time = Some(conditions::now());
-        let m = format!("{} case(s) measured", self.status.cases.len());
-        self.set_phase(Phase::Succeeded, m);
-        Ok(Next::Continue)
+        Ok(None)
     }
 
     fn record_case(&mut self, r: CaseResult) {
