@@ -17,6 +17,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every value of [`Error::label`].
+    pub const LABELS: [&'static str; 5] = [
+        "KubeError",
+        "FinalizerError",
+        "ReportError",
+        "InternalError",
+        "Pending",
+    ];
+
     /// Stable label for metrics and Events.
     pub fn label(&self) -> &'static str {
         match self {
@@ -30,3 +39,19 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_lists_every_label() {
+        for e in [
+            Error::Report(String::new()),
+            Error::Internal(String::new()),
+            Error::Pending(String::new()),
+        ] {
+            assert!(Error::LABELS.contains(&e.label()));
+        }
+    }
+}

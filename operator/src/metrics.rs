@@ -89,7 +89,7 @@ impl Metrics {
         registry
             .register(Box::new(leader.clone()))
             .expect("unique metric");
-        Metrics {
+        let metrics = Metrics {
             reconcile_total: counter("netbench_reconcile_total", "Reconciles", &["kind"]),
             reconcile_errors: counter(
                 "netbench_reconcile_errors_total",
@@ -176,7 +176,15 @@ impl Metrics {
             ),
             leader,
             registry,
+        };
+        // Every known error series exists from the start at 0, so "no errors" reads as a rate
+        // of 0 rather than as no data.
+        for kind in ["IngressBenchmark", "EgressBenchmark"] {
+            for error in crate::error::Error::LABELS {
+                metrics.reconcile_errors.with_label_values(&[kind, error]);
+            }
         }
+        metrics
     }
 
     pub fn set_phase(&self, kind: &str, namespace: &str, name: &str, phase: crds::Phase) {
