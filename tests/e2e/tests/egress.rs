@@ -207,6 +207,67 @@ async fn seed_cases_succeed_with_results_columns_and_metrics() {
     assert!(metrics.contains("netbench_reconcile_total{kind=\"EgressBenchmark\"}"));
 }
 
+/// An operator restart while a case runs: the new leader resumes the same run (same runId),
+/// the workers' registration and report reach it, and no second set of workers is created.
+#[tokio::test]
+async fn operator_restart_mid_case_gives_one_run_and_one_result() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egrestart").await;
+    let spec = json!({"cases": [
+        {"name": "pod-to-pod", "client": {"nodeName": NODE}, "server": {"nodeName": NODE},
+         "duration": "15s"},
+    ]});
+    create(&client, &ns.name, &eb(&ns.name, "restart", spec))
+        .await
+        .unwrap();
+    let running = wait_phase(&client, EB, &ns.name, "restart", &["Running"], RUN_TIMEOUT)
+        .await
+        .unwrap();
+    let run_id = running["status"]["runId"].clone();
+    let mut seen = std::collections::BTreeSet::new();
+    kubectl(&[
+        "-n",
+        "netbench-system",
+        "delete",
+        "pod",
+        "-l",
+        OPERATOR_PODS,
+        "--wait=false",
+    ])
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    let done = loop {
+        for p in worker_pods(&client, &ns.name).await.unwrap() {
+            seen.insert(p.metadata.uid.unwrap());
+        }
+        let v = get_benchmark(&client, EB, &ns.name, "restart")
+            .await
+            .unwrap();
+        if FINISHED.contains(&v["status"]["phase"].as_str().unwrap_or_default()) {
+            break v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "run did not finish: {:#}",
+            v["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let st = &done["status"];
+    print_cases(st);
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    assert_eq!(st["runId"], run_id, "the same run resumed");
+    assert_measured(case(st, "pod-to-pod"));
+    assert_eq!(
+        seen.len(),
+        2,
+        "exactly one client and one server pod were ever created: {seen:?}"
+    );
+    wait_no_children(&client, &ns.name, Duration::from_secs(60))
+        .await
+        .unwrap();
+}
+
 /// Normal pods on both ends need no permission: this runs in a namespace that may not use
 /// hostNetwork or offload. The server pod registers with the operator before the client starts.
 #[tokio::test]
