@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -46,9 +47,25 @@ pub struct EgressBenchmarkSpec {
     /// (operator config) for this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offload: Option<OffloadSpec>,
+    /// Resources of every worker pod (client and server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<EgressWorkers>,
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
     pub cleanup: CleanupPolicy,
+}
+
+/// Resources of the client and server pods.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressWorkers {
+    /// CPU for each worker, e.g. "2". Sets requests = limits (Guaranteed QoS), so the kubelet's
+    /// static CPU manager can pin it and a stream is not throttled by a neighbour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Memory for each worker (requests = limits). Defaults to 256Mi when cpu is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
 }
 
 /// One throughput measurement between a client and a server.

@@ -120,6 +120,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
     let case = &eb.spec.cases[index as usize];
     let mut labels = labels::run_labels(KIND, &name, run);
     labels.insert(labels::STEP.into(), index.to_string());
+    let resources = eb.spec.workers.as_ref();
     let plan = |worker: String, role: &str, args, node: &Option<String>, host_network| {
         let mut labels = labels.clone();
         labels.insert(labels::ROLE.into(), role.into());
@@ -135,8 +136,8 @@ pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
             node_selector: BTreeMap::new(),
             affinity: None,
             spread: false,
-            cpu: None,
-            memory: None,
+            cpu: resources.and_then(|r| r.cpu.clone()),
+            memory: resources.and_then(|r| r.memory.clone()),
             host_network,
         }
     };
@@ -186,6 +187,7 @@ apiVersion: netbench.io/v1alpha1
 kind: EgressBenchmark
 metadata: {name: e, uid: u-1}
 spec:
+  workers: {cpu: "2"}
   cases:
     - name: vxlan
       client: {nodeName: a, hostNetwork: true, bindInterface: vx0}
@@ -215,6 +217,14 @@ spec:
         assert_eq!(client.node_name.as_deref(), Some("a"));
         assert_eq!(server.node_name.as_deref(), Some("b"));
         assert_eq!(server.labels[labels::ROLE], "server");
+        let cpu = Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+            "2".into(),
+        ));
+        assert_eq!(
+            (&client.cpu, &server.cpu),
+            (&cpu, &cpu),
+            "Guaranteed QoS on both ends"
+        );
         let roles = worker_roles(&b, "r1", 0);
         assert_eq!(roles["e-r1-s0-w1"], Role::Server);
         assert_eq!(roles["e-r1-s0-w0"], Role::Client);
