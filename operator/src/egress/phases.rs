@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use loadgen::worker::protocol::Role;
 
-use crds::egress::CaseResult;
+use crds::egress::{CaseResult, OffloadRecord};
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, Phase};
 
 use super::offload::{self, Stage};
@@ -275,26 +275,9 @@ impl Run<'_> {
             return self.fail("InvalidSpec", format!("no case {index}")).await;
         };
         // Other cases' changes only: this case's records exist before its apply Job does.
-        if self
-            .status
-            .offload
-            .iter()
-            .any(|r| !r.restored && r.case != case.name)
-        {
-            let stage = offload::restore(
-                &self.ctx.client,
-                &self.ctx.config,
-                self.eb,
-                &self.id,
-                &mut self.status.offload,
-                Some(&case.name),
-            )
-            .await?;
-            self.note_restore(&stage);
-            if let Stage::Waiting(m) = stage {
-                self.status.run.message = Some(m);
-                return Ok(Next::Wait(Action::requeue(POLL)));
-            }
+        if let Some(m) = self.restore_offload(Some(&case.name)).await? {
+            self.status.run.message = Some(m);
+            return Ok(Next::Wait(Action::requeue(POLL)));
         }
         if case.offload_profile.is_some() {
             let stage = offload::apply(
@@ -328,6 +311,30 @@ impl Run<'_> {
             format!("case {}: {n} worker pod(s) started", case.name),
         );
         Ok(Next::Wait(Action::requeue(POLL)))
+    }
+
+    /// Writes back the offload changes still open, except `skip`'s (the case being prepared:
+    /// its records exist before its apply Job does), and keeps OffloadRestored current.
+    /// Some(what it waits for) while restore Jobs are at work.
+    async fn restore_offload(&mut self, skip: Option<&str>) -> Result<Option<String>> {
+        let open = |r: &OffloadRecord| !r.restored && Some(r.case.as_str()) != skip;
+        if !self.status.offload.iter().any(open) {
+            return Ok(None);
+        }
+        let stage = offload::restore(
+            &self.ctx.client,
+            &self.ctx.config,
+            self.eb,
+            &self.id,
+            &mut self.status.offload,
+            skip,
+        )
+        .await?;
+        self.note_restore(&stage);
+        Ok(match stage {
+            Stage::Waiting(m) => Some(m),
+            _ => None,
+        })
     }
 
     fn note_restore(&mut self, stage: &Stage) {
@@ -442,21 +449,9 @@ impl Run<'_> {
             return Ok(Next::Continue);
         }
         // The run counts as done only once the nodes are as they were.
-        if self.status.offload.iter().any(|r| !r.restored) {
-            let stage = offload::restore(
-                &self.ctx.client,
-                &self.ctx.config,
-                self.eb,
-                &self.id,
-                &mut self.status.offload,
-                None,
-            )
-            .await?;
-            self.note_restore(&stage);
-            if let Stage::Waiting(m) = stage {
-                self.status.run.message = Some(format!("all cases measured; {m}"));
-                return Ok(Next::Wait(Action::requeue(POLL)));
-            }
+        if let Some(m) = self.restore_offload(None).await? {
+            self.status.run.message = Some(format!("all cases measured; {m}"));
+            return Ok(Next::Wait(Action::requeue(POLL)));
         }
         self.condition(READY, true, "Succeeded", "all cases measured");
         self.status.run.completion_time = Some(conditions::now());
@@ -544,24 +539,12 @@ impl Run<'_> {
         if !keep_pods {
             children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::PODS).await?;
         }
-        if self.status.offload.iter().any(|r| !r.restored) {
-            let stage = offload::restore(
-                &self.ctx.client,
-                &self.ctx.config,
-                self.eb,
-                &self.id,
-                &mut self.status.offload,
-                None,
-            )
-            .await?;
-            self.note_restore(&stage);
-            if let Stage::Waiting(m) = stage {
-                self.status.run.message = Some(format!("{m} (the run has ended)"));
-                return Ok(Next::Wait(Action::requeue(POLL)));
-            }
-        } else {
-            self.note_restore(&Stage::Done);
+        if let Some(m) = self.restore_offload(None).await? {
+            self.status.run.message = Some(format!("{m} (the run has ended)"));
+            return Ok(Next::Wait(Action::requeue(POLL)));
         }
+        // Also when nothing was left open here (e.g. an apply that changed nothing).
+        self.note_restore(&Stage::Done);
         let sweep = children::Sweep {
             pods: !keep_pods,
             secrets: !keep_pods,
