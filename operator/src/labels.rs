@@ -34,6 +34,20 @@ pub fn run_labels(kind: &str, benchmark: &str, run: &str) -> BTreeMap<String, St
     ])
 }
 
+/// The controller reference every child of a benchmark carries (deletion cleans it up).
+pub fn owner<K: kube::Resource<DynamicType = ()>>(
+    obj: &K,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: obj.meta().name.clone().unwrap_or_default(),
+        uid: obj.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
 /// Selector for every child of one benchmark object (all runs).
 pub fn benchmark_selector(kind: &str, benchmark: &str) -> String {
     format!(

@@ -83,6 +83,41 @@ pub fn set_phase(
     run.message = Some(message);
 }
 
+/// Tells the registry who may register for `step` of `run`, with the run's token (its Secret,
+/// owned by the benchmark, is created the first time).
+pub async fn announce<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    run: &str,
+    step: u32,
+    workers: std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+) -> Result<()> {
+    let kind = K::kind(&()).into_owned();
+    let namespace = obj.meta().namespace.clone().unwrap_or_default();
+    let benchmark = obj.meta().name.clone().unwrap_or_default();
+    let token = crate::children::ensure_token(
+        &ctx.client,
+        &namespace,
+        &crate::labels::token_secret_name(&benchmark, run),
+        crate::labels::run_labels(&kind, &benchmark, run),
+        crate::labels::owner(obj),
+    )
+    .await?;
+    ctx.runs.announce(
+        run,
+        crate::runs::RunSpec {
+            kind,
+            namespace,
+            benchmark,
+            uid: obj.meta().uid.clone().unwrap_or_default(),
+            token,
+            step,
+            workers,
+        },
+    );
+    Ok(())
+}
+
 /// Time since `t` (zero when unset or in the future).
 pub fn elapsed_since(t: &Option<Time>) -> Duration {
     t.as_ref()

@@ -21,7 +21,6 @@ use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, READY, WORKERS_SCHEDULE
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
-use crate::runs::RunSpec;
 use crate::{children, labels, queue, reports, workers};
 
 /// How often a running case or an offload Job is checked (reports also wake the controller).
@@ -353,28 +352,8 @@ impl Run<'_> {
     }
 
     async fn announce(&mut self, index: u32) -> Result<()> {
-        let secret = labels::token_secret_name(&self.name, &self.id);
-        let token = children::ensure_token(
-            &self.ctx.client,
-            &self.ns,
-            &secret,
-            labels::run_labels(plan::KIND, &self.name, &self.id),
-            plan::owner(self.eb),
-        )
-        .await?;
-        self.ctx.runs.announce(
-            &self.id,
-            RunSpec {
-                kind: plan::KIND.into(),
-                namespace: self.ns.clone(),
-                benchmark: self.name.clone(),
-                uid: self.eb.uid().unwrap_or_default(),
-                token,
-                step: index,
-                workers: plan::worker_roles(self.eb, &self.id, index),
-            },
-        );
-        Ok(())
+        let workers = plan::worker_roles(self.eb, &self.id, index);
+        lifecycle::announce(self.ctx, self.eb, &self.id, index, workers).await
     }
 
     async fn create_workers(&mut self, index: u32) -> Result<()> {

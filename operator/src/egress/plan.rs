@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use loadgen::worker::protocol::Role;
 
 use crds::egress::{Direction, EgressBenchmark, EgressCase};
@@ -15,17 +14,6 @@ pub const KIND: &str = "EgressBenchmark";
 /// Index of the client and the server among a case's workers (worker name suffix -wN).
 const CLIENT: u32 = 0;
 const SERVER: u32 = 1;
-
-pub fn owner(eb: &EgressBenchmark) -> OwnerReference {
-    OwnerReference {
-        api_version: "netbench.io/v1alpha1".into(),
-        kind: KIND.into(),
-        name: eb.metadata.name.clone().unwrap_or_default(),
-        uid: eb.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
 
 /// The operator runs the server unless the case names an external `address`.
 pub fn server_in_cluster(case: &EgressCase) -> bool {
@@ -127,7 +115,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
         WorkerPlan {
             name: worker,
             labels,
-            owner: owner(eb),
+            owner: labels::owner(eb),
             args,
             step: index,
             run: run.to_string(),

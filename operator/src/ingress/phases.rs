@@ -16,7 +16,6 @@ use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, W
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
-use crate::runs::RunSpec;
 use crate::{children, labels, queue, reports, target, workers};
 
 /// How often a running step is checked (reports also wake the controller at once).
@@ -298,28 +297,8 @@ impl Run<'_> {
 
     /// The token Secret, the registry entry for the barrier, and the pods (all idempotent).
     async fn announce(&mut self, step: u32) -> Result<()> {
-        let secret = labels::token_secret_name(&self.name, &self.id);
-        let token = children::ensure_token(
-            &self.ctx.client,
-            &self.ns,
-            &secret,
-            labels::run_labels(plan::KIND, &self.name, &self.id),
-            plan::owner(self.ib),
-        )
-        .await?;
-        self.ctx.runs.announce(
-            &self.id,
-            RunSpec {
-                kind: plan::KIND.into(),
-                namespace: self.ns.clone(),
-                benchmark: self.name.clone(),
-                uid: self.ib.uid().unwrap_or_default(),
-                token,
-                step,
-                workers: plan::worker_names(self.ib, &self.id, step),
-            },
-        );
-        Ok(())
+        let workers = plan::worker_names(self.ib, &self.id, step);
+        lifecycle::announce(self.ctx, self.ib, &self.id, step, workers).await
     }
 
     async fn create_workers(&mut self, step: u32) -> Result<()> {

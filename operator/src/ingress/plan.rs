@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
 use crds::ingress::{IngressBenchmark, IngressBenchmarkSpec};
 
 use crate::labels;
@@ -67,17 +65,6 @@ fn millis(d: crds::Duration) -> String {
     format!("{}ms", std::time::Duration::from(d).as_millis())
 }
 
-pub fn owner(ib: &IngressBenchmark) -> OwnerReference {
-    OwnerReference {
-        api_version: "netbench.io/v1alpha1".into(),
-        kind: KIND.into(),
-        name: ib.metadata.name.clone().unwrap_or_default(),
-        uid: ib.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
-
 /// The worker pods of one step.
 pub fn workers(ib: &IngressBenchmark, run: &str, step: u32, host_network: bool) -> Vec<WorkerPlan> {
     let name = ib.metadata.name.clone().unwrap_or_default();
@@ -90,7 +77,7 @@ pub fn workers(ib: &IngressBenchmark, run: &str, step: u32, host_network: bool) 
         .map(|i| WorkerPlan {
             name: labels::worker_name(&name, run, step, i),
             labels: base_labels.clone(),
-            owner: owner(ib),
+            owner: labels::owner(ib),
             args: args.clone(),
             step,
             run: run.to_string(),
