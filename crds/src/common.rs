@@ -4,12 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A Kubernetes-style duration string such as "30s", "2m" or "1m30s" (Go's time.ParseDuration
-/// syntax, like metav1.Duration).
-pub use kube::core::Duration;
-
-/// The regex every duration field's schema carries, so the API server rejects "30" or "3 s".
-pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
+pub use crate::duration::{Duration, DURATION_PATTERN};
 
 /// Where a run is in its life. Moves forward only:
 /// Pending -> (Queued) -> Preparing -> Running -> Collecting -> Succeeded | Failed.

@@ -62,9 +62,13 @@ pub struct EgressWorkers {
     /// CPU for each worker, e.g. "2". Sets requests = limits (Guaranteed QoS), so the kubelet's
     /// static CPU manager can pin it and a stream is not throttled by a neighbour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 16))]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('256')) <= 0").message("workers.cpu must be a quantity such as 500m or 2, more than 0 and at most 256"))]
     pub cpu: Option<Quantity>,
     /// Memory for each worker (requests = limits). Defaults to 256Mi when cpu is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 16))]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('1Ti')) <= 0").message("workers.memory must be a quantity such as 256Mi or 1Gi, more than 0 and at most 1Ti"))]
     pub memory: Option<Quantity>,
 }
 
@@ -89,6 +93,7 @@ pub struct EgressCase {
     /// How long to measure ("10s").
     #[serde(default = "default_case_duration")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1s') && duration(self) <= duration('24h')").message("case duration must be between 1s and 24h"))]
     pub duration: Duration,
     /// Bytes per write (iperf3 -l). Default 128 KiB.
     #[serde(default = "default_message_size")]

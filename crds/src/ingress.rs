@@ -55,7 +55,7 @@ pub struct IngressBenchmarkSpec {
 #[serde(rename_all = "camelCase")]
 pub struct HttpTarget {
     /// Absolute http:// or https:// URL, e.g. http://ingress-nginx-controller.ingress-nginx/ .
-    #[x_kube(validation = Rule::new("isURL(self) && url(self).getScheme() in ['http', 'https']").message("target.url must be an absolute http:// or https:// URL"))]
+    #[x_kube(validation = Rule::new("isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''").message("target.url must be an absolute http:// or https:// URL with a host"))]
     #[schemars(length(min = 1, max = 2048))]
     pub url: String,
     /// HTTP method.
@@ -115,21 +115,24 @@ pub struct TlsSpec {
     validation = Rule::new("duration(self.duration) > duration(self.warmup)").message("load.duration must be longer than load.warmup"),
 )]
 pub struct LoadSpec {
-    /// Open connections per worker (wrk -c).
+    /// Open connections per worker (wrk -c). At most 20000: what one pod can hold open to one
+    /// target address (its ephemeral ports), with room to spare.
     #[serde(default = "default_connections")]
-    #[schemars(range(min = 1, max = 100000))]
+    #[schemars(range(min = 1, max = 20000))]
     pub connections: u32,
     /// Load-generator threads per worker (wrk -t); usually the worker's CPU count.
     #[serde(default = "default_threads")]
-    #[schemars(range(min = 1, max = 256))]
+    #[schemars(range(min = 1, max = 64))]
     pub threads: u32,
     /// How long each run measures, after the warm-up ("30s", "2m").
     #[serde(default = "default_duration")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1s') && duration(self) <= duration('24h')").message("load.duration must be between 1s and 24h"))]
     pub duration: Duration,
     /// Load applied before measuring starts; its requests are not recorded.
     #[serde(default = "default_warmup")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('1h')").message("load.warmup must be at most 1h"))]
     pub warmup: Duration,
     /// Reuse connections. false opens a new TCP connection per request (the seed report's
     /// ingress-nginx runs were done this way).
@@ -142,11 +145,12 @@ pub struct LoadSpec {
     /// closed loop, as fast as the target answers (like wrk). With a rate, latency is measured
     /// from each request's intended send time (coordinated-omission corrected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 10000000))]
     pub rate: Option<u64>,
     /// Per-request timeout; slower requests count as timeout errors.
     #[serde(default = "default_timeout")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1ms') && duration(self) <= duration('5m')").message("load.timeout must be between 1ms and 5m"))]
     pub timeout: Duration,
 }
 
@@ -211,9 +215,13 @@ pub struct WorkerSpec {
     /// CPU for each worker, e.g. "2". Sets requests = limits (Guaranteed QoS), so the kubelet's
     /// static CPU manager can pin it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 16))]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('256')) <= 0").message("workers.cpu must be a quantity such as 500m or 2, more than 0 and at most 256"))]
     pub cpu: Option<Quantity>,
     /// Memory for each worker (requests = limits). Defaults to 256Mi when cpu is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 16))]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('1Ti')) <= 0").message("workers.memory must be a quantity such as 256Mi or 1Gi, more than 0 and at most 1Ti"))]
     pub memory: Option<Quantity>,
     /// Run workers in the node's network namespace. Needs the cluster admin's permission
     /// (operator config) for this namespace.
@@ -252,6 +260,7 @@ pub struct SweepSpec {
     /// Wait this long after the target's rollout finished before measuring.
     #[serde(default = "default_settle")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('1h')").message("sweep.settle must be at most 1h"))]
     pub settle: Duration,
 }
 
@@ -296,6 +305,7 @@ pub struct SweepStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     // maxLength bounds the CEL cost estimate of the ordering rules on steps.
     #[schemars(extend("maxLength" = 16))]
+    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('256')) <= 0").message("sweep steps' cpu must be a quantity such as 500m or 2, more than 0 and at most 256"))]
     pub cpu: Option<Quantity>,
     /// Replicas of the target Deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -314,6 +324,7 @@ pub struct Thresholds {
     /// Largest acceptable 99th percentile latency ("50ms").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) > duration('0s') && duration(self) <= duration('1h')").message("thresholds.maxP99 must be more than 0s and at most 1h"))]
     pub max_p99: Option<Duration>,
     /// Largest acceptable share of failed requests, 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,7 +5,9 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod bounds;
 pub mod common;
+pub mod duration;
 pub mod egress;
 pub mod ingress;
 pub mod manifests;

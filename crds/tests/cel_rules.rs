@@ -68,7 +68,7 @@ fn valid_objects_pass() {
 
 #[test]
 fn url_must_be_http_or_https() {
-    let msg = "target.url must be an absolute http:// or https:// URL";
+    let msg = "target.url must be an absolute http:// or https:// URL with a host";
     assert_rejected(
         &with(&ingress(), "spec.target.url", json!("ftp://host/")),
         msg,
@@ -77,6 +77,9 @@ fn url_must_be_http_or_https() {
         &with(&ingress(), "spec.target.url", json!("nginx:8080")),
         msg,
     );
+    assert_rejected(&with(&ingress(), "spec.target.url", json!("http://")), msg);
+    // "http:///x" is refused by the API server (Go's URL parser finds no host) but not by the
+    // local evaluator (the WHATWG parser reads host "x"): tests/cluster/crd-check.sh covers it.
     let https = with(
         &ingress(),
         "spec.target.url",
@@ -216,5 +219,106 @@ fn bind_interface_and_address_are_exclusive() {
     assert_rejected(
         &with(&egress(), "spec.cases.0.client", both),
         "set bindInterface or bindAddress, not both",
+    );
+}
+
+/// Each duration rule at its edges, and the operator's own check (crds::bounds, which refuses
+/// objects stored before a rule existed) agreeing with the API server's rule on every value.
+#[test]
+fn durations_are_bounded_and_the_operator_agrees() {
+    let cases: [(&str, &str, &[&str], &[&str]); 5] = [
+        (
+            "spec.load.duration",
+            "load.duration must be between 1s and 24h",
+            &["1s", "10s", "24h", "23h59m59s"],
+            &["999ms", "1ns", "24h1ns", "25h", "99999h"],
+        ),
+        (
+            "spec.load.warmup",
+            "load.warmup must be at most 1h",
+            &["0s", "1s", "9s"],
+            &["1h1s", "2h"],
+        ),
+        (
+            "spec.load.timeout",
+            "load.timeout must be between 1ms and 5m",
+            &["1ms", "2s", "5m"],
+            &["0s", "999us", "5m1s"],
+        ),
+        (
+            "spec.sweep.settle",
+            "sweep.settle must be at most 1h",
+            &["0s", "15s", "1h"],
+            &["61m", "1000h"],
+        ),
+        (
+            "spec.thresholds.maxP99",
+            "thresholds.maxP99 must be more than 0s and at most 1h",
+            &["1ns", "50ms", "1h"],
+            &["0s", "1h1ms"],
+        ),
+    ];
+    let base = with(&ingress(), "spec.thresholds", json!({}));
+    let base = with(&base, "spec.load.warmup", json!("0s"));
+    for (path, message, good, bad) in cases {
+        for value in good {
+            let obj = with(&base, path, json!(value));
+            assert_eq!(
+                support::cel_errors(&obj),
+                Vec::<String>::new(),
+                "{path}={value}"
+            );
+            let spec: crds::IngressBenchmarkSpec =
+                serde_json::from_value(obj["spec"].clone()).unwrap();
+            assert_eq!(crds::bounds::ingress(&spec), Ok(()), "{path}={value}");
+        }
+        for value in bad {
+            let obj = with(&base, path, json!(value));
+            assert_rejected(&obj, message);
+            let spec: crds::IngressBenchmarkSpec =
+                serde_json::from_value(obj["spec"].clone()).unwrap();
+            let err = crds::bounds::ingress(&spec).unwrap_err();
+            assert!(err.starts_with(message), "{path}={value}: {err}");
+        }
+    }
+    let msg = "case duration must be between 1s and 24h";
+    for value in ["0s", "500ms", "25h"] {
+        let obj = with(&egress(), "spec.cases.0.duration", json!(value));
+        assert_rejected(&obj, msg);
+        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        assert!(crds::bounds::egress(&spec).unwrap_err().contains(msg));
+    }
+}
+
+#[test]
+fn quantities_must_parse_and_stay_in_range() {
+    let cpu = "workers.cpu must be a quantity such as 500m or 2, more than 0 and at most 256";
+    for bad in [
+        json!("banana"),
+        json!("0"),
+        json!("-1"),
+        json!("257"),
+        json!("1Ki"),
+    ] {
+        assert_rejected(&with(&ingress(), "spec.workers.cpu", bad.clone()), cpu);
+        let eg = with(&egress(), "spec.workers", json!({"cpu": bad}));
+        assert_rejected(&eg, cpu);
+    }
+    for good in [json!("500m"), json!("2"), json!(4), json!("256")] {
+        let obj = with(&ingress(), "spec.workers.cpu", good.clone());
+        assert_eq!(support::cel_errors(&obj), Vec::<String>::new(), "{good}");
+    }
+    let memory =
+        "workers.memory must be a quantity such as 256Mi or 1Gi, more than 0 and at most 1Ti";
+    for bad in [json!("lots"), json!("0"), json!("2Ti")] {
+        assert_rejected(&with(&ingress(), "spec.workers.memory", bad), memory);
+    }
+    assert!(
+        support::cel_errors(&with(&ingress(), "spec.workers.memory", json!("256Mi"))).is_empty()
+    );
+    let step = "sweep steps' cpu must be a quantity such as 500m or 2, more than 0 and at most 256";
+    assert_rejected(
+        &with(&ingress(), "spec.sweep.steps.0.cpu", json!("banana")),
+        step,
     );
 }

@@ -52,5 +52,9 @@ fn field_docs_become_descriptions() {
     let schema = support::schema_of("IngressBenchmark");
     let text = &schema["properties"]["spec"]["properties"]["load"]["properties"]["connections"]
         ["description"];
-    assert_eq!(text, "Open connections per worker (wrk -c).");
+    // One flowing paragraph: the doc comment's line break is gone.
+    assert_eq!(
+        text,
+        "Open connections per worker (wrk -c). At most 20000: what one pod can hold open to one target address (its ephemeral ports), with room to spare."
+    );
 }

@@ -32,6 +32,13 @@ impl std::str::FromStr for NamespaceList {
     }
 }
 
+/// How the operator writes its log.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(clap::Parser, Clone, Debug)]
 #[command(
     name = "netbench-operator",
@@ -63,6 +70,9 @@ pub struct Config {
     /// Address of the worker API, /metrics, /healthz and /readyz.
     #[arg(long, env = "NETBENCH_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: std::net::SocketAddr,
+    /// Log format: `text` (plain, colour only on a terminal) or `json` (one object per line).
+    #[arg(long, env = "NETBENCH_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Namespaces whose benchmarks may run hostNetwork workers ("*" = all; empty = none).
     #[arg(long, env = "NETBENCH_HOST_NETWORK_NAMESPACES", default_value = "")]
     pub host_network_namespaces: NamespaceList,

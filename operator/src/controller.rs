@@ -1,9 +1,14 @@
 //! The kube-runtime Controller, the same for both kinds: watch the kind and the operator's pods,
 //! wake at once when a worker report arrives, wrap every reconcile in the finalizer (Apply /
-//! Cleanup), and log and count errors before a retry.
+//! Cleanup), and log, count and back off on errors.
+//!
+//! Objects are read through `DeserializeGuard`, so one object that does not parse (a stored
+//! object from an older schema, a hand-edited one) is reported on its own and cannot stop the
+//! watch for every other benchmark.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -11,7 +16,9 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, Controller};
@@ -20,7 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Retry};
 use crate::metrics::ReconcileTimer;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
@@ -44,22 +51,41 @@ pub trait Benchmark:
         -> BoxFuture<'a, Result<Action>>;
 }
 
+/// What every reconcile of one kind shares: the operator's context and the retry state.
+struct Reconciler {
+    ctx: Arc<Context>,
+    backoff: Backoff,
+}
+
+type Guarded<K> = DeserializeGuard<K>;
+
 pub async fn run<K: Benchmark>(
     ctx: Arc<Context>,
     wake: impl Stream<Item = ObjectRef<K>> + Send + 'static,
 ) {
-    let benchmarks = Api::<K>::all(ctx.client.clone());
+    let benchmarks = Api::<Guarded<K>>::all(ctx.client.clone());
     let pods = Api::<Pod>::all(ctx.client.clone());
     let owned = watcher::Config::default().labels(&format!(
         "{}={}",
         crate::labels::MANAGED_BY,
         crate::labels::OPERATOR
     ));
+    let wake = wake.map(|r| {
+        let guarded = ObjectRef::<Guarded<K>>::new(&r.name);
+        match r.namespace {
+            Some(ns) => guarded.within(&ns),
+            None => guarded,
+        }
+    });
+    let reconciler = Arc::new(Reconciler {
+        ctx,
+        backoff: Backoff::default(),
+    });
     Controller::new(benchmarks, watcher::Config::default())
         .owns(pods, owned)
         .reconcile_on(wake)
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, reconciler)
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(kind = %K::kind(&()), "reconcile: {e}");
@@ -68,31 +94,148 @@ pub async fn run<K: Benchmark>(
         .await;
 }
 
-async fn reconcile<K: Benchmark>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+#[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = obj.namespace(), name = obj.name_any()))]
+async fn reconcile<K: Benchmark>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
+    let ctx = &r.ctx;
     let kind = K::kind(&());
     let _timer = ReconcileTimer::start(&ctx.metrics, &kind);
+    let benchmark = match &obj.0 {
+        Ok(b) => Arc::new(b.clone()),
+        Err(invalid) => return unreadable::<K>(ctx, &obj, &invalid.error).await,
+    };
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    finalizer(&api, FINALIZER, obj, |event| async {
+    let result = finalizer(&api, FINALIZER, benchmark, |event| async {
         match event {
-            Event::Apply(obj) => obj.apply(&ctx, &api).await,
-            Event::Cleanup(obj) => obj.cleanup(&ctx, &api).await,
+            Event::Apply(b) => b.apply(ctx, &api).await,
+            Event::Cleanup(b) => b.cleanup(ctx, &api).await,
         }
     })
     .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    if result.is_ok() {
+        r.backoff.reset(&obj_key(&obj));
+    }
+    result
 }
 
-fn error_policy<K: Benchmark>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+/// An object that does not parse as its kind: said once per change (Warning Event, log, metric),
+/// then left alone until it changes. Nothing of it is acted on.
+async fn unreadable<K: Benchmark>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
     let kind = K::kind(&());
-    tracing::warn!(
-        %kind,
-        benchmark = obj.name_any(),
-        namespace = obj.namespace(),
-        "reconcile failed: {error}"
-    );
+    tracing::warn!(%kind, name = obj.name_any(), namespace = obj.namespace(), "unreadable object: {error}");
     ctx.metrics
         .reconcile_errors
-        .with_label_values(&[&kind, error.label()])
+        .with_label_values(&[&kind, "Unreadable"])
         .inc();
-    Action::requeue(Duration::from_secs(5))
+    let reference = obj.object_ref(&());
+    let mut events = vec![(
+        EventType::Warning,
+        "Unreadable".to_string(),
+        format!("the operator cannot read this object ({error}); fix or recreate it"),
+    )];
+    crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
+    Ok(Action::await_change())
+}
+
+fn obj_key<K: Benchmark>(obj: &Guarded<K>) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+fn error_policy<K: Benchmark>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
+    let kind = K::kind(&());
+    let key = obj_key(&obj);
+    match error.retry() {
+        Retry::Wait => {
+            tracing::debug!(%kind, benchmark = %key, "waiting: {error}");
+            Action::requeue(Duration::from_secs(5))
+        }
+        retry => {
+            let category = error.category();
+            tracing::warn!(%kind, benchmark = %key, error = category, "reconcile failed: {error}");
+            r.ctx
+                .metrics
+                .reconcile_errors
+                .with_label_values(&[&kind, category])
+                .inc();
+            let delay = r.backoff.next(&key, retry == Retry::Permanent);
+            Action::requeue(delay)
+        }
+    }
+}
+
+/// Exponential backoff with jitter per object: 1 s, 2 s, 4 s ... capped at 5 min (permanent
+/// errors start at the cap: only a change of the object helps, and a change wakes it anyway).
+#[derive(Default)]
+struct Backoff {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+const BACKOFF_CAP: Duration = Duration::from_secs(300);
+
+impl Backoff {
+    fn next(&self, key: &str, permanent: bool) -> Duration {
+        let n = {
+            let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            let n = failures.entry(key.to_string()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        let base = if permanent {
+            BACKOFF_CAP
+        } else {
+            backoff_delay(n)
+        };
+        // Jitter in [0.5, 1.0) of the delay, so objects that failed together do not retry together.
+        base.mul_f64(rand::random_range(0.5..1.0))
+    }
+
+    fn reset(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+/// The un-jittered delay after `failures` consecutive failures.
+fn backoff_delay(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    BACKOFF_BASE
+        .checked_mul(1u32 << exp)
+        .unwrap_or(BACKOFF_CAP)
+        .min(BACKOFF_CAP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backoff_delay(1), Duration::from_secs(1));
+        assert_eq!(backoff_delay(2), Duration::from_secs(2));
+        assert_eq!(backoff_delay(5), Duration::from_secs(16));
+        assert_eq!(backoff_delay(9), Duration::from_secs(256));
+        assert_eq!(backoff_delay(10), BACKOFF_CAP);
+        assert_eq!(backoff_delay(u32::MAX), BACKOFF_CAP);
+    }
+
+    #[test]
+    fn backoff_is_jittered_per_object_and_reset_by_success() {
+        let b = Backoff::default();
+        for _ in 0..4 {
+            b.next("ns/a", false);
+        }
+        let d = b.next("ns/a", false);
+        assert!(
+            d >= Duration::from_secs(8) && d < Duration::from_secs(16),
+            "{d:?}"
+        );
+        let other = b.next("ns/b", false);
+        assert!(other < Duration::from_secs(1), "{other:?}");
+        b.reset("ns/a");
+        assert!(b.next("ns/a", false) < Duration::from_secs(1));
+        assert!(b.next("ns/c", true) >= BACKOFF_CAP / 2);
+    }
 }

@@ -1,40 +1,84 @@
-//! Errors of a reconcile, split into what waits for a spec change (permanent) and what is
-//! retried with backoff (transient). The variant name is the metric label and Event reason.
+//! Errors of a reconcile. Each has a stable category: it is the `error` label of
+//! `netbench_reconcile_errors_total` and the reason of the Warning Event, and it says whether a
+//! retry can help (transient) or only a change of the object can (permanent).
+
+use kube::runtime::finalizer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("finalizer: {0}")]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
+    Finalizer(Box<finalizer::Error<Error>>),
     #[error("report: {0}")]
     Report(String),
     #[error("{0}")]
     Internal(String),
-    /// Not an error: a deletion waits for offload settings to be written back.
+    /// Not an error: a deletion waits for offload settings to be written back. Logged at debug,
+    /// never counted, retried soon.
     #[error("{0}")]
     Pending(String),
 }
 
+/// Whether retrying the same object can succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Retry with exponential backoff (API hiccups, conflicts, a report not readable yet).
+    Transient,
+    /// Wait for a change of the object (a request the API server refuses as invalid).
+    Permanent,
+    /// A normal wait, not a failure.
+    Wait,
+}
+
 impl Error {
-    /// Every value of [`Error::label`].
-    pub const LABELS: [&'static str; 5] = [
-        "KubeError",
-        "FinalizerError",
-        "ReportError",
-        "InternalError",
-        "Pending",
+    /// Every value of [`Error::category`], so the metric's series exist at 0 from the start.
+    pub const CATEGORIES: [&'static str; 7] = [
+        "KubeApi",
+        "KubeConflict",
+        "KubeRefused",
+        "KubeTransport",
+        "Finalizer",
+        "Report",
+        "Internal",
     ];
 
-    /// Stable label for metrics and Events.
-    pub fn label(&self) -> &'static str {
+    /// Stable category of what failed: the metric label and the Event reason. A failure inside
+    /// the finalizer's Apply/Cleanup is categorised by its cause, not as "finalizer".
+    pub fn category(&self) -> &'static str {
         match self {
-            Error::Kube(_) => "KubeError",
-            Error::Finalizer(_) => "FinalizerError",
-            Error::Report(_) => "ReportError",
-            Error::Internal(_) => "InternalError",
+            Error::Kube(e) => kube_category(e),
+            Error::Finalizer(e) => match e.as_ref() {
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
+                    inner.category()
+                }
+                finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+                    kube_category(e)
+                }
+                _ => "Finalizer",
+            },
+            Error::Report(_) => "Report",
+            Error::Internal(_) => "Internal",
             Error::Pending(_) => "Pending",
         }
+    }
+
+    pub fn retry(&self) -> Retry {
+        match self.category() {
+            "Pending" => Retry::Wait,
+            "KubeRefused" => Retry::Permanent,
+            _ => Retry::Transient,
+        }
+    }
+}
+
+fn kube_category(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => "KubeConflict",
+        // Refusals that a retry of the same request will meet again (invalid, forbidden).
+        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 422) => "KubeRefused",
+        kube::Error::Api(_) => "KubeApi",
+        _ => "KubeTransport",
     }
 }
 
@@ -43,15 +87,41 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16) -> Error {
+        Error::Kube(kube::Error::Api(
+            Status::failure("m", "r").with_code(code).boxed(),
+        ))
+    }
 
     #[test]
-    fn labels_lists_every_label() {
+    fn categories_are_listed_and_finalizer_errors_show_their_cause() {
         for e in [
+            api(409),
+            api(422),
+            api(500),
             Error::Report(String::new()),
             Error::Internal(String::new()),
-            Error::Pending(String::new()),
         ] {
-            assert!(Error::LABELS.contains(&e.label()));
+            assert!(Error::CATEGORIES.contains(&e.category()), "{e}");
         }
+        let wrapped = Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(api(500))));
+        assert_eq!(wrapped.category(), "KubeApi");
+        let wrapped = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::Report(
+            "x".into(),
+        ))));
+        assert_eq!(wrapped.category(), "Report");
+    }
+
+    #[test]
+    fn waits_are_not_failures_and_refusals_wait_for_a_change() {
+        let pending = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::Pending(
+            "restoring".into(),
+        ))));
+        assert_eq!(pending.retry(), Retry::Wait);
+        assert_eq!(api(422).retry(), Retry::Permanent);
+        assert_eq!(api(409).retry(), Retry::Transient);
+        assert_eq!(api(503).retry(), Retry::Transient);
     }
 }

@@ -4,9 +4,15 @@
 //! Lease once its controllers have stopped (like client-go's ReleaseOnCancel), so a follower or
 //! the next pod of a rolling update takes over within [`RETRY_EVERY`] instead of waiting for
 //! the Lease to expire.
+//!
+//! Expiry follows client-go's rule: another replica's Lease counts as expired when its record
+//! (holder, renewTime) has not changed for leaseDurationSeconds *as measured by our own clock*
+//! since we first saw that record. The renewTime written by another replica is compared with
+//! nothing, so clock skew between nodes cannot make two replicas lead at once.
 
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -31,26 +37,56 @@ pub struct LostLease;
 pub struct Elector {
     api: Api<Lease>,
     identity: String,
+    observer: Observer,
+}
+
+/// The Lease record last seen and when (our clock) it was first seen.
+#[derive(Default)]
+struct Observer(Mutex<Option<(Record, Instant)>>);
+
+impl Observer {
+    /// How long (our clock, up to `now`) the Lease has carried this record.
+    fn unchanged_for(&self, lease: &LeaseSpec, now: Instant) -> Duration {
+        let record = record_of(lease);
+        let mut observed = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match observed.as_ref() {
+            Some((seen, at)) if *seen == record => now.saturating_duration_since(*at),
+            _ => {
+                *observed = Some((record, now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
+/// What identifies one renewal of a Lease: a renewal changes renewTime (and the holder may change).
+type Record = (Option<String>, Option<MicroTime>, Option<i32>);
+
+fn record_of(lease: &LeaseSpec) -> Record {
+    (
+        lease.holder_identity.clone(),
+        lease.renew_time.clone(),
+        lease.lease_duration_seconds,
+    )
 }
 
 fn now() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
 }
 
-/// True when `lease` is free for `identity`: unheld (or released), held by it, or expired.
-pub fn available(lease: &LeaseSpec, identity: &str, now: jiff::Timestamp) -> bool {
-    match (
-        &lease.holder_identity,
-        &lease.renew_time,
-        lease.lease_duration_seconds,
-    ) {
-        (None, _, _) => true,
-        (Some(h), _, _) if h.is_empty() => true,
-        (Some(h), _, _) if h == identity => true,
-        (Some(_), Some(renewed), Some(secs)) => {
-            now.duration_since(renewed.0).as_secs() >= i64::from(secs)
+/// True when `lease` is free for `identity`: unheld (or released), held by it, or expired:
+/// unchanged for its leaseDurationSeconds since we first saw this record (`unchanged_for`,
+/// measured with our own clock).
+pub fn available(lease: &LeaseSpec, identity: &str, unchanged_for: Duration) -> bool {
+    match (&lease.holder_identity, lease.lease_duration_seconds) {
+        (None, _) => true,
+        (Some(h), _) if h.is_empty() => true,
+        (Some(h), _) if h == identity => true,
+        // A missing or non-positive duration cannot keep the Lease held.
+        (Some(_), secs) => {
+            let secs = secs.and_then(|s| u64::try_from(s).ok()).unwrap_or(0);
+            unchanged_for >= Duration::from_secs(secs)
         }
-        _ => true,
     }
 }
 
@@ -76,6 +112,7 @@ impl Elector {
         Elector {
             api: Api::namespaced(client, namespace),
             identity: identity.to_string(),
+            observer: Observer::default(),
         }
     }
 
@@ -107,11 +144,18 @@ impl Elector {
             }
             Some(mut lease) => {
                 let current = lease.spec.clone().unwrap_or_default();
-                if !available(&current, &self.identity, jiff::Timestamp::now()) {
+                if !available(
+                    &current,
+                    &self.identity,
+                    self.observer.unchanged_for(&current, Instant::now()),
+                ) {
                     return Ok(false);
                 }
                 let ours = current.holder_identity.as_deref() == Some(self.identity.as_str());
-                let transitions = current.lease_transitions.unwrap_or(0) + i32::from(!ours);
+                let transitions = current
+                    .lease_transitions
+                    .unwrap_or(0)
+                    .saturating_add(i32::from(!ours));
                 lease.spec = Some(spec(
                     transitions,
                     if ours { current.acquire_time } else { None },
@@ -217,22 +261,69 @@ mod tests {
             lease_duration_seconds: Some(15),
             ..Default::default()
         };
-        let later = |s: i64| t0.checked_add(jiff::SignedDuration::from_secs(s)).unwrap();
-        assert!(available(&held, "a", later(1)), "holder renews");
+        let secs = Duration::from_secs;
+        assert!(available(&held, "a", secs(1)), "holder renews");
         assert!(
-            !available(&held, "b", later(10)),
+            !available(&held, "b", secs(10)),
             "others wait while it is fresh"
         );
         assert!(
-            available(&held, "b", later(16)),
+            available(&held, "b", secs(16)),
             "expired leases can be taken"
         );
-        assert!(available(&LeaseSpec::default(), "b", t0));
+        assert!(available(&LeaseSpec::default(), "b", Duration::ZERO));
         let blank = LeaseSpec {
             holder_identity: Some(String::new()),
             ..held.clone()
         };
-        assert!(available(&blank, "b", later(1)), "an empty holder is free");
+        assert!(available(&blank, "b", secs(1)), "an empty holder is free");
+        let hostile = LeaseSpec {
+            lease_duration_seconds: Some(-5),
+            ..held.clone()
+        };
+        assert!(
+            available(&hostile, "b", Duration::ZERO),
+            "no panic, not held"
+        );
+    }
+
+    #[test]
+    fn expiry_is_measured_by_our_clock_not_the_holders() {
+        // The holder's clock is an hour behind ours: its renewTime looks ancient, yet the
+        // Lease is fresh until it stays unchanged for 15 s of our time.
+        let ancient: jiff::Timestamp = "2020-01-01T00:00:00Z".parse().unwrap();
+        let held = |renewed: jiff::Timestamp| LeaseSpec {
+            holder_identity: Some("a".into()),
+            renew_time: Some(MicroTime(renewed)),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        };
+        let observer = Observer::default();
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        let first = observer.unchanged_for(&held(ancient), at(0));
+        assert!(
+            !available(&held(ancient), "b", first),
+            "first sight is fresh"
+        );
+        let later = observer.unchanged_for(&held(ancient), at(10));
+        assert!(!available(&held(ancient), "b", later));
+        // A renewal (new renewTime, whatever its clock says) restarts our count.
+        let renewed = ancient
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap();
+        let after_renewal = observer.unchanged_for(&held(renewed), at(14));
+        assert_eq!(after_renewal, Duration::ZERO);
+        assert!(!available(
+            &held(renewed),
+            "b",
+            observer.unchanged_for(&held(renewed), at(28))
+        ));
+        assert!(available(
+            &held(renewed),
+            "b",
+            observer.unchanged_for(&held(renewed), at(29))
+        ));
     }
 
     #[test]
@@ -267,7 +358,7 @@ mod tests {
             "a release is not a transition"
         );
         assert!(
-            available(&r, "b", t1),
+            available(&r, "b", Duration::ZERO),
             "another replica may take a released Lease at once"
         );
     }

@@ -3,6 +3,7 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use operator::api::{self, ApiState};
-use operator::config::Config;
+use operator::config::{Config, LogFormat};
 use operator::context::Context;
 use operator::leader::Elector;
 use operator::metrics::Metrics;
@@ -21,13 +22,8 @@ use operator::runs::Registry;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
     let config = Config::parse();
+    init_logging(config.log_format);
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
     let runs = Arc::new(Registry::default());
@@ -95,6 +91,19 @@ async fn main() -> anyhow::Result<()> {
         r = server => tracing::error!("API server stopped: {r:?}"),
     }
     Ok(())
+}
+
+/// Plain text (ANSI colours only when stderr is a terminal, never in `kubectl logs`) or JSON.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 type WakeStream<K> = UnboundedReceiverStream<ObjectRef<K>>;

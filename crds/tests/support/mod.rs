@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use kube::core::cel::Validator;
-use kube::CustomResourceExt;
 use serde_json::Value;
 
 pub fn repo_root() -> PathBuf {
@@ -15,8 +14,8 @@ pub fn repo_root() -> PathBuf {
 /// The openAPIV3Schema of the CRD serving `kind`.
 pub fn schema_of(kind: &str) -> Value {
     let crd = match kind {
-        "IngressBenchmark" => crds::IngressBenchmark::crd(),
-        "EgressBenchmark" => crds::EgressBenchmark::crd(),
+        "IngressBenchmark" => crds::manifests::published::<crds::IngressBenchmark>(),
+        "EgressBenchmark" => crds::manifests::published::<crds::EgressBenchmark>(),
         other => panic!("unknown kind {other}"),
     };
     let crd = serde_json::to_value(crd).unwrap();

@@ -70,7 +70,16 @@ pub async fn apply(
     }
     if run.status.run.run_id.as_deref() == Some(run.id.as_str()) {
         for _ in 0..8 {
-            let next = match run.status.run.phase.unwrap_or_default() {
+            let phase = run.status.run.phase.unwrap_or_default();
+            let tampered = plan::case_at(&eb, run.case_index()).is_none();
+            let next = match phase {
+                Phase::Preparing | Phase::Running | Phase::Collecting if tampered => {
+                    let m = format!(
+                        "status.currentCase {} names no case (the status was changed outside the operator)",
+                        run.case_index()
+                    );
+                    run.fail("InvalidStatus", m).await?
+                }
                 Phase::Pending | Phase::Queued => run.pending().await?,
                 Phase::Preparing => run.preparing().await?,
                 Phase::Running => run.running().await?,
@@ -261,7 +270,7 @@ impl Run<'_> {
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
         self.status.current_case = Some(0);
-        let first = &self.eb.spec.cases[0].name;
+        let first = plan::case_at(self.eb, 0).map_or("", |c| c.name.as_str());
         self.set_phase(Phase::Preparing, format!("preparing case {first}"));
         Ok(Next::Continue)
     }
@@ -368,7 +377,9 @@ impl Run<'_> {
 
     async fn running(&mut self) -> Result<Next> {
         let index = self.case_index();
-        let case = &self.eb.spec.cases[index as usize];
+        let Some(case) = plan::case_at(self.eb, index) else {
+            return Err(Error::Internal(format!("no case {index}")));
+        };
         if !self.ctx.runs.is_announced(&self.id, index) {
             self.announce(index).await?;
         }
@@ -415,7 +426,9 @@ impl Run<'_> {
 
     async fn collecting(&mut self) -> Result<Next> {
         let index = self.case_index();
-        let case = &self.eb.spec.cases[index as usize];
+        let Some(case) = plan::case_at(self.eb, index) else {
+            return Err(Error::Internal(format!("no case {index}")));
+        };
         if !self.status.cases.iter().any(|c| c.name == case.name) {
             if let Some(fail) = self.record_report(index).await? {
                 return Ok(fail);
@@ -442,7 +455,9 @@ impl Run<'_> {
     /// Turns the case's client report into its result (once), then removes the case's pods.
     /// Some(next) when the run fails (an unreadable report, streams that ended early).
     async fn record_report(&mut self, index: u32) -> Result<Option<Next>> {
-        let case = &self.eb.spec.cases[index as usize];
+        let Some(case) = plan::case_at(self.eb, index) else {
+            return Err(Error::Internal(format!("no case {index}")));
+        };
         let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
         let client = plan::client_name(self.eb, &self.id, index);
         let Some(report) = reports.get(&client) else {

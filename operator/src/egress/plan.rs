@@ -42,7 +42,7 @@ pub fn server_name(eb: &EgressBenchmark, run: &str, case: u32) -> String {
 /// the client gets it at the barrier).
 pub fn worker_roles(eb: &EgressBenchmark, run: &str, index: u32) -> BTreeMap<String, Role> {
     let mut roles = BTreeMap::from([(client_name(eb, run, index), Role::Client)]);
-    if server_in_cluster(&eb.spec.cases[index as usize]) {
+    if case_at(eb, index).is_some_and(server_in_cluster) {
         roles.insert(server_name(eb, run, index), Role::Server);
     }
     roles
@@ -105,7 +105,9 @@ pub fn server_args(case: &EgressCase) -> Vec<String> {
 /// The pods of one case: the client, and the server unless it is external.
 pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
     let name = eb.metadata.name.clone().unwrap_or_default();
-    let case = &eb.spec.cases[index as usize];
+    let Some(case) = case_at(eb, index) else {
+        return vec![];
+    };
     let mut labels = labels::run_labels(KIND, &name, run);
     labels.insert(labels::STEP.into(), index.to_string());
     let resources = eb.spec.workers.as_ref();
@@ -156,10 +158,16 @@ pub fn case_deadline(case: &EgressCase, start_timeout: std::time::Duration) -> s
 
 /// The baseline case's name: `baselineCase`, or the first case.
 pub fn baseline(eb: &EgressBenchmark) -> &str {
-    eb.spec
-        .baseline_case
-        .as_deref()
-        .unwrap_or(&eb.spec.cases[0].name)
+    match (&eb.spec.baseline_case, eb.spec.cases.first()) {
+        (Some(b), _) => b,
+        (None, Some(first)) => &first.name,
+        (None, None) => "",
+    }
+}
+
+/// The case at `index` (a case index read from status, so possibly out of range).
+pub fn case_at(eb: &EgressBenchmark, index: u32) -> Option<&EgressCase> {
+    eb.spec.cases.get(usize::try_from(index).ok()?)
 }
 
 #[cfg(test)]

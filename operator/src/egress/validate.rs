@@ -38,6 +38,7 @@ pub fn permitted(
     namespace: &str,
     config: &Config,
 ) -> Result<(), Refusal> {
+    crds::bounds::egress(spec).map_err(Refusal::invalid)?;
     let uses_offload = spec.cases.iter().any(|c| c.offload_profile.is_some());
     if uses_offload && !config.offload_namespaces.allows(namespace) {
         return Err(Refusal::not_permitted(format!(

@@ -13,6 +13,7 @@ pub fn permitted(
     namespace: &str,
     config: &Config,
 ) -> Result<(), String> {
+    crds::bounds::ingress(spec)?;
     if spec.workers.host_network && !config.host_network_namespaces.allows(namespace) {
         return Err(format!(
             "hostNetwork workers are not enabled for namespace {namespace}; the cluster admin can allow it (Helm value security.hostNetworkNamespaces)"
