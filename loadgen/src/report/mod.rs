@@ -6,10 +6,13 @@
 //! recomputes percentiles from the merged histogram (never averaging percentiles).
 
 mod envelope;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod histogram;
 mod http;
 mod merge;
 mod text;
+mod validate;
 
 pub use envelope::{Report, ReportError, REPORT_VERSION};
 pub use http::{
@@ -18,6 +21,10 @@ pub use http::{
 };
 pub use merge::merge_http;
 pub use text::http_summary;
+pub use validate::{
+    check_close, check_number, check_text, invalid, validate_http, InvalidReport, MAX_DURATION_S,
+    MAX_RATE, MAX_TEXT_BYTES, MAX_WORKERS,
+};
 
 /// Merges HTTP reports exactly (alias of [`merge_http`]).
 pub fn merge(reports: &[HttpReport]) -> Result<HttpReport, ReportError> {

@@ -4,6 +4,7 @@
 use crds::egress::{CaseResult, EgressCase};
 use loadgen::tcp::TcpReport;
 use loadgen::worker::protocol::FinalReport;
+use loadgen::worker::{validate_final, CheckedReport};
 
 /// The case's result; Err when the report is unreadable. Stream errors are returned beside
 /// the result so the run can fail without losing what was measured.
@@ -12,8 +13,22 @@ pub fn case_result(
     client: &FinalReport,
     server_node: Option<String>,
 ) -> Result<(CaseResult, Vec<String>), String> {
-    let report: TcpReport = serde_json::from_value(client.report.clone())
-        .map_err(|e| format!("case {}: unreadable tcp report: {e}", case.name))?;
+    // Validated again: the stored report is as hostile as the request that brought it.
+    let report: TcpReport = match validate_final(client, loadgen::tcp::report::REPORT_KIND) {
+        Ok(CheckedReport::Tcp(t)) => *t,
+        Ok(CheckedReport::Http(_)) => {
+            return Err(format!(
+                "case {}: the client's report is not tcp",
+                case.name
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "case {}: report of worker {:.253}: {e}",
+                case.name, client.worker
+            ))
+        }
+    };
     let result = CaseResult {
         name: case.name.clone(),
         offload_profile: case.offload_profile.clone(),

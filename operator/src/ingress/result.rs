@@ -5,20 +5,17 @@ use std::collections::BTreeMap;
 
 use crds::ingress::{Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary};
 use crds::{ErrorCounts, LatencyMillis};
-use loadgen::report::{HttpReport, Report};
+use loadgen::report::HttpReport;
 use loadgen::worker::protocol::FinalReport;
+use loadgen::worker::{validate_final, CheckedReport};
 
+/// A stored report, validated again (stored objects are as hostile as requests): an invalid
+/// one fails the step naming its worker, rather than being left out of a sum it belongs to.
 fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
-    match Report::from_json(&r.report.to_string())
-        .map_err(|e| format!("report of {}: {e}", r.worker))?
-    {
-        Report::Http(h) => Ok(h),
-        #[allow(unreachable_patterns)]
-        other => Err(format!(
-            "report of {} is a {} report, not http",
-            r.worker,
-            other.kind()
-        )),
+    match validate_final(r, "http") {
+        Ok(CheckedReport::Http(h)) => Ok(*h),
+        Ok(CheckedReport::Tcp(_)) => Err(format!("report of worker {} is not http", r.worker)),
+        Err(e) => Err(format!("report of worker {:.253}: {e}", r.worker)),
     }
 }
 
