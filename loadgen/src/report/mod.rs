@@ -4,6 +4,12 @@
 //! engine adds its own kind to [`Report`]). Latency is carried as a serialized HDR histogram, so
 //! reports from many workers merge exactly: [`merge_http`] sums counters, adds histograms and
 //! recomputes percentiles from the merged histogram (never averaging percentiles).
+//!
+//! Reports come from workers and stored objects, so they are hostile until validated:
+//! [`validate_http`] checks every invariant the engine guarantees and names the field it finds
+//! broken; [`merge_http`] validates its inputs and refuses overflowing sums; [`histogram::decode`]
+//! reads the HDR V2 header itself and refuses claims the input cannot back (limits in that
+//! module) before hdrhistogram allocates anything.
 
 mod envelope;
 #[cfg(test)]

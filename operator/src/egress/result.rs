@@ -125,6 +125,44 @@ mod tests {
     }
 
     #[test]
+    fn an_invalid_stored_report_fails_the_case_naming_its_worker() {
+        let t = serde_json::json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
+        let cpu =
+            serde_json::json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
+        let run = serde_json::json!({"client": "a", "server": "b", "streams": 1,
+            "duration_secs": 1.0, "len": 1000, "direction": "send", "started_at_unix_ms": 1,
+            "ended_at_unix_ms": 2, "cpu": {"client": cpu, "server": cpu}});
+        let stream = serde_json::json!({"run": 0, "id": 0, "flow": "client_to_server",
+            "sender": t, "receiver": t, "tcp": null, "error": null});
+        let report = serde_json::json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1,
+            "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0,
+            "mean_rtt_us": null, "cpu": {"client": cpu, "server": cpu}, "runs": [run],
+            "streams": [stream]});
+        let case: EgressCase =
+            serde_json::from_value(serde_json::json!({"name": "c", "client": {}, "server": {}}))
+                .unwrap();
+        let mut client = FinalReport {
+            version: 1,
+            worker: "eb-c0-client".into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: 1,
+            report,
+        };
+        let (measured, _) = case_result(&case, &client, None).unwrap();
+        assert_eq!(measured.receiver_bits_per_second, 80.0);
+        // A forged throughput that the bytes do not back.
+        client.report["receiver"]["bits_per_second"] = 9.4e9.into();
+        let err = case_result(&case, &client, None).unwrap_err();
+        assert!(
+            err.contains(
+                "report of worker eb-c0-client: invalid report: report.receiver.bits_per_second"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn no_baseline_no_overhead() {
         let mut cases = vec![case("vxlan", 9e9)];
         set_overheads(&mut cases, "node");

@@ -221,6 +221,56 @@ mod tests {
         assert_eq!(s.summary, "8 CPU: 6.45x the RPS of 1 CPU (81% of linear)");
     }
 
+    /// A stored report of `worker`: one 1 ms request, as the engine reports it.
+    fn stored(worker: &str, requests: u64) -> FinalReport {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        h.record(1000).unwrap();
+        let cfg = loadgen::report::HttpRunConfig {
+            url: "http://x/".into(),
+            method: "GET".into(),
+            connections: 1,
+            threads: 1,
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            rate: None,
+            keepalive: true,
+            http2: false,
+            timeout_s: 2.0,
+        };
+        let counters = loadgen::report::Counters {
+            requests: 1,
+            status: loadgen::report::StatusCounts {
+                s2xx: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
+        let mut report: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        report["counters"]["requests"] = requests.into();
+        FinalReport {
+            version: 1,
+            worker: worker.into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: 5,
+            report,
+        }
+    }
+
+    #[test]
+    fn an_invalid_stored_report_fails_the_step_naming_its_worker() {
+        let good = BTreeMap::from([("w0".to_string(), stored("w0", 1))]);
+        assert_eq!(step_result(0, None, &good).unwrap().requests, 1);
+        let mut reports = good.clone();
+        reports.insert("w1".into(), stored("w1", 1 << 40));
+        let err = step_result(0, None, &reports).unwrap_err();
+        assert!(
+            err.contains("report of worker w1: invalid report: report.counters.requests"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn millicores_parse() {
         assert_eq!(millicores("500m"), Some(500.0));
