@@ -64,6 +64,8 @@ impl Drop for InProcessServer {
 }
 
 fn assert_sane(report: &TcpReport, streams: usize) {
+    // What the operator checks of every report holds for the engine's real ones.
+    loadgen::tcp::validate_tcp(report).expect("the engine's report passes validation");
     assert_eq!(report.version, 1);
     assert_eq!(report.kind, "tcp");
     assert_eq!(report.streams.len(), streams);

@@ -103,9 +103,15 @@ fn a_report_waits_for_a_restarted_operator_to_know_the_run() {
     });
     let t = serde_json::json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
     let cpu = serde_json::json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
+    // A valid client report: one run with one stream (the operator validates it).
+    let run = serde_json::json!({"client": "a", "server": "b", "streams": 1, "duration_secs": 1.0,
+        "len": 1000, "direction": "send", "started_at_unix_ms": 1, "ended_at_unix_ms": 2,
+        "cpu": {"client": cpu, "server": cpu}});
+    let stream = serde_json::json!({"run": 0, "id": 0, "flow": "client_to_server", "sender": t,
+        "receiver": t, "tcp": null, "error": null});
     let report = serde_json::json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1,
         "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0, "mean_rtt_us": null,
-        "cpu": {"client": cpu, "server": cpu}, "runs": [], "streams": []});
+        "cpu": {"client": cpu, "server": cpu}, "runs": [run], "streams": [stream]});
     let sender = std::thread::spawn(move || client.report(1, report));
     std::thread::sleep(Duration::from_secs(2));
     assert!(

@@ -178,7 +178,9 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
         let result = h
             .join()
             .map_err(|_| HttpError::Thread(format!("thread {t} panicked")))??;
-        counters.add(&result.counters);
+        counters = counters
+            .checked_add(&result.counters)
+            .ok_or_else(|| HttpError::Report("request counters overflow".into()))?;
         hist.add(&result.hist)
             .map_err(|e| HttpError::Report(format!("{e:?}")))?;
         per_thread.push(ThreadSummary {

@@ -148,3 +148,121 @@ async fn await_server_close<S: AsyncRead + Unpin>(mut s: S, buf: &mut RecvBuf) {
         }
     }
 }
+
+/// Property tests of the response path of a connection: a server's bytes, delivered in any
+/// pieces, give an outcome or an error class, never a panic, and the same outcome however they
+/// are cut.
+#[cfg(test)]
+mod props {
+    use std::collections::VecDeque;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use tokio::io::ReadBuf;
+
+    use super::*;
+    use crate::http::response::props::response;
+
+    /// A server that answers with `pieces`, one read each, then closes.
+    struct Scripted {
+        pieces: VecDeque<Vec<u8>>,
+    }
+
+    impl Scripted {
+        fn new(data: &[u8], cuts: &[usize]) -> Self {
+            let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+            bounds.push(data.len());
+            bounds.sort_unstable();
+            let mut start = 0;
+            let mut pieces = VecDeque::new();
+            for end in bounds {
+                if end > start {
+                    pieces.push_back(data[start..end].to_vec());
+                }
+                start = end;
+            }
+            Scripted { pieces }
+        }
+    }
+
+    impl AsyncRead for Scripted {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if let Some(mut piece) = self.pieces.pop_front() {
+                let n = piece.len().min(buf.remaining());
+                buf.put_slice(&piece[..n]);
+                if n < piece.len() {
+                    self.pieces.push_front(piece.split_off(n));
+                }
+            }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Scripted {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(Ok(b.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// (status, close, read) or the error class.
+    fn answer(data: &[u8], cuts: &[usize], head: bool) -> Result<(u16, bool, u64), ErrorClass> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut server = Scripted::new(data, cuts);
+        let mut buf = RecvBuf::new(RECV_BUF);
+        rt.block_on(exchange(
+            &mut server,
+            b"GET / HTTP/1.1\r\n\r\n",
+            &mut buf,
+            head,
+        ))
+        .map(|o| (o.status, o.close, o.read))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_server_bytes_give_an_outcome_or_an_error_class(
+            data in vec(any::<u8>(), 0..2048),
+            cuts in vec(any::<usize>(), 0..8),
+            head in any::<bool>(),
+        ) {
+            let whole = answer(&data, &[], head);
+            if let Ok((status, _, read)) = whole {
+                prop_assert!((100..=999).contains(&status));
+                prop_assert!(read <= data.len() as u64);
+            }
+            // Cut anywhere, the same answer (reads count what arrived, not how).
+            let cut = answer(&data, &cuts, head);
+            prop_assert_eq!(cut.map(|(s, c, _)| (s, c)), whole.map(|(s, c, _)| (s, c)));
+        }
+
+        #[test]
+        fn well_formed_responses_are_measured_exactly(
+            r in response(),
+            cuts in vec(any::<usize>(), 0..8),
+        ) {
+            let (status, _, read) = answer(&r.bytes, &cuts, false).unwrap();
+            prop_assert_eq!(status, r.status);
+            prop_assert_eq!(read, r.bytes.len() as u64);
+        }
+    }
+}

@@ -300,3 +300,164 @@ mod tests {
         assert!(parse_head(r, false).is_err());
     }
 }
+
+/// Property tests: any bytes from a server parse without panicking, and well-formed responses
+/// (any framing, split anywhere) parse to their status and exact length.
+#[cfg(test)]
+pub(crate) mod props {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    /// A well-formed response: its bytes, status, head length and framed body length
+    /// (`None`: delimited by the connection's close).
+    #[derive(Debug, Clone)]
+    pub(crate) struct Generated {
+        pub bytes: Vec<u8>,
+        pub status: u16,
+        pub head_len: usize,
+        pub body_len: Option<usize>,
+    }
+
+    fn extra_headers() -> impl Strategy<Value = Vec<(String, String)>> {
+        vec(("X-[A-Za-z-]{1,12}", "[!-~][ -~]{0,20}[!-~]"), 0..4)
+    }
+
+    fn chunked(chunks: &[Vec<u8>], ext: bool, trailer: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for c in chunks.iter().filter(|c| !c.is_empty()) {
+            out.extend_from_slice(format!("{:x}", c.len()).as_bytes());
+            if ext {
+                out.extend_from_slice(b";x=1");
+            }
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(c);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"0\r\n");
+        if trailer {
+            out.extend_from_slice(b"X-Trailer: 1\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    pub(crate) fn response() -> impl Strategy<Value = Generated> {
+        let status = (200u16..600).prop_filter("has a body", |s| *s != 204 && *s != 304);
+        let body = vec(vec(any::<u8>(), 0..64), 0..5);
+        (
+            status,
+            0u8..3,
+            body,
+            extra_headers(),
+            any::<(bool, bool, bool)>(),
+        )
+            .prop_map(|(status, framing, chunks, extra, (interim, ext, lower))| {
+                let mut head = String::new();
+                if interim {
+                    head.push_str("HTTP/1.1 100 Continue\r\n\r\n");
+                }
+                let flat: Vec<u8> = chunks.concat();
+                let (version, framing_header, body) = match framing {
+                    0 => ("1.1", format!("Content-Length: {}", flat.len()), flat),
+                    1 => (
+                        "1.1",
+                        "Transfer-Encoding: chunked".into(),
+                        chunked(&chunks, ext, lower),
+                    ),
+                    _ => ("1.0", "Server: x".into(), flat),
+                };
+                let framing_header = if lower {
+                    framing_header.to_lowercase()
+                } else {
+                    framing_header
+                };
+                head.push_str(&format!(
+                    "HTTP/{version} {status} Whatever\r\n{framing_header}\r\n"
+                ));
+                for (k, v) in extra {
+                    head.push_str(&format!("{k}: {v}\r\n"));
+                }
+                head.push_str("\r\n");
+                let mut bytes = head.clone().into_bytes();
+                bytes.extend_from_slice(&body);
+                Generated {
+                    bytes,
+                    status,
+                    head_len: head.len(),
+                    body_len: (framing != 2).then_some(body.len()),
+                }
+            })
+    }
+
+    /// Feeds `data` in pieces cut at `cuts`, as a connection delivers it; returns the bytes
+    /// consumed and the final state.
+    fn feed_in_pieces(
+        framing: Framing,
+        data: &[u8],
+        cuts: &[usize],
+    ) -> Result<(usize, Body), ParseError> {
+        let mut body = Body::new(framing);
+        let (mut pending, mut used) = (Vec::new(), 0);
+        let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        bounds.push(data.len());
+        bounds.sort_unstable();
+        let mut start = 0;
+        for end in bounds {
+            pending.extend_from_slice(&data[start..end]);
+            start = end;
+            let n = body.feed(&pending)?;
+            used += n;
+            pending.drain(..n);
+            if body == Body::Done {
+                break;
+            }
+        }
+        Ok((used, body))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in vec(any::<u8>(), 0..1024), head in any::<bool>()) {
+            if let Ok(Some(h)) = parse_head(&data, head) {
+                prop_assert!(h.len <= data.len());
+                prop_assert!((100..=999).contains(&h.status));
+            }
+            for framing in [Framing::None, Framing::Length(700), Framing::Chunked, Framing::UntilClose] {
+                let mut body = Body::new(framing);
+                if let Ok(n) = body.feed(&data) {
+                    prop_assert!(n <= data.len());
+                }
+            }
+        }
+
+        #[test]
+        fn well_formed_responses_parse_exactly(
+            r in response(),
+            cuts in vec(any::<usize>(), 0..6),
+            next in vec(any::<u8>(), 0..16),
+        ) {
+            let h = parse_head(&r.bytes, false).unwrap().unwrap();
+            prop_assert_eq!(h.status, r.status);
+            prop_assert_eq!(h.len, r.head_len);
+            // Any proper prefix of the head needs more bytes.
+            prop_assert_eq!(parse_head(&r.bytes[..r.head_len - 1], false), Ok(None));
+            let mut data = r.bytes[h.len..].to_vec();
+            data.extend_from_slice(&next);
+            let (used, state) = feed_in_pieces(h.framing, &data, &cuts).unwrap();
+            match r.body_len {
+                Some(len) => {
+                    prop_assert_eq!(state, Body::Done);
+                    prop_assert_eq!(used, len, "the next response is left in place");
+                }
+                None => {
+                    prop_assert!(h.close);
+                    prop_assert_eq!(state, Body::UntilClose);
+                    prop_assert_eq!(used, data.len());
+                }
+            }
+        }
+    }
+}

@@ -61,7 +61,7 @@ impl Ethtool {
                 errno: libc::EPROTO,
                 message: Some("no FEATURES_GET reply".into()),
             })?;
-        Ok(parse_features(&reply.attrs))
+        parse_features(&reply.attrs)
     }
 
     /// Asks for each named feature bit to be on or off (the kernel applies what it can).
@@ -108,6 +108,10 @@ struct Bit {
     set: bool,
 }
 
+/// More feature bits than any kernel has (netdev_features_t is 64 bits); a reply naming a
+/// higher index is malformed (and would otherwise size the feature vectors).
+pub(crate) const MAX_FEATURE_BITS: usize = 1024;
+
 fn parse_bitset(payload: &[u8]) -> Vec<Bit> {
     let is_list = parse_attrs(payload).any(|(k, _)| k == A_BITSET_NOMASK);
     parse_attrs(payload)
@@ -128,7 +132,7 @@ fn parse_bitset(payload: &[u8]) -> Vec<Bit> {
             }
             // In a list (no mask) every listed bit is set; otherwise VALUE says so.
             Some(Bit {
-                index: index? as usize,
+                index: usize::try_from(index?).ok()?,
                 name,
                 set: is_list || value,
             })
@@ -137,7 +141,7 @@ fn parse_bitset(payload: &[u8]) -> Vec<Bit> {
 }
 
 /// HW comes with the mask of all known bits, so it names every feature; the others list set bits.
-fn parse_features(attrs: &[u8]) -> RawFeatures {
+fn parse_features(attrs: &[u8]) -> Result<RawFeatures, NetlinkError> {
     let mut f = RawFeatures::default();
     let mut lists: Vec<(u16, Vec<Bit>)> = Vec::new();
     for (kind, payload) in parse_attrs(attrs) {
@@ -150,9 +154,18 @@ fn parse_features(attrs: &[u8]) -> RawFeatures {
     }
     let size = lists
         .iter()
-        .flat_map(|(_, bits)| bits.iter().map(|b| b.index + 1))
+        .flat_map(|(_, bits)| bits.iter().map(|b| b.index.saturating_add(1)))
         .max()
         .unwrap_or(0);
+    if size > MAX_FEATURE_BITS {
+        return Err(NetlinkError {
+            errno: libc::EPROTO,
+            message: Some(format!(
+                "malformed netlink reply: feature bit {} (a device has fewer than {MAX_FEATURE_BITS})",
+                size - 1
+            )),
+        });
+    }
     // Unused bits have no name; they stay "" and are left out of every listing.
     f.names = vec![String::new(); size];
     f.hw = vec![false; size];
@@ -172,7 +185,7 @@ fn parse_features(attrs: &[u8]) -> RawFeatures {
             target[bit.index] = bit.set;
         }
     }
-    f
+    Ok(f)
 }
 
 #[cfg(test)]
@@ -231,7 +244,7 @@ mod tests {
                 A_FEATURES_NOCHANGE,
                 &bitset(true, &[(1, "tx-checksum-ipv4", false)]),
             );
-        let f = parse_features(reply.bytes());
+        let f = parse_features(reply.bytes()).unwrap();
         assert_eq!(
             f.names,
             [
@@ -244,5 +257,88 @@ mod tests {
         assert_eq!(f.hw, [true, false, false, true]);
         assert_eq!(f.active, [true, false, false, true]);
         assert_eq!(f.nochange, [false, true, false, false]);
+    }
+
+    #[test]
+    fn a_bit_index_no_device_has_is_refused_before_sizing_anything() {
+        let mut reply = Attrs::default();
+        reply.put_nested(A_FEATURES_HW, &bitset(false, &[(u32::MAX, "huge", true)]));
+        let err = parse_features(reply.bytes()).unwrap_err();
+        assert_eq!(err.errno, libc::EPROTO);
+        assert!(err.message.unwrap().contains("feature bit 4294967295"));
+    }
+
+    /// Property tests: any reply parses without panicking into vectors of one length, and a
+    /// reply built from known bits parses back to exactly those bits.
+    mod props {
+        use super::*;
+        use crate::offload::features::{not_applied, plan};
+        use proptest::collection::{btree_map, vec};
+        use proptest::prelude::*;
+
+        fn consistent(f: &RawFeatures) -> bool {
+            let n = f.names.len();
+            n <= MAX_FEATURE_BITS && f.hw.len() == n && f.active.len() == n && f.nochange.len() == n
+        }
+
+        fn reply(hw: &[(u32, &str, bool)], active: &[(u32, &str, bool)]) -> Attrs {
+            let mut r = Attrs::default();
+            r.put_nested(A_FEATURES_HW, &bitset(false, hw))
+                .put_nested(A_FEATURES_ACTIVE, &bitset(true, active));
+            r
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn arbitrary_replies_never_panic(
+                bytes in vec(any::<u8>(), 0..1024),
+                requests in vec(("[a-z-]{1,24}", any::<bool>()), 0..4),
+            ) {
+                if let Ok(f) = parse_features(&bytes) {
+                    prop_assert!(consistent(&f));
+                    let _ = (f.values(), f.fixed(), plan(&f, &requests), not_applied(&f, &requests));
+                }
+            }
+
+            #[test]
+            fn built_replies_parse_back(
+                bits in btree_map(0u32..1200, ("tx-[a-z]{1,12}", any::<bool>(), any::<bool>()), 0..24),
+                flip in any::<(usize, u8)>(),
+            ) {
+                let hw: Vec<(u32, &str, bool)> =
+                    bits.iter().map(|(i, (n, on, _))| (*i, n.as_str(), *on)).collect();
+                let active: Vec<(u32, &str, bool)> = bits
+                    .iter()
+                    .filter(|(_, (_, _, a))| *a)
+                    .map(|(i, (n, _, _))| (*i, n.as_str(), false))
+                    .collect();
+                let built = reply(&hw, &active);
+                let top = bits.keys().next_back().map(|i| *i as usize);
+                match parse_features(built.bytes()) {
+                    Ok(f) => {
+                        prop_assert!(top.is_none_or(|t| t < MAX_FEATURE_BITS));
+                        prop_assert!(consistent(&f));
+                        for (i, (name, on, active)) in &bits {
+                            let i = *i as usize;
+                            prop_assert_eq!(&f.names[i], name);
+                            prop_assert_eq!(f.hw[i], *on);
+                            prop_assert_eq!(f.active[i], *active);
+                        }
+                    }
+                    Err(_) => prop_assert!(top.is_some_and(|t| t >= MAX_FEATURE_BITS)),
+                }
+                // One corrupted byte: refused or parsed, never a panic or a ragged snapshot.
+                let mut bytes = built.bytes().to_vec();
+                if !bytes.is_empty() {
+                    let at = flip.0 % bytes.len();
+                    bytes[at] ^= flip.1.max(1);
+                    if let Ok(f) = parse_features(&bytes) {
+                        prop_assert!(consistent(&f));
+                    }
+                }
+            }
+        }
     }
 }

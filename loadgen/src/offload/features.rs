@@ -81,8 +81,10 @@ pub(crate) fn listed_name(name: &str) -> &str {
 }
 
 impl RawFeatures {
+    /// A bit the driver does not let anyone change (or one this snapshot does not know).
     pub(crate) fn is_fixed(&self, bit: usize) -> bool {
-        !self.hw[bit] || self.nochange[bit]
+        !self.hw.get(bit).copied().unwrap_or(false)
+            || self.nochange.get(bit).copied().unwrap_or(true)
     }
 
     /// The kernel bits a name stands for; `None` if the device has no such feature.
@@ -91,15 +93,19 @@ impl RawFeatures {
             return Some(vec![i]);
         }
         let (_, pattern) = legacy(name)?;
-        let bits: Vec<usize> = (0..self.names.len())
-            .filter(|&i| glob_match(pattern, &self.names[i]))
+        let bits: Vec<usize> = self
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| glob_match(pattern, n))
+            .map(|(i, _)| i)
             .collect();
         (!bits.is_empty()).then_some(bits)
     }
 
     /// A group is on when any of its bits is active (as ethtool -k shows it).
     pub(crate) fn is_on(&self, bits: &[usize]) -> bool {
-        bits.iter().any(|&i| self.active[i])
+        bits.iter().any(|&i| self.active.get(i) == Some(&true))
     }
 
     /// Every kernel feature and every legacy name the device has, on or off.
@@ -109,7 +115,7 @@ impl RawFeatures {
             .iter()
             .enumerate()
             .filter(|(_, n)| !n.is_empty())
-            .map(|(i, n)| (n.clone(), self.active[i].into()));
+            .map(|(i, n)| (n.clone(), self.is_on(&[i]).into()));
         let legacy = LEGACY.iter().filter_map(|(long, _, _)| {
             self.resolve(long)
                 .map(|bits| ((*long).to_string(), self.is_on(&bits).into()))
@@ -119,9 +125,12 @@ impl RawFeatures {
 
     /// Names (kernel and legacy) the driver does not let anyone change.
     pub(crate) fn fixed(&self) -> Vec<String> {
-        let kernel = (0..self.names.len())
-            .filter(|&i| self.is_fixed(i) && !self.names[i].is_empty())
-            .map(|i| self.names[i].clone());
+        let kernel = self
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| self.is_fixed(*i) && !n.is_empty())
+            .map(|(_, n)| n.clone());
         let legacy = LEGACY.iter().filter_map(|(long, _, _)| {
             let bits = self.resolve(long)?;
             bits.iter()
@@ -167,7 +176,8 @@ pub(crate) fn plan(
         wanted.extend(
             changeable
                 .into_iter()
-                .map(|i| (features.names[i].clone(), *on)),
+                .filter_map(|i| features.names.get(i))
+                .map(|n| (n.clone(), *on)),
         );
     }
     Ok(wanted)
@@ -286,5 +296,73 @@ pub(crate) mod tests {
             not_applied(&f, &[req("tx", false), req("sg", false)]),
             vec!["sg=off".to_string()]
         );
+    }
+}
+
+/// Property tests: ethtool's legacy-name rules hold for any snapshot and any request.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    fn features() -> impl Strategy<Value = RawFeatures> {
+        vec(
+            ("(tx|rx)-[a-z0-9-]{0,16}", any::<(bool, bool, bool)>()),
+            0..48,
+        )
+        .prop_map(|bits| RawFeatures {
+            names: bits.iter().map(|(n, _)| n.clone()).collect(),
+            hw: bits.iter().map(|(_, b)| b.0).collect(),
+            active: bits.iter().map(|(_, b)| b.1).collect(),
+            nochange: bits.iter().map(|(_, b)| b.2).collect(),
+        })
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::sample::select(LEGACY.iter().map(|l| l.0).collect::<Vec<_>>())
+                .prop_map(str::to_string),
+            proptest::sample::select(LEGACY.iter().map(|l| l.1).collect::<Vec<_>>())
+                .prop_map(str::to_string),
+            "(tx|rx)-[a-z0-9-]{0,16}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn glob_matching_never_panics(pattern in "[a-z*-]{0,12}", name in "\\PC{0,24}") {
+            let _ = glob_match(&pattern, &name);
+            prop_assert!(glob_match("*", &name));
+            prop_assert!(glob_match(&name, &name));
+        }
+
+        #[test]
+        fn plans_only_change_changeable_bits(
+            f in features(),
+            requests in vec((name(), any::<bool>()), 0..6),
+        ) {
+            let _ = (f.values(), f.fixed(), not_applied(&f, &requests));
+            match plan(&f, &requests) {
+                Ok(wanted) => {
+                    for (n, on) in &wanted {
+                        let i = f.names.iter().position(|x| x == n).unwrap();
+                        prop_assert!(requests.iter().any(|(_, o)| o == on));
+                        // The bit itself, or a same-named one, is changeable.
+                        prop_assert!(
+                            !f.is_fixed(i) || f.names.iter().enumerate().any(|(j, x)| x == n && !f.is_fixed(j))
+                        );
+                    }
+                }
+                Err(PlanError::Unknown(n)) => prop_assert!(f.resolve(&n).is_none()),
+                Err(PlanError::Fixed(n, state)) => {
+                    let bits = f.resolve(&n).unwrap();
+                    prop_assert!(bits.iter().all(|&i| f.is_fixed(i)));
+                    prop_assert_eq!(OnOff::from(f.is_on(&bits)), state);
+                }
+            }
+        }
     }
 }

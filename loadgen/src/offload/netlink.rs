@@ -238,18 +238,20 @@ fn parse_ack(flags: u16, payload: &[u8]) -> Result<(), NetlinkError> {
         .get(4..8)
         .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
         .unwrap_or(NLMSG_HDRLEN);
-    let skip = 4 + if flags & NLM_F_CAPPED != 0 {
+    let echo = if flags & NLM_F_CAPPED != 0 {
         NLMSG_HDRLEN
     } else {
-        align4(echoed)
+        echoed.checked_add(3).map_or(usize::MAX, |n| n & !3)
     };
+    let skip = echo.saturating_add(4);
     let message = (flags & NLM_F_ACK_TLVS != 0)
         .then(|| payload.get(skip..))
         .flatten()
         .and_then(|tlvs| parse_attrs(tlvs).find(|(k, _)| *k == NLMSGERR_ATTR_MSG))
         .and_then(|(_, p)| attr_str(p));
     Err(NetlinkError {
-        errno: -errno,
+        // i32::MIN has no positive counterpart; no real errno is near it.
+        errno: errno.checked_neg().unwrap_or(libc::EPROTO),
         message,
     })
 }
@@ -291,5 +293,94 @@ mod tests {
     #[test]
     fn truncated_attributes_stop_the_iteration() {
         assert_eq!(parse_attrs(&[8, 0, 1, 0, 1]).count(), 0);
+    }
+
+    #[test]
+    fn an_errno_without_a_positive_counterpart_is_a_protocol_error() {
+        let err = parse_ack(0, &i32::MIN.to_ne_bytes()).unwrap_err();
+        assert_eq!(err.errno, libc::EPROTO);
+        // An echoed length near u32::MAX cannot push the skip past the payload.
+        let mut payload = (-1i32).to_ne_bytes().to_vec();
+        payload.extend_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(
+            parse_ack(NLM_F_ACK_TLVS, &payload).unwrap_err().message,
+            None
+        );
+    }
+}
+
+/// Property tests: whatever the kernel (or anything posing as it) sends, the codec never panics,
+/// and what we build parses back to what we put in.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..512), flags in any::<u16>()) {
+            for (_, payload) in parse_attrs(&bytes) {
+                prop_assert!(payload.len() <= bytes.len());
+                let _ = (attr_u32(payload), attr_str(payload));
+            }
+            if let Ok(messages) = split_messages(&bytes) {
+                for (_, f, _, payload) in messages {
+                    let _ = parse_ack(f, payload);
+                }
+            }
+            let _ = parse_ack(flags, &bytes);
+        }
+
+        #[test]
+        fn built_attributes_parse_back(
+            attrs in vec((0u16..NLA_TYPE_MASK, vec(any::<u8>(), 0..300)), 0..20),
+            nested in any::<bool>(),
+        ) {
+            let mut built = Attrs::default();
+            for (kind, payload) in &attrs {
+                built.put(*kind, payload);
+            }
+            let mut outer = Attrs::default();
+            outer.put_nested(7, &built);
+            let list = if nested {
+                let (kind, inner) = parse_attrs(outer.bytes()).next().unwrap();
+                prop_assert_eq!(kind, 7);
+                inner
+            } else {
+                built.bytes()
+            };
+            let parsed: Vec<(u16, Vec<u8>)> =
+                parse_attrs(list).map(|(k, p)| (k, p.to_vec())).collect();
+            prop_assert_eq!(parsed, attrs);
+        }
+
+        #[test]
+        fn acks_carry_their_errno_and_message(
+            errno in 1i32..4096,
+            message in "[ -~]{0,80}",
+            capped in any::<bool>(),
+            echo in vec(any::<u8>(), 0..64),
+        ) {
+            let mut payload = (-errno).to_ne_bytes().to_vec();
+            let echoed = NLMSG_HDRLEN + if capped { 0 } else { echo.len() };
+            payload.extend_from_slice(&(echoed as u32).to_ne_bytes());
+            payload.extend_from_slice(&[0u8; NLMSG_HDRLEN - 4]);
+            let mut flags = NLM_F_ACK_TLVS;
+            if capped {
+                flags |= NLM_F_CAPPED;
+            } else {
+                payload.extend_from_slice(&echo);
+                payload.resize(4 + align4(echoed), 0);
+            }
+            let mut tlv = Attrs::default();
+            tlv.put_str(NLMSGERR_ATTR_MSG, &message);
+            payload.extend_from_slice(tlv.bytes());
+            let err = parse_ack(flags, &payload).unwrap_err();
+            prop_assert_eq!(err.errno, errno);
+            prop_assert_eq!(err.message, Some(message));
+        }
     }
 }

@@ -24,6 +24,10 @@ pub enum ReportError {
     NoVersion,
     #[error("bad histogram: {0}")]
     Histogram(String),
+    #[error(transparent)]
+    Invalid(#[from] super::validate::InvalidReport),
+    #[error("merging overflows {0}")]
+    Overflow(&'static str),
     #[error("nothing to merge")]
     Empty,
     #[error("cannot merge reports of different kinds ({0} and {1})")]

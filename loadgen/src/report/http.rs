@@ -51,13 +51,16 @@ impl StatusCounts {
         }
     }
 
-    pub fn add(&mut self, o: &StatusCounts) {
-        self.s1xx += o.s1xx;
-        self.s2xx += o.s2xx;
-        self.s3xx += o.s3xx;
-        self.s4xx += o.s4xx;
-        self.s5xx += o.s5xx;
-        self.other += o.other;
+    /// The sum, or `None` if a class would overflow.
+    pub fn checked_add(&self, o: &StatusCounts) -> Option<StatusCounts> {
+        Some(StatusCounts {
+            s1xx: self.s1xx.checked_add(o.s1xx)?,
+            s2xx: self.s2xx.checked_add(o.s2xx)?,
+            s3xx: self.s3xx.checked_add(o.s3xx)?,
+            s4xx: self.s4xx.checked_add(o.s4xx)?,
+            s5xx: self.s5xx.checked_add(o.s5xx)?,
+            other: self.other.checked_add(o.other)?,
+        })
     }
 }
 
@@ -81,29 +84,49 @@ pub struct ErrorCounts {
 }
 
 impl ErrorCounts {
+    fn failed(&self) -> [u64; 5] {
+        [
+            self.connect,
+            self.timeout,
+            self.read,
+            self.write,
+            self.parse,
+        ]
+    }
+
+    /// Every error (saturating; a validated report never saturates, see `checked_total`).
     pub fn total(&self) -> u64 {
-        self.connect
-            + self.timeout
-            + self.read
-            + self.write
-            + self.status_4xx
-            + self.status_5xx
-            + self.parse
+        self.transport()
+            .saturating_add(self.status_4xx)
+            .saturating_add(self.status_5xx)
     }
 
-    /// Failed requests (everything but status errors).
+    /// Every error, or `None` if the sum overflows.
+    pub fn checked_total(&self) -> Option<u64> {
+        self.failed()
+            .iter()
+            .chain([self.status_4xx, self.status_5xx].iter())
+            .try_fold(0u64, |acc, v| acc.checked_add(*v))
+    }
+
+    /// Failed requests (everything but status errors), saturating.
     pub fn transport(&self) -> u64 {
-        self.connect + self.timeout + self.read + self.write + self.parse
+        self.failed()
+            .iter()
+            .fold(0u64, |acc, v| acc.saturating_add(*v))
     }
 
-    pub fn add(&mut self, o: &ErrorCounts) {
-        self.connect += o.connect;
-        self.timeout += o.timeout;
-        self.read += o.read;
-        self.write += o.write;
-        self.status_4xx += o.status_4xx;
-        self.status_5xx += o.status_5xx;
-        self.parse += o.parse;
+    /// The sum, or `None` if a class would overflow.
+    pub fn checked_add(&self, o: &ErrorCounts) -> Option<ErrorCounts> {
+        Some(ErrorCounts {
+            connect: self.connect.checked_add(o.connect)?,
+            timeout: self.timeout.checked_add(o.timeout)?,
+            read: self.read.checked_add(o.read)?,
+            write: self.write.checked_add(o.write)?,
+            status_4xx: self.status_4xx.checked_add(o.status_4xx)?,
+            status_5xx: self.status_5xx.checked_add(o.status_5xx)?,
+            parse: self.parse.checked_add(o.parse)?,
+        })
     }
 }
 
@@ -123,14 +146,17 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn add(&mut self, o: &Counters) {
-        self.requests += o.requests;
-        self.warmup_requests += o.warmup_requests;
-        self.warmup_errors += o.warmup_errors;
-        self.bytes_read += o.bytes_read;
-        self.bytes_written += o.bytes_written;
-        self.status.add(&o.status);
-        self.errors.add(&o.errors);
+    /// The sum, or `None` if any counter would overflow (merges of outside reports use this).
+    pub fn checked_add(&self, o: &Counters) -> Option<Counters> {
+        Some(Counters {
+            requests: self.requests.checked_add(o.requests)?,
+            warmup_requests: self.warmup_requests.checked_add(o.warmup_requests)?,
+            warmup_errors: self.warmup_errors.checked_add(o.warmup_errors)?,
+            bytes_read: self.bytes_read.checked_add(o.bytes_read)?,
+            bytes_written: self.bytes_written.checked_add(o.bytes_written)?,
+            status: self.status.checked_add(&o.status)?,
+            errors: self.errors.checked_add(&o.errors)?,
+        })
     }
 }
 

@@ -1,73 +1,148 @@
-//! Exact merge of HTTP reports from workers that ran at the same time.
+//! Exact merge of HTTP reports from workers that ran at the same time. Every input is
+//! validated first ([`super::validate_http`]) and every sum is checked, so no report, however
+//! hostile, makes the merge panic or wrap around.
+
+use hdrhistogram::Histogram;
 
 use super::envelope::{ReportError, REPORT_VERSION};
-use super::histogram::{self, new_latency_histogram};
-use super::http::{tool_name, Counters, HttpReport, LatencySummary, RateSummary};
+use super::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
+use super::http::{tool_name, Counters, HttpReport, LatencySummary, RateSummary, ThreadSummary};
+use super::validate::validate_http;
 
 /// Merges reports of concurrently running workers: counters and histograms are summed,
 /// percentiles recomputed from the merged histogram, rates summed, start = min, end = max.
 pub fn merge_http(reports: &[HttpReport]) -> Result<HttpReport, ReportError> {
     let first = reports.first().ok_or(ReportError::Empty)?;
-    let mut hist = new_latency_histogram();
-    let mut counters = Counters::default();
-    let mut config = first.config.clone();
-    config.connections = 0;
-    config.threads = 0;
-    config.rate = None;
-    let (mut rps, mut bytes_per_sec, mut duration_s) = (0.0, 0.0, 0.0f64);
-    let (mut start, mut end) = (u64::MAX, 0u64);
-    let mut rate: Option<RateSummary> = None;
-    let mut per_thread = Vec::new();
-    let mut workers = 0u32;
+    let mut acc = Merged::new(first);
     for r in reports {
-        if r.version != REPORT_VERSION {
-            return Err(ReportError::Version(u64::from(r.version)));
+        let h = validate_http(r)?;
+        acc.add(r, &h)?;
+    }
+    acc.finish()
+}
+
+/// The running sums of a merge.
+struct Merged {
+    base: HttpReport,
+    hist: Histogram<u64>,
+    counters: Counters,
+    connections: u64,
+    threads: u64,
+    requested: Option<f64>,
+    rate: Option<RateSummary>,
+    rps: f64,
+    bytes_per_sec: f64,
+    duration_s: f64,
+    start: u64,
+    end: u64,
+    per_thread: Vec<ThreadSummary>,
+    workers: u32,
+}
+
+fn overflow(what: &'static str) -> ReportError {
+    ReportError::Overflow(what)
+}
+
+impl Merged {
+    fn new(first: &HttpReport) -> Self {
+        Merged {
+            base: first.clone(),
+            hist: new_latency_histogram(),
+            counters: Counters::default(),
+            connections: 0,
+            threads: 0,
+            requested: None,
+            rate: None,
+            rps: 0.0,
+            bytes_per_sec: 0.0,
+            duration_s: 0.0,
+            start: u64::MAX,
+            end: 0,
+            per_thread: Vec::new(),
+            workers: 0,
         }
-        let h = histogram::decode(&r.histogram).map_err(ReportError::Histogram)?;
-        hist.add(&h)
+    }
+
+    fn add(&mut self, r: &HttpReport, h: &Histogram<u64>) -> Result<(), ReportError> {
+        let total = self.hist.len().checked_add(h.len());
+        if total.is_none_or(|t| t > MAX_TOTAL_COUNT) {
+            return Err(overflow("latency histogram"));
+        }
+        self.hist
+            .add(h)
             .map_err(|e| ReportError::Histogram(format!("{e:?}")))?;
-        counters.add(&r.counters);
-        config.connections += r.config.connections;
-        config.threads += r.config.threads;
+        self.counters = self
+            .counters
+            .checked_add(&r.counters)
+            .ok_or(overflow("counters"))?;
+        self.connections = self
+            .connections
+            .checked_add(r.config.connections)
+            .ok_or(overflow("config.connections"))?;
+        self.threads = self
+            .threads
+            .checked_add(r.config.threads)
+            .ok_or(overflow("config.threads"))?;
         if let Some(req) = r.config.rate {
-            config.rate = Some(config.rate.unwrap_or(0.0) + req);
+            self.requested = Some(self.requested.unwrap_or(0.0) + req);
         }
         if let Some(rs) = r.rate {
-            let acc = rate.get_or_insert(RateSummary {
+            let acc = self.rate.get_or_insert(RateSummary {
                 requested_rps: 0.0,
                 achieved_rps: 0.0,
             });
             acc.requested_rps += rs.requested_rps;
             acc.achieved_rps += rs.achieved_rps;
         }
-        rps += r.rps;
-        bytes_per_sec += r.bytes_per_sec;
-        duration_s = duration_s.max(r.duration_s);
-        start = start.min(r.start_unix_ms);
-        end = end.max(r.end_unix_ms);
-        per_thread.extend(r.per_thread.iter().map(|t| {
-            let mut t = t.clone();
-            t.worker += workers;
-            t
-        }));
-        workers += r.workers.max(1);
+        self.rps += r.rps;
+        self.bytes_per_sec += r.bytes_per_sec;
+        self.duration_s = self.duration_s.max(r.duration_s);
+        self.start = self.start.min(r.start_unix_ms);
+        self.end = self.end.max(r.end_unix_ms);
+        self.add_threads(r)
     }
-    Ok(HttpReport {
-        version: REPORT_VERSION,
-        tool: tool_name(),
-        workers,
-        config,
-        start_unix_ms: start,
-        end_unix_ms: end,
-        duration_s,
-        counters,
-        rps,
-        bytes_per_sec,
-        rate,
-        latency: LatencySummary::from_histogram(&hist),
-        histogram: histogram::encode(&hist).map_err(ReportError::Histogram)?,
-        per_thread,
-    })
+
+    /// Appends the report's threads, renumbering their worker after the ones merged so far.
+    fn add_threads(&mut self, r: &HttpReport) -> Result<(), ReportError> {
+        for t in &r.per_thread {
+            let worker = t
+                .worker
+                .checked_add(self.workers)
+                .ok_or(overflow("workers"))?;
+            self.per_thread.push(ThreadSummary {
+                worker,
+                ..t.clone()
+            });
+        }
+        self.workers = self
+            .workers
+            .checked_add(r.workers)
+            .ok_or(overflow("workers"))?;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<HttpReport, ReportError> {
+        let mut config = self.base.config;
+        config.connections = self.connections;
+        config.threads = self.threads;
+        config.rate = self.requested;
+        Ok(HttpReport {
+            version: REPORT_VERSION,
+            tool: tool_name(),
+            workers: self.workers,
+            config,
+            start_unix_ms: self.start,
+            end_unix_ms: self.end,
+            duration_s: self.duration_s,
+            counters: self.counters,
+            rps: self.rps,
+            bytes_per_sec: self.bytes_per_sec,
+            rate: self.rate,
+            latency: LatencySummary::from_histogram(&self.hist),
+            histogram: histogram::encode(&self.hist).map_err(ReportError::Histogram)?,
+            per_thread: self.per_thread,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +178,10 @@ mod tests {
         let counters = Counters {
             requests: values.len() as u64,
             bytes_read: values.len() as u64 * 100,
+            status: crate::report::StatusCounts {
+                s2xx: values.len() as u64,
+                ..Default::default()
+            },
             ..Counters::default()
         };
         let config = HttpRunConfig {

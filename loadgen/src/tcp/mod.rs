@@ -19,9 +19,11 @@ pub mod server;
 mod stream;
 mod summary;
 mod sys;
+pub mod validate;
 
 pub use config::{Direction, Flow, TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
 pub use error::TcpError;
 pub use protocol::PROTOCOL_VERSION;
 pub use report::{merge, TcpReport};
 pub use summary::render_text;
+pub use validate::validate_tcp;

@@ -235,3 +235,115 @@ mod tests {
         assert_eq!(&buf[4..], br#"{"type":"error","message":"busy"}"#);
     }
 }
+
+/// Property tests: whatever a peer sends, reading it never panics nor reads past a frame's
+/// bound, and every message we write reads back unchanged.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::option::of;
+    use proptest::prelude::*;
+
+    /// Floats with a short exact decimal form, so JSON carries them unchanged.
+    fn float() -> impl Strategy<Value = f64> {
+        (0u32..1_000_000_000).prop_map(|x| f64::from(x) / 8.0)
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        "\\PC{0,40}"
+    }
+
+    fn direction() -> impl Strategy<Value = Direction> {
+        prop_oneof![
+            Just(Direction::Send),
+            Just(Direction::Receive),
+            Just(Direction::Both)
+        ]
+    }
+
+    fn peer_stream() -> impl Strategy<Value = PeerStream> {
+        let tcp = any::<(u64, u32, u32, u64, u32)>().prop_map(|t| TcpInfoSnapshot {
+            retransmits: t.0,
+            rtt_us: t.1,
+            rttvar_us: t.2,
+            snd_cwnd_bytes: t.3,
+            pmtu: t.4,
+        });
+        (any::<u32>(), any::<u64>(), float(), of(tcp), of(text())).prop_map(
+            |(id, bytes, seconds, tcp, error)| PeerStream {
+                id,
+                bytes,
+                seconds,
+                tcp,
+                error,
+            },
+        )
+    }
+
+    fn message() -> impl Strategy<Value = Message> {
+        let test = (any::<u32>(), any::<u64>(), any::<usize>(), direction()).prop_map(
+            |(streams, duration_ms, len, direction)| TestParams {
+                streams,
+                duration_ms,
+                len,
+                direction,
+            },
+        );
+        let cpu = (float(), float(), float()).prop_map(|(u, s, t)| CpuUsage {
+            user_percent: u,
+            system_percent: s,
+            total_percent: t,
+        });
+        prop_oneof![
+            (text(), test).prop_map(|(c, t)| Message::hello(&c, t)),
+            (text(), any::<u32>()).prop_map(|(c, n)| Message::data(&c, n)),
+            Just(Message::Accept {
+                version: PROTOCOL_VERSION
+            }),
+            text().prop_map(Message::error),
+            Just(Message::Start),
+            (vec(peer_stream(), 0..8), cpu)
+                .prop_map(|(streams, cpu)| Message::Results { streams, cpu }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..2048)) {
+            let _ = read_message(&bytes[..]);
+            let _ = decode(&bytes);
+            // With a plausible length prefix, the body is what gets parsed.
+            let mut framed = (bytes.len() as u32).to_be_bytes().to_vec();
+            framed.extend_from_slice(&bytes);
+            let _ = read_message(&framed[..]);
+        }
+
+        #[test]
+        fn messages_read_back_unchanged(msg in message()) {
+            let mut buf = Vec::new();
+            write_message(&mut buf, &msg).unwrap();
+            prop_assert_eq!(read_message(&buf[..]).unwrap(), msg);
+            // A frame cut short is an error, never a hang or a panic.
+            for cut in [0, 1, 4, buf.len() / 2, buf.len() - 1] {
+                prop_assert!(read_message(&buf[..cut]).is_err());
+            }
+        }
+
+        #[test]
+        fn corrupted_frames_are_refused_or_read(
+            msg in message(),
+            flips in vec((any::<usize>(), 1u8..=255), 1..4),
+        ) {
+            let mut buf = Vec::new();
+            write_message(&mut buf, &msg).unwrap();
+            for (at, bits) in flips {
+                let at = at % buf.len();
+                buf[at] ^= bits;
+            }
+            let _ = read_message(&buf[..]);
+        }
+    }
+}

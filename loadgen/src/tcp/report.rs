@@ -35,15 +35,16 @@ impl Throughput {
 
     /// Streams of one run run side by side: bytes add up over the longest stream's time.
     fn total_of(parts: impl Iterator<Item = Throughput>) -> Self {
-        let (bytes, seconds) =
-            parts.fold((0u64, 0f64), |(b, s), t| (b + t.bytes, s.max(t.seconds)));
+        let (bytes, seconds) = parts.fold((0u64, 0f64), |(b, s), t| {
+            (b.saturating_add(t.bytes), s.max(t.seconds))
+        });
         Throughput::new(bytes, seconds)
     }
 
     /// Runs of different clients at the same time: rates add up exactly.
     fn sum_of(parts: impl Iterator<Item = Throughput>) -> Self {
         parts.fold(Throughput::default(), |acc, t| Throughput {
-            bytes: acc.bytes + t.bytes,
+            bytes: acc.bytes.saturating_add(t.bytes),
             seconds: acc.seconds.max(t.seconds),
             bits_per_second: acc.bits_per_second + t.bits_per_second,
         })
@@ -137,6 +138,10 @@ pub enum MergeError {
     Version(u32),
     #[error("cannot merge a report of kind {0:?} into a tcp report")]
     Kind(String),
+    #[error(transparent)]
+    Invalid(#[from] crate::report::InvalidReport),
+    #[error("merging overflows the run index")]
+    Overflow,
 }
 
 impl TcpReport {
@@ -163,7 +168,10 @@ impl TcpReport {
     fn fill_tcp_totals(&mut self) {
         let infos: Vec<&TcpInfoSnapshot> =
             self.streams.iter().filter_map(|s| s.tcp.as_ref()).collect();
-        self.retransmits = infos.iter().map(|i| i.retransmits).sum();
+        // Saturating: the server's figures come from the network.
+        self.retransmits = infos
+            .iter()
+            .fold(0u64, |acc, i| acc.saturating_add(i.retransmits));
         self.mean_rtt_us = (!infos.is_empty())
             .then(|| infos.iter().map(|i| f64::from(i.rtt_us)).sum::<f64>() / infos.len() as f64);
     }
@@ -193,16 +201,17 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
         if r.kind != REPORT_KIND {
             return Err(MergeError::Kind(r.kind.clone()));
         }
+        super::validate::validate_tcp(r)?;
     }
     let mut runs = Vec::new();
     let mut streams = Vec::new();
     for r in reports {
-        let offset = runs.len() as u32;
+        let offset = u32::try_from(runs.len()).map_err(|_| MergeError::Overflow)?;
         runs.extend(r.runs.iter().cloned());
-        streams.extend(r.streams.iter().cloned().map(|mut s| {
-            s.run += offset;
-            s
-        }));
+        for s in &r.streams {
+            let run = s.run.checked_add(offset).ok_or(MergeError::Overflow)?;
+            streams.push(StreamReport { run, ..s.clone() });
+        }
     }
     let mut merged = TcpReport {
         version: REPORT_VERSION,

@@ -4,5 +4,7 @@ pub mod client;
 pub mod http;
 pub mod protocol;
 pub mod tcp;
+pub mod validate;
 
 pub use client::{now_unix_ms, WorkerClient, WorkerEnv, WorkerError};
+pub use validate::{validate_final, CheckedReport, ReportRefusal};

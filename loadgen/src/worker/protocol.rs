@@ -9,7 +9,8 @@
 //!      (fields added later are optional with defaults, so the version stays 1)
 //! POST {base}/v1/runs/{run}/report     FinalReport              -> 204 (stored durably)
 //! ```
-//! Errors are 4xx with an `ApiError` body: 401 bad token, 404 unknown run or worker,
+//! Errors are 4xx with an `ApiError` body: 400 a report that fails validation (the message
+//! names the field, see [`super::validate_final`]), 401 bad token, 404 unknown run or worker,
 //! 409 wrong step or duplicate report, 413 body too large, 422 malformed body.
 
 use serde::{Deserialize, Serialize};

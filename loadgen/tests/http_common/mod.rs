@@ -24,7 +24,11 @@ pub fn free_port() -> u16 {
 /// Runs the engine with `opts` and returns its report.
 pub fn load(opts: &HttpOptions) -> HttpReport {
     let cfg = HttpConfig::from_options(opts).expect("valid options");
-    run(&cfg, None).expect("run completes")
+    let report = run(&cfg, None).expect("run completes");
+    // What the operator checks of every report holds for the engine's real ones (any status,
+    // errors, warm-up, open or closed loop).
+    loadgen::report::validate_http(&report).expect("the engine's report passes validation");
+    report
 }
 
 /// One line of the fixture's access log.

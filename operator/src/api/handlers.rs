@@ -6,6 +6,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use loadgen::worker::protocol::*;
+use loadgen::worker::ReportRefusal;
 use serde::Deserialize;
 
 use super::ApiState;
@@ -178,9 +179,8 @@ pub async fn report(
         .runs
         .authorize(&run, bearer(&headers), &report.worker, report.step)
         .map_err(|e| registry_refusal(&s, e))?;
-    let malformed = |m: String| refuse(&s, StatusCode::UNPROCESSABLE_ENTITY, "malformed", m);
-    if let Err(m) = check_report_kind(&spec.kind, &report.report) {
-        return Err(malformed(m));
+    if let Err(e) = check_report(&spec.kind, &report) {
+        return Err(report_refusal(&s, e));
     }
     if let Err(e) = s.sink.store(&run, &spec, &report).await {
         tracing::warn!(run, worker = report.worker, "storing report failed: {e}");
@@ -199,53 +199,84 @@ pub async fn report(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// An EgressBenchmark takes tcp reports, an IngressBenchmark http reports; each must parse.
-fn check_report_kind(benchmark_kind: &str, report: &serde_json::Value) -> Result<(), String> {
-    let kind = report.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    let expected = if benchmark_kind == "EgressBenchmark" {
+/// An EgressBenchmark takes tcp reports, an IngressBenchmark http reports; each must pass
+/// validation (histogram decoded with bounds, counters consistent) before it is stored.
+fn check_report(benchmark_kind: &str, report: &FinalReport) -> Result<(), ReportRefusal> {
+    let kind = if benchmark_kind == "EgressBenchmark" {
         loadgen::tcp::report::REPORT_KIND
     } else {
         "http"
     };
-    if kind != expected {
-        return Err(format!("expected a {expected} report, got {kind:?}"));
-    }
-    if expected == loadgen::tcp::report::REPORT_KIND {
-        let tcp: loadgen::tcp::TcpReport =
-            serde_json::from_value(report.clone()).map_err(|e| format!("report: {e}"))?;
-        if tcp.version != loadgen::tcp::report::REPORT_VERSION {
-            return Err(format!("unsupported tcp report version {}", tcp.version));
+    loadgen::worker::validate_final(report, kind).map(|_| ())
+}
+
+/// Unparseable or foreign reports are 422 `malformed`; parsed reports that break an invariant
+/// are 400 `invalid_report`, with the field named.
+fn report_refusal(s: &ApiState, e: ReportRefusal) -> Refusal {
+    match e {
+        ReportRefusal::Malformed(m) => refuse(
+            s,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "malformed",
+            format!("report: {m}"),
+        ),
+        ReportRefusal::Invalid(e) => {
+            refuse(s, StatusCode::BAD_REQUEST, "invalid_report", e.to_string())
         }
-        return Ok(());
     }
-    loadgen::report::Report::from_json(&report.to_string())
-        .map(|_| ())
-        .map_err(|e| format!("report: {e}"))
 }
 
 #[cfg(test)]
 mod report_kind_tests {
-    use super::check_report_kind;
+    use super::{check_report, FinalReport, ReportRefusal, PROTOCOL_VERSION};
     use serde_json::json;
 
+    /// A client's report of one run with one stream.
     fn tcp_report() -> serde_json::Value {
         let t = json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
         let cpu = json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
+        let run = json!({"client": "a", "server": "b", "streams": 1, "duration_secs": 1.0,
+               "len": 1000, "direction": "send", "started_at_unix_ms": 1, "ended_at_unix_ms": 2,
+               "cpu": {"client": cpu, "server": cpu}});
+        let stream = json!({"run": 0, "id": 0, "flow": "client_to_server", "sender": t,
+               "receiver": t, "tcp": null, "error": null});
         json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1, "ended_at_unix_ms": 2,
                "sender": t, "receiver": t, "retransmits": 0, "mean_rtt_us": null,
-               "cpu": {"client": cpu, "server": cpu}, "runs": [], "streams": []})
+               "cpu": {"client": cpu, "server": cpu}, "runs": [run], "streams": [stream]})
+    }
+
+    fn check(kind: &str, report: serde_json::Value) -> Result<(), ReportRefusal> {
+        let r = FinalReport {
+            version: PROTOCOL_VERSION,
+            worker: "w0".into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: 1,
+            report,
+        };
+        check_report(kind, &r)
     }
 
     #[test]
     fn egress_takes_tcp_reports_only() {
-        assert_eq!(check_report_kind("EgressBenchmark", &tcp_report()), Ok(()));
-        let err = check_report_kind("IngressBenchmark", &tcp_report()).unwrap_err();
-        assert!(err.contains("expected a http report"), "{err}");
+        assert_eq!(check("EgressBenchmark", tcp_report()), Ok(()));
+        let err = check("IngressBenchmark", tcp_report()).unwrap_err();
+        assert!(err.to_string().contains("expected a http report"), "{err}");
         let mut broken = tcp_report();
         broken["sender"] = json!("fast");
-        assert!(check_report_kind("EgressBenchmark", &broken).is_err());
+        assert!(matches!(
+            check("EgressBenchmark", broken),
+            Err(ReportRefusal::Malformed(_))
+        ));
         let mut future = tcp_report();
         future["version"] = json!(2);
-        assert!(check_report_kind("EgressBenchmark", &future).is_err());
+        assert!(check("EgressBenchmark", future).is_err());
+        let mut forged = tcp_report();
+        forged["receiver"]["bits_per_second"] = json!(8e12);
+        let err = check("EgressBenchmark", forged).unwrap_err();
+        assert!(
+            err.to_string().contains("report.receiver.bits_per_second"),
+            "{err}"
+        );
     }
 }

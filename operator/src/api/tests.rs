@@ -106,6 +106,10 @@ fn http_report() -> serde_json::Value {
     };
     let counters = loadgen::report::Counters {
         requests: 1,
+        status: loadgen::report::StatusCounts {
+            s2xx: 1,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let r = loadgen::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
@@ -244,6 +248,89 @@ async fn refusals_are_4xx_and_counted() {
 #[tokio::test]
 async fn a_well_formed_report_is_stored() {
     let (app, sink, _) = setup();
+    let (code, text) = call(
+        &app,
+        "POST",
+        "/v1/runs/run1/report",
+        "tok",
+        report_body("w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
+    assert_eq!(sink.0.lock().unwrap().len(), 1);
+}
+
+/// An HDR V2 header claiming a 4 GiB payload (and nothing after it), base64.
+fn histogram_claiming_4_gib() -> String {
+    use base64::Engine as _;
+    let mut v2 = Vec::new();
+    v2.extend_from_slice(&0x1c84_9313u32.to_be_bytes()); // V2 cookie
+    v2.extend_from_slice(&u32::MAX.to_be_bytes()); // payload length
+    v2.extend_from_slice(&0u32.to_be_bytes()); // normalizing offset
+    v2.extend_from_slice(&3u32.to_be_bytes()); // significant digits
+    v2.extend_from_slice(&1u64.to_be_bytes()); // lowest
+    v2.extend_from_slice(&3_600_000_000u64.to_be_bytes()); // highest
+    v2.extend_from_slice(&1.0f64.to_be_bytes()); // conversion ratio
+    base64::engine::general_purpose::STANDARD.encode(v2)
+}
+
+#[tokio::test]
+async fn invalid_reports_are_400_counted_and_the_worker_can_report_again() {
+    let (app, sink, metrics) = setup();
+    let mut huge = http_report();
+    huge["histogram"] = histogram_claiming_4_gib().into();
+    let mut inconsistent = http_report();
+    inconsistent["counters"]["requests"] = 5.into();
+    let cases = [
+        (
+            huge,
+            "report.histogram: histogram claims a payload of 4294967295 bytes",
+        ),
+        (
+            inconsistent,
+            "report.counters.requests: 5 requests but the latency histogram holds 1 samples",
+        ),
+    ];
+    for (report, message) in cases {
+        let before = metrics
+            .api_rejected
+            .with_label_values(&["invalid_report"])
+            .get();
+        let started = std::time::Instant::now();
+        let (code, text) = call(
+            &app,
+            "POST",
+            "/v1/runs/run1/report",
+            "tok",
+            report_body("w0", report),
+        )
+        .await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{text}");
+        let body: ApiError = serde_json::from_str(&text).unwrap();
+        assert!(
+            body.error.contains(message),
+            "{message:?} not in {:?}",
+            body.error
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "refused slowly"
+        );
+        assert_eq!(
+            metrics
+                .api_rejected
+                .with_label_values(&["invalid_report"])
+                .get(),
+            before + 1
+        );
+    }
+    assert!(
+        sink.0.lock().unwrap().is_empty(),
+        "nothing invalid was stored"
+    );
+    assert!(metrics
+        .render()
+        .contains(r#"netbench_api_rejected_total{reason="invalid_report"} 2"#));
     let (code, text) = call(
         &app,
         "POST",

@@ -4,6 +4,7 @@
 use crds::egress::{CaseResult, EgressCase};
 use loadgen::tcp::TcpReport;
 use loadgen::worker::protocol::FinalReport;
+use loadgen::worker::{validate_final, CheckedReport};
 
 /// The case's result; Err when the report is unreadable. Stream errors are returned beside
 /// the result so the run can fail without losing what was measured.
@@ -12,8 +13,22 @@ pub fn case_result(
     client: &FinalReport,
     server_node: Option<String>,
 ) -> Result<(CaseResult, Vec<String>), String> {
-    let report: TcpReport = serde_json::from_value(client.report.clone())
-        .map_err(|e| format!("case {}: unreadable tcp report: {e}", case.name))?;
+    // Validated again: the stored report is as hostile as the request that brought it.
+    let report: TcpReport = match validate_final(client, loadgen::tcp::report::REPORT_KIND) {
+        Ok(CheckedReport::Tcp(t)) => *t,
+        Ok(CheckedReport::Http(_)) => {
+            return Err(format!(
+                "case {}: the client's report is not tcp",
+                case.name
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "case {}: report of worker {:.253}: {e}",
+                case.name, client.worker
+            ))
+        }
+    };
     let result = CaseResult {
         name: case.name.clone(),
         offload_profile: case.offload_profile.clone(),
@@ -107,6 +122,44 @@ mod tests {
         let (best, overhead) = summary(&cases);
         assert_eq!(best.unwrap(), "10.00 Gbit/s (node)");
         assert_eq!(overhead.unwrap(), "75.0% (csum-off)");
+    }
+
+    #[test]
+    fn an_invalid_stored_report_fails_the_case_naming_its_worker() {
+        let t = serde_json::json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
+        let cpu =
+            serde_json::json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
+        let run = serde_json::json!({"client": "a", "server": "b", "streams": 1,
+            "duration_secs": 1.0, "len": 1000, "direction": "send", "started_at_unix_ms": 1,
+            "ended_at_unix_ms": 2, "cpu": {"client": cpu, "server": cpu}});
+        let stream = serde_json::json!({"run": 0, "id": 0, "flow": "client_to_server",
+            "sender": t, "receiver": t, "tcp": null, "error": null});
+        let report = serde_json::json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1,
+            "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0,
+            "mean_rtt_us": null, "cpu": {"client": cpu, "server": cpu}, "runs": [run],
+            "streams": [stream]});
+        let case: EgressCase =
+            serde_json::from_value(serde_json::json!({"name": "c", "client": {}, "server": {}}))
+                .unwrap();
+        let mut client = FinalReport {
+            version: 1,
+            worker: "eb-c0-client".into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: 1,
+            report,
+        };
+        let (measured, _) = case_result(&case, &client, None).unwrap();
+        assert_eq!(measured.receiver_bits_per_second, 80.0);
+        // A forged throughput that the bytes do not back.
+        client.report["receiver"]["bits_per_second"] = 9.4e9.into();
+        let err = case_result(&case, &client, None).unwrap_err();
+        assert!(
+            err.contains(
+                "report of worker eb-c0-client: invalid report: report.receiver.bits_per_second"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -5,20 +5,17 @@ use std::collections::BTreeMap;
 
 use crds::ingress::{Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary};
 use crds::{ErrorCounts, LatencyMillis};
-use loadgen::report::{HttpReport, Report};
+use loadgen::report::HttpReport;
 use loadgen::worker::protocol::FinalReport;
+use loadgen::worker::{validate_final, CheckedReport};
 
+/// A stored report, validated again (stored objects are as hostile as requests): an invalid
+/// one fails the step naming its worker, rather than being left out of a sum it belongs to.
 fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
-    match Report::from_json(&r.report.to_string())
-        .map_err(|e| format!("report of {}: {e}", r.worker))?
-    {
-        Report::Http(h) => Ok(h),
-        #[allow(unreachable_patterns)]
-        other => Err(format!(
-            "report of {} is a {} report, not http",
-            r.worker,
-            other.kind()
-        )),
+    match validate_final(r, "http") {
+        Ok(CheckedReport::Http(h)) => Ok(*h),
+        Ok(CheckedReport::Tcp(_)) => Err(format!("report of worker {} is not http", r.worker)),
+        Err(e) => Err(format!("report of worker {:.253}: {e}", r.worker)),
     }
 }
 
@@ -222,6 +219,56 @@ mod tests {
         assert_eq!(eff, ["1.00", "0.89", "0.70", "0.81"]);
         assert_eq!(s.rows[3].size_factor, 8.0);
         assert_eq!(s.summary, "8 CPU: 6.45x the RPS of 1 CPU (81% of linear)");
+    }
+
+    /// A stored report of `worker`: one 1 ms request, as the engine reports it.
+    fn stored(worker: &str, requests: u64) -> FinalReport {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        h.record(1000).unwrap();
+        let cfg = loadgen::report::HttpRunConfig {
+            url: "http://x/".into(),
+            method: "GET".into(),
+            connections: 1,
+            threads: 1,
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            rate: None,
+            keepalive: true,
+            http2: false,
+            timeout_s: 2.0,
+        };
+        let counters = loadgen::report::Counters {
+            requests: 1,
+            status: loadgen::report::StatusCounts {
+                s2xx: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
+        let mut report: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        report["counters"]["requests"] = requests.into();
+        FinalReport {
+            version: 1,
+            worker: worker.into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: 5,
+            report,
+        }
+    }
+
+    #[test]
+    fn an_invalid_stored_report_fails_the_step_naming_its_worker() {
+        let good = BTreeMap::from([("w0".to_string(), stored("w0", 1))]);
+        assert_eq!(step_result(0, None, &good).unwrap().requests, 1);
+        let mut reports = good.clone();
+        reports.insert("w1".into(), stored("w1", 1 << 40));
+        let err = step_result(0, None, &reports).unwrap_err();
+        assert!(
+            err.contains("report of worker w1: invalid report: report.counters.requests"),
+            "{err}"
+        );
     }
 
     #[test]

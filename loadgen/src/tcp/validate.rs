@@ -1,0 +1,334 @@
+//! Validation of TCP reports (pure). The invariants are the ones [`TcpReport::single`] and
+//! [`super::merge`] build: totals are the sums of the streams, each run has one stream per flow
+//! of its direction, CPU totals are the sums of the runs.
+
+use super::config::{MAX_LEN, MAX_STREAMS};
+use super::cpu::CpuUsage;
+use super::report::{Throughput, REPORT_KIND, REPORT_VERSION};
+use super::TcpReport;
+use crate::report::{
+    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
+};
+
+/// Largest throughput a report may claim (1 Pbit/s).
+pub const MAX_BITS_PER_SECOND: f64 = 1e15;
+/// Largest CPU use one run may claim, in percent of one CPU (4096 busy CPUs).
+pub const MAX_CPU_PERCENT: f64 = 409_600.0;
+
+/// Checks a TCP report (single run or merged).
+pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
+    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
+        return Err(invalid(
+            "version",
+            format!(
+                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
+                r.kind, r.version
+            ),
+        ));
+    }
+    if r.ended_at_unix_ms < r.started_at_unix_ms {
+        return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
+    }
+    let runs = r.runs.len();
+    if runs == 0 || runs > MAX_WORKERS as usize {
+        return Err(invalid(
+            "runs",
+            format!("{runs} runs (allowed 1..={MAX_WORKERS})"),
+        ));
+    }
+    for (i, run) in r.runs.iter().enumerate() {
+        check_run(i, run)?;
+    }
+    check_streams(r)?;
+    check_totals(r)?;
+    check_cpu_total(r)
+}
+
+fn check_run(i: usize, run: &super::report::RunSummary) -> Result<(), InvalidReport> {
+    let field = |name: &str| format!("runs[{i}].{name}");
+    if !(1..=MAX_STREAMS).contains(&run.streams) {
+        return Err(invalid(
+            field("streams"),
+            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
+        ));
+    }
+    if !(1..=MAX_LEN).contains(&run.len) {
+        return Err(invalid(
+            field("len"),
+            format!("{} (allowed 1..={MAX_LEN})", run.len),
+        ));
+    }
+    check_number(
+        &field("duration_secs"),
+        run.duration_secs,
+        0.0,
+        MAX_DURATION_S,
+    )?;
+    if run.ended_at_unix_ms < run.started_at_unix_ms {
+        return Err(invalid(
+            field("ended_at_unix_ms"),
+            "before started_at_unix_ms",
+        ));
+    }
+    check_text(&field("client"), &run.client)?;
+    check_text(&field("server"), &run.server)?;
+    check_cpu(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
+    check_cpu(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
+}
+
+fn check_cpu(field: &str, c: &CpuUsage, max: f64) -> Result<(), InvalidReport> {
+    check_number(&format!("{field}.user_percent"), c.user_percent, 0.0, max)?;
+    check_number(
+        &format!("{field}.system_percent"),
+        c.system_percent,
+        0.0,
+        max,
+    )?;
+    check_number(&format!("{field}.total_percent"), c.total_percent, 0.0, max)
+}
+
+/// A throughput with sane numbers; `exact`: its rate must be its bytes over its seconds.
+fn check_throughput(field: &str, t: &Throughput, exact: bool) -> Result<(), InvalidReport> {
+    check_number(&format!("{field}.seconds"), t.seconds, 0.0, MAX_DURATION_S)?;
+    let bps = format!("{field}.bits_per_second");
+    check_number(&bps, t.bits_per_second, 0.0, MAX_BITS_PER_SECOND)?;
+    if exact {
+        check_close(
+            &bps,
+            t.bits_per_second,
+            Throughput::new(t.bytes, t.seconds).bits_per_second,
+        )?;
+    }
+    Ok(())
+}
+
+/// Every stream belongs to a run, and each run has one stream per flow of its direction.
+fn check_streams(r: &TcpReport) -> Result<(), InvalidReport> {
+    let mut per_run = vec![0usize; r.runs.len()];
+    for (i, s) in r.streams.iter().enumerate() {
+        let field = |name: &str| format!("streams[{i}].{name}");
+        let count = usize::try_from(s.run)
+            .ok()
+            .and_then(|run| per_run.get_mut(run))
+            .ok_or_else(|| {
+                invalid(
+                    field("run"),
+                    format!("{} but the report has {} run(s)", s.run, r.runs.len()),
+                )
+            })?;
+        *count += 1;
+        check_throughput(&field("sender"), &s.sender, true)?;
+        check_throughput(&field("receiver"), &s.receiver, true)?;
+        if let Some(e) = &s.error {
+            check_text(&field("error"), e)?;
+        }
+    }
+    for (i, (run, n)) in r.runs.iter().zip(per_run).enumerate() {
+        let want = run.direction.flows(run.streams).len();
+        if n != want {
+            return Err(invalid(
+                format!("runs[{i}].streams"),
+                format!("{n} stream report(s), the run's direction and streams make {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Totals are the sums of the streams (rates exact for a single run, summed when merged).
+fn check_totals(r: &TcpReport) -> Result<(), InvalidReport> {
+    let single = r.runs.len() == 1;
+    for (field, total, part) in [
+        (
+            "sender",
+            &r.sender,
+            r.streams.iter().map(|s| &s.sender).collect::<Vec<_>>(),
+        ),
+        (
+            "receiver",
+            &r.receiver,
+            r.streams.iter().map(|s| &s.receiver).collect(),
+        ),
+    ] {
+        check_throughput(field, total, single)?;
+        let bytes = part
+            .iter()
+            .try_fold(0u64, |acc, t| acc.checked_add(t.bytes));
+        if bytes != Some(total.bytes) {
+            return Err(invalid(
+                format!("{field}.bytes"),
+                format!("{} is not the sum of the streams' bytes", total.bytes),
+            ));
+        }
+        let seconds = part.iter().fold(0f64, |acc, t| acc.max(t.seconds));
+        check_close(&format!("{field}.seconds"), total.seconds, seconds)?;
+    }
+    let snapshots: Vec<_> = r.streams.iter().filter_map(|s| s.tcp.as_ref()).collect();
+    let retransmits = snapshots
+        .iter()
+        .try_fold(0u64, |acc, t| acc.checked_add(t.retransmits));
+    if retransmits != Some(r.retransmits) {
+        return Err(invalid(
+            "retransmits",
+            format!(
+                "{} is not the sum of the streams' retransmits",
+                r.retransmits
+            ),
+        ));
+    }
+    let rtts: f64 = snapshots.iter().map(|t| f64::from(t.rtt_us)).sum();
+    match (r.mean_rtt_us, snapshots.len()) {
+        (None, 0) => Ok(()),
+        (Some(mean), n) if n > 0 => check_close("mean_rtt_us", mean, rtts / n as f64),
+        _ => Err(invalid(
+            "mean_rtt_us",
+            "present exactly when a stream has TCP_INFO",
+        )),
+    }
+}
+
+fn check_cpu_total(r: &TcpReport) -> Result<(), InvalidReport> {
+    let sum = r
+        .runs
+        .iter()
+        .fold(super::report::CpuReport::default(), |acc, run| {
+            super::report::CpuReport {
+                client: acc.client.sum(run.cpu.client),
+                server: acc.server.sum(run.cpu.server),
+            }
+        });
+    for (field, got, want) in [
+        ("cpu.client", &r.cpu.client, &sum.client),
+        ("cpu.server", &r.cpu.server, &sum.server),
+    ] {
+        check_cpu(field, got, f64::MAX)?;
+        check_close(
+            &format!("{field}.user_percent"),
+            got.user_percent,
+            want.user_percent,
+        )?;
+        check_close(
+            &format!("{field}.system_percent"),
+            got.system_percent,
+            want.system_percent,
+        )?;
+        check_close(
+            &format!("{field}.total_percent"),
+            got.total_percent,
+            want.total_percent,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::tcp::config::{Direction, Flow};
+    use crate::tcp::report::{CpuReport, RunSummary, StreamReport, TcpInfoSnapshot};
+
+    /// A single-run report as the client builds it: two streams sent, the server's view back.
+    pub(crate) fn tcp_report(start: u64, scale: u64) -> TcpReport {
+        let stream =
+            |id: u32, bytes: u64, seconds: f64, retransmits: u64, rtt_us: u32| StreamReport {
+                run: 0,
+                id,
+                flow: Flow::ClientToServer,
+                sender: Throughput::new(bytes, seconds),
+                receiver: Throughput::new(bytes - 1000, seconds + 0.001),
+                tcp: Some(TcpInfoSnapshot {
+                    retransmits,
+                    rtt_us,
+                    ..TcpInfoSnapshot::default()
+                }),
+                error: None,
+            };
+        let usage = CpuUsage {
+            user_percent: 10.0,
+            system_percent: 40.0,
+            total_percent: 50.0,
+        };
+        let run = RunSummary {
+            client: "198.18.0.1:40000".into(),
+            server: "198.18.0.2:5201".into(),
+            streams: 2,
+            duration_secs: 2.0,
+            len: 131072,
+            direction: Direction::Send,
+            started_at_unix_ms: start,
+            ended_at_unix_ms: start + 2000,
+            cpu: CpuReport {
+                client: usage,
+                server: usage,
+            },
+        };
+        TcpReport::single(
+            run,
+            vec![
+                stream(0, 1_000_000 * scale, 2.0, 3, 100),
+                stream(1, 3_000_000 * scale, 1.9, 1, 300),
+            ],
+        )
+    }
+
+    fn refused(r: &TcpReport, field: &str, needle: &str) {
+        let e = validate_tcp(r).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
+    }
+
+    #[test]
+    fn client_and_merged_reports_are_valid_before_and_after_json() {
+        let r = tcp_report(1000, 1);
+        validate_tcp(&r).unwrap();
+        let back: TcpReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        validate_tcp(&back).unwrap();
+        let merged = super::super::merge(&[r, tcp_report(1500, 3)]).unwrap();
+        validate_tcp(&merged).unwrap();
+    }
+
+    #[test]
+    fn totals_that_are_not_the_streams_sums_are_refused() {
+        let mut r = tcp_report(0, 1);
+        r.retransmits = 1;
+        refused(&r, "retransmits", "not the sum");
+        let mut r = tcp_report(0, 1);
+        r.receiver.bytes += 1;
+        refused(&r, "receiver.bytes", "not the sum");
+        let mut r = tcp_report(0, 1);
+        r.receiver.bits_per_second *= 10.0;
+        refused(&r, "receiver.bits_per_second", "does not match");
+        let mut r = tcp_report(0, 1);
+        r.streams[1].sender.bytes = u64::MAX;
+        r.streams[1].sender.bits_per_second = r.streams[1].sender.bytes as f64 * 8.0 / 1.9;
+        refused(&r, "streams[1].sender.bits_per_second", "outside");
+        let mut r = tcp_report(0, 1);
+        r.cpu.client.total_percent = 99.0;
+        refused(&r, "cpu.client.total_percent", "does not match");
+        let mut r = tcp_report(0, 1);
+        r.mean_rtt_us = None;
+        refused(&r, "mean_rtt_us", "present exactly when");
+    }
+
+    #[test]
+    fn impossible_numbers_and_indexes_are_refused() {
+        let mut r = tcp_report(0, 1);
+        r.streams[0].receiver.seconds = f64::NAN;
+        refused(&r, "streams[0].receiver.seconds", "NaN");
+        let mut r = tcp_report(0, 1);
+        r.streams[0].run = 7;
+        refused(&r, "streams[0].run", "7 but the report has 1 run(s)");
+        let mut r = tcp_report(0, 1);
+        r.streams.pop();
+        refused(&r, "runs[0].streams", "1 stream report(s)");
+        let mut r = tcp_report(0, 1);
+        r.runs[0].cpu.server.user_percent = -1.0;
+        refused(&r, "runs[0].cpu.server.user_percent", "outside");
+        let mut r = tcp_report(0, 1);
+        r.runs.clear();
+        refused(&r, "runs", "0 runs");
+        let mut r = tcp_report(0, 1);
+        r.kind = "http".into();
+        refused(&r, "version", "\"http\" report");
+    }
+}

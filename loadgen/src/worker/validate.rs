@@ -1,0 +1,179 @@
+//! Validation of a worker's [`FinalReport`] (pure): the envelope's fields, then the engine report
+//! it carries, which must be of the expected kind, cover exactly one run and pass
+//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`]. The operator runs this when a
+//! report arrives and again before it merges stored reports.
+
+use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
+use crate::tcp::{validate_tcp, TcpReport};
+
+use super::protocol::{FinalReport, PROTOCOL_VERSION};
+
+/// Longest pod or node name (a DNS subdomain).
+const MAX_NAME: usize = 253;
+
+/// The engine report of a valid [`FinalReport`], parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CheckedReport {
+    Http(Box<HttpReport>),
+    Tcp(Box<TcpReport>),
+}
+
+/// Why a final report is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportRefusal {
+    /// Not a report of the expected kind and shape (unparseable, wrong kind or version).
+    #[error("{0}")]
+    Malformed(String),
+    /// Parsed, but its numbers break an invariant.
+    #[error(transparent)]
+    Invalid(#[from] InvalidReport),
+}
+
+/// Validates `r`, whose engine report must be of `kind` (`"http"` or `"tcp"`).
+pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, ReportRefusal> {
+    if r.version != PROTOCOL_VERSION {
+        return Err(invalid(
+            "version",
+            format!("{} (this build speaks {PROTOCOL_VERSION})", r.version),
+        )
+        .into());
+    }
+    check_name("worker", &r.worker)?;
+    if let Some(node) = &r.node {
+        check_name("node", node)?;
+    }
+    let got = r.report.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    if got != kind {
+        return Err(ReportRefusal::Malformed(format!(
+            "expected a {kind} report, got {got:?}"
+        )));
+    }
+    let in_report = |e: InvalidReport| invalid(format!("report.{}", e.field), e.problem);
+    if kind == crate::tcp::report::REPORT_KIND {
+        let tcp = tcp_of(&r.report)?;
+        validate_tcp(&tcp).map_err(in_report)?;
+        if tcp.runs.len() != 1 {
+            return Err(invalid("report.runs", "a worker reports exactly one run").into());
+        }
+        return Ok(CheckedReport::Tcp(Box::new(tcp)));
+    }
+    let http = http_of(&r.report)?;
+    validate_http(&http).map_err(in_report)?;
+    if http.workers != 1 {
+        return Err(invalid("report.workers", "a worker reports exactly one run").into());
+    }
+    Ok(CheckedReport::Http(Box::new(http)))
+}
+
+fn check_name(field: &str, name: &str) -> Result<(), InvalidReport> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    if name.is_empty() || name.len() > MAX_NAME || !name.chars().all(allowed) {
+        return Err(invalid(
+            field,
+            format!("{name:.64?} is not a Kubernetes name (1..={MAX_NAME} of a-z 0-9 - .)"),
+        ));
+    }
+    Ok(())
+}
+
+fn version_of(report: &serde_json::Value, ours: u32) -> Result<(), ReportRefusal> {
+    match report.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(ours) => Ok(()),
+        Some(v) => Err(ReportRefusal::Malformed(format!(
+            "unsupported report version {v} (this build reads version {ours})"
+        ))),
+        None => Err(ReportRefusal::Malformed(
+            "report has no \"version\" field".into(),
+        )),
+    }
+}
+
+fn tcp_of(report: &serde_json::Value) -> Result<TcpReport, ReportRefusal> {
+    version_of(report, crate::tcp::report::REPORT_VERSION)?;
+    serde_json::from_value(report.clone())
+        .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
+}
+
+fn http_of(report: &serde_json::Value) -> Result<HttpReport, ReportRefusal> {
+    version_of(report, crate::report::REPORT_VERSION)?;
+    match serde_json::from_value::<Report>(report.clone()) {
+        Ok(Report::Http(h)) => Ok(h),
+        Err(e) => Err(ReportRefusal::Malformed(format!("report: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::http_report;
+    use crate::tcp::validate::tests::tcp_report;
+
+    fn final_report(report: serde_json::Value) -> FinalReport {
+        FinalReport {
+            version: PROTOCOL_VERSION,
+            worker: "bench-abc-w0".into(),
+            node: Some("node-1".into()),
+            step: 0,
+            started_at_unix_ms: 5,
+            report,
+        }
+    }
+
+    fn http_json() -> serde_json::Value {
+        serde_json::from_str(&http_report(&[100, 250], 0).to_json()).unwrap()
+    }
+
+    #[test]
+    fn worker_reports_of_the_expected_kind_pass() {
+        let http = final_report(http_json());
+        assert!(matches!(
+            validate_final(&http, "http"),
+            Ok(CheckedReport::Http(_))
+        ));
+        let tcp = final_report(serde_json::to_value(tcp_report(0, 1)).unwrap());
+        assert!(matches!(
+            validate_final(&tcp, "tcp"),
+            Ok(CheckedReport::Tcp(_))
+        ));
+        assert_eq!(
+            validate_final(&tcp, "http"),
+            Err(ReportRefusal::Malformed(
+                "expected a http report, got \"tcp\"".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn invalid_fields_are_named() {
+        let field = |r: &FinalReport, kind: &str| match validate_final(r, kind) {
+            Err(ReportRefusal::Invalid(e)) => e.field,
+            other => panic!("expected an invalid report, got {other:?}"),
+        };
+        let mut r = final_report(http_json());
+        r.worker = "../../etc".into();
+        assert_eq!(field(&r, "http"), "worker");
+        let mut r = final_report(http_json());
+        r.report["counters"]["requests"] = 3.into();
+        assert_eq!(field(&r, "http"), "report.counters.requests");
+        let mut r = final_report(http_json());
+        r.report["workers"] = 2.into();
+        assert_eq!(field(&r, "http"), "report.workers");
+        let merged = crate::tcp::merge(&[tcp_report(0, 1), tcp_report(0, 2)]).unwrap();
+        let r = final_report(serde_json::to_value(merged).unwrap());
+        assert_eq!(field(&r, "tcp"), "report.runs");
+    }
+
+    #[test]
+    fn unparseable_reports_are_malformed() {
+        let mut r = final_report(http_json());
+        r.report["rps"] = "fast".into();
+        assert!(matches!(
+            validate_final(&r, "http"),
+            Err(ReportRefusal::Malformed(_))
+        ));
+        r.report = serde_json::json!({"version": 2, "kind": "http"});
+        assert!(
+            matches!(validate_final(&r, "http"), Err(ReportRefusal::Malformed(m)) if m.contains("version 2"))
+        );
+    }
+}
