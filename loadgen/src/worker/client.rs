@@ -134,9 +134,10 @@ impl WorkerClient {
                         return Ok((status, text));
                     }
                     // A report answered 404 (unknown run) is retried: after an operator
-                    // restart the new leader learns of the run when it reconciles it.
+                    // restart the new leader learns of the run when it reconciles it. A 408
+                    // (the operator's request deadline passed) is worth another try too.
                     let retry_unknown_run = status == 404 && what == "report";
-                    if status < 500 && !retry_unknown_run {
+                    if status < 500 && status != 408 && !retry_unknown_run {
                         let message = serde_json::from_str::<ApiError>(&text)
                             .map(|e| e.error)
                             .unwrap_or(text);

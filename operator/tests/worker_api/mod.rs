@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use loadgen::worker::protocol::{FinalReport, Role};
-use operator::api::{router, ApiState, ReportSink};
+use operator::api::{router, serve, ApiState, ReportSink, RunTokens, ServerLimits};
 use operator::metrics::Metrics;
 use operator::runs::{Registry, RunSpec};
 
@@ -75,6 +75,7 @@ impl Api {
         let (wake, wake_rx) = tokio::sync::mpsc::unbounded_channel();
         std::mem::forget(wake_rx); // keep the channel open; nothing reconciles here
         let state = ApiState {
+            auth: Arc::new(RunTokens(runs.clone())),
             runs: runs.clone(),
             metrics: metrics.clone(),
             sink: sink.clone(),
@@ -90,7 +91,12 @@ impl Api {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("binding the API");
         let url = format!("http://{}", listener.local_addr().unwrap());
-        runtime.spawn(async move { axum::serve(listener, router(state)).await });
+        let limits = ServerLimits {
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 64,
+        };
+        runtime.spawn(serve(listener, router(state), limits, metrics.clone()));
         Api {
             url,
             runs,
