@@ -36,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
 
     let state = ApiState {
         runs: runs.clone(),
-        auth: Arc::new(api::RunTokens(runs.clone())),
+        auth: Arc::new(api::PodTokens::new(client.clone(), runs.clone())),
         metrics: metrics.clone(),
         sink: Arc::new(client.clone()),
         wake: wake_tx.clone(),

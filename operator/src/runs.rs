@@ -19,7 +19,6 @@ pub struct RunSpec {
     pub benchmark: String,
     /// The benchmark object's uid (owner of report ConfigMaps).
     pub uid: String,
-    pub token: String,
     pub step: u32,
     /// Worker pod names expected in this step, with their roles.
     pub workers: BTreeMap<String, Role>,
@@ -35,30 +34,33 @@ struct RunState {
 #[derive(Debug, PartialEq)]
 pub enum RegistryError {
     UnknownRun,
-    BadToken,
     UnknownWorker,
     WrongStep {
         current: u32,
     },
+    /// The caller is not a worker of the run's current step.
+    NotAWorker,
     /// The caller is a worker, but not the one the request names.
     NotThisWorker,
+    /// The worker registers in a role the run does not give it.
+    WrongRole,
     /// The worker asks for the barrier before registering.
     Unregistered,
 }
 
-/// Who sent a request, as the authenticator established it before any body was read.
+/// Who sent a request, as the authenticator established it before any body was read: a worker
+/// pod, which may speak only for itself.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Caller {
-    /// Holder of the run's token: may speak for any worker of the run.
-    RunToken,
+pub struct Caller {
+    pub namespace: String,
+    /// The worker pod's name (worker names are pod names).
+    pub worker: String,
 }
 
 impl Caller {
     /// True when this caller may speak for `worker`.
-    fn may_speak_for(&self, _worker: &str) -> bool {
-        match self {
-            Caller::RunToken => true,
-        }
+    fn may_speak_for(&self, worker: &str) -> bool {
+        self.worker == worker
     }
 }
 
@@ -115,15 +117,16 @@ impl Registry {
         self.lock().remove(run);
     }
 
-    /// Checks the run's bearer token (the authentication step, before any body is read).
-    pub fn check_token(&self, run: &str, token: &str) -> Result<(), RegistryError> {
+    /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
+    /// last step of authentication, before any body is read); returns the run's spec.
+    pub fn admit(&self, run: &str, caller: &Caller) -> Result<RunSpec, RegistryError> {
         let runs = self.lock();
         let state = runs.get(run).ok_or(RegistryError::UnknownRun)?;
-        if constant_time_eq(state.spec.token.as_bytes(), token.as_bytes()) {
-            Ok(())
-        } else {
-            Err(RegistryError::BadToken)
+        let spec = &state.spec;
+        if spec.namespace != caller.namespace || !spec.workers.contains_key(&caller.worker) {
+            return Err(RegistryError::NotAWorker);
         }
+        Ok(spec.clone())
     }
 
     /// Checks that `caller` may speak for `worker` and that `worker` belongs to the run's
@@ -150,7 +153,13 @@ impl Registry {
         now_unix_ms: u64,
     ) -> Result<BarrierState, RegistryError> {
         let mut runs = self.lock();
-        member(&runs, run, caller, &req.worker, req.step)?;
+        let role = member(&runs, run, caller, &req.worker, req.step)?
+            .spec
+            .workers
+            .get(&req.worker);
+        if role != Some(&req.role) {
+            return Err(RegistryError::WrongRole);
+        }
         let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
         state.registered.insert(req.worker.clone(), req);
         if state.start_at_unix_ms.is_none() && state.registered.len() == state.spec.workers.len() {
@@ -219,10 +228,6 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,7 +239,6 @@ mod tests {
             namespace: "ns".into(),
             benchmark: "b".into(),
             uid: "u".into(),
-            token: "secret".into(),
             step,
             workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
         }
@@ -251,46 +255,77 @@ mod tests {
         }
     }
 
-    const ANY: &Caller = &Caller::RunToken;
+    fn caller(worker: &str) -> Caller {
+        Caller {
+            namespace: "ns".into(),
+            worker: worker.into(),
+        }
+    }
 
     #[test]
     fn barrier_opens_when_all_expected_workers_registered() {
         let r = Registry::default();
         r.announce("run", spec(0));
-        assert_eq!(r.check_token("run", "nope"), Err(RegistryError::BadToken));
-        assert_eq!(r.check_token("run", "secret"), Ok(()));
+        assert!(r.admit("run", &caller("w0")).is_ok());
         assert_eq!(
-            r.check_token("other", "secret"),
+            r.admit("run", &caller("w9")),
+            Err(RegistryError::NotAWorker)
+        );
+        let elsewhere = Caller {
+            namespace: "other".into(),
+            ..caller("w0")
+        };
+        assert_eq!(r.admit("run", &elsewhere), Err(RegistryError::NotAWorker));
+        assert_eq!(
+            r.admit("other", &caller("w0")),
             Err(RegistryError::UnknownRun)
         );
         assert_eq!(
-            r.authorize("run", ANY, "w9", 0),
+            r.authorize("run", &caller("w0"), "w1", 0),
+            Err(RegistryError::NotThisWorker)
+        );
+        assert_eq!(
+            r.register("run", &caller("w0"), reg("w1"), 1),
+            Err(RegistryError::NotThisWorker)
+        );
+        let server = RegisterRequest {
+            role: Role::Server,
+            ..reg("w0")
+        };
+        assert_eq!(
+            r.register("run", &caller("w0"), server, 1),
+            Err(RegistryError::WrongRole)
+        );
+        assert_eq!(
+            r.authorize("run", &caller("w9"), "w9", 0),
             Err(RegistryError::UnknownWorker)
         );
         assert_eq!(
-            r.authorize("run", ANY, "w0", 1),
+            r.authorize("run", &caller("w0"), "w0", 1),
             Err(RegistryError::WrongStep { current: 0 })
         );
         assert_eq!(
-            r.authorize("other", ANY, "w0", 0),
+            r.authorize("other", &caller("w0"), "w0", 0),
             Err(RegistryError::UnknownRun)
         );
         assert_eq!(
-            r.barrier("run", ANY, "w0", 0),
+            r.barrier("run", &caller("w0"), "w0", 0),
             Err(RegistryError::Unregistered)
         );
-        let b = r.register("run", ANY, reg("w0"), 1000).unwrap();
+        let b = r.register("run", &caller("w0"), reg("w0"), 1000).unwrap();
         assert_eq!((b.registered, b.expected, b.start_at_unix_ms), (1, 2, None));
-        let b = r.register("run", ANY, reg("w0"), 1100).unwrap();
+        let b = r.register("run", &caller("w0"), reg("w0"), 1100).unwrap();
         assert_eq!(b.registered, 1, "registration is idempotent");
         assert_eq!(
-            r.register("run", ANY, reg("w9"), 1100),
+            r.register("run", &caller("w9"), reg("w9"), 1100),
             Err(RegistryError::UnknownWorker)
         );
-        let b = r.register("run", ANY, reg("w1"), 2000).unwrap();
+        let b = r.register("run", &caller("w1"), reg("w1"), 2000).unwrap();
         assert_eq!(b.start_at_unix_ms, Some(2000 + START_DELAY_MS));
         assert_eq!(
-            r.barrier("run", ANY, "w0", 0).unwrap().start_at_unix_ms,
+            r.barrier("run", &caller("w0"), "w0", 0)
+                .unwrap()
+                .start_at_unix_ms,
             Some(2000 + START_DELAY_MS)
         );
     }
@@ -299,21 +334,21 @@ mod tests {
     fn a_new_step_resets_the_barrier() {
         let r = Registry::default();
         r.announce("run", spec(0));
-        r.register("run", ANY, reg("w0"), 1).unwrap();
+        r.register("run", &caller("w0"), reg("w0"), 1).unwrap();
         r.announce("run", spec(0));
         assert!(
-            r.barrier("run", ANY, "w0", 0).is_ok(),
+            r.barrier("run", &caller("w0"), "w0", 0).is_ok(),
             "same step keeps registrations"
         );
         assert!(r.is_announced("run", 0));
         assert!(!r.is_announced("run", 1));
         r.announce("run", spec(1));
-        assert!(r.barrier("run", ANY, "w0", 1).is_err());
+        assert!(r.barrier("run", &caller("w0"), "w0", 1).is_err());
         assert!(r.is_announced("run", 1));
         r.forget("run");
         assert!(!r.is_announced("run", 1));
         assert_eq!(
-            r.register("run", ANY, reg("w0"), 1),
+            r.register("run", &caller("w0"), reg("w0"), 1),
             Err(RegistryError::UnknownRun)
         );
     }
@@ -339,7 +374,8 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut outcomes = [0u32; 2];
                     for t in 0..2000u64 {
-                        match r.register("run", ANY, reg(&format!("w{}", i % 2)), t) {
+                        let w = format!("w{}", i % 2);
+                        match r.register("run", &caller(&w), reg(&w), t) {
                             Ok(_) => outcomes[0] += 1,
                             Err(RegistryError::UnknownRun) => outcomes[1] += 1,
                             Err(e) => panic!("unexpected refusal {e:?}"),
@@ -354,6 +390,6 @@ mod tests {
             let [ok, unknown] = t.join().expect("a registering thread panicked");
             assert_eq!(ok + unknown, 2000, "every call answered");
         }
-        assert!(r.register("run", ANY, reg("w0"), 1).is_ok());
+        assert!(r.register("run", &caller("w0"), reg("w0"), 1).is_ok());
     }
 }

@@ -180,7 +180,15 @@ fn an_http_worker_run_exports_live_latency_and_errors() {
     assert!(api.progress_updates() >= 3);
     assert!(api
         .runs
-        .barrier(RUN, &operator::runs::Caller::RunToken, "client-0", 0)
+        .barrier(
+            RUN,
+            &operator::runs::Caller {
+                namespace: "ns".into(),
+                worker: "client-0".into(),
+            },
+            "client-0",
+            0
+        )
         .is_ok_and(|b| b.start_at_unix_ms.is_some()));
 }
 

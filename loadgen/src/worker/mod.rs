@@ -5,4 +5,4 @@ pub mod http;
 pub mod protocol;
 pub mod tcp;
 
-pub use client::{now_unix_ms, WorkerClient, WorkerEnv, WorkerError};
+pub use client::{now_unix_ms, Credential, WorkerClient, WorkerEnv, WorkerError};

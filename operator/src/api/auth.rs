@@ -1,8 +1,6 @@
 //! Authentication of the run routes, as a middleware in front of the handlers: the caller is
 //! known (or refused with 401/404) before anything reads the request body.
 
-use std::sync::Arc;
-
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -14,9 +12,9 @@ use super::refusal::{refuse, registry_refusal, Refusal};
 use super::server::closing;
 use super::ApiState;
 use crate::metrics::Metrics;
-use crate::runs::{Caller, Registry, RegistryError};
+use crate::runs::{Caller, RegistryError};
 
-/// Tells who presents `bearer` for `run`.
+/// Tells who presents `bearer` for `run` (in the operator: `PodTokens`, a TokenReview).
 pub trait Authenticator: Send + Sync {
     fn authenticate<'a>(
         &'a self,
@@ -27,25 +25,13 @@ pub trait Authenticator: Send + Sync {
 
 #[derive(Debug, PartialEq)]
 pub enum AuthError {
-    /// The registry refused (unknown run, wrong token).
-    Registry(RegistryError),
-}
-
-/// The run's bearer token, checked against the registry.
-pub struct RunTokens(pub Arc<Registry>);
-
-impl Authenticator for RunTokens {
-    fn authenticate<'a>(
-        &'a self,
-        run: &'a str,
-        bearer: &'a str,
-    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
-        let checked = self.0.check_token(run, bearer);
-        Box::pin(async move {
-            checked.map_err(AuthError::Registry)?;
-            Ok(Caller::RunToken)
-        })
-    }
+    UnknownRun,
+    /// Not a valid token for the `netbench` audience.
+    BadToken,
+    /// A valid token, but not of a worker pod of this run.
+    NotAWorker(String),
+    /// The token could not be checked now (the API server did not answer).
+    Unavailable(String),
 }
 
 /// What the middleware hands to the run handlers.
@@ -81,19 +67,48 @@ pub async fn authenticate(
         );
         return closing(refusal.into_response());
     };
-    match s.auth.authenticate(&run, &token).await {
+    let admitted = match s.auth.authenticate(&run, &token).await {
+        Ok(caller) => s
+            .runs
+            .admit(&run, &caller)
+            .map(|_| caller)
+            .map_err(|e| registry_refusal(&s.metrics, e)),
+        Err(e) => Err(auth_refusal(&s.metrics, e)),
+    };
+    match admitted {
         Ok(caller) => {
             req.extensions_mut().insert(Authenticated { run, caller });
             next.run(req).await
         }
         // The connection closes: a refused caller cannot hold it for its next attempt.
-        Err(e) => closing(auth_refusal(&s.metrics, e).into_response()),
+        Err(refusal) => closing(refusal.into_response()),
     }
 }
 
 fn auth_refusal(metrics: &Metrics, e: AuthError) -> Refusal {
     match e {
-        AuthError::Registry(e) => registry_refusal(metrics, e),
+        AuthError::UnknownRun => registry_refusal(metrics, RegistryError::UnknownRun),
+        AuthError::BadToken => refuse(
+            metrics,
+            StatusCode::UNAUTHORIZED,
+            "bad_token",
+            "not a valid worker token for this operator",
+        ),
+        AuthError::NotAWorker(why) => refuse(
+            metrics,
+            StatusCode::FORBIDDEN,
+            "not_a_worker",
+            format!("not a worker of this run: {why}"),
+        ),
+        AuthError::Unavailable(why) => {
+            tracing::warn!("cannot check a worker token: {why}");
+            refuse(
+                metrics,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "auth_unavailable",
+                "the worker token cannot be checked now; retry",
+            )
+        }
     }
 }
 

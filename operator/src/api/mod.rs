@@ -6,6 +6,7 @@
 
 mod auth;
 mod handlers;
+pub mod pod_tokens;
 mod refusal;
 mod server;
 
@@ -21,7 +22,8 @@ use axum::Router;
 use futures::future::BoxFuture;
 use loadgen::worker::protocol::FinalReport;
 
-pub use auth::{AuthError, Authenticated, Authenticator, RunTokens};
+pub use auth::{AuthError, Authenticated, Authenticator};
+pub use pod_tokens::PodTokens;
 pub use refusal::REASONS;
 pub use server::{serve, ServerLimits};
 

@@ -11,12 +11,13 @@ use crate::runs::RegistryError;
 
 /// Every reason a request can be refused for (the label values of `netbench_api_rejected_total`;
 /// each series exists at 0 from the start).
-pub const REASONS: [&str; 15] = [
+pub const REASONS: [&str; 16] = [
     "unauthenticated",
     "bad_token",
     "unknown_run",
     "unknown_worker",
     "wrong_worker",
+    "wrong_role",
     "wrong_step",
     "unregistered",
     "too_large",
@@ -57,15 +58,20 @@ pub fn registry_refusal(metrics: &Metrics, e: RegistryError) -> Refusal {
             "unknown_run",
             "unknown or finished run".to_string(),
         ),
-        RegistryError::BadToken => (
-            StatusCode::UNAUTHORIZED,
-            "bad_token",
-            "wrong run token".to_string(),
-        ),
         RegistryError::UnknownWorker => (
             StatusCode::NOT_FOUND,
             "unknown_worker",
             "this worker is not part of the run's current step".to_string(),
+        ),
+        RegistryError::NotAWorker => (
+            StatusCode::FORBIDDEN,
+            "not_a_worker",
+            "not a worker of this run's current step".to_string(),
+        ),
+        RegistryError::WrongRole => (
+            StatusCode::FORBIDDEN,
+            "wrong_role",
+            "the run does not give this worker that role".to_string(),
         ),
         RegistryError::NotThisWorker => (
             StatusCode::FORBIDDEN,

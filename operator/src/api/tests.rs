@@ -12,7 +12,33 @@ use loadgen::worker::protocol::*;
 use tower::ServiceExt;
 
 use super::*;
-use crate::runs::RunSpec;
+use crate::runs::{Caller, RunSpec};
+
+/// Worker identities by bearer token: what `PodTokens` learns from a TokenReview.
+struct FixedTokens(BTreeMap<&'static str, &'static str>);
+
+impl Authenticator for FixedTokens {
+    fn authenticate<'a>(
+        &'a self,
+        _run: &'a str,
+        bearer: &'a str,
+    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
+        let caller = self.0.get(bearer).map(|worker| Caller {
+            namespace: "ns".into(),
+            worker: worker.to_string(),
+        });
+        Box::pin(async move { caller.ok_or(AuthError::BadToken) })
+    }
+}
+
+fn fixed_tokens() -> FixedTokens {
+    FixedTokens(BTreeMap::from([
+        ("tok", "w0"),
+        ("tok2", "r2-w0"),
+        ("tok2b", "r2-w1"),
+        ("tok-elsewhere", "somebody"),
+    ]))
+}
 
 #[derive(Default)]
 pub(super) struct MemorySink(pub(super) Mutex<Vec<FinalReport>>);
@@ -43,7 +69,6 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
             namespace: "ns".into(),
             benchmark: "b".into(),
             uid: "u".into(),
-            token: "tok".into(),
             step: 0,
             workers: BTreeMap::from([("w0".into(), Role::Client)]),
         },
@@ -53,7 +78,7 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
     let metrics = Arc::new(Metrics::new());
     let (wake, _rx) = tokio::sync::mpsc::unbounded_channel();
     let state = ApiState {
-        auth: Arc::new(RunTokens(runs.clone())),
+        auth: Arc::new(fixed_tokens()),
         runs: runs.clone(),
         metrics: metrics.clone(),
         sink: sink.clone(),
@@ -189,8 +214,8 @@ async fn refusals_are_4xx_and_counted() {
             "/v1/runs/run1/register",
             "tok",
             register_body("intruder"),
-            StatusCode::NOT_FOUND,
-            "unknown_worker",
+            StatusCode::FORBIDDEN,
+            "wrong_worker",
         ),
         (
             "POST",
@@ -384,9 +409,11 @@ fn run2_spec() -> RunSpec {
         namespace: "ns".into(),
         benchmark: "b2".into(),
         uid: "u2".into(),
-        token: "tok2".into(),
         step: 0,
-        workers: BTreeMap::from([("w0".into(), Role::Client)]),
+        workers: BTreeMap::from([
+            ("r2-w0".into(), Role::Client),
+            ("r2-w1".into(), Role::Client),
+        ]),
     }
 }
 
@@ -395,15 +422,77 @@ fn rejected(metrics: &Metrics, reason: &str) -> u64 {
 }
 
 #[tokio::test]
-async fn a_token_of_one_run_is_refused_on_another() {
+async fn a_worker_of_one_run_is_refused_on_another() {
     let (app, sink, metrics) = setup();
     let uri = "/v1/runs/run2/report";
-    let (code, text) = call(&app, "POST", uri, "tok", report_body("w0", http_report())).await;
-    assert_eq!(code, StatusCode::UNAUTHORIZED, "{text}");
-    assert_eq!(rejected(&metrics, "bad_token"), 1);
-    let (code, _) = call(&app, "POST", uri, "tok2", report_body("w0", http_report())).await;
+    let (code, text) = call(
+        &app,
+        "POST",
+        uri,
+        "tok",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
+    assert_eq!(rejected(&metrics, "not_a_worker"), 1);
+    let (code, _) = call(
+        &app,
+        "POST",
+        uri,
+        "tok2",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
     assert_eq!(code, StatusCode::NO_CONTENT, "its own token works");
     assert_eq!(sink.0.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_worker_speaks_only_for_itself() {
+    let (app, sink, metrics) = setup();
+    let report = "/v1/runs/run2/report";
+    let (code, text) = call(
+        &app,
+        "POST",
+        report,
+        "tok2b",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
+    let mut register = RegisterRequest {
+        version: PROTOCOL_VERSION,
+        worker: "r2-w0".into(),
+        node: None,
+        step: 0,
+        role: Role::Client,
+        listen: None,
+    };
+    let body = serde_json::to_vec(&register).unwrap();
+    let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2b", body).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let barrier = "/v1/runs/run2/barrier?worker=r2-w0&step=0";
+    let (code, _) = call(&app, "GET", barrier, "tok2b", vec![]).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(rejected(&metrics, "wrong_worker"), 3);
+    // Nor in another role than the run gives it.
+    register.role = Role::Server;
+    let body = serde_json::to_vec(&register).unwrap();
+    let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2", body).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(rejected(&metrics, "wrong_role"), 1);
+    // A valid identity that is no worker of the run at all.
+    let (code, _) = call(
+        &app,
+        "POST",
+        report,
+        "tok-elsewhere",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(rejected(&metrics, "not_a_worker"), 1);
+    assert!(sink.0.lock().unwrap().is_empty());
 }
 
 /// A request body that records whether anything polled it.
