@@ -1,5 +1,6 @@
 //! The worker API's refusals, checked through the real router (no network). Report storage is
-//! replaced by an in-memory sink here; the e2e tests store into a real cluster.
+//! replaced by an in-memory sink and the TokenReview by a fixed table of identities here; the
+//! e2e tests use a real cluster for both.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

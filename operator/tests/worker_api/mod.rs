@@ -1,6 +1,7 @@
 //! The operator's REAL worker API (router, registry, handlers) served on 127.0.0.1 for worker
 //! tests, and the real `netbench-loadgen` binary run as a worker against it. Only report
-//! storage is in memory (the cluster e2e tests store ConfigMaps).
+//! storage is in memory and worker identities come from a fixed table instead of a TokenReview
+//! (the cluster e2e tests use both for real).
 //!
 //! The loadgen binary: `CARGO_BIN_EXE_*` exists only for a package's own binaries, and cargo
 //! does not build a dependency's binaries for this package's tests. So the test builds it
