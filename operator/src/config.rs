@@ -100,6 +100,10 @@ pub struct Config {
     #[arg(long, env = "NETBENCH_API_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub api_max_connections: u32,
+    /// Most worker API connections open at once from one IP address.
+    #[arg(long, env = "NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub api_max_connections_per_client: u32,
 }
 
 impl Config {
@@ -114,6 +118,8 @@ impl Config {
             header_timeout: Duration::from_secs(self.api_header_timeout_s),
             request_timeout: Duration::from_secs(self.api_request_timeout_s),
             max_connections: usize::try_from(self.api_max_connections).unwrap_or(1024),
+            max_connections_per_peer: usize::try_from(self.api_max_connections_per_client)
+                .unwrap_or(64),
         }
     }
     /// Defaults for tests: everything allowed nowhere.

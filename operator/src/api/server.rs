@@ -1,10 +1,13 @@
-//! Serving the API over TCP within bounds: at most `max_connections` connections at once (more
-//! are closed at once and counted), a deadline for each request head, and one for each request.
+//! Serving the API over TCP within bounds: at most `max_connections` connections at once, and
+//! `max_connections_per_peer` from one address, so one client cannot take every slot (more are
+//! closed at once and counted); a deadline for each request head, and one for each request.
 //!
 //! hyper starts the head deadline whenever a connection waits for a request, so it also ends
 //! keep-alive connections that stay idle that long: one setting bounds both.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -29,6 +32,8 @@ pub struct ServerLimits {
     pub request_timeout: Duration,
     /// Connections open at once.
     pub max_connections: usize,
+    /// Connections open at once from one IP address.
+    pub max_connections_per_peer: usize,
 }
 
 /// Largest request head (request line and headers) a connection buffers.
@@ -48,16 +53,21 @@ pub async fn serve(
     };
     let app = app.layer(middleware::from_fn_with_state(deadline, request_deadline));
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let peers = Arc::new(Peers::default());
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("accepting an API connection failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let slot = slots.clone().try_acquire_owned().ok().and_then(|slot| {
+            let peer = peers.enter(peer.ip(), limits.max_connections_per_peer)?;
+            Some((slot, peer))
+        });
+        let Some(slot) = slot else {
             metrics
                 .api_rejected
                 .with_label_values(&["too_many_connections"])
@@ -75,7 +85,7 @@ async fn serve_connection(
     app: Router,
     limits: ServerLimits,
     metrics: Arc<Metrics>,
-    _slot: OwnedSemaphorePermit,
+    _slot: (OwnedSemaphorePermit, PeerSlot),
 ) {
     let _ = stream.set_nodelay(true);
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -93,6 +103,44 @@ async fn serve_connection(
                 .inc();
         } else {
             tracing::debug!("API connection ended: {e}");
+        }
+    }
+}
+
+/// Open connections by peer address.
+#[derive(Default)]
+struct Peers(Mutex<HashMap<IpAddr, usize>>);
+
+/// One open connection of a peer; dropping it frees the place.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+}
+
+impl Peers {
+    /// A place for one more connection from `ip`, unless it already has `max`.
+    fn enter(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
+        let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count = count.saturating_add(1);
+        Some(PeerSlot {
+            peers: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.peers.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
         }
     }
 }

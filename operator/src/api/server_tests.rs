@@ -19,6 +19,7 @@ fn limits() -> ServerLimits {
         header_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(10),
         max_connections: 16,
+        max_connections_per_peer: 16,
     }
 }
 
@@ -158,11 +159,22 @@ async fn a_body_that_never_arrives_times_out() {
 
 #[tokio::test]
 async fn connections_above_the_cap_are_closed_until_one_frees() {
-    let (addr, metrics) = start(ServerLimits {
-        max_connections: 2,
-        ..limits()
-    })
-    .await;
+    for limits in [
+        ServerLimits {
+            max_connections: 2,
+            ..limits()
+        },
+        ServerLimits {
+            max_connections_per_peer: 2,
+            ..limits()
+        },
+    ] {
+        connections_are_capped_at_two(limits).await;
+    }
+}
+
+async fn connections_are_capped_at_two(limits: ServerLimits) {
+    let (addr, metrics) = start(limits).await;
     // Two kept-alive connections, each proven served, hold both slots.
     let mut held = Vec::new();
     for _ in 0..2 {

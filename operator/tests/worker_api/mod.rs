@@ -116,6 +116,7 @@ impl Api {
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_connections: 64,
+            max_connections_per_peer: 64,
         };
         runtime.spawn(serve(listener, router(state), limits, metrics.clone()));
         Api {
