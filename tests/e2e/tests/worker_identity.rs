@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 const IB: &str = "IngressBenchmark";
 const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
-/// A request count no real 10 s run against the test nginx reaches.
+/// A request count no real 20 s run against the test nginx reaches.
 const FORGED_REQUESTS: u64 = 999_999_999;
 
 /// A pod in `ns` that is not a worker: the pause image, doing nothing, with a token volume like
@@ -152,7 +152,8 @@ async fn only_a_worker_pod_speaks_and_only_for_itself() {
         &ns.name,
         &[
             ("/spec/target/url", json!(TARGET)),
-            ("/spec/load/duration", json!("10s")),
+            // Long enough for the attempts below to happen while the run is Running.
+            ("/spec/load/duration", json!("20s")),
             ("/spec/load/warmup", json!("1s")),
             ("/spec/load/connections", json!(4)),
             ("/spec/workers/replicas", json!(2)),
