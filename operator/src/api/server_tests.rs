@@ -14,10 +14,11 @@ use super::*;
 /// Longest any step of these tests may take before it counts as hanging.
 const DEADLINE: Duration = Duration::from_secs(10);
 
+/// Limits whose timeouts lie well beyond `DEADLINE`: only the bound under test acts in time.
 fn limits() -> ServerLimits {
     ServerLimits {
-        header_timeout: Duration::from_secs(10),
-        request_timeout: Duration::from_secs(10),
+        header_timeout: DEADLINE * 3,
+        request_timeout: DEADLINE * 3,
         max_connections: 16,
         max_connections_per_peer: 16,
     }
