@@ -97,6 +97,23 @@ pub struct Config {
     /// How long a sweep target may take to roll out, in seconds.
     #[arg(long, env = "NETBENCH_ROLLOUT_TIMEOUT", default_value_t = 300)]
     pub rollout_timeout_s: u64,
+    /// How long a worker API connection may take to send a request head, in seconds; also how
+    /// long an idle keep-alive connection stays open.
+    #[arg(long, env = "NETBENCH_API_HEADER_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub api_header_timeout_s: u64,
+    /// How long one worker API request may take, body and answer included, in seconds.
+    #[arg(long, env = "NETBENCH_API_REQUEST_TIMEOUT", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub api_request_timeout_s: u64,
+    /// Most worker API connections open at once; more are closed at once (and counted).
+    #[arg(long, env = "NETBENCH_API_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub api_max_connections: u32,
+    /// Most worker API connections open at once from one IP address.
+    #[arg(long, env = "NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub api_max_connections_per_client: u32,
 }
 
 impl Config {
@@ -105,6 +122,15 @@ impl Config {
     }
     pub fn rollout_timeout(&self) -> Duration {
         Duration::from_secs(self.rollout_timeout_s)
+    }
+    pub fn api_limits(&self) -> crate::api::ServerLimits {
+        crate::api::ServerLimits {
+            header_timeout: Duration::from_secs(self.api_header_timeout_s),
+            request_timeout: Duration::from_secs(self.api_request_timeout_s),
+            max_connections: usize::try_from(self.api_max_connections).unwrap_or(1024),
+            max_connections_per_peer: usize::try_from(self.api_max_connections_per_client)
+                .unwrap_or(64),
+        }
     }
     /// Defaults for tests: everything allowed nowhere.
     pub fn for_tests() -> Config {

@@ -63,11 +63,6 @@ pub fn worker_name(benchmark: &str, run: &str, step: u32, index: u32) -> String 
     format!("{}{suffix}", truncate(benchmark, 63 - suffix.len()))
 }
 
-pub fn token_secret_name(benchmark: &str, run: &str) -> String {
-    let suffix = format!("-{run}-token");
-    format!("{}{suffix}", truncate(benchmark, 63 - suffix.len()))
-}
-
 /// The ConfigMap holding a worker's report is named after the worker pod.
 pub fn report_name(worker: &str) -> String {
     format!("{worker}-report")
@@ -93,7 +88,6 @@ mod tests {
         let w = worker_name(&long, &run, 3, 12);
         assert!(w.len() <= 63, "{w}");
         assert!(w.ends_with("-3f2a9c1d-g7-s3-w12"));
-        assert!(token_secret_name(&long, &run).len() <= 63);
         assert_eq!(worker_name("bench", &run, 0, 1), "bench-3f2a9c1d-g7-s0-w1");
     }
 }

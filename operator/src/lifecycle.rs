@@ -83,8 +83,8 @@ pub fn set_phase(
     run.message = Some(message);
 }
 
-/// Tells the registry who may register for `step` of `run`, with the run's token (its Secret,
-/// owned by the benchmark, is created the first time).
+/// Tells the registry who may register for `step` of `run`: the worker pods it names (each
+/// proves it is one with its pod's ServiceAccount token, see `api::pod_tokens`).
 pub async fn announce<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     obj: &K,
@@ -95,14 +95,6 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
     let kind = K::kind(&()).into_owned();
     let namespace = obj.meta().namespace.clone().unwrap_or_default();
     let benchmark = obj.meta().name.clone().unwrap_or_default();
-    let token = crate::children::ensure_token(
-        &ctx.client,
-        &namespace,
-        &crate::labels::token_secret_name(&benchmark, run),
-        crate::labels::run_labels(&kind, &benchmark, run),
-        crate::labels::owner(obj),
-    )
-    .await?;
     ctx.runs.announce(
         run,
         crate::runs::RunSpec {
@@ -110,7 +102,6 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
             namespace,
             benchmark,
             uid: obj.meta().uid.clone().unwrap_or_default(),
-            token,
             step,
             workers,
         },

@@ -32,6 +32,7 @@ async fn main() -> anyhow::Result<()> {
 
     let state = ApiState {
         runs: runs.clone(),
+        auth: Arc::new(api::PodTokens::new(client.clone(), runs.clone())),
         metrics: metrics.clone(),
         sink: Arc::new(client.clone()),
         wake: wake_tx.clone(),
@@ -42,7 +43,12 @@ async fn main() -> anyhow::Result<()> {
         "serving the worker API, /metrics and health on {}",
         config.listen
     );
-    let server = tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
+    let server = tokio::spawn(api::serve(
+        listener,
+        api::router(state),
+        config.api_limits(),
+        metrics.clone(),
+    ));
 
     let elector = Elector::new(client.clone(), &config.namespace, &config.pod_name);
     if config.leader_election {

@@ -184,6 +184,9 @@ impl Metrics {
                 metrics.reconcile_errors.with_label_values(&[kind, error]);
             }
         }
+        for reason in crate::api::REASONS {
+            metrics.api_rejected.with_label_values(&[reason]);
+        }
         metrics
     }
 

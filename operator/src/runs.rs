@@ -3,7 +3,7 @@
 //! workers re-register when the barrier answers 404.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use loadgen::worker::protocol::{RegisterRequest, Role};
 
@@ -19,7 +19,6 @@ pub struct RunSpec {
     pub benchmark: String,
     /// The benchmark object's uid (owner of report ConfigMaps).
     pub uid: String,
-    pub token: String,
     pub step: u32,
     /// Worker pod names expected in this step, with their roles.
     pub workers: BTreeMap<String, Role>,
@@ -35,9 +34,34 @@ struct RunState {
 #[derive(Debug, PartialEq)]
 pub enum RegistryError {
     UnknownRun,
-    BadToken,
     UnknownWorker,
-    WrongStep { current: u32 },
+    WrongStep {
+        current: u32,
+    },
+    /// The caller is not a worker of the run's current step.
+    NotAWorker,
+    /// The caller is a worker, but not the one the request names.
+    NotThisWorker,
+    /// The worker registers in a role the run does not give it.
+    WrongRole,
+    /// The worker asks for the barrier before registering.
+    Unregistered,
+}
+
+/// Who sent a request, as the authenticator established it before any body was read: a worker
+/// pod, which may speak only for itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Caller {
+    pub namespace: String,
+    /// The worker pod's name (worker names are pod names).
+    pub worker: String,
+}
+
+impl Caller {
+    /// True when this caller may speak for `worker`.
+    fn may_speak_for(&self, worker: &str) -> bool {
+        self.worker == worker
+    }
 }
 
 /// The barrier's answer for one worker.
@@ -55,9 +79,15 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// The registry map. A poisoned lock is taken over: every update below leaves the map
+    /// consistent at each step, and a panic must not take the whole API down with it.
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, RunState>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Creates or updates a run; a new step resets registrations.
     pub fn announce(&self, run: &str, spec: RunSpec) {
-        let mut runs = self.runs.lock().expect("registry lock");
+        let mut runs = self.lock();
         match runs.get_mut(run) {
             Some(state) if state.spec.step == spec.step => state.spec = spec,
             _ => {
@@ -75,75 +105,115 @@ impl Registry {
 
     /// True when `run` is known at `step` (so the reconciler need not announce it again).
     pub fn is_announced(&self, run: &str, step: u32) -> bool {
-        let runs = self.runs.lock().expect("registry lock");
-        runs.get(run).is_some_and(|s| s.spec.step == step)
+        self.lock().get(run).is_some_and(|s| s.spec.step == step)
+    }
+
+    /// The current spec of `run`, if announced.
+    pub fn spec(&self, run: &str) -> Option<RunSpec> {
+        self.lock().get(run).map(|s| s.spec.clone())
     }
 
     pub fn forget(&self, run: &str) {
-        self.runs.lock().expect("registry lock").remove(run);
+        self.lock().remove(run);
     }
 
-    /// Checks the token and that `worker` belongs to the run's current `step`.
+    /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
+    /// last step of authentication, before any body is read); returns the run's spec.
+    pub fn admit(&self, run: &str, caller: &Caller) -> Result<RunSpec, RegistryError> {
+        let runs = self.lock();
+        let state = runs.get(run).ok_or(RegistryError::UnknownRun)?;
+        let spec = &state.spec;
+        if spec.namespace != caller.namespace || !spec.workers.contains_key(&caller.worker) {
+            return Err(RegistryError::NotAWorker);
+        }
+        Ok(spec.clone())
+    }
+
+    /// Checks that `caller` may speak for `worker` and that `worker` belongs to the run's
+    /// current `step`; returns the run's spec.
     pub fn authorize(
         &self,
         run: &str,
-        token: &str,
+        caller: &Caller,
         worker: &str,
         step: u32,
     ) -> Result<RunSpec, RegistryError> {
-        let runs = self.runs.lock().expect("registry lock");
-        let state = runs.get(run).ok_or(RegistryError::UnknownRun)?;
-        if !constant_time_eq(state.spec.token.as_bytes(), token.as_bytes()) {
-            return Err(RegistryError::BadToken);
-        }
-        if state.spec.step != step {
-            return Err(RegistryError::WrongStep {
-                current: state.spec.step,
-            });
-        }
-        if !state.spec.workers.contains_key(worker) {
-            return Err(RegistryError::UnknownWorker);
-        }
+        let runs = self.lock();
+        let state = member(&runs, run, caller, worker, step)?;
         Ok(state.spec.clone())
     }
 
-    /// Checks only the token (for endpoints whose body names the worker).
-    pub fn check_token(&self, run: &str, token: &str) -> Result<(), RegistryError> {
-        let runs = self.runs.lock().expect("registry lock");
-        let state = runs.get(run).ok_or(RegistryError::UnknownRun)?;
-        if constant_time_eq(state.spec.token.as_bytes(), token.as_bytes()) {
-            Ok(())
-        } else {
-            Err(RegistryError::BadToken)
+    /// Checks as `authorize` and records the registration under the same lock (idempotent);
+    /// opens the barrier when the last worker arrives.
+    pub fn register(
+        &self,
+        run: &str,
+        caller: &Caller,
+        req: RegisterRequest,
+        now_unix_ms: u64,
+    ) -> Result<BarrierState, RegistryError> {
+        let mut runs = self.lock();
+        let role = member(&runs, run, caller, &req.worker, req.step)?
+            .spec
+            .workers
+            .get(&req.worker);
+        if role != Some(&req.role) {
+            return Err(RegistryError::WrongRole);
         }
-    }
-
-    /// Records a registration (idempotent); opens the barrier when the last worker arrives.
-    pub fn register(&self, run: &str, req: RegisterRequest, now_unix_ms: u64) -> BarrierState {
-        let mut runs = self.runs.lock().expect("registry lock");
-        let state = runs.get_mut(run).expect("authorized before");
+        let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
         state.registered.insert(req.worker.clone(), req);
         if state.start_at_unix_ms.is_none() && state.registered.len() == state.spec.workers.len() {
-            state.start_at_unix_ms = Some(now_unix_ms + START_DELAY_MS);
+            state.start_at_unix_ms = Some(now_unix_ms.saturating_add(START_DELAY_MS));
         }
-        barrier_of(state)
+        Ok(barrier_of(state))
     }
 
-    /// The barrier as `worker` sees it; None when the worker has not registered (it must).
-    pub fn barrier(&self, run: &str, worker: &str) -> Option<BarrierState> {
-        let runs = self.runs.lock().expect("registry lock");
-        let state = runs.get(run)?;
-        state
-            .registered
-            .contains_key(worker)
-            .then(|| barrier_of(state))
+    /// The barrier as `worker` sees it, checked as `authorize`; `Unregistered` until the worker
+    /// has registered (it must, e.g. after an operator restart).
+    pub fn barrier(
+        &self,
+        run: &str,
+        caller: &Caller,
+        worker: &str,
+        step: u32,
+    ) -> Result<BarrierState, RegistryError> {
+        let runs = self.lock();
+        let state = member(&runs, run, caller, worker, step)?;
+        if state.registered.contains_key(worker) {
+            Ok(barrier_of(state))
+        } else {
+            Err(RegistryError::Unregistered)
+        }
     }
+}
+
+/// The state of `run` when `caller` may speak for `worker` of its current `step`.
+fn member<'a>(
+    runs: &'a HashMap<String, RunState>,
+    run: &str,
+    caller: &Caller,
+    worker: &str,
+    step: u32,
+) -> Result<&'a RunState, RegistryError> {
+    let state = runs.get(run).ok_or(RegistryError::UnknownRun)?;
+    if !caller.may_speak_for(worker) {
+        return Err(RegistryError::NotThisWorker);
+    }
+    if state.spec.step != step {
+        return Err(RegistryError::WrongStep {
+            current: state.spec.step,
+        });
+    }
+    if !state.spec.workers.contains_key(worker) {
+        return Err(RegistryError::UnknownWorker);
+    }
+    Ok(state)
 }
 
 fn barrier_of(state: &RunState) -> BarrierState {
     BarrierState {
-        registered: state.registered.len() as u32,
-        expected: state.spec.workers.len() as u32,
+        registered: count(state.registered.len()),
+        expected: count(state.spec.workers.len()),
         start_at_unix_ms: state.start_at_unix_ms,
         servers: state
             .registered
@@ -154,8 +224,8 @@ fn barrier_of(state: &RunState) -> BarrierState {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -169,7 +239,6 @@ mod tests {
             namespace: "ns".into(),
             benchmark: "b".into(),
             uid: "u".into(),
-            token: "secret".into(),
             step,
             workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
         }
@@ -186,35 +255,77 @@ mod tests {
         }
     }
 
+    fn caller(worker: &str) -> Caller {
+        Caller {
+            namespace: "ns".into(),
+            worker: worker.into(),
+        }
+    }
+
     #[test]
     fn barrier_opens_when_all_expected_workers_registered() {
         let r = Registry::default();
         r.announce("run", spec(0));
+        assert!(r.admit("run", &caller("w0")).is_ok());
         assert_eq!(
-            r.authorize("run", "nope", "w0", 0),
-            Err(RegistryError::BadToken)
+            r.admit("run", &caller("w9")),
+            Err(RegistryError::NotAWorker)
+        );
+        let elsewhere = Caller {
+            namespace: "other".into(),
+            ..caller("w0")
+        };
+        assert_eq!(r.admit("run", &elsewhere), Err(RegistryError::NotAWorker));
+        assert_eq!(
+            r.admit("other", &caller("w0")),
+            Err(RegistryError::UnknownRun)
         );
         assert_eq!(
-            r.authorize("run", "secret", "w9", 0),
+            r.authorize("run", &caller("w0"), "w1", 0),
+            Err(RegistryError::NotThisWorker)
+        );
+        assert_eq!(
+            r.register("run", &caller("w0"), reg("w1"), 1),
+            Err(RegistryError::NotThisWorker)
+        );
+        let server = RegisterRequest {
+            role: Role::Server,
+            ..reg("w0")
+        };
+        assert_eq!(
+            r.register("run", &caller("w0"), server, 1),
+            Err(RegistryError::WrongRole)
+        );
+        assert_eq!(
+            r.authorize("run", &caller("w9"), "w9", 0),
             Err(RegistryError::UnknownWorker)
         );
         assert_eq!(
-            r.authorize("run", "secret", "w0", 1),
+            r.authorize("run", &caller("w0"), "w0", 1),
             Err(RegistryError::WrongStep { current: 0 })
         );
         assert_eq!(
-            r.authorize("other", "secret", "w0", 0),
+            r.authorize("other", &caller("w0"), "w0", 0),
             Err(RegistryError::UnknownRun)
         );
-        assert!(r.barrier("run", "w0").is_none(), "unregistered worker");
-        let b = r.register("run", reg("w0"), 1000);
+        assert_eq!(
+            r.barrier("run", &caller("w0"), "w0", 0),
+            Err(RegistryError::Unregistered)
+        );
+        let b = r.register("run", &caller("w0"), reg("w0"), 1000).unwrap();
         assert_eq!((b.registered, b.expected, b.start_at_unix_ms), (1, 2, None));
-        let b = r.register("run", reg("w0"), 1100);
+        let b = r.register("run", &caller("w0"), reg("w0"), 1100).unwrap();
         assert_eq!(b.registered, 1, "registration is idempotent");
-        let b = r.register("run", reg("w1"), 2000);
+        assert_eq!(
+            r.register("run", &caller("w9"), reg("w9"), 1100),
+            Err(RegistryError::UnknownWorker)
+        );
+        let b = r.register("run", &caller("w1"), reg("w1"), 2000).unwrap();
         assert_eq!(b.start_at_unix_ms, Some(2000 + START_DELAY_MS));
         assert_eq!(
-            r.barrier("run", "w0").unwrap().start_at_unix_ms,
+            r.barrier("run", &caller("w0"), "w0", 0)
+                .unwrap()
+                .start_at_unix_ms,
             Some(2000 + START_DELAY_MS)
         );
     }
@@ -223,18 +334,62 @@ mod tests {
     fn a_new_step_resets_the_barrier() {
         let r = Registry::default();
         r.announce("run", spec(0));
-        r.register("run", reg("w0"), 1);
+        r.register("run", &caller("w0"), reg("w0"), 1).unwrap();
         r.announce("run", spec(0));
         assert!(
-            r.barrier("run", "w0").is_some(),
+            r.barrier("run", &caller("w0"), "w0", 0).is_ok(),
             "same step keeps registrations"
         );
         assert!(r.is_announced("run", 0));
         assert!(!r.is_announced("run", 1));
         r.announce("run", spec(1));
-        assert!(r.barrier("run", "w0").is_none());
+        assert!(r.barrier("run", &caller("w0"), "w0", 1).is_err());
         assert!(r.is_announced("run", 1));
         r.forget("run");
         assert!(!r.is_announced("run", 1));
+        assert_eq!(
+            r.register("run", &caller("w0"), reg("w0"), 1),
+            Err(RegistryError::UnknownRun)
+        );
+    }
+
+    /// Registering while the reconciler forgets and re-announces the run from other threads
+    /// never panics: each call sees the run whole or not at all.
+    #[test]
+    fn forget_racing_register_does_not_panic() {
+        let r = std::sync::Arc::new(Registry::default());
+        r.announce("run", spec(0));
+        let churn = {
+            let r = r.clone();
+            std::thread::spawn(move || {
+                for _ in 0..2000 {
+                    r.forget("run");
+                    r.announce("run", spec(0));
+                }
+            })
+        };
+        let registrants: Vec<_> = (0..4)
+            .map(|i| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    let mut outcomes = [0u32; 2];
+                    for t in 0..2000u64 {
+                        let w = format!("w{}", i % 2);
+                        match r.register("run", &caller(&w), reg(&w), t) {
+                            Ok(_) => outcomes[0] += 1,
+                            Err(RegistryError::UnknownRun) => outcomes[1] += 1,
+                            Err(e) => panic!("unexpected refusal {e:?}"),
+                        }
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        churn.join().expect("the reconciler side did not panic");
+        for t in registrants {
+            let [ok, unknown] = t.join().expect("a registering thread panicked");
+            assert_eq!(ok + unknown, 2000, "every call answered");
+        }
+        assert!(r.register("run", &caller("w0"), reg("w0"), 1).is_ok());
     }
 }

@@ -1,6 +1,8 @@
 //! Worker pod specs: pure functions from a benchmark's spec to the pods of one step.
-//! Workers run non-root, read-only, with no capabilities and no API token; the image comes
-//! from operator config, never from the benchmark.
+//! Workers run non-root, read-only, with no capabilities and no Kubernetes API token; the image
+//! comes from operator config, never from the benchmark. Each worker proves who it is to the
+//! operator with a projected ServiceAccount token for the `netbench` audience only (which the
+//! API server does not accept as an API credential), bound to its pod.
 
 use std::collections::BTreeMap;
 
@@ -8,8 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, EnvVar, EnvVarSource, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
-    SecretKeySelector, SecurityContext,
+    PodAntiAffinity, PodSecurityContext, PodSpec, ProjectedVolumeSource, ResourceRequirements,
+    SeccompProfile, SecurityContext, ServiceAccountTokenProjection, Volume, VolumeMount,
+    VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -17,8 +20,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use crate::config::Config;
 use crate::labels;
 
-/// Key of the run token in the run's Secret.
-pub const TOKEN_KEY: &str = "token";
+/// Where a worker finds its identity token (the kubelet rotates the file).
+pub const TOKEN_DIR: &str = "/var/run/secrets/netbench";
+const TOKEN_FILE: &str = "token";
+/// Lifetime of a worker's token; the kubelet renews it at 80% of that.
+const TOKEN_SECONDS: i64 = 600;
 /// Non-root user of the loadgen image.
 pub const WORKER_UID: i64 = 65532;
 
@@ -31,7 +37,6 @@ pub struct WorkerPlan {
     pub args: Vec<String>,
     pub step: u32,
     pub run: String,
-    pub token_secret: String,
     /// Pin to this node (by node name, like a DaemonSet pod).
     pub node_name: Option<String>,
     pub node_selector: BTreeMap<String, String>,
@@ -68,18 +73,7 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
         field_env("NETBENCH_NODE", "spec.nodeName"),
         // A TCP server without a bind address registers this (the node's IP with hostNetwork).
         field_env("NETBENCH_POD_IP", "status.podIP"),
-        EnvVar {
-            name: "NETBENCH_TOKEN".into(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: plan.token_secret.clone(),
-                    key: TOKEN_KEY.into(),
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+        value_env("NETBENCH_TOKEN_FILE", format!("{TOKEN_DIR}/{TOKEN_FILE}")),
     ];
     let container = Container {
         name: "loadgen".into(),
@@ -87,6 +81,12 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
         image_pull_policy: Some(config.image_pull_policy.clone()),
         args: Some(plan.args.clone()),
         env: Some(env),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "netbench-token".into(),
+            mount_path: TOKEN_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
         resources: resources(plan),
         // With a read-only root, the log tail is the only place an error message can go.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
@@ -111,7 +111,11 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
         },
         spec: Some(PodSpec {
             containers: vec![container],
+            volumes: Some(vec![identity_token()]),
             restart_policy: Some("Never".into()),
+            // The namespace's default ServiceAccount, whose token is mounted only for our
+            // audience (above), never as a Kubernetes API credential.
+            service_account_name: Some("default".into()),
             automount_service_account_token: Some(false),
             enable_service_links: Some(false),
             host_network: plan.host_network.then_some(true),
@@ -129,6 +133,27 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
                 }),
                 ..Default::default()
             }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The worker's identity: its pod's ServiceAccount token for the audience `netbench`.
+fn identity_token() -> Volume {
+    let token = ServiceAccountTokenProjection {
+        audience: Some(crate::api::pod_tokens::AUDIENCE.into()),
+        expiration_seconds: Some(TOKEN_SECONDS),
+        path: TOKEN_FILE.into(),
+        ..Default::default()
+    };
+    Volume {
+        name: "netbench-token".into(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(vec![VolumeProjection {
+                service_account_token: Some(token),
+                ..Default::default()
+            }]),
             ..Default::default()
         }),
         ..Default::default()
@@ -236,7 +261,6 @@ mod tests {
             args: vec!["http".into()],
             step: 0,
             run: "run".into(),
-            token_secret: "b-run-token".into(),
             node_name: None,
             node_selector: BTreeMap::new(),
             affinity: None,
@@ -253,6 +277,22 @@ mod tests {
         let spec = pod.spec.unwrap();
         assert_eq!(spec.automount_service_account_token, Some(false));
         assert_eq!(spec.host_network, None);
+        // The only token a worker holds: for the operator, bound to the pod, short-lived.
+        let volumes = spec.volumes.clone().unwrap();
+        let sources = volumes[0].projected.clone().unwrap().sources.unwrap();
+        let token = sources[0].service_account_token.clone().unwrap();
+        assert_eq!(token.audience.as_deref(), Some("netbench"));
+        assert_eq!(token.expiration_seconds, Some(600));
+        let env = spec.containers[0].env.clone().unwrap();
+        let file = env
+            .iter()
+            .find(|e| e.name == "NETBENCH_TOKEN_FILE")
+            .unwrap();
+        assert_eq!(
+            file.value.as_deref(),
+            Some("/var/run/secrets/netbench/token")
+        );
+        assert!(env.iter().all(|e| e.name != "NETBENCH_TOKEN"));
         let psc = spec.security_context.unwrap();
         assert_eq!(psc.run_as_non_root, Some(true));
         let c = &spec.containers[0];

@@ -180,8 +180,16 @@ fn an_http_worker_run_exports_live_latency_and_errors() {
     assert!(api.progress_updates() >= 3);
     assert!(api
         .runs
-        .barrier(RUN, "client-0")
-        .is_some_and(|b| b.start_at_unix_ms.is_some()));
+        .barrier(
+            RUN,
+            &operator::runs::Caller {
+                namespace: "ns".into(),
+                worker: "client-0".into(),
+            },
+            "client-0",
+            0
+        )
+        .is_ok_and(|b| b.start_at_unix_ms.is_some()));
 }
 
 #[test]

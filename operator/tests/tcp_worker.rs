@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use loadgen::tcp::TcpReport;
 use loadgen::worker::protocol::Role;
-use worker_api::{free_port, Api, RUN, TOKEN};
+use worker_api::{free_port, token_of, Api, RUN};
 
 #[test]
 fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
@@ -38,7 +38,15 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
     // The server registered the address it advertised (-B), which the barrier gave the client.
     let barrier = api
         .runs
-        .barrier(RUN, "client-0")
+        .barrier(
+            RUN,
+            &operator::runs::Caller {
+                namespace: "ns".into(),
+                worker: "client-0".into(),
+            },
+            "client-0",
+            0,
+        )
         .expect("client registered");
     assert_eq!(barrier.servers, vec![format!("127.0.0.1:{port}")]);
     assert!(barrier.start_at_unix_ms.is_some());
@@ -91,12 +99,12 @@ fn a_client_without_a_registered_server_fails_clearly() {
 #[test]
 fn a_report_waits_for_a_restarted_operator_to_know_the_run() {
     let api = Api::start("EgressBenchmark", "egress", &[("client-0", Role::Client)]);
-    let spec = api.runs.authorize(RUN, TOKEN, "client-0", 0).unwrap();
+    let spec = api.runs.spec(RUN).unwrap();
     api.runs.forget(RUN); // what a restart loses
     let client = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {
         operator_url: api.url.clone(),
         run: RUN.into(),
-        token: TOKEN.into(),
+        credential: loadgen::worker::Credential::Token(token_of("client-0")),
         worker: "client-0".into(),
         node: None,
         step: 0,

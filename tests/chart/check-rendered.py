@@ -16,7 +16,8 @@ BASE_RULES = [
     (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
     (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
     (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
-    (("",), ("secrets", "configmaps"), ("get", "list", "create", "delete", "deletecollection")),
+    (("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection")),
+    (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
     (("",), ("nodes",), ("get", "list")),
 ]

@@ -5,21 +5,44 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::protocol::*;
 
+/// Where a worker's bearer token comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Credential {
+    /// A file re-read for every request: a pod's projected ServiceAccount token, which the
+    /// kubelet rotates.
+    File(std::path::PathBuf),
+    /// A fixed token (local tests).
+    Token(String),
+}
+
+impl Credential {
+    /// The token to present now.
+    pub fn bearer(&self) -> Result<String, WorkerError> {
+        match self {
+            Credential::Token(t) => Ok(t.clone()),
+            Credential::File(path) => std::fs::read_to_string(path)
+                .map(|t| t.trim().to_string())
+                .map_err(|e| WorkerError::Credential(format!("{}: {e}", path.display()))),
+        }
+    }
+}
+
 /// Settings a worker pod gets from the operator through its environment.
 #[derive(Clone, Debug)]
 pub struct WorkerEnv {
     /// Base URL of the operator's worker API, e.g. http://netbench-operator.netbench:8080
     pub operator_url: String,
     pub run: String,
-    pub token: String,
+    pub credential: Credential,
     pub worker: String,
     pub node: Option<String>,
     pub step: u32,
 }
 
 impl WorkerEnv {
-    /// Reads NETBENCH_OPERATOR_URL, NETBENCH_RUN, NETBENCH_TOKEN, NETBENCH_WORKER, NETBENCH_NODE,
-    /// NETBENCH_STEP. Returns None when NETBENCH_OPERATOR_URL is unset (standalone mode).
+    /// Reads NETBENCH_OPERATOR_URL, NETBENCH_RUN, NETBENCH_TOKEN_FILE (or NETBENCH_TOKEN),
+    /// NETBENCH_WORKER, NETBENCH_NODE, NETBENCH_STEP. Returns None when NETBENCH_OPERATOR_URL is
+    /// unset (standalone mode).
     pub fn from_env() -> Result<Option<WorkerEnv>, WorkerError> {
         let Ok(operator_url) = std::env::var("NETBENCH_OPERATOR_URL") else {
             return Ok(None);
@@ -32,7 +55,10 @@ impl WorkerEnv {
         Ok(Some(WorkerEnv {
             operator_url: operator_url.trim_end_matches('/').to_string(),
             run: var("NETBENCH_RUN")?,
-            token: var("NETBENCH_TOKEN")?,
+            credential: match std::env::var_os("NETBENCH_TOKEN_FILE") {
+                Some(path) => Credential::File(path.into()),
+                None => Credential::Token(var("NETBENCH_TOKEN")?),
+            },
             worker: var("NETBENCH_WORKER")?,
             node: std::env::var("NETBENCH_NODE")
                 .ok()
@@ -58,6 +84,8 @@ pub enum WorkerError {
         attempts: u32,
         last: String,
     },
+    #[error("cannot read the worker's token: {0}")]
+    Credential(String),
     #[error("the barrier was not released within {0:?}")]
     BarrierTimeout(Duration),
 }
@@ -107,7 +135,7 @@ impl WorkerClient {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let auth = format!("Bearer {}", self.env.token);
+            let auth = format!("Bearer {}", self.env.credential.bearer()?);
             let result = match (method, body) {
                 ("GET", _) => self
                     .agent
@@ -134,9 +162,10 @@ impl WorkerClient {
                         return Ok((status, text));
                     }
                     // A report answered 404 (unknown run) is retried: after an operator
-                    // restart the new leader learns of the run when it reconciles it.
+                    // restart the new leader learns of the run when it reconciles it. A 408
+                    // (the operator's request deadline passed) is worth another try too.
                     let retry_unknown_run = status == 404 && what == "report";
-                    if status < 500 && !retry_unknown_run {
+                    if status < 500 && status != 408 && !retry_unknown_run {
                         let message = serde_json::from_str::<ApiError>(&text)
                             .map(|e| e.error)
                             .unwrap_or(text);
@@ -212,7 +241,10 @@ impl WorkerClient {
 
     /// Best effort: a lost progress update only costs a point on a live chart.
     pub fn progress(&self, update: &ProgressUpdate) {
-        let auth = format!("Bearer {}", self.env.token);
+        let Ok(token) = self.env.credential.bearer() else {
+            return;
+        };
+        let auth = format!("Bearer {token}");
         let _ = self
             .agent
             .post(&self.url("/progress"))
@@ -262,5 +294,31 @@ fn sleep_until_unix_ms(at: u64) {
     let now = now_unix_ms();
     if at > now {
         std::thread::sleep(Duration::from_millis(at - now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_file_is_read_again_for_every_request() {
+        let dir = std::env::temp_dir().join(format!("nb-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        std::fs::write(&path, "first\n").unwrap();
+        let credential = Credential::File(path.clone());
+        assert_eq!(credential.bearer().unwrap(), "first");
+        std::fs::write(&path, "rotated").unwrap();
+        assert_eq!(
+            credential.bearer().unwrap(),
+            "rotated",
+            "the kubelet rotated it"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(
+            credential.bearer(),
+            Err(WorkerError::Credential(_))
+        ));
     }
 }

@@ -6,5 +6,5 @@ pub mod protocol;
 pub mod tcp;
 pub mod validate;
 
-pub use client::{now_unix_ms, WorkerClient, WorkerEnv, WorkerError};
+pub use client::{now_unix_ms, Credential, WorkerClient, WorkerEnv, WorkerError};
 pub use validate::{validate_final, CheckedReport, ReportRefusal};

@@ -1,5 +1,6 @@
 //! The worker <-> operator protocol (version 1), shared by `netbench-loadgen` in worker mode
-//! and `netbench-operator`'s worker API. JSON over HTTP, `Authorization: Bearer <run token>`.
+//! and `netbench-operator`'s worker API. JSON over HTTP, `Authorization: Bearer <token>`, the
+//! token being the worker pod's projected ServiceAccount token (audience `netbench`).
 //!
 //! ```text
 //! POST {base}/v1/runs/{run}/register   RegisterRequest          -> 200 RegisterResponse
@@ -10,8 +11,9 @@
 //! POST {base}/v1/runs/{run}/report     FinalReport              -> 204 (stored durably)
 //! ```
 //! Errors are 4xx with an `ApiError` body: 400 a report that fails validation (the message
-//! names the field, see [`super::validate_final`]), 401 bad token, 404 unknown run or worker,
-//! 409 wrong step or duplicate report, 413 body too large, 422 malformed body.
+//! names the field, see [`super::validate_final`]), 401 no or bad token, 403 not a worker of the
+//! run or speaking for another worker, 404 unknown run or worker, 408 request too slow, 409 wrong
+//! step or duplicate report, 413 body too large, 422 malformed body.
 
 use serde::{Deserialize, Serialize};
 

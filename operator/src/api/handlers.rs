@@ -1,78 +1,36 @@
-//! Worker API handlers. Each checks the run's bearer token and the worker's membership first.
+//! Worker API handlers. The caller is already authenticated (see `auth`); each handler checks,
+//! in one registry lookup, that the caller may speak for the worker its request names and that
+//! this worker belongs to the run's current step.
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use loadgen::worker::protocol::*;
 use loadgen::worker::ReportRefusal;
 use serde::Deserialize;
 
+use super::auth::Authenticated;
+use super::refusal::{refuse, registry_refusal, Refusal};
 use super::ApiState;
 use crate::context::Wake;
-use crate::runs::{BarrierState, RegistryError};
+use crate::runs::BarrierState;
 
-/// A counted 4xx answer.
-pub struct Refusal(StatusCode, String);
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        (self.0, Json(ApiError { error: self.1 })).into_response()
-    }
-}
-
-fn refuse(s: &ApiState, code: StatusCode, reason: &str, message: impl Into<String>) -> Refusal {
-    s.metrics.api_rejected.with_label_values(&[reason]).inc();
-    Refusal(code, message.into())
-}
-
-fn bearer(headers: &HeaderMap) -> &str {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("")
-}
-
-fn registry_refusal(s: &ApiState, e: RegistryError) -> Refusal {
-    match e {
-        RegistryError::UnknownRun => refuse(
-            s,
-            StatusCode::NOT_FOUND,
-            "unknown_run",
-            "unknown or finished run",
-        ),
-        RegistryError::BadToken => refuse(
-            s,
-            StatusCode::UNAUTHORIZED,
-            "bad_token",
-            "missing or wrong run token",
-        ),
-        RegistryError::UnknownWorker => refuse(
-            s,
-            StatusCode::NOT_FOUND,
-            "unknown_worker",
-            "this worker is not part of the run's current step",
-        ),
-        RegistryError::WrongStep { current } => refuse(
-            s,
-            StatusCode::CONFLICT,
-            "wrong_step",
-            format!("the run is at step {current}"),
-        ),
-    }
-}
-
-/// Unwraps a JSON body, turning a malformed one into a counted 4xx.
+/// Unwraps a JSON body, turning a malformed or oversized one into a counted 4xx.
 fn body<T>(s: &ApiState, body: Result<Json<T>, JsonRejection>) -> Result<T, Refusal> {
     match body {
         Ok(Json(v)) => Ok(v),
         Err(JsonRejection::BytesRejection(e)) => {
-            Err(refuse(s, e.status(), "too_large", e.body_text()))
+            let reason = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                "too_large"
+            } else {
+                "malformed"
+            };
+            Err(refuse(&s.metrics, e.status(), reason, e.body_text()))
         }
         Err(e) => Err(refuse(
-            s,
+            &s.metrics,
             StatusCode::UNPROCESSABLE_ENTITY,
             "malformed",
             e.body_text(),
@@ -85,7 +43,7 @@ fn check_version(s: &ApiState, version: u32) -> Result<(), Refusal> {
         Ok(())
     } else {
         Err(refuse(
-            s,
+            &s.metrics,
             StatusCode::UNPROCESSABLE_ENTITY,
             "version",
             format!("protocol version {version} is not supported (this operator speaks {PROTOCOL_VERSION})"),
@@ -105,16 +63,15 @@ fn barrier_body(b: BarrierState) -> BarrierResponse {
 
 pub async fn register(
     State(s): State<ApiState>,
-    Path(run): Path<String>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     req: Result<Json<RegisterRequest>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let req = body(&s, req)?;
     check_version(&s, req.version)?;
-    s.runs
-        .authorize(&run, bearer(&headers), &req.worker, req.step)
-        .map_err(|e| registry_refusal(&s, e))?;
-    let b = s.runs.register(&run, req, loadgen::worker::now_unix_ms());
+    let b = s
+        .runs
+        .register(&who.run, &who.caller, req, loadgen::worker::now_unix_ms())
+        .map_err(|e| registry_refusal(&s.metrics, e))?;
     let resp = RegisterResponse {
         version: PROTOCOL_VERSION,
         registered: b.registered,
@@ -131,17 +88,21 @@ pub struct BarrierQuery {
 
 pub async fn barrier(
     State(s): State<ApiState>,
-    Path(run): Path<String>,
-    headers: HeaderMap,
-    Query(q): Query<BarrierQuery>,
+    Extension(who): Extension<Authenticated>,
+    q: Result<Query<BarrierQuery>, QueryRejection>,
 ) -> Result<Response, Refusal> {
-    s.runs
-        .authorize(&run, bearer(&headers), &q.worker, q.step)
-        .map_err(|e| registry_refusal(&s, e))?;
+    let Query(q) = q.map_err(|e| {
+        refuse(
+            &s.metrics,
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            e.body_text(),
+        )
+    })?;
     let b = s
         .runs
-        .barrier(&run, &q.worker)
-        .ok_or_else(|| refuse(&s, StatusCode::NOT_FOUND, "unregistered", "register first"))?;
+        .barrier(&who.run, &who.caller, &q.worker, q.step)
+        .map_err(|e| registry_refusal(&s.metrics, e))?;
     let code = if b.start_at_unix_ms.is_some() {
         StatusCode::OK
     } else {
@@ -152,16 +113,15 @@ pub async fn barrier(
 
 pub async fn progress(
     State(s): State<ApiState>,
-    Path(run): Path<String>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     update: Result<Json<ProgressUpdate>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let update = body(&s, update)?;
     check_version(&s, update.version)?;
     let spec = s
         .runs
-        .authorize(&run, bearer(&headers), &update.worker, update.step)
-        .map_err(|e| registry_refusal(&s, e))?;
+        .authorize(&who.run, &who.caller, &update.worker, update.step)
+        .map_err(|e| registry_refusal(&s.metrics, e))?;
     s.metrics
         .set_live(&spec.namespace, &spec.benchmark, &update);
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -169,16 +129,16 @@ pub async fn progress(
 
 pub async fn report(
     State(s): State<ApiState>,
-    Path(run): Path<String>,
-    headers: HeaderMap,
+    Extension(who): Extension<Authenticated>,
     report: Result<Json<FinalReport>, JsonRejection>,
 ) -> Result<Response, Refusal> {
     let report = body(&s, report)?;
     check_version(&s, report.version)?;
+    let run = who.run;
     let spec = s
         .runs
-        .authorize(&run, bearer(&headers), &report.worker, report.step)
-        .map_err(|e| registry_refusal(&s, e))?;
+        .authorize(&run, &who.caller, &report.worker, report.step)
+        .map_err(|e| registry_refusal(&s.metrics, e))?;
     if let Err(e) = check_report(&spec.kind, &report) {
         return Err(report_refusal(&s, e));
     }
@@ -215,13 +175,13 @@ fn check_report(benchmark_kind: &str, report: &FinalReport) -> Result<(), Report
 fn report_refusal(s: &ApiState, e: ReportRefusal) -> Refusal {
     match e {
         ReportRefusal::Malformed(m) => refuse(
-            s,
+            &s.metrics,
             StatusCode::UNPROCESSABLE_ENTITY,
             "malformed",
             format!("report: {m}"),
         ),
         ReportRefusal::Invalid(e) => {
-            refuse(s, StatusCode::BAD_REQUEST, "invalid_report", e.to_string())
+            refuse(&s.metrics, StatusCode::BAD_REQUEST, "invalid_report", e.to_string())
         }
     }
 }

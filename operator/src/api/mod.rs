@@ -1,29 +1,43 @@
 //! The operator's HTTP server: the worker API (register, barrier, progress, report), /metrics,
-//! /healthz and /readyz. Every refused request gets a 4xx with a JSON `{"error": ...}` body and
-//! is counted in `netbench_api_rejected_total{reason}`.
+//! /healthz and /readyz. The run routes authenticate the caller before any body is read (see
+//! `auth`), and bound the body; the server bounds connections and time (see `server`). Every
+//! refused request gets a 4xx with a JSON `{"error": ...}` body and is counted in
+//! `netbench_api_rejected_total{reason}`.
 
+mod auth;
 mod handlers;
+pub mod pod_tokens;
+mod refusal;
+mod server;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use futures::future::BoxFuture;
 use loadgen::worker::protocol::FinalReport;
+
+pub use auth::{AuthError, Authenticated, Authenticator};
+pub use pod_tokens::PodTokens;
+pub use refusal::REASONS;
+pub use server::{serve, ServerLimits};
 
 use crate::context::Wake;
 use crate::metrics::Metrics;
 use crate::runs::{Registry, RunSpec};
 
-/// Largest final report accepted (an HDR histogram is a few KiB; this leaves ample room).
-pub const MAX_REPORT_BYTES: usize = 4 * 1024 * 1024;
+/// Largest final report accepted: well below the 1 MiB a ConfigMap (where reports are stored)
+/// can hold; an HDR histogram is a few KiB.
+pub const MAX_REPORT_BYTES: usize = 512 * 1024;
 /// Largest body of the other endpoints.
-pub const MAX_SMALL_BODY_BYTES: usize = 16 * 1024;
+pub const MAX_SMALL_BODY_BYTES: usize = 8 * 1024;
+// A report, JSON-escaped once more into a ConfigMap value, must fit the ConfigMap's 1 MiB.
+const _: () = assert!(MAX_REPORT_BYTES <= 512 * 1024);
 
 /// Where accepted reports go: ConfigMaps in the cluster (see `reports`).
 pub trait ReportSink: Send + Sync {
@@ -53,6 +67,8 @@ impl ReportSink for kube::Client {
 #[derive(Clone)]
 pub struct ApiState {
     pub runs: Arc<Registry>,
+    /// Who may call the run routes.
+    pub auth: Arc<dyn Authenticator>,
     pub metrics: Arc<Metrics>,
     pub sink: Arc<dyn ReportSink>,
     pub wake: tokio::sync::mpsc::UnboundedSender<Wake>,
@@ -61,21 +77,27 @@ pub struct ApiState {
 }
 
 pub fn router(state: ApiState) -> Router {
-    let small = DefaultBodyLimit::max(MAX_SMALL_BODY_BYTES);
-    Router::new()
+    let runs = Router::new()
         .route(
             "/v1/runs/{run}/register",
-            post(handlers::register).layer(small),
+            capped(&state, MAX_SMALL_BODY_BYTES, post(handlers::register)),
         )
         .route("/v1/runs/{run}/barrier", get(handlers::barrier))
         .route(
             "/v1/runs/{run}/progress",
-            post(handlers::progress).layer(small),
+            capped(&state, MAX_SMALL_BODY_BYTES, post(handlers::progress)),
         )
         .route(
             "/v1/runs/{run}/report",
-            post(handlers::report).layer(DefaultBodyLimit::max(MAX_REPORT_BYTES)),
+            capped(&state, MAX_REPORT_BYTES, post(handlers::report)),
         )
+        // Runs after routing, before the handlers and their body extractors.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    Router::new()
+        .merge(runs)
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -85,6 +107,53 @@ pub fn router(state: ApiState) -> Router {
             count_requests,
         ))
         .with_state(state)
+}
+
+/// `route` with its body bounded to `max` bytes: a declared length above it is refused before
+/// any of the body is read, a chunked body when it passes the bound.
+fn capped(state: &ApiState, max: usize, route: MethodRouter<ApiState>) -> MethodRouter<ApiState> {
+    let cap = BodyCap {
+        max,
+        metrics: state.metrics.clone(),
+    };
+    route
+        .layer(DefaultBodyLimit::max(max))
+        .layer(middleware::from_fn_with_state(
+            cap,
+            refuse_declared_too_large,
+        ))
+}
+
+#[derive(Clone)]
+struct BodyCap {
+    max: usize,
+    metrics: Arc<Metrics>,
+}
+
+async fn refuse_declared_too_large(
+    State(cap): State<BodyCap>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let max = u64::try_from(cap.max).unwrap_or(u64::MAX);
+    match declared {
+        Some(len) if len > max => {
+            let message = format!("the body may hold at most {} bytes", cap.max);
+            let refusal = refusal::refuse(
+                &cap.metrics,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                message,
+            );
+            server::closing(refusal.into_response())
+        }
+        _ => next.run(req).await,
+    }
 }
 
 async fn metrics(State(s): State<ApiState>) -> impl IntoResponse {
@@ -114,14 +183,10 @@ async fn count_requests(State(s): State<ApiState>, req: Request, next: Next) -> 
         .api_requests
         .with_label_values(&[&endpoint, code.as_str()])
         .inc();
-    if code == StatusCode::PAYLOAD_TOO_LARGE {
-        s.metrics
-            .api_rejected
-            .with_label_values(&["too_large"])
-            .inc();
-    }
     resp
 }
 
+#[cfg(test)]
+mod server_tests;
 #[cfg(test)]
 mod tests;

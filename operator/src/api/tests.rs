@@ -1,5 +1,6 @@
 //! The worker API's refusals, checked through the real router (no network). Report storage is
-//! replaced by an in-memory sink here; the e2e tests store into a real cluster.
+//! replaced by an in-memory sink and the TokenReview by a fixed table of identities here; the
+//! e2e tests use a real cluster for both.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,10 +13,36 @@ use loadgen::worker::protocol::*;
 use tower::ServiceExt;
 
 use super::*;
-use crate::runs::RunSpec;
+use crate::runs::{Caller, RunSpec};
+
+/// Worker identities by bearer token: what `PodTokens` learns from a TokenReview.
+struct FixedTokens(BTreeMap<&'static str, &'static str>);
+
+impl Authenticator for FixedTokens {
+    fn authenticate<'a>(
+        &'a self,
+        _run: &'a str,
+        bearer: &'a str,
+    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
+        let caller = self.0.get(bearer).map(|worker| Caller {
+            namespace: "ns".into(),
+            worker: worker.to_string(),
+        });
+        Box::pin(async move { caller.ok_or(AuthError::BadToken) })
+    }
+}
+
+fn fixed_tokens() -> FixedTokens {
+    FixedTokens(BTreeMap::from([
+        ("tok", "w0"),
+        ("tok2", "r2-w0"),
+        ("tok2b", "r2-w1"),
+        ("tok-elsewhere", "somebody"),
+    ]))
+}
 
 #[derive(Default)]
-struct MemorySink(Mutex<Vec<FinalReport>>);
+pub(super) struct MemorySink(pub(super) Mutex<Vec<FinalReport>>);
 
 impl ReportSink for MemorySink {
     fn store<'a>(
@@ -30,6 +57,11 @@ impl ReportSink for MemorySink {
 }
 
 fn setup() -> (Router, Arc<MemorySink>, Arc<Metrics>) {
+    let (app, sink, metrics, _) = setup_with_runs();
+    (app, sink, metrics)
+}
+
+pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<Registry>) {
     let runs = Arc::new(Registry::default());
     runs.announce(
         "run1",
@@ -38,22 +70,23 @@ fn setup() -> (Router, Arc<MemorySink>, Arc<Metrics>) {
             namespace: "ns".into(),
             benchmark: "b".into(),
             uid: "u".into(),
-            token: "tok".into(),
             step: 0,
             workers: BTreeMap::from([("w0".into(), Role::Client)]),
         },
     );
+    runs.announce("run2", run2_spec());
     let sink = Arc::new(MemorySink::default());
     let metrics = Arc::new(Metrics::new());
     let (wake, _rx) = tokio::sync::mpsc::unbounded_channel();
     let state = ApiState {
-        runs,
+        auth: Arc::new(fixed_tokens()),
+        runs: runs.clone(),
         metrics: metrics.clone(),
         sink: sink.clone(),
         wake,
         ready: Arc::new(AtomicBool::new(true)),
     };
-    (router(state), sink, metrics)
+    (router(state), sink, metrics, runs)
 }
 
 async fn call(
@@ -76,7 +109,7 @@ async fn call(
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn register_body(worker: &str) -> Vec<u8> {
+pub(super) fn register_body(worker: &str) -> Vec<u8> {
     serde_json::to_vec(&RegisterRequest {
         version: PROTOCOL_VERSION,
         worker: worker.into(),
@@ -186,8 +219,8 @@ async fn refusals_are_4xx_and_counted() {
             "/v1/runs/run1/register",
             "tok",
             register_body("intruder"),
-            StatusCode::NOT_FOUND,
-            "unknown_worker",
+            StatusCode::FORBIDDEN,
+            "wrong_worker",
         ),
         (
             "POST",
@@ -455,4 +488,226 @@ async fn progress_without_the_live_fields_leaves_their_series_unset() {
         samples(&metrics, "netbench_ingress_live_"),
         Vec::<String>::new()
     );
+}
+
+/// A second run with a token of its own.
+fn run2_spec() -> RunSpec {
+    RunSpec {
+        kind: "IngressBenchmark".into(),
+        namespace: "ns".into(),
+        benchmark: "b2".into(),
+        uid: "u2".into(),
+        step: 0,
+        workers: BTreeMap::from([
+            ("r2-w0".into(), Role::Client),
+            ("r2-w1".into(), Role::Client),
+        ]),
+    }
+}
+
+fn rejected(metrics: &Metrics, reason: &str) -> u64 {
+    metrics.api_rejected.with_label_values(&[reason]).get()
+}
+
+#[tokio::test]
+async fn a_worker_of_one_run_is_refused_on_another() {
+    let (app, sink, metrics) = setup();
+    let uri = "/v1/runs/run2/report";
+    let (code, text) = call(
+        &app,
+        "POST",
+        uri,
+        "tok",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
+    assert_eq!(rejected(&metrics, "not_a_worker"), 1);
+    let (code, _) = call(
+        &app,
+        "POST",
+        uri,
+        "tok2",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NO_CONTENT, "its own token works");
+    assert_eq!(sink.0.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_worker_speaks_only_for_itself() {
+    let (app, sink, metrics) = setup();
+    let report = "/v1/runs/run2/report";
+    let (code, text) = call(
+        &app,
+        "POST",
+        report,
+        "tok2b",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
+    let mut register = RegisterRequest {
+        version: PROTOCOL_VERSION,
+        worker: "r2-w0".into(),
+        node: None,
+        step: 0,
+        role: Role::Client,
+        listen: None,
+    };
+    let body = serde_json::to_vec(&register).unwrap();
+    let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2b", body).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let barrier = "/v1/runs/run2/barrier?worker=r2-w0&step=0";
+    let (code, _) = call(&app, "GET", barrier, "tok2b", vec![]).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(rejected(&metrics, "wrong_worker"), 3);
+    // Nor in another role than the run gives it.
+    register.role = Role::Server;
+    let body = serde_json::to_vec(&register).unwrap();
+    let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2", body).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(rejected(&metrics, "wrong_role"), 1);
+    // A valid identity that is no worker of the run at all.
+    let (code, _) = call(
+        &app,
+        "POST",
+        report,
+        "tok-elsewhere",
+        report_body("r2-w0", http_report()),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(rejected(&metrics, "not_a_worker"), 1);
+    assert!(sink.0.lock().unwrap().is_empty());
+}
+
+/// A request body that records whether anything polled it.
+fn watched_body(polled: Arc<std::sync::atomic::AtomicBool>) -> Body {
+    let stream = futures::stream::poll_fn(move |_| {
+        polled.store(true, Ordering::SeqCst);
+        std::task::Poll::Ready(Some(Ok::<_, std::io::Error>(bytes_of(b"{}"))))
+    });
+    Body::from_stream(stream)
+}
+
+fn bytes_of(b: &'static [u8]) -> axum::body::Bytes {
+    axum::body::Bytes::from_static(b)
+}
+
+#[tokio::test]
+async fn unauthenticated_bodies_are_never_read() {
+    let (app, _, metrics) = setup();
+    for (auth, reason) in [
+        (None, "unauthenticated"),
+        (Some("Bearer wrong"), "bad_token"),
+        (Some("Basic dG9rOg=="), "unauthenticated"),
+    ] {
+        let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut req = Request::builder()
+            .method("POST")
+            .uri("/v1/runs/run1/report")
+            .header("content-type", "application/json")
+            .header("content-length", "104857600");
+        if let Some(auth) = auth {
+            req = req.header("authorization", auth);
+        }
+        let req = req.body(watched_body(polled.clone())).unwrap();
+        let before = rejected(&metrics, reason);
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{auth:?}");
+        assert_eq!(resp.headers()["connection"], "close");
+        assert!(
+            !polled.load(Ordering::SeqCst),
+            "{auth:?}: the body was read"
+        );
+        assert_eq!(rejected(&metrics, reason), before + 1, "{reason} counted");
+    }
+}
+
+#[tokio::test]
+async fn a_declared_body_over_the_limit_is_refused_unread() {
+    let (app, _, metrics) = setup();
+    for (uri, limit) in [
+        ("/v1/runs/run1/report", MAX_REPORT_BYTES),
+        ("/v1/runs/run1/register", MAX_SMALL_BODY_BYTES),
+        ("/v1/runs/run1/progress", MAX_SMALL_BODY_BYTES),
+    ] {
+        let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let req = Request::builder()
+            .method("POST")
+            .uri(uri)
+            .header("authorization", "Bearer tok")
+            .header("content-length", (limit + 1).to_string())
+            .body(watched_body(polled.clone()))
+            .unwrap();
+        let before = rejected(&metrics, "too_large");
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE, "{uri}");
+        assert!(!polled.load(Ordering::SeqCst), "{uri}: the body was read");
+        assert_eq!(rejected(&metrics, "too_large"), before + 1, "counted once");
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_report_over_the_limit_is_refused() {
+    let (app, sink, metrics) = setup();
+    let mut big = report_body("w0", http_report());
+    big.resize(MAX_REPORT_BYTES + 1, b' ');
+    let (code, text) = call(&app, "POST", "/v1/runs/run1/report", "tok", big).await;
+    assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert_eq!(rejected(&metrics, "too_large"), 1, "counted once");
+    assert!(sink.0.lock().unwrap().is_empty());
+}
+
+/// Workers register while the reconciler forgets and re-announces the run: every answer is a
+/// registration or a 404, and the process is still there to give it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forget_during_register_is_refused_not_a_panic() {
+    let (app, _, _, runs) = setup_with_runs();
+    let spec = runs.spec("run1").unwrap();
+    let churn = tokio::spawn({
+        let runs = runs.clone();
+        async move {
+            for _ in 0..300 {
+                runs.forget("run1");
+                tokio::task::yield_now().await;
+                runs.announce("run1", spec.clone());
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let mut codes = std::collections::BTreeSet::new();
+                for _ in 0..100 {
+                    let uri = "/v1/runs/run1/register";
+                    codes.insert(call(&app, "POST", uri, "tok", register_body("w0")).await.0);
+                }
+                codes
+            })
+        })
+        .collect();
+    churn.await.unwrap();
+    for w in workers {
+        for code in w.await.unwrap() {
+            assert!(
+                code == StatusCode::OK || code == StatusCode::NOT_FOUND,
+                "{code}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_rejection_reason_is_exported_from_the_start() {
+    let (app, _, _) = setup();
+    let (_, body) = call(&app, "GET", "/metrics", "", vec![]).await;
+    for reason in REASONS {
+        let line = format!("netbench_api_rejected_total{{reason=\"{reason}\"}} 0");
+        assert!(body.lines().any(|l| l == line), "missing {line}");
+    }
 }

@@ -541,7 +541,6 @@ impl Run<'_> {
         self.note_restore(&Stage::Done);
         let sweep = children::Sweep {
             pods: !keep_pods,
-            secrets: !keep_pods,
             reports: true,
         };
         children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;

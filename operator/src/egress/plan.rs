@@ -121,7 +121,6 @@ pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
             args,
             step: index,
             run: run.to_string(),
-            token_secret: labels::token_secret_name(&name, run),
             node_name: node.clone(),
             node_selector: BTreeMap::new(),
             affinity: None,

@@ -295,7 +295,7 @@ impl Run<'_> {
         Ok(Next::Wait(Action::requeue(POLL)))
     }
 
-    /// The token Secret, the registry entry for the barrier, and the pods (all idempotent).
+    /// The registry entry for the barrier, then the pods (both idempotent).
     async fn announce(&mut self, step: u32) -> Result<()> {
         let workers = plan::worker_names(self.ib, &self.id, step);
         lifecycle::announce(self.ctx, self.ib, &self.id, step, workers).await
@@ -315,7 +315,7 @@ impl Run<'_> {
     async fn running(&mut self) -> Result<Next> {
         let step = self.step();
         // After an operator restart the barrier state is gone: announce again. Otherwise the
-        // run is already known and the token Secret need not be read on every poll.
+        // run is already known.
         if !self.ctx.runs.is_announced(&self.id, step) {
             self.announce(step).await?;
         }
@@ -514,10 +514,9 @@ impl Run<'_> {
         let failed = self.status.run.phase == Some(Phase::Failed);
         let what = match (self.cleanup_policy(), failed) {
             (CleanupPolicy::Always, _) | (CleanupPolicy::OnSuccess, false) => children::Sweep::ALL,
-            // Kept for debugging: pods and their token; the results are already in status.
+            // Kept for debugging: the pods; the results are already in status.
             _ => children::Sweep {
                 pods: false,
-                secrets: false,
                 reports: true,
             },
         };

@@ -81,7 +81,6 @@ pub fn workers(ib: &IngressBenchmark, run: &str, step: u32, host_network: bool) 
             args: args.clone(),
             step,
             run: run.to_string(),
-            token_secret: labels::token_secret_name(&name, run),
             node_name: spec.workers.node_names.get(i as usize).cloned(),
             node_selector: spec.workers.node_selector.clone(),
             affinity: spec.workers.affinity.clone(),

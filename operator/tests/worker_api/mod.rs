@@ -1,6 +1,7 @@
 //! The operator's REAL worker API (router, registry, handlers) served on 127.0.0.1 for worker
 //! tests, and the real `netbench-loadgen` binary run as a worker against it. Only report
-//! storage is in memory (the cluster e2e tests store ConfigMaps).
+//! storage is in memory and worker identities come from a fixed table instead of a TokenReview
+//! (the cluster e2e tests use both for real).
 //!
 //! The loadgen binary: `CARGO_BIN_EXE_*` exists only for a package's own binaries, and cargo
 //! does not build a dependency's binaries for this package's tests. So the test builds it
@@ -19,13 +20,34 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use loadgen::worker::protocol::{FinalReport, Role};
-use operator::api::{router, ApiState, ReportSink};
+use operator::api::{router, serve, ApiState, AuthError, Authenticator, ReportSink, ServerLimits};
 use operator::metrics::Metrics;
-use operator::runs::{Registry, RunSpec};
+use operator::runs::{Caller, Registry, RunSpec};
 
-/// The run every test announces, and its token.
+/// The run every test announces.
 pub const RUN: &str = "run-0";
-pub const TOKEN: &str = "run-token";
+
+/// The bearer token worker `worker` presents here (in a cluster: its pod's ServiceAccount token).
+pub fn token_of(worker: &str) -> String {
+    format!("token-of-{worker}")
+}
+
+/// Stands in for the TokenReview: `token_of(w)` is worker pod `w` of namespace "ns".
+struct FixedTokens;
+
+impl Authenticator for FixedTokens {
+    fn authenticate<'a>(
+        &'a self,
+        _run: &'a str,
+        bearer: &'a str,
+    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
+        let caller = bearer.strip_prefix("token-of-").map(|w| Caller {
+            namespace: "ns".into(),
+            worker: w.to_string(),
+        });
+        Box::pin(async move { caller.ok_or(AuthError::BadToken) })
+    }
+}
 
 #[derive(Default)]
 pub struct MemorySink(pub Mutex<Vec<FinalReport>>);
@@ -62,7 +84,6 @@ impl Api {
                 namespace: "ns".into(),
                 benchmark: benchmark.into(),
                 uid: "uid".into(),
-                token: TOKEN.into(),
                 step: 0,
                 workers: workers
                     .iter()
@@ -75,6 +96,7 @@ impl Api {
         let (wake, wake_rx) = tokio::sync::mpsc::unbounded_channel();
         std::mem::forget(wake_rx); // keep the channel open; nothing reconciles here
         let state = ApiState {
+            auth: Arc::new(FixedTokens),
             runs: runs.clone(),
             metrics: metrics.clone(),
             sink: sink.clone(),
@@ -90,7 +112,13 @@ impl Api {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("binding the API");
         let url = format!("http://{}", listener.local_addr().unwrap());
-        runtime.spawn(async move { axum::serve(listener, router(state)).await });
+        let limits = ServerLimits {
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_connections: 64,
+            max_connections_per_peer: 64,
+        };
+        runtime.spawn(serve(listener, router(state), limits, metrics.clone()));
         Api {
             url,
             runs,
@@ -106,7 +134,8 @@ impl Api {
             .args(args)
             .env("NETBENCH_OPERATOR_URL", &self.url)
             .env("NETBENCH_RUN", RUN)
-            .env("NETBENCH_TOKEN", TOKEN)
+            .env("NETBENCH_TOKEN", token_of(worker))
+            .env_remove("NETBENCH_TOKEN_FILE")
             .env("NETBENCH_WORKER", worker)
             .env("NETBENCH_NODE", format!("node-of-{worker}"))
             .env("NETBENCH_STEP", "0")

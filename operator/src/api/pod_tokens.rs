@@ -1,0 +1,380 @@
+//! Worker identity bound to the pod. A worker presents its pod's projected ServiceAccount token
+//! (audience `netbench`, rotated by the kubelet); a TokenReview tells which pod holds it, and the
+//! pod object must be the operator's worker of that run: labelled with the run and the role the
+//! registry expects, and controlled by the benchmark. Positive answers are cached briefly and
+//! boundedly, so a busy worker costs one TokenReview and one pod read per `CACHE_FOR`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use loadgen::worker::protocol::Role;
+use tokio::sync::Semaphore;
+
+use super::auth::{AuthError, Authenticator};
+use crate::labels;
+use crate::runs::{Caller, Registry, RunSpec};
+
+/// The audience worker tokens are issued for (and the only one accepted).
+pub const AUDIENCE: &str = "netbench";
+const POD_NAME_KEY: &str = "authentication.kubernetes.io/pod-name";
+const POD_UID_KEY: &str = "authentication.kubernetes.io/pod-uid";
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+/// How long a positive answer is trusted.
+const CACHE_FOR: Duration = Duration::from_secs(30);
+/// Most tokens remembered at once.
+const CACHE_ENTRIES: usize = 4096;
+/// TokenReviews in flight at once; more callers wait, within their request deadline.
+const REVIEWS_AT_ONCE: usize = 16;
+/// Longest bearer token sent for review (projected tokens are about 1 KiB).
+const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+/// What the API server says about the holder of a token, and the labels and controller of its
+/// pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodFacts {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub controller_uid: Option<String>,
+}
+
+/// Checks worker tokens with the API server.
+pub struct PodTokens {
+    client: kube::Client,
+    runs: Arc<Registry>,
+    cache: Mutex<HashMap<String, (Instant, PodFacts)>>,
+    reviews: Semaphore,
+}
+
+impl PodTokens {
+    pub fn new(client: kube::Client, runs: Arc<Registry>) -> PodTokens {
+        PodTokens {
+            client,
+            runs,
+            cache: Mutex::new(HashMap::new()),
+            reviews: Semaphore::new(REVIEWS_AT_ONCE),
+        }
+    }
+
+    fn cached(&self, token: &str) -> Option<PodFacts> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, facts) = cache.get(token)?;
+        (at.elapsed() < CACHE_FOR).then(|| facts.clone())
+    }
+
+    fn remember(&self, token: &str, facts: &PodFacts) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= CACHE_ENTRIES {
+            cache.retain(|_, (at, _)| at.elapsed() < CACHE_FOR);
+        }
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(token.to_string(), (Instant::now(), facts.clone()));
+    }
+
+    /// The TokenReview, then the pod it names.
+    async fn look_up(&self, token: &str) -> Result<PodFacts, AuthError> {
+        let _slot = self
+            .reviews
+            .acquire()
+            .await
+            .map_err(|e| AuthError::Unavailable(e.to_string()))?;
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: token.to_string(),
+                audiences: Some(vec![AUDIENCE.to_string()]),
+            },
+            ..Default::default()
+        };
+        let reviewed = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| AuthError::Unavailable(format!("TokenReview: {e}")))?;
+        let identity = reviewed_pod(reviewed)?;
+        let pod = Api::<Pod>::namespaced(self.client.clone(), &identity.namespace)
+            .get_opt(&identity.name)
+            .await
+            .map_err(|e| AuthError::Unavailable(format!("reading the pod: {e}")))?
+            .ok_or_else(|| AuthError::NotAWorker("the token's pod is gone".into()))?;
+        pod_facts(identity, &pod)
+    }
+}
+
+impl Authenticator for PodTokens {
+    fn authenticate<'a>(
+        &'a self,
+        run: &'a str,
+        bearer: &'a str,
+    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
+        Box::pin(async move {
+            // Unknown runs cost no API call.
+            let spec = self.runs.spec(run).ok_or(AuthError::UnknownRun)?;
+            if bearer.len() > MAX_TOKEN_BYTES {
+                return Err(AuthError::BadToken);
+            }
+            let facts = match self.cached(bearer) {
+                Some(facts) => facts,
+                None => {
+                    let facts = self.look_up(bearer).await?;
+                    self.remember(bearer, &facts);
+                    facts
+                }
+            };
+            expected_worker(&spec, run, &facts)
+        })
+    }
+}
+
+/// Who a TokenReview says holds the token: a pod's ServiceAccount, for our audience.
+#[derive(Debug, PartialEq)]
+pub struct PodIdentity {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+pub fn reviewed_pod(review: TokenReview) -> Result<PodIdentity, AuthError> {
+    let status = review.status.unwrap_or_default();
+    let for_us = status
+        .audiences
+        .as_ref()
+        .is_some_and(|a| a.iter().any(|a| a == AUDIENCE));
+    if status.authenticated != Some(true) || !for_us {
+        return Err(AuthError::BadToken);
+    }
+    let user = status.user.unwrap_or_default();
+    let namespace = user
+        .username
+        .as_deref()
+        .and_then(|u| u.strip_prefix(SERVICE_ACCOUNT_PREFIX))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(ns, _sa)| ns.to_string())
+        .ok_or_else(|| AuthError::NotAWorker("not a ServiceAccount token".into()))?;
+    let extra = |key: &str| -> Option<String> {
+        let values = user.extra.as_ref()?.get(key)?;
+        match values.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        }
+    };
+    let (Some(name), Some(uid)) = (extra(POD_NAME_KEY), extra(POD_UID_KEY)) else {
+        return Err(AuthError::NotAWorker(
+            "the token is not bound to a pod".into(),
+        ));
+    };
+    Ok(PodIdentity {
+        namespace,
+        name,
+        uid,
+    })
+}
+
+/// The facts of `pod`, which must be the very pod the token was issued for.
+pub fn pod_facts(identity: PodIdentity, pod: &Pod) -> Result<PodFacts, AuthError> {
+    if pod.metadata.uid.as_deref() != Some(identity.uid.as_str()) {
+        return Err(AuthError::NotAWorker("the token's pod was replaced".into()));
+    }
+    let controller_uid = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone());
+    Ok(PodFacts {
+        namespace: identity.namespace,
+        name: identity.name,
+        uid: identity.uid,
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        controller_uid,
+    })
+}
+
+/// The caller, when `facts` describe a worker pod the operator made for `run`'s current step.
+pub fn expected_worker(spec: &RunSpec, run: &str, facts: &PodFacts) -> Result<Caller, AuthError> {
+    let not = |why: &str| Err(AuthError::NotAWorker(format!("pod {}: {why}", facts.name)));
+    if facts.namespace != spec.namespace {
+        return not("not in the benchmark's namespace");
+    }
+    let Some(role) = spec.workers.get(&facts.name) else {
+        return not("not a worker of this run's current step");
+    };
+    let label = |key: &str| facts.labels.get(key).map(String::as_str);
+    if label(labels::RUN) != Some(run) || label(labels::ROLE) != Some(role_name(*role)) {
+        return not("not labelled as this run's worker in that role");
+    }
+    if facts.controller_uid.as_deref() != Some(spec.uid.as_str()) {
+        return not("not controlled by the benchmark");
+    }
+    Ok(Caller {
+        namespace: facts.namespace.clone(),
+        worker: facts.name.clone(),
+    })
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::authentication::v1::{TokenReviewStatus, UserInfo};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    /// A TokenReview answer as the API server gives it for a pod's projected token.
+    fn review_of(namespace: &str, pod: &str, uid: &str) -> TokenReview {
+        let extra = BTreeMap::from([
+            (POD_NAME_KEY.to_string(), vec![pod.to_string()]),
+            (POD_UID_KEY.to_string(), vec![uid.to_string()]),
+        ]);
+        TokenReview {
+            status: Some(TokenReviewStatus {
+                authenticated: Some(true),
+                audiences: Some(vec![AUDIENCE.to_string()]),
+                user: Some(UserInfo {
+                    username: Some(format!("{SERVICE_ACCOUNT_PREFIX}{namespace}:default")),
+                    extra: Some(extra),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            kind: "EgressBenchmark".into(),
+            namespace: "team".into(),
+            benchmark: "b".into(),
+            uid: "bench-uid".into(),
+            step: 0,
+            workers: BTreeMap::from([
+                ("w-client".into(), Role::Client),
+                ("w-server".into(), Role::Server),
+            ]),
+        }
+    }
+
+    /// The pod the operator made for `name` in `role`.
+    fn worker_pod(name: &str, uid: &str, role: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(uid.into()),
+                labels: Some(BTreeMap::from([
+                    (labels::RUN.to_string(), "run1".to_string()),
+                    (labels::ROLE.to_string(), role.to_string()),
+                ])),
+                owner_references: Some(vec![OwnerReference {
+                    uid: "bench-uid".into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn facts(review: TokenReview, pod: &Pod) -> Result<PodFacts, AuthError> {
+        pod_facts(reviewed_pod(review)?, pod)
+    }
+
+    #[test]
+    fn a_worker_pods_token_names_that_worker() {
+        let pod = worker_pod("w-client", "uid-1", "client");
+        let f = facts(review_of("team", "w-client", "uid-1"), &pod).unwrap();
+        let caller = expected_worker(&spec(), "run1", &f).unwrap();
+        assert_eq!(caller.worker, "w-client");
+        assert_eq!(caller.namespace, "team");
+    }
+
+    #[test]
+    fn tokens_that_are_not_a_workers_are_refused() {
+        let pod = worker_pod("w-client", "uid-1", "client");
+        let refused = |review: TokenReview, pod: &Pod, run: &str| {
+            facts(review, pod).and_then(|f| expected_worker(&spec(), run, &f))
+        };
+        let mut unauthenticated = review_of("team", "w-client", "uid-1");
+        unauthenticated.status.as_mut().unwrap().authenticated = Some(false);
+        assert_eq!(
+            refused(unauthenticated, &pod, "run1"),
+            Err(AuthError::BadToken)
+        );
+        let mut other_audience = review_of("team", "w-client", "uid-1");
+        other_audience.status.as_mut().unwrap().audiences = Some(vec!["https://kubernetes".into()]);
+        assert_eq!(
+            refused(other_audience, &pod, "run1"),
+            Err(AuthError::BadToken)
+        );
+        let mut not_bound = review_of("team", "w-client", "uid-1");
+        not_bound
+            .status
+            .as_mut()
+            .unwrap()
+            .user
+            .as_mut()
+            .unwrap()
+            .extra = None;
+        assert!(matches!(
+            refused(not_bound, &pod, "run1"),
+            Err(AuthError::NotAWorker(_))
+        ));
+        let cases = [
+            (
+                review_of("team", "w-client", "uid-2"),
+                pod.clone(),
+                "run1",
+                "replaced pod",
+            ),
+            (
+                review_of("other", "w-client", "uid-1"),
+                pod.clone(),
+                "run1",
+                "other namespace",
+            ),
+            (
+                review_of("team", "intruder", "uid-1"),
+                worker_pod("intruder", "uid-1", "client"),
+                "run1",
+                "not a worker name",
+            ),
+            (
+                review_of("team", "w-client", "uid-1"),
+                pod.clone(),
+                "run2",
+                "labelled for another run",
+            ),
+            (
+                review_of("team", "w-client", "uid-1"),
+                worker_pod("w-client", "uid-1", "server"),
+                "run1",
+                "other role",
+            ),
+        ];
+        for (review, pod, run, why) in cases {
+            assert!(
+                matches!(refused(review, &pod, run), Err(AuthError::NotAWorker(_))),
+                "{why}"
+            );
+        }
+        let mut foreign = pod.clone();
+        foreign.metadata.owner_references = None;
+        assert!(matches!(
+            refused(review_of("team", "w-client", "uid-1"), &foreign, "run1"),
+            Err(AuthError::NotAWorker(_))
+        ));
+    }
+}

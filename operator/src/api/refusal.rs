@@ -1,0 +1,94 @@
+//! Refused requests: a 4xx/5xx with a JSON `{"error": ...}` body, counted by reason in
+//! `netbench_api_rejected_total{reason}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use loadgen::worker::protocol::ApiError;
+
+use crate::metrics::Metrics;
+use crate::runs::RegistryError;
+
+/// Every reason a request can be refused for (the label values of `netbench_api_rejected_total`;
+/// each series exists at 0 from the start).
+pub const REASONS: [&str; 17] = [
+    "unauthenticated",
+    "bad_token",
+    "unknown_run",
+    "unknown_worker",
+    "wrong_worker",
+    "wrong_role",
+    "wrong_step",
+    "unregistered",
+    "too_large",
+    "malformed",
+    "invalid_report",
+    "version",
+    "timeout",
+    "header_timeout",
+    "too_many_connections",
+    "auth_unavailable",
+    "not_a_worker",
+];
+
+/// A counted refusal.
+pub struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (self.0, Json(ApiError { error: self.1 })).into_response()
+    }
+}
+
+/// Counts a refusal for `reason` and builds its answer.
+pub fn refuse(
+    metrics: &Metrics,
+    code: StatusCode,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> Refusal {
+    metrics.api_rejected.with_label_values(&[reason]).inc();
+    Refusal(code, message.into())
+}
+
+/// The answer to a registry check that failed.
+pub fn registry_refusal(metrics: &Metrics, e: RegistryError) -> Refusal {
+    let (code, reason, message) = match e {
+        RegistryError::UnknownRun => (
+            StatusCode::NOT_FOUND,
+            "unknown_run",
+            "unknown or finished run".to_string(),
+        ),
+        RegistryError::UnknownWorker => (
+            StatusCode::NOT_FOUND,
+            "unknown_worker",
+            "this worker is not part of the run's current step".to_string(),
+        ),
+        RegistryError::NotAWorker => (
+            StatusCode::FORBIDDEN,
+            "not_a_worker",
+            "not a worker of this run's current step".to_string(),
+        ),
+        RegistryError::WrongRole => (
+            StatusCode::FORBIDDEN,
+            "wrong_role",
+            "the run does not give this worker that role".to_string(),
+        ),
+        RegistryError::NotThisWorker => (
+            StatusCode::FORBIDDEN,
+            "wrong_worker",
+            "a worker may speak only for itself".to_string(),
+        ),
+        RegistryError::WrongStep { current } => (
+            StatusCode::CONFLICT,
+            "wrong_step",
+            format!("the run is at step {current}"),
+        ),
+        RegistryError::Unregistered => (
+            StatusCode::NOT_FOUND,
+            "unregistered",
+            "register first".to_string(),
+        ),
+    };
+    refuse(metrics, code, reason, message)
+}

@@ -1,0 +1,260 @@
+//! Worker identity on the real cluster: a worker speaks only for itself, nobody else speaks for
+//! a run, and the operator holds no Secret permissions. Needs `eval "$(tests/e2e/setup.sh)"`.
+//! The helpers this file needs live here (not in the shared lib).
+
+use std::time::Duration;
+
+use e2e::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::{json, Value};
+
+const IB: &str = "IngressBenchmark";
+const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+/// A request count no real 20 s run against the test nginx reaches.
+const FORGED_REQUESTS: u64 = 999_999_999;
+
+/// A pod in `ns` that is not a worker: the pause image, doing nothing, with a token volume like
+/// a worker's (so it holds a valid `netbench` token of the namespace's default ServiceAccount).
+fn intruder(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"netbench.io/role": "client"}},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "pause", "image": "netbench/pause:3.10-nb1", "imagePullPolicy": "Never",
+                "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets/netbench"}],
+            }],
+            "volumes": [{"name": "token", "projected": {"sources": [{"serviceAccountToken":
+                {"audience": "netbench", "expirationSeconds": 600, "path": "token"}}]}}],
+        }
+    })
+}
+
+/// A token for the default ServiceAccount of `ns` with audience `netbench` bound to `pod`: what
+/// the kubelet puts in that pod's projected token volume.
+fn pod_token(ns: &str, pod: &Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap();
+    let uid = pod.metadata.uid.clone().unwrap();
+    let out = kubectl(&[
+        "-n",
+        ns,
+        "create",
+        "token",
+        "default",
+        "--audience",
+        "netbench",
+        "--duration",
+        "10m",
+        "--bound-object-kind",
+        "Pod",
+        "--bound-object-name",
+        &name,
+        "--bound-object-uid",
+        &uid,
+    ])
+    .unwrap();
+    out.trim().to_string()
+}
+
+/// The operator's worker API, reached at its pod IP (the host routes to pods).
+async fn operator_url(client: &kube::Client) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
+        .list(&ListParams::default().labels(OPERATOR_PODS))
+        .await
+        .unwrap();
+    let ip = pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .find_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .expect("an operator pod IP");
+    format!("http://{ip}:8080")
+}
+
+/// Posts a forged final report for `worker` of `run` with `token`; returns (status, body).
+fn post_report(api: &str, run: &str, worker: &str, token: &str) -> (u16, String) {
+    let report = json!({
+        "version": 1, "worker": worker, "step": 0, "startedAtUnixMs": 1,
+        "report": {"version": 1, "kind": "http", "requests": FORGED_REQUESTS},
+    });
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    let mut resp = agent
+        .post(&format!("{api}/v1/runs/{run}/report"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(report.to_string())
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap_or_default())
+}
+
+/// `netbench_api_rejected_total{reason}` of the operator.
+async fn rejected(client: &kube::Client, reason: &str) -> u64 {
+    let metrics = operator_metrics(client).await.unwrap();
+    let series = format!("netbench_api_rejected_total{{reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn operator_restarts(client: &kube::Client) -> i32 {
+    let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
+        .list(&ListParams::default().labels(OPERATOR_PODS))
+        .await
+        .unwrap();
+    pods.items
+        .iter()
+        .flat_map(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .map(|c| c.restart_count)
+        .sum()
+}
+
+/// The benchmark's worker pods, once `count` exist (with their uids).
+async fn wait_workers(client: &kube::Client, ns: &str, count: usize) -> Vec<Pod> {
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        let pods = worker_pods(client, ns).await.unwrap();
+        if pods.len() == count {
+            return pods;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} workers never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn only_a_worker_pod_speaks_and_only_for_itself() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ident").await;
+    let restarts = operator_restarts(&client).await;
+    create(&client, &ns.name, &intruder("intruder"))
+        .await
+        .unwrap();
+
+    let ib = example(
+        "ingress-simple.yaml",
+        &ns.name,
+        &[
+            ("/spec/target/url", json!(TARGET)),
+            // Long enough for the attempts below to happen while the run is Running.
+            ("/spec/load/duration", json!("20s")),
+            ("/spec/load/warmup", json!("1s")),
+            ("/spec/load/connections", json!(4)),
+            ("/spec/workers/replicas", json!(2)),
+        ],
+    );
+    create(&client, &ns.name, &ib).await.unwrap();
+    let workers = wait_workers(&client, &ns.name, 2).await;
+    wait_phase(
+        &client,
+        IB,
+        &ns.name,
+        "ingress-simple",
+        &["Running"],
+        RUN_TIMEOUT,
+    )
+    .await
+    .unwrap();
+    let labels = workers[0].metadata.labels.clone().unwrap();
+    let run = labels["netbench.io/run"].clone();
+    let (w0, w1) = (
+        workers[0].metadata.name.clone().unwrap(),
+        workers[1].metadata.name.clone().unwrap(),
+    );
+    let api = operator_url(&client).await;
+
+    // A pod of the namespace that is not a worker: its valid token speaks for nobody.
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns.name);
+    let intruder_token = pod_token(&ns.name, &pods.get("intruder").await.unwrap());
+    let not_a_worker = rejected(&client, "not_a_worker").await;
+    let (code, body) = post_report(&api, &run, &w0, &intruder_token);
+    assert!(code == 401 || code == 403, "intruder: {code} {body}");
+    assert!(rejected(&client, "not_a_worker").await > not_a_worker);
+
+    // A worker's token speaks only for that worker.
+    let w0_token = pod_token(&ns.name, &workers[0]);
+    let wrong_worker = rejected(&client, "wrong_worker").await;
+    let (code, body) = post_report(&api, &run, &w1, &w0_token);
+    assert_eq!(code, 403, "worker 0 posting as worker 1: {body}");
+    assert!(rejected(&client, "wrong_worker").await > wrong_worker);
+
+    // A token for another audience, and none at all.
+    let plain = kubectl(&["-n", &ns.name, "create", "token", "default"]).unwrap();
+    let (code, body) = post_report(&api, &run, &w0, plain.trim());
+    assert_eq!(code, 401, "token without the netbench audience: {body}");
+    let (code, body) = post_report(&api, &run, &w0, "");
+    assert_eq!(code, 401, "no token: {body}");
+
+    // The real workers' reports make the result; nothing forged is in it.
+    let done = wait_phase(
+        &client,
+        IB,
+        &ns.name,
+        "ingress-simple",
+        &["Succeeded", "Failed"],
+        RUN_TIMEOUT,
+    )
+    .await
+    .unwrap();
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let step = &st["steps"][0];
+    assert_eq!(step["workers"].as_array().unwrap().len(), 2, "{step:#}");
+    let requests = step["requests"].as_u64().unwrap();
+    assert!(requests > 0 && requests < FORGED_REQUESTS, "{step:#}");
+    assert_eq!(
+        operator_restarts(&client).await,
+        restarts,
+        "the operator stayed up"
+    );
+}
+
+#[test]
+fn the_operator_cannot_read_secrets() {
+    let out = std::process::Command::new("kubectl")
+        .args([
+            "auth",
+            "can-i",
+            "get",
+            "secrets",
+            "-A",
+            "--as=system:serviceaccount:netbench-system:netbench-operator",
+        ])
+        .output()
+        .expect("running kubectl");
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        answer.trim(),
+        "no",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And it may review tokens, which worker authentication needs.
+    let out = std::process::Command::new("kubectl")
+        .args([
+            "auth",
+            "can-i",
+            "create",
+            "tokenreviews.authentication.k8s.io",
+            "--as=system:serviceaccount:netbench-system:netbench-operator",
+        ])
+        .output()
+        .expect("running kubectl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "yes");
+}
