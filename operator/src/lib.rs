@@ -8,6 +8,7 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod allow;
 pub mod api;
 pub mod children;
 pub mod conditions;
@@ -22,6 +23,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod queue;
+pub mod records;
 pub mod reports;
 pub mod runs;
 pub mod target;
