@@ -242,7 +242,7 @@ impl Run<'_> {
             }
         }
         // The old run's devices are restored (retire_old_run waited for it).
-        self.book.delete_if_resolved().await?;
+        self.book.start_over().await?;
         self.status = EgressBenchmarkStatus::default();
         self.status.run.run_id = Some(self.id.clone());
         self.status.run.observed_generation = Some(self.generation);
@@ -269,6 +269,10 @@ impl Run<'_> {
         if let Some(r) = refusal {
             self.condition(INVALID, true, r.reason, r.message.clone());
             return self.fail(r.reason, r.message).await;
+        }
+        if let Some(m) = offload_of(self.ctx, self.eb, &self.id).refusal().await? {
+            self.condition(INVALID, true, "NotPermitted", m.clone());
+            return self.fail("NotPermitted", m).await;
         }
         self.condition(INVALID, false, "Valid", "the spec is valid");
         let all = queue::all(&self.ctx.client).await?;

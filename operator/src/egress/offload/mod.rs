@@ -59,6 +59,8 @@ pub struct Book {
     owner: Owner,
     stored: Stored<Vec<DeviceRecord>>,
     exists: bool,
+    /// Records were read or written in this reconcile: the status copy follows them.
+    touched: bool,
 }
 
 impl Book {
@@ -74,6 +76,7 @@ impl Book {
             owner,
             stored,
             exists,
+            touched: exists,
         })
     }
 
@@ -89,6 +92,7 @@ impl Book {
     async fn save(&mut self) -> Result<()> {
         self.store.save(&self.owner, &mut self.stored).await?;
         self.exists = true;
+        self.touched = true;
         Ok(())
     }
 
@@ -97,13 +101,26 @@ impl Book {
         if self.exists && !self.open() {
             self.store.delete(&self.owner).await?;
             self.exists = false;
+            // A later save creates the record afresh.
+            self.stored = Stored::new(std::mem::take(&mut self.stored.data));
         }
         Ok(())
     }
 
-    /// The status copy; None when there are no records (the status keeps its last report).
+    /// Deletes resolved records and forgets them (a new run starts with none).
+    pub async fn start_over(&mut self) -> Result<()> {
+        self.delete_if_resolved().await?;
+        if !self.exists {
+            self.stored.data.clear();
+            self.touched = false;
+        }
+        Ok(())
+    }
+
+    /// The status copy; None when no records were seen in this reconcile (the status keeps its
+    /// last report).
     pub fn report(&self) -> Option<Vec<OffloadRecord>> {
-        self.exists
+        self.touched
             .then(|| self.records().iter().map(DeviceRecord::report).collect())
     }
 }
@@ -124,7 +141,7 @@ async fn check_node(client: &Client, config: &Config, node: &str) -> Result<Node
         NodeCheck::Allowed
     } else {
         NodeCheck::NotAllowed(format!(
-            "node {node} is not selected by the offload node selector (Helm value security.offload.nodeSelector); nothing run there"
+            "node {node} is not selected by the offload node selector (Helm value security.offloadNodeSelector); nothing run there"
         ))
     })
 }
@@ -142,8 +159,7 @@ async fn recheck(
             return Ok(Err(m));
         }
     }
-    let mut nodes: Vec<&str> = records.iter().map(|r| r.node.as_str()).collect();
-    nodes.dedup();
+    let nodes: std::collections::BTreeSet<&str> = records.iter().map(|r| r.node.as_str()).collect();
     for node in nodes {
         match check_node(client, config, node).await? {
             NodeCheck::Allowed => {}
@@ -211,6 +227,24 @@ impl Offload<'_> {
         let job = job::job(self.eb, &self.key(g, action, attempt), devices, self.config);
         observe::create(self.client, &self.config.namespace, &job).await?;
         Ok(Ok(()))
+    }
+
+    /// Why the admin's lists refuse some offload setting the cases use, before anything runs.
+    pub async fn refusal(&self) -> Result<Option<String>> {
+        let records: Vec<DeviceRecord> = self
+            .eb
+            .spec
+            .cases
+            .iter()
+            .flat_map(|c| record::records_for(self.eb, self.run, c))
+            .collect();
+        if records.is_empty() {
+            return Ok(None);
+        }
+        let refs: Vec<&DeviceRecord> = records.iter().collect();
+        Ok(recheck(self.client, self.config, self.eb, self.run, &refs)
+            .await?
+            .err())
     }
 
     /// Applies case `case`'s profile: records, read Job, apply Job, each stored before the next.

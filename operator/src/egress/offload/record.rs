@@ -210,7 +210,7 @@ pub fn permitted(
     }
     if !config.offload_interfaces.allows(&record.interface) {
         return Err(format!(
-            "interface {} is not in the allowed offload interfaces (Helm value security.offload.interfaces); {device} not touched",
+            "interface {} is not in the allowed offload interfaces (Helm value security.offloadInterfaces); {device} not touched",
             record.interface
         ));
     }
@@ -222,7 +222,7 @@ pub fn permitted(
         .collect();
     if !features.is_empty() {
         return Err(format!(
-            "feature {} not in the allowed offload features (Helm value security.offload.features); {device} not touched",
+            "feature {} not in the allowed offload features (Helm value security.offloadFeatures); {device} not touched",
             features.join(", ")
         ));
     }
