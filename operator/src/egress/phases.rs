@@ -120,7 +120,11 @@ pub async fn cleanup(
     // Driven by the records in the operator's namespace only, never by status.offload.
     let mut book = Book::load(&ctx.client, &ctx.config, &eb).await?;
     if book.open() {
-        let run = status.run.run_id.clone().unwrap_or_default();
+        // The current run from the object itself (status is not trusted for anything).
+        let run = labels::run_id(
+            &eb.uid().unwrap_or_default(),
+            eb.metadata.generation.unwrap_or(1),
+        );
         match offload_of(ctx, &eb, &run).restore(&mut book, None).await? {
             Stage::Waiting(m) => {
                 if let Some(report) = book.report() {

@@ -303,6 +303,14 @@ impl Offload<'_> {
                 g.2
             ))),
             JobState::Missing => {
+                // Checked before apply_started is stored: a refusal leaves nothing owed.
+                let records: Vec<&DeviceRecord> =
+                    idx.iter().filter_map(|&i| book.records().get(i)).collect();
+                if let Err(m) =
+                    recheck(self.client, self.config, self.eb, self.run, &records).await?
+                {
+                    return Ok(Stage::Refused(m));
+                }
                 for &i in &idx {
                     if let Some(r) = book.stored.data.get_mut(i) {
                         r.apply_started = true;
