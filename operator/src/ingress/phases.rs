@@ -204,6 +204,7 @@ impl Run<'_> {
                     saved,
                 };
                 if let Err(m) = restore::permitted(&record, self.ib, &self.id, config) {
+                    self.condition(INVALID, true, "NotPermitted", m.clone());
                     return Ok(Err(("NotPermitted", m)));
                 }
                 // The original spec must be durable before the first patch.
