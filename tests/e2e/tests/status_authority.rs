@@ -250,8 +250,8 @@ fn ethtool_k(dev: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Features of `dev` to flip: each of `names` that ethtool does not show as fixed, with the
-/// value opposite to its current one.
+/// Features of `dev` to switch off: each of `names` that ethtool shows as on and not fixed
+/// (switching off never fails on a dependency; the kernel switches dependants off too).
 fn flips(dev: &str, names: &[&str]) -> serde_json::Map<String, Value> {
     let text = ethtool_k(dev);
     names
@@ -260,11 +260,10 @@ fn flips(dev: &str, names: &[&str]) -> serde_json::Map<String, Value> {
             let line = text
                 .lines()
                 .find(|l| l.trim_start().starts_with(&format!("{name}:")))?;
-            if line.contains("[fixed]") {
+            if line.contains("[fixed]") || !line.contains(": on") {
                 return None;
             }
-            let on = line.contains(": on");
-            Some((name.to_string(), json!(!on)))
+            Some((name.to_string(), json!(false)))
         })
         .collect()
 }
