@@ -19,19 +19,20 @@
 //! privileged pods stay out of reach of whoever may create benchmarks, and one Role in one
 //! namespace is all the RBAC they need. Labels tie them to their benchmark.
 
+mod book;
+mod checks;
 mod job;
 mod observe;
 pub mod record;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
 use kube::Client;
 
-use crds::egress::{EgressBenchmark, EgressCase, OffloadRecord};
+use crds::egress::{EgressBenchmark, EgressCase};
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::records::{Owner, Store, Stored};
+pub use book::Book;
+use checks::{check_node, recheck, NodeCheck};
 use job::{Action, Device, JobKey};
 pub use observe::delete_jobs;
 use observe::{JobState, Outcome};
@@ -51,123 +52,6 @@ pub enum Stage {
     Failed(String),
     /// The admin's lists (or the spec) do not allow a Job: none was created.
     Refused(String),
-}
-
-/// A benchmark's offload records, kept in the operator's namespace.
-pub struct Book {
-    store: Store,
-    owner: Owner,
-    stored: Stored<Vec<DeviceRecord>>,
-    exists: bool,
-    /// Records were read or written in this reconcile: the status copy follows them.
-    touched: bool,
-}
-
-impl Book {
-    pub async fn load(client: &Client, config: &Config, eb: &EgressBenchmark) -> Result<Book> {
-        let store = Store::new(client, &config.namespace, "offload");
-        let owner = Owner::of(eb);
-        let (stored, exists) = match store.load(&owner).await? {
-            Some(s) => (s, true),
-            None => (Stored::new(vec![]), false),
-        };
-        Ok(Book {
-            store,
-            owner,
-            stored,
-            exists,
-            touched: exists,
-        })
-    }
-
-    pub fn records(&self) -> &[DeviceRecord] {
-        &self.stored.data
-    }
-
-    /// Some device may still differ from its state before.
-    pub fn open(&self) -> bool {
-        self.records().iter().any(DeviceRecord::needs_restore)
-    }
-
-    async fn save(&mut self) -> Result<()> {
-        self.store.save(&self.owner, &mut self.stored).await?;
-        self.exists = true;
-        self.touched = true;
-        Ok(())
-    }
-
-    /// Deletes the records once no device needs a restore (each restore was verified).
-    pub async fn delete_if_resolved(&mut self) -> Result<()> {
-        if self.exists && !self.open() {
-            self.store.delete(&self.owner).await?;
-            self.exists = false;
-            // A later save creates the record afresh.
-            self.stored = Stored::new(std::mem::take(&mut self.stored.data));
-        }
-        Ok(())
-    }
-
-    /// Deletes resolved records and forgets them (a new run starts with none).
-    pub async fn start_over(&mut self) -> Result<()> {
-        self.delete_if_resolved().await?;
-        if !self.exists {
-            self.stored.data.clear();
-            self.touched = false;
-        }
-        Ok(())
-    }
-
-    /// The status copy; None when no records were seen in this reconcile (the status keeps its
-    /// last report).
-    pub fn report(&self) -> Option<Vec<OffloadRecord>> {
-        self.touched
-            .then(|| self.records().iter().map(DeviceRecord::report).collect())
-    }
-}
-
-/// What the node check found.
-enum NodeCheck {
-    Allowed,
-    Gone,
-    NotAllowed(String),
-}
-
-async fn check_node(client: &Client, config: &Config, node: &str) -> Result<NodeCheck> {
-    let Some(n) = Api::<Node>::all(client.clone()).get_opt(node).await? else {
-        return Ok(NodeCheck::Gone);
-    };
-    let labels = n.metadata.labels.unwrap_or_default();
-    Ok(if config.offload_node_selector.matches(&labels) {
-        NodeCheck::Allowed
-    } else {
-        NodeCheck::NotAllowed(format!(
-            "node {node} is not selected by the offload node selector (Helm value security.offloadNodeSelector); nothing run there"
-        ))
-    })
-}
-
-/// The check before every Job: the records' spec and lists, and the node. Err = refusal.
-async fn recheck(
-    client: &Client,
-    config: &Config,
-    eb: &EgressBenchmark,
-    current_run: &str,
-    records: &[&DeviceRecord],
-) -> Result<Result<(), String>> {
-    for r in records {
-        if let Err(m) = record::permitted(r, eb, current_run, config) {
-            return Ok(Err(m));
-        }
-    }
-    let nodes: std::collections::BTreeSet<&str> = records.iter().map(|r| r.node.as_str()).collect();
-    for node in nodes {
-        match check_node(client, config, node).await? {
-            NodeCheck::Allowed => {}
-            NodeCheck::Gone => return Ok(Err(format!("node {node} does not exist"))),
-            NodeCheck::NotAllowed(m) => return Ok(Err(m)),
-        }
-    }
-    Ok(Ok(()))
 }
 
 /// Everything one reconcile's offload steps need.
