@@ -343,3 +343,73 @@ fn summary_file_records_before_applied_and_a_restore_that_puts_the_device_back()
     apply_restore(ns, &summary);
     assert_eq!(get(ns, dev), initial, "restore puts {dev} back");
 }
+
+/// Runs `offload <args> --state` and parses the state line as the operator does (from the
+/// output, the line a pod's log ends with).
+fn state_of(ns: &str, args: &[&str]) -> (bool, loadgen::offload::DeviceState, String) {
+    let mut all = vec!["offload"];
+    all.extend(args);
+    all.push("--state");
+    let (ok, stdout, stderr) = loadgen(ns, &all);
+    let state = loadgen::offload::parse_state_line(&stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}; stdout {stdout}; stderr {stderr}"));
+    (ok, state, stderr)
+}
+
+/// The operator's protocol on a real device: record the whole state, change several features
+/// (the kernel switches dependants too), write back what differs from the read-back, and the
+/// final read-back equals the state before; `verify` agrees.
+#[test]
+fn state_lines_record_before_and_read_back_a_full_restore() {
+    require(&["ip"], true);
+    let topo = Topology::up(false);
+    let (ns, dev) = (&topo.ns_b, &format!("nvb-{}", topo.name));
+    let initial = get(ns, dev);
+    let (ok, before, _) = state_of(ns, &["get", "--interface", dev]);
+    assert!(ok);
+    assert_eq!(&before.interface, dev);
+    assert!(before.features.len() > 10, "{before:?}");
+    assert!(!before.fixed.is_empty(), "{before:?}");
+
+    let (_, after, _) = state_of(
+        ns,
+        &[
+            "set",
+            "--interface",
+            dev,
+            "--feature",
+            "sg=off",
+            "--feature",
+            "gro=off",
+        ],
+    );
+    let wrong = after.differences(&before.changeable());
+    assert!(wrong.len() >= 2, "sg, and TSO with it, changed: {wrong:?}");
+    let (ok, _, _) = loadgen(ns, &["offload", "verify", "-i", dev, "-f", "sg=on"]);
+    assert!(!ok, "verify fails while sg is off");
+
+    // What a restore writes: every changeable feature whose read-back differs from before.
+    let restore: Vec<String> = before
+        .changeable()
+        .into_iter()
+        .filter(|(name, on)| after.features.get(name) != Some(on))
+        .map(|(name, on)| format!("{name}={}", if on { "on" } else { "off" }))
+        .collect();
+    let mut args = vec!["set", "--interface", dev.as_str()];
+    for r in &restore {
+        args.extend(["--feature", r.as_str()]);
+    }
+    let (ok, read_back, stderr) = state_of(ns, &args);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        read_back.differences(&before.changeable()),
+        Vec::<String>::new()
+    );
+    assert_eq!(read_back, before, "the read-back equals the state before");
+    assert_eq!(get(ns, dev), initial);
+    let (ok, _, stderr) = loadgen(
+        ns,
+        &["offload", "verify", "-i", dev, "-f", "sg=on", "-f", "tx=on"],
+    );
+    assert!(ok, "{stderr}");
+}

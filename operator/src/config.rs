@@ -2,6 +2,12 @@
 
 use std::time::Duration;
 
+use crate::allow::{GlobList, NodeSelector, SweepPairs};
+
+/// The offload features allowed by default: the checksum and segmentation offloads the
+/// examples and the seed experiments switch (legacy ethtool names and their kernel bits).
+pub const DEFAULT_OFFLOAD_FEATURES: &str = "tx-checksumming,tx,tx-checksum-*,rx-checksumming,rx,rx-checksum,scatter-gather,sg,tx-scatter-gather*,tcp-segmentation-offload,tso,tx-tcp*-segmentation,generic-segmentation-offload,gso,tx-generic-segmentation,generic-receive-offload,gro,rx-gro";
+
 /// A list of namespaces from a comma-separated flag; "*" allows every namespace and a trailing
 /// "*" a prefix ("team-a-*": namespaces created per run or per test).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -79,9 +85,26 @@ pub struct Config {
     /// Namespaces whose benchmarks may run privileged offload Jobs ("*" = all; empty = none).
     #[arg(long, env = "NETBENCH_OFFLOAD_NAMESPACES", default_value = "")]
     pub offload_namespaces: NamespaceList,
-    /// Namespaces in which sweeps may patch target workloads ("*" = all; empty = none).
+    /// Interfaces offload Jobs may change, comma-separated globs ("vxlan*,flannel.1"; empty =
+    /// none).
+    #[arg(long, env = "NETBENCH_OFFLOAD_INTERFACES", default_value = "")]
+    pub offload_interfaces: GlobList,
+    /// Features offload Jobs may change, comma-separated globs of ethtool legacy or kernel
+    /// names (empty = none).
+    #[arg(long, env = "NETBENCH_OFFLOAD_FEATURES", default_value = DEFAULT_OFFLOAD_FEATURES)]
+    pub offload_features: GlobList,
+    /// Nodes offload Jobs may run on: an equality-based label selector ("k=v,k!=v,k,!k");
+    /// empty = no node.
+    #[arg(long, env = "NETBENCH_OFFLOAD_NODE_SELECTOR", default_value = "")]
+    pub offload_node_selector: NodeSelector,
+    /// Sweep pairs: `BENCHMARK_NS=TARGET_NS[/NAME]`, comma-separated globs; TARGET_NS `.` = the
+    /// benchmark's own namespace (empty = no sweep).
+    #[arg(long, env = "NETBENCH_SWEEP_TARGETS", default_value = "")]
+    pub sweep_targets: SweepPairs,
+    /// Old form of sweep permissions: each listed namespace ("*" = every one) may sweep
+    /// workloads in its OWN namespace only (pairs `NS=.`); use --sweep-targets for others.
     #[arg(long, env = "NETBENCH_SWEEP_NAMESPACES", default_value = "")]
-    pub sweep_namespaces: NamespaceList,
+    pub sweep_namespaces: String,
     /// Namespace of the operator (holds the leader Lease).
     #[arg(long, env = "POD_NAMESPACE", default_value = "netbench-system")]
     pub namespace: String,
@@ -132,6 +155,16 @@ impl Config {
                 .unwrap_or(64),
         }
     }
+    /// May a sweep of a benchmark in `benchmark_ns` patch `target_ns/name`? (--sweep-targets,
+    /// and --sweep-namespaces as same-namespace pairs.)
+    pub fn sweep_allows(&self, benchmark_ns: &str, target_ns: &str, name: &str) -> bool {
+        self.sweep_targets.allows(benchmark_ns, target_ns, name)
+            || SweepPairs::same_namespace(&self.sweep_namespaces).allows(
+                benchmark_ns,
+                target_ns,
+                name,
+            )
+    }
     /// Defaults for tests: everything allowed nowhere.
     pub fn for_tests() -> Config {
         <Config as clap::Parser>::parse_from(["netbench-operator"])
@@ -151,5 +184,26 @@ mod tests {
         let prefix = NamespaceList::parse("e2e-egpriv-*");
         assert!(prefix.allows("e2e-egpriv-x1"));
         assert!(!prefix.allows("e2e-egdeny-x1"));
+    }
+
+    #[test]
+    fn privileged_lists_allow_nothing_by_default() {
+        let c = Config::for_tests();
+        assert!(!c.offload_interfaces.allows("eth0"));
+        assert!(c.offload_node_selector.is_empty());
+        assert!(!c.sweep_allows("a", "a", "web"));
+        assert!(c.offload_features.allows("tx-checksumming"));
+        assert!(c.offload_features.allows("tx-checksum-ip-generic"));
+        assert!(!c.offload_features.allows("loopback"));
+    }
+
+    #[test]
+    fn the_old_sweep_flag_means_same_namespace_pairs() {
+        let mut c = Config::for_tests();
+        c.sweep_namespaces = "*".into();
+        assert!(c.sweep_allows("team-a", "team-a", "web"));
+        assert!(!c.sweep_allows("team-a", "team-b", "web"));
+        c.sweep_targets = SweepPairs::parse("team-a=team-b/web");
+        assert!(c.sweep_allows("team-a", "team-b", "web"));
     }
 }

@@ -68,7 +68,7 @@ pub fn report_name(worker: &str) -> String {
     format!("{worker}-report")
 }
 
-fn truncate(s: &str, max: usize) -> String {
+pub fn truncate(s: &str, max: usize) -> String {
     s.chars()
         .take(max)
         .collect::<String>()

@@ -3,11 +3,14 @@
 //! Concerns, one module each: `config` (what the cluster admin allows), `context` (shared
 //! handles), `ingress` (the IngressBenchmark controller: validate -> plan -> apply -> observe
 //! -> status), `workers` (worker pod specs), `runs` (in-memory barrier state), `reports`
-//! (durable worker reports), `api` (the worker HTTP API, metrics and health), `metrics`,
+//! (durable worker reports), `records` (restore records in the operator's namespace: what a
+//! restore needs, never taken from a status), `allow` (the admin's allow-lists: offload
+//! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health), `metrics`,
 //! `leader` (Lease-based leader election), `conditions`.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod allow;
 pub mod api;
 pub mod children;
 pub mod conditions;
@@ -22,6 +25,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod queue;
+pub mod records;
 pub mod reports;
 pub mod runs;
 pub mod target;

@@ -39,7 +39,7 @@ pub enum TargetError {
     Kube(#[from] kube::Error),
 }
 
-fn kind_name(kind: TargetKind) -> &'static str {
+pub fn kind_name(kind: TargetKind) -> &'static str {
     match kind {
         TargetKind::Deployment => "Deployment",
         TargetKind::DaemonSet => "DaemonSet",
@@ -250,6 +250,23 @@ pub async fn restore(client: &Client, saved: &SavedTarget) -> Result<(), TargetE
         Err(TargetError::NotFound { .. }) => Ok(()),
         other => other,
     }
+}
+
+/// True when the target's container resources and replicas read back as saved (a target that
+/// no longer exists counts as restored, as in [`restore`]).
+pub async fn is_restored(client: &Client, saved: &SavedTarget) -> Result<bool, TargetError> {
+    let Some(w) = read(client, kind_of(saved), &saved.namespace, &saved.name).await? else {
+        return Ok(true);
+    };
+    let index = usize::try_from(saved.container_index).unwrap_or(usize::MAX);
+    let Some(container) = w.containers.get(index) else {
+        return Ok(false);
+    };
+    let normal = |v: Value| if v.is_null() { json!({}) } else { v };
+    let want = normal(serde_json::from_str(&saved.resources_json).unwrap_or(Value::Null));
+    let have = normal(serde_json::to_value(&container.resources).unwrap_or(Value::Null));
+    let replicas_ok = saved.replicas.is_none() || saved.replicas == w.replicas;
+    Ok(want == have && replicas_ok)
 }
 
 /// True once the target runs the patched spec everywhere.

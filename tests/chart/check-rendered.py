@@ -23,7 +23,9 @@ BASE_RULES = [
 ]
 LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
 SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
-OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete"))]
+OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete")),
+                 (("",), ("pods/log",), ("get",))]
+RECORDS_RULES = [(("",), ("configmaps",), ("update",))]
 
 failures = []
 
@@ -54,9 +56,11 @@ def main():
     check(cr is not None and rules_of(cr) == BASE_RULES, f"ClusterRole {full} rules: {cr and rules_of(cr)}")
     lease = by.get(("Role", f"{full}-leader", ns))
     check(lease is not None and rules_of(lease) == LEASE_RULES, f"leader Role in {ns}")
+    records = by.get(("Role", f"{full}-records", ns))
+    check(records is not None and rules_of(records) == RECORDS_RULES, f"records Role in {ns}")
     for kind in ("ClusterRole", "Role"):
         for (k, name, where), d in by.items():
-            if k != kind or name in (full, f"{full}-leader"):
+            if k != kind or name in (full, f"{full}-leader", f"{full}-records"):
                 continue
             want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES}.get(name)
             check(want is not None and rules_of(d) == want, f"unexpected {kind} {where}/{name}: {rules_of(d)}")
@@ -72,7 +76,9 @@ def main():
         check(sweep == [] and offload == [], f"opt-in RBAC rendered by default: {sweep} {offload}")
         check("ServiceMonitor" not in kinds, "ServiceMonitor rendered by default")
     else:
-        check(sweep == [("Role", "bench-a"), ("Role", "bench-b"), ("RoleBinding", "bench-a"), ("RoleBinding", "bench-b")],
+        # sweepNamespaces and the target namespaces of sweepTargets.
+        check(sweep == [("Role", "bench-a"), ("Role", "bench-b"), ("Role", "ingress"),
+                        ("RoleBinding", "bench-a"), ("RoleBinding", "bench-b"), ("RoleBinding", "ingress")],
               f"sweep RBAC: {sweep}")
         # Offload Jobs run in the release namespace, whatever namespaces may request them.
         check(offload == [("Role", ns), ("RoleBinding", ns)], f"offload RBAC: {offload}")
@@ -106,12 +112,19 @@ def main():
             check(env["NETBENCH_LOADGEN_IMAGE"] == "netbench/loadgen:0.1.0", "loadgen image")
             for k in ("HOST_NETWORK", "OFFLOAD", "SWEEP"):
                 check(env[f"NETBENCH_{k}_NAMESPACES"] == "", f"{k} namespaces not empty by default")
+            for k in ("SWEEP_TARGETS", "OFFLOAD_INTERFACES", "OFFLOAD_NODE_SELECTOR"):
+                check(env[f"NETBENCH_{k}"] == "", f"{k} not empty by default")
+            check("tx-checksumming" in env["NETBENCH_OFFLOAD_FEATURES"].split(","), "default offload features")
         else:
             check(c["image"] == "registry.example/netbench/operator:9.9.9", f"image {c['image']}")
             check(env["NETBENCH_IMAGE_PULL_POLICY"] == "Always", "worker pull policy")
             check(env["NETBENCH_SWEEP_NAMESPACES"] == "bench-a,bench-b", "sweep namespaces env")
             check(env["NETBENCH_OFFLOAD_NAMESPACES"] == "*", "offload namespaces env")
             check(env["NETBENCH_HOST_NETWORK_NAMESPACES"] == "bench-a", "hostNetwork namespaces env")
+            check(env["NETBENCH_SWEEP_TARGETS"] == "bench-a=ingress/ingress-nginx-controller", "sweep targets env")
+            check(env["NETBENCH_OFFLOAD_INTERFACES"] == "vxlan.calico,nbe-*", "offload interfaces env")
+            check(env["NETBENCH_OFFLOAD_FEATURES"] == "tx-checksumming", "offload features env")
+            check(env["NETBENCH_OFFLOAD_NODE_SELECTOR"] == "netbench.io/offload=true", "offload node selector env")
             check(env["NETBENCH_WORKER_START_TIMEOUT"] == "30" and env["RUST_LOG"] == "debug", "timeouts/log")
             check(spec["nodeSelector"] == {"kubernetes.io/os": "linux"}, "nodeSelector")
 

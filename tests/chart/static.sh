@@ -30,6 +30,8 @@ run "helm template + assertions (non-default values)" bash -c \
 bad_values=(
     "replicas=-1"
     "security.sweepNamespaces={Bad_Namespace}"
+    "security.sweepTargets={team-a}"
+    "security.offloadInterfaces={eth0 ; rm}"
     "image.pullPolicy=Sometimes"
     "serviceMonitor.interval=soon"
     "apiUrl=netbench-operator:8080"

@@ -2,7 +2,8 @@
 # Brings up the test cluster with everything the e2e tests need: the nginx target
 # (nginx-target.netbench-target), the CRDs, and the operator and loadgen images built from this
 # checkout as static binaries, with the operator installed from deploy/ (the manifests rendered
-# from the chart) plus the permissions the tests exercise: sweeps anywhere (sweep-rbac.yaml), and
+# from the chart) plus the permissions the tests exercise: sweeps within a benchmark's own
+# namespace, anywhere (sweep-rbac.yaml), and
 # hostNetwork workers and offload Jobs in the egress tests' e2e-egpriv-* namespaces only
 # (egress-rbac.yaml), so other namespaces (e2e-egdeny-*, the ingress tests') are still refused.
 # Idempotent. Prints the environment lines (KUBECONFIG, PATH) like tests/cluster/up.sh.
@@ -27,9 +28,12 @@ kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
+# Sweeps: every namespace within itself (pairs "*=."). Offload: only the test bed's nbe-* devices
+# (tests/e2e/egress-net.sh), on the test node, with the default features.
 kc -n netbench-system set env deployment/netbench-operator \
-    NETBENCH_SWEEP_NAMESPACES='*' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
-    NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*' >&2
+    NETBENCH_SWEEP_TARGETS='*=.' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
+    NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*' \
+    NETBENCH_OFFLOAD_INTERFACES='nbe-*' NETBENCH_OFFLOAD_NODE_SELECTOR='kubernetes.io/hostname=nb-node0' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 # (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)

@@ -18,6 +18,10 @@ pub enum OffloadAction {
     Get {
         #[arg(short, long, value_name = "IF")]
         interface: String,
+        /// Also print the whole kernel-feature state as one line `netbench-offload-state {JSON}`
+        /// (what the operator records before a change).
+        #[arg(long)]
+        state: bool,
     },
     /// Change features; prints before/after/restore as JSON.
     Set {
@@ -30,6 +34,19 @@ pub enum OffloadAction {
         /// "restore"} (written even when a request was not honoured, so it can be undone).
         #[arg(long, value_name = "PATH")]
         summary_file: Option<PathBuf>,
+        /// Also print the whole kernel-feature state after the change, read back from the
+        /// kernel, as one line `netbench-offload-state {JSON}` (also when a request was not
+        /// honoured).
+        #[arg(long)]
+        state: bool,
+    },
+    /// Read back features and exit 1 naming every one not in the given state.
+    Verify {
+        #[arg(short, long, value_name = "IF")]
+        interface: String,
+        /// NAME=on|off; repeat for several.
+        #[arg(short, long = "feature", value_name = "NAME=on|off", required = true)]
+        features: Vec<String>,
     },
 }
 
@@ -38,22 +55,34 @@ const TERMINATION_LOG_MAX: usize = 4096;
 
 pub fn run(args: &OffloadArgs) -> anyhow::Result<()> {
     match &args.action {
-        OffloadAction::Get { interface } => print_json(&super::get(interface)?),
+        OffloadAction::Get { interface, state } => {
+            let (report, device) = super::get_with_state(interface)?;
+            print_json(&report)?;
+            if *state {
+                print_line(&device.line())?;
+            }
+            Ok(())
+        }
+        OffloadAction::Verify {
+            interface,
+            features,
+        } => verify(interface, &parse_settings(features)?),
         OffloadAction::Set {
             interface,
             features,
             summary_file,
+            state,
         } => {
-            let requests = features
-                .iter()
-                .map(|s| super::parse_setting(s))
-                .collect::<Result<Vec<_>, _>>()?;
+            let requests = parse_settings(features)?;
             let report = super::set(interface, &requests)?;
             // The summary first: if anything below fails, the change can still be undone.
             if let Some(path) = summary_file {
                 write_summary(path, &report.summary())?;
             }
             print_json(&report)?;
+            if *state {
+                print_line(&report.state_after.line())?;
+            }
             if !report.not_applied.is_empty() {
                 bail!(
                     "{interface} did not take {} (a feature they depend on may be off)",
@@ -63,6 +92,39 @@ pub fn run(args: &OffloadArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+fn parse_settings(features: &[String]) -> anyhow::Result<Vec<(String, bool)>> {
+    Ok(features
+        .iter()
+        .map(|s| super::parse_setting(s))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// Prints the state line, then fails naming every feature not as requested.
+fn verify(interface: &str, requests: &[(String, bool)]) -> anyhow::Result<()> {
+    let (_, device) = super::get_with_state(interface)?;
+    print_line(&device.line())?;
+    let wrong: Vec<String> = requests
+        .iter()
+        .filter(|(name, on)| device.value(name) != Some(*on))
+        .map(|(name, on)| {
+            let is = device
+                .value(name)
+                .map_or("missing", |v| if v { "on" } else { "off" });
+            format!("{name}={} (is {is})", super::OnOff::from(*on))
+        })
+        .collect();
+    if !wrong.is_empty() {
+        bail!("{interface} differs: {}", wrong.join(", "));
+    }
+    Ok(())
+}
+
+fn print_line(line: &str) -> anyhow::Result<()> {
+    io::stdout()
+        .write_all(format!("{line}\n").as_bytes())
+        .context("writing to stdout")
 }
 
 fn write_summary(path: &Path, summary: &super::SetSummary) -> anyhow::Result<()> {
@@ -113,6 +175,7 @@ mod tests {
             interface,
             features,
             summary_file,
+            ..
         } = cli.offload.action
         else {
             panic!("parsed as get");
@@ -137,5 +200,29 @@ mod tests {
         assert!(
             Cli::try_parse_from(["x", "get", "-i", "vx0", "--summary-file", "/tmp/x"]).is_err()
         );
+    }
+
+    #[test]
+    fn get_and_set_take_state_and_verify_needs_features() {
+        let Ok(Cli {
+            offload:
+                OffloadArgs {
+                    action: OffloadAction::Get { state: true, .. },
+                },
+        }) = Cli::try_parse_from(["x", "get", "-i", "vx0", "--state"])
+        else {
+            panic!("get --state");
+        };
+        let Ok(Cli {
+            offload:
+                OffloadArgs {
+                    action: OffloadAction::Set { state: true, .. },
+                },
+        }) = Cli::try_parse_from(["x", "set", "-i", "vx0", "-f", "tx=off", "--state"])
+        else {
+            panic!("set --state");
+        };
+        assert!(Cli::try_parse_from(["x", "verify", "-i", "vx0"]).is_err());
+        assert!(Cli::try_parse_from(["x", "verify", "-i", "vx0", "-f", "tx=on"]).is_ok());
     }
 }

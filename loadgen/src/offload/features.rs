@@ -52,7 +52,7 @@ impl std::fmt::Display for OnOff {
 }
 
 /// `*` matches any run of characters, as in ethtool's legacy flag table.
-fn glob_match(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
         Some((prefix, rest)) => {
@@ -72,6 +72,11 @@ fn legacy(name: &str) -> Option<(&'static str, &'static str)> {
         .iter()
         .find(|(long, short, _)| *long == name || *short == name)
         .map(|(long, _, pattern)| (*long, *pattern))
+}
+
+/// The kernel-name pattern of a (long or short) legacy name.
+pub(crate) fn legacy_pattern(name: &str) -> Option<&'static str> {
+    legacy(name).map(|(_, pattern)| pattern)
 }
 
 /// The name a feature appears under in [`RawFeatures::values`]: the long legacy name for a

@@ -10,6 +10,7 @@ pub mod cli;
 mod ethtool;
 mod features;
 mod netlink;
+mod state;
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,7 @@ use ethtool::{Ethtool, RawFeatures};
 pub use features::OnOff;
 use features::{listed_name, not_applied, plan, PlanError};
 use netlink::NetlinkError;
+pub use state::{parse_state_line, DeviceState, STATE_PREFIX};
 
 /// Linux interface names are at most 15 bytes (IFNAMSIZ - 1).
 const MAX_IFNAME: usize = 15;
@@ -70,6 +72,9 @@ pub struct SetReport {
     pub fixed: Vec<String>,
     /// Requests the device did not end up honouring (a dependency refused them); empty on success.
     pub not_applied: Vec<String>,
+    /// The whole state after the change, read back from the kernel (for `--state`).
+    #[serde(skip)]
+    pub state_after: DeviceState,
 }
 
 /// `offload set --summary-file`: what a caller needs to undo the change, in one compact JSON
@@ -124,12 +129,18 @@ pub fn parse_setting(s: &str) -> Result<(String, bool), OffloadError> {
 }
 
 pub fn get(interface: &str) -> Result<FeatureReport, OffloadError> {
+    Ok(get_with_state(interface)?.0)
+}
+
+/// [`get`] and the whole kernel-name state from the same read.
+pub fn get_with_state(interface: &str) -> Result<(FeatureReport, DeviceState), OffloadError> {
     let features = Session::open(interface)?.features()?;
-    Ok(FeatureReport {
+    let report = FeatureReport {
         interface: interface.to_string(),
         features: features.values(),
         fixed: features.fixed(),
-    })
+    };
+    Ok((report, DeviceState::of(interface, &features)))
 }
 
 /// Applies `requests` (feature name, on?) and reports before/after. Unknown or fixed features are
@@ -186,6 +197,7 @@ fn set_report(
         restore,
         fixed: after.fixed(),
         not_applied: not_applied(after, requests),
+        state_after: DeviceState::of(interface, after),
     }
 }
 

@@ -12,10 +12,10 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use loadgen::worker::protocol::Role;
 
-use crds::egress::{CaseResult, OffloadRecord};
+use crds::egress::CaseResult;
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, Phase};
 
-use super::offload::{self, Stage};
+use super::offload::{self, Book, Offload, Stage};
 use super::{plan, result, validate};
 use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, READY, WORKERS_SCHEDULED};
 use crate::context::Context;
@@ -35,6 +35,8 @@ struct Run<'a> {
     generation: i64,
     status: EgressBenchmarkStatus,
     events: Vec<PendingEvent>,
+    /// The offload records (operator namespace): what restores are driven by.
+    book: Book,
 }
 
 enum Next {
@@ -51,7 +53,9 @@ pub async fn apply(
     let eb = api.get(&eb.name_any()).await?;
     let generation = eb.metadata.generation.unwrap_or(1);
     let before = eb.status.clone().unwrap_or_default();
+    let book = Book::load(&ctx.client, &ctx.config, &eb).await?;
     let mut run = Run {
+        book,
         eb: &eb,
         ctx,
         ns: eb.namespace().unwrap_or_default(),
@@ -92,6 +96,9 @@ pub async fn apply(
             }
         }
     }
+    if let Some(report) = run.book.report() {
+        run.status.offload = report;
+    }
     if run.status != before {
         lifecycle::write_status(api, &run.name, &run.status).await?;
     }
@@ -118,25 +125,39 @@ pub async fn cleanup(
     let selector = labels::benchmark_selector(plan::KIND, &name);
     children::delete(&ctx.client, &ns, &selector, children::Sweep::PODS).await?;
     let eb = api.get_opt(&name).await?.unwrap_or_else(|| eb.clone());
-    let mut status = eb.status.clone().unwrap_or_default();
-    if status.offload.iter().any(|r| !r.restored) {
-        let run = status.run.run_id.clone().unwrap_or_default();
-        let stage = offload::restore(
-            &ctx.client,
-            &ctx.config,
-            &eb,
-            &run,
-            &mut status.offload,
-            None,
-        )
-        .await?;
-        if Some(&status) != eb.status.as_ref() {
-            lifecycle::write_status(api, &name, &status).await?;
-        }
-        if let Stage::Waiting(m) = stage {
-            return Err(Error::Pending(format!("deleting {ns}/{name}: {m}")));
+    let status = eb.status.clone().unwrap_or_default();
+    // Driven by the records in the operator's namespace only, never by status.offload.
+    let mut book = Book::load(&ctx.client, &ctx.config, &eb).await?;
+    if book.open() {
+        // The current run from the object itself (status is not trusted for anything).
+        let run = labels::run_id(
+            &eb.uid().unwrap_or_default(),
+            eb.metadata.generation.unwrap_or(1),
+        );
+        match offload_of(ctx, &eb, &run).restore(&mut book, None).await? {
+            Stage::Waiting(m) => {
+                if let Some(report) = book.report() {
+                    let mut status = status.clone();
+                    status.offload = report;
+                    if Some(&status) != eb.status.as_ref() {
+                        lifecycle::write_status(api, &name, &status).await?;
+                    }
+                }
+                return Err(Error::Pending(format!("deleting {ns}/{name}: {m}")));
+            }
+            // The record stays in the operator's namespace for the admin; nothing was run.
+            Stage::Refused(m) | Stage::Failed(m) => {
+                let mut events = vec![(
+                    EventType::Warning,
+                    "NotPermitted".to_string(),
+                    format!("offload settings not restored: {m}"),
+                )];
+                lifecycle::publish_events(ctx, &eb.object_ref(&()), &mut events).await;
+            }
+            Stage::Done => {}
         }
     }
+    book.delete_if_resolved().await?;
     children::delete(&ctx.client, &ns, &selector, children::Sweep::ALL).await?;
     if manages_jobs(&eb, &ctx.config) {
         offload::delete_jobs(&ctx.client, &ctx.config, &eb).await?;
@@ -150,6 +171,15 @@ pub async fn cleanup(
             .forget_egress_case(&ns, &name, &c.name, c.offload_profile.as_deref());
     }
     Ok(Action::await_change())
+}
+
+fn offload_of<'a>(ctx: &'a Context, eb: &'a EgressBenchmark, run: &'a str) -> Offload<'a> {
+    Offload {
+        client: &ctx.client,
+        config: &ctx.config,
+        eb,
+        run,
+    }
 }
 
 /// Offload Jobs exist only for benchmarks with profiles in namespaces allowed them (and only
@@ -198,24 +228,12 @@ impl Run<'_> {
         let selector = format!("{}={old}", labels::RUN);
         children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::PODS).await?;
         self.ctx.runs.forget(&old);
-        if !self.status.offload.iter().any(|r| !r.restored) {
-            return Ok(None);
-        }
-        let stage = offload::restore(
-            &self.ctx.client,
-            &self.ctx.config,
-            self.eb,
-            &old,
-            &mut self.status.offload,
-            None,
-        )
-        .await?;
-        match stage {
-            Stage::Waiting(m) => {
+        match self.restore_offload(None).await? {
+            Some(m) => {
                 self.status.run.message = Some(format!("the spec changed: {m} before the new run"));
                 Ok(Some(Action::requeue(POLL)))
             }
-            _ => Ok(None),
+            None => Ok(None),
         }
     }
 
@@ -236,6 +254,8 @@ impl Run<'_> {
                 ));
             }
         }
+        // The old run's devices are restored (retire_old_run waited for it).
+        self.book.start_over().await?;
         self.status = EgressBenchmarkStatus::default();
         self.status.run.run_id = Some(self.id.clone());
         self.status.run.observed_generation = Some(self.generation);
@@ -263,6 +283,10 @@ impl Run<'_> {
             self.condition(INVALID, true, r.reason, r.message.clone());
             return self.fail(r.reason, r.message).await;
         }
+        if let Some(m) = offload_of(self.ctx, self.eb, &self.id).refusal().await? {
+            self.condition(INVALID, true, "NotPermitted", m.clone());
+            return self.fail("NotPermitted", m).await;
+        }
         self.condition(INVALID, false, "Valid", "the spec is valid");
         let all = queue::all(&self.ctx.client).await?;
         if let Some(why) = queue::blocker(&queue::egress(self.eb), &all) {
@@ -288,15 +312,9 @@ impl Run<'_> {
             return Ok(Next::Wait(Action::requeue(POLL)));
         }
         if case.offload_profile.is_some() {
-            let stage = offload::apply(
-                &self.ctx.client,
-                &self.ctx.config,
-                self.eb,
-                &self.id,
-                case,
-                &mut self.status.offload,
-            )
-            .await?;
+            let stage = offload_of(self.ctx, self.eb, &self.id)
+                .apply(case, &mut self.book)
+                .await?;
             match stage {
                 Stage::Waiting(m) => {
                     self.status.run.message = Some(m);
@@ -309,6 +327,10 @@ impl Run<'_> {
                     return Ok(Next::Wait(Action::requeue(POLL)));
                 }
                 Stage::Failed(m) => return self.fail("OffloadFailed", m).await,
+                Stage::Refused(m) => {
+                    self.condition(INVALID, true, "NotPermitted", m.clone());
+                    return self.fail("NotPermitted", m).await;
+                }
                 Stage::Done => {}
             }
         }
@@ -325,19 +347,12 @@ impl Run<'_> {
     /// its records exist before its apply Job does), and keeps OffloadRestored current.
     /// Some(what it waits for) while restore Jobs are at work.
     async fn restore_offload(&mut self, skip: Option<&str>) -> Result<Option<String>> {
-        let open = |r: &OffloadRecord| !r.restored && Some(r.case.as_str()) != skip;
-        if !self.status.offload.iter().any(open) {
+        if !self.book.open() {
             return Ok(None);
         }
-        let stage = offload::restore(
-            &self.ctx.client,
-            &self.ctx.config,
-            self.eb,
-            &self.id,
-            &mut self.status.offload,
-            skip,
-        )
-        .await?;
+        let stage = offload_of(self.ctx, self.eb, &self.id)
+            .restore(&mut self.book, skip)
+            .await?;
         self.note_restore(&stage);
         Ok(match stage {
             Stage::Waiting(m) => Some(m),
@@ -346,11 +361,16 @@ impl Run<'_> {
     }
 
     fn note_restore(&mut self, stage: &Stage) {
-        let problems = offload::restore_problems(&self.status.offload);
-        if !problems.is_empty() {
+        let problems = offload::restore_problems(self.book.records());
+        if let Stage::Refused(m) = stage {
+            let m = format!("not restored: {m}");
+            self.condition(OFFLOAD_RESTORED, false, "NotPermitted", m.clone());
+            self.events
+                .push((EventType::Warning, "NotPermitted".into(), m));
+        } else if !problems.is_empty() {
             let m = format!("restore failed, retrying: {}", problems.join("; "));
             self.condition(OFFLOAD_RESTORED, false, "RestoreFailed", m);
-        } else if *stage == Stage::Done && !self.status.offload.is_empty() {
+        } else if *stage == Stage::Done && !self.book.records().is_empty() && !self.book.open() {
             self.condition(
                 OFFLOAD_RESTORED,
                 true,
@@ -539,6 +559,8 @@ impl Run<'_> {
         }
         // Also when nothing was left open here (e.g. an apply that changed nothing).
         self.note_restore(&Stage::Done);
+        // Every restore verified: the records go (status keeps the report).
+        self.book.delete_if_resolved().await?;
         let sweep = children::Sweep {
             pods: !keep_pods,
             reports: true,

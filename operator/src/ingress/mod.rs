@@ -4,6 +4,7 @@
 
 pub mod phases;
 pub mod plan;
+pub mod restore;
 pub mod result;
 pub mod validate;
 

@@ -11,6 +11,7 @@ use kube::{Resource, ResourceExt};
 use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
 
+use super::restore::{self, Restore, TargetRecord};
 use super::{plan, result, validate};
 use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
 use crate::context::Context;
@@ -69,7 +70,7 @@ pub async fn apply(
         let phase = run.status.run.phase.unwrap_or_default();
         let next = match phase {
             Phase::Pending | Phase::Queued => run.pending().await?,
-            Phase::Preparing => run.preparing(api).await?,
+            Phase::Preparing => run.preparing().await?,
             Phase::Running => run.running().await?,
             Phase::Collecting => run.collecting().await?,
             Phase::Succeeded | Phase::Failed => run.finished().await?,
@@ -99,13 +100,14 @@ pub async fn apply(
 pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
     let ns = ib.namespace().unwrap_or_default();
     let name = ib.name_any();
-    if let Some(saved) = ib.status.as_ref().and_then(|s| s.saved_target.as_ref()) {
-        if !saved.restored {
-            target::restore(&ctx.client, saved)
-                .await
-                .map_err(|e| Error::Internal(format!("restoring the sweep target: {e}")))?;
-        }
-    }
+    // From the record in the operator's namespace only, never from status.savedTarget.
+    let run = labels::run_id(
+        &ib.uid().unwrap_or_default(),
+        ib.metadata.generation.unwrap_or(1),
+    );
+    let mut events = vec![];
+    restore_target(ctx, ib, &run, &mut events).await?;
+    lifecycle::publish_events(ctx, &ib.object_ref(&()), &mut events).await;
     children::delete(
         &ctx.client,
         &ns,
@@ -118,6 +120,29 @@ pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
     }
     ctx.metrics.forget(plan::KIND, &ns, &name);
     Ok(Action::await_change())
+}
+
+/// Restores a target an earlier run (or this one, on deletion) changed, from the record in the
+/// operator's namespace. A refusal is reported (the record stays for the admin); a failure is
+/// an error, so the caller retries.
+async fn restore_target(
+    ctx: &Context,
+    ib: &IngressBenchmark,
+    current_run: &str,
+    events: &mut Vec<PendingEvent>,
+) -> Result<()> {
+    match restore::restore(&ctx.client, &ctx.config, ib, current_run).await? {
+        Restore::Nothing | Restore::Restored(_) => Ok(()),
+        Restore::Refused(m) => {
+            events.push((
+                EventType::Warning,
+                "NotPermitted".into(),
+                format!("sweep target not restored: {m}"),
+            ));
+            Ok(())
+        }
+        Restore::Failed(m) => Err(Error::Internal(format!("restoring the sweep target: {m}"))),
+    }
 }
 
 impl Run<'_> {
@@ -152,6 +177,78 @@ impl Run<'_> {
         self.ib.spec.cleanup
     }
 
+    /// The target's saved spec from the operator's namespace, saved there (and copied to
+    /// status) before the first patch; re-checked against the admin's pairs and the spec
+    /// before every patch. Err((reason, message)) fails the run.
+    async fn saved_target(
+        &mut self,
+        sweep: &crds::ingress::SweepSpec,
+    ) -> Result<Result<crds::ingress::SavedTarget, (&'static str, String)>> {
+        let (client, config) = (&self.ctx.client, &self.ctx.config);
+        let record = match restore::load(client, config, self.ib).await? {
+            Some(r) if r.run == self.id => r,
+            Some(r) => {
+                let m = format!(
+                    "the sweep target {}/{} of an earlier run is not restored yet",
+                    r.saved.namespace, r.saved.name
+                );
+                return Ok(Err(("TargetNotRestored", m)));
+            }
+            None => {
+                let saved = match target::save(client, &sweep.target_ref, &self.ns).await {
+                    Ok(saved) => saved,
+                    Err(e) => return Ok(Err(("TargetUnavailable", e.to_string()))),
+                };
+                let record = TargetRecord {
+                    run: self.id.clone(),
+                    saved,
+                };
+                if let Err(m) = restore::permitted(&record, self.ib, &self.id, config) {
+                    self.condition(INVALID, true, "NotPermitted", m.clone());
+                    return Ok(Err(("NotPermitted", m)));
+                }
+                // The original spec must be durable before the first patch.
+                restore::save(client, config, self.ib, record.clone()).await?;
+                record
+            }
+        };
+        if let Err(m) = restore::permitted(&record, self.ib, &self.id, config) {
+            self.condition(INVALID, true, "NotPermitted", m.clone());
+            return Ok(Err(("NotPermitted", m)));
+        }
+        self.status.saved_target = Some(record.saved.clone());
+        Ok(Ok(record.saved))
+    }
+
+    /// Restores the target at the end of the run; true to come back (a failed restore).
+    async fn restore_target_at_end(&mut self) -> Result<bool> {
+        let outcome =
+            restore::restore(&self.ctx.client, &self.ctx.config, self.ib, &self.id).await?;
+        Ok(match outcome {
+            Restore::Nothing => false,
+            Restore::Restored(saved) => {
+                let m = format!("{} {}/{} restored", saved.kind, saved.namespace, saved.name);
+                self.status.saved_target = Some(crds::ingress::SavedTarget {
+                    restored: true,
+                    ..saved
+                });
+                self.condition(TARGET_RESTORED, true, "Restored", m);
+                false
+            }
+            Restore::Refused(m) => {
+                self.condition(TARGET_RESTORED, false, "NotPermitted", m.clone());
+                self.events
+                    .push((EventType::Warning, "NotPermitted".into(), m));
+                false
+            }
+            Restore::Failed(m) => {
+                let m = format!("restoring the sweep target: {m}; retrying");
+                self.condition(TARGET_RESTORED, false, "RestoreFailed", m);
+                true
+            }
+        })
+    }
+
     async fn publish_events(&mut self) {
         let reference = self.ib.object_ref(&());
         lifecycle::publish_events(self.ctx, &reference, &mut self.events).await;
@@ -180,19 +277,8 @@ impl Run<'_> {
                 ));
             }
         }
-        let saved = match self.status.saved_target.take() {
-            Some(s) if !s.restored => {
-                target::restore(&self.ctx.client, &s)
-                    .await
-                    .map_err(|e| Error::Internal(format!("restoring the sweep target: {e}")))?;
-                None
-            }
-            _ => None,
-        };
-        self.status = IngressBenchmarkStatus {
-            saved_target: saved,
-            ..Default::default()
-        };
+        restore_target(self.ctx, self.ib, &self.id, &mut self.events).await?;
+        self.status = IngressBenchmarkStatus::default();
         self.status.run.run_id = Some(self.id.clone());
         self.status.run.observed_generation = Some(self.generation);
         self.status.run.start_time = Some(conditions::now());
@@ -208,6 +294,10 @@ impl Run<'_> {
 
     async fn pending(&mut self) -> Result<Next> {
         let spec = &self.ib.spec;
+        if let Err(m) = validate::sweep_permitted(spec, &self.ns, &self.ctx.config) {
+            self.condition(INVALID, true, "NotPermitted", m.clone());
+            return self.fail("NotPermitted", m).await;
+        }
         let invalid = match validate::permitted(spec, &self.ns, &self.ctx.config) {
             Err(m) => Some(m),
             Ok(()) => validate::nodes_exist(&self.ctx.client, spec).await?.err(),
@@ -229,7 +319,7 @@ impl Run<'_> {
 
     /// Scales the sweep target for the step, waits for its rollout and the settle time, then
     /// creates the step's workers.
-    async fn preparing(&mut self, api: &Api<IngressBenchmark>) -> Result<Next> {
+    async fn preparing(&mut self) -> Result<Next> {
         let step = self.step();
         if let Some(sweep) = &self.ib.spec.sweep {
             let Some(step_spec) = sweep.steps.get(step as usize) else {
@@ -237,15 +327,10 @@ impl Run<'_> {
                     .fail("InvalidSpec", format!("no sweep step {step}"))
                     .await;
             };
-            if self.status.saved_target.is_none() {
-                match target::save(&self.ctx.client, &sweep.target_ref, &self.ns).await {
-                    Ok(saved) => self.status.saved_target = Some(saved),
-                    Err(e) => return self.fail("TargetUnavailable", e.to_string()).await,
-                }
-                // The original spec must be durable before the first patch.
-                lifecycle::write_status(api, &self.name, &self.status).await?;
-            }
-            let saved = self.status.saved_target.clone().expect("saved above");
+            let saved = match self.saved_target(sweep).await? {
+                Ok(saved) => saved,
+                Err((reason, m)) => return self.fail(reason, m).await,
+            };
             if self.status.target_ready_at.is_none() {
                 if let Err(e) = target::apply_step(&self.ctx.client, &saved, step_spec).await {
                     return self.fail("TargetPatchFailed", e.to_string()).await;
@@ -485,32 +570,7 @@ impl Run<'_> {
 
     /// Succeeded or Failed: make sure the target is restored and children are gone per policy.
     async fn finished(&mut self) -> Result<Next> {
-        let mut retry = false;
-        if let Some(saved) = self.status.saved_target.clone().filter(|s| !s.restored) {
-            match target::restore(&self.ctx.client, &saved).await {
-                Ok(()) => {
-                    self.status.saved_target.as_mut().expect("present").restored = true;
-                    self.condition(
-                        TARGET_RESTORED,
-                        true,
-                        "Restored",
-                        format!("{} {}/{} restored", saved.kind, saved.namespace, saved.name),
-                    );
-                }
-                Err(e) => {
-                    self.condition(
-                        TARGET_RESTORED,
-                        false,
-                        "RestoreFailed",
-                        format!(
-                            "restoring {}/{}: {e}; retrying",
-                            saved.namespace, saved.name
-                        ),
-                    );
-                    retry = true;
-                }
-            }
-        }
+        let retry = self.restore_target_at_end().await?;
         let failed = self.status.run.phase == Some(Phase::Failed);
         let what = match (self.cleanup_policy(), failed) {
             (CleanupPolicy::Always, _) | (CleanupPolicy::OnSuccess, false) => children::Sweep::ALL,

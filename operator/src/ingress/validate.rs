@@ -19,23 +19,28 @@ pub fn permitted(
             "hostNetwork workers are not enabled for namespace {namespace}; the cluster admin can allow it (Helm value security.hostNetworkNamespaces)"
         ));
     }
-    if let Some(sweep) = &spec.sweep {
-        let target_ns = sweep.target_ref.namespace.as_deref().unwrap_or(namespace);
-        if !config.sweep_namespaces.allows(target_ns) {
-            return Err(format!(
-                "sweeps may not patch workloads in namespace {target_ns}; the cluster admin can allow it (Helm value security.sweepNamespaces)"
-            ));
-        }
-        if target_ns != namespace
-            && !config.sweep_namespaces.allows("*")
-            && !config.sweep_namespaces.allows(namespace)
-        {
-            return Err(format!(
-                "a benchmark in namespace {namespace} may not sweep a workload in {target_ns}"
-            ));
-        }
-    }
     Ok(())
+}
+
+/// The admin's sweep pairs allow this benchmark's namespace to patch its target. Err is the
+/// message of the Invalid/NotPermitted condition.
+pub fn sweep_permitted(
+    spec: &IngressBenchmarkSpec,
+    namespace: &str,
+    config: &Config,
+) -> Result<(), String> {
+    let Some(sweep) = &spec.sweep else {
+        return Ok(());
+    };
+    let tref = &sweep.target_ref;
+    let target_ns = tref.namespace.as_deref().unwrap_or(namespace);
+    if config.sweep_allows(namespace, target_ns, &tref.name) {
+        return Ok(());
+    }
+    Err(format!(
+        "sweeps from namespace {namespace} may not patch {target_ns}/{}; the cluster admin can pair them (Helm value security.sweepTargets: \"{namespace}={target_ns}/{}\")",
+        tref.name, tref.name
+    ))
 }
 
 /// Every node named in workers.nodeNames must exist.
@@ -77,17 +82,28 @@ mod tests {
     }
 
     #[test]
-    fn sweeps_need_the_admins_permission() {
+    fn sweeps_need_the_admins_pair() {
         let s = spec("{target: {url: 'http://x/'}, sweep: {targetRef: {name: nginx, namespace: ingress}, steps: [{cpu: '1'}]}}");
         let mut c = Config::for_tests();
-        assert!(permitted(&s, "team-a", &c)
-            .unwrap_err()
-            .contains("namespace ingress"));
-        c.sweep_namespaces = NamespaceList::parse("ingress");
-        assert!(permitted(&s, "team-a", &c)
-            .unwrap_err()
-            .contains("may not sweep a workload in ingress"));
-        c.sweep_namespaces = NamespaceList::parse("ingress,team-a");
-        assert!(permitted(&s, "team-a", &c).is_ok());
+        let err = sweep_permitted(&s, "team-a", &c).unwrap_err();
+        assert!(err.contains("may not patch ingress/nginx"), "{err}");
+        c.sweep_namespaces = "ingress,team-a".into();
+        assert!(
+            sweep_permitted(&s, "team-a", &c).is_err(),
+            "the old flat list allows only the own namespace"
+        );
+        c.sweep_targets = crate::allow::SweepPairs::parse("team-b=ingress/nginx");
+        assert!(
+            sweep_permitted(&s, "team-a", &c).is_err(),
+            "another team's pair"
+        );
+        c.sweep_targets = crate::allow::SweepPairs::parse("team-a=ingress/nginx");
+        assert!(sweep_permitted(&s, "team-a", &c).is_ok());
+        let own = spec(
+            "{target: {url: 'http://x/'}, sweep: {targetRef: {name: web}, steps: [{cpu: '1'}]}}",
+        );
+        let mut c = Config::for_tests();
+        c.sweep_namespaces = "*".into();
+        assert!(sweep_permitted(&own, "team-a", &c).is_ok());
     }
 }

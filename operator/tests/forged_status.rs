@@ -1,0 +1,159 @@
+//! Status is never a source of privilege: deleting a benchmark whose status names offload
+//! changes or a saved sweep target, with NO record in the operator's namespace, creates no Job
+//! and patches nothing, even where the admin's lists would allow both. The API server is an
+//! in-process fake that answers reads (no record, no Jobs) and logs every request. The real
+//! cluster version is tests/e2e/tests/status_authority.rs.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use kube::api::Api;
+use kube::client::Body;
+use kube::runtime::events::Reporter;
+use serde_json::{json, Value};
+
+use operator::allow::{GlobList, NodeSelector, SweepPairs};
+use operator::config::{Config, NamespaceList};
+use operator::context::Context;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn status(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "reason": "NotFound", "code": code, "message": "not found"})
+}
+
+/// Reads: the benchmark by name, empty lists for collections, 404 for any other object.
+fn answer(method: &str, path: &str, benchmark: &Value) -> (u16, Value) {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let after_ns = parts
+        .iter()
+        .position(|p| *p == "namespaces")
+        .map(|i| &parts[i + 2..])
+        .unwrap_or(&[]);
+    match (method, after_ns) {
+        ("GET", [_, name]) if Some(*name) == benchmark["metadata"]["name"].as_str() => {
+            (200, benchmark.clone())
+        }
+        ("GET" | "DELETE", [_]) => (
+            200,
+            json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}),
+        ),
+        _ => (404, status(404)),
+    }
+}
+
+fn fake_client(benchmark: Value, log: Log) -> kube::Client {
+    let svc = tower::service_fn(move |req: Request<Body>| {
+        let (log, benchmark) = (log.clone(), benchmark.clone());
+        async move {
+            let (method, path) = (req.method().to_string(), req.uri().path().to_string());
+            log.lock().unwrap().push(format!("{method} {path}"));
+            let (code, body) = answer(&method, &path, &benchmark);
+            Ok::<_, std::convert::Infallible>(
+                Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.to_string().into_bytes()))
+                    .unwrap(),
+            )
+        }
+    });
+    kube::Client::new(svc, "default")
+}
+
+/// Everything allowed: only the missing record stops a restore.
+fn permissive() -> Config {
+    let mut c = Config::for_tests();
+    c.offload_namespaces = NamespaceList::parse("*");
+    c.offload_interfaces = GlobList::parse("*");
+    c.offload_node_selector = NodeSelector::parse("kubernetes.io/os");
+    c.sweep_targets = SweepPairs::parse("*=*");
+    c
+}
+
+fn context(client: kube::Client) -> Context {
+    let (wake, _) = tokio::sync::mpsc::unbounded_channel();
+    Context {
+        client,
+        config: permissive(),
+        metrics: Arc::new(operator::metrics::Metrics::new()),
+        runs: Arc::new(operator::runs::Registry::default()),
+        reporter: Reporter {
+            controller: "netbench-operator".into(),
+            instance: None,
+        },
+        wake,
+    }
+}
+
+/// Requests that would change something: any write but the benchmark's own children's deletes.
+fn writes(log: &Log) -> Vec<String> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|l| !l.starts_with("GET "))
+        .filter(|l| !(l.starts_with("DELETE ") && l.contains("/namespaces/team-a/")))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_forged_status_offload_runs_no_job() {
+    let eb = json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "EgressBenchmark",
+        "metadata": {"name": "forged", "namespace": "team-a", "uid": "0b6e1f7c-0000-4c1d-9e3f-1234567890ab",
+                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
+        "spec": {"cases": [{"name": "c", "client": {"nodeName": "n1"}, "server": {"address": "198.18.20.2"}}]},
+        "status": {"runId": "0b6e1f7c-g1", "phase": "Failed", "offload": [{
+            "case": "c", "node": "control-plane-1", "interface": "eth0", "profile": "p",
+            "before": {"tx-checksumming": false}, "restore": {"tx-checksum-ip-generic": false},
+            "recorded": true, "restored": false}]},
+    });
+    let log = Log::default();
+    let client = fake_client(eb.clone(), log.clone());
+    let ctx = context(client.clone());
+    let api = Api::<crds::EgressBenchmark>::namespaced(client, "team-a");
+    let obj: crds::EgressBenchmark = serde_json::from_value(eb).unwrap();
+    operator::egress::phases::cleanup(&obj, &ctx, &api)
+        .await
+        .unwrap();
+    let all = log.lock().unwrap().clone();
+    assert!(
+        all.iter()
+            .any(|l| l.contains("/configmaps/netbench-offload-")),
+        "the record was looked up: {all:?}"
+    );
+    assert_eq!(writes(&log), Vec::<String>::new(), "all requests: {all:?}");
+}
+
+#[tokio::test]
+async fn a_forged_saved_target_patches_nothing() {
+    let ib = json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+        "metadata": {"name": "forged", "namespace": "team-a", "uid": "1b6e1f7c-0000-4c1d-9e3f-1234567890ab",
+                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
+        "spec": {"target": {"url": "http://x/"}},
+        "status": {"runId": "1b6e1f7c-g1", "phase": "Failed", "savedTarget": {
+            "kind": "Deployment", "namespace": "team-b", "name": "victim", "container": "c",
+            "containerIndex": 0, "replicas": 9, "resourcesJson": "{}", "restored": false}},
+    });
+    let log = Log::default();
+    let client = fake_client(ib.clone(), log.clone());
+    let ctx = context(client);
+    let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
+    operator::ingress::phases::cleanup(&obj, &ctx)
+        .await
+        .unwrap();
+    let all = log.lock().unwrap().clone();
+    assert!(
+        all.iter()
+            .any(|l| l.contains("/configmaps/netbench-target-")),
+        "the record was looked up: {all:?}"
+    );
+    assert!(
+        !all.iter().any(|l| l.contains("deployments")),
+        "the Deployment was not even read: {all:?}"
+    );
+    assert_eq!(writes(&log), Vec::<String>::new(), "all requests: {all:?}");
+}
