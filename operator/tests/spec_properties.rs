@@ -123,7 +123,8 @@ fn configs() -> [Config; 2] {
     let mut open = Config::for_tests();
     open.host_network_namespaces = NamespaceList::parse("*");
     open.offload_namespaces = NamespaceList::parse("*");
-    open.sweep_namespaces = NamespaceList::parse("*");
+    open.sweep_targets = operator::allow::SweepPairs::parse("*=*");
+    open.offload_interfaces = operator::allow::GlobList::parse("*");
     [Config::for_tests(), open]
 }
 
