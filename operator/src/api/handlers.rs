@@ -180,9 +180,12 @@ fn report_refusal(s: &ApiState, e: ReportRefusal) -> Refusal {
             "malformed",
             format!("report: {m}"),
         ),
-        ReportRefusal::Invalid(e) => {
-            refuse(&s.metrics, StatusCode::BAD_REQUEST, "invalid_report", e.to_string())
-        }
+        ReportRefusal::Invalid(e) => refuse(
+            &s.metrics,
+            StatusCode::BAD_REQUEST,
+            "invalid_report",
+            e.to_string(),
+        ),
     }
 }
 
