@@ -2,8 +2,9 @@
 # The one command that runs every test: `tests/run-all.sh` (as root; installs what it needs).
 #  1. dependencies (apt packages, rustfmt, clippy)
 #  2. formatting and lints
-#  3. cargo test: unit tests, CRD sync/CEL/example tests, loadgen tests against real nginx,
-#     iperf3 and network namespaces
+#  3. cargo test: the fast tier (unit, property, CRD sync/CEL/example, API handler tests) plus,
+#     with the system-tests features, loadgen tests against real nginx, iperf3 and network
+#     namespaces
 #  4. the real cluster (tests/cluster): smoke test, CRDs and examples against the API server
 #  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
 #  6. end-to-end: operator and loadgen images from this checkout, the e2e tests (IngressBenchmark,
@@ -19,11 +20,15 @@ tests/install-deps.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy"
-cargo clippy --workspace --all-targets -- -D warnings
+# The fast tier (`cargo test --workspace --exclude e2e`: no root, no servers) plus the tests that
+# need real servers or root, switched on by the system-tests features.
+system=(--features loadgen/system-tests,operator/system-tests)
 
-step "cargo test (unit, CRDs, loadgen against real servers)"
-cargo test --workspace --exclude e2e --no-fail-fast 2>&1
+step "cargo clippy"
+cargo clippy --workspace --all-targets "${system[@]}" -- -D warnings
+
+step "cargo test (unit, property, CRDs, API handlers; loadgen and workers against real servers)"
+cargo test --workspace --exclude e2e --no-fail-fast "${system[@]}" 2>&1
 
 step "cluster smoke test"
 tests/cluster/smoke.sh

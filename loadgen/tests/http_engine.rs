@@ -1,5 +1,8 @@
 //! The HTTP engine against real servers on 127.0.0.1: Debian nginx (its access log is the
 //! referee) and a tiny in-test server for stalls, silence, garbage and chunked bodies.
+// Needs real servers (Debian nginx, iperf3) or root (network namespaces): the full tier only,
+// `cargo test --features system-tests` (tests/run-all.sh).
+#![cfg(feature = "system-tests")]
 
 mod http_common;
 

@@ -1,6 +1,9 @@
 //! `offload get|set` on the vxlan devices of a test topology: the seed's contrast (checksum
 //! offload off on the vxlan devices makes TCP over vxlan much slower), restoration, agreement
 //! with `ethtool -k`, and clear errors. Never runs on the host's own interfaces.
+// Needs real servers (Debian nginx, iperf3) or root (network namespaces): the full tier only,
+// `cargo test --features system-tests` (tests/run-all.sh).
+#![cfg(feature = "system-tests")]
 
 mod support;
 

@@ -1,5 +1,8 @@
 //! The TCP engine on loopback: agreement with iperf3, parallel streams, directions, progress,
 //! and a server that keeps serving through busy periods, vanished clients and bad peers.
+// Needs real servers (Debian nginx, iperf3) or root (network namespaces): the full tier only,
+// `cargo test --features system-tests` (tests/run-all.sh).
+#![cfg(feature = "system-tests")]
 
 mod support;
 

@@ -1,6 +1,9 @@
 //! The TCP engine on the paths of the egress experiment, in network namespaces this test builds:
 //! node -> node (veth), vxlan -> vxlan, and node -> egress gateway -> target. Each figure is
 //! compared with iperf3 on the same path, run right before it.
+// Needs real servers (Debian nginx, iperf3) or root (network namespaces): the full tier only,
+// `cargo test --features system-tests` (tests/run-all.sh).
+#![cfg(feature = "system-tests")]
 
 mod support;
 

@@ -2,6 +2,9 @@
 //! 127.0.0.1 (see worker_api): the real `netbench-loadgen` binary loads a real Debian nginx as
 //! an IngressBenchmark worker does, and while it runs the operator's /metrics carries its live
 //! series (requests/s, latency quantiles, errors/s), which the report then removes.
+// Needs real servers (Debian nginx, iperf3) or root (network namespaces): the full tier only,
+// `cargo test --features system-tests` (tests/run-all.sh).
+#![cfg(feature = "system-tests")]
 
 mod worker_api;
 
