@@ -87,6 +87,17 @@ pub struct Config {
     /// How long a sweep target may take to roll out, in seconds.
     #[arg(long, env = "NETBENCH_ROLLOUT_TIMEOUT", default_value_t = 300)]
     pub rollout_timeout_s: u64,
+    /// A step in which more than this share of requests failed ends Failed (0 to 1; 1 turns
+    /// the check off). A step in which no request succeeded fails regardless.
+    #[arg(long, env = "NETBENCH_MAX_ERROR_RATIO", default_value_t = 0.5, value_parser = parse_ratio)]
+    pub max_error_ratio: f64,
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{text:?} is not a ratio between 0 and 1")),
+    }
 }
 
 impl Config {
@@ -115,5 +126,18 @@ mod tests {
         let prefix = NamespaceList::parse("e2e-egpriv-*");
         assert!(prefix.allows("e2e-egpriv-x1"));
         assert!(!prefix.allows("e2e-egdeny-x1"));
+    }
+
+    #[test]
+    fn max_error_ratio_is_a_ratio() {
+        assert_eq!(Config::for_tests().max_error_ratio, 0.5);
+        let parse = |v: &str| {
+            <Config as clap::Parser>::try_parse_from(["netbench-operator", "--max-error-ratio", v])
+        };
+        assert_eq!(parse("1").unwrap().max_error_ratio, 1.0);
+        assert_eq!(parse("0.05").unwrap().max_error_ratio, 0.05);
+        for bad in ["1.5", "-0.1", "NaN", "half"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -4,7 +4,9 @@
 //! handles), `ingress` (the IngressBenchmark controller: validate -> plan -> apply -> observe
 //! -> status), `workers` (worker pod specs), `runs` (in-memory barrier state), `reports`
 //! (durable worker reports), `api` (the worker HTTP API, metrics and health), `metrics`,
-//! `leader` (Lease-based leader election), `conditions`.
+//! `leader` (Lease-based leader election), `conditions`, `creation` (starting worker pods:
+//! refusals fail the run, transient errors retry until the start timeout), `deadline` (every
+//! run's overall deadline from its spec).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
@@ -14,6 +16,8 @@ pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod controller;
+pub mod creation;
+pub mod deadline;
 pub mod egress;
 pub mod error;
 pub mod ingress;

@@ -110,10 +110,20 @@ pub async fn register(
 ) -> Result<Response, Refusal> {
     let req = body(&s, req)?;
     check_version(&s, req.version)?;
-    s.runs
+    let failed = req.preflight_error.is_some();
+    let spec = s
+        .runs
         .authorize(&run, bearer(&headers), &req.worker, req.step)
         .map_err(|e| registry_refusal(&s, e))?;
     let b = s.runs.register(&run, req, loadgen::worker::now_unix_ms());
+    if failed {
+        // The run ends now, not at the next poll.
+        let _ = s.wake.send(Wake {
+            kind: spec.kind,
+            namespace: spec.namespace,
+            name: spec.benchmark,
+        });
+    }
     let resp = RegisterResponse {
         version: PROTOCOL_VERSION,
         registered: b.registered,

@@ -84,6 +84,7 @@ fn register_body(worker: &str) -> Vec<u8> {
         step: 0,
         role: Role::Client,
         listen: None,
+        preflight_error: None,
     })
     .unwrap()
 }

@@ -6,6 +6,7 @@ pub mod phases;
 pub mod plan;
 pub mod result;
 pub mod validate;
+pub mod verdict;
 
 use futures::future::BoxFuture;
 use kube::api::Api;
