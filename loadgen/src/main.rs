@@ -89,7 +89,6 @@ fn main() -> ExitCode {
 }
 
 fn http(cmd: HttpCommand) -> anyhow::Result<()> {
-    let cfg = HttpConfig::from_options(&cmd.options)?;
     let sink: Option<loadgen::http::ProgressSink> = cmd.progress.then(|| {
         Box::new(|p: &loadgen::http::Progress| {
             let p99 = p
@@ -107,12 +106,13 @@ fn http(cmd: HttpCommand) -> anyhow::Result<()> {
     });
     // Under the operator (NETBENCH_OPERATOR_URL set) the run is coordinated with the other
     // workers and the report is delivered to the operator as well as printed.
+    // A worker checks its target before the barrier and reports a failure to the operator.
     let report = match loadgen::worker::WorkerEnv::from_env()? {
         Some(env) => {
             let client = loadgen::worker::WorkerClient::new(env);
-            loadgen::worker::http::run_http(&cfg, &client)?
+            loadgen::worker::http::run_http_worker(&cmd.options, &client)?
         }
-        None => loadgen::http::run(&cfg, sink)?,
+        None => loadgen::http::run(&HttpConfig::from_options(&cmd.options)?, sink)?,
     };
     match cmd.output {
         Output::Json => println!("{}", report.to_json()),

@@ -17,14 +17,39 @@ fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     }
 }
 
+/// A worker pod the API server did not create.
+#[derive(Debug)]
+pub struct PodCreateError {
+    pub pod: String,
+    /// The API server refused it (quota, admission, an invalid field): retrying cannot help.
+    pub refused: bool,
+    pub message: String,
+}
+
+/// A 4xx other than 409 (AlreadyExists) and 429 (TooManyRequests) is the API server's final
+/// word on this object; 5xx, 429 and transport errors may pass.
+pub fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 409 && s.code != 429)
+}
+
+/// Creates the pods in order (AlreadyExists is success); stops at the first failure.
 pub async fn create_pods(
     client: &Client,
     namespace: &str,
     pods: &[Pod],
-) -> Result<(), kube::Error> {
+) -> Result<(), PodCreateError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     for pod in pods {
-        ignore_conflict(api.create(&PostParams::default(), pod).await)?;
+        if let Err(e) = ignore_conflict(api.create(&PostParams::default(), pod).await) {
+            return Err(PodCreateError {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                refused: is_refusal(&e),
+                message: match &e {
+                    kube::Error::Api(s) => s.message.clone(),
+                    other => other.to_string(),
+                },
+            });
+        }
     }
     Ok(())
 }

@@ -137,6 +137,17 @@ pub struct Config {
     #[arg(long, env = "NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub api_max_connections_per_client: u32,
+    /// A step in which more than this share of requests failed ends Failed (0 to 1; 1 turns
+    /// the check off). A step in which no request succeeded fails regardless.
+    #[arg(long, env = "NETBENCH_MAX_ERROR_RATIO", default_value_t = 0.5, value_parser = parse_ratio)]
+    pub max_error_ratio: f64,
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{text:?} is not a ratio between 0 and 1")),
+    }
 }
 
 impl Config {
@@ -205,5 +216,18 @@ mod tests {
         assert!(!c.sweep_allows("team-a", "team-b", "web"));
         c.sweep_targets = SweepPairs::parse("team-a=team-b/web");
         assert!(c.sweep_allows("team-a", "team-b", "web"));
+    }
+
+    #[test]
+    fn max_error_ratio_is_a_ratio() {
+        assert_eq!(Config::for_tests().max_error_ratio, 0.5);
+        let parse = |v: &str| {
+            <Config as clap::Parser>::try_parse_from(["netbench-operator", "--max-error-ratio", v])
+        };
+        assert_eq!(parse("1").unwrap().max_error_ratio, 1.0);
+        assert_eq!(parse("0.05").unwrap().max_error_ratio, 0.05);
+        for bad in ["1.5", "-0.1", "NaN", "half"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -6,7 +6,9 @@
 //! (durable worker reports), `records` (restore records in the operator's namespace: what a
 //! restore needs, never taken from a status), `allow` (the admin's allow-lists: offload
 //! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health), `metrics`,
-//! `leader` (Lease-based leader election), `conditions`.
+//! `leader` (Lease-based leader election), `conditions`, `creation` (starting worker pods:
+//! refusals fail the run, transient errors retry until the start timeout), `deadline` (every
+//! run's overall deadline from its spec).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
@@ -17,6 +19,8 @@ pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod controller;
+pub mod creation;
+pub mod deadline;
 pub mod egress;
 pub mod error;
 pub mod ingress;

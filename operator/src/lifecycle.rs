@@ -116,3 +116,32 @@ pub fn elapsed_since(t: &Option<Time>) -> Duration {
         .and_then(|d| Duration::try_from(d).ok())
         .unwrap_or_default()
 }
+
+/// `text` made fit for status and Events: control characters become spaces and it is cut to at
+/// most `max` characters (it may come from a worker or the API server).
+pub fn clip(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max)
+        .collect();
+    if text.trim().chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Condition and Event reason of a worker whose check before the barrier failed.
+pub const PREFLIGHT_FAILED: &str = "PreflightFailed";
+
+/// Some(message) when a worker of `run` reported that it cannot start (its target does not
+/// resolve or accept a connection, ...): the run ends with that cause before the measurement.
+pub fn preflight_failure(ctx: &Context, run: &str) -> Option<String> {
+    let failures = ctx.runs.preflight_failures(run);
+    let (worker, why) = failures.first()?;
+    Some(format!(
+        "worker {worker} failed its check before the measurement: {}",
+        clip(why, 1000)
+    ))
+}

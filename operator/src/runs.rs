@@ -162,7 +162,13 @@ impl Registry {
         }
         let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
         state.registered.insert(req.worker.clone(), req);
-        if state.start_at_unix_ms.is_none() && state.registered.len() == state.spec.workers.len() {
+        // A worker that cannot reach its target will not start: the barrier stays closed.
+        let all_ready = state.registered.len() == state.spec.workers.len()
+            && state
+                .registered
+                .values()
+                .all(|r| r.preflight_error.is_none());
+        if state.start_at_unix_ms.is_none() && all_ready {
             state.start_at_unix_ms = Some(now_unix_ms.saturating_add(START_DELAY_MS));
         }
         Ok(barrier_of(state))
@@ -184,6 +190,20 @@ impl Registry {
         } else {
             Err(RegistryError::Unregistered)
         }
+    }
+
+    /// Workers of the run's current step whose check before the barrier failed, with why.
+    pub fn preflight_failures(&self, run: &str) -> Vec<(String, String)> {
+        let runs = self.lock();
+        runs.get(run)
+            .map(|state| {
+                state
+                    .registered
+                    .iter()
+                    .filter_map(|(w, r)| Some((w.clone(), r.preflight_error.clone()?)))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -252,6 +272,7 @@ mod tests {
             step: 0,
             role: Role::Client,
             listen: None,
+            preflight_error: None,
         }
     }
 
@@ -328,6 +349,27 @@ mod tests {
                 .start_at_unix_ms,
             Some(2000 + START_DELAY_MS)
         );
+    }
+
+    #[test]
+    fn a_failed_preflight_keeps_the_barrier_closed_and_is_reported() {
+        let r = Registry::default();
+        r.announce("run", spec(0));
+        r.register("run", &caller("w0"), reg("w0"), 1).unwrap();
+        let failed = RegisterRequest {
+            preflight_error: Some("cannot resolve host 'nginx.nowhere'".into()),
+            ..reg("w1")
+        };
+        let b = r.register("run", &caller("w1"), failed, 2).unwrap();
+        assert_eq!((b.registered, b.start_at_unix_ms), (2, None));
+        assert_eq!(
+            r.preflight_failures("run"),
+            vec![(
+                "w1".to_string(),
+                "cannot resolve host 'nginx.nowhere'".to_string()
+            )]
+        );
+        assert!(r.preflight_failures("other").is_empty());
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub(crate) struct ConnCtx {
 }
 
 #[derive(Clone)]
-enum Transport {
+pub(super) enum Transport {
     Plain(Plain),
     Tls(Tls),
 }
@@ -227,7 +227,7 @@ fn split(total: usize, threads: usize, t: usize) -> std::ops::Range<usize> {
     start..start + base + usize::from(t < extra)
 }
 
-fn transport(cfg: &HttpConfig) -> Result<Transport, HttpError> {
+pub(super) fn transport(cfg: &HttpConfig) -> Result<Transport, HttpError> {
     let plain = Plain {
         addr: cfg.addr,
         nodelay: cfg.keepalive || cfg.http2,

@@ -38,6 +38,18 @@ pub struct TcpProgress {
 pub type ProgressSink<'a> = &'a mut dyn FnMut(&TcpProgress);
 
 /// Runs one test as configured and returns its report.
+/// Resolves the server and opens (then closes) one connection to it, so an unreachable server
+/// is known before a worker joins the barrier. The server drops a connection that sends no
+/// test request (it logs it and carries on).
+pub fn preflight(cfg: &TcpClientConfig) -> Result<(), TcpError> {
+    let source = Source {
+        addr: cfg.bind_addr,
+        device: cfg.bind_device.clone(),
+    };
+    let server = net::resolve(&cfg.host, cfg.port, &source)?;
+    net::connect(server, &source, cfg.connect_timeout).map(drop)
+}
+
 pub fn run(
     cfg: &TcpClientConfig,
     progress: Option<ProgressSink<'_>>,

@@ -99,6 +99,8 @@ pub struct WorkerClient {
 
 /// How long a worker keeps retrying an unreachable operator (e.g. during a leader change).
 const RETRY_FOR: Duration = Duration::from_secs(120);
+/// Longest preflight error sent (characters); the register body is small.
+const MAX_PREFLIGHT_ERROR: usize = 1000;
 
 impl WorkerClient {
     pub fn new(env: WorkerEnv) -> WorkerClient {
@@ -202,9 +204,28 @@ impl WorkerClient {
             step: self.env.step,
             role,
             listen,
+            preflight_error: None,
         };
         let (_, text) = self.call("register", "POST", "/register", Some(&req))?;
         serde_json::from_str(&text).map_err(|e| malformed("register", e))
+    }
+
+    /// Tells the operator this worker cannot start (its target is unreachable, ...), so the run
+    /// ends with that cause before the measured time. Best effort: the worker also exits with
+    /// the error, which the operator sees in the pod's termination message.
+    pub fn preflight_failed(&self, role: Role, error: &str) {
+        let req = RegisterRequest {
+            version: PROTOCOL_VERSION,
+            worker: self.env.worker.clone(),
+            node: self.env.node.clone(),
+            step: self.env.step,
+            role,
+            listen: None,
+            preflight_error: Some(error.chars().take(MAX_PREFLIGHT_ERROR).collect()),
+        };
+        if let Err(e) = self.call("register", "POST", "/register", Some(&req)) {
+            tracing::warn!("could not report the failed preflight to the operator: {e}");
+        }
     }
 
     /// Polls the barrier until released (re-registering if the operator lost its state, e.g.

@@ -1,7 +1,9 @@
 //! An HTTP run as a worker: register, wait at the barrier, run with progress pushed every
 //! second, deliver the report (retried until stored).
 
-use crate::http::{HttpConfig, HttpError, Progress, ProgressSink};
+use std::time::Duration;
+
+use crate::http::{HttpConfig, HttpError, HttpOptions, Progress, ProgressSink};
 use crate::report::{HttpReport, Report};
 
 use super::protocol::{LiveLatency, ProgressUpdate, Role, PROTOCOL_VERSION};
@@ -13,6 +15,33 @@ pub enum WorkerRunError {
     Worker(#[from] WorkerError),
     #[error(transparent)]
     Http(#[from] HttpError),
+    #[error("preflight: {0}")]
+    Preflight(String),
+}
+
+/// The shortest time the preflight connection may take (longer when the load's timeout is).
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Checks the options and the target (host resolves, one connection opens) before joining the
+/// barrier, then runs as a worker. A failed check is reported to the operator, which ends the
+/// run with its cause before the measured time, and ends this worker with the error.
+pub fn run_http_worker(
+    opts: &HttpOptions,
+    client: &WorkerClient,
+) -> Result<HttpReport, WorkerRunError> {
+    let checked = HttpConfig::from_options(opts)
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| {
+            crate::http::preflight(&cfg, cfg.timeout.max(PREFLIGHT_TIMEOUT))?;
+            Ok(cfg)
+        });
+    match checked {
+        Ok(cfg) => run_http(&cfg, client),
+        Err(why) => {
+            client.preflight_failed(Role::Client, &why);
+            Err(WorkerRunError::Preflight(why))
+        }
+    }
 }
 
 /// How long a worker waits for the others at the barrier.

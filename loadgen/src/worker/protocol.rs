@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! POST {base}/v1/runs/{run}/register   RegisterRequest          -> 200 RegisterResponse
+//!      (with `preflightError`: the worker cannot reach its target and will not start; the
+//!      barrier stays closed and the operator ends the run Failed with that cause)
 //! GET  {base}/v1/runs/{run}/barrier?worker=W&step=N             -> 200 BarrierResponse (released)
 //!                                                               -> 202 BarrierResponse (waiting)
 //! POST {base}/v1/runs/{run}/progress   ProgressUpdate           -> 204
@@ -49,6 +51,10 @@ pub struct RegisterRequest {
     /// For servers: "host:port" the clients connect to.
     #[serde(default)]
     pub listen: Option<String>,
+    /// Set when the worker's check before the barrier failed (target unresolvable,
+    /// unreachable, bad options): why, in one line. Absent from older workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight_error: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -132,6 +138,27 @@ pub struct ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preflight_error_is_optional_both_ways() {
+        let old = r#"{"version":1,"worker":"w","step":0,"role":"client"}"#;
+        let r: RegisterRequest = serde_json::from_str(old).unwrap();
+        assert_eq!(r.preflight_error, None);
+        assert!(!serde_json::to_string(&r).unwrap().contains("preflight"));
+        let failed = RegisterRequest {
+            preflight_error: Some("cannot resolve host 'nginx.nowhere'".into()),
+            ..r
+        };
+        let json = serde_json::to_string(&failed).unwrap();
+        assert!(
+            json.contains(r#""preflightError":"cannot resolve"#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<RegisterRequest>(&json).unwrap(),
+            failed
+        );
+    }
 
     #[test]
     fn progress_fields_added_later_are_optional_both_ways() {

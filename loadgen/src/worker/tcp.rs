@@ -62,6 +62,15 @@ pub fn run_tcp_client(
     args: &ClientArgs,
     client: &WorkerClient,
 ) -> Result<TcpReport, TcpWorkerError> {
+    // An external server (-c) can be checked before the barrier; an in-cluster one is known
+    // only at the barrier, and a failed connection then ends the run within seconds anyway.
+    if let Some(host) = &args.host {
+        if let Err(e) = crate::tcp::client::preflight(&args.config_for(host, args.port)) {
+            let why = format!("server {host}:{}: {e}", args.port);
+            client.preflight_failed(Role::Client, &why);
+            return Err(TcpWorkerError::Setup(format!("preflight: {why}")));
+        }
+    }
     client.register(Role::Client, None)?;
     let barrier = client.wait_barrier(Role::Client, None, BARRIER_TIMEOUT)?;
     let (host, port) = match &args.host {

@@ -68,10 +68,21 @@ pub async fn register(
 ) -> Result<Response, Refusal> {
     let req = body(&s, req)?;
     check_version(&s, req.version)?;
+    let failed = req.preflight_error.is_some();
     let b = s
         .runs
         .register(&who.run, &who.caller, req, loadgen::worker::now_unix_ms())
         .map_err(|e| registry_refusal(&s.metrics, e))?;
+    if failed {
+        // The run ends now, not at the next poll.
+        if let Some(spec) = s.runs.spec(&who.run) {
+            let _ = s.wake.send(Wake {
+                kind: spec.kind,
+                namespace: spec.namespace,
+                name: spec.benchmark,
+            });
+        }
+    }
     let resp = RegisterResponse {
         version: PROTOCOL_VERSION,
         registered: b.registered,

@@ -117,6 +117,7 @@ pub(super) fn register_body(worker: &str) -> Vec<u8> {
         step: 0,
         role: Role::Client,
         listen: None,
+        preflight_error: None,
     })
     .unwrap()
 }
@@ -555,6 +556,7 @@ async fn a_worker_speaks_only_for_itself() {
         step: 0,
         role: Role::Client,
         listen: None,
+        preflight_error: None,
     };
     let body = serde_json::to_vec(&register).unwrap();
     let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2b", body).await;

@@ -19,6 +19,8 @@ use super::offload::{self, Book, Offload, Stage};
 use super::{plan, result, validate};
 use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, READY, WORKERS_SCHEDULED};
 use crate::context::Context;
+use crate::creation::{self, Started};
+use crate::deadline;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
 use crate::{children, labels, queue, reports, workers};
@@ -73,7 +75,12 @@ pub async fn apply(
         }
     }
     if run.status.run.run_id.as_deref() == Some(run.id.as_str()) {
+        let budget = deadline::egress(&eb.spec, deadline::Timeouts::from(&ctx.config));
         for _ in 0..8 {
+            if let Some(m) = deadline::exceeded(&run.status.run, budget) {
+                run.fail(deadline::REASON, m).await?;
+                continue;
+            }
             let phase = run.status.run.phase.unwrap_or_default();
             let tampered = plan::case_at(&eb, run.case_index()).is_none();
             let next = match phase {
@@ -259,7 +266,6 @@ impl Run<'_> {
         self.status = EgressBenchmarkStatus::default();
         self.status.run.run_id = Some(self.id.clone());
         self.status.run.observed_generation = Some(self.generation);
-        self.status.run.start_time = Some(conditions::now());
         self.status.cases_summary = Some(self.cases_summary());
         self.set_phase(Phase::Pending, "accepted");
         self.condition(READY, false, "Pending", "the run has not finished");
@@ -294,6 +300,8 @@ impl Run<'_> {
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
         self.status.current_case = Some(0);
+        // The run's deadline counts from here (see deadline).
+        self.status.run.start_time = Some(conditions::now());
         let first = plan::case_at(self.eb, 0).map_or("", |c| c.name.as_str());
         self.set_phase(Phase::Preparing, format!("preparing case {first}"));
         Ok(Next::Continue)
@@ -334,7 +342,16 @@ impl Run<'_> {
                 Stage::Done => {}
             }
         }
-        self.create_workers(index).await?;
+        match self.create_workers(index).await? {
+            Started::Yes => {}
+            Started::Retrying(m) => {
+                self.status.run.message = Some(format!("case {}: {m}", case.name));
+                return Ok(Next::Wait(Action::requeue(POLL)));
+            }
+            Started::Failed(reason, m) => {
+                return self.fail(reason, format!("case {}: {m}", case.name)).await
+            }
+        }
         let n = plan::workers(self.eb, &self.id, index).len();
         self.set_phase(
             Phase::Running,
@@ -385,14 +402,20 @@ impl Run<'_> {
         lifecycle::announce(self.ctx, self.eb, &self.id, index, workers).await
     }
 
-    async fn create_workers(&mut self, index: u32) -> Result<()> {
+    async fn create_workers(&mut self, index: u32) -> Result<Started> {
         self.announce(index).await?;
         let pods: Vec<_> = plan::workers(self.eb, &self.id, index)
             .iter()
             .map(|p| workers::pod(p, &self.ctx.config))
             .collect();
-        children::create_pods(&self.ctx.client, &self.ns, &pods).await?;
-        Ok(())
+        let selector = self.case_selector(index);
+        let step_pods = creation::StepPods {
+            namespace: &self.ns,
+            selector: &selector,
+            pods: &pods,
+        };
+        let run = &mut self.status.run;
+        creation::start(self.ctx, step_pods, run, &mut self.events, self.generation).await
     }
 
     async fn running(&mut self) -> Result<Next> {
@@ -402,6 +425,10 @@ impl Run<'_> {
         };
         if !self.ctx.runs.is_announced(&self.id, index) {
             self.announce(index).await?;
+        }
+        if let Some(m) = lifecycle::preflight_failure(self.ctx, &self.id) {
+            let m = format!("case {}: {m}", case.name);
+            return self.fail(lifecycle::PREFLIGHT_FAILED, m).await;
         }
         // Pods first, then reports: a worker exits only after its report is stored.
         let pods =
@@ -495,6 +522,7 @@ impl Run<'_> {
             Ok(r) => r,
             Err(e) => return self.fail("BadReport", e).await.map(Some),
         };
+        let idle = result::nothing_transferred(&measured);
         self.record_case(measured);
         if self.eb.spec.cleanup != CleanupPolicy::Never {
             children::delete(
@@ -513,6 +541,10 @@ impl Run<'_> {
                 stream_errors.join("; ")
             );
             return self.fail("StreamFailed", m).await.map(Some);
+        }
+        if let Some(why) = idle {
+            let m = format!("case {}: {why}", case.name);
+            return self.fail("NothingTransferred", m).await.map(Some);
         }
         Ok(None)
     }

@@ -152,7 +152,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
 /// How long after its pods were created a case may take: scheduling and start, the
 /// measurement, and reporting.
 pub fn case_deadline(case: &EgressCase, start_timeout: std::time::Duration) -> std::time::Duration {
-    start_timeout + std::time::Duration::from(case.duration) + std::time::Duration::from_secs(30)
+    crate::deadline::egress_case(case, start_timeout)
 }
 
 /// The baseline case's name: `baselineCase`, or the first case.

@@ -45,6 +45,18 @@ pub fn case_result(
     Ok((result, report.stream_errors()))
 }
 
+/// Some(why) when no byte of the case reached its receiver (its numbers are still recorded).
+pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
+    // Only a positive throughput counts (so NaN does not).
+    let moved = r.receiver_bits_per_second > 0.0;
+    (!moved).then(|| {
+        format!(
+            "no byte was transferred: the receiver got 0 bit/s (sender {})",
+            format_bits(r.sender_bits_per_second.max(0.0))
+        )
+    })
+}
+
 fn round(v: f64) -> f64 {
     v.round()
 }
@@ -169,5 +181,20 @@ mod tests {
         assert_eq!(cases[0].overhead_percent, None);
         assert_eq!(summary(&cases).1, None);
         assert_eq!(format_bits(812.34e6), "812.3 Mbit/s");
+    }
+
+    #[test]
+    fn a_case_that_moved_nothing_says_so() {
+        assert!(nothing_transferred(&case("idle", 0.0))
+            .unwrap()
+            .contains("no byte"));
+        assert!(nothing_transferred(&case("nan", f64::NAN)).is_some());
+        assert_eq!(nothing_transferred(&case("ok", 1e6)), None);
+        let lost = CaseResult {
+            sender_bits_per_second: 1e6,
+            ..case("lost", 0.0)
+        };
+        let m = nothing_transferred(&lost).unwrap();
+        assert!(m.contains("sender 1.0 Mbit/s"), "{m}");
     }
 }

@@ -7,6 +7,7 @@ pub mod plan;
 pub mod restore;
 pub mod result;
 pub mod validate;
+pub mod verdict;
 
 use futures::future::BoxFuture;
 use kube::api::Api;

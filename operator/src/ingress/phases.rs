@@ -12,9 +12,11 @@ use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
 
 use super::restore::{self, Restore, TargetRecord};
-use super::{plan, result, validate};
+use super::{plan, result, validate, verdict};
 use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
 use crate::context::Context;
+use crate::creation::{self, Started};
+use crate::deadline;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
 use crate::{children, labels, queue, reports, target, workers};
@@ -66,8 +68,13 @@ pub async fn apply(
         run.start_new_run().await?;
     }
     let mut action = Action::await_change();
+    let budget = deadline::ingress(&ib.spec, deadline::Timeouts::from(&ctx.config));
     for _ in 0..8 {
         let phase = run.status.run.phase.unwrap_or_default();
+        if let Some(m) = deadline::exceeded(&run.status.run, budget) {
+            run.fail(deadline::REASON, m).await?;
+            continue;
+        }
         let next = match phase {
             Phase::Pending | Phase::Queued => run.pending().await?,
             Phase::Preparing => run.preparing().await?,
@@ -281,7 +288,6 @@ impl Run<'_> {
         self.status = IngressBenchmarkStatus::default();
         self.status.run.run_id = Some(self.id.clone());
         self.status.run.observed_generation = Some(self.generation);
-        self.status.run.start_time = Some(conditions::now());
         self.set_phase(Phase::Pending, "accepted");
         self.condition(READY, false, "Pending", "the run has not finished");
         Ok(())
@@ -313,6 +319,8 @@ impl Run<'_> {
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
         self.status.current_step = Some(0);
+        // The run's deadline counts from here (see deadline).
+        self.status.run.start_time = Some(conditions::now());
         self.set_phase(Phase::Preparing, "preparing step 0");
         Ok(Next::Continue)
     }
@@ -367,10 +375,22 @@ impl Run<'_> {
             if waited < settle {
                 self.status.run.message =
                     Some(format!("target ready; settling before step {step}"));
-                return Ok(Next::Wait(Action::requeue(settle - waited)));
+                // Capped: the deadline is checked on every reconcile, and a far-off instant
+                // (a settle from the object) must never reach the requeue timer.
+                let wait = (settle - waited).min(Duration::from_secs(30));
+                return Ok(Next::Wait(Action::requeue(wait)));
             }
         }
-        self.create_workers(step).await?;
+        match self.create_workers(step).await? {
+            Started::Yes => {}
+            Started::Retrying(m) => {
+                self.status.run.message = Some(format!("step {step}: {m}"));
+                return Ok(Next::Wait(Action::requeue(POLL)));
+            }
+            Started::Failed(reason, m) => {
+                return self.fail(reason, format!("step {step}: {m}")).await
+            }
+        }
         let n = self.ib.spec.workers.effective_replicas();
         self.status.workers = Some(format!("0/{n}"));
         self.set_phase(
@@ -386,15 +406,21 @@ impl Run<'_> {
         lifecycle::announce(self.ctx, self.ib, &self.id, step, workers).await
     }
 
-    async fn create_workers(&mut self, step: u32) -> Result<()> {
+    async fn create_workers(&mut self, step: u32) -> Result<Started> {
         self.announce(step).await?;
         let pods: Vec<_> =
             plan::workers(self.ib, &self.id, step, self.ib.spec.workers.host_network)
                 .iter()
                 .map(|p| workers::pod(p, &self.ctx.config))
                 .collect();
-        children::create_pods(&self.ctx.client, &self.ns, &pods).await?;
-        Ok(())
+        let selector = self.step_selector(step);
+        let step_pods = creation::StepPods {
+            namespace: &self.ns,
+            selector: &selector,
+            pods: &pods,
+        };
+        let run = &mut self.status.run;
+        creation::start(self.ctx, step_pods, run, &mut self.events, self.generation).await
     }
 
     async fn running(&mut self) -> Result<Next> {
@@ -403,6 +429,10 @@ impl Run<'_> {
         // run is already known.
         if !self.ctx.runs.is_announced(&self.id, step) {
             self.announce(step).await?;
+        }
+        if let Some(m) = lifecycle::preflight_failure(self.ctx, &self.id) {
+            let m = format!("step {step}: {m}");
+            return self.fail(lifecycle::PREFLIGHT_FAILED, m).await;
         }
         // Pods first, then reports: a worker exits only after its report is stored, so a
         // finished pod's report is always in the second list.
@@ -468,6 +498,7 @@ impl Run<'_> {
             Ok(r) => r,
             Err(e) => return self.fail("BadReport", e).await,
         };
+        let failed = verdict::failed_requests(&result, self.ctx.config.max_error_ratio);
         self.record_step(result);
         if self.cleanup_policy() != CleanupPolicy::Never {
             children::delete(
@@ -477,6 +508,10 @@ impl Run<'_> {
                 children::Sweep::PODS,
             )
             .await?;
+        }
+        if let Some(why) = failed {
+            let m = format!("step {step}: {why}");
+            return self.fail(verdict::REASON, m).await;
         }
         if step + 1 < plan::step_count(&self.ib.spec) {
             self.status.current_step = Some(step + 1);

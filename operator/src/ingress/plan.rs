@@ -103,12 +103,7 @@ pub fn step_deadline(
     spec: &IngressBenchmarkSpec,
     start_timeout: std::time::Duration,
 ) -> std::time::Duration {
-    let load = &spec.load;
-    start_timeout
-        + std::time::Duration::from(load.warmup)
-        + std::time::Duration::from(load.duration)
-        + std::time::Duration::from(load.timeout)
-        + std::time::Duration::from_secs(30)
+    crate::deadline::ingress_step(spec, start_timeout)
 }
 
 /// Worker names of a step, for the registry.
