@@ -4,11 +4,13 @@
 //! handles), `ingress` (the IngressBenchmark controller: validate -> plan -> apply -> observe
 //! -> status), `workers` (worker pod specs), `runs` (in-memory barrier state), `reports`
 //! (durable worker reports), `api` (the worker HTTP API, metrics and health), `metrics`,
-//! `leader` (Lease-based leader election), `conditions`.
+//! `leader` (Lease-based leader election), `conditions`, `caps` (the admin's caps on sizes,
+//! durations and targets).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod caps;
 pub mod children;
 pub mod conditions;
 pub mod config;

@@ -12,6 +12,7 @@ use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
 
 use super::{plan, result, validate};
+use crate::caps::Refusal;
 use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -208,17 +209,23 @@ impl Run<'_> {
 
     async fn pending(&mut self) -> Result<Next> {
         let spec = &self.ib.spec;
-        let invalid = match validate::permitted(spec, &self.ns, &self.ctx.config) {
-            Err(m) => Some(m),
-            Ok(()) => validate::nodes_exist(&self.ctx.client, spec).await?.err(),
+        let refusal = match validate::permitted(spec, &self.ns, &self.ctx.config) {
+            Err(m) => Some(Refusal::invalid(m)),
+            Ok(()) => validate::admitted(&self.ctx.client, spec, &self.ctx.config)
+                .await?
+                .err(),
         };
-        if let Some(message) = invalid {
-            self.condition(INVALID, true, "InvalidSpec", message.clone());
-            return self.fail("InvalidSpec", message).await;
+        if let Some(r) = refusal {
+            self.condition(INVALID, true, r.reason, r.message.clone());
+            return self.fail(r.reason, r.message).await;
         }
         self.condition(INVALID, false, "Valid", "the spec is valid");
         let all = queue::all(&self.ctx.client).await?;
-        if let Some(why) = queue::blocker(&queue::ingress(self.ib), &all) {
+        let me = queue::ingress(self.ib);
+        let cap = self.ctx.config.caps.max_runs_per_namespace;
+        if let Some(why) =
+            queue::blocker(&me, &all).or_else(|| queue::namespace_full(&me, &all, cap))
+        {
             self.set_phase(Phase::Queued, why);
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
