@@ -111,7 +111,12 @@ pub async fn admitted(
         Err(r) => return Ok(Err(r)),
     };
     let timeout = config.caps.target_resolve_timeout();
+    let mut checked = BTreeSet::new();
     for (case, address) in external {
+        // Cases often share a server: resolve each address once.
+        if !checked.insert((address, case.server.port)) {
+            continue;
+        }
         let field = format!("case {}: server.address", case.name);
         let port = case.server.port;
         if let Err(r) = lookup::check_host(&policy, &field, address, address, port, timeout).await {
