@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::allow::{GlobList, NodeSelector, SweepPairs};
+use crate::caps::destinations::TargetList;
 
 /// The offload features allowed by default: the checksum and segmentation offloads the
 /// examples and the seed experiments switch (legacy ethtool names and their kernel bits).
@@ -141,6 +142,9 @@ pub struct Config {
     /// the check off). A step in which no request succeeded fails regardless.
     #[arg(long, env = "NETBENCH_MAX_ERROR_RATIO", default_value_t = 0.5, value_parser = parse_ratio)]
     pub max_error_ratio: f64,
+    /// Admin caps: sizes, durations, runs per namespace and target addresses of benchmarks.
+    #[command(flatten)]
+    pub caps: AdminCaps,
 }
 
 fn parse_ratio(text: &str) -> Result<f64, String> {
@@ -179,6 +183,61 @@ impl Config {
     /// Defaults for tests: everything allowed nowhere.
     pub fn for_tests() -> Config {
         <Config as clap::Parser>::parse_from(["netbench-operator"])
+    }
+}
+
+/// Admin caps on what one benchmark may ask for (Helm values caps.* and targets.*). A
+/// benchmark over a cap is refused (condition Invalid, reason NotPermitted, no pod created);
+/// one beyond the namespace's concurrent runs waits in Queued.
+#[derive(clap::Args, Clone, Debug)]
+pub struct AdminCaps {
+    /// Most worker pods one benchmark may run at once.
+    #[arg(long, env = "NETBENCH_MAX_WORKERS", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_workers: u64,
+    /// Most connections (HTTP connections, TCP streams) one worker may open.
+    #[arg(long, env = "NETBENCH_MAX_CONNECTIONS_PER_WORKER", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections_per_worker: u64,
+    /// Most connections all workers of one benchmark may open together.
+    #[arg(long, env = "NETBENCH_MAX_TOTAL_CONNECTIONS", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_total_connections: u64,
+    /// Longest run, in seconds: the sum over all steps (warm-up, measurement, settle) or cases.
+    #[arg(long, env = "NETBENCH_MAX_RUN_SECONDS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_run_seconds: u64,
+    /// Most runs of one namespace active at once (both kinds); later ones wait in Queued.
+    #[arg(long, env = "NETBENCH_MAX_RUNS_PER_NAMESPACE", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_runs_per_namespace: u32,
+    /// Targets benchmarks may load: CIDRs, IPs and host-name patterns ("*.svc.cluster.local").
+    /// A target is allowed when its name matches a pattern or every address it resolves to is
+    /// inside an allowed CIDR.
+    #[arg(
+        long,
+        env = "NETBENCH_ALLOWED_TARGETS",
+        default_value = "0.0.0.0/0,::/0"
+    )]
+    pub allowed_targets: TargetList,
+    /// Targets refused whatever the allow-list says (same syntax): by default loopback,
+    /// "this host" and link-local (cloud metadata at 169.254.169.254) addresses.
+    #[arg(
+        long,
+        env = "NETBENCH_DENIED_TARGETS",
+        default_value = "127.0.0.0/8,::1/128,0.0.0.0/8,::/128,169.254.0.0/16,fe80::/10"
+    )]
+    pub denied_targets: TargetList,
+    /// Also refuse the Kubernetes API server: the `kubernetes` Service's ClusterIPs and its
+    /// endpoints, looked up at each check.
+    #[arg(long, env = "NETBENCH_DENY_API_SERVER", default_value_t = true, action = clap::ArgAction::Set)]
+    pub deny_api_server: bool,
+    /// How long resolving one target host may take, in seconds.
+    #[arg(long, env = "NETBENCH_TARGET_RESOLVE_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub target_resolve_timeout_s: u64,
+}
+
+impl AdminCaps {
+    pub fn max_run_duration(&self) -> Duration {
+        Duration::from_secs(self.max_run_seconds)
+    }
+    pub fn target_resolve_timeout(&self) -> Duration {
+        Duration::from_secs(self.target_resolve_timeout_s)
     }
 }
 
@@ -228,6 +287,40 @@ mod tests {
         assert_eq!(parse("0.05").unwrap().max_error_ratio, 0.05);
         for bad in ["1.5", "-0.1", "NaN", "half"] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn caps_parse_from_flags_and_refuse_bad_lists() {
+        use clap::Parser;
+        let c = Config::try_parse_from([
+            "netbench-operator",
+            "--max-workers=4",
+            "--max-runs-per-namespace=1",
+            "--allowed-targets=198.18.0.0/15, *.svc.cluster.local",
+            "--deny-api-server=false",
+        ])
+        .unwrap();
+        assert_eq!(c.caps.max_workers, 4);
+        assert_eq!(c.caps.max_runs_per_namespace, 1);
+        assert_eq!(
+            c.caps.allowed_targets.to_string(),
+            "198.18.0.0/15, *.svc.cluster.local"
+        );
+        assert!(!c.caps.deny_api_server);
+        let defaults = Config::for_tests().caps;
+        assert_eq!(defaults.max_run_duration(), Duration::from_secs(3600));
+        assert!(defaults.deny_api_server);
+        for bad in [
+            "--allowed-targets=10.0.0.0/40",
+            "--denied-targets=not a host",
+            "--max-workers=0",
+            "--max-runs-per-namespace=0",
+        ] {
+            assert!(
+                Config::try_parse_from(["netbench-operator", bad]).is_err(),
+                "{bad}"
+            );
         }
     }
 }

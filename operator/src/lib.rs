@@ -8,12 +8,14 @@
 //! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health), `metrics`,
 //! `leader` (Lease-based leader election), `conditions`, `creation` (starting worker pods:
 //! refusals fail the run, transient errors retry until the start timeout), `deadline` (every
-//! run's overall deadline from its spec).
+//! run's overall deadline from its spec), `caps` (the admin's caps on sizes,
+//! durations and targets).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
 pub mod allow;
 pub mod api;
+pub mod caps;
 pub mod children;
 pub mod conditions;
 pub mod config;

@@ -36,14 +36,16 @@ fn waiting(p: Option<Phase>) -> bool {
     matches!(p, None | Some(Phase::Pending | Phase::Queued))
 }
 
+/// Whether `other` goes before `me`: it runs, or it waits and is older.
+fn ahead_of(other: &Contender, me: &Contender) -> bool {
+    other.uid != me.uid
+        && (active(other.phase) || (waiting(other.phase) && other.age_key() < me.age_key()))
+}
+
 /// The benchmark `me` must wait for, and why; None when it may start.
 pub fn blocker(me: &Contender, all: &[Contender]) -> Option<String> {
     for other in all {
-        if other.uid == me.uid {
-            continue;
-        }
-        let ahead = active(other.phase) || (waiting(other.phase) && other.age_key() < me.age_key());
-        if !ahead {
+        if !ahead_of(other, me) {
             continue;
         }
         if let Some(shared) = me.claims.iter().find(|c| other.claims.contains(c)) {
@@ -54,6 +56,23 @@ pub fn blocker(me: &Contender, all: &[Contender]) -> Option<String> {
         }
     }
     None
+}
+
+/// Why `me` waits when its namespace already has `cap` runs active or ahead of it in the queue
+/// (the admin's cap on concurrent runs per namespace); None when there is room. Older waiting
+/// runs count, so two runs admitted at once never both take the last slot.
+pub fn namespace_full(me: &Contender, all: &[Contender], cap: u32) -> Option<String> {
+    let ahead = all
+        .iter()
+        .filter(|o| o.namespace == me.namespace && ahead_of(o, me))
+        .count();
+    let cap_n = usize::try_from(cap).unwrap_or(usize::MAX);
+    (ahead >= cap_n).then(|| {
+        format!(
+            "waiting: namespace {} already has {ahead} benchmark(s) running or queued ahead, and the cluster admin allows {cap} concurrent run(s) per namespace (Helm value caps.maxRunsPerNamespace)",
+            me.namespace
+        )
+    })
 }
 
 fn base(
@@ -211,6 +230,42 @@ mod tests {
             Some(Phase::Succeeded),
         ));
         assert!(blocker(&d, &[done]).is_none());
+    }
+
+    #[test]
+    fn a_namespace_runs_at_most_its_cap_at_once() {
+        let url = |i: u32| format!("http://svc-{i}/");
+        let run = |name: &str, uid: &str, second: u32, phase| {
+            let mut b = ib(
+                name,
+                uid,
+                &format!("2026-01-01T00:00:0{second}Z"),
+                &url(second),
+                phase,
+            );
+            b.spec.workers.node_names = vec![];
+            ingress(&b)
+        };
+        let a = run("a", "1", 0, Some(Phase::Running));
+        let b = run("b", "2", 1, None);
+        let c = run("c", "3", 2, None);
+        let all = vec![a.clone(), b.clone(), c.clone()];
+        // No shared target or node: only the cap holds them back.
+        assert!(blocker(&c, &all).is_none());
+        assert!(namespace_full(&b, &all, 2).is_none());
+        assert_eq!(
+            namespace_full(&c, &all, 2).unwrap(),
+            "waiting: namespace ns already has 2 benchmark(s) running or queued ahead, and the cluster admin allows 2 concurrent run(s) per namespace (Helm value caps.maxRunsPerNamespace)"
+        );
+        assert!(namespace_full(&b, &all, 1).is_some());
+        assert!(namespace_full(&c, &all, 3).is_none());
+        // Finished runs and other namespaces do not count.
+        let mut done = run("d", "4", 0, Some(Phase::Succeeded));
+        let mut elsewhere = run("e", "5", 0, Some(Phase::Running));
+        elsewhere.namespace = "other".into();
+        assert!(namespace_full(&c, &[done.clone(), elsewhere.clone(), c.clone()], 1).is_none());
+        done.phase = Some(Phase::Collecting);
+        assert!(namespace_full(&c, &[done, elsewhere, c.clone()], 1).is_some());
     }
 
     #[test]

@@ -26,6 +26,8 @@ SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch
 OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete")),
                  (("",), ("pods/log",), ("get",))]
 RECORDS_RULES = [(("",), ("configmaps",), ("update",))]
+# targets.denyApiServer: get on exactly Service and EndpointSlice default/kubernetes.
+APISERVER_RULES = [(("",), ("services",), ("get",)), (("discovery.k8s.io",), ("endpointslices",), ("get",))]
 
 failures = []
 
@@ -62,14 +64,22 @@ def main():
         for (k, name, where), d in by.items():
             if k != kind or name in (full, f"{full}-leader", f"{full}-records"):
                 continue
-            want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES}.get(name)
+            want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES,
+                    f"{full}-apiserver": APISERVER_RULES}.get(name)
             check(want is not None and rules_of(d) == want, f"unexpected {kind} {where}/{name}: {rules_of(d)}")
+            if name == f"{full}-apiserver":
+                check(kind == "Role" and where == "default"
+                      and all(r.get("resourceNames") == ["kubernetes"] for r in d["rules"]),
+                      f"apiserver {kind} {where}/{name} must be a Role in default limited to 'kubernetes'")
     for kind in ("ClusterRoleBinding", "RoleBinding"):
         for (k, name, where), d in by.items():
             if k == kind:
                 check(d["subjects"] == [{"kind": "ServiceAccount", "name": full, "namespace": ns}],
                       f"{kind} {name} subjects {d['subjects']}")
                 check(d["roleRef"]["name"] == name, f"{kind} {name} binds {d['roleRef']}")
+    apiserver = sorted((k, w) for (k, n, w) in by if n == f"{full}-apiserver")
+    want_apiserver = [("Role", "default"), ("RoleBinding", "default")] if default else []
+    check(apiserver == want_apiserver, f"apiserver RBAC: {apiserver}")
     sweep = sorted((k, w) for (k, n, w) in by if n == f"{full}-sweep")
     offload = sorted((k, w) for (k, n, w) in by if n == f"{full}-offload")
     if default:
@@ -115,6 +125,12 @@ def main():
             for k in ("SWEEP_TARGETS", "OFFLOAD_INTERFACES", "OFFLOAD_NODE_SELECTOR"):
                 check(env[f"NETBENCH_{k}"] == "", f"{k} not empty by default")
             check("tx-checksumming" in env["NETBENCH_OFFLOAD_FEATURES"].split(","), "default offload features")
+            caps = {"MAX_WORKERS": "16", "MAX_CONNECTIONS_PER_WORKER": "10000", "MAX_TOTAL_CONNECTIONS": "50000",
+                    "MAX_RUN_SECONDS": "3600", "MAX_RUNS_PER_NAMESPACE": "2", "ALLOWED_TARGETS": "0.0.0.0/0,::/0",
+                    "DENIED_TARGETS": "127.0.0.0/8,::1/128,0.0.0.0/8,::/128,169.254.0.0/16,fe80::/10",
+                    "DENY_API_SERVER": "true", "TARGET_RESOLVE_TIMEOUT": "5"}
+            for k, v in caps.items():
+                check(env.get(f"NETBENCH_{k}") == v, f"NETBENCH_{k} {env.get(f'NETBENCH_{k}')!r} != {v!r} by default")
         else:
             check(c["image"] == "registry.example/netbench/operator:9.9.9", f"image {c['image']}")
             check(env["NETBENCH_IMAGE_PULL_POLICY"] == "Always", "worker pull policy")
@@ -126,6 +142,10 @@ def main():
             check(env["NETBENCH_OFFLOAD_FEATURES"] == "tx-checksumming", "offload features env")
             check(env["NETBENCH_OFFLOAD_NODE_SELECTOR"] == "netbench.io/offload=true", "offload node selector env")
             check(env["NETBENCH_WORKER_START_TIMEOUT"] == "30" and env["RUST_LOG"] == "debug", "timeouts/log")
+            check(env["NETBENCH_MAX_TOTAL_CONNECTIONS"] == "2000000" and env["NETBENCH_MAX_RUNS_PER_NAMESPACE"] == "1",
+                  f"caps env {env['NETBENCH_MAX_TOTAL_CONNECTIONS']} {env['NETBENCH_MAX_RUNS_PER_NAMESPACE']}")
+            check(env["NETBENCH_ALLOWED_TARGETS"] == "10.0.0.0/8,*.svc.cluster.local"
+                  and env["NETBENCH_DENY_API_SERVER"] == "false", "targets env")
             check(spec["nodeSelector"] == {"kubernetes.io/os": "linux"}, "nodeSelector")
 
     svc = by.get(("Service", full, ns))

@@ -65,6 +65,8 @@ leftovers() {
     local found=
     found+=$(kubectl get clusterroles,clusterrolebindings -l app.kubernetes.io/part-of=netbench -o name)$'\n'
     found+=$(kubectl get namespace "$NBC_NAMESPACE" -o name --ignore-not-found)$'\n'
+    # Roles outside the release namespace (targets.denyApiServer's Role in default).
+    found+=$(kubectl get roles,rolebindings -n default -l app.kubernetes.io/part-of=netbench -o name)$'\n'
     found+=$(kubectl get pods,secrets,configmaps -A -l app.kubernetes.io/managed-by=netbench-operator -o name)$'\n'
     [[ $1 == no ]] || found+=$(kubectl get crd "${crds[@]}" -o name --ignore-not-found)$'\n'
     grep -v "^$" <<<"$found" || true

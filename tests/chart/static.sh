@@ -36,6 +36,10 @@ bad_values=(
     "serviceMonitor.interval=soon"
     "apiUrl=netbench-operator:8080"
     "notAValue=1"
+    "caps.maxWorkers=0"
+    "caps.maxRunsPerNamespace=-1"
+    "targets.allowed={not a cidr!}"
+    "targets.resolveTimeout=0"
 )
 for v in "${bad_values[@]}"; do
     if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then

@@ -283,7 +283,9 @@ impl Run<'_> {
         let spec = &self.eb.spec;
         let refusal = match validate::permitted(spec, &self.ns, &self.ctx.config) {
             Err(r) => Some(r),
-            Ok(()) => validate::nodes_exist(&self.ctx.client, spec).await?.err(),
+            Ok(()) => validate::admitted(&self.ctx.client, spec, &self.ctx.config)
+                .await?
+                .err(),
         };
         if let Some(r) = refusal {
             self.condition(INVALID, true, r.reason, r.message.clone());
@@ -295,7 +297,11 @@ impl Run<'_> {
         }
         self.condition(INVALID, false, "Valid", "the spec is valid");
         let all = queue::all(&self.ctx.client).await?;
-        if let Some(why) = queue::blocker(&queue::egress(self.eb), &all) {
+        let me = queue::egress(self.eb);
+        let cap = self.ctx.config.caps.max_runs_per_namespace;
+        if let Some(why) =
+            queue::blocker(&me, &all).or_else(|| queue::namespace_full(&me, &all, cap))
+        {
             self.set_phase(Phase::Queued, why);
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }

@@ -8,29 +8,11 @@ use kube::Client;
 
 use crds::egress::{EgressBenchmarkSpec, EgressCase, OffloadProfile};
 
+use crate::caps::{self, lookup};
 use crate::config::Config;
+use crate::error::Result;
 
-/// Why a benchmark cannot run: `reason` is the Invalid condition's reason.
-#[derive(Debug, PartialEq)]
-pub struct Refusal {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl Refusal {
-    fn not_permitted(message: String) -> Refusal {
-        Refusal {
-            reason: "NotPermitted",
-            message,
-        }
-    }
-    fn invalid(message: String) -> Refusal {
-        Refusal {
-            reason: "InvalidSpec",
-            message,
-        }
-    }
-}
+pub use crate::caps::Refusal;
 
 /// Checks that need no API calls.
 pub fn permitted(
@@ -102,6 +84,47 @@ pub fn offload_nodes(setting: &crds::egress::OffloadSetting, case: &EgressCase) 
         .cloned()
         .collect();
     nodes.into_iter().collect()
+}
+
+/// The admin's caps, the named nodes, and every external server's address: Ok, or why the run
+/// may not start.
+pub async fn admitted(
+    client: &Client,
+    spec: &EgressBenchmarkSpec,
+    config: &Config,
+) -> Result<Result<(), Refusal>> {
+    if let Err(m) = caps::limits::egress(spec, &config.caps) {
+        return Ok(Err(Refusal::not_permitted(m)));
+    }
+    if let Err(r) = nodes_exist(client, spec).await? {
+        return Ok(Err(r));
+    }
+    let external: Vec<(&EgressCase, &String)> = spec
+        .cases
+        .iter()
+        .filter_map(|c| c.server.address.as_ref().map(|a| (c, a)))
+        .collect();
+    if external.is_empty() {
+        return Ok(Ok(()));
+    }
+    let policy = match lookup::policy(client, &config.caps).await? {
+        Ok(p) => p,
+        Err(r) => return Ok(Err(r)),
+    };
+    let timeout = config.caps.target_resolve_timeout();
+    let mut checked = BTreeSet::new();
+    for (case, address) in external {
+        // Cases often share a server: resolve each address once.
+        if !checked.insert((address, case.server.port)) {
+            continue;
+        }
+        let field = format!("case {}: server.address", case.name);
+        let port = case.server.port;
+        if let Err(r) = lookup::check_host(&policy, &field, address, address, port, timeout).await {
+            return Ok(Err(r));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Every node named by a case or an offload setting must exist.

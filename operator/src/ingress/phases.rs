@@ -13,6 +13,7 @@ use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
 
 use super::restore::{self, Restore, TargetRecord};
 use super::{plan, result, validate, verdict};
+use crate::caps::Refusal;
 use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
 use crate::context::Context;
 use crate::creation::{self, Started};
@@ -304,17 +305,23 @@ impl Run<'_> {
             self.condition(INVALID, true, "NotPermitted", m.clone());
             return self.fail("NotPermitted", m).await;
         }
-        let invalid = match validate::permitted(spec, &self.ns, &self.ctx.config) {
-            Err(m) => Some(m),
-            Ok(()) => validate::nodes_exist(&self.ctx.client, spec).await?.err(),
+        let refusal = match validate::permitted(spec, &self.ns, &self.ctx.config) {
+            Err(m) => Some(Refusal::invalid(m)),
+            Ok(()) => validate::admitted(&self.ctx.client, spec, &self.ctx.config)
+                .await?
+                .err(),
         };
-        if let Some(message) = invalid {
-            self.condition(INVALID, true, "InvalidSpec", message.clone());
-            return self.fail("InvalidSpec", message).await;
+        if let Some(r) = refusal {
+            self.condition(INVALID, true, r.reason, r.message.clone());
+            return self.fail(r.reason, r.message).await;
         }
         self.condition(INVALID, false, "Valid", "the spec is valid");
         let all = queue::all(&self.ctx.client).await?;
-        if let Some(why) = queue::blocker(&queue::ingress(self.ib), &all) {
+        let me = queue::ingress(self.ib);
+        let cap = self.ctx.config.caps.max_runs_per_namespace;
+        if let Some(why) =
+            queue::blocker(&me, &all).or_else(|| queue::namespace_full(&me, &all, cap))
+        {
             self.set_phase(Phase::Queued, why);
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }

@@ -1,10 +1,11 @@
 //! What the API server's schema and CEL rules cannot check: the operator's own permissions
-//! (set by the cluster admin) and that the named nodes exist.
+//! and caps (set by the cluster admin), that the named nodes exist, and where the target leads.
 
 use kube::Client;
 
 use crds::ingress::IngressBenchmarkSpec;
 
+use crate::caps::{self, lookup, Refusal};
 use crate::config::Config;
 
 /// Checks that need no API calls. Err is the message for the Invalid condition.
@@ -41,6 +42,27 @@ pub fn sweep_permitted(
         "sweeps from namespace {namespace} may not patch {target_ns}/{}; the cluster admin can pair them (Helm value security.sweepTargets: \"{namespace}={target_ns}/{}\")",
         tref.name, tref.name
     ))
+}
+
+/// The admin's caps, the named nodes, and where target.url leads: Ok, or why the run may not
+/// start.
+pub async fn admitted(
+    client: &Client,
+    spec: &IngressBenchmarkSpec,
+    config: &Config,
+) -> crate::error::Result<Result<(), Refusal>> {
+    if let Err(m) = caps::limits::ingress(spec, &config.caps) {
+        return Ok(Err(Refusal::not_permitted(m)));
+    }
+    if let Err(m) = nodes_exist(client, spec).await? {
+        return Ok(Err(Refusal::invalid(m)));
+    }
+    let policy = match lookup::policy(client, &config.caps).await? {
+        Ok(p) => p,
+        Err(r) => return Ok(Err(r)),
+    };
+    let timeout = config.caps.target_resolve_timeout();
+    Ok(lookup::check_url(&policy, "target.url", &spec.target.url, timeout).await)
 }
 
 /// Every node named in workers.nodeNames must exist.
