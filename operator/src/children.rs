@@ -1,10 +1,11 @@
 //! Creating, inspecting and deleting a run's children in the benchmark's namespace: the token
-//! Secret, worker pods and report ConfigMaps (offload Jobs: egress::offload). Creation is idempotent (deterministic names; AlreadyExists is
-//! success).
+//! Secret and worker pods (offload Jobs: egress::offload; report objects, kept in the
+//! operator's namespace: reports). Creation is idempotent (deterministic names; AlreadyExists
+//! is success).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -12,7 +13,6 @@ use kube::Client;
 use loadgen::worker::protocol::FinalReport;
 use rand::distr::{Alphanumeric, SampleString};
 
-use crate::labels;
 use crate::workers::TOKEN_KEY;
 
 fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
@@ -95,20 +95,17 @@ pub async fn list_pods(
 pub struct Sweep {
     pub pods: bool,
     pub secrets: bool,
-    pub reports: bool,
 }
 
 impl Sweep {
-    /// Pods, Secrets and reports: every child a benchmark without offload Jobs has.
+    /// Pods and Secrets: every child a benchmark has in its own namespace.
     pub const ALL: Sweep = Sweep {
         pods: true,
         secrets: true,
-        reports: true,
     };
     pub const PODS: Sweep = Sweep {
         pods: true,
         secrets: false,
-        reports: false,
     };
 }
 
@@ -128,12 +125,6 @@ pub async fn delete(
     }
     if what.secrets {
         let _ = Api::<Secret>::namespaced(client.clone(), namespace)
-            .delete_collection(&dp, &lp)
-            .await?;
-    }
-    if what.reports {
-        let lp = ListParams::default().labels(&format!("{selector},{}=true", labels::REPORT));
-        let _ = Api::<ConfigMap>::namespaced(client.clone(), namespace)
             .delete_collection(&dp, &lp)
             .await?;
     }

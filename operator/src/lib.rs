@@ -3,7 +3,8 @@
 //! Concerns, one module each: `config` (what the cluster admin allows), `context` (shared
 //! handles), `ingress` (the IngressBenchmark controller: validate -> plan -> apply -> observe
 //! -> status), `workers` (worker pod specs), `runs` (in-memory barrier state), `reports`
-//! (durable worker reports), `api` (the worker HTTP API, metrics and health), `metrics`,
+//! (durable worker reports in the operator's namespace), `resume` (what a new leader does
+//! first), `api` (the worker HTTP API, metrics and health), `metrics`,
 //! `leader` (Lease-based leader election), `conditions`.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod queue;
 pub mod reports;
+pub mod resume;
 pub mod runs;
 pub mod target;
 pub mod workers;

@@ -20,7 +20,8 @@ pub const FIELD_MANAGER: &str = "netbench-operator";
 /// An Event to publish once the reconcile's status is written: (type, reason, note).
 pub type PendingEvent = (EventType, String, String);
 
-pub async fn write_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<()>
+/// Writes `status`; returns the object as the API server stored it.
+pub async fn write_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -29,12 +30,32 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    Ok(api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?)
+}
+
+/// Deletes the report objects of `run` once `persisted` (the status as the API server returned
+/// it on the last write, or as it was read) shows the run finished: only then is every result
+/// they hold safe in status, whatever fails or crashes in between.
+pub async fn release_reports<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    run: &str,
+    persisted: &crds::RunStatus,
+) -> Result<()> {
+    let finished = persisted.run_id.as_deref() == Some(run)
+        && persisted.phase.is_some_and(crds::Phase::is_finished);
+    if finished {
+        let owner = crate::reports::Owner::of(obj);
+        crate::reports::Store::of(ctx)
+            .delete(&owner, Some(run))
+            .await?;
+    }
     Ok(())
 }
 

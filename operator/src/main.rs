@@ -34,10 +34,19 @@ async fn main() -> anyhow::Result<()> {
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let ready = Arc::new(AtomicBool::new(false));
 
+    let reporter = Reporter {
+        controller: "netbench-operator".into(),
+        instance: Some(config.pod_name.clone()),
+    };
+    let sink = operator::reports::ApiSink {
+        store: operator::reports::Store::new(client.clone(), &config.namespace),
+        metrics: metrics.clone(),
+        reporter: reporter.clone(),
+    };
     let state = ApiState {
         runs: runs.clone(),
         metrics: metrics.clone(),
-        sink: Arc::new(client.clone()),
+        sink: Arc::new(sink),
         wake: wake_tx.clone(),
         ready: ready.clone(),
     };
@@ -59,15 +68,14 @@ async fn main() -> anyhow::Result<()> {
 
     let ctx = Arc::new(Context {
         client,
-        reporter: Reporter {
-            controller: "netbench-operator".into(),
-            instance: Some(config.pod_name.clone()),
-        },
+        reporter,
         config: config.clone(),
         metrics,
         runs,
         wake: wake_tx,
     });
+    // Results back on /metrics, orphaned report objects gone, before any run moves on.
+    operator::resume::on_leading(&ctx).await;
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);
     let controllers = futures::future::join(

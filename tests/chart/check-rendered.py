@@ -16,10 +16,13 @@ BASE_RULES = [
     (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
     (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
     (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
-    (("",), ("secrets", "configmaps"), ("get", "list", "create", "delete", "deletecollection")),
+    (("",), ("secrets",), ("get", "list", "create", "delete", "deletecollection")),
+    (("",), ("configmaps",), ("list",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
     (("",), ("nodes",), ("get", "list")),
 ]
+# Report ConfigMaps live in the release namespace only (Role "<fullname>-reports").
+REPORT_RULES = [(("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection"))]
 LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
 SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
 OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete"))]
@@ -53,9 +56,12 @@ def main():
     check(cr is not None and rules_of(cr) == BASE_RULES, f"ClusterRole {full} rules: {cr and rules_of(cr)}")
     lease = by.get(("Role", f"{full}-leader", ns))
     check(lease is not None and rules_of(lease) == LEASE_RULES, f"leader Role in {ns}")
+    reports = by.get(("Role", f"{full}-reports", ns))
+    check(reports is not None and rules_of(reports) == REPORT_RULES, f"reports Role in {ns}")
+    check(by.get(("RoleBinding", f"{full}-reports", ns)) is not None, f"reports RoleBinding in {ns}")
     for kind in ("ClusterRole", "Role"):
         for (k, name, where), d in by.items():
-            if k != kind or name in (full, f"{full}-leader"):
+            if k != kind or name in (full, f"{full}-leader", f"{full}-reports"):
                 continue
             want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES}.get(name)
             check(want is not None and rules_of(d) == want, f"unexpected {kind} {where}/{name}: {rules_of(d)}")

@@ -25,7 +25,7 @@ pub const MAX_REPORT_BYTES: usize = 4 * 1024 * 1024;
 /// Largest body of the other endpoints.
 pub const MAX_SMALL_BODY_BYTES: usize = 16 * 1024;
 
-/// Where accepted reports go: ConfigMaps in the cluster (see `reports`).
+/// Where accepted reports go: ConfigMaps in the operator's namespace (`reports::ApiSink`).
 pub trait ReportSink: Send + Sync {
     fn store<'a>(
         &'a self,
@@ -33,21 +33,6 @@ pub trait ReportSink: Send + Sync {
         spec: &'a RunSpec,
         report: &'a FinalReport,
     ) -> BoxFuture<'a, Result<(), String>>;
-}
-
-impl ReportSink for kube::Client {
-    fn store<'a>(
-        &'a self,
-        run: &'a str,
-        spec: &'a RunSpec,
-        report: &'a FinalReport,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            crate::reports::store(self, run, spec, report)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
 }
 
 #[derive(Clone)]

@@ -21,7 +21,8 @@ use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, READY, WORKERS_SCHEDULE
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
-use crate::{children, labels, queue, reports, workers};
+use crate::reports::{Loaded, Owner, Store};
+use crate::{children, labels, queue, workers};
 
 /// How often a running case or an offload Job is checked (reports also wake the controller).
 const POLL: Duration = Duration::from_secs(2);
@@ -83,9 +84,14 @@ pub async fn apply(
             }
         }
     }
-    if run.status != before {
-        lifecycle::write_status(api, &run.name, &run.status).await?;
-    }
+    // Report objects go only once the status holding their results is stored.
+    let persisted = if run.status != before {
+        let written = lifecycle::write_status(api, &run.name, &run.status).await?;
+        written.status.unwrap_or_default()
+    } else {
+        before
+    };
+    lifecycle::release_reports(ctx, &eb, &run.id, &persisted.run).await?;
     ctx.metrics.set_phase(
         plan::KIND,
         &run.ns,
@@ -129,6 +135,7 @@ pub async fn cleanup(
         }
     }
     children::delete(&ctx.client, &ns, &selector, children::Sweep::ALL).await?;
+    Store::of(ctx).delete(&Owner::of(&eb), None).await?;
     if manages_jobs(&eb, &ctx.config) {
         offload::delete_jobs(&ctx.client, &ctx.config, &eb).await?;
     }
@@ -214,6 +221,9 @@ impl Run<'_> {
         if let Some(old) = self.status.run.run_id.clone() {
             let selector = format!("{}={old}", labels::RUN);
             children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
+            Store::of(self.ctx)
+                .delete(&Owner::of(self.eb), Some(&old))
+                .await?;
             if manages_jobs(self.eb, &self.ctx.config) {
                 offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
             }
@@ -375,13 +385,13 @@ impl Run<'_> {
         // Pods first, then reports: a worker exits only after its report is stored.
         let pods =
             children::list_pods(&self.ctx.client, &self.ns, &self.case_selector(index)).await?;
-        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
+        let expected = plan::worker_roles(self.eb, &self.id, index);
+        let reports = self.reports(index, &expected).await?.reports;
         let client = plan::client_name(self.eb, &self.id, index);
         if reports.contains_key(&client) {
             self.set_phase(Phase::Collecting, format!("case {}: collecting", case.name));
             return Ok(Next::Continue);
         }
-        let expected = plan::worker_roles(self.eb, &self.id, index);
         let scheduled = pods
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
@@ -439,11 +449,30 @@ impl Run<'_> {
         Ok(Next::Continue)
     }
 
+    /// The verified reports of case `index` (see reports::Store::load).
+    async fn reports(&self, index: u32, expected: &BTreeMap<String, Role>) -> Result<Loaded> {
+        let owner = Owner::of(self.eb);
+        Ok(Store::of(self.ctx)
+            .load(&owner, &self.id, index, expected)
+            .await?)
+    }
+
     /// Turns the case's client report into its result (once), then removes the case's pods.
     /// Some(next) when the run fails (an unreadable report, streams that ended early).
     async fn record_report(&mut self, index: u32) -> Result<Option<Next>> {
         let case = &self.eb.spec.cases[index as usize];
-        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
+        let expected = plan::worker_roles(self.eb, &self.id, index);
+        let loaded = self.reports(index, &expected).await?;
+        let forged = Store::of(self.ctx)
+            .forgery_events(
+                &self.ctx.metrics,
+                &Owner::of(self.eb),
+                &self.id,
+                &loaded.rejected,
+            )
+            .await;
+        self.events.extend(forged);
+        let reports = loaded.reports;
         let client = plan::client_name(self.eb, &self.id, index);
         let Some(report) = reports.get(&client) else {
             let m = format!("case {}: the client's report is gone", case.name);
@@ -524,12 +553,10 @@ impl Run<'_> {
         }
         // Also when nothing was left open here (e.g. an apply that changed nothing).
         self.note_restore(&Stage::Done);
-        let sweep = children::Sweep {
-            pods: !keep_pods,
-            secrets: !keep_pods,
-            reports: true,
-        };
-        children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;
+        // Report objects go once the final status is stored (apply).
+        if !keep_pods {
+            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
+        }
         if manages_jobs(self.eb, &self.ctx.config) {
             offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
         }
