@@ -74,14 +74,18 @@ async fn main() -> anyhow::Result<()> {
         runs,
         wake: wake_tx,
     });
-    // Results back on /metrics, orphaned report objects gone, before any run moves on.
-    operator::resume::on_leading(&ctx).await;
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);
-    let controllers = futures::future::join(
-        operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
-        operator::controller::run::<EgressBenchmark>(ctx, egress_wake),
-    );
+    let controllers = async move {
+        // Results back on /metrics, orphaned report objects gone, before any run moves on
+        // (inside the lead, so the Lease is renewed meanwhile).
+        operator::resume::on_leading(&ctx).await;
+        futures::future::join(
+            operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
+            operator::controller::run::<EgressBenchmark>(ctx, egress_wake),
+        )
+        .await
+    };
     // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
     // releases the Lease so the next replica leads at once.
     let leading = async {

@@ -175,6 +175,24 @@ fn verify(
     Ok(report)
 }
 
+/// Deletes `existing` only if it is still that very object (same uid and version); one that
+/// changed or went meanwhile is left for the caller's next look.
+async fn delete_exactly(api: &Api<ConfigMap>, existing: &ConfigMap) -> Result<(), kube::Error> {
+    let only_this = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: existing.metadata.uid.clone(),
+            resource_version: existing.metadata.resource_version.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    let name = existing.metadata.name.as_deref().unwrap_or("");
+    match api.delete(name, &only_this).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether labels claim an object is a report of `owner` or of its run `run`.
 fn poses_as_report(have: Option<&BTreeMap<String, String>>, owner: &Owner, run: &str) -> bool {
     let Some(have) = have.filter(|l| l.contains_key(labels::REPORT)) else {
@@ -241,8 +259,9 @@ impl Store {
     }
 
     /// Stores `report` (its worker and step already authorized for `run`). Storing it twice is
-    /// a no-op; an object of another kind at its name is replaced (that very object only);
-    /// a different report of the same worker is refused.
+    /// a no-op; any other object holding its name (only admins and the operator can write
+    /// here) is replaced, that very object only; a different report of the same worker is
+    /// refused, so a result once read stays what it was.
     pub async fn store(
         &self,
         owner: &Owner,
@@ -273,19 +292,7 @@ impl Store {
                 }
                 Err(why) => why,
             };
-            let only_this = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: existing.metadata.uid.clone(),
-                    resource_version: existing.metadata.resource_version.clone(),
-                }),
-                ..DeleteParams::default()
-            };
-            match api.delete(&name, &only_this).await {
-                Ok(_) => {}
-                // Changed or gone meanwhile: look again.
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-                Err(e) => return Err(e.into()),
-            }
+            delete_exactly(&api, &existing).await?;
             replaced = Some(format!(
                 "ConfigMap {}/{name} held the name of {}'s report but was not it ({why})",
                 self.namespace, report.worker

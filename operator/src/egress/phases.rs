@@ -91,7 +91,6 @@ pub async fn apply(
     } else {
         before
     };
-    lifecycle::release_reports(ctx, &eb, &run.id, &persisted.run).await?;
     ctx.metrics.set_phase(
         plan::KIND,
         &run.ns,
@@ -100,6 +99,7 @@ pub async fn apply(
     );
     let reference = eb.object_ref(&());
     lifecycle::publish_events(ctx, &reference, &mut run.events).await;
+    lifecycle::release_reports(ctx, &eb, &run.id, &persisted.run).await?;
     Ok(action)
 }
 

@@ -92,7 +92,6 @@ pub async fn apply(
     } else {
         before
     };
-    lifecycle::release_reports(ctx, &ib, &run.id, &persisted.run).await?;
     ctx.metrics.set_phase(
         plan::KIND,
         &run.ns,
@@ -100,6 +99,7 @@ pub async fn apply(
         run.status.run.phase.unwrap_or_default(),
     );
     run.publish_events().await;
+    lifecycle::release_reports(ctx, &ib, &run.id, &persisted.run).await?;
     Ok(action)
 }
 

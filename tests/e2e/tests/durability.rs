@@ -175,7 +175,7 @@ fn gauge(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// Operator pod name -> restarts of its containers.
+/// Operator pod name -> restarts of its containers (pods being deleted left out).
 async fn operator_restarts(client: &Client) -> BTreeMap<String, i32> {
     let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
         .list(&ListParams::default().labels(OPERATOR_PODS))
@@ -183,6 +183,7 @@ async fn operator_restarts(client: &Client) -> BTreeMap<String, i32> {
         .unwrap();
     pods.items
         .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|p| {
             let restarts = p
                 .status
@@ -334,7 +335,8 @@ fn config_map(name: &str, labels: BTreeMap<String, String>, data: &[(&str, Strin
 /// Plants, for a run of `owner` whose step 0 has `workers`: (a) an old-style report of
 /// worker 0 in the benchmark's namespace, (b) an unlabelled ConfigMap holding the name worker
 /// 0's report will get, (c) a fully labelled report of worker 1 under another name and (d) one
-/// of a worker that is not in the run, both in the operator's namespace. Returns their names.
+/// of a worker that is not in the run, both in the operator's namespace. Returns them as
+/// "namespace/name".
 async fn plant_forgeries(
     client: &Client,
     owner: &Owner,
@@ -378,11 +380,18 @@ async fn plant_forgeries(
         .create(&pp, &config_map(&d, labelled("intruder"), &data))
         .await
         .unwrap();
-    [a, b, c, d]
+    let ns = &owner.namespace;
+    let op = OPERATOR_NAMESPACE;
+    [
+        format!("{ns}/{a}"),
+        format!("{op}/{b}"),
+        format!("{op}/{c}"),
+        format!("{op}/{d}"),
+    ]
 }
 
 /// Waits until Warning Events with reason ForgedReport on the benchmark name every object in
-/// `names`; returns their notes.
+/// `names` ("namespace/name"; the name whole, not as a prefix of another); returns their notes.
 async fn wait_forgery_events(client: &Client, ns: &str, names: &[String]) -> Result<Vec<String>> {
     let api = Api::<Event>::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -399,7 +408,12 @@ async fn wait_forgery_events(client: &Client, ns: &str, names: &[String]) -> Res
             .collect();
         let missing: Vec<&String> = names
             .iter()
-            .filter(|n| !notes.iter().any(|note| note.contains(n.as_str())))
+            .filter(|n| {
+                let (whole, spaced) = (format!("{n}:"), format!("{n} "));
+                !notes
+                    .iter()
+                    .any(|note| note.contains(&whole) || note.contains(&spaced))
+            })
             .collect();
         if missing.is_empty() {
             return Ok(notes);
@@ -457,8 +471,9 @@ async fn forged_and_squatting_report_objects_change_nothing_and_raise_warnings()
         .unwrap();
     eprintln!("ForgedReport Events: {notes:#?}");
     // The operator never touches the benchmark namespace's ConfigMap (it may not).
+    let a_name = planted[0].rsplit('/').next().unwrap();
     let a = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
-        .get(&planted[0])
+        .get(a_name)
         .await
         .unwrap();
     assert_eq!(a.data.unwrap()["report.json"], forged_report(&workers[0]));
