@@ -48,9 +48,7 @@ pub async fn release_reports<K: Resource<DynamicType = ()>>(
     run: &str,
     persisted: &crds::RunStatus,
 ) -> Result<()> {
-    let finished = persisted.run_id.as_deref() == Some(run)
-        && persisted.phase.is_some_and(crds::Phase::is_finished);
-    if finished {
+    if is_stored_finished(persisted, run) {
         let owner = crate::reports::Owner::of(obj);
         crate::reports::Store::of(ctx)
             .delete(&owner, Some(run))
@@ -139,10 +137,43 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
     Ok(())
 }
 
+/// Whether a stored status shows `run` finished (so its results are in it).
+fn is_stored_finished(persisted: &crds::RunStatus, run: &str) -> bool {
+    persisted.run_id.as_deref() == Some(run)
+        && persisted.phase.is_some_and(crds::Phase::is_finished)
+}
+
 /// Time since `t` (zero when unset or in the future).
 pub fn elapsed_since(t: &Option<Time>) -> Duration {
     t.as_ref()
         .map(|t| jiff::Timestamp::now().duration_since(t.0))
         .and_then(|d| Duration::try_from(d).ok())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::{Phase, RunStatus};
+
+    fn stored(run: &str, phase: Option<Phase>) -> RunStatus {
+        RunStatus {
+            run_id: Some(run.into()),
+            phase,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn reports_go_only_with_a_stored_final_status_of_their_run() {
+        for phase in [Phase::Succeeded, Phase::Failed] {
+            assert!(is_stored_finished(&stored("r1", Some(phase)), "r1"));
+            assert!(!is_stored_finished(&stored("r0", Some(phase)), "r1"));
+        }
+        for phase in [Phase::Pending, Phase::Running, Phase::Collecting] {
+            assert!(!is_stored_finished(&stored("r1", Some(phase)), "r1"));
+        }
+        assert!(!is_stored_finished(&stored("r1", None), "r1"));
+        assert!(!is_stored_finished(&RunStatus::default(), "r1"));
+    }
 }
