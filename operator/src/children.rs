@@ -1,13 +1,11 @@
 //! Creating, inspecting and deleting a run's children in the benchmark's namespace: worker
-//! pods and report ConfigMaps (offload Jobs: egress::offload). Creation is idempotent (deterministic names; AlreadyExists is
-//! success).
+//! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
+//! reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 use loadgen::worker::protocol::FinalReport;
-
-use crate::labels;
 
 fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
@@ -70,19 +68,12 @@ pub async fn list_pods(
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sweep {
     pub pods: bool,
-    pub reports: bool,
 }
 
 impl Sweep {
-    /// Pods and reports: every child a benchmark without offload Jobs has.
-    pub const ALL: Sweep = Sweep {
-        pods: true,
-        reports: true,
-    };
-    pub const PODS: Sweep = Sweep {
-        pods: true,
-        reports: false,
-    };
+    /// Every child a benchmark has in its own namespace (today: its worker pods).
+    pub const ALL: Sweep = Sweep { pods: true };
+    pub const PODS: Sweep = Sweep { pods: true };
 }
 
 /// Deletes the children matching `selector` (a run, a step, or the whole benchmark).
@@ -96,12 +87,6 @@ pub async fn delete(
     let dp = DeleteParams::background();
     if what.pods {
         let _ = Api::<Pod>::namespaced(client.clone(), namespace)
-            .delete_collection(&dp, &lp)
-            .await?;
-    }
-    if what.reports {
-        let lp = ListParams::default().labels(&format!("{selector},{}=true", labels::REPORT));
-        let _ = Api::<ConfigMap>::namespaced(client.clone(), namespace)
             .delete_collection(&dp, &lp)
             .await?;
     }

@@ -13,6 +13,10 @@ pub const ROLE: &str = "netbench.io/role";
 pub const NAMESPACE: &str = "netbench.io/namespace";
 /// Marks ConfigMaps that hold a worker's final report.
 pub const REPORT: &str = "netbench.io/report";
+/// Uid of the benchmark an object in the operator's namespace belongs to.
+pub const BENCHMARK_UID: &str = "netbench.io/benchmark-uid";
+/// The worker pod whose report an object holds.
+pub const WORKER: &str = "netbench.io/worker";
 
 /// The run id: stable for one generation of one object, so a restarted operator finds the
 /// same run instead of starting a second one.
@@ -61,11 +65,6 @@ pub fn benchmark_selector(kind: &str, benchmark: &str) -> String {
 pub fn worker_name(benchmark: &str, run: &str, step: u32, index: u32) -> String {
     let suffix = format!("-{run}-s{step}-w{index}");
     format!("{}{suffix}", truncate(benchmark, 63 - suffix.len()))
-}
-
-/// The ConfigMap holding a worker's report is named after the worker pod.
-pub fn report_name(worker: &str) -> String {
-    format!("{worker}-report")
 }
 
 pub fn truncate(s: &str, max: usize) -> String {

@@ -3,7 +3,8 @@
 //! Concerns, one module each: `config` (what the cluster admin allows), `context` (shared
 //! handles), `ingress` (the IngressBenchmark controller: validate -> plan -> apply -> observe
 //! -> status), `workers` (worker pod specs), `runs` (in-memory barrier state), `reports`
-//! (durable worker reports), `records` (restore records in the operator's namespace: what a
+//! (durable worker reports in the operator's namespace), `resume` (what a new
+//! leader does first), `records` (restore records in the operator's namespace: what a
 //! restore needs, never taken from a status), `allow` (the admin's allow-lists: offload
 //! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health), `metrics`,
 //! `leader` (Lease-based leader election), `conditions`, `creation` (starting worker pods:
@@ -33,6 +34,7 @@ pub mod metrics;
 pub mod queue;
 pub mod records;
 pub mod reports;
+pub mod resume;
 pub mod runs;
 pub mod target;
 pub mod workers;

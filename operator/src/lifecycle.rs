@@ -20,7 +20,8 @@ pub const FIELD_MANAGER: &str = "netbench-operator";
 /// An Event to publish once the reconcile's status is written: (type, reason, note).
 pub type PendingEvent = (EventType, String, String);
 
-pub async fn write_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<()>
+/// Writes `status`; returns the object as the API server stored it.
+pub async fn write_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -29,12 +30,30 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    Ok(api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?)
+}
+
+/// Deletes the report objects of `run` once `persisted` (the status as the API server returned
+/// it on the last write, or as it was read) shows the run finished: only then is every result
+/// they hold safe in status, whatever fails or crashes in between.
+pub async fn release_reports<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    run: &str,
+    persisted: &crds::RunStatus,
+) -> Result<()> {
+    if is_stored_finished(persisted, run) {
+        let owner = crate::reports::Owner::of(obj);
+        crate::reports::Store::of(ctx)
+            .delete(&owner, Some(run))
+            .await?;
+    }
     Ok(())
 }
 
@@ -109,6 +128,12 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
     Ok(())
 }
 
+/// Whether a stored status shows `run` finished (so its results are in it).
+fn is_stored_finished(persisted: &crds::RunStatus, run: &str) -> bool {
+    persisted.run_id.as_deref() == Some(run)
+        && persisted.phase.is_some_and(crds::Phase::is_finished)
+}
+
 /// Time since `t` (zero when unset or in the future).
 pub fn elapsed_since(t: &Option<Time>) -> Duration {
     t.as_ref()
@@ -144,4 +169,31 @@ pub fn preflight_failure(ctx: &Context, run: &str) -> Option<String> {
         "worker {worker} failed its check before the measurement: {}",
         clip(why, 1000)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::{Phase, RunStatus};
+
+    fn stored(run: &str, phase: Option<Phase>) -> RunStatus {
+        RunStatus {
+            run_id: Some(run.into()),
+            phase,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn reports_go_only_with_a_stored_final_status_of_their_run() {
+        for phase in [Phase::Succeeded, Phase::Failed] {
+            assert!(is_stored_finished(&stored("r1", Some(phase)), "r1"));
+            assert!(!is_stored_finished(&stored("r0", Some(phase)), "r1"));
+        }
+        for phase in [Phase::Pending, Phase::Running, Phase::Collecting] {
+            assert!(!is_stored_finished(&stored("r1", Some(phase)), "r1"));
+        }
+        assert!(!is_stored_finished(&stored("r1", None), "r1"));
+        assert!(!is_stored_finished(&RunStatus::default(), "r1"));
+    }
 }

@@ -30,11 +30,20 @@ async fn main() -> anyhow::Result<()> {
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let ready = Arc::new(AtomicBool::new(false));
 
+    let reporter = Reporter {
+        controller: "netbench-operator".into(),
+        instance: Some(config.pod_name.clone()),
+    };
+    let sink = operator::reports::ApiSink {
+        store: operator::reports::Store::new(client.clone(), &config.namespace),
+        metrics: metrics.clone(),
+        reporter: reporter.clone(),
+    };
     let state = ApiState {
         runs: runs.clone(),
         auth: Arc::new(api::PodTokens::new(client.clone(), runs.clone())),
         metrics: metrics.clone(),
-        sink: Arc::new(client.clone()),
+        sink: Arc::new(sink),
         wake: wake_tx.clone(),
         ready: ready.clone(),
     };
@@ -61,10 +70,7 @@ async fn main() -> anyhow::Result<()> {
 
     let ctx = Arc::new(Context {
         client,
-        reporter: Reporter {
-            controller: "netbench-operator".into(),
-            instance: Some(config.pod_name.clone()),
-        },
+        reporter,
         config: config.clone(),
         metrics,
         runs,
@@ -72,10 +78,16 @@ async fn main() -> anyhow::Result<()> {
     });
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);
-    let controllers = futures::future::join(
-        operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
-        operator::controller::run::<EgressBenchmark>(ctx, egress_wake),
-    );
+    let controllers = async move {
+        // Results back on /metrics, orphaned report objects gone, before any run moves on
+        // (inside the lead, so the Lease is renewed meanwhile).
+        operator::resume::on_leading(&ctx).await;
+        futures::future::join(
+            operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
+            operator::controller::run::<EgressBenchmark>(ctx, egress_wake),
+        )
+        .await
+    };
     // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
     // releases the Lease so the next replica leads at once.
     let leading = async {

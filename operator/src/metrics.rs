@@ -26,6 +26,7 @@ pub struct Metrics {
     pub egress_retransmits: GaugeVec,
     pub api_requests: IntCounterVec,
     pub api_rejected: IntCounterVec,
+    pub reports_rejected: IntCounterVec,
     pub leader: IntGauge,
 }
 
@@ -39,6 +40,11 @@ const PHASES: [&str; 7] = [
     "Succeeded",
     "Failed",
 ];
+
+/// The `reason` labels of `netbench_reports_rejected_total`: a forged object in the operator's
+/// namespace, a report-labelled object in the benchmark's, an object holding a report's name
+/// (replaced), a second and different report of one worker (refused).
+pub const REPORT_REJECTIONS: [&str; 4] = ["forged", "outside", "shadowed", "conflict"];
 
 /// The `quantile` labels of `netbench_ingress_live_latency_seconds`.
 const LIVE_QUANTILES: [&str; 3] = ["0.5", "0.99", "1"];
@@ -174,6 +180,11 @@ impl Metrics {
                 "Worker API requests refused, by reason",
                 &["reason"],
             ),
+            reports_rejected: counter(
+                "netbench_reports_rejected_total",
+                "Report objects ignored or refused as forged or conflicting, by reason",
+                &["reason"],
+            ),
             leader,
             registry,
         };
@@ -186,6 +197,9 @@ impl Metrics {
         }
         for reason in crate::api::REASONS {
             metrics.api_rejected.with_label_values(&[reason]);
+        }
+        for reason in REPORT_REJECTIONS {
+            metrics.reports_rejected.with_label_values(&[reason]);
         }
         metrics
     }
@@ -203,6 +217,75 @@ impl Metrics {
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
         for p in PHASES {
             let _ = self.phase.remove_label_values(&[kind, namespace, name, p]);
+        }
+    }
+
+    /// Publishes a finished step: RPS, latency quantiles, errors by class and their ratio.
+    pub fn set_ingress_step(&self, namespace: &str, name: &str, r: &crds::ingress::StepResult) {
+        let step = r.index.to_string();
+        let labels = [namespace, name, step.as_str()];
+        self.ingress_rps.with_label_values(&labels).set(r.rps);
+        let l = &r.latency_ms;
+        for (q, v) in [
+            ("0.5", l.p50),
+            ("0.9", l.p90),
+            ("0.99", l.p99),
+            ("0.999", l.p999),
+            ("1", l.max),
+        ] {
+            self.ingress_latency
+                .with_label_values(&[namespace, name, &step, q])
+                .set(v / 1000.0);
+        }
+        let e = &r.errors;
+        for (class, v) in [
+            ("connect", e.connect),
+            ("timeout", e.timeout),
+            ("read", e.read),
+            ("write", e.write),
+            ("status4xx", e.status4xx),
+            ("status5xx", e.status5xx),
+            ("parse", e.parse),
+        ] {
+            self.ingress_errors
+                .with_label_values(&[namespace, name, &step, class])
+                .set(v as f64);
+        }
+        let all = r.requests as f64 + e.total() as f64;
+        let ratio = if all > 0.0 {
+            e.total() as f64 / all
+        } else {
+            0.0
+        };
+        self.ingress_error_ratio
+            .with_label_values(&labels)
+            .set(ratio);
+    }
+
+    /// Publishes a sweep's scaling efficiency per step.
+    pub fn set_ingress_scaling(&self, namespace: &str, name: &str, s: &crds::ingress::Scaling) {
+        for row in &s.rows {
+            let step = row.index.to_string();
+            self.ingress_efficiency
+                .with_label_values(&[namespace, name, &step])
+                .set(row.efficiency);
+        }
+    }
+
+    /// Publishes every result an IngressBenchmark's status holds (after a restart, say).
+    pub fn export_ingress(&self, namespace: &str, name: &str, s: &crds::IngressBenchmarkStatus) {
+        for step in &s.steps {
+            self.set_ingress_step(namespace, name, step);
+        }
+        if let Some(scaling) = &s.scaling {
+            self.set_ingress_scaling(namespace, name, scaling);
+        }
+    }
+
+    /// Publishes every case result an EgressBenchmark's status holds.
+    pub fn export_egress(&self, namespace: &str, name: &str, s: &crds::EgressBenchmarkStatus) {
+        for c in &s.cases {
+            self.set_egress_case(namespace, name, c);
         }
     }
 

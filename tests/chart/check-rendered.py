@@ -16,11 +16,13 @@ BASE_RULES = [
     (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
     (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
     (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
-    (("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection")),
+    (("",), ("configmaps",), ("list",)),
     (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
     (("",), ("nodes",), ("get", "list")),
 ]
+# Report ConfigMaps live in the release namespace only (Role "<fullname>-reports").
+REPORT_RULES = [(("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection"))]
 LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
 SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
 OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete")),
@@ -60,9 +62,12 @@ def main():
     check(lease is not None and rules_of(lease) == LEASE_RULES, f"leader Role in {ns}")
     records = by.get(("Role", f"{full}-records", ns))
     check(records is not None and rules_of(records) == RECORDS_RULES, f"records Role in {ns}")
+    reports = by.get(("Role", f"{full}-reports", ns))
+    check(reports is not None and rules_of(reports) == REPORT_RULES, f"reports Role in {ns}")
+    check(by.get(("RoleBinding", f"{full}-reports", ns)) is not None, f"reports RoleBinding in {ns}")
     for kind in ("ClusterRole", "Role"):
         for (k, name, where), d in by.items():
-            if k != kind or name in (full, f"{full}-leader", f"{full}-records"):
+            if k != kind or name in (full, f"{full}-leader", f"{full}-records", f"{full}-reports"):
                 continue
             want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES,
                     f"{full}-apiserver": APISERVER_RULES}.get(name)

@@ -39,7 +39,7 @@ pub const MAX_SMALL_BODY_BYTES: usize = 8 * 1024;
 // A report, JSON-escaped once more into a ConfigMap value, must fit the ConfigMap's 1 MiB.
 const _: () = assert!(MAX_REPORT_BYTES <= 512 * 1024);
 
-/// Where accepted reports go: ConfigMaps in the cluster (see `reports`).
+/// Where accepted reports go: ConfigMaps in the operator's namespace (`reports::ApiSink`).
 pub trait ReportSink: Send + Sync {
     fn store<'a>(
         &'a self,
@@ -47,21 +47,6 @@ pub trait ReportSink: Send + Sync {
         spec: &'a RunSpec,
         report: &'a FinalReport,
     ) -> BoxFuture<'a, Result<(), String>>;
-}
-
-impl ReportSink for kube::Client {
-    fn store<'a>(
-        &'a self,
-        run: &'a str,
-        spec: &'a RunSpec,
-        report: &'a FinalReport,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            crate::reports::store(self, run, spec, report)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    }
 }
 
 #[derive(Clone)]

@@ -23,7 +23,8 @@ use crate::creation::{self, Started};
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
-use crate::{children, labels, queue, reports, workers};
+use crate::reports::{Loaded, Owner, Store};
+use crate::{children, labels, queue, workers};
 
 /// How often a running case or an offload Job is checked (reports also wake the controller).
 const POLL: Duration = Duration::from_secs(2);
@@ -106,9 +107,13 @@ pub async fn apply(
     if let Some(report) = run.book.report() {
         run.status.offload = report;
     }
-    if run.status != before {
-        lifecycle::write_status(api, &run.name, &run.status).await?;
-    }
+    // Report objects go only once the status holding their results is stored.
+    let persisted = if run.status != before {
+        let written = lifecycle::write_status(api, &run.name, &run.status).await?;
+        written.status.unwrap_or_default()
+    } else {
+        before
+    };
     ctx.metrics.set_phase(
         plan::KIND,
         &run.ns,
@@ -117,6 +122,7 @@ pub async fn apply(
     );
     let reference = eb.object_ref(&());
     lifecycle::publish_events(ctx, &reference, &mut run.events).await;
+    lifecycle::release_reports(ctx, &eb, &run.id, &persisted.run).await?;
     Ok(action)
 }
 
@@ -166,6 +172,7 @@ pub async fn cleanup(
     }
     book.delete_if_resolved().await?;
     children::delete(&ctx.client, &ns, &selector, children::Sweep::ALL).await?;
+    Store::of(ctx).delete(&Owner::of(&eb), None).await?;
     if manages_jobs(&eb, &ctx.config) {
         offload::delete_jobs(&ctx.client, &ctx.config, &eb).await?;
     }
@@ -248,6 +255,9 @@ impl Run<'_> {
         if let Some(old) = self.status.run.run_id.clone() {
             let selector = format!("{}={old}", labels::RUN);
             children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
+            Store::of(self.ctx)
+                .delete(&Owner::of(self.eb), Some(&old))
+                .await?;
             if manages_jobs(self.eb, &self.ctx.config) {
                 offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
             }
@@ -439,13 +449,13 @@ impl Run<'_> {
         // Pods first, then reports: a worker exits only after its report is stored.
         let pods =
             children::list_pods(&self.ctx.client, &self.ns, &self.case_selector(index)).await?;
-        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
+        let expected = plan::worker_roles(self.eb, &self.id, index);
+        let reports = self.reports(index, &expected).await?.reports;
         let client = plan::client_name(self.eb, &self.id, index);
         if reports.contains_key(&client) {
             self.set_phase(Phase::Collecting, format!("case {}: collecting", case.name));
             return Ok(Next::Continue);
         }
-        let expected = plan::worker_roles(self.eb, &self.id, index);
         let scheduled = pods
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
@@ -505,13 +515,32 @@ impl Run<'_> {
         Ok(Next::Continue)
     }
 
+    /// The verified reports of case `index` (see reports::Store::load).
+    async fn reports(&self, index: u32, expected: &BTreeMap<String, Role>) -> Result<Loaded> {
+        let owner = Owner::of(self.eb);
+        Ok(Store::of(self.ctx)
+            .load(&owner, &self.id, index, expected)
+            .await?)
+    }
+
     /// Turns the case's client report into its result (once), then removes the case's pods.
     /// Some(next) when the run fails (an unreadable report, streams that ended early).
     async fn record_report(&mut self, index: u32) -> Result<Option<Next>> {
         let Some(case) = plan::case_at(self.eb, index) else {
             return Err(Error::Internal(format!("no case {index}")));
         };
-        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, index).await?;
+        let expected = plan::worker_roles(self.eb, &self.id, index);
+        let loaded = self.reports(index, &expected).await?;
+        let forged = Store::of(self.ctx)
+            .forgery_events(
+                &self.ctx.metrics,
+                &Owner::of(self.eb),
+                &self.id,
+                &loaded.rejected,
+            )
+            .await;
+        self.events.extend(forged);
+        let reports = loaded.reports;
         let client = plan::client_name(self.eb, &self.id, index);
         let Some(report) = reports.get(&client) else {
             let m = format!("case {}: the client's report is gone", case.name);
@@ -599,11 +628,10 @@ impl Run<'_> {
         self.note_restore(&Stage::Done);
         // Every restore verified: the records go (status keeps the report).
         self.book.delete_if_resolved().await?;
-        let sweep = children::Sweep {
-            pods: !keep_pods,
-            reports: true,
-        };
-        children::delete(&self.ctx.client, &self.ns, &selector, sweep).await?;
+        // Report objects go once the final status is stored (apply).
+        if !keep_pods {
+            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
+        }
         if manages_jobs(self.eb, &self.ctx.config) {
             offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
         }

@@ -1,12 +1,14 @@
 //! The run's phase machine. Each phase handler is idempotent: it may run again on a stale or
 //! restarted operator and must converge to the same children and the same status.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use loadgen::worker::protocol::Role;
 
 use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
@@ -20,7 +22,8 @@ use crate::creation::{self, Started};
 use crate::deadline;
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, elapsed_since, PendingEvent};
-use crate::{children, labels, queue, reports, target, workers};
+use crate::reports::{Loaded, Owner, Store};
+use crate::{children, labels, queue, target, workers};
 
 /// How often a running step is checked (reports also wake the controller at once).
 const POLL: Duration = Duration::from_secs(2);
@@ -91,9 +94,13 @@ pub async fn apply(
             }
         }
     }
-    if run.status != before {
-        lifecycle::write_status(api, &run.name, &run.status).await?;
-    }
+    // Report objects go only once the status holding their results is stored.
+    let persisted = if run.status != before {
+        let written = lifecycle::write_status(api, &run.name, &run.status).await?;
+        written.status.unwrap_or_default()
+    } else {
+        before
+    };
     ctx.metrics.set_phase(
         plan::KIND,
         &run.ns,
@@ -101,6 +108,7 @@ pub async fn apply(
         run.status.run.phase.unwrap_or_default(),
     );
     run.publish_events().await;
+    lifecycle::release_reports(ctx, &ib, &run.id, &persisted.run).await?;
     Ok(action)
 }
 
@@ -123,6 +131,7 @@ pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
         children::Sweep::ALL,
     )
     .await?;
+    Store::of(ctx).delete(&Owner::of(ib), None).await?;
     if let Some(id) = ib.status.as_ref().and_then(|s| s.run.run_id.as_deref()) {
         ctx.runs.forget(id);
     }
@@ -274,6 +283,9 @@ impl Run<'_> {
                 children::Sweep::ALL,
             )
             .await?;
+            Store::of(self.ctx)
+                .delete(&Owner::of(self.ib), Some(&old))
+                .await?;
             self.ctx.runs.forget(&old);
             if was_active {
                 self.events.push((
@@ -445,8 +457,8 @@ impl Run<'_> {
         // finished pod's report is always in the second list.
         let pods =
             children::list_pods(&self.ctx.client, &self.ns, &self.step_selector(step)).await?;
-        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, step).await?;
         let expected = plan::worker_names(self.ib, &self.id, step);
+        let reports = self.reports(step, &expected).await?.reports;
         let n = expected.len();
         self.status.workers = Some(format!("{}/{n}", reports.len()));
         if expected.keys().all(|w| reports.contains_key(w)) {
@@ -492,9 +504,28 @@ impl Run<'_> {
         Ok(Next::Wait(Action::requeue(POLL)))
     }
 
+    /// The verified reports of `step` (see reports::Store::load).
+    async fn reports(&self, step: u32, expected: &BTreeMap<String, Role>) -> Result<Loaded> {
+        let owner = Owner::of(self.ib);
+        Ok(Store::of(self.ctx)
+            .load(&owner, &self.id, step, expected)
+            .await?)
+    }
+
     async fn collecting(&mut self) -> Result<Next> {
         let step = self.step();
-        let reports = reports::load(&self.ctx.client, &self.ns, &self.id, step).await?;
+        let expected = plan::worker_names(self.ib, &self.id, step);
+        let loaded = self.reports(step, &expected).await?;
+        let forged = Store::of(self.ctx)
+            .forgery_events(
+                &self.ctx.metrics,
+                &Owner::of(self.ib),
+                &self.id,
+                &loaded.rejected,
+            )
+            .await;
+        self.events.extend(forged);
+        let reports = loaded.reports;
         let sweep_step = self
             .ib
             .spec
@@ -532,43 +563,7 @@ impl Run<'_> {
     }
 
     fn record_step(&mut self, r: StepResult) {
-        let m = &self.ctx.metrics;
-        let step = r.index.to_string();
-        let labels = [self.ns.as_str(), self.name.as_str(), step.as_str()];
-        m.ingress_rps.with_label_values(&labels).set(r.rps);
-        for (q, v) in [
-            ("0.5", r.latency_ms.p50),
-            ("0.9", r.latency_ms.p90),
-            ("0.99", r.latency_ms.p99),
-            ("0.999", r.latency_ms.p999),
-            ("1", r.latency_ms.max),
-        ] {
-            m.ingress_latency
-                .with_label_values(&[&self.ns, &self.name, &step, q])
-                .set(v / 1000.0);
-        }
-        let e = &r.errors;
-        for (class, v) in [
-            ("connect", e.connect),
-            ("timeout", e.timeout),
-            ("read", e.read),
-            ("write", e.write),
-            ("status4xx", e.status4xx),
-            ("status5xx", e.status5xx),
-            ("parse", e.parse),
-        ] {
-            m.ingress_errors
-                .with_label_values(&[&self.ns, &self.name, &step, class])
-                .set(v as f64);
-        }
-        let all = r.requests as f64 + e.total() as f64;
-        m.ingress_error_ratio
-            .with_label_values(&labels)
-            .set(if all > 0.0 {
-                e.total() as f64 / all
-            } else {
-                0.0
-            });
+        self.ctx.metrics.set_ingress_step(&self.ns, &self.name, &r);
         self.status.rps = Some((r.rps * 100.0).round() / 100.0);
         self.status.p99 = Some(result::format_ms(r.latency_ms.p99));
         self.events.push((
@@ -591,14 +586,9 @@ impl Run<'_> {
         if self.ib.spec.sweep.is_some() {
             self.status.scaling = result::scaling(&self.status.steps);
             if let Some(s) = &self.status.scaling {
-                for row in &s.rows {
-                    let step = row.index.to_string();
-                    self.ctx
-                        .metrics
-                        .ingress_efficiency
-                        .with_label_values(&[&self.ns, &self.name, &step])
-                        .set(row.efficiency);
-                }
+                self.ctx
+                    .metrics
+                    .set_ingress_scaling(&self.ns, &self.name, s);
             }
         }
         if let (Some(t), Some(last)) = (&self.ib.spec.thresholds, self.status.steps.last()) {
@@ -613,16 +603,15 @@ impl Run<'_> {
     /// Succeeded or Failed: make sure the target is restored and children are gone per policy.
     async fn finished(&mut self) -> Result<Next> {
         let retry = self.restore_target_at_end().await?;
+        // Otherwise pods are kept for debugging. Reports go once the final status is stored
+        // (apply).
         let failed = self.status.run.phase == Some(Phase::Failed);
-        let what = match (self.cleanup_policy(), failed) {
-            (CleanupPolicy::Always, _) | (CleanupPolicy::OnSuccess, false) => children::Sweep::ALL,
-            // Kept for debugging: the pods; the results are already in status.
-            _ => children::Sweep {
-                pods: false,
-                reports: true,
-            },
-        };
-        children::delete(&self.ctx.client, &self.ns, &self.selector(), what).await?;
+        if let (CleanupPolicy::Always, _) | (CleanupPolicy::OnSuccess, false) =
+            (self.cleanup_policy(), failed)
+        {
+            let (client, selector) = (&self.ctx.client, self.selector());
+            children::delete(client, &self.ns, &selector, children::Sweep::ALL).await?;
+        }
         self.ctx.runs.forget(&self.id);
         Ok(Next::Wait(if retry {
             Action::requeue(Duration::from_secs(10))

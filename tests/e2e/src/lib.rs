@@ -77,7 +77,7 @@ impl Drop for TestNs {
                     "-n",
                     OPERATOR_NAMESPACE,
                     "get",
-                    "jobs,pods",
+                    "jobs,pods,configmaps",
                     "-l",
                     &offload_jobs,
                 ])
@@ -267,7 +267,7 @@ pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) -> R
 }
 
 /// The operator's pods, Jobs, Secrets and ConfigMaps in `ns`, and the offload Jobs (and their
-/// pods) it runs for `ns` in its own namespace, as "namespace/kind/name".
+/// pods) and report ConfigMaps it keeps for `ns` in its own namespace, as "namespace/kind/name".
 pub async fn children(client: &Client, ns: &str) -> Result<Vec<String>> {
     let mut left = Vec::new();
     left.extend(names::<Pod>(client, ns, MANAGED_BY).await?);
@@ -275,7 +275,14 @@ pub async fn children(client: &Client, ns: &str) -> Result<Vec<String>> {
     left.extend(names::<Secret>(client, ns, MANAGED_BY).await?);
     left.extend(names::<ConfigMap>(client, ns, MANAGED_BY).await?);
     left.extend(offload_jobs_and_pods(client, ns).await?);
+    left.extend(stored_reports(client, ns).await?);
     Ok(left)
+}
+
+/// The report ConfigMaps in the operator's namespace that belong to benchmarks in `ns`.
+pub async fn stored_reports(client: &Client, ns: &str) -> Result<Vec<String>> {
+    let selector = format!("{MANAGED_BY},netbench.io/report=true,netbench.io/namespace={ns}");
+    names::<ConfigMap>(client, OPERATOR_NAMESPACE, &selector).await
 }
 
 /// The offload Jobs and their pods in the operator's namespace that belong to benchmarks in `ns`.

@@ -1,0 +1,171 @@
+use serde_json::json;
+
+use super::*;
+
+const RUN: &str = "3f2a9c1d-g1";
+
+fn owner() -> Owner {
+    Owner {
+        kind: "IngressBenchmark".into(),
+        namespace: "team-a".into(),
+        name: "bench".into(),
+        uid: "3f2a9c1d-aaaa-bbbb-cccc-123456789012".into(),
+    }
+}
+
+fn report(worker: &str, step: u32) -> FinalReport {
+    FinalReport {
+        version: 1,
+        worker: worker.into(),
+        node: Some("node-1".into()),
+        step,
+        started_at_unix_ms: 1,
+        report: json!({"kind": "http", "requests": 10}),
+    }
+}
+
+fn expected(names: &[&str]) -> BTreeMap<String, Role> {
+    names
+        .iter()
+        .map(|n| (n.to_string(), Role::Client))
+        .collect()
+}
+
+fn stored(worker: &str, step: u32) -> ConfigMap {
+    report_object("netbench-system", &owner(), RUN, &report(worker, step)).unwrap()
+}
+
+fn check(cm: &ConfigMap, workers: &[&str]) -> Result<FinalReport, String> {
+    let expected = expected(workers);
+    verify(cm, &owner(), RUN, 0, |w| expected.contains_key(w))
+}
+
+#[test]
+fn what_store_writes_verifies() {
+    let w = "bench-3f2a9c1d-g1-s0-w0";
+    assert_eq!(check(&stored(w, 0), &[w]), Ok(report(w, 0)));
+}
+
+#[test]
+fn names_tell_apart_every_part_of_the_identity() {
+    let w = "bench-3f2a9c1d-g1-s0-w0";
+    let base = object_name(&owner(), RUN, 0, w);
+    assert!(base.starts_with(&format!("{w}-report-")), "{base}");
+    assert_eq!(base, object_name(&owner(), RUN, 0, w), "deterministic");
+    let mut other_ns = owner();
+    other_ns.namespace = "team-b".into();
+    let mut other_uid = owner();
+    other_uid.uid = "3f2a9c1d-ffff".into();
+    let mut other_kind = owner();
+    other_kind.kind = "EgressBenchmark".into();
+    let names = [
+        object_name(&other_ns, RUN, 0, w),
+        object_name(&other_uid, RUN, 0, w),
+        object_name(&other_kind, RUN, 0, w),
+        object_name(&owner(), "3f2a9c1d-g2", 0, w),
+        object_name(&owner(), RUN, 1, w),
+        object_name(&owner(), RUN, 0, "bench-3f2a9c1d-g1-s0-w1"),
+    ];
+    for n in &names {
+        assert_ne!(*n, base);
+        assert!(n.len() <= 253);
+    }
+    // The longest worker name (63) still gives a valid object name.
+    assert!(object_name(&owner(), RUN, 0, &"w".repeat(63)).len() <= 253);
+}
+
+#[test]
+fn a_worker_outside_the_step_is_rejected() {
+    let cm = stored("intruder", 0);
+    let err = check(&cm, &["bench-3f2a9c1d-g1-s0-w0"]).unwrap_err();
+    assert!(err.contains("intruder is not a worker"), "{err}");
+}
+
+#[test]
+fn wrong_or_missing_labels_are_rejected() {
+    let w = "w0";
+    for (key, value) in [
+        (labels::NAMESPACE, Some("team-b")),
+        (labels::BENCHMARK_UID, Some("other-uid")),
+        (labels::KIND, Some("egressbenchmark")),
+        (labels::RUN, Some("other-g1")),
+        (labels::STEP, Some("1")),
+        (labels::MANAGED_BY, None),
+        (labels::WORKER, None),
+    ] {
+        let mut cm = stored(w, 0);
+        let l = cm.metadata.labels.as_mut().unwrap();
+        match value {
+            Some(v) => l.insert(key.to_string(), v.to_string()),
+            None => l.remove(key),
+        };
+        assert!(check(&cm, &[w]).is_err(), "accepted with {key}={value:?}");
+    }
+}
+
+#[test]
+fn a_report_under_another_workers_name_is_rejected() {
+    // Labels and name of w1, content of w0: one worker must not speak for another.
+    let mut cm = stored("w1", 0);
+    let forged = serde_json::to_string(&report("w0", 0)).unwrap();
+    cm.data = Some(BTreeMap::from([(KEY.to_string(), forged)]));
+    let err = check(&cm, &["w0", "w1"]).unwrap_err();
+    assert!(err.contains("claims worker w0"), "{err}");
+    // The same for a report of another step.
+    let mut cm = stored("w1", 0);
+    let forged = serde_json::to_string(&report("w1", 3)).unwrap();
+    cm.data = Some(BTreeMap::from([(KEY.to_string(), forged)]));
+    assert!(check(&cm, &["w1"]).unwrap_err().contains("step 3"));
+}
+
+#[test]
+fn a_renamed_copy_or_unreadable_content_is_rejected() {
+    let mut cm = stored("w0", 0);
+    cm.metadata.name = Some("w0-report".into());
+    assert!(check(&cm, &["w0"]).unwrap_err().contains("is named"));
+    let mut cm = stored("w0", 0);
+    cm.data = Some(BTreeMap::from([(KEY.to_string(), "{not json".to_string())]));
+    assert!(check(&cm, &["w0"]).unwrap_err().contains("unreadable"));
+    let mut cm = stored("w0", 0);
+    cm.data = None;
+    assert!(check(&cm, &["w0"]).unwrap_err().contains("no report.json"));
+}
+
+#[test]
+fn selectors_scope_to_benchmark_run_and_step() {
+    let o = owner();
+    let all = o.selector(None, None);
+    assert!(all.contains("netbench.io/namespace=team-a"), "{all}");
+    assert!(all.contains(&format!("netbench.io/benchmark-uid={}", o.uid)));
+    assert!(all.contains("netbench.io/report=true"));
+    assert!(!all.contains("netbench.io/run"));
+    let step = o.selector(Some(RUN), Some(2));
+    assert!(
+        step.ends_with(&format!("netbench.io/run={RUN},netbench.io/step=2")),
+        "{step}"
+    );
+}
+
+#[test]
+fn impostors_are_report_labelled_objects_naming_the_benchmark_or_run() {
+    let o = owner();
+    let with = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let old_style = with(&[
+        (labels::REPORT, "true"),
+        (labels::RUN, RUN),
+        (labels::STEP, "0"),
+    ]);
+    assert!(poses_as_report(Some(&old_style), &o, RUN));
+    let by_name = with(&[(labels::REPORT, "true"), (labels::BENCHMARK, "bench")]);
+    assert!(poses_as_report(Some(&by_name), &o, RUN));
+    let other_run = with(&[(labels::REPORT, "true"), (labels::RUN, "x-g1")]);
+    assert!(!poses_as_report(Some(&other_run), &o, RUN));
+    let not_a_report = with(&[(labels::RUN, RUN)]);
+    assert!(!poses_as_report(Some(&not_a_report), &o, RUN));
+    assert!(!poses_as_report(None, &o, RUN));
+}
