@@ -17,7 +17,7 @@ use loadgen::worker::protocol::{FinalReport, Role};
 
 use crate::context::Context;
 use crate::labels;
-use crate::lifecycle::PendingEvent;
+use crate::lifecycle::{clip, PendingEvent};
 use crate::metrics::Metrics;
 
 mod sink;
@@ -418,7 +418,7 @@ impl Store {
         };
         let forged = rejected.iter().map(|r| ("forged", r));
         let outside = impostors.iter().map(|r| ("outside", r));
-        forged
+        let found: Vec<&String> = forged
             .chain(outside)
             .map(|(reason, what)| {
                 metrics.reports_rejected.with_label_values(&[reason]).inc();
@@ -427,13 +427,28 @@ impl Store {
                     namespace = owner.namespace,
                     "ignored a forged report: {what}"
                 );
-                (
-                    EventType::Warning,
-                    FORGED.to_string(),
-                    format!("ignored a forged report object: {what}"),
-                )
+                what
             })
-            .collect()
+            .collect();
+        // One Event for all of them: Events of one reason about one object are aggregated
+        // (the note of the first would hide the others).
+        match found.as_slice() {
+            [] => vec![],
+            [one] => vec![(
+                EventType::Warning,
+                FORGED.to_string(),
+                clip(&format!("ignored a forged report object: {one}"), 1000),
+            )],
+            many => {
+                let list: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
+                let note = format!(
+                    "ignored {} forged report objects: {}",
+                    many.len(),
+                    list.join("; ")
+                );
+                vec![(EventType::Warning, FORGED.to_string(), clip(&note, 1000))]
+            }
+        }
     }
 }
 

@@ -461,6 +461,7 @@ fn take_apply(
         r.apply_done = true;
         if let Some(s) = outcome.and_then(|o| o.state.clone()) {
             if s.interface == r.interface {
+                r.applied = Some(s.clone());
                 r.after = Some(s);
             }
         }

@@ -27,6 +27,10 @@ pub struct DeviceRecord {
     /// The device's whole state, read before anything changed; never overwritten.
     #[serde(default)]
     pub before: Option<DeviceState>,
+    /// The state the apply Job read back right after the change; never overwritten (the
+    /// report's `applied`, whatever a restore reads later).
+    #[serde(default)]
+    pub applied: Option<DeviceState>,
     /// The last state read back after our change or restore.
     #[serde(default)]
     pub after: Option<DeviceState>,
@@ -114,10 +118,16 @@ impl DeviceRecord {
                 .filter_map(|name| Some((name.clone(), s.value(name)?)))
                 .collect()
         };
-        let restore = if self.apply_done || self.after.is_some() {
-            self.restore_features()
-        } else {
-            BTreeMap::new()
+        // What the run changed and a restore writes back: from the state right after the
+        // apply (a later restore's read-back must not hide it).
+        let restore = match (&self.before, &self.applied) {
+            (Some(before), Some(applied)) => before
+                .changeable()
+                .into_iter()
+                .filter(|(name, on)| applied.features.get(name) != Some(on))
+                .collect(),
+            _ if self.apply_done || self.after.is_some() => self.restore_features(),
+            _ => BTreeMap::new(),
         };
         OffloadRecord {
             case: self.case.clone(),
@@ -126,7 +136,11 @@ impl DeviceRecord {
             profile: self.profile.clone(),
             before: values(&self.before),
             applied: if self.apply_done {
-                values(&self.after)
+                values(if self.applied.is_some() {
+                    &self.applied
+                } else {
+                    &self.after
+                })
             } else {
                 BTreeMap::new()
             },
@@ -318,6 +332,32 @@ spec:
         assert!(r.iter().all(|r| !r.needs_restore() && r.run == "r1"));
         assert_eq!(groups(&r, |_| true).len(), 3);
         assert_eq!(indices(&r, &groups(&r, |_| true)[1], |_| true), [1]);
+    }
+
+    #[test]
+    fn the_report_keeps_what_was_applied_after_the_restore() {
+        let before = state(&[("tx-checksum-ip-generic", true)]);
+        let changed = state(&[("tx-checksum-ip-generic", false)]);
+        let mut r = DeviceRecord {
+            interface: "vx0".into(),
+            wanted: BTreeMap::from([("tx-checksumming".into(), false)]),
+            before: Some(before.clone()),
+            applied: Some(changed.clone()),
+            after: Some(changed),
+            apply_started: true,
+            apply_done: true,
+            ..Default::default()
+        };
+        r.take_read_back(before);
+        assert!(r.restored);
+        let report = r.report();
+        assert!(report.restored);
+        assert!(report.before["tx-checksumming"]);
+        assert!(!report.applied["tx-checksumming"], "{report:?}");
+        assert_eq!(
+            report.restore,
+            BTreeMap::from([("tx-checksum-ip-generic".to_string(), true)])
+        );
     }
 
     #[test]
