@@ -97,6 +97,15 @@ pub struct WorkerClient {
     agent: ureq::Agent,
 }
 
+/// Whether an answer with this status is worth another try (until [`RETRY_FOR`] runs out).
+/// 5xx and 408 (the operator's request deadline passed): yes. A register or a report answered
+/// 404 (unknown run): yes, because after an operator restart the new leader learns of the run
+/// only when it reconciles it; a worker that is truly unknown fails when the retries run out.
+/// Other 4xx are final.
+fn retried(status: u16, what: &str) -> bool {
+    status >= 500 || status == 408 || (status == 404 && matches!(what, "register" | "report"))
+}
+
 /// How long a worker keeps retrying an unreachable operator (e.g. during a leader change).
 const RETRY_FOR: Duration = Duration::from_secs(120);
 /// Longest preflight error sent (characters); the register body is small.
@@ -163,11 +172,7 @@ impl WorkerClient {
                     if status < 400 {
                         return Ok((status, text));
                     }
-                    // A report answered 404 (unknown run) is retried: after an operator
-                    // restart the new leader learns of the run when it reconciles it. A 408
-                    // (the operator's request deadline passed) is worth another try too.
-                    let retry_unknown_run = status == 404 && what == "report";
-                    if status < 500 && status != 408 && !retry_unknown_run {
+                    if !retried(status, what) {
                         let message = serde_json::from_str::<ApiError>(&text)
                             .map(|e| e.error)
                             .unwrap_or(text);
@@ -321,6 +326,17 @@ fn sleep_until_unix_ms(at: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_run_is_waited_for_when_registering_and_reporting() {
+        assert!(retried(404, "register"));
+        assert!(retried(404, "report"));
+        assert!(!retried(404, "barrier"), "the barrier re-registers instead");
+        assert!(retried(503, "progress") && retried(408, "register"));
+        for refused in [400, 401, 403, 409, 413, 422] {
+            assert!(!retried(refused, "register"), "{refused}");
+        }
+    }
 
     #[test]
     fn a_token_file_is_read_again_for_every_request() {
