@@ -64,32 +64,17 @@ pub async fn list_pods(
         .items)
 }
 
-/// What to delete when a run's children go.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sweep {
-    pub pods: bool,
-}
-
-impl Sweep {
-    /// Every child a benchmark has in its own namespace (today: its worker pods).
-    pub const ALL: Sweep = Sweep { pods: true };
-    pub const PODS: Sweep = Sweep { pods: true };
-}
-
-/// Deletes the children matching `selector` (a run, a step, or the whole benchmark).
-pub async fn delete(
+/// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark): the only
+/// children a benchmark has in its own namespace (reports: reports; offload Jobs: egress::offload).
+pub async fn delete_pods(
     client: &Client,
     namespace: &str,
     selector: &str,
-    what: Sweep,
 ) -> Result<(), kube::Error> {
     let lp = ListParams::default().labels(selector);
-    let dp = DeleteParams::background();
-    if what.pods {
-        let _ = Api::<Pod>::namespaced(client.clone(), namespace)
-            .delete_collection(&dp, &lp)
-            .await?;
-    }
+    let _ = Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete_collection(&DeleteParams::background(), &lp)
+        .await?;
     Ok(())
 }
 

@@ -120,13 +120,7 @@ pub async fn start(
             );
         }
         Started::Failed(reason, m) => {
-            children::delete(
-                &ctx.client,
-                step.namespace,
-                step.selector,
-                children::Sweep::PODS,
-            )
-            .await?;
+            children::delete_pods(&ctx.client, step.namespace, step.selector).await?;
             conditions::set(
                 &mut run.conditions,
                 WORKERS_SCHEDULED,

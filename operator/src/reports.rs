@@ -399,7 +399,25 @@ impl Store {
     /// Warning Events (counted in `netbench_reports_rejected_total`) for a step's forged report
     /// objects: those `load` rejected and impostors in the benchmark's namespace. Best effort:
     /// a failed look is logged, the result does not depend on it.
-    pub async fn forgery_events(
+    /// The step's verified reports for Collecting, and the forgeries met on the way (rejected
+    /// objects and impostors in the benchmark's namespace) as one Warning Event, counted and
+    /// logged.
+    pub async fn load_for_collecting(
+        &self,
+        metrics: &Metrics,
+        owner: &Owner,
+        run: &str,
+        step: u32,
+        expected: &BTreeMap<String, Role>,
+    ) -> Result<(BTreeMap<String, FinalReport>, Vec<PendingEvent>), kube::Error> {
+        let loaded = self.load(owner, run, step, expected).await?;
+        let events = self
+            .forgery_events(metrics, owner, run, &loaded.rejected)
+            .await;
+        Ok((loaded.reports, events))
+    }
+
+    async fn forgery_events(
         &self,
         metrics: &Metrics,
         owner: &Owner,

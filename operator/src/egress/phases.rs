@@ -136,7 +136,7 @@ pub async fn cleanup(
     let ns = eb.namespace().unwrap_or_default();
     let name = eb.name_any();
     let selector = labels::benchmark_selector(plan::KIND, &name);
-    children::delete(&ctx.client, &ns, &selector, children::Sweep::PODS).await?;
+    children::delete_pods(&ctx.client, &ns, &selector).await?;
     let eb = api.get_opt(&name).await?.unwrap_or_else(|| eb.clone());
     let status = eb.status.clone().unwrap_or_default();
     // Driven by the records in the operator's namespace only, never by status.offload.
@@ -171,7 +171,6 @@ pub async fn cleanup(
         }
     }
     book.delete_if_resolved().await?;
-    children::delete(&ctx.client, &ns, &selector, children::Sweep::ALL).await?;
     Store::of(ctx).delete(&Owner::of(&eb), None).await?;
     if manages_jobs(&eb, &ctx.config) {
         offload::delete_jobs(&ctx.client, &ctx.config, &eb).await?;
@@ -240,7 +239,7 @@ impl Run<'_> {
             return Ok(None);
         };
         let selector = format!("{}={old}", labels::RUN);
-        children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::PODS).await?;
+        children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
         self.ctx.runs.forget(&old);
         match self.restore_offload(None).await? {
             Some(m) => {
@@ -254,7 +253,7 @@ impl Run<'_> {
     async fn start_new_run(&mut self) -> Result<()> {
         if let Some(old) = self.status.run.run_id.clone() {
             let selector = format!("{}={old}", labels::RUN);
-            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
+            children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
             Store::of(self.ctx)
                 .delete(&Owner::of(self.eb), Some(&old))
                 .await?;
@@ -530,17 +529,16 @@ impl Run<'_> {
             return Err(Error::Internal(format!("no case {index}")));
         };
         let expected = plan::worker_roles(self.eb, &self.id, index);
-        let loaded = self.reports(index, &expected).await?;
-        let forged = Store::of(self.ctx)
-            .forgery_events(
+        let (reports, forged) = Store::of(self.ctx)
+            .load_for_collecting(
                 &self.ctx.metrics,
                 &Owner::of(self.eb),
                 &self.id,
-                &loaded.rejected,
+                index,
+                &expected,
             )
-            .await;
+            .await?;
         self.events.extend(forged);
-        let reports = loaded.reports;
         let client = plan::client_name(self.eb, &self.id, index);
         let Some(report) = reports.get(&client) else {
             let m = format!("case {}: the client's report is gone", case.name);
@@ -560,13 +558,7 @@ impl Run<'_> {
         let idle = result::nothing_transferred(&measured);
         self.record_case(measured);
         if self.eb.spec.cleanup != CleanupPolicy::Never {
-            children::delete(
-                &self.ctx.client,
-                &self.ns,
-                &self.case_selector(index),
-                children::Sweep::PODS,
-            )
-            .await?;
+            children::delete_pods(&self.ctx.client, &self.ns, &self.case_selector(index)).await?;
         }
         if !stream_errors.is_empty() {
             let m = format!(
@@ -618,7 +610,7 @@ impl Run<'_> {
         };
         let selector = format!("{}={}", labels::RUN, self.id);
         if !keep_pods {
-            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::PODS).await?;
+            children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
         }
         if let Some(m) = self.restore_offload(None).await? {
             self.status.run.message = Some(format!("{m} (the run has ended)"));
@@ -629,9 +621,6 @@ impl Run<'_> {
         // Every restore verified: the records go (status keeps the report).
         self.book.delete_if_resolved().await?;
         // Report objects go once the final status is stored (apply).
-        if !keep_pods {
-            children::delete(&self.ctx.client, &self.ns, &selector, children::Sweep::ALL).await?;
-        }
         if manages_jobs(self.eb, &self.ctx.config) {
             offload::delete_jobs(&self.ctx.client, &self.ctx.config, self.eb).await?;
         }

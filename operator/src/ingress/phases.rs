@@ -124,11 +124,10 @@ pub async fn cleanup(ib: &IngressBenchmark, ctx: &Context) -> Result<Action> {
     let mut events = vec![];
     restore_target(ctx, ib, &run, &mut events).await?;
     lifecycle::publish_events(ctx, &ib.object_ref(&()), &mut events).await;
-    children::delete(
+    children::delete_pods(
         &ctx.client,
         &ns,
         &labels::benchmark_selector(plan::KIND, &name),
-        children::Sweep::ALL,
     )
     .await?;
     Store::of(ctx).delete(&Owner::of(ib), None).await?;
@@ -276,11 +275,10 @@ impl Run<'_> {
     async fn start_new_run(&mut self) -> Result<()> {
         if let Some(old) = self.status.run.run_id.clone() {
             let was_active = !self.status.run.phase.is_some_and(Phase::is_finished);
-            children::delete(
+            children::delete_pods(
                 &self.ctx.client,
                 &self.ns,
                 &format!("{}={old}", labels::RUN),
-                children::Sweep::ALL,
             )
             .await?;
             Store::of(self.ctx)
@@ -515,17 +513,16 @@ impl Run<'_> {
     async fn collecting(&mut self) -> Result<Next> {
         let step = self.step();
         let expected = plan::worker_names(self.ib, &self.id, step);
-        let loaded = self.reports(step, &expected).await?;
-        let forged = Store::of(self.ctx)
-            .forgery_events(
+        let (reports, forged) = Store::of(self.ctx)
+            .load_for_collecting(
                 &self.ctx.metrics,
                 &Owner::of(self.ib),
                 &self.id,
-                &loaded.rejected,
+                step,
+                &expected,
             )
-            .await;
+            .await?;
         self.events.extend(forged);
-        let reports = loaded.reports;
         let sweep_step = self
             .ib
             .spec
@@ -539,13 +536,7 @@ impl Run<'_> {
         let failed = verdict::failed_requests(&result, self.ctx.config.max_error_ratio);
         self.record_step(result);
         if self.cleanup_policy() != CleanupPolicy::Never {
-            children::delete(
-                &self.ctx.client,
-                &self.ns,
-                &self.step_selector(step),
-                children::Sweep::PODS,
-            )
-            .await?;
+            children::delete_pods(&self.ctx.client, &self.ns, &self.step_selector(step)).await?;
         }
         if let Some(why) = failed {
             let m = format!("step {step}: {why}");
@@ -610,7 +601,7 @@ impl Run<'_> {
             (self.cleanup_policy(), failed)
         {
             let (client, selector) = (&self.ctx.client, self.selector());
-            children::delete(client, &self.ns, &selector, children::Sweep::ALL).await?;
+            children::delete_pods(client, &self.ns, &selector).await?;
         }
         self.ctx.runs.forget(&self.id);
         Ok(Next::Wait(if retry {
