@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop the test cluster and put the machine back as up.sh found it: kills every process it
+# Stop the test cluster (every node) and put the machine back as up.sh found it: kills every process it
 # started (by recorded PID, plus the containerd shims and pod processes those left behind),
 # unmounts its mounts, deletes its devices and iptables chains, restores sysctls and mount
 # propagation, removes its state. Keeps the build cache. Safe to run when nothing is up.
@@ -37,52 +37,68 @@ stop_component() {
     rm -f "$NB_PIDS/$1.pid"
 }
 
-ctr_() { ctr --address "$NB_CONTAINERD_SOCK" -n k8s.io "$@"; }
+# Nodes: the recorded ones plus any node namespace left by an earlier, interrupted run.
+nodes=$( (cluster_nodes; ls /run/netns 2>/dev/null | grep -E '^nb-node[0-9]+$') | sort -u)
 
-# 1. Let the kubelet tear pods down properly (CNI DEL, unmounts) while it still runs.
+ctr_() { ctr --address "$(node_containerd_sock "$1")" -n k8s.io "${@:2}"; }
+tasks_left() {
+    local node
+    for node in $nodes; do [[ -S $(node_containerd_sock "$node") ]] && ctr_ "$node" tasks ls -q 2>/dev/null; done
+}
+
+# 1. Let the kubelets tear pods down properly (CNI DEL, unmounts) while they still run.
 stop_component kube-controller-manager
 stop_component kube-scheduler
 stop_component kwok
-if [[ -n $(component_pid kubelet) && -n $(component_pid kube-apiserver) && -S $NB_CONTAINERD_SOCK ]]; then
+if [[ -n $(component_pid kube-apiserver) ]]; then
     log "deleting all pods"
     kc delete pods --all --all-namespaces --grace-period=0 --force --wait=false >/dev/null 2>&1
     for ((i = 0; i < 60; i++)); do
-        [[ -z $(ctr_ tasks ls -q 2>/dev/null) ]] && break
+        [[ -z $(tasks_left) ]] && break
         sleep 1
     done
 fi
 stop_component coredns
-stop_component kube-proxy
-stop_component kubelet
+for node in $nodes; do
+    stop_component "kube-proxy-$node"
+    stop_component "kubelet-$node"
+done
 
-# 2. Whatever is still running in containerd: kill tasks, then containerd, then stray shims.
-if [[ -S $NB_CONTAINERD_SOCK ]]; then
-    for id in $(ctr_ tasks ls -q 2>/dev/null); do
-        ctr_ tasks kill -s SIGKILL "$id" >/dev/null 2>&1
-    done
-    sleep 1
-    for id in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$id" >/dev/null 2>&1; done
-fi
-stop_component containerd
+# 2. Whatever still runs in a containerd: kill tasks, then containerd, then stray shims.
+for node in $nodes; do
+    sock=$(node_containerd_sock "$node")
+    if [[ -S $sock ]]; then
+        for id in $(ctr_ "$node" tasks ls -q 2>/dev/null); do
+            ctr_ "$node" tasks kill -s SIGKILL "$id" >/dev/null 2>&1
+        done
+        sleep 1
+        for id in $(ctr_ "$node" tasks ls -q 2>/dev/null); do ctr_ "$node" tasks delete -f "$id" >/dev/null 2>&1; done
+    fi
+    stop_component "containerd-$node"
+done
 for proc in /proc/[0-9]*; do
-    # Our shims name our socket on their command line; kill exactly those.
-    if tr '\0' ' ' 2>/dev/null <"$proc/cmdline" | grep -qF -- "-address $NB_CONTAINERD_SOCK"; then
+    # Our shims name our sockets (under $NB_RUN) on their command line; kill exactly those.
+    if tr '\0' ' ' 2>/dev/null <"$proc/cmdline" | grep -qF -- "-address $NB_RUN/"; then
         log "killing leftover shim pid ${proc#/proc/}"
         kill -KILL "${proc#/proc/}" 2>/dev/null
     fi
 done
 
-# 3. Pod processes left in the kubelet's cgroups, then the cgroups themselves.
+# 3. Pod processes left in the nodes' cgroups, then the cgroups themselves.
 for ctl in /sys/fs/cgroup/*/; do
-    [[ -d $ctl/kubepods ]] || continue
-    for pid in $(find "$ctl/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null); do
-        log "killing leftover pod process $pid"
-        kill -KILL "$pid" 2>/dev/null
+    for root in "$ctl"nb-node[0-9]*; do
+        [[ -d $root ]] || continue
+        for pid in $(find "$root" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+            log "killing leftover pod process $pid"
+            kill -KILL "$pid" 2>/dev/null
+        done
     done
 done
 sleep 0.5
 for ctl in /sys/fs/cgroup/*/; do
-    [[ -d $ctl/kubepods ]] && find "$ctl/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null
+    for root in "$ctl"nb-node[0-9]*; do
+        [[ -d $root ]] && find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null
+    done
     # containerd's default parent for containers started outside the CRI (ctr run).
     if [[ -d $ctl/k8s.io ]] && ! grep -qx "existed ${ctl}k8s.io" "$saved"; then
         find "$ctl/k8s.io" -depth -type d -exec rmdir {} \; 2>/dev/null
@@ -106,9 +122,18 @@ for ns in /run/netns/cni-*; do
     rm -f "$ns"
 done
 
-# 6. Network devices and iptables chains (KUBE-* from kubelet/kube-proxy, CNI-* from the bridge
-#    plugin's masquerading), except chains that existed before up.sh.
-for dev in "$NB_CNI_BRIDGE" "$NB_NODE_DEV"; do
+# 6. The node and target namespaces (with every device, route and iptables rule in them) once
+#    nothing runs there any more, then the switch. The root-namespace iptables chains below are
+#    only left by clusters of older versions, which ran a node in the root namespace.
+for netns in $nodes "$NB_TARGET_NS"; do
+    [[ -e /run/netns/$netns ]] || continue
+    for pid in $(ip netns pids "$netns" 2>/dev/null); do
+        log "killing pid $pid left in namespace $netns"
+        kill -KILL "$pid" 2>/dev/null
+    done
+    ip netns del "$netns" 2>/dev/null
+done
+for dev in $nodes "$NB_SWITCH" nb-cni0 nb-node0; do
     ip link show "$dev" >/dev/null 2>&1 && ip link del "$dev"
 done
 for ipt in iptables ip6tables; do

@@ -3,7 +3,7 @@
 #   fake-nodes.sh COUNT [CPU] [MEMORY]     e.g. fake-nodes.sh 4 8 32Gi
 # Nodes are named nb-fake-0..COUNT-1, labelled netbench.io/fake-node=true and
 # type=kwok, and tainted kwok.x-k8s.io/node=fake:NoSchedule so only pods that tolerate it land
-# there (real workloads stay on nb-node0). kwok marks their pods Running without running
+# there (real workloads stay on the real nodes nb-nodeN). kwok marks their pods Running without running
 # anything. Idempotent; kwok is built on first use (build.sh --with-kwok) and stopped by down.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_root
@@ -19,7 +19,7 @@ start_component kwok "$BIN/kwok" --kubeconfig "$NB_KUBECONFIG" \
     --config "$BIN/kwok-stages.yaml" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --node-ip 198.19.254.1 --cidr 198.19.240.0/21 \
+    --node-ip 198.19.253.1 --cidr 198.19.240.0/21 \
     --node-lease-duration-seconds 0 --server-address ""
 sleep 1
 [[ -n $(component_pid kwok) ]] || fail_with_log kwok "kwok exited"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build container images as docker-archive tars from local files (no registry, no Docker) and
-# import them into the cluster's containerd.
+# import them into every node's containerd.
 #
 #   images.sh build                    build the standard images (pause, nginx-target, probe);
 #                                      prints one tar path per line
@@ -94,14 +94,23 @@ build_image() {
     echo "$tar"
 }
 
-# import_image TAR...: import into the cluster's containerd (namespace k8s.io, used by the CRI).
+# import_image TAR...: import into every node's containerd (namespace k8s.io, used by the CRI).
 import_image() {
-    [[ -S $NB_CONTAINERD_SOCK ]] || die "containerd of the cluster is not running ($NB_CONTAINERD_SOCK)"
-    local tar
-    for tar in "$@"; do
-        ctr --address "$NB_CONTAINERD_SOCK" -n k8s.io images import --no-unpack=false "$tar" >/dev/null ||
-            die "ctr images import $tar failed"
+    local tar node sock
+    for node in $(cluster_nodes); do
+        sock=$(node_containerd_sock "$node")
+        [[ -S $sock ]] || die "containerd of $node is not running ($sock)"
+        for tar in "$@"; do
+            ctr --address "$sock" -n k8s.io images import --no-unpack=false "$tar" >/dev/null ||
+                die "ctr images import $tar into $node failed"
+        done
     done
+}
+
+# cluster_running: every node's containerd is up.
+cluster_running() {
+    local node
+    for node in $(cluster_nodes); do [[ -S $(node_containerd_sock "$node") ]] || return 1; done
 }
 
 # build_nginx_image: Debian's nginx binary plus the libraries ldd lists, listening on 8080 as
@@ -161,7 +170,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
             shift
             (($# >= 3)) || die "usage: images.sh image NAME:TAG ENTRYPOINT FILE..."
             tar=$(build_image "$@")
-            if [[ -S $NB_CONTAINERD_SOCK ]]; then import_image "$tar"; fi
+            if cluster_running; then import_image "$tar"; fi
             echo "$tar"
             ;;
         *) die "usage: images.sh build | import TAR... | image NAME:TAG ENTRYPOINT FILE..." ;;

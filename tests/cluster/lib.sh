@@ -18,16 +18,33 @@ NB_K8S_VERSION=v1.37.2
 
 # Network plan: all inside 198.19.0.0/16 (benchmark-testing range), away from the machine's own
 # 192.0.2.0/24 and from the 198.18.0.0/24 / 198.19.0.0/24 ranges the tcp tests use.
-NB_NODE_NAME=nb-node0
-NB_NODE_DEV=nb-node0          # a port-less bridge used as a dummy device (no dummy module here)
-NB_NODE_IP=198.19.255.1       # node IP, apiserver advertise/bind address, CoreDNS listen address
-NB_POD_CIDR=198.19.128.0/17   # cluster CIDR
-NB_NODE_POD_CIDR=198.19.128.0/24
-NB_POD_GW=198.19.128.1
+#
+# Each real node is a network namespace of its own (named like the node) whose "NIC" eth0 is a
+# veth to the switch, a bridge in the root namespace; the control plane (etcd, apiserver,
+# controller-manager, scheduler, CoreDNS) runs in the root namespace on the switch's address.
+# Pods on different nodes talk over a vxlan overlay between the nodes' NICs (flannel's layout:
+# device nb-vxlan0 holding the .0 address of the node's pod range, a route per other node).
+# The last node is the egress node: the external target host (namespace nb-target) sits behind
+# it, and pod traffic to the target is routed there over the overlay and masqueraded there.
+# Real nodes nb-node0 .. nb-node$((NB_NODES-1)): 3 unless set, or as many as the running cluster has.
+NB_NODES=${NB_NODES:-$(cat "$NB_STATE/node-count" 2>/dev/null || echo 3)}
+NB_SWITCH=nb-switch           # root-namespace bridge joining the nodes and the control plane
+NB_APISERVER_IP=198.19.255.1  # on the switch: apiserver bind/advertise address, CoreDNS
+NB_NODE_PREFIX=24             # nodes are 198.19.255.10 + index on the switch
+NB_NODE_NIC=eth0              # a node's NIC (inside its namespace)
+NB_VXLAN_DEV=nb-vxlan0        # the overlay device on every node
+NB_VXLAN_VNI=1
+NB_VXLAN_PORT=8472            # flannel's vxlan port
+NB_VXLAN_MTU=1450
+NB_POD_CIDR=198.19.128.0/18   # cluster CIDR (128-191: the switch and target ranges stay outside); a /24 per node
 NB_SVC_CIDR=198.19.64.0/18
 NB_SVC_KUBERNETES_IP=198.19.64.1
 NB_DNS_IP=198.19.64.10
-NB_CNI_BRIDGE=nb-cni0
+NB_CNI_BRIDGE=nb-cni0         # per node, inside its namespace
+NB_TARGET_NS=nb-target        # the external target host, behind the egress node
+NB_TARGET_NET=198.19.254.0/24
+NB_TARGET_IP=198.19.254.2     # the target's address (its eth0)
+NB_TARGET_GW_IP=198.19.254.1  # the egress node's address towards the target (its eth1)
 NB_CLUSTER_DOMAIN=cluster.local
 NB_APISERVER_PORT=6443
 NB_ETCD_CLIENT_PORT=32379
@@ -41,8 +58,27 @@ NB_PROBE_IMAGE=netbench/probe:0.1.0
 NB_PKI=$NB_STATE/pki
 NB_LOGS=$NB_STATE/logs
 NB_PIDS=$NB_RUN/pids
-NB_CONTAINERD_SOCK=$NB_RUN/containerd/containerd.sock
 NB_KUBECONFIG=$NB_STATE/admin.kubeconfig
+
+node_name() { echo "nb-node$1"; }
+node_ip() { echo "198.19.255.$((10 + $1))"; }
+node_index() { echo "${1#nb-node}"; }
+egress_node() { node_name $((NB_NODES - 1)); }
+node_dir() { echo "$NB_STATE/nodes/$1"; }
+node_run() { echo "$NB_RUN/nodes/$1"; }
+node_containerd_sock() { echo "$NB_RUN/nodes/$1/containerd.sock"; }
+cluster_nodes() {
+    local i
+    for ((i = 0; i < NB_NODES; i++)); do node_name "$i"; done
+}
+# in_node NODE CMD...: run CMD in NODE's network namespace only (unlike `ip netns exec`, which
+# also gives it a mount namespace of its own: the kubelet's volume mounts must be seen by
+# containerd and runc, so every node shares the machine's mounts).
+in_node() {
+    local node=$1
+    shift
+    nsenter --net="/run/netns/$node" -- "$@"
+}
 
 # Sysctls the cluster (we, kubelet or kube-proxy) may change; up.sh saves them, down.sh restores.
 NB_SYSCTLS=(

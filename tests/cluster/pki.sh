@@ -35,7 +35,7 @@ kind: Config
 clusters:
 - name: netbench
   cluster:
-    server: https://$NB_NODE_IP:$NB_APISERVER_PORT
+    server: https://$NB_APISERVER_IP:$NB_APISERVER_PORT
     certificate-authority-data: $($b64 <"$NB_PKI/ca.crt")
 users:
 - name: $name
@@ -67,18 +67,21 @@ make_pki() {
     }
     local d=$NB_CLUSTER_DOMAIN
     gen_cert apiserver kube-apiserver "" \
-        "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.$d,DNS:localhost,IP:127.0.0.1,IP:$NB_NODE_IP,IP:$NB_SVC_KUBERNETES_IP"
+        "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.$d,DNS:localhost,IP:127.0.0.1,IP:$NB_APISERVER_IP,IP:$NB_SVC_KUBERNETES_IP"
     gen_cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
     gen_cert admin netbench-admin system:masters
     gen_cert controller-manager system:kube-controller-manager
     gen_cert scheduler system:kube-scheduler
-    gen_cert kubelet "system:node:$NB_NODE_NAME" system:nodes
+    local node
+    for node in $(cluster_nodes); do
+        gen_cert "kubelet-$node" "system:node:$node" system:nodes
+        write_kubeconfig "kubelet-$node" "kubelet-$node"
+    done
     gen_cert kube-proxy system:kube-proxy
     gen_cert coredns netbench:coredns
     write_kubeconfig admin admin
     write_kubeconfig controller-manager controller-manager
     write_kubeconfig scheduler scheduler
-    write_kubeconfig kubelet kubelet
     write_kubeconfig kube-proxy kube-proxy
     write_kubeconfig coredns coredns
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Smoke test of the real single-node cluster: up.sh, node Ready, `kubectl get nodes`, an nginx
-# Deployment served through a ClusterIP Service name to another pod, the kubernetes Service
-# reachable from a pod, then down.sh must leave no process, device, mount or chain behind.
+# Smoke test of the real multi-node cluster: up.sh, every node Ready, an nginx pod on each node
+# served through a ClusterIP Service name to a pod on every node, pod to pod across nodes over
+# the vxlan overlay (its counters grow), this machine to pods and ClusterIPs, a pod to the
+# external target host through the egress node (which masquerades it), the kubernetes Service
+# reachable from a pod, then down.sh must leave no process, namespace, device, mount, cgroup or
+# chain behind.
 # With kwok (NB_SMOKE_KWOK=0 skips it): fake nodes take pods pinned to them, and only those.
 # Exit status non-zero on any failure. Needs root. Set NB_SMOKE_KEEP=1 to leave the cluster up.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -39,13 +42,15 @@ start=$SECONDS
 "$NB_CLUSTER_DIR/up.sh" || fail "up.sh failed"
 log "up.sh took $((SECONDS - start))s"
 
-step "kubectl get nodes"
+step "kubectl get nodes: all $NB_NODES Ready"
 kc get nodes -o wide || fail "kubectl get nodes"
-[[ $(kc get node "$NB_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] ||
-    fail "node $NB_NODE_NAME is not Ready"
+for node in $(cluster_nodes); do
+    [[ $(kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] ||
+        fail "node $node is not Ready"
+done
 kc version || fail "kubectl version"
 
-step "nginx Deployment behind a ClusterIP Service"
+step "an nginx pod on every node behind a ClusterIP Service"
 kc apply -f - <<EOF || fail "apply"
 apiVersion: v1
 kind: Namespace
@@ -55,11 +60,18 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: nginx, namespace: $NS}
 spec:
-  replicas: 2
+  replicas: $NB_NODES
   selector: {matchLabels: {app: nginx}}
   template:
     metadata: {labels: {app: nginx}}
     spec:
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: nginx}}}
+      nodeSelector: {kubernetes.io/os: linux}
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms: [{matchExpressions: [{key: netbench.io/fake-node, operator: DoesNotExist}]}]
       containers:
       - name: nginx
         image: $NB_NGINX_IMAGE
@@ -75,11 +87,18 @@ spec:
   ports: [{port: 80, targetPort: 8080}]
 EOF
 kc -n "$NS" rollout status deployment/nginx --timeout=180s || fail "nginx rollout"
+# nginx_ip NODE: the address of the nginx pod on NODE.
+nginx_ip() {
+    kc -n "$NS" get pods -l app=nginx --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].status.podIP}'
+}
+for node in $(cluster_nodes); do
+    [[ -n $(nginx_ip "$node") ]] || fail "no nginx pod on $node"
+done
 
-# probe_pod NAME ARGS...: run the probe image to completion; fail unless it succeeds.
+# probe_pod NAME NODE ARGS...: run the probe image on NODE to completion; fail unless it succeeds.
 probe_pod() {
-    local name=$1
-    shift
+    local name=$1 node=$2
+    shift 2
     local args
     args=$(printf '"%s",' "$@")
     kc apply -f - <<EOF || fail "apply $name"
@@ -88,6 +107,7 @@ kind: Pod
 metadata: {name: $name, namespace: $NS}
 spec:
   restartPolicy: Never
+  nodeName: $node
   containers:
   - name: probe
     image: $NB_PROBE_IMAGE
@@ -104,10 +124,58 @@ EOF
     [[ $phase == Succeeded ]] || fail "$name ended in phase '$phase'"
 }
 
-step "GET http://nginx/ (Service name, cluster DNS, kube-proxy) from another pod"
-probe_pod probe-nginx -timeout 90s http://nginx/
+step "GET http://nginx/ (Service name, cluster DNS, kube-proxy) from a pod on every node"
+for node in $(cluster_nodes); do
+    probe_pod "probe-nginx-$node" "$node" -timeout 90s http://nginx/
+done
+
+last=$(egress_node)
+vxlan_rx() { ip -n "$1" -s -j link show dev "$NB_VXLAN_DEV" | jq '.[0].stats64.rx.bytes'; }
+if [[ $last != nb-node0 ]]; then
+    step "pod on nb-node0 -> pod on $last: over the overlay ($NB_VXLAN_DEV counters grow)"
+    before=$(vxlan_rx "$last")
+    probe_pod probe-overlay nb-node0 -timeout 60s "http://$(nginx_ip "$last"):8080/"
+    after=$(vxlan_rx "$last")
+    log "$last $NB_VXLAN_DEV rx bytes: $before -> $after"
+    ((after > before)) || fail "nothing arrived on $last's $NB_VXLAN_DEV"
+fi
+
+step "this machine reaches every pod IP and the ClusterIP"
+for node in $(cluster_nodes); do
+    [[ $(curl -sf -m 5 "http://$(nginx_ip "$node"):8080/") == hello ]] || fail "pod on $node unreachable from this machine"
+done
+cip=$(kc -n "$NS" get service nginx -o jsonpath='{.spec.clusterIP}')
+for ((i = 0; i < 4 * NB_NODES; i++)); do
+    [[ $(curl -sf -m 5 "http://$cip/") == hello ]] || fail "ClusterIP $cip unreachable from this machine (try $i)"
+done
+
+step "pod on nb-node0 -> egress node $last -> target host $NB_TARGET_IP (masqueraded by $last)"
+target_dir=$(mktemp -d)
+cat >"$target_dir/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $target_dir/nginx.pid;
+error_log stderr warn;
+events {}
+http {
+    log_format peer '\$remote_addr';
+    access_log $target_dir/access.log peer;
+    client_body_temp_path $target_dir;
+    server { listen $NB_TARGET_IP:8080; location / { return 200 "hello\\n"; } }
+}
+EOF
+setsid ip netns exec "$NB_TARGET_NS" /usr/sbin/nginx -c "$target_dir/nginx.conf" -e stderr </dev/null >"$target_dir/log" 2>&1 &
+target_pid=$!
+probe_pod probe-target nb-node0 -timeout 60s "http://$NB_TARGET_IP:8080/"
+peers=$(sort -u "$target_dir/access.log" | tr '\n' ' ')
+kill "$target_pid" 2>/dev/null
+wait "$target_pid" 2>/dev/null
+rm -rf "$target_dir"
+log "the target saw requests from: $peers"
+[[ $peers == "$NB_TARGET_GW_IP " ]] || fail "the target saw '$peers', not only the egress node's $NB_TARGET_GW_IP"
+
 step "GET https://kubernetes.default.svc/version from a pod (in-cluster API access)"
-probe_pod probe-api -timeout 60s -cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt \
+probe_pod probe-api "$last" -timeout 60s -cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt \
     https://kubernetes.default.svc/version
 
 if [[ ${NB_SMOKE_KWOK:-1} == 1 ]]; then
@@ -142,6 +210,7 @@ fi
 
 step "down.sh leaves nothing behind"
 pids=$(cat "$NB_PIDS"/*.pid)
+nodes=$(cluster_nodes)
 "$NB_CLUSTER_DIR/down.sh" || fail "down.sh failed"
 left=()
 for pid in $pids; do pid_alive "$pid" && left+=("pid $pid")
@@ -151,9 +220,13 @@ for proc in /proc/[0-9]*; do
     [[ $cmd == *"$NB_RUN"* || $cmd == *"$NB_STATE"* || $cmd == *"$NB_CACHE/bin/"* ]] &&
         left+=("process ${proc#/proc/}: $cmd")
 done
-for dev in "$NB_CNI_BRIDGE" "$NB_NODE_DEV"; do
+for dev in "$NB_SWITCH" $nodes; do
     ip link show "$dev" >/dev/null 2>&1 && left+=("device $dev")
 done
+for netns in $nodes "$NB_TARGET_NS"; do
+    [[ -e /run/netns/$netns ]] && left+=("network namespace $netns")
+done
+ls -d /sys/fs/cgroup/*/nb-node* >/dev/null 2>&1 && left+=("nb-node* cgroups")
 findmnt -rno TARGET | grep -qE "^($NB_STATE|$NB_RUN)" && left+=("mounts under $NB_STATE or $NB_RUN")
 iptables-save 2>/dev/null | grep -qE '^:(KUBE|CNI)-' && left+=("iptables chains KUBE-*/CNI-*")
 [[ -e $NB_STATE || -e $NB_RUN ]] && left+=("state directories")
