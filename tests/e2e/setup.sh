@@ -28,12 +28,16 @@ kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
-# Sweeps: every namespace within itself (pairs "*=."). Offload: only the test bed's nbe-* devices
-# (tests/e2e/egress-net.sh), on the test node, with the default features.
+# Sweeps: every namespace within itself (pairs "*=."). Offload: only the nodes' NIC and overlay
+# devices (tests/e2e/egress-net.sh), on the client and server nodes (labelled here; never the
+# egress node), with the default features.
+for node in nb-node0 nb-node1; do
+    kc label --overwrite node "$node" netbench.io/e2e-offload=allowed >&2
+done
 kc -n netbench-system set env deployment/netbench-operator \
     NETBENCH_SWEEP_TARGETS='*=.' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
     NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*' \
-    NETBENCH_OFFLOAD_INTERFACES='nbe-*' NETBENCH_OFFLOAD_NODE_SELECTOR='kubernetes.io/hostname=nb-node0' >&2
+    NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 # (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)

@@ -1,5 +1,5 @@
-//! The EgressBenchmark test bed (tests/e2e/egress-net.sh): devices of our own in the node's
-//! (this machine's) network namespace and an external tcp-server in namespace nbe-target.
+//! The EgressBenchmark test bed (tests/e2e/egress-net.sh): the test cluster's nodes, their NICs
+//! and overlay devices, and an external tcp-server on the target host behind the egress node.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,24 +27,47 @@ fn run_script(action: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The topology while it exists; dropping it runs `egress-net.sh down`.
+/// Runs `program args` in `node`'s network namespace (each test node is one).
+fn in_node(node: &str, program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{node}"))
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {program} on {node}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {} on {node}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The topology, with the target's tcp-server running; dropping it stops the server.
 #[derive(Debug)]
 pub struct EgressNet {
-    /// Root-namespace end of the veth (the node's side of node-to-node).
-    pub veth_root: String,
-    /// Address of the target's veth end (node-to-node and pod-to-target server address).
-    pub veth_target_ip: String,
-    /// Root-namespace vxlan device (the one offload profiles change).
-    pub vxlan_root: String,
-    /// Address of the target's vxlan end (vxlan-to-vxlan server address).
-    pub vxlan_target_ip: String,
+    /// Node of the client pods.
+    pub client_node: String,
+    /// Node of the in-cluster server pods (another node than the client's).
+    pub server_node: String,
+    /// The egress node: the target host sits behind it.
+    pub egress_node: String,
+    /// Every node's NIC (a veth to the switch), the node->node path.
+    pub nic: String,
+    /// Every node's vxlan overlay device, the vxlan->vxlan path.
+    pub vxlan: String,
+    /// The target host's address (the tcp-server's).
+    pub target_ip: String,
     /// Port of the target's tcp-server.
     pub server_port: u16,
     env: BTreeMap<String, String>,
 }
 
 impl EgressNet {
-    /// Builds the topology (removing a leftover of an earlier run first) with its tcp-server.
+    /// Starts the target's tcp-server (stopping a leftover of an earlier run first).
     pub fn up() -> Result<EgressNet> {
         run_script("down")?;
         run_script("up")?;
@@ -59,10 +82,12 @@ impl EgressNet {
                 .with_context(|| format!("egress-net.sh env does not print {k}"))
         };
         Ok(EgressNet {
-            veth_root: get("NBE_VETH_ROOT")?,
-            veth_target_ip: get("NBE_VETH_TARGET_IP")?,
-            vxlan_root: get("NBE_VXLAN_ROOT")?,
-            vxlan_target_ip: get("NBE_VXLAN_TARGET_IP")?,
+            client_node: get("NBE_CLIENT_NODE")?,
+            server_node: get("NBE_SERVER_NODE")?,
+            egress_node: get("NBE_EGRESS_NODE")?,
+            nic: get("NBE_NIC")?,
+            vxlan: get("NBE_VXLAN")?,
+            target_ip: get("NBE_TARGET_IP")?,
             server_port: get("NBE_SERVER_PORT")?.parse()?,
             env,
         })
@@ -73,23 +98,14 @@ impl EgressNet {
         self.env.get(key).map(String::as_str)
     }
 
-    /// The offload features of a root-namespace device, as `netbench-loadgen offload get` reports
+    /// The offload features of `interface` on `node`, as `netbench-loadgen offload get` reports
     /// them (name -> "on"/"off"), read with the same static binary the images hold.
-    pub fn features(&self, interface: &str) -> Result<BTreeMap<String, String>> {
+    pub fn features(&self, node: &str, interface: &str) -> Result<BTreeMap<String, String>> {
         let loadgen = self
             .var("NBE_LOADGEN")
             .context("egress-net.sh env does not print NBE_LOADGEN")?;
-        let out = Command::new(loadgen)
-            .args(["offload", "get", "--interface", interface])
-            .output()
-            .with_context(|| format!("running {loadgen}"))?;
-        if !out.status.success() {
-            bail!(
-                "offload get --interface {interface}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let out = in_node(node, loadgen, &["offload", "get", "--interface", interface])?;
+        let report: serde_json::Value = serde_json::from_str(&out)?;
         let features = report["features"]
             .as_object()
             .context("offload get prints a features object")?;
@@ -97,6 +113,20 @@ impl EgressNet {
             .iter()
             .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
             .collect())
+    }
+
+    /// `ethtool -k` of `interface` on `node`, as text.
+    pub fn ethtool_k(&self, node: &str, interface: &str) -> Result<String> {
+        in_node(node, "ethtool", &["-k", interface])
+    }
+
+    /// Bytes `interface` on `node` has received so far.
+    pub fn rx_bytes(&self, node: &str, interface: &str) -> Result<u64> {
+        let out = in_node(node, "ip", &["-s", "-j", "link", "show", "dev", interface])?;
+        let v: serde_json::Value = serde_json::from_str(&out)?;
+        v[0]["stats64"]["rx"]["bytes"]
+            .as_u64()
+            .with_context(|| format!("no rx byte count for {interface} on {node}: {out}"))
     }
 }
 

@@ -1,7 +1,8 @@
 //! Status is a report, never an authority, and offload restores are truthful, on the real test
-//! cluster with the devices of tests/e2e/egress-net.sh (never the machine's own interfaces).
+//! cluster's nodes and devices (tests/e2e/egress-net.sh; never the machine's own interfaces).
 //! Needs `eval "$(tests/e2e/setup.sh)"`: offload Jobs are allowed in e2e-egpriv-* namespaces,
-//! on nbe-* devices of node nb-node0 only; sweeps within a benchmark's own namespace only.
+//! on eth0 and nb-vxlan0 of nodes nb-node0 and nb-node1 only; sweeps within a benchmark's own
+//! namespace only.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -122,7 +123,7 @@ async fn patch_status(client: &Client, kind: &str, ns: &str, name: &str, status:
 #[tokio::test]
 async fn forged_status_gets_no_job_and_no_patch() {
     let net = EgressNet::up().unwrap();
-    let device_before = net.features(&net.vxlan_root).unwrap();
+    let device_before = net.features(NODE, &net.vxlan).unwrap();
     let client = client().await;
     let ns = TestNs::new(&client, "sadeny").await;
     let victim_ns = TestNs::new(&client, "savictim").await;
@@ -140,10 +141,10 @@ async fn forged_status_gets_no_job_and_no_patch() {
         "forged",
         json!({
             "offload": {"profiles": [{"name": "off", "settings": [{
-                "nodeNames": [NODE], "interface": net.vxlan_root,
+                "nodeNames": [NODE], "interface": net.vxlan,
                 "features": {"tx-checksumming": false}}]}]},
             "cases": [{"name": "c", "client": {"nodeName": NODE},
-                       "server": {"address": net.veth_target_ip}, "duration": "2s",
+                       "server": {"address": net.target_ip}, "duration": "2s",
                        "offloadProfile": "off"}],
         }),
     );
@@ -172,7 +173,7 @@ async fn forged_status_gets_no_job_and_no_patch() {
 
     // The forgeries, through the status subresource (what `*/status` writers can do).
     let offload = json!([{
-        "case": "c", "node": NODE, "interface": net.vxlan_root, "profile": "off",
+        "case": "c", "node": NODE, "interface": net.vxlan, "profile": "off",
         "before": {"tx-checksumming": false}, "applied": {"tx-checksumming": true},
         "restore": {"tx-checksum-ip-generic": false},
         "recorded": true, "restored": false,
@@ -235,27 +236,17 @@ async fn forged_status_gets_no_job_and_no_patch() {
     );
     assert_eq!(victim_after.spec, victim_before.spec);
     assert_eq!(
-        net.features(&net.vxlan_root).unwrap(),
+        net.features(NODE, &net.vxlan).unwrap(),
         device_before,
         "{}'s features are untouched",
-        net.vxlan_root
+        net.vxlan
     );
-}
-
-/// `ethtool -k DEV` as text (the referee for "identical before and after").
-fn ethtool_k(dev: &str) -> String {
-    let out = std::process::Command::new("ethtool")
-        .args(["-k", dev])
-        .output()
-        .expect("ethtool runs");
-    assert!(out.status.success(), "ethtool -k {dev}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Features of `dev` to switch off: each of `names` that ethtool shows as on and not fixed
 /// (switching off never fails on a dependency; the kernel switches dependants off too).
-fn flips(dev: &str, names: &[&str]) -> serde_json::Map<String, Value> {
-    let text = ethtool_k(dev);
+fn flips(net: &EgressNet, dev: &str, names: &[&str]) -> serde_json::Map<String, Value> {
+    let text = net.ethtool_k(NODE, dev).unwrap();
     names
         .iter()
         .filter_map(|name| {
@@ -276,7 +267,7 @@ fn flips(dev: &str, names: &[&str]) -> serde_json::Map<String, Value> {
 #[tokio::test]
 async fn many_features_on_two_devices_are_restored_exactly() {
     let net = EgressNet::up().unwrap();
-    let devices = [net.vxlan_root.clone(), net.veth_root.clone()];
+    let devices = [net.vxlan.clone(), net.nic.clone()];
     let names = [
         "tx-checksumming",
         "scatter-gather",
@@ -284,11 +275,12 @@ async fn many_features_on_two_devices_are_restored_exactly() {
         "generic-segmentation-offload",
         "generic-receive-offload",
     ];
+    let ethtool_k = |d: &str| net.ethtool_k(NODE, d).unwrap();
     let before: Vec<String> = devices.iter().map(|d| ethtool_k(d)).collect();
     let settings: Vec<Value> = devices
         .iter()
         .map(|d| {
-            let features = flips(d, &names);
+            let features = flips(&net, d, &names);
             assert!(
                 features.len() >= 3,
                 "{d}: too few changeable features: {features:?}"
@@ -302,8 +294,8 @@ async fn many_features_on_two_devices_are_restored_exactly() {
         "offload": {"profiles": [{"name": "many", "settings": settings}]},
         "cases": [{
             "name": "vx", "offloadProfile": "many", "duration": "2s",
-            "client": {"nodeName": NODE, "hostNetwork": true, "bindInterface": net.vxlan_root},
-            "server": {"address": net.vxlan_target_ip, "port": net.server_port},
+            "client": {"nodeName": NODE, "hostNetwork": true, "bindInterface": net.vxlan},
+            "server": {"nodeName": net.server_node, "hostNetwork": true, "bindInterface": net.vxlan},
         }],
     });
     create(&client, &ns.name, &object(EB, &ns.name, "many", spec))
