@@ -2,7 +2,7 @@
 //! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
 //! reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 use loadgen::worker::protocol::FinalReport;
@@ -130,5 +130,118 @@ pub fn describe_pod(name: &str, pods: &[Pod]) -> String {
     match node {
         Some(n) => format!("worker pod {name} on node {n}"),
         None => format!("worker pod {name} (not scheduled)"),
+    }
+}
+
+/// Why `node` cannot run a worker any more, if it cannot: its Ready condition is not True
+/// (a stopped kubelet shows as Unknown once the node controller's grace period passed).
+pub fn node_not_ready(node: &Node) -> Option<String> {
+    let name = node.metadata.name.as_deref().unwrap_or("?");
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(format!(
+            "node {name} is not ready (Ready={}{})",
+            c.status,
+            c.message
+                .as_deref()
+                .map(|m| format!(": {}", m.trim()))
+                .unwrap_or_default()
+        )),
+        None => Some(format!("node {name} reports no Ready condition")),
+    }
+}
+
+/// The first of `workers` (pod names) whose node is gone or not ready, described with its node.
+/// Each node is read once.
+pub async fn node_problem<'a>(
+    client: &Client,
+    pods: &[Pod],
+    workers: impl IntoIterator<Item = &'a String>,
+) -> Result<Option<String>, kube::Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut checked = std::collections::BTreeSet::new();
+    for w in workers {
+        let Some(node) = pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(w.as_str()))
+            .and_then(|p| p.spec.as_ref()?.node_name.clone())
+        else {
+            continue;
+        };
+        if !checked.insert(node.clone()) {
+            continue;
+        }
+        let why = match api.get_opt(&node).await? {
+            None => Some(format!("node {node} no longer exists")),
+            Some(n) => node_not_ready(&n),
+        };
+        if let Some(why) = why {
+            return Ok(Some(format!("worker pod {w}: {why}")));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+
+    fn node(conditions: Option<Vec<(&str, &str, Option<&str>)>>) -> Node {
+        Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some("nb-node1".into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                conditions: conditions.map(|cs| {
+                    cs.into_iter()
+                        .map(|(t, s, m)| NodeCondition {
+                            type_: t.into(),
+                            status: s.into(),
+                            message: m.map(Into::into),
+                            ..Default::default()
+                        })
+                        .collect()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_ready_node_has_no_problem() {
+        let n = node(Some(vec![
+            ("MemoryPressure", "False", None),
+            ("Ready", "True", None),
+        ]));
+        assert_eq!(node_not_ready(&n), None);
+    }
+
+    #[test]
+    fn a_node_whose_kubelet_stopped_is_named_with_the_reason() {
+        let n = node(Some(vec![(
+            "Ready",
+            "Unknown",
+            Some("Kubelet stopped posting node status."),
+        )]));
+        assert_eq!(
+            node_not_ready(&n).as_deref(),
+            Some(
+                "node nb-node1 is not ready (Ready=Unknown: Kubelet stopped posting node status.)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_node_without_conditions_is_not_trusted() {
+        assert!(node_not_ready(&node(None)).is_some());
+        assert!(node_not_ready(&node(Some(vec![]))).is_some());
     }
 }

@@ -139,6 +139,7 @@ start_controllers() {
         --cluster-signing-cert-file "$NB_PKI/ca.crt" --cluster-signing-key-file "$NB_PKI/ca.key" \
         --use-service-account-credentials=true \
         --allocate-node-cidrs=true --cluster-cidr "$NB_POD_CIDR" --node-cidr-mask-size 24 \
+        --node-monitor-period 2s --node-monitor-grace-period 20s \
         --service-cluster-ip-range "$NB_SVC_CIDR" --profiling=false --v=1
     start_component kube-scheduler "$K8S" kube-scheduler \
         --kubeconfig "$NB_STATE/scheduler.kubeconfig" \

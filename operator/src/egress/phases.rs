@@ -473,6 +473,11 @@ impl Run<'_> {
                 .fail("WorkerFailed", format!("case {}: {p}", case.name))
                 .await;
         }
+        if let Some(p) = children::node_problem(&self.ctx.client, &pods, expected.keys()).await? {
+            return self
+                .fail("NodeLost", format!("case {}: {p}", case.name))
+                .await;
+        }
         let deadline = plan::case_deadline(case, self.ctx.config.worker_start_timeout());
         if elapsed_since(&self.status.run.phase_since) > deadline {
             let m = format!(

@@ -481,6 +481,15 @@ impl Run<'_> {
                 .fail("WorkerFailed", format!("step {step}: {problem}"))
                 .await;
         }
+        let unreported: Vec<&String> = expected
+            .keys()
+            .filter(|w| !reports.contains_key(*w))
+            .collect();
+        if let Some(problem) = children::node_problem(&self.ctx.client, &pods, unreported).await? {
+            return self
+                .fail("NodeLost", format!("step {step}: {problem}"))
+                .await;
+        }
         let deadline = plan::step_deadline(&self.ib.spec, self.ctx.config.worker_start_timeout());
         if elapsed_since(&self.status.run.phase_since) > deadline {
             let missing: Vec<String> = expected
