@@ -121,14 +121,23 @@ pub fn worker_problem(
     None
 }
 
+/// "worker pod NAME on node N", or with the scheduler's reason when it has no node yet.
 pub fn describe_pod(name: &str, pods: &[Pod]) -> String {
-    let node = pods
+    let pod = pods
         .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(name))
-        .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.node_name.clone());
-    match node {
-        Some(n) => format!("worker pod {name} on node {n}"),
+        .find(|p| p.metadata.name.as_deref() == Some(name));
+    if let Some(n) = pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()) {
+        return format!("worker pod {name} on node {n}");
+    }
+    let unschedulable = pod
+        .and_then(|p| p.status.as_ref()?.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        })
+        .and_then(|c| c.message.as_deref());
+    match unschedulable {
+        Some(why) => format!("worker pod {name} (not scheduled: {})", why.trim()),
         None => format!("worker pod {name} (not scheduled)"),
     }
 }
@@ -213,6 +222,33 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_unschedulable_pod_is_described_with_the_schedulers_reason() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let why = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
+        let pod = Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some("w0".into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "False".into(),
+                    message: Some(why.into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            describe_pod("w0", &[pod]),
+            format!("worker pod w0 (not scheduled: {why})")
+        );
+        assert_eq!(describe_pod("w1", &[]), "worker pod w1 (not scheduled)");
     }
 
     #[test]
