@@ -117,7 +117,8 @@ source_hash() {
         cd "$NB_CLUSTER_DIR"
         go version
         cat go.mod go.sum coredns/go.mod coredns/go.sum kwok/go.mod kwok/go.sum build.sh
-        find cmd coredns kwok -name '*.go' -print0 | sort -z | xargs -0 cat
+        cat traefik/go.mod traefik/go.sum traefik/ext/go.mod traefik/prepare.sh
+        find cmd coredns kwok traefik -name '*.go' -print0 | sort -z | xargs -0 cat
     ) | sha256sum | cut -c1-16
 }
 
