@@ -23,19 +23,24 @@ bindir=${CARGO_TARGET_DIR:-$repo/target}/$target/image
 NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image netbench/operator:0.1.0 /operator "$bindir/netbench-operator=/operator")" >&2
 NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image netbench/loadgen:0.1.0 /loadgen "$bindir/netbench-loadgen=/loadgen")" >&2
 
+# The ingress controller of the seed experiment: Traefik on nb-node1, its backends on nb-node2
+# (workers of the seed test run on nb-node0).
+"$repo/tests/cluster/traefik/deploy.sh" nb-node1 nb-node2 >&2
+
 kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
-# Sweeps: every namespace within itself (pairs "*=."). Offload: only the nodes' NIC and overlay
+# Sweeps: every namespace within itself (pairs "*=."), and the seed test's namespaces the
+# Traefik Deployment. Offload: only the nodes' NIC and overlay
 # devices (tests/e2e/egress-net.sh), on the client and server nodes (labelled here; never the
 # egress node), with the default features.
 for node in nb-node0 nb-node1; do
     kc label --overwrite node "$node" netbench.io/e2e-offload=allowed >&2
 done
 kc -n netbench-system set env deployment/netbench-operator \
-    NETBENCH_SWEEP_TARGETS='*=.' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
+    NETBENCH_SWEEP_TARGETS='*=.,e2e-seed-*=ingress-traefik/traefik' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
     NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*' \
     NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' >&2
 # A new image under the same tag needs new pods.

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# deploy.sh [CONTROLLER_NODE] [BACKEND_NODE]: Traefik and its example backend on the running
+# cluster, the controller pinned to CONTROLLER_NODE (default nb-node1) and the nginx backends to
+# BACKEND_NODE (default nb-node2), so a load generator on a third node measures the controller
+# across the network. Builds the binary and image when missing (cold: ~17 min). Idempotent.
+# Waits for both rollouts and for http://hello.bench.local/ through the controller's ClusterIP.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../images.sh"
+need_root
+
+controller_node=${1:-nb-node1}
+backend_node=${2:-nb-node2}
+[[ -f $NB_KUBECONFIG ]] || die "cluster not up (run tests/cluster/up.sh first)"
+
+"$NB_CLUSTER_DIR/build.sh" --with-traefik >/dev/null
+"$NB_CLUSTER_DIR/traefik/image.sh" --import >/dev/null
+kc apply -f "$NB_CLUSTER_DIR/traefik/traefik.yaml" >&2
+pin() {
+    kc -n "$1" patch deployment "$2" --type merge \
+        -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"kubernetes.io/hostname\":\"$3\"}}}}}" >&2
+}
+pin ingress-traefik traefik "$controller_node"
+pin ingress-backend nginx "$backend_node"
+kc -n ingress-traefik rollout status deployment/traefik --timeout=180s >&2
+kc -n ingress-backend rollout status deployment/nginx --timeout=180s >&2
+ip=$(kc -n ingress-traefik get service traefik -o jsonpath='{.spec.clusterIP}')
+deadline=$((SECONDS + 60))
+until [[ $(curl -s -m 2 -H 'Host: hello.bench.local' "http://$ip/") == hello ]]; do
+    ((SECONDS < deadline)) || die "http://hello.bench.local/ through traefik ($ip) does not answer hello"
+    sleep 1
+done
+log "traefik on $controller_node routes hello.bench.local to nginx on $backend_node"
