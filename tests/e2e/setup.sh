@@ -32,16 +32,17 @@ kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
-# Sweeps: every namespace within itself (pairs "*=."), and the seed test's namespaces the
-# Traefik Deployment. Offload: only the nodes' NIC and overlay
+# Sweeps: every namespace within itself (pairs "*=."), and the seed test's namespaces (and
+# bench/seeds.sh's netbench-seeds) the Traefik Deployment; netbench-seeds may also use
+# hostNetwork workers and offload Jobs, for the egress seed. Offload: only the nodes' NIC and overlay
 # devices (tests/e2e/egress-net.sh), on the client and server nodes (labelled here; never the
 # egress node), with the default features.
 for node in nb-node0 nb-node1; do
     kc label --overwrite node "$node" netbench.io/e2e-offload=allowed >&2
 done
 kc -n netbench-system set env deployment/netbench-operator \
-    NETBENCH_SWEEP_TARGETS='*=.,e2e-seed-*=ingress-traefik/traefik' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
-    NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*' \
+    NETBENCH_SWEEP_TARGETS='*=.,e2e-seed-*=ingress-traefik/traefik,netbench-seeds=ingress-traefik/traefik' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
+    NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*,netbench-seeds' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*,netbench-seeds' \
     NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
