@@ -13,7 +13,8 @@ pub enum Phase {
     /// Accepted, nothing created yet.
     #[default]
     Pending,
-    /// Waiting for another run that shares the target or worker nodes.
+    /// Waiting for another run that shares the target or worker nodes, or for a slot of the
+    /// namespace's concurrent runs; `status.queue` says for what and where it stands.
     Queued,
     /// Creating workers, offload Jobs, or scaling the target.
     Preparing,
@@ -72,9 +73,44 @@ pub struct RunStatus {
     /// When the run reached Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    /// Standard conditions: Ready, Invalid, WorkersScheduled, ThresholdsMet, OffloadRestored, ...
+    /// Standard conditions: Ready, Invalid, Queued, WorkersScheduled, ThresholdsMet,
+    /// OffloadRestored, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// While the run is Queued: its place in the queue and what it waits for (absent
+    /// otherwise). Queued runs take turns across namespaces: first every namespace's oldest
+    /// queued run, then every namespace's second, and so on; within a round, namespaces whose
+    /// last run started longest ago (or never) go first, then older runs. So one namespace's
+    /// ten queued runs do not all go before another namespace's one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// Where a queued run stands (see `RunStatus::queue` for the order).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// 1 + the number of queued runs that go first and compete with this one (share a target
+    /// or node, or the namespace's run slots): 1 means next once what it waits for is done.
+    pub position: u32,
+    /// What this run waits for: a shared target or node ("target svc:80", "node n1"), or
+    /// "namespace run slots" (the cluster admin's cap on concurrent runs per namespace).
+    pub waits_for: String,
+    /// The benchmark holding what it needs (running, or queued ahead of it), when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<BenchmarkRef>,
+}
+
+/// A benchmark of either kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkRef {
+    /// IngressBenchmark or EgressBenchmark.
+    pub kind: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
 }
 
 /// Latency percentiles in milliseconds, computed from the merged HDR histogram of all workers

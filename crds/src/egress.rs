@@ -26,6 +26,7 @@ use crate::common::{CleanupPolicy, Duration, RunStatus};
     printcolumn = r#"{"name":"Cases", "type":"string", "description":"Cases measured / requested", "jsonPath":".status.casesSummary"}"#,
     printcolumn = r#"{"name":"Best", "type":"string", "description":"Highest receiver throughput of any case", "jsonPath":".status.best"}"#,
     printcolumn = r#"{"name":"Overhead", "type":"string", "description":"Largest throughput loss against the baseline case", "jsonPath":".status.overhead"}"#,
+    printcolumn = r#"{"name":"Queue", "type":"integer", "priority":1, "description":"Position in the queue while Queued (kubectl get -o wide)", "jsonPath":".status.queue.position"}"#,
     printcolumn = r#"{"name":"Age", "type":"date", "jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

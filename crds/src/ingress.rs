@@ -27,6 +27,7 @@ use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStat
     printcolumn = r#"{"name":"RPS", "type":"number", "description":"Requests per second of the last finished step, all workers", "jsonPath":".status.rps"}"#,
     printcolumn = r#"{"name":"P99", "type":"string", "description":"99th percentile latency of the last finished step", "jsonPath":".status.p99"}"#,
     printcolumn = r#"{"name":"Workers", "type":"string", "description":"Workers reporting / requested", "jsonPath":".status.workers"}"#,
+    printcolumn = r#"{"name":"Queue", "type":"integer", "priority":1, "description":"Position in the queue while Queued (kubectl get -o wide)", "jsonPath":".status.queue.position"}"#,
     printcolumn = r#"{"name":"Age", "type":"date", "jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

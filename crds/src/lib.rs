@@ -12,6 +12,9 @@ pub mod egress;
 pub mod ingress;
 pub mod manifests;
 
-pub use common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, Phase, RunStatus};
+pub use common::{
+    BenchmarkRef, CleanupPolicy, Duration, ErrorCounts, LatencyMillis, Phase, QueueStatus,
+    RunStatus,
+};
 pub use egress::{EgressBenchmark, EgressBenchmarkSpec, EgressBenchmarkStatus};
 pub use ingress::{IngressBenchmark, IngressBenchmarkSpec, IngressBenchmarkStatus};

@@ -24,8 +24,16 @@ fn crds_have_names_columns_and_status_subresource() {
     let eb =
         serde_json::to_value(<crds::EgressBenchmark as kube::CustomResourceExt>::crd()).unwrap();
     for (crd, short, columns) in [
-        (&ib, "ib", ["Phase", "RPS", "P99", "Workers", "Age"]),
-        (&eb, "eb", ["Phase", "Cases", "Best", "Overhead", "Age"]),
+        (
+            &ib,
+            "ib",
+            ["Phase", "RPS", "P99", "Workers", "Queue", "Age"],
+        ),
+        (
+            &eb,
+            "eb",
+            ["Phase", "Cases", "Best", "Overhead", "Queue", "Age"],
+        ),
     ] {
         assert_eq!(crd["spec"]["group"], "netbench.io");
         assert_eq!(crd["spec"]["names"]["shortNames"][0], short);
@@ -43,6 +51,15 @@ fn crds_have_names_columns_and_status_subresource() {
             .map(|c| c["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, columns);
+        // The queue position only with -o wide: the default columns stay as designed.
+        let wide: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"].as_i64().unwrap_or(0) > 0)
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(wide, ["Queue"]);
     }
 }
 

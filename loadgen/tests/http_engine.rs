@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use std::sync::{Arc, Mutex};
 
-use http_common::{free_port, load, Behaviour, Nginx, TinyServer};
+use http_common::{load, ports, Behaviour, Nginx, TinyServer};
 use loadgen::http::{run, HttpConfig, HttpOptions, Progress};
 
 fn opts(url: String, connections: u64, threads: u64, duration: &str) -> HttpOptions {
@@ -43,7 +43,7 @@ fn keepalive_request_count_matches_nginx_access_log() {
         "warm-up must not enter the histogram"
     );
 
-    let log = nginx.log_lines((c.requests + c.warmup_requests) as usize);
+    let log = nginx.log_lines();
     assert_eq!(
         log.len() as u64,
         c.requests + c.warmup_requests,
@@ -73,7 +73,7 @@ fn no_keepalive_opens_one_connection_per_request() {
     assert!(c.requests > 50, "too few requests: {c:?}");
     assert_eq!(c.errors.total(), 0, "{c:?}");
 
-    let log = nginx.log_lines(c.requests as usize);
+    let log = nginx.log_lines();
     assert_eq!(log.len() as u64, c.requests, "nginx count differs");
     assert!(
         log.iter().all(|l| l.connection_requests == 1),
@@ -253,7 +253,7 @@ fn open_loop_reaches_the_requested_rate() {
     );
     // Exactly the scheduled requests: 2 s x 1000/s.
     assert!(r.counters.requests.abs_diff(2000) <= 2, "{:?}", r.counters);
-    let log = nginx.log_lines(r.counters.requests as usize);
+    let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests);
 }
 
@@ -292,7 +292,7 @@ fn status_errors_are_classified() {
     assert_eq!(c.errors.status_5xx, c.requests);
     assert_eq!(c.status.s5xx, c.requests);
     assert_eq!(c.errors.transport(), 0);
-    let log = nginx.log_lines(c.requests as usize);
+    let log = nginx.log_lines();
     assert!(log.iter().all(|l| l.status == 500));
 
     let r = load(&opts(nginx.url("/missing"), 2, 1, "300ms"));
@@ -302,8 +302,13 @@ fn status_errors_are_classified() {
 
 #[test]
 fn server_down_gives_connect_errors_not_latency() {
-    let port = free_port();
-    let r = load(&opts(format!("http://127.0.0.1:{port}/"), 2, 1, "300ms"));
+    let down = ports::ClosedPort::new();
+    let r = load(&opts(
+        format!("http://127.0.0.1:{}/", down.port),
+        2,
+        1,
+        "300ms",
+    ));
     assert!(r.counters.errors.connect > 0, "{:?}", r.counters);
     assert_eq!(r.counters.requests, 0);
     assert_eq!(r.latency.count, 0);
@@ -349,7 +354,7 @@ fn method_body_headers_and_host_override_reach_nginx() {
     o.host = Some("bench.example".into());
     let r = load(&o);
     assert!(r.counters.requests > 0);
-    let log = nginx.log_lines(r.counters.requests as usize);
+    let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests);
     for l in &log {
         assert_eq!(l.method, "POST");
@@ -389,7 +394,7 @@ fn tls_with_insecure_skip_verify_and_http2() {
         "{:?}",
         r2.counters
     );
-    let log = nginx.log_lines((r.counters.requests + r2.counters.requests) as usize);
+    let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests + r2.counters.requests);
     let h2 = log.iter().filter(|l| l.protocol == "HTTP/2.0").count() as u64;
     assert_eq!(h2, r2.counters.requests, "HTTP/2 requests in nginx's log");
@@ -406,7 +411,7 @@ fn cleartext_http2_prior_knowledge() {
         "{:?}",
         r.counters
     );
-    let log = nginx.log_lines(r.counters.requests as usize);
+    let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests);
     assert!(log.iter().all(|l| l.protocol == "HTTP/2.0"));
 }
@@ -488,6 +493,28 @@ fn cli_json_reports_merge_exactly() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The port in tcp-server's "tcp-server listening addr=HOST:PORT" log line on `log`, which it
+/// writes once its socket listens; the rest of the log is drained (the server never blocks on
+/// a full pipe).
+fn listening_port(log: impl std::io::Read + Send + 'static, limit: Duration) -> u16 {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(log).lines().map_while(Result::ok) {
+            if line.contains("tcp-server listening") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(limit)
+        .expect("tcp-server logs its listening address");
+    line.rsplit_once("addr=")
+        .and_then(|(_, a)| a.trim().parse::<std::net::SocketAddr>().ok())
+        .unwrap_or_else(|| panic!("no addr=HOST:PORT in {line:?}"))
+        .port()
+}
+
 /// Kills the child process on drop.
 struct ChildGuard(std::process::Child);
 
@@ -500,35 +527,31 @@ impl Drop for ChildGuard {
 
 #[test]
 fn cli_merge_dispatches_tcp_reports_to_the_tcp_merge() {
-    let port = free_port().to_string();
-    let server = Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
-        .args(["tcp-server", "-B", "127.0.0.1", "-p", &port])
+    // Port 0: the server binds a free port itself and names it in its first log line.
+    let mut server = Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+        .args(["tcp-server", "-B", "127.0.0.1", "-p", "0"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start tcp-server");
+    let log = server.stderr.take().unwrap();
     let _server = ChildGuard(server);
+    let port = listening_port(log, Duration::from_secs(10)).to_string();
     let dir = std::env::temp_dir().join(format!("netbench-tcpmerge-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut files = Vec::new();
     for i in 0..2 {
-        let mut out = (1, String::new(), String::new());
-        for _ in 0..50 {
-            out = cli(&[
-                "tcp-client",
-                "-c",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-t",
-                "0.3",
-                "-J",
-            ]);
-            if out.0 == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100)); // server still starting
-        }
+        // It listens already: the first attempt is served.
+        let out = cli(&[
+            "tcp-client",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-t",
+            "0.3",
+            "-J",
+        ]);
         assert_eq!(out.0, 0, "tcp-client failed: {}", out.2);
         let f = dir.join(format!("t{i}.json"));
         std::fs::write(&f, &out.1).unwrap();

@@ -6,11 +6,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,17 @@ impl Drop for InProcessServer {
     }
 }
 
+/// The first line `out` yields within `limit` (None if it ends or stays silent).
+fn first_line(out: impl Read + Send + 'static, limit: Duration) -> Option<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(limit).ok().filter(|l| !l.is_empty())
+}
+
 fn assert_sane(report: &TcpReport, streams: usize) {
     // What the operator checks of every report holds for the engine's real ones.
     loadgen::tcp::validate_tcp(report).expect("the engine's report passes validation");
@@ -93,8 +104,7 @@ fn assert_sane(report: &TcpReport, streams: usize) {
 fn loopback_throughput_agrees_with_iperf3() {
     require(&["iperf3", "ss"], false);
     let server = InProcessServer::start();
-    let port = free_port();
-    let _iperf = iperf3_server(None, port);
+    let (_iperf, port) = iperf3_loopback_server();
     assert_agrees_with_iperf3(
         "loopback",
         || iperf3_client(None, "127.0.0.1", port, 2, 1),
@@ -239,11 +249,16 @@ fn server_survives_a_client_killed_mid_test_and_serves_the_next() {
                 "60",
             ])
             .args(extra)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("starting a client");
-        thread::sleep(Duration::from_millis(1500));
+        // Mid-test: the client has printed its first interval, so data is flowing.
+        let first = first_line(victim.stdout.take().unwrap(), Duration::from_secs(10));
+        assert!(
+            first.as_deref().is_some_and(|l| l.starts_with("[SUM]")),
+            "the client printed no interval: {first:?}"
+        );
         victim.kill().expect("killing the client");
         victim.wait().unwrap();
         // The server notices soon (control connection closed), not after 60 s; until it has
@@ -273,8 +288,17 @@ fn a_busy_server_says_so_and_serves_afterwards() {
     let _m = measuring();
     let server = InProcessServer::start();
     let long = server.client(2.5);
-    let first = thread::spawn(move || client::run(&long, None));
-    thread::sleep(Duration::from_millis(700));
+    let (transferring, first_progress) = mpsc::channel();
+    let first = thread::spawn(move || {
+        let mut sink = |_: &TcpProgress| {
+            let _ = transferring.send(());
+        };
+        client::run(&long, Some(&mut sink))
+    });
+    // The first test is under way once it reports its first second.
+    first_progress
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the first test reports progress");
     match client::run(&server.client(1.0), None) {
         Err(TcpError::Rejected(msg)) => assert!(msg.contains("busy"), "{msg}"),
         other => panic!("expected a busy refusal, got {other:?}"),
@@ -315,8 +339,7 @@ fn protocol_version_mismatch_is_a_clear_error() {
 #[test]
 fn a_foreign_server_is_named_as_such() {
     require(&["iperf3", "ss"], false);
-    let port = free_port();
-    let _iperf = iperf3_server(None, port);
+    let (_iperf, port) = iperf3_loopback_server();
     let cfg = TcpClientConfig {
         port,
         duration: Duration::from_secs(1),
@@ -337,8 +360,9 @@ fn invalid_tests_and_unreachable_servers_fail_cleanly() {
         ..TcpClientConfig::new("127.0.0.1")
     };
     assert!(matches!(client::run(&cfg, None), Err(TcpError::Config(_))));
+    let refusing = ports::ClosedPort::new();
     let closed = TcpClientConfig {
-        port: free_port(),
+        port: refusing.port,
         ..TcpClientConfig::new("127.0.0.1")
     };
     let err = client::run(&closed, None).unwrap_err();

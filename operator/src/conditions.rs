@@ -4,6 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const READY: &str = "Ready";
 pub const INVALID: &str = "Invalid";
+/// True while the run waits in the queue (reason SharedClaim or NamespaceCap), False once it left.
+pub const QUEUED: &str = "Queued";
 pub const WORKERS_SCHEDULED: &str = "WorkersScheduled";
 pub const THRESHOLDS_MET: &str = "ThresholdsMet";
 pub const TARGET_RESTORED: &str = "TargetRestored";

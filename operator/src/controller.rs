@@ -94,7 +94,19 @@ pub async fn run<K: Benchmark>(
         .await;
 }
 
-#[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = obj.namespace(), name = obj.name_any()))]
+/// Every log line of one reconcile carries the object and its run: `kind`, `namespace`,
+/// `benchmark` (its name; a field `name` would collide with the span's own name in JSON logs)
+/// and `run` (the run id of the generation the controller saw; should `apply` read a newer one,
+/// the change wakes another reconcile, whose span names the new run).
+#[tracing::instrument(
+    skip_all,
+    fields(
+        kind = %K::kind(&()),
+        namespace = obj.namespace(),
+        benchmark = obj.name_any(),
+        run = %run_of(&*obj),
+    )
+)]
 async fn reconcile<K: Benchmark>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
@@ -122,7 +134,8 @@ async fn reconcile<K: Benchmark>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Re
 /// then left alone until it changes. Nothing of it is acted on.
 async fn unreadable<K: Benchmark>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
     let kind = K::kind(&());
-    tracing::warn!(%kind, name = obj.name_any(), namespace = obj.namespace(), "unreadable object: {error}");
+    // kind, namespace, benchmark and run come with the reconcile's span.
+    tracing::warn!("unreadable object: {error}");
     ctx.metrics
         .reconcile_errors
         .with_label_values(&[&kind, "Unreadable"])
@@ -135,6 +148,14 @@ async fn unreadable<K: Benchmark>(ctx: &Context, obj: &Guarded<K>, error: &str) 
     )];
     crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
     Ok(Action::await_change())
+}
+
+/// The run id of `obj`'s current generation (see `labels::run_id`).
+fn run_of<K: Resource>(obj: &K) -> String {
+    crate::labels::run_id(
+        &obj.uid().unwrap_or_default(),
+        obj.meta().generation.unwrap_or(1),
+    )
 }
 
 fn obj_key<K: Benchmark>(obj: &Guarded<K>) -> String {
@@ -210,6 +231,69 @@ fn backoff_delay(failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An API server that answers every request with a 500 (nothing here reaches it but the
+    /// Event of an unreadable object).
+    fn unreachable_api() -> kube::Client {
+        let svc = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Ok::<_, std::convert::Infallible>(
+                http::Response::builder()
+                    .status(500)
+                    .body(kube::client::Body::empty())
+                    .unwrap(),
+            )
+        });
+        kube::Client::new(svc, "default")
+    }
+
+    fn reconciler() -> Arc<Reconciler> {
+        let (wake, _) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = Context {
+            client: unreachable_api(),
+            config: crate::config::Config::for_tests(),
+            metrics: Arc::new(crate::metrics::Metrics::new()),
+            runs: Arc::new(crate::runs::Registry::default()),
+            reporter: kube::runtime::events::Reporter {
+                controller: "netbench-operator".into(),
+                instance: None,
+            },
+            wake,
+        };
+        Arc::new(Reconciler {
+            ctx: Arc::new(ctx),
+            backoff: Backoff::default(),
+        })
+    }
+
+    /// A log line written during a reconcile names the object and its run (the reconcile's
+    /// span): here the warning about an object that does not parse as its kind.
+    #[tokio::test]
+    async fn reconcile_log_lines_carry_kind_namespace_benchmark_and_run() {
+        let unreadable: Guarded<crds::IngressBenchmark> =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+                "metadata": {"name": "web", "namespace": "team-a", "generation": 3,
+                             "uid": "3f2a9c1d-aaaa-bbbb-cccc-123456789012"},
+                "spec": {"target": "not an object"},
+            }))
+            .unwrap();
+        assert!(unreadable.0.is_err(), "the fixture must not parse");
+        let (result, lines) =
+            crate::log_capture::capture(false, reconcile(Arc::new(unreadable), reconciler())).await;
+        assert!(result.is_ok(), "{result:?}");
+        let warning = lines
+            .iter()
+            .find(|l| l.contains("unreadable object"))
+            .unwrap_or_else(|| panic!("no warning in {lines:#?}"));
+        for field in [
+            "kind=IngressBenchmark",
+            "namespace=\"team-a\"",
+            "benchmark=\"web\"",
+            "run=3f2a9c1d-g3",
+        ] {
+            assert!(warning.contains(field), "{field} missing: {warning}");
+        }
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {

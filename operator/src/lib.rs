@@ -30,6 +30,8 @@ pub mod ingress;
 pub mod labels;
 pub mod leader;
 pub mod lifecycle;
+#[cfg(test)]
+mod log_capture;
 pub mod metrics;
 pub mod queue;
 pub mod records;

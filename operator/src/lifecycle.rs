@@ -100,6 +100,10 @@ pub fn set_phase(
     }
     run.phase = Some(phase);
     run.message = Some(message);
+    if phase != crds::Phase::Queued {
+        // Where it stood in the queue is news only while it waits there.
+        run.queue = None;
+    }
 }
 
 /// Tells the registry who may register for `step` of `run`: the worker pods it names (each
@@ -195,5 +199,25 @@ mod tests {
         }
         assert!(!is_stored_finished(&stored("r1", None), "r1"));
         assert!(!is_stored_finished(&RunStatus::default(), "r1"));
+    }
+
+    /// `status.queue` is there while the run is Queued (each new reading replaces it) and gone
+    /// with any other phase, whichever way the run leaves the queue.
+    #[test]
+    fn the_queue_place_lasts_only_while_queued() {
+        let place = crds::QueueStatus {
+            position: 2,
+            waits_for: "node n1".into(),
+            blocked_by: None,
+        };
+        for next in [Phase::Preparing, Phase::Failed, Phase::Pending] {
+            let mut run = stored("r1", Some(Phase::Pending));
+            let mut events = vec![];
+            run.queue = Some(place.clone());
+            set_phase(&mut run, &mut events, Phase::Queued, "waiting");
+            assert_eq!(run.queue.as_ref(), Some(&place));
+            set_phase(&mut run, &mut events, next, "moved on");
+            assert_eq!(run.queue, None, "{next:?}");
+        }
     }
 }

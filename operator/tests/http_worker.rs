@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use loadgen::report::HttpReport;
 use loadgen::worker::protocol::Role;
-use worker_api::{free_port, Api, RUN};
+use worker_api::{Api, RUN};
 
 /// A Debian nginx on 127.0.0.1 answering 200 on `/` and 500 on `/fail`; killed on Drop.
 struct Nginx {
@@ -31,15 +31,13 @@ impl Nginx {
             .unwrap_or_else(|| {
                 panic!("nginx is not installed: apt-get install -y nginx-light (tests/apt-packages.txt)")
             });
-        let dir = std::env::temp_dir().join(format!(
-            "netbench-op-nginx-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
-        let conf = format!(
-            r#"master_process off;
+        worker_api::start_on_free_port("nginx", |port| {
+            let dir = std::env::temp_dir()
+                .join(format!("netbench-op-nginx-{}-{port}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let conf = format!(
+                r#"master_process off;
 worker_processes 1;
 user root;
 error_log {d}/error.log;
@@ -56,28 +54,42 @@ http {{
     }}
 }}
 "#,
-            d = dir.display()
-        );
-        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-        let child = Command::new(nginx)
-            .args(["-c", &format!("{}/nginx.conf", dir.display())])
-            .args(["-p", &dir.display().to_string()])
-            .args(["-g", "daemon off;"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn nginx");
-        let n = Nginx { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nginx did not listen on {port} (see {}/error.log)",
-                n.dir.display()
+                d = dir.display()
             );
+            std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+            let child = Command::new(nginx)
+                .args(["-c", &format!("{}/nginx.conf", dir.display())])
+                .args(["-p", &dir.display().to_string()])
+                .args(["-g", "daemon off;"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn nginx");
+            let mut n = Nginx { child, dir, port };
+            n.wait_bound().then_some(n)
+        })
+    }
+
+    /// True once nginx has bound its port: it writes its pid file only after opening its
+    /// listeners, so the port is nginx's own, not someone's who took it meanwhile. False if
+    /// nginx exits first (the port was taken: another is tried).
+    fn wait_bound(&mut self) -> bool {
+        let pid = self.child.id().to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            let written = std::fs::read_to_string(self.dir.join("nginx.pid")).unwrap_or_default();
+            if written.trim() == pid {
+                return true;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        n
+        panic!(
+            "nginx wrote no pid file in 10 s (see {}/error.log)",
+            self.dir.display()
+        );
     }
 }
 

@@ -4,11 +4,11 @@
 
 mod worker_api;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use loadgen::tcp::TcpReport;
 use loadgen::worker::protocol::Role;
-use worker_api::{free_port, token_of, Api, RUN};
+use worker_api::{token_of, Api, RUN};
 
 #[test]
 fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
@@ -17,8 +17,8 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
         "egress",
         &[("server-0", Role::Server), ("client-0", Role::Client)],
     );
-    let port = free_port().to_string();
-    let server = api.worker("server-0", &["tcp-server", "-B", "127.0.0.1", "-p", &port]);
+    // Port 0: the server binds a free port and registers the one it got.
+    let server = api.worker("server-0", &["tcp-server", "-B", "127.0.0.1", "-p", "0"]);
     // No -c: the client learns the server's address at the barrier.
     let client = api.worker(
         "client-0",
@@ -35,7 +35,8 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
         server.stdout
     );
 
-    // The server registered the address it advertised (-B), which the barrier gave the client.
+    // The server registered the address it advertised (-B) with the port it bound, which the
+    // barrier gave the client.
     let barrier = api
         .runs
         .barrier(
@@ -48,7 +49,14 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
             0,
         )
         .expect("client registered");
-    assert_eq!(barrier.servers, vec![format!("127.0.0.1:{port}")]);
+    let [listen] = &barrier.servers[..] else {
+        panic!("one server registered: {:?}", barrier.servers);
+    };
+    let port = listen
+        .strip_prefix("127.0.0.1:")
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("registered {listen:?}, not 127.0.0.1:PORT"));
+    assert_ne!(port, 0, "the bound port, not the one asked for");
     assert!(barrier.start_at_unix_ms.is_some());
 
     // Exactly one report, the client's; the server sends none.
@@ -68,7 +76,10 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
         report.cpu
     );
     assert_eq!(report.streams.len(), 2);
-    assert_eq!(report.runs[0].server, format!("127.0.0.1:{port}"));
+    assert_eq!(
+        &report.runs[0].server, listen,
+        "the client used the registered address"
+    );
     assert!(stored.started_at_unix_ms <= report.started_at_unix_ms);
     // The same report is printed on stdout, as in standalone mode.
     let printed: TcpReport = serde_json::from_str(&client.stdout).expect("JSON on stdout");
@@ -121,7 +132,15 @@ fn a_report_waits_for_a_restarted_operator_to_know_the_run() {
         "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0, "mean_rtt_us": null,
         "cpu": {"client": cpu, "server": cpu}, "runs": [run], "streams": [stream]});
     let sender = std::thread::spawn(move || client.report(1, report));
-    std::thread::sleep(Duration::from_secs(2));
+    // Answered 404 (run unknown) and tried again: the worker keeps retrying.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.requests("report", "404") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the report was not retried after a 404"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         api.sink.0.lock().unwrap().is_empty(),
         "nothing stored while the run is unknown"

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Assertions on `helm template` output (stdin): check-rendered.py default|nondefault DASHBOARD.
+"""Assertions on `helm template` output (stdin):
+check-rendered.py default|default-optin|nondefault DASHBOARD.
 
 Checks what the chart promises: least-privilege RBAC (exact verbs per resource, opt-in rules only
 when enabled and only where enabled), a hardened Deployment wired to the values, the Service,
-the optional ServiceMonitor and the dashboard ConfigMap carrying the dashboard unchanged.
+the optional ServiceMonitor, the dashboard ConfigMap carrying the dashboard unchanged, the
+release Namespace with its Pod Security labels (namespace.create) and the NetworkPolicy
+(networkPolicy.enabled), each only when asked for.
+default-optin = default values plus namespace.create=true and networkPolicy.enabled=true.
 """
 import json
 import sys
@@ -39,6 +43,58 @@ def check(cond, msg):
         failures.append(msg)
 
 
+# The operator's labels on worker pods (operator/src/labels.rs; the operator's
+# chart_network_policy test checks the same selector against the pods it plans).
+WORKER_PEER = {"namespaceSelector": {},
+               "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "netbench-operator"},
+                               "matchExpressions": [{"key": "netbench.io/role", "operator": "In",
+                                                     "values": ["client", "server"]}]}}
+
+
+def pod_security(level):
+    return {f"pod-security.kubernetes.io/{mode}{suffix}": value
+            for mode, lvl in (("enforce", level), ("warn", "restricted"), ("audit", "restricted"))
+            for suffix, value in (("", lvl), ("-version", "latest"))}
+
+
+def check_namespace_and_policy(mode, by, ns, port, dep):
+    namespaces = [d for (k, _, _), d in by.items() if k == "Namespace"]
+    policies = [d for (k, _, _), d in by.items() if k == "NetworkPolicy"]
+    if mode == "default":
+        check(namespaces == [], "Namespace rendered without namespace.create")
+        check(policies == [], "NetworkPolicy rendered without networkPolicy.enabled")
+        return
+    # Offload Jobs (hostNetwork, NET_ADMIN) run in the release namespace only in nondefault.
+    level = "privileged" if mode == "nondefault" else "restricted"
+    check(len(namespaces) == 1 and namespaces[0]["metadata"]["name"] == ns,
+          f"one Namespace {ns}: {[n['metadata'] for n in namespaces]}")
+    if namespaces:
+        labels = namespaces[0]["metadata"].get("labels", {})
+        want = {"app.kubernetes.io/part-of": "netbench", **pod_security(level)}
+        check(labels == want, f"Namespace labels {labels} != {want}")
+    check(len(policies) == 1, f"one NetworkPolicy: {len(policies)}")
+    if not policies:
+        return
+    pol = policies[0]
+    spec = pol["spec"]
+    check(pol["metadata"]["namespace"] == ns, "NetworkPolicy namespace")
+    check(dep is not None and spec["podSelector"] == {"matchLabels": dep["spec"]["selector"]["matchLabels"]},
+          f"NetworkPolicy selects the operator's pods: {spec['podSelector']}")
+    check(spec["policyTypes"] == ["Ingress"], f"policyTypes {spec['policyTypes']}")
+    rules = spec.get("ingress", [])
+    check(all(r.get("ports") == [{"port": port, "protocol": "TCP"}] for r in rules),
+          f"every rule admits only port {port}/TCP: {rules}")
+    sources = [r.get("from") for r in rules]
+    if mode == "nondefault":
+        want = [[WORKER_PEER],
+                [{"ipBlock": {"cidr": "10.0.0.0/16"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
+                [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]]
+    else:
+        # No node CIDRs and no Prometheus selector: workers only (an empty selector is none).
+        want = [[WORKER_PEER]]
+    check(sources == want, f"NetworkPolicy sources {sources} != {want}")
+
+
 def rules_of(obj):
     return [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in obj["rules"]]
 
@@ -50,7 +106,7 @@ def main():
     for d in docs:
         by.setdefault((d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")), d)
     kinds = sorted({d["kind"] for d in docs})
-    default = mode == "default"
+    default = mode in ("default", "default-optin")
     full = "netbench-operator" if default else "nb"
     ns = "netbench-system" if default else "bench-system"
     port = 8080 if default else 9090
@@ -152,6 +208,8 @@ def main():
             check(env["NETBENCH_ALLOWED_TARGETS"] == "10.0.0.0/8,*.svc.cluster.local"
                   and env["NETBENCH_DENY_API_SERVER"] == "false", "targets env")
             check(spec["nodeSelector"] == {"kubernetes.io/os": "linux"}, "nodeSelector")
+
+    check_namespace_and_policy(mode, by, ns, port, dep)
 
     svc = by.get(("Service", full, ns))
     check(svc is not None and svc["spec"]["ports"][0]["port"] == port and svc["spec"]["ports"][0]["name"] == "http"

@@ -25,6 +25,10 @@ run "helm template + assertions (default values)" bash -c \
     "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system | '$NBC_DIR/check-rendered.py' default '$dash'"
 run "helm template + assertions (non-default values)" bash -c \
     "set -o pipefail; '$helm' template nbt '$NBC_CHART' -n bench-system -f '$NBC_DIR/values-nondefault.yaml' | '$NBC_DIR/check-rendered.py' nondefault '$dash'"
+# Default values with the release Namespace (Pod Security: restricted) and the NetworkPolicy
+# (workers only) switched on; without them (above) neither renders.
+run "helm template + assertions (default values, namespace.create, networkPolicy.enabled)" bash -c \
+    "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system --set namespace.create=true --set networkPolicy.enabled=true | '$NBC_DIR/check-rendered.py' default-optin '$dash'"
 
 # values.schema.json must refuse these (each would otherwise render something broken).
 bad_values=(
@@ -40,6 +44,9 @@ bad_values=(
     "caps.maxRunsPerNamespace=-1"
     "targets.allowed={not a cidr!}"
     "targets.resolveTimeout=0"
+    "namespace.podSecurity=lenient"
+    "networkPolicy.nodeCIDRs={10.0.0.0}"
+    "networkPolicy.prometheusNamespaceSelector=monitoring"
 )
 for v in "${bad_values[@]}"; do
     if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then
@@ -55,5 +62,16 @@ done
 
 run "dashboard structure and PromQL syntax" "$NBC_DIR/check-dashboard.py" "$dash" --static
 run "deploy/ in sync with the chart" "$NBC_DIR/render-deploy.sh" --check
+# kubectl apply -f deploy/ creates the namespace enforcing restricted (no offload by default).
+run "deploy/operator.yaml: Namespace enforces Pod Security restricted" python3 -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+ns = [d for d in docs if d["kind"] == "Namespace"]
+assert docs[0]["kind"] == "Namespace", "the Namespace comes first"
+labels = ns[0]["metadata"]["labels"]
+assert labels["pod-security.kubernetes.io/enforce"] == "restricted", labels
+assert labels["pod-security.kubernetes.io/warn"] == "restricted", labels
+assert not [d for d in docs if d["kind"] == "NetworkPolicy"], "NetworkPolicy in deploy/"
+' "$NBC_REPO/deploy/operator.yaml"
 ((fail == 0)) || die "chart static tests failed"
 log "all chart static tests passed"

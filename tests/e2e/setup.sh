@@ -30,6 +30,10 @@ NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image 
 kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
+# deploy/ has netbench-system enforce Pod Security "restricted" (no offload Jobs by default); the
+# offload Jobs enabled below run there and need "privileged", as the chart sets it when
+# security.offloadNamespaces is not empty.
+kc label namespace netbench-system --overwrite pod-security.kubernetes.io/enforce=privileged >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
 # Sweeps: every namespace within itself (pairs "*=."), and the seed test's namespaces (and

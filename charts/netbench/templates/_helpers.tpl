@@ -38,3 +38,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "netbench.allNamespaces" -}}
 {{- if has "*" . -}}true{{- end -}}
 {{- end -}}
+
+{{/* Pod Security level enforced in the release namespace: namespace.podSecurity, else
+privileged when offload Jobs (hostNetwork, NET_ADMIN, root) may run there, else restricted. */}}
+{{- define "netbench.podSecurityLevel" -}}
+{{- if .Values.namespace.podSecurity -}}
+{{- .Values.namespace.podSecurity -}}
+{{- else if .Values.security.offloadNamespaces -}}
+privileged
+{{- else -}}
+restricted
+{{- end -}}
+{{- end -}}
+
+{{/* Pod Security Admission labels of the release namespace. */}}
+{{- define "netbench.podSecurityLabels" -}}
+pod-security.kubernetes.io/enforce: {{ include "netbench.podSecurityLevel" . }}
+pod-security.kubernetes.io/enforce-version: latest
+pod-security.kubernetes.io/warn: restricted
+pod-security.kubernetes.io/warn-version: latest
+pod-security.kubernetes.io/audit: restricted
+pod-security.kubernetes.io/audit-version: latest
+{{- end -}}

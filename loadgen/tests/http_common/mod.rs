@@ -2,8 +2,12 @@
 //! killed on drop) and a tiny scriptable HTTP server for behaviours nginx cannot produce
 //! (stalls, garbage, silence, chunked bodies).
 
+#[path = "../ports/mod.rs"]
+pub mod ports;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -11,15 +15,6 @@ use std::time::{Duration, Instant};
 
 use loadgen::http::{run, HttpConfig, HttpOptions};
 use loadgen::report::HttpReport;
-
-/// A free port on 127.0.0.1 (bound and released; the fixture retries if someone takes it).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Runs the engine with `opts` and returns its report.
 pub fn load(opts: &HttpOptions) -> HttpReport {
@@ -65,9 +60,8 @@ impl Nginx {
         let nginx = which("nginx").unwrap_or_else(|| {
             panic!("nginx is not installed: apt-get install -y nginx-light (see tests/apt-packages.txt)")
         });
-        for _attempt in 0..5 {
+        let (nginx, _port) = ports::start_on_free_port("nginx", |port| {
             let dir = temp_dir("nginx");
-            let port = free_port();
             let ssl = if tls {
                 make_cert(&dir);
                 format!(
@@ -98,6 +92,12 @@ http {{
         location = /missing {{ return 404; }}
         location / {{ return 200 "hello\n"; }}
     }}
+    # The fixture's own window on nginx (connections still open), off the port under test.
+    server {{
+        listen unix:{d}/status.sock;
+        access_log off;
+        location / {{ stub_status; }}
+    }}
 }}
 "#,
                 d = dir.display(),
@@ -118,23 +118,24 @@ http {{
                 port,
                 tls,
             };
-            if n.wait_ready() {
-                return n;
-            }
-            // Port taken between our probe and nginx's bind: try another.
-            drop(n);
-        }
-        panic!("nginx did not start (see its error.log)");
+            // Port taken between the probe and nginx's bind: None, and another port is tried.
+            n.wait_ready().then_some(n)
+        });
+        nginx
     }
 
+    /// True once nginx has bound its ports: it writes its pid file only after opening every
+    /// listener of its configuration, so the port is nginx's own (not someone else's who took
+    /// it meanwhile). False if it exits first.
     fn wait_ready(&mut self) -> bool {
+        let pid = self.child.id().to_string();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                // The probe connection itself is not logged (no request on it).
+            let written = std::fs::read_to_string(self.dir.join("nginx.pid")).unwrap_or_default();
+            if written.trim() == pid {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -142,23 +143,39 @@ http {{
         false
     }
 
+    /// nginx's open connections, this query's own included (stub_status "Active connections").
+    fn active_connections(&self) -> Option<u64> {
+        let mut conn = UnixStream::connect(self.dir.join("status.sock")).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        conn.write_all(b"GET / HTTP/1.0\r\nHost: status\r\n\r\n")
+            .ok()?;
+        let mut text = String::new();
+        conn.read_to_string(&mut text).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("Active connections:"))
+            .and_then(|n| n.trim().parse().ok())
+    }
+
     pub fn url(&self, path: &str) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://127.0.0.1:{}{path}", self.port)
     }
 
-    /// Access log lines, waiting until at least `expect` lines are there (nginx logs just
-    /// after sending the response, so the last lines may trail the client by a moment).
-    pub fn log_lines(&self, expect: usize) -> Vec<LogLine> {
-        let deadline = Instant::now() + Duration::from_secs(3);
+    /// Every access log line, once nginx has closed every connection to the port under test:
+    /// it logs a request before closing its connection, so then no line can still be due
+    /// (and "more lines than requests" is caught as surely as "fewer").
+    pub fn log_lines(&self) -> Vec<LogLine> {
+        let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let lines = self.read_log();
-            if lines.len() >= expect || Instant::now() > deadline {
-                // Give stragglers a moment, so "more than expected" is caught too.
-                std::thread::sleep(Duration::from_millis(200));
+            let active = self.active_connections();
+            if active == Some(1) {
                 return self.read_log();
             }
-            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                Instant::now() < deadline,
+                "nginx still has connections open after 10 s (stub_status: {active:?})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

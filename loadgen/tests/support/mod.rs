@@ -3,6 +3,9 @@
 //! netbench-loadgen on a path and return their figures.
 #![allow(dead_code)] // each test binary uses a different subset
 
+#[path = "../ports/mod.rs"]
+pub mod ports;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -142,32 +145,38 @@ impl Server {
     }
 }
 
-/// Waits until something listens on TCP `port` in `ns` (ss from iproute2).
-pub fn wait_listening(ns: Option<&str>, port: u16) {
+/// Waits until process `pid` listens on TCP `port` in `ns` (ss from iproute2): true once it
+/// does, false if `server` exits first (e.g. the port was taken).
+fn wait_listening(ns: Option<&str>, port: u16, server: &mut Server) -> bool {
+    let pid = format!("pid={},", server.0.id());
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
+        if !server.is_running() {
+            return false;
+        }
         let out = in_ns(ns, "ss")
-            .args(["-Hltn", &format!("sport = :{port}")])
+            .args(["-Hltnp", &format!("sport = :{port}")])
             .output()
             .expect("running ss");
-        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
-            return;
+        if String::from_utf8_lossy(&out.stdout).contains(&pid) {
+            return true;
         }
         sleep(Duration::from_millis(50));
     }
-    panic!("nothing listens on port {port} after 10 s");
+    panic!("process {pid} does not listen on port {port} after 10 s");
 }
 
-/// A port no one on the host listens on (namespaces have their own port space anyway).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("finding a free port")
-        .port()
-}
-
+/// iperf3's server on `port` in `ns` (a namespace of the test's own: nobody else listens there).
 pub fn iperf3_server(ns: Option<&str>, port: u16) -> Server {
     spawn_server(ns, "iperf3", &["-s", "-p", &port.to_string()], port)
+        .unwrap_or_else(|| panic!("iperf3 -s -p {port} exited (port taken?)"))
+}
+
+/// iperf3's server on a free port of the host (iperf3 cannot bind port 0), and that port.
+pub fn iperf3_loopback_server() -> (Server, u16) {
+    ports::start_on_free_port("iperf3 -s", |port| {
+        spawn_server(None, "iperf3", &["-s", "-p", &port.to_string()], port)
+    })
 }
 
 /// iperf3's receiver figure (bits/s) for one run.
@@ -189,21 +198,23 @@ pub fn iperf3_client(ns: Option<&str>, host: &str, port: u16, secs: u32, streams
         .expect("iperf3 end.sum_received.bits_per_second")
 }
 
+/// netbench-loadgen's tcp-server on `port` in `ns` (a namespace of the test's own).
 pub fn loadgen_server(ns: Option<&str>, port: u16) -> Server {
     spawn_server(ns, LOADGEN, &["tcp-server", "-p", &port.to_string()], port)
+        .unwrap_or_else(|| panic!("tcp-server -p {port} exited (port taken?)"))
 }
 
-/// Starts `program args` in `ns` and waits until it listens on `port`.
-fn spawn_server(ns: Option<&str>, program: &str, args: &[&str], port: u16) -> Server {
+/// Starts `program args` in `ns` and waits until it listens on `port` itself; None if it
+/// exits first. (`ip netns exec` execs the program, so the pid is the program's.)
+fn spawn_server(ns: Option<&str>, program: &str, args: &[&str], port: u16) -> Option<Server> {
     let child = in_ns(ns, program)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("starting {program} {args:?}: {e}"));
-    let server = Server(child);
-    wait_listening(ns, port);
-    server
+    let mut server = Server(child);
+    wait_listening(ns, port, &mut server).then_some(server)
 }
 
 pub fn loadgen_client(ns: Option<&str>, host: &str, port: u16, extra: &[&str]) -> TcpReport {

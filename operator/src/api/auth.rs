@@ -34,11 +34,15 @@ pub enum AuthError {
     Unavailable(String),
 }
 
-/// What the middleware hands to the run handlers.
+/// What the middleware hands to the run handlers: the caller and the benchmark of its run
+/// (each handler's span carries them, so every log line of a request names both).
 #[derive(Clone, Debug)]
 pub struct Authenticated {
     pub run: String,
     pub caller: Caller,
+    /// The run's benchmark kind and name (its namespace is the caller's).
+    pub kind: String,
+    pub benchmark: String,
 }
 
 /// The middleware: authenticates the caller of `/v1/runs/{run}/...` before the handler (and
@@ -71,13 +75,18 @@ pub async fn authenticate(
         Ok(caller) => s
             .runs
             .admit(&run, &caller)
-            .map(|_| caller)
+            .map(|spec| (caller, spec))
             .map_err(|e| registry_refusal(&s.metrics, e)),
-        Err(e) => Err(auth_refusal(&s.metrics, e)),
+        Err(e) => Err(auth_refusal(&s.metrics, &run, e)),
     };
     match admitted {
-        Ok(caller) => {
-            req.extensions_mut().insert(Authenticated { run, caller });
+        Ok((caller, spec)) => {
+            req.extensions_mut().insert(Authenticated {
+                run,
+                caller,
+                kind: spec.kind,
+                benchmark: spec.benchmark,
+            });
             next.run(req).await
         }
         // The connection closes: a refused caller cannot hold it for its next attempt.
@@ -85,7 +94,7 @@ pub async fn authenticate(
     }
 }
 
-fn auth_refusal(metrics: &Metrics, e: AuthError) -> Refusal {
+fn auth_refusal(metrics: &Metrics, run: &str, e: AuthError) -> Refusal {
     match e {
         AuthError::UnknownRun => registry_refusal(metrics, RegistryError::UnknownRun),
         AuthError::BadToken => refuse(
@@ -101,7 +110,7 @@ fn auth_refusal(metrics: &Metrics, e: AuthError) -> Refusal {
             format!("not a worker of this run: {why}"),
         ),
         AuthError::Unavailable(why) => {
-            tracing::warn!("cannot check a worker token: {why}");
+            tracing::warn!(run, "cannot check a worker token: {why}");
             refuse(
                 metrics,
                 StatusCode::SERVICE_UNAVAILABLE,

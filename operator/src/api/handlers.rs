@@ -61,6 +61,16 @@ fn barrier_body(b: BarrierState) -> BarrierResponse {
     }
 }
 
+#[tracing::instrument(
+    skip_all,
+    fields(
+        run = %who.run,
+        kind = %who.kind,
+        namespace = %who.caller.namespace,
+        benchmark = %who.benchmark,
+        worker = %who.caller.worker,
+    )
+)]
 pub async fn register(
     State(s): State<ApiState>,
     Extension(who): Extension<Authenticated>,
@@ -68,12 +78,14 @@ pub async fn register(
 ) -> Result<Response, Refusal> {
     let req = body(&s, req)?;
     check_version(&s, req.version)?;
-    let failed = req.preflight_error.is_some();
+    let role = req.role;
+    let preflight_error = req.preflight_error.clone();
     let b = s
         .runs
         .register(&who.run, &who.caller, req, loadgen::worker::now_unix_ms())
         .map_err(|e| registry_refusal(&s.metrics, e))?;
-    if failed {
+    if let Some(error) = preflight_error {
+        tracing::warn!(?role, "worker cannot start: {error}");
         // The run ends now, not at the next poll.
         if let Some(spec) = s.runs.spec(&who.run) {
             let _ = s.wake.send(Wake {
@@ -83,6 +95,12 @@ pub async fn register(
             });
         }
     }
+    tracing::info!(
+        ?role,
+        registered = b.registered,
+        expected = b.expected,
+        "worker registered"
+    );
     let resp = RegisterResponse {
         version: PROTOCOL_VERSION,
         registered: b.registered,
@@ -97,6 +115,16 @@ pub struct BarrierQuery {
     step: u32,
 }
 
+#[tracing::instrument(
+    skip_all,
+    fields(
+        run = %who.run,
+        kind = %who.kind,
+        namespace = %who.caller.namespace,
+        benchmark = %who.benchmark,
+        worker = %who.caller.worker,
+    )
+)]
 pub async fn barrier(
     State(s): State<ApiState>,
     Extension(who): Extension<Authenticated>,
@@ -122,6 +150,16 @@ pub async fn barrier(
     Ok((code, Json(barrier_body(b))).into_response())
 }
 
+#[tracing::instrument(
+    skip_all,
+    fields(
+        run = %who.run,
+        kind = %who.kind,
+        namespace = %who.caller.namespace,
+        benchmark = %who.benchmark,
+        worker = %who.caller.worker,
+    )
+)]
 pub async fn progress(
     State(s): State<ApiState>,
     Extension(who): Extension<Authenticated>,
@@ -138,6 +176,16 @@ pub async fn progress(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+#[tracing::instrument(
+    skip_all,
+    fields(
+        run = %who.run,
+        kind = %who.kind,
+        namespace = %who.caller.namespace,
+        benchmark = %who.benchmark,
+        worker = %who.caller.worker,
+    )
+)]
 pub async fn report(
     State(s): State<ApiState>,
     Extension(who): Extension<Authenticated>,
@@ -154,12 +202,13 @@ pub async fn report(
         return Err(report_refusal(&s, e));
     }
     if let Err(e) = s.sink.store(&run, &spec, &report).await {
-        tracing::warn!(run, worker = report.worker, "storing report failed: {e}");
+        tracing::warn!("storing the report failed: {e}");
         let body = ApiError {
             error: format!("could not store the report yet: {e}"),
         };
         return Ok((StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response());
     }
+    tracing::info!(step = report.step, "report stored");
     s.metrics
         .forget_live(&spec.namespace, &spec.benchmark, &report.worker);
     let _ = s.wake.send(Wake {

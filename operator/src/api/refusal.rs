@@ -48,7 +48,10 @@ pub fn refuse(
     message: impl Into<String>,
 ) -> Refusal {
     metrics.api_rejected.with_label_values(&[reason]).inc();
-    Refusal(code, message.into())
+    let message = message.into();
+    // In a handler, the line carries the request's run, benchmark and worker (its span).
+    tracing::debug!(reason, code = code.as_u16(), "refused: {message}");
+    Refusal(code, message)
 }
 
 /// The answer to a registry check that failed.

@@ -713,3 +713,88 @@ async fn every_rejection_reason_is_exported_from_the_start() {
         assert!(body.lines().any(|l| l == line), "missing {line}");
     }
 }
+
+/// Every log line a handler writes names the run, the benchmark and the worker (the handler's
+/// span), in both log formats; refusals too, after authentication.
+#[tokio::test]
+async fn handler_log_lines_carry_the_run_benchmark_and_worker() {
+    use crate::log_capture::capture;
+    let (app, _, _) = setup();
+    let ((code, _), lines) = capture(
+        false,
+        call(
+            &app,
+            "POST",
+            "/v1/runs/run1/report",
+            "tok",
+            report_body("w0", http_report()),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::NO_CONTENT);
+    let stored = lines
+        .iter()
+        .find(|l| l.contains("report stored"))
+        .unwrap_or_else(|| panic!("no 'report stored' line in {lines:#?}"));
+    for field in [
+        "run=run1",
+        "kind=IngressBenchmark",
+        "namespace=ns",
+        "benchmark=b",
+        "worker=w0",
+    ] {
+        assert!(stored.contains(field), "{field} missing: {stored}");
+    }
+
+    // JSON (Helm logFormat=json): the fields are in the line's span.
+    let ((code, _), lines) = capture(
+        true,
+        call(
+            &app,
+            "POST",
+            "/v1/runs/run1/register",
+            "tok",
+            register_body("w0"),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let registered: serde_json::Value = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["fields"]["message"] == "worker registered")
+        .unwrap_or_else(|| panic!("no 'worker registered' line in {lines:#?}"));
+    let span = &registered["span"];
+    assert_eq!(span["name"], "register", "{registered}");
+    assert_eq!(span["run"], "run1", "{registered}");
+    assert_eq!(span["kind"], "IngressBenchmark", "{registered}");
+    assert_eq!(span["namespace"], "ns", "{registered}");
+    assert_eq!(span["benchmark"], "b", "{registered}");
+    assert_eq!(span["worker"], "w0", "{registered}");
+
+    // A refusal inside a handler (a worker speaking for another) is logged with its span.
+    let ((code, _), lines) = capture(
+        false,
+        call(
+            &app,
+            "POST",
+            "/v1/runs/run1/report",
+            "tok",
+            report_body("somebody-else", http_report()),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let refused = lines
+        .iter()
+        .find(|l| l.contains("refused:"))
+        .unwrap_or_else(|| panic!("no refusal line in {lines:#?}"));
+    assert!(
+        refused.contains("reason=\"wrong_worker\"") || refused.contains("reason=wrong_worker"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("run=run1") && refused.contains("worker=w0"),
+        "{refused}"
+    );
+}

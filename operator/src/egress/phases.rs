@@ -17,7 +17,7 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, Phase};
 
 use super::offload::{self, Book, Offload, Stage};
 use super::{plan, result, validate};
-use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, READY, WORKERS_SCHEDULED};
+use crate::conditions::{self, INVALID, OFFLOAD_RESTORED, QUEUED, READY, WORKERS_SCHEDULED};
 use crate::context::Context;
 use crate::creation::{self, Started};
 use crate::deadline;
@@ -308,12 +308,13 @@ impl Run<'_> {
         let all = queue::all(&self.ctx.client).await?;
         let me = queue::egress(self.eb);
         let cap = self.ctx.config.caps.max_runs_per_namespace;
-        if let Some(why) =
-            queue::blocker(&me, &all).or_else(|| queue::namespace_full(&me, &all, cap))
-        {
-            self.set_phase(Phase::Queued, why);
+        if let Some(wait) = queue::wait(&me, &all, cap) {
+            self.condition(QUEUED, true, wait.reason, wait.message.clone());
+            self.status.run.queue = Some(wait.status);
+            self.set_phase(Phase::Queued, wait.message);
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
+        self.condition(QUEUED, false, "Admitted", "the run left the queue");
         self.status.current_case = Some(0);
         // The run's deadline counts from here (see deadline).
         self.status.run.start_time = Some(conditions::now());

@@ -16,7 +16,9 @@ use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, Phase};
 use super::restore::{self, Restore, TargetRecord};
 use super::{plan, result, validate, verdict};
 use crate::caps::Refusal;
-use crate::conditions::{self, INVALID, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED};
+use crate::conditions::{
+    self, INVALID, QUEUED, READY, TARGET_RESTORED, THRESHOLDS_MET, WORKERS_SCHEDULED,
+};
 use crate::context::Context;
 use crate::creation::{self, Started};
 use crate::deadline;
@@ -329,12 +331,13 @@ impl Run<'_> {
         let all = queue::all(&self.ctx.client).await?;
         let me = queue::ingress(self.ib);
         let cap = self.ctx.config.caps.max_runs_per_namespace;
-        if let Some(why) =
-            queue::blocker(&me, &all).or_else(|| queue::namespace_full(&me, &all, cap))
-        {
-            self.set_phase(Phase::Queued, why);
+        if let Some(wait) = queue::wait(&me, &all, cap) {
+            self.condition(QUEUED, true, wait.reason, wait.message.clone());
+            self.status.run.queue = Some(wait.status);
+            self.set_phase(Phase::Queued, wait.message);
             return Ok(Next::Wait(Action::requeue(Duration::from_secs(5))));
         }
+        self.condition(QUEUED, false, "Admitted", "the run left the queue");
         self.status.current_step = Some(0);
         // The run's deadline counts from here (see deadline).
         self.status.run.start_time = Some(conditions::now());

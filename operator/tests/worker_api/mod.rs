@@ -148,9 +148,14 @@ impl Api {
     }
 
     pub fn progress_updates(&self) -> u64 {
+        self.requests("progress", "204")
+    }
+
+    /// Requests to `endpoint` the API answered with `code`.
+    pub fn requests(&self, endpoint: &str, code: &str) -> u64 {
         self.metrics
             .api_requests
-            .with_label_values(&["progress", "204"])
+            .with_label_values(&[endpoint, code])
             .get()
     }
 }
@@ -275,9 +280,20 @@ fn ours(uplifted: &std::path::Path) -> PathBuf {
         .map_or_else(|| uplifted.to_path_buf(), |e| e.path())
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("finding a free port")
-        .port()
+/// Starts a server that can only be given a port number (nginx cannot bind port 0):
+/// `start(port)` with ports that were free a moment ago until it returns `Some`, which it must
+/// do only once it knows the listener on that port is its own (`None`: taken meanwhile).
+#[allow(dead_code)] // only the system-tests binaries start such servers
+pub fn start_on_free_port<T>(what: &str, mut start: impl FnMut(u16) -> Option<T>) -> T {
+    const ATTEMPTS: usize = 5;
+    for _ in 0..ATTEMPTS {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("finding a candidate port")
+            .port();
+        if let Some(server) = start(port) {
+            return server;
+        }
+    }
+    panic!("{what} did not start on any of {ATTEMPTS} free ports");
 }

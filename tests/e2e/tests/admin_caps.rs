@@ -219,7 +219,9 @@ async fn a_run_beyond_the_namespace_cap_waits_in_queued_then_runs() {
         "Queued for the namespace cap",
         Duration::from_secs(60),
         |b| {
+            // Position 1 once the runs before it have all started (the only one left waiting).
             b["status"]["phase"] == "Queued"
+                && b["status"]["queue"]["position"] == 1
                 && b["status"]["message"]
                     .as_str()
                     .is_some_and(|m| m.contains(&needle))
@@ -228,6 +230,11 @@ async fn a_run_beyond_the_namespace_cap_waits_in_queued_then_runs() {
     .await
     .unwrap();
     assert_eq!(condition(&queued, "Invalid")["status"], "False");
+    let waiting = condition(&queued, "Queued");
+    assert_eq!(waiting["status"], "True", "{waiting:#}");
+    assert_eq!(waiting["reason"], "NamespaceCap", "{waiting:#}");
+    let place = &queued["status"]["queue"];
+    assert_eq!(place["waitsFor"], "namespace run slots", "{place:#}");
     // While it waits it has no pod.
     let pods = worker_pods(&client, &ns.name).await.unwrap();
     assert!(

@@ -445,16 +445,26 @@ async fn assert_refused(spec: Value, wanted: &str) {
     create(&client, &ns.name, &eb(&ns.name, "refused", spec))
         .await
         .unwrap();
-    let done = wait_phase(
-        &client,
-        EB,
-        &ns.name,
-        "refused",
-        FINISHED,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
+    // Every pod and Job that exists at any poll from the creation to the end of the run (and
+    // at one poll after it): a wrongly started run shows itself there, however short-lived.
+    let mut created = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        created.extend(all_pods_and_jobs(&client, &ns.name).await.unwrap());
+        let v = get_benchmark(&client, EB, &ns.name, "refused")
+            .await
+            .unwrap();
+        if FINISHED.contains(&v["status"]["phase"].as_str().unwrap_or_default()) {
+            break v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the refused run did not finish: {:#}",
+            v["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    created.extend(all_pods_and_jobs(&client, &ns.name).await.unwrap());
     let st = &done["status"];
     assert_eq!(st["phase"], "Failed", "{st:#}");
     let invalid = condition(st, "Invalid");
@@ -465,12 +475,7 @@ async fn assert_refused(spec: Value, wanted: &str) {
         message.contains(wanted) && message.contains(&ns.name),
         "the message names {wanted} and the namespace: {message}"
     );
-    // Give a wrongly started run a moment to show itself.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        all_pods_and_jobs(&client, &ns.name).await.unwrap(),
-        Vec::<String>::new()
-    );
+    assert_eq!(created, std::collections::BTreeSet::new());
 }
 
 #[tokio::test]
@@ -544,8 +549,26 @@ async fn deleting_mid_run_restores_offload_and_removes_children() {
             net.vxlan
         );
     }
-    // Let the client start sending before pulling the plug.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Pull the plug once the client is sending: its live throughput is on /metrics.
+    let live = [
+        format!("namespace=\"{}\"", ns.name),
+        "name=\"del\"".to_string(),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !series(
+        &operator_metrics(&client).await.unwrap_or_default(),
+        "netbench_live_bits_per_second",
+        &live,
+    )
+    .iter()
+    .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the client pushed no live throughput within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     kubectl(&["-n", &ns.name, "delete", "eb", "del", "--timeout=120s"]).unwrap();
     let gone = kubectl(&["-n", &ns.name, "get", "eb", "--no-headers"]).unwrap();

@@ -266,6 +266,7 @@ async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
     )
     .await
     .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let pod = loop {
         if let Some(p) = worker_pods(&client, &ns.name)
             .await
@@ -275,6 +276,10 @@ async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
         {
             break p;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no worker pod while Running"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     let name = pod.metadata.name.clone().unwrap();

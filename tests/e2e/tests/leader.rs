@@ -9,6 +9,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use operator::leader::{Elector, LEASE_DURATION, LEASE_NAME, RENEW_EVERY, RETRY_EVERY};
 
+/// The Lease's renewTime, as the API server returns it.
+async fn renewed_at(api: &Api<Lease>) -> Option<String> {
+    let lease = api.get(LEASE_NAME).await.expect("read the Lease");
+    lease
+        .spec
+        .and_then(|s| s.renew_time)
+        .map(|t| format!("{:?}", t.0))
+}
+
 async fn holder(api: &Api<Lease>) -> Option<String> {
     let lease = api.get(LEASE_NAME).await.expect("read the Lease");
     lease.spec.and_then(|s| s.holder_identity)
@@ -27,6 +36,7 @@ async fn a_stopping_leader_hands_the_lease_over_at_once() {
     assert!(a.try_acquire().await.unwrap(), "a takes the fresh Lease");
     assert!(!b.try_acquire().await.unwrap(), "b must wait while a leads");
 
+    let acquired_at = renewed_at(&leases).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let leader = async {
         a.lead(async {
@@ -38,8 +48,16 @@ async fn a_stopping_leader_hands_the_lease_over_at_once() {
         .expect("a keeps the Lease while it leads")
     };
     let follower = async {
-        // a renews while it leads; b keeps polling and must not get in.
-        tokio::time::sleep(RENEW_EVERY + Duration::from_secs(1)).await;
+        // a renews while it leads (wait until it has: renewTime moves); b must not get in.
+        let deadline = Instant::now() + 3 * RENEW_EVERY;
+        while renewed_at(&leases).await == acquired_at {
+            assert!(
+                Instant::now() < deadline,
+                "a did not renew within {:?}",
+                3 * RENEW_EVERY
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         assert!(
             !b.try_acquire().await.unwrap(),
             "b must not lead while a renews"

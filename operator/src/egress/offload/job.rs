@@ -243,6 +243,20 @@ mod tests {
         assert!(j.metadata.owner_references.is_none());
         assert_eq!(j.metadata.labels.as_ref().unwrap()[labels::NAMESPACE], "ns");
         let spec = j.spec.unwrap();
+        // Not a worker's role: the chart's NetworkPolicy admits pods with role client or server
+        // to the operator's port, and the Job's pod has no business there.
+        let pod_labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(pod_labels[labels::ROLE], "offload-apply");
+        for action in [Action::Read, Action::Apply, Action::Restore] {
+            assert!(!["client", "server"].contains(&action.role()), "{action:?}");
+        }
         assert_eq!(spec.backoff_limit, Some(0));
         let pod = spec.template.spec.unwrap();
         assert_eq!(pod.host_network, Some(true));

@@ -1,0 +1,45 @@
+//! Tests only: the log lines a piece of async code writes, in the operator's two formats
+//! (plain text or JSON, as `main` sets them up), so a test can check what a line carries.
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone, Default)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `f` on this thread with a subscriber writing to a buffer (debug level and up) and
+/// returns its result and the lines written. Needs a current-thread runtime (`#[tokio::test]`)
+/// so every poll of `f` sees the subscriber.
+pub async fn capture<T>(json: bool, f: impl Future<Output = T>) -> (T, Vec<String>) {
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone());
+    let dispatch = if json {
+        tracing::Dispatch::new(builder.json().finish())
+    } else {
+        tracing::Dispatch::new(builder.finish())
+    };
+    let out = {
+        let _guard = tracing::dispatcher::set_default(&dispatch);
+        f.await
+    };
+    let text = String::from_utf8_lossy(&buffer.0.lock().unwrap()).into_owned();
+    (out, text.lines().map(str::to_string).collect())
+}
