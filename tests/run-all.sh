@@ -5,11 +5,12 @@
 #  3. cargo test: the fast tier (unit, property, CRD sync/CEL/example, API handler tests) plus,
 #     with the system-tests features, loadgen tests against real nginx, iperf3 and network
 #     namespaces
-#  4. the real cluster (tests/cluster): smoke test, CRDs and examples against the API server
+#  4. the real 3-node cluster (tests/cluster): smoke test, CRDs and examples against the API server
 #  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
-#  6. end-to-end: operator and loadgen images from this checkout, the e2e tests (IngressBenchmark,
-#     EgressBenchmark on tests/e2e/egress-net.sh's devices and namespace), then the chart
-#     and plain manifests installed for real with Prometheus checking the dashboard; cluster down
+#  6. end-to-end: operator and loadgen images from this checkout, Traefik as ingress controller,
+#     the e2e tests (both kinds across the nodes, node failures, the seed ingress sweep, the
+#     target host's tcp-server from tests/e2e/egress-net.sh), then the chart and plain manifests
+#     installed for real with Prometheus checking the dashboard; cluster down
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s\n' "$*"; }
@@ -40,7 +41,7 @@ step "Helm chart, dashboard and deploy/ (static)"
 tests/chart/static.sh
 
 step "end-to-end tests"
-# The egress tests' topology (devices of ours in the root namespace) goes even if a test leaks it.
+# The target's tcp-server and the cluster go even if a test fails or leaks something.
 trap 'tests/e2e/egress-net.sh down >/dev/null 2>&1 || true; tests/cluster/down.sh >/dev/null 2>&1 || true' EXIT
 eval "$(tests/e2e/setup.sh)"
 cargo test -p e2e --no-fail-fast -- --test-threads=1 2>&1

@@ -258,3 +258,63 @@ fn the_operator_cannot_read_secrets() {
         .expect("running kubectl");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "yes");
 }
+
+/// `kubectl auth can-i` for the operator's ServiceAccount as installed from deploy/ plus the
+/// e2e opt-ins (sweeps of Deployments, offload Jobs in its own namespace): what it needs, and
+/// nothing that would let a bug or a hostile input reach further.
+#[test]
+fn the_operators_permissions_are_least_privilege() {
+    let sa = "--as=system:serviceaccount:netbench-system:netbench-operator";
+    let can = |args: &[&str]| -> String {
+        let out = std::process::Command::new("kubectl")
+            .args(["auth", "can-i"])
+            .args(args)
+            .arg(sa)
+            .output()
+            .expect("running kubectl");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let denied: &[&[&str]] = &[
+        &["get", "secrets", "-A"],
+        &["list", "secrets", "-n", "netbench-system"],
+        &["create", "pods/exec", "-A"],
+        &["create", "pods/attach", "-A"],
+        &["create", "pods/portforward", "-A"],
+        &["escalate", "clusterroles.rbac.authorization.k8s.io"],
+        &["bind", "clusterroles.rbac.authorization.k8s.io"],
+        &["create", "clusterrolebindings.rbac.authorization.k8s.io"],
+        &[
+            "create",
+            "rolebindings.rbac.authorization.k8s.io",
+            "-n",
+            "netbench-system",
+        ],
+        &["impersonate", "serviceaccounts", "-A"],
+        &["create", "serviceaccounts/token", "-A"],
+        &["patch", "nodes"],
+        &["delete", "nodes"],
+        &["create", "jobs.batch", "-n", "default"],
+        &["update", "configmaps", "-n", "default"],
+        &["delete", "customresourcedefinitions.apiextensions.k8s.io"],
+        &[
+            "create",
+            "validatingadmissionpolicies.admissionregistration.k8s.io",
+        ],
+        &["*", "*"],
+    ];
+    for args in denied {
+        assert_eq!(can(args), "no", "the operator may not: {}", args.join(" "));
+    }
+    let allowed: &[&[&str]] = &[
+        &["create", "pods", "-n", "default"],
+        &["delete", "pods", "-n", "default"],
+        &["create", "tokenreviews.authentication.k8s.io"],
+        &["patch", "ingressbenchmarks.netbench.io/status", "-A"],
+        &["get", "nodes"],
+        &["create", "configmaps", "-n", "netbench-system"],
+        &["create", "jobs.batch", "-n", "netbench-system"],
+    ];
+    for args in allowed {
+        assert_eq!(can(args), "yes", "the operator needs: {}", args.join(" "));
+    }
+}
