@@ -41,7 +41,7 @@ ingress() {
     echo "=== ingress seed: Traefik CPU sweep (netbench)"
     run_example ib ingress-controller-sweep "$repo/deploy/examples/ingress-controller-sweep.yaml"
     kc -n "$ns" get ib ingress-controller-sweep -o json | jq -r '
-        .status.steps[] | "\(.cpu)\t\(.rps | floor) RPS\tp50 \(.latency.p50)\tp99 \(.latency.p99)\terrors \(.errors // {} | tostring)"'
+        .status.steps[] | "\(.cpu)\t\(.rps | floor) RPS\tp50 \(.latencyMs.p50) ms\tp99 \(.latencyMs.p99) ms\terrors \([.errors[]] | add)"'
     kc -n "$ns" get ib ingress-controller-sweep -o jsonpath='{.status.scaling.summary}{"\n"}'
     if command -v wrk >/dev/null; then
         echo "=== ingress reference: wrk -t1 -c32 -d15s, Connection: close, from nb-node0, Traefik at 2 CPUs"
@@ -77,14 +77,14 @@ egress() {
         echo "vxlan-to-vxlan   $(iperf "$b" "$vx0") Gbit/s"
         local node before=()
         for node in nb-node0 nb-node1; do before+=("$(in_node "$node" ethtool -k nb-vxlan0)"); done
-        for node in nb-node0 nb-node1; do in_node "$node" ethtool -K nb-vxlan0 tx off; done
+        for node in nb-node0 nb-node1; do in_node "$node" ethtool -K nb-vxlan0 tx off >/dev/null 2>&1; done
         echo "vxlan-csum-off   $(iperf "$b" "$vx0") Gbit/s"
         kill "$pid"
         # Put back every feature that was on (tx off also switched off the ones needing it).
         local i=0 f
         for node in nb-node0 nb-node1; do
             for f in $(sed -nE 's/^\t?([a-z0-9-]+): on$/\1/p' <<<"${before[$i]}"); do
-                in_node "$node" ethtool -K nb-vxlan0 "$f" on 2>/dev/null || true
+                in_node "$node" ethtool -K nb-vxlan0 "$f" on >/dev/null 2>&1 || true
             done
             [[ $(in_node "$node" ethtool -k nb-vxlan0) == "${before[$i]}" ]] ||
                 die "nb-vxlan0 on $node differs from before the iperf3 run: check ethtool -k"

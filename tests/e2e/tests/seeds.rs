@@ -53,10 +53,10 @@ async fn ingress_controller_sweep_scales_traefik_across_nodes_and_restores_it() 
     assert_eq!(cpus, ["250m", "500m", "1", "2"]);
     for s in steps {
         eprintln!(
-            "traefik at {:>4} CPU: {:>8.0} RPS, p99 {} ({} errors)",
+            "traefik at {:>4} CPU: {:>8.0} RPS, p99 {} ms, errors {}",
             s["cpu"].as_str().unwrap(),
             s["rps"].as_f64().unwrap_or_default(),
-            s["latency"]["p99"],
+            s["latencyMs"]["p99"],
             s["errors"]
         );
         assert!(s["rps"].as_f64().unwrap_or_default() > 0.0, "{s:#}");
