@@ -318,3 +318,138 @@ fn the_operators_permissions_are_least_privilege() {
         assert_eq!(can(args), "yes", "the operator needs: {}", args.join(" "));
     }
 }
+
+/// The sum of `netbench_api_rejected_total{reason="REASON"}` in the operator's metrics.
+fn rejected(metrics: &str, reason: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("netbench_api_rejected_total{{reason=\"{reason}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// An unauthenticated flood of huge bodies at the operator's Service, from this machine, while
+/// a real run is going: every request is refused before its body is read (401, counted), the
+/// operator keeps running (restartCount unchanged) and the run ends Succeeded with a real result.
+#[tokio::test]
+async fn an_unauthenticated_flood_of_huge_bodies_changes_nothing() {
+    use std::io::{Read, Write};
+    let client = client().await;
+    let ns = TestNs::new(&client, "flood").await;
+    let restarts = kubectl(&[
+        "-n",
+        OPERATOR_NAMESPACE,
+        "get",
+        "pods",
+        "-l",
+        OPERATOR_PODS,
+        "-o",
+        "jsonpath={.items[*].status.containerStatuses[*].restartCount}",
+    ])
+    .unwrap();
+    let before = rejected(&operator_metrics(&client).await.unwrap(), "unauthenticated");
+    let ib = example(
+        "ingress-simple.yaml",
+        &ns.name,
+        &[
+            ("/spec/target/url", json!(TARGET)),
+            ("/spec/load/duration", json!("10s")),
+            ("/spec/load/warmup", json!("1s")),
+            ("/spec/load/connections", json!(4)),
+        ],
+    );
+    create(&client, &ns.name, &ib).await.unwrap();
+    let running = wait_phase(
+        &client,
+        IB,
+        &ns.name,
+        "ingress-simple",
+        &["Running"],
+        RUN_TIMEOUT,
+    )
+    .await
+    .unwrap();
+    let run = running["status"]["runId"].as_str().unwrap().to_string();
+    let service = kubectl(&[
+        "-n",
+        OPERATOR_NAMESPACE,
+        "get",
+        "service",
+        "netbench-operator",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ])
+    .unwrap();
+    let addr = format!("{}:8080", service.trim());
+    // 32 connections at once, 8 requests each, each claiming a 1 GiB body.
+    let flood: Vec<_> = (0..32)
+        .map(|_| {
+            let (addr, run) = (addr.clone(), run.clone());
+            std::thread::spawn(move || {
+                let mut codes = Vec::new();
+                for _ in 0..8 {
+                    let Ok(mut conn) = std::net::TcpStream::connect(&addr) else {
+                        codes.push("connect failed".to_string());
+                        continue;
+                    };
+                    conn.set_read_timeout(Some(Duration::from_secs(10)))
+                        .unwrap();
+                    let head = format!(
+                        "POST /v1/runs/{run}/report HTTP/1.1\r\nHost: x\r\n\
+                         Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n"
+                    );
+                    let _ = conn.write_all(head.as_bytes());
+                    let _ = conn.write_all(&[b'x'; 65536]);
+                    let mut answer = [0u8; 64];
+                    let n = conn.read(&mut answer).unwrap_or(0);
+                    let text = String::from_utf8_lossy(&answer[..n]).to_string();
+                    codes.push(text.split(' ').nth(1).unwrap_or("none").to_string());
+                }
+                codes
+            })
+        })
+        .collect();
+    let codes: Vec<String> = flood.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let refused = codes.iter().filter(|c| *c == "401").count();
+    eprintln!("flood: {refused}/{} answered 401", codes.len());
+    // 401, or the connection closed unanswered when over a connection cap ("none"): never a
+    // body read, never a success.
+    assert!(
+        codes.iter().all(|c| c == "401" || c == "none"),
+        "every flood request is refused: {codes:?}"
+    );
+    assert!(refused * 2 >= codes.len(), "most are answered 401: {codes:?}");
+
+    let done = wait_phase(
+        &client,
+        IB,
+        &ns.name,
+        "ingress-simple",
+        &["Succeeded", "Failed"],
+        RUN_TIMEOUT,
+    )
+    .await
+    .unwrap();
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let requests = st["steps"][0]["requests"].as_u64().unwrap_or_default();
+    assert!(requests > 0 && requests < FORGED_REQUESTS, "{st:#}");
+    let after = rejected(&operator_metrics(&client).await.unwrap(), "unauthenticated");
+    assert!(
+        after - before >= refused as f64,
+        "netbench_api_rejected_total{{reason=\"unauthenticated\"}} grew by {} for {refused} refusals",
+        after - before
+    );
+    let restarts_after = kubectl(&[
+        "-n",
+        OPERATOR_NAMESPACE,
+        "get",
+        "pods",
+        "-l",
+        OPERATOR_PODS,
+        "-o",
+        "jsonpath={.items[*].status.containerStatuses[*].restartCount}",
+    ])
+    .unwrap();
+    assert_eq!(restarts_after, restarts, "the operator kept running");
+}
