@@ -30,6 +30,10 @@ NB_IMAGE_USER=65532:65532 import_image "$(NB_IMAGE_USER=65532:65532 build_image 
 kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
+# The operator on nb-node0, with the load generators of the node tests: the seed sweep's 2-CPU
+# step needs all of nb-node1's allocatable CPU for Traefik.
+kc -n netbench-system patch deployment netbench-operator --type merge \
+    -p '{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":"nb-node0"}}}}}' >&2
 # deploy/ has netbench-system enforce Pod Security "restricted" (no offload Jobs by default); the
 # offload Jobs enabled below run there and need "privileged", as the chart sets it when
 # security.offloadNamespaces is not empty.
