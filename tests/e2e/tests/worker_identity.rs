@@ -1,5 +1,6 @@
 //! Worker identity on the real cluster: a worker speaks only for itself, nobody else speaks for
-//! a run, and the operator holds no Secret permissions. Needs `eval "$(tests/e2e/setup.sh)"`.
+//! a run, a report is validated before anything is allocated for it, floods change nothing, and
+//! the operator holds no Secret permissions. Needs `eval "$(tests/e2e/setup.sh)"`.
 //! The helpers this file needs live here (not in the shared lib).
 
 use std::time::Duration;
@@ -80,6 +81,50 @@ fn post_report(api: &str, run: &str, worker: &str, token: &str) -> (u16, String)
         "version": 1, "worker": worker, "step": 0, "startedAtUnixMs": 1,
         "report": {"version": 1, "kind": "http", "requests": FORGED_REQUESTS},
     });
+    post_body(api, run, token, &report)
+}
+
+/// A well-formed HTTP report from the engine's own types (one request of 1 ms) whose latency
+/// histogram is replaced by an HDR V2 header claiming a 4 GiB payload (and nothing after it).
+fn histogram_bomb(worker: &str) -> Value {
+    use base64::Engine as _;
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    h.record(1000).unwrap();
+    let cfg = loadgen::report::HttpRunConfig {
+        url: "http://x/".into(),
+        method: "GET".into(),
+        connections: 1,
+        threads: 1,
+        duration_s: 1.0,
+        warmup_s: 0.0,
+        rate: None,
+        keepalive: true,
+        http2: false,
+        timeout_s: 2.0,
+    };
+    let counters = loadgen::report::Counters {
+        requests: 1,
+        status: loadgen::report::StatusCounts {
+            s2xx: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let r = loadgen::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
+    let mut report: Value = serde_json::from_str(&r.to_json()).unwrap();
+    let mut v2 = Vec::new();
+    v2.extend_from_slice(&0x1c84_9313u32.to_be_bytes()); // V2 cookie
+    v2.extend_from_slice(&u32::MAX.to_be_bytes()); // payload length: 4 GiB
+    v2.extend_from_slice(&0u32.to_be_bytes()); // normalizing offset
+    v2.extend_from_slice(&3u32.to_be_bytes()); // significant digits
+    v2.extend_from_slice(&1u64.to_be_bytes()); // lowest
+    v2.extend_from_slice(&3_600_000_000u64.to_be_bytes()); // highest
+    v2.extend_from_slice(&1.0f64.to_be_bytes()); // conversion ratio
+    report["histogram"] = base64::engine::general_purpose::STANDARD.encode(v2).into();
+    json!({"version": 1, "worker": worker, "step": 0, "startedAtUnixMs": 1, "report": report})
+}
+
+fn post_body(api: &str, run: &str, token: &str, report: &Value) -> (u16, String) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(20)))
@@ -193,6 +238,17 @@ async fn only_a_worker_pod_speaks_and_only_for_itself() {
     let (code, body) = post_report(&api, &run, &w1, &w0_token);
     assert_eq!(code, 403, "worker 0 posting as worker 1: {body}");
     assert!(rejected(&client, "wrong_worker").await > wrong_worker);
+
+    // A worker's own token, its own name, a histogram claiming 4 GiB: refused as invalid
+    // (nothing allocated), counted; the worker's real report later still counts.
+    let invalid = rejected(&client, "invalid_report").await;
+    let (code, body) = post_body(&api, &run, &w0_token, &histogram_bomb(&w0));
+    assert_eq!(code, 400, "a histogram claiming 4 GiB: {body}");
+    assert!(
+        body.contains("claims a payload of 4294967295 bytes"),
+        "{body}"
+    );
+    assert!(rejected(&client, "invalid_report").await > invalid);
 
     // A token for another audience, and none at all.
     let plain = kubectl(&["-n", &ns.name, "create", "token", "default"]).unwrap();
