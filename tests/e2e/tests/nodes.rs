@@ -201,6 +201,39 @@ fn assert_node_lost(st: &Value, node: &str) {
     );
 }
 
+/// Waits until every running pod on `node` is Ready again. While a node is NotReady the node
+/// controller marks its pods not ready, which empties their Services' endpoints (the test nginx,
+/// Traefik): the next test must not start before they serve again.
+async fn wait_pods_ready_on(client: &kube::Client, node: &str) {
+    let pods: kube::Api<Pod> = kube::Api::all(client.clone());
+    let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = pods.list(&lp).await.unwrap();
+        let not_ready: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .filter(|p| {
+                !p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        if not_ready.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "pods on {node} not Ready again: {not_ready:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 fn operator_restarts() -> String {
     kubectl(&[
         "-n",
@@ -249,6 +282,7 @@ async fn a_worker_node_whose_kubelet_stops_fails_the_run_naming_it() {
     };
     assert_node_lost(&done["status"], "nb-node2");
     wait_node_ready("nb-node2").await;
+    wait_pods_ready_on(&client, "nb-node2").await;
     wait_no_children(&client, &ns.name, Duration::from_secs(120))
         .await
         .unwrap();
@@ -336,6 +370,7 @@ async fn an_offload_change_on_a_node_that_stops_is_restored_when_it_returns() {
         );
     }
     wait_node_ready(&node).await;
+    wait_pods_ready_on(&client, &node).await;
     wait_until(
         &client,
         EB,
