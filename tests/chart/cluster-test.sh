@@ -48,9 +48,12 @@ crds=(ingressbenchmarks.netbench.io egressbenchmarks.netbench.io)
 
 [[ -z $operator_bin ]] || "$cluster/images.sh" image netbench/operator:0.1.0 /operator "$operator_bin=/operator" >/dev/null
 [[ -z $loadgen_bin ]] || "$cluster/images.sh" image netbench/loadgen:0.1.0 /loadgen "$loadgen_bin=/loadgen" >/dev/null
-images=$(ctr --address /run/netbench-cluster/containerd/containerd.sock -n k8s.io images ls -q)
-for ref in netbench/operator:0.1.0 netbench/loadgen:0.1.0; do
-    grep -q "$ref" <<<"$images" || die "image $ref is not in the cluster: pass --operator-bin/--loadgen-bin"
+# Every node must hold both images (each node has its own containerd).
+for sock in /run/netbench-cluster/nodes/*/containerd.sock; do
+    images=$(ctr --address "$sock" -n k8s.io images ls -q)
+    for ref in netbench/operator:0.1.0 netbench/loadgen:0.1.0; do
+        grep -q "$ref" <<<"$images" || die "image $ref is not on the node of $sock: pass --operator-bin/--loadgen-bin"
+    done
 done
 
 # wait_operator NS: the operator's pod is Ready (only the Lease holder is).
