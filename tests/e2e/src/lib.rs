@@ -243,6 +243,23 @@ pub const OPERATOR_NAMESPACE: &str = "netbench-system";
 /// Label selector of everything the operator creates.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by=netbench-operator";
 
+/// Restarts of the operator's containers, summed over its pods ("the operator stayed up").
+pub async fn operator_restarts(client: &Client) -> i32 {
+    Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
+        .list(&ListParams::default().labels(OPERATOR_PODS))
+        .await
+        .expect("listing the operator's pods")
+        .items
+        .iter()
+        .flat_map(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .map(|c| c.restart_count)
+        .sum()
+}
+
 /// Pods the operator created in `ns`.
 pub async fn worker_pods(client: &Client, ns: &str) -> Result<Vec<Pod>> {
     Ok(Api::<Pod>::namespaced(client.clone(), ns)

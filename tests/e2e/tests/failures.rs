@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use e2e::*;
-use k8s_openapi::api::core::v1::{Event, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Event, ResourceQuota};
 use kube::api::{Api, ListParams};
 use serde_json::{json, Value};
 
@@ -41,23 +41,6 @@ fn condition<'a>(ib: &'a Value, type_: &str) -> &'a Value {
 
 fn message(ib: &Value) -> String {
     ib["status"]["message"].as_str().unwrap_or("").to_string()
-}
-
-/// Restarts of the operator's containers, summed over its pods.
-async fn operator_restarts(client: &kube::Client) -> i32 {
-    Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
-        .list(&ListParams::default().labels(OPERATOR_PODS))
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .flat_map(|p| {
-            p.status
-                .iter()
-                .flat_map(|s| s.container_statuses.iter().flatten())
-        })
-        .map(|c| c.restart_count)
-        .sum()
 }
 
 /// Waits until a Warning Event with `reason` exists in `ns`; returns its note.

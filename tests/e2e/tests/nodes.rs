@@ -234,27 +234,13 @@ async fn wait_pods_ready_on(client: &kube::Client, node: &str) {
     }
 }
 
-fn operator_restarts() -> String {
-    kubectl(&[
-        "-n",
-        OPERATOR_NAMESPACE,
-        "get",
-        "pods",
-        "-l",
-        OPERATOR_PODS,
-        "-o",
-        "jsonpath={.items[*].status.containerStatuses[*].restartCount}",
-    ])
-    .unwrap()
-}
-
 /// A worker's node stops mid-run: the run fails naming the node (not "succeeded" with the
 /// workers' numbers, not a wait until the deadline), and once the node is back its pods go.
 #[tokio::test]
 async fn a_worker_node_whose_kubelet_stops_fails_the_run_naming_it() {
     let client = client().await;
     let ns = TestNs::new(&client, "nodelost").await;
-    let restarts = operator_restarts();
+    let restarts = operator_restarts(&client).await;
     let ib = ingress(&ns.name, "90s", json!({"nodeNames": ["nb-node2"]}));
     create(&client, &ns.name, &ib).await.unwrap();
     wait_phase(
@@ -286,7 +272,11 @@ async fn a_worker_node_whose_kubelet_stops_fails_the_run_naming_it() {
     wait_no_children(&client, &ns.name, Duration::from_secs(120))
         .await
         .unwrap();
-    assert_eq!(operator_restarts(), restarts, "the operator kept running");
+    assert_eq!(
+        operator_restarts(&client).await,
+        restarts,
+        "the operator kept running"
+    );
 }
 
 /// The same with an offload change on the stopped node: while the node is gone nothing claims

@@ -151,22 +151,6 @@ async fn rejected(client: &kube::Client, reason: &str) -> u64 {
         .unwrap_or(0)
 }
 
-async fn operator_restarts(client: &kube::Client) -> i32 {
-    let pods = Api::<Pod>::namespaced(client.clone(), OPERATOR_NAMESPACE)
-        .list(&ListParams::default().labels(OPERATOR_PODS))
-        .await
-        .unwrap();
-    pods.items
-        .iter()
-        .flat_map(|p| {
-            p.status
-                .iter()
-                .flat_map(|s| s.container_statuses.iter().flatten())
-        })
-        .map(|c| c.restart_count)
-        .sum()
-}
-
 /// The benchmark's worker pods, once `count` exist (with their uids).
 async fn wait_workers(client: &kube::Client, ns: &str, count: usize) -> Vec<Pod> {
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
