@@ -196,6 +196,40 @@ pub async fn node_problem<'a>(
     Ok(None)
 }
 
+/// An in-cluster server that is gone or failed before the client reported.
+pub fn server_problem(
+    expected: &std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+    pods: &[Pod],
+) -> Option<String> {
+    let (server, _) = expected
+        .iter()
+        .find(|(_, r)| **r == loadgen::worker::protocol::Role::Server)?;
+    let Some(pod) = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(server))
+    else {
+        return Some(format!("server pod {server} was deleted"));
+    };
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    (phase == Some("Failed")).then(|| {
+        let why = pod
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.container_statuses
+                    .as_ref()?
+                    .first()?
+                    .state
+                    .as_ref()?
+                    .terminated
+                    .clone()
+            })
+            .and_then(|t| t.message)
+            .unwrap_or_default();
+        format!("{} failed: {}", describe_pod(server, pods), why.trim())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

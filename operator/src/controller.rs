@@ -33,7 +33,8 @@ use crate::metrics::ReconcileTimer;
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
 
-/// A benchmark kind's phase machine.
+/// A benchmark kind as the controller sees it: its run is moved on by `driver` (see
+/// `driver::Kind`); the kind's impl boxes the driver's future for its own type.
 pub trait Benchmark:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone

@@ -1,16 +1,16 @@
 //! netbench-operator: runs IngressBenchmark and EgressBenchmark objects.
 //!
-//! Concerns, one module each: `config` (what the cluster admin allows), `context` (shared
-//! handles), `ingress` (the IngressBenchmark controller: validate -> plan -> apply -> observe
-//! -> status), `workers` (worker pod specs), `runs` (in-memory barrier state), `reports`
-//! (durable worker reports in the operator's namespace), `resume` (what a new
-//! leader does first), `records` (restore records in the operator's namespace: what a
-//! restore needs, never taken from a status), `allow` (the admin's allow-lists: offload
-//! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health), `metrics`,
-//! `leader` (Lease-based leader election), `conditions`, `creation` (starting worker pods:
-//! refusals fail the run, transient errors retry until the start timeout), `deadline` (every
-//! run's overall deadline from its spec), `caps` (the admin's caps on sizes,
-//! durations and targets).
+//! Concerns, one module each: `config` (what the cluster admin allows), `context` (shared handles),
+//! `driver` (the run's phase machine both kinds share), `ingress` and `egress` (what each kind adds
+//! to it: plan, validate, result, sweeps, offload), `workers` (worker pod specs), `runs` (in-memory
+//! barrier state), `reports` (durable worker reports in the operator's namespace), `resume` (what a
+//! new leader does first), `records` (restore records in the operator's namespace: what a restore
+//! needs, never taken from a status), `allow` (the admin's allow-lists: offload
+//! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health),
+//! `metrics`, `leader` (Lease-based leader election), `conditions`, `creation` (starting worker
+//! pods: refusals fail the run, transient errors retry until the start timeout), `deadline` (every
+//! run's overall deadline from its spec), `caps` (the admin's caps on sizes, durations and
+//! targets).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
@@ -24,6 +24,7 @@ pub mod context;
 pub mod controller;
 pub mod creation;
 pub mod deadline;
+pub mod driver;
 pub mod egress;
 pub mod error;
 pub mod ingress;

@@ -25,57 +25,86 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     init_logging(config.log_format);
     let client = kube::Client::try_default().await?;
-    let metrics = Arc::new(Metrics::new());
-    let runs = Arc::new(Registry::default());
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let ctx = Arc::new(Context {
+        client,
+        reporter: Reporter {
+            controller: "netbench-operator".into(),
+            instance: Some(config.pod_name.clone()),
+        },
+        config: config.clone(),
+        metrics: Arc::new(Metrics::new()),
+        runs: Arc::new(Registry::default()),
+        wake: wake_tx,
+    });
     let ready = Arc::new(AtomicBool::new(false));
+    let server = serve_api(&ctx, ready.clone()).await?;
+    // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
+    // releases the Lease so the next replica leads at once.
+    tokio::select! {
+        r = lead(ctx, wake_rx, ready) => match r {
+            Ok(()) => tracing::info!("controllers stopped"),
+            Err(e) => {
+                tracing::error!("{e}; exiting so a fresh replica can follow");
+                std::process::exit(1);
+            }
+        },
+        r = server => tracing::error!("API server stopped: {r:?}"),
+    }
+    Ok(())
+}
 
-    let reporter = Reporter {
-        controller: "netbench-operator".into(),
-        instance: Some(config.pod_name.clone()),
-    };
+/// Starts the worker API, /metrics and health (served by every replica, leader or not).
+async fn serve_api(
+    ctx: &Context,
+    ready: Arc<AtomicBool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let config = &ctx.config;
     let sink = operator::reports::ApiSink {
-        store: operator::reports::Store::new(client.clone(), &config.namespace),
-        metrics: metrics.clone(),
-        reporter: reporter.clone(),
+        store: operator::reports::Store::new(ctx.client.clone(), &config.namespace),
+        metrics: ctx.metrics.clone(),
+        reporter: ctx.reporter.clone(),
     };
     let state = ApiState {
-        runs: runs.clone(),
-        auth: Arc::new(api::PodTokens::new(client.clone(), runs.clone())),
-        metrics: metrics.clone(),
+        runs: ctx.runs.clone(),
+        auth: Arc::new(api::PodTokens::new(ctx.client.clone(), ctx.runs.clone())),
+        metrics: ctx.metrics.clone(),
         sink: Arc::new(sink),
-        wake: wake_tx.clone(),
-        ready: ready.clone(),
+        wake: ctx.wake.clone(),
+        ready,
     };
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     tracing::info!(
         "serving the worker API, /metrics and health on {}",
         config.listen
     );
-    let server = tokio::spawn(api::serve(
+    Ok(tokio::spawn(api::serve(
         listener,
         api::router(state),
         config.api_limits(),
-        metrics.clone(),
-    ));
+        ctx.metrics.clone(),
+    )))
+}
 
-    let elector = Elector::new(client.clone(), &config.namespace, &config.pod_name);
-    if config.leader_election {
+/// Waits for the leader Lease (when election is on), then runs both controllers while leading.
+async fn lead(
+    ctx: Arc<Context>,
+    wake_rx: tokio::sync::mpsc::UnboundedReceiver<operator::context::Wake>,
+    ready: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let elector = Elector::new(
+        ctx.client.clone(),
+        &ctx.config.namespace,
+        &ctx.config.pod_name,
+    );
+    let election = ctx.config.leader_election;
+    if election {
         tracing::info!("waiting for the leader Lease");
         elector.acquire().await;
     }
     tracing::info!("leading: starting controllers");
-    metrics.leader.set(1);
+    ctx.metrics.leader.set(1);
     ready.store(true, Ordering::Relaxed);
-
-    let ctx = Arc::new(Context {
-        client,
-        reporter,
-        config: config.clone(),
-        metrics,
-        runs,
-        wake: wake_tx,
-    });
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);
     let controllers = async move {
@@ -88,25 +117,10 @@ async fn main() -> anyhow::Result<()> {
         )
         .await
     };
-    // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
-    // releases the Lease so the next replica leads at once.
-    let leading = async {
-        if config.leader_election {
-            elector.lead(controllers).await.map(drop)
-        } else {
-            controllers.await;
-            Ok(())
-        }
-    };
-    tokio::select! {
-        r = leading => match r {
-            Ok(()) => tracing::info!("controllers stopped"),
-            Err(e) => {
-                tracing::error!("{e}; exiting so a fresh replica can follow");
-                std::process::exit(1);
-            }
-        },
-        r = server => tracing::error!("API server stopped: {r:?}"),
+    if election {
+        elector.lead(controllers).await.map(drop)?;
+    } else {
+        controllers.await;
     }
     Ok(())
 }

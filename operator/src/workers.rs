@@ -48,60 +48,9 @@ pub struct WorkerPlan {
     pub host_network: bool,
 }
 
+/// The worker pod of `plan`: the loadgen image the admin configured (never one from the CR),
+/// non-root, no capabilities, a read-only root, and the worker's identity token.
 pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
-    let field_env = |name: &str, path: &str| EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let value_env = |name: &str, value: String| EnvVar {
-        name: name.into(),
-        value: Some(value),
-        ..Default::default()
-    };
-    let env = vec![
-        value_env("NETBENCH_OPERATOR_URL", config.api_url.clone()),
-        value_env("NETBENCH_RUN", plan.run.clone()),
-        value_env("NETBENCH_STEP", plan.step.to_string()),
-        field_env("NETBENCH_WORKER", "metadata.name"),
-        field_env("NETBENCH_NODE", "spec.nodeName"),
-        // A TCP server without a bind address registers this (the node's IP with hostNetwork).
-        field_env("NETBENCH_POD_IP", "status.podIP"),
-        value_env("NETBENCH_TOKEN_FILE", format!("{TOKEN_DIR}/{TOKEN_FILE}")),
-    ];
-    let container = Container {
-        name: "loadgen".into(),
-        image: Some(config.loadgen_image.clone()),
-        image_pull_policy: Some(config.image_pull_policy.clone()),
-        args: Some(plan.args.clone()),
-        env: Some(env),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "netbench-token".into(),
-            mount_path: TOKEN_DIR.into(),
-            read_only: Some(true),
-            ..Default::default()
-        }]),
-        resources: resources(plan),
-        // With a read-only root, the log tail is the only place an error message can go.
-        termination_message_policy: Some("FallbackToLogsOnError".into()),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     Pod {
         metadata: ObjectMeta {
             name: Some(plan.name.clone()),
@@ -110,7 +59,7 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
             ..Default::default()
         },
         spec: Some(PodSpec {
-            containers: vec![container],
+            containers: vec![container(plan, config)],
             volumes: Some(vec![identity_token()]),
             restart_policy: Some("Never".into()),
             // The namespace's default ServiceAccount, whose token is mounted only for our
@@ -137,6 +86,67 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
         }),
         ..Default::default()
     }
+}
+
+fn container(plan: &WorkerPlan, config: &Config) -> Container {
+    Container {
+        name: "loadgen".into(),
+        image: Some(config.loadgen_image.clone()),
+        image_pull_policy: Some(config.image_pull_policy.clone()),
+        args: Some(plan.args.clone()),
+        env: Some(env(plan, config)),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "netbench-token".into(),
+            mount_path: TOKEN_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        resources: resources(plan),
+        // With a read-only root, the log tail is the only place an error message can go.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// What a worker learns from its environment: where the operator is, its run and step, and
+/// (from the downward API) its own name, node and pod IP.
+fn env(plan: &WorkerPlan, config: &Config) -> Vec<EnvVar> {
+    let field_env = |name: &str, path: &str| EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let value_env = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        ..Default::default()
+    };
+    vec![
+        value_env("NETBENCH_OPERATOR_URL", config.api_url.clone()),
+        value_env("NETBENCH_RUN", plan.run.clone()),
+        value_env("NETBENCH_STEP", plan.step.to_string()),
+        field_env("NETBENCH_WORKER", "metadata.name"),
+        field_env("NETBENCH_NODE", "spec.nodeName"),
+        // A TCP server without a bind address registers this (the node's IP with hostNetwork).
+        field_env("NETBENCH_POD_IP", "status.podIP"),
+        value_env("NETBENCH_TOKEN_FILE", format!("{TOKEN_DIR}/{TOKEN_FILE}")),
+    ]
 }
 
 /// The worker's identity: its pod's ServiceAccount token for the audience `netbench`.

@@ -122,9 +122,7 @@ async fn a_forged_status_offload_runs_no_job() {
     let ctx = context(client.clone());
     let api = Api::<crds::EgressBenchmark>::namespaced(client, "team-a");
     let obj: crds::EgressBenchmark = serde_json::from_value(eb).unwrap();
-    operator::egress::phases::cleanup(&obj, &ctx, &api)
-        .await
-        .unwrap();
+    operator::driver::cleanup(&obj, &ctx, &api).await.unwrap();
     let all = log.lock().unwrap().clone();
     assert!(
         all.iter()
@@ -147,11 +145,10 @@ async fn a_forged_saved_target_patches_nothing() {
     });
     let log = Log::default();
     let client = fake_client(ib.clone(), log.clone());
-    let ctx = context(client);
+    let ctx = context(client.clone());
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
-    operator::ingress::phases::cleanup(&obj, &ctx)
-        .await
-        .unwrap();
+    operator::driver::cleanup(&obj, &ctx, &api).await.unwrap();
     let all = log.lock().unwrap().clone();
     assert!(
         all.iter()

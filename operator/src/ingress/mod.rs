@@ -1,11 +1,12 @@
-//! The IngressBenchmark kind (the Controller is crate::controller); `phases` moves a run
-//! through Pending -> (Queued) -> Preparing -> Running -> Collecting -> Succeeded | Failed,
-//! recording every step in status so a restarted operator resumes the same run.
+//! The IngressBenchmark kind: what it adds to the shared run driver (`kind`, see
+//! crate::driver), its plan (`plan`), checks (`validate`), the sweep target in a run (`sweep`,
+//! with its saved spec in `restore`), and the step results (`result`, `verdict`).
 
-pub mod phases;
+pub mod kind;
 pub mod plan;
 pub mod restore;
 pub mod result;
+pub mod sweep;
 pub mod validate;
 pub mod verdict;
 
@@ -17,17 +18,18 @@ use crds::IngressBenchmark;
 
 use crate::context::Context;
 use crate::controller::Benchmark;
+use crate::driver;
 use crate::error::Result;
 
 impl Benchmark for IngressBenchmark {
     fn apply<'a>(&'a self, ctx: &'a Context, api: &'a Api<Self>) -> BoxFuture<'a, Result<Action>> {
-        Box::pin(phases::apply(self, ctx, api))
+        Box::pin(driver::apply(self, ctx, api))
     }
     fn cleanup<'a>(
         &'a self,
         ctx: &'a Context,
-        _api: &'a Api<Self>,
+        api: &'a Api<Self>,
     ) -> BoxFuture<'a, Result<Action>> {
-        Box::pin(phases::cleanup(self, ctx))
+        Box::pin(driver::cleanup(self, ctx, api))
     }
 }

@@ -21,6 +21,7 @@
 
 mod book;
 mod checks;
+pub mod in_run;
 mod job;
 mod observe;
 pub mod record;
@@ -311,37 +312,10 @@ impl Offload<'_> {
     }
 
     async fn restore_group(&self, g: &Group, book: &mut Book) -> Result<Stage> {
-        // An apply still in flight (deletion mid-apply) must finish before it can be undone.
-        let in_flight = indices(book.records(), g, |r| r.apply_started && !r.apply_done);
-        if !in_flight.is_empty() {
-            let attempt = attempts(book, &in_flight, |r| r.apply_attempts);
-            match self.observe(g, Action::Apply, attempt, &in_flight).await? {
-                JobState::Running => {
-                    return Ok(Stage::Waiting(format!("{} (apply still running)", g.2)))
-                }
-                JobState::Finished(outcomes) => {
-                    take_apply(book, &in_flight, &outcomes);
-                }
-                // Gone or never created: its effect is unknown, so every changeable feature
-                // is written back.
-                JobState::Missing => mark(book, &in_flight, |r| r.apply_done = true),
-            }
-            book.save().await?;
+        if let Some(waiting) = self.finish_apply_in_flight(g, book).await? {
+            return Ok(waiting);
         }
-        // The apply's own read-back may already show the state before (it changed nothing).
-        mark(
-            book,
-            &indices(book.records(), g, |r| r.needs_restore()),
-            |r| {
-                if r.before.is_none() {
-                    r.abandoned = Some("no state before was recorded; not restored".into());
-                } else if let Some(after) =
-                    r.after.clone().filter(|_| r.restore_features().is_empty())
-                {
-                    r.take_read_back(after);
-                }
-            },
-        );
+        settle_without_job(book, g);
         let idx = indices(book.records(), g, DeviceRecord::needs_restore);
         if idx.is_empty() {
             book.save().await?;
@@ -364,30 +338,48 @@ impl Offload<'_> {
             JobState::Missing => self.start_restore(g, &idx, attempt + 1, book).await,
             JobState::Running => Ok(Stage::Waiting(g.2.clone())),
             JobState::Finished(outcomes) => {
-                for &i in &idx {
-                    let outcome = outcomes.get(&job::container_name(i));
-                    let Some(r) = book.stored.data.get_mut(i) else {
-                        continue;
-                    };
-                    match outcome {
-                        Some(Outcome { state: Some(s), .. }) => r.take_read_back(s.clone()),
-                        other => r.restore_error = Some(describe(other)),
-                    }
-                }
+                take_read_backs(book, &idx, &outcomes);
                 book.save().await?;
                 let name = self.job_name(g, Action::Restore, attempt);
                 observe::delete(self.client, &self.config.namespace, &name).await?;
-                if idx.iter().any(|&i| {
+                let open = idx.iter().any(|&i| {
                     book.records()
                         .get(i)
                         .is_some_and(DeviceRecord::needs_restore)
-                }) {
+                });
+                if open {
                     // A new Job (next attempt) on the next call.
                     return self.start_restore(g, &idx, attempt + 1, book).await;
                 }
                 Ok(Stage::Done)
             }
         }
+    }
+
+    /// An apply still in flight (deletion mid-apply) must finish before it can be undone.
+    /// Some(Waiting) while it runs.
+    async fn finish_apply_in_flight(&self, g: &Group, book: &mut Book) -> Result<Option<Stage>> {
+        let in_flight = indices(book.records(), g, |r| r.apply_started && !r.apply_done);
+        if in_flight.is_empty() {
+            return Ok(None);
+        }
+        let attempt = attempts(book, &in_flight, |r| r.apply_attempts);
+        match self.observe(g, Action::Apply, attempt, &in_flight).await? {
+            JobState::Running => {
+                return Ok(Some(Stage::Waiting(format!(
+                    "{} (apply still running)",
+                    g.2
+                ))))
+            }
+            JobState::Finished(outcomes) => {
+                take_apply(book, &in_flight, &outcomes);
+            }
+            // Gone or never created: its effect is unknown, so every changeable feature is
+            // written back.
+            JobState::Missing => mark(book, &in_flight, |r| r.apply_done = true),
+        }
+        book.save().await?;
+        Ok(None)
     }
 
     async fn start_restore(
@@ -429,6 +421,38 @@ fn mark(book: &mut Book, idx: &[usize], f: impl Fn(&mut DeviceRecord)) {
     for &i in idx {
         if let Some(r) = book.stored.data.get_mut(i) {
             f(r);
+        }
+    }
+}
+
+/// Records that need no restore Job: without a state before there is nothing to restore to
+/// (abandoned, said so); an apply whose own read-back shows nothing changed is restored.
+fn settle_without_job(book: &mut Book, g: &Group) {
+    let idx = indices(book.records(), g, |r| r.needs_restore());
+    mark(book, &idx, |r| {
+        if r.before.is_none() {
+            r.abandoned = Some("no state before was recorded; not restored".into());
+        } else if let Some(after) = r.after.clone().filter(|_| r.restore_features().is_empty()) {
+            r.take_read_back(after);
+        }
+    });
+}
+
+/// Copies a restore Job's read-backs into its records (a record counts as restored only when
+/// its read-back equals its state before; see `DeviceRecord::take_read_back`).
+fn take_read_backs(
+    book: &mut Book,
+    idx: &[usize],
+    outcomes: &std::collections::BTreeMap<String, Outcome>,
+) {
+    for &i in idx {
+        let outcome = outcomes.get(&job::container_name(i));
+        let Some(r) = book.stored.data.get_mut(i) else {
+            continue;
+        };
+        match outcome {
+            Some(Outcome { state: Some(s), .. }) => r.take_read_back(s.clone()),
+            other => r.restore_error = Some(describe(other)),
         }
     }
 }

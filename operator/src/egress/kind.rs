@@ -1,0 +1,264 @@
+//! What EgressBenchmark adds to the shared run driver: its cases one after another, each a
+//! client (and an in-cluster server) pinned to the case's nodes, with the case's offload profile
+//! applied by privileged Jobs before and written back after (see `offload::in_run`), and the
+//! case results with their overhead against the baseline.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+use loadgen::worker::protocol::{FinalReport, Role};
+
+use crds::egress::CaseResult;
+use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
+
+use super::offload::{self, in_run, Book};
+use super::{plan, result, validate};
+use crate::caps::Refusal;
+use crate::config::Config;
+use crate::context::Context;
+use crate::driver::{Collected, Kind, Prepared, Run, RunState, WrapUp, POLL};
+use crate::error::Result;
+use crate::{children, deadline, queue, workers};
+
+impl RunState for EgressBenchmarkStatus {
+    fn run(&self) -> &RunStatus {
+        &self.run
+    }
+    fn run_mut(&mut self) -> &mut RunStatus {
+        &mut self.run
+    }
+    fn current(&self) -> Option<u32> {
+        self.current_case
+    }
+    fn set_current(&mut self, case: u32) {
+        self.current_case = Some(case);
+    }
+}
+
+impl Kind for EgressBenchmark {
+    type Status = EgressBenchmarkStatus;
+    /// The offload records (operator namespace): what restores are driven by.
+    type Extra = Book;
+    const MEASUREMENT: &'static str = "case";
+
+    fn status_of(&self) -> Option<&EgressBenchmarkStatus> {
+        self.status.as_ref()
+    }
+    fn count(&self) -> u32 {
+        u32::try_from(self.spec.cases.len()).unwrap_or(u32::MAX)
+    }
+    fn describe(&self, case: u32) -> String {
+        match plan::case_at(self, case) {
+            Some(c) => format!("case {}", c.name),
+            None => format!("case {case}"),
+        }
+    }
+    fn cleanup_policy(&self) -> CleanupPolicy {
+        self.spec.cleanup
+    }
+    fn budget(&self, config: &Config) -> Duration {
+        deadline::egress(&self.spec, deadline::Timeouts::from(config))
+    }
+    fn deadline(&self, case: u32, config: &Config) -> Duration {
+        let start = config.worker_start_timeout();
+        plan::case_at(self, case).map_or(start, |c| plan::case_deadline(c, start))
+    }
+    fn contender(&self) -> queue::Contender {
+        queue::egress(self)
+    }
+    fn workers(&self, run: &str, case: u32) -> BTreeMap<String, Role> {
+        plan::worker_roles(self, run, case)
+    }
+    fn pods(&self, run: &str, case: u32, config: &Config) -> Vec<Pod> {
+        plan::workers(self, run, case)
+            .iter()
+            .map(|p| workers::pod(p, config))
+            .collect()
+    }
+    fn recorded(&self, status: &EgressBenchmarkStatus, case: u32) -> bool {
+        plan::case_at(self, case).is_some_and(|c| status.cases.iter().any(|r| r.name == c.name))
+    }
+    fn fresh_status(&self) -> EgressBenchmarkStatus {
+        EgressBenchmarkStatus {
+            cases_summary: Some(cases_summary(self, &[])),
+            ..Default::default()
+        }
+    }
+    fn before_write(run: &mut Run<'_, Self>) {
+        if let Some(report) = run.extra.report() {
+            run.status.offload = report;
+        }
+    }
+
+    fn load_extra<'a>(ctx: &'a Context, eb: &'a EgressBenchmark) -> BoxFuture<'a, Result<Book>> {
+        Box::pin(async move { Book::load(&ctx.client, &ctx.config, eb).await })
+    }
+
+    fn check<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<Refusal>>> {
+        Box::pin(async move {
+            let (spec, config) = (&run.obj.spec, &run.ctx.config);
+            let refusal = match validate::permitted(spec, &run.ns, config) {
+                Err(r) => Some(r),
+                Ok(()) => validate::admitted(&run.ctx.client, spec, config)
+                    .await?
+                    .err(),
+            };
+            if refusal.is_some() {
+                return Ok(refusal);
+            }
+            let offload = in_run::offload_of(run.ctx, run.obj, &run.id);
+            Ok(offload.refusal().await?.map(Refusal::not_permitted))
+        })
+    }
+
+    /// What earlier runs changed on the nodes is written back before a new run starts; then
+    /// their Jobs and records go.
+    fn retire<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            if let Some(m) = in_run::restore_open(run, None).await? {
+                return Ok(Some(format!("the spec changed: {m}")));
+            }
+            if run.status.run.run_id.is_some() && in_run::manages_jobs(run.obj, &run.ctx.config) {
+                offload::delete_jobs(&run.ctx.client, &run.ctx.config, run.obj).await?;
+            }
+            run.extra.start_over().await?;
+            Ok(None)
+        })
+    }
+
+    fn prepare<'a>(run: &'a mut Run<'_, Self>, case: u32) -> BoxFuture<'a, Result<Prepared>> {
+        Box::pin(async move { in_run::prepare(run, case).await })
+    }
+
+    fn collect<'a>(
+        run: &'a mut Run<'_, Self>,
+        case: u32,
+        reports: &'a BTreeMap<String, FinalReport>,
+    ) -> BoxFuture<'a, Result<Collected>> {
+        Box::pin(async move {
+            let Some(spec) = plan::case_at(run.obj, case) else {
+                return Ok(Collected::Unusable(
+                    "InvalidSpec",
+                    format!("no case {case}"),
+                ));
+            };
+            let client = plan::client_name(run.obj, &run.id, case);
+            let Some(report) = reports.get(&client) else {
+                let m = format!("case {}: the client's report is gone", spec.name);
+                return Ok(Collected::Unusable("BadReport", m));
+            };
+            let server_node = server_node(run, case).await?;
+            let (measured, stream_errors) = match result::case_result(spec, report, server_node) {
+                Ok(r) => r,
+                Err(e) => return Ok(Collected::Unusable("BadReport", e)),
+            };
+            let idle = result::nothing_transferred(&measured);
+            record_case(run, measured);
+            Ok(if !stream_errors.is_empty() {
+                let m = format!(
+                    "case {}: {} stream(s) ended early: {}",
+                    spec.name,
+                    stream_errors.len(),
+                    stream_errors.join("; ")
+                );
+                Collected::RecordedButFailed("StreamFailed", m)
+            } else if let Some(why) = idle {
+                let m = format!("case {}: {why}", spec.name);
+                Collected::RecordedButFailed("NothingTransferred", m)
+            } else {
+                Collected::Recorded
+            })
+        })
+    }
+
+    /// The run counts as done only once the nodes are as they were.
+    fn before_success<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move { in_run::restore_open(run, None).await })
+    }
+
+    /// Every change written back and verified, then the records and Jobs go (status keeps the
+    /// report).
+    fn wrap_up<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<WrapUp>> {
+        Box::pin(async move {
+            if let Some(m) = in_run::restore_open(run, None).await? {
+                return Ok(WrapUp::Retry {
+                    message: Some(format!("{m} (the run has ended)")),
+                    after: POLL,
+                });
+            }
+            // Also when nothing was left open here (e.g. an apply that changed nothing).
+            in_run::note_restore(run, &offload::Stage::Done);
+            run.extra.delete_if_resolved().await?;
+            if in_run::manages_jobs(run.obj, &run.ctx.config) {
+                offload::delete_jobs(&run.ctx.client, &run.ctx.config, run.obj).await?;
+            }
+            Ok(WrapUp::Done)
+        })
+    }
+
+    /// The finalizer stays until every offload change is written back (a failure is retried
+    /// and shown in status); driven by the records in the operator's namespace only.
+    fn on_delete<'a>(
+        ctx: &'a Context,
+        eb: &'a EgressBenchmark,
+        api: &'a Api<EgressBenchmark>,
+        run: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            in_run::restore_on_delete(ctx, eb, api, run).await?;
+            if in_run::manages_jobs(eb, &ctx.config) {
+                offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
+            }
+            let ns = eb.namespace().unwrap_or_default();
+            for c in eb.status.iter().flat_map(|s| &s.cases) {
+                let profile = c.offload_profile.as_deref();
+                ctx.metrics
+                    .forget_egress_case(&ns, &eb.name_any(), &c.name, profile);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The node the case's in-cluster server ran on (None for a server outside the cluster).
+async fn server_node(run: &Run<'_, EgressBenchmark>, case: u32) -> Result<Option<String>> {
+    let selector = run.measurement_selector(case);
+    let pods = children::list_pods(&run.ctx.client, &run.ns, &selector).await?;
+    let server = plan::server_name(run.obj, &run.id, case);
+    Ok(pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(&server))
+        .and_then(|p| p.spec.as_ref()?.node_name.clone()))
+}
+
+/// A case's result into status (replacing an earlier one of the same name), the overheads and
+/// summary, metrics and an Event.
+fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
+    let m = format!(
+        "case {}: {} received, {} retransmits",
+        r.name,
+        result::format_bits(r.receiver_bits_per_second),
+        r.retransmits
+    );
+    run.events
+        .push((EventType::Normal, "CaseMeasured".into(), m));
+    let status = &mut run.status;
+    status.cases.retain(|c| c.name != r.name);
+    status.cases.push(r);
+    result::set_overheads(&mut status.cases, plan::baseline(run.obj));
+    (status.best, status.overhead) = result::summary(&status.cases);
+    status.cases_summary = Some(cases_summary(run.obj, &status.cases));
+    for c in &run.status.cases {
+        run.ctx.metrics.set_egress_case(&run.ns, &run.name, c);
+    }
+}
+
+/// "measured/asked", the printer column.
+fn cases_summary(eb: &EgressBenchmark, measured: &[CaseResult]) -> String {
+    format!("{}/{}", measured.len(), eb.spec.cases.len())
+}

@@ -1,0 +1,204 @@
+//! What IngressBenchmark adds to the shared run driver: its steps (one, or one per sweep step),
+//! HTTP client workers, the sweep target scaled before each step (see `sweep`), the step result
+//! with its error verdict, and the scaling table and thresholds at the end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::events::EventType;
+use loadgen::worker::protocol::{FinalReport, Role};
+
+use crds::ingress::StepResult;
+use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
+
+use super::{plan, result, sweep, validate, verdict};
+use crate::caps::Refusal;
+use crate::conditions::THRESHOLDS_MET;
+use crate::config::Config;
+use crate::context::Context;
+use crate::driver::{Collected, Kind, Prepared, Run, RunState, WrapUp};
+use crate::error::Result;
+use crate::{deadline, queue, workers};
+
+impl RunState for IngressBenchmarkStatus {
+    fn run(&self) -> &RunStatus {
+        &self.run
+    }
+    fn run_mut(&mut self) -> &mut RunStatus {
+        &mut self.run
+    }
+    fn current(&self) -> Option<u32> {
+        self.current_step
+    }
+    fn set_current(&mut self, step: u32) {
+        self.current_step = Some(step);
+        // Each step's target is scaled and settles anew.
+        self.target_ready_at = None;
+    }
+}
+
+impl Kind for IngressBenchmark {
+    type Status = IngressBenchmarkStatus;
+    type Extra = ();
+    const MEASUREMENT: &'static str = "step";
+
+    fn status_of(&self) -> Option<&IngressBenchmarkStatus> {
+        self.status.as_ref()
+    }
+    fn count(&self) -> u32 {
+        plan::step_count(&self.spec)
+    }
+    fn describe(&self, step: u32) -> String {
+        format!("step {step}")
+    }
+    fn cleanup_policy(&self) -> CleanupPolicy {
+        self.spec.cleanup
+    }
+    fn budget(&self, config: &Config) -> Duration {
+        deadline::ingress(&self.spec, deadline::Timeouts::from(config))
+    }
+    fn deadline(&self, _step: u32, config: &Config) -> Duration {
+        plan::step_deadline(&self.spec, config.worker_start_timeout())
+    }
+    fn contender(&self) -> queue::Contender {
+        queue::ingress(self)
+    }
+    fn workers(&self, run: &str, step: u32) -> BTreeMap<String, Role> {
+        plan::worker_names(self, run, step)
+    }
+    fn pods(&self, run: &str, step: u32, config: &Config) -> Vec<Pod> {
+        plan::workers(self, run, step, self.spec.workers.host_network)
+            .iter()
+            .map(|p| workers::pod(p, config))
+            .collect()
+    }
+    fn recorded(&self, status: &IngressBenchmarkStatus, step: u32) -> bool {
+        status.steps.iter().any(|s| s.index == step)
+    }
+    fn show_progress(status: &mut IngressBenchmarkStatus, reported: usize, expected: usize) {
+        status.workers = Some(format!("{reported}/{expected}"));
+    }
+
+    /// The scaling table of a sweep and the thresholds against the last step, on either end.
+    fn on_finish(run: &mut Run<'_, Self>) {
+        if run.obj.spec.sweep.is_some() {
+            run.status.scaling = result::scaling(&run.status.steps);
+            if let Some(s) = &run.status.scaling {
+                run.ctx.metrics.set_ingress_scaling(&run.ns, &run.name, s);
+            }
+        }
+        if let (Some(t), Some(last)) = (&run.obj.spec.thresholds, run.status.steps.last()) {
+            let (ok, why) = result::check_thresholds(t, last);
+            run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
+        }
+    }
+
+    fn load_extra<'a>(_ctx: &'a Context, _ib: &'a IngressBenchmark) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { Ok(()) })
+    }
+
+    fn check<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<Refusal>>> {
+        Box::pin(async move {
+            let (spec, ns, config) = (&run.obj.spec, &run.ns, &run.ctx.config);
+            if let Err(m) = validate::sweep_permitted(spec, ns, config) {
+                return Ok(Some(Refusal::not_permitted(m)));
+            }
+            Ok(match validate::permitted(spec, ns, config) {
+                Err(m) => Some(Refusal::invalid(m)),
+                Ok(()) => validate::admitted(&run.ctx.client, spec, config)
+                    .await?
+                    .err(),
+            })
+        })
+    }
+
+    /// A sweep target an earlier run changed is restored first; its saved spec is kept until
+    /// it is (a failure is an error, so the reconcile is retried).
+    fn retire<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            sweep::restore_earlier(run.ctx, run.obj, &run.id, &mut run.events).await?;
+            Ok(None)
+        })
+    }
+
+    fn prepare<'a>(run: &'a mut Run<'_, Self>, step: u32) -> BoxFuture<'a, Result<Prepared>> {
+        Box::pin(async move { sweep::prepare(run, step).await })
+    }
+
+    fn collect<'a>(
+        run: &'a mut Run<'_, Self>,
+        step: u32,
+        reports: &'a BTreeMap<String, FinalReport>,
+    ) -> BoxFuture<'a, Result<Collected>> {
+        Box::pin(async move {
+            let sweep_step = run
+                .obj
+                .spec
+                .sweep
+                .as_ref()
+                .and_then(|s| s.steps.get(step as usize));
+            let result = match result::step_result(step, sweep_step, reports) {
+                Ok(r) => r,
+                Err(e) => return Ok(Collected::Unusable("BadReport", e)),
+            };
+            let failed = verdict::failed_requests(&result, run.ctx.config.max_error_ratio);
+            record_step(run, result);
+            Ok(match failed {
+                Some(why) => {
+                    Collected::RecordedButFailed(verdict::REASON, format!("step {step}: {why}"))
+                }
+                None => Collected::Recorded,
+            })
+        })
+    }
+
+    fn wrap_up<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<WrapUp>> {
+        Box::pin(async move {
+            Ok(if sweep::restore_at_end(run).await? {
+                WrapUp::Retry {
+                    message: None,
+                    after: Duration::from_secs(10),
+                }
+            } else {
+                WrapUp::Done
+            })
+        })
+    }
+
+    /// From the record in the operator's namespace only, never from status.savedTarget.
+    fn on_delete<'a>(
+        ctx: &'a Context,
+        ib: &'a IngressBenchmark,
+        _api: &'a Api<IngressBenchmark>,
+        run: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut events = vec![];
+            let restored = sweep::restore_earlier(ctx, ib, run, &mut events).await;
+            let reference = kube::Resource::object_ref(ib, &());
+            crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
+            restored
+        })
+    }
+}
+
+/// A step's result into status, metrics and an Event (again on a retry: it replaces itself).
+fn record_step(run: &mut Run<'_, IngressBenchmark>, r: StepResult) {
+    run.ctx.metrics.set_ingress_step(&run.ns, &run.name, &r);
+    run.status.rps = Some((r.rps * 100.0).round() / 100.0);
+    run.status.p99 = Some(result::format_ms(r.latency_ms.p99));
+    let m = format!(
+        "step {}: {:.1} req/s, p99 {}",
+        r.index,
+        r.rps,
+        result::format_ms(r.latency_ms.p99)
+    );
+    run.events
+        .push((EventType::Normal, "StepMeasured".into(), m));
+    run.status.steps.retain(|s| s.index != r.index);
+    run.status.steps.push(r);
+    run.status.steps.sort_by_key(|s| s.index);
+}

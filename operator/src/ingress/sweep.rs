@@ -1,0 +1,174 @@
+//! The sweep target in a run: its spec saved (in the operator's namespace) before the first
+//! patch, scaled for each step and given time to roll out and settle, and restored at the end,
+//! on a new generation and on deletion. Every patch and restore is re-checked against the
+//! admin's pairs and the spec first (see `restore::permitted`).
+
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+
+use crds::ingress::{SavedTarget, SweepSpec, SweepStep};
+use crds::IngressBenchmark;
+
+use super::restore::{self, Restore, TargetRecord};
+use crate::conditions::{self, INVALID, TARGET_RESTORED};
+use crate::context::Context;
+use crate::driver::{Prepared, Run};
+use crate::error::{Error, Result};
+use crate::lifecycle::{elapsed_since, PendingEvent};
+use crate::target;
+
+type IngressRun<'a> = Run<'a, IngressBenchmark>;
+
+/// The longest single wait while a target settles: the run's deadline is checked on every
+/// reconcile, and a far-off instant (a settle from the object) must never reach the timer.
+const MAX_SETTLE_WAIT: Duration = Duration::from_secs(30);
+
+/// Scales the sweep target for `step`, waits for its rollout and the settle time.
+pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Prepared> {
+    let Some(sweep) = &run.obj.spec.sweep else {
+        return Ok(Prepared::Ready);
+    };
+    let Some(step_spec) = sweep.steps.get(step as usize) else {
+        return Ok(Prepared::Failed(
+            "InvalidSpec",
+            format!("no sweep step {step}"),
+        ));
+    };
+    let saved = match saved_target(run, sweep).await? {
+        Ok(saved) => saved,
+        Err((reason, m)) => return Ok(Prepared::Failed(reason, m)),
+    };
+    if run.status.target_ready_at.is_none() {
+        if let Some(not_yet) = scale(run, &saved, step, step_spec).await? {
+            return Ok(not_yet);
+        }
+        run.status.target_ready_at = Some(conditions::now());
+    }
+    let settle = Duration::from(sweep.settle);
+    let waited = elapsed_since(&run.status.target_ready_at);
+    if waited < settle {
+        return Ok(Prepared::Waiting {
+            message: format!("target ready; settling before step {step}"),
+            after: (settle - waited).min(MAX_SETTLE_WAIT),
+        });
+    }
+    Ok(Prepared::Ready)
+}
+
+/// Patches the target for `step` and checks its rollout. None once it rolled out.
+async fn scale(
+    run: &mut IngressRun<'_>,
+    saved: &SavedTarget,
+    step: u32,
+    step_spec: &SweepStep,
+) -> Result<Option<Prepared>> {
+    let client = &run.ctx.client;
+    if let Err(e) = target::apply_step(client, saved, step_spec).await {
+        return Ok(Some(Prepared::Failed("TargetPatchFailed", e.to_string())));
+    }
+    let what = format!("{} {}/{}", saved.kind, saved.namespace, saved.name);
+    let m = format!("{}/{} scaled for step {step}", saved.namespace, saved.name);
+    run.condition(TARGET_RESTORED, false, "Scaled", m);
+    let rolled = target::rolled_out(client, saved)
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    if rolled {
+        return Ok(None);
+    }
+    if elapsed_since(&run.status.run.phase_since) > run.ctx.config.rollout_timeout() {
+        let m = format!("{what} did not finish rolling out for step {step}");
+        return Ok(Some(Prepared::Failed("RolloutTimeout", m)));
+    }
+    let m = format!("waiting for {what} to roll out (step {step})");
+    Ok(Some(Prepared::waiting(m)))
+}
+
+/// The target's saved spec from the operator's namespace, saved there (and copied to status)
+/// before the first patch; re-checked against the admin's pairs and the spec before every
+/// patch. Err((reason, message)) fails the run.
+async fn saved_target(
+    run: &mut IngressRun<'_>,
+    sweep: &SweepSpec,
+) -> Result<std::result::Result<SavedTarget, (&'static str, String)>> {
+    let (client, config) = (&run.ctx.client, &run.ctx.config);
+    let (record, new) = match restore::load(client, config, run.obj).await? {
+        Some(r) if r.run == run.id => (r, false),
+        Some(r) => {
+            let m = format!(
+                "the sweep target {}/{} of an earlier run is not restored yet",
+                r.saved.namespace, r.saved.name
+            );
+            return Ok(Err(("TargetNotRestored", m)));
+        }
+        None => {
+            let saved = match target::save(client, &sweep.target_ref, &run.ns).await {
+                Ok(saved) => saved,
+                Err(e) => return Ok(Err(("TargetUnavailable", e.to_string()))),
+            };
+            let record = TargetRecord {
+                run: run.id.clone(),
+                saved,
+            };
+            (record, true)
+        }
+    };
+    if let Err(m) = restore::permitted(&record, run.obj, &run.id, config) {
+        run.condition(INVALID, true, "NotPermitted", m.clone());
+        return Ok(Err(("NotPermitted", m)));
+    }
+    if new {
+        // The original spec must be durable before the first patch.
+        restore::save(client, config, run.obj, record.clone()).await?;
+    }
+    run.status.saved_target = Some(record.saved.clone());
+    Ok(Ok(record.saved))
+}
+
+/// Restores the target at the end of the run; true to come back (a failed restore).
+pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
+    let outcome = restore::restore(&run.ctx.client, &run.ctx.config, run.obj, &run.id).await?;
+    Ok(match outcome {
+        Restore::Nothing => false,
+        Restore::Restored(saved) => {
+            let m = format!("{} {}/{} restored", saved.kind, saved.namespace, saved.name);
+            run.status.saved_target = Some(SavedTarget {
+                restored: true,
+                ..saved
+            });
+            run.condition(TARGET_RESTORED, true, "Restored", m);
+            false
+        }
+        Restore::Refused(m) => {
+            run.condition(TARGET_RESTORED, false, "NotPermitted", m.clone());
+            run.events
+                .push((EventType::Warning, "NotPermitted".into(), m));
+            false
+        }
+        Restore::Failed(m) => {
+            let m = format!("restoring the sweep target: {m}; retrying");
+            run.condition(TARGET_RESTORED, false, "RestoreFailed", m);
+            true
+        }
+    })
+}
+
+/// Restores a target an earlier run (or this one, on deletion) changed, from the record in the
+/// operator's namespace. A refusal is reported (the record stays for the admin); a failure is
+/// an error, so the caller retries.
+pub async fn restore_earlier(
+    ctx: &Context,
+    ib: &IngressBenchmark,
+    current_run: &str,
+    events: &mut Vec<PendingEvent>,
+) -> Result<()> {
+    match restore::restore(&ctx.client, &ctx.config, ib, current_run).await? {
+        Restore::Nothing | Restore::Restored(_) => Ok(()),
+        Restore::Refused(m) => {
+            let m = format!("sweep target not restored: {m}");
+            events.push((EventType::Warning, "NotPermitted".into(), m));
+            Ok(())
+        }
+        Restore::Failed(m) => Err(Error::Internal(format!("restoring the sweep target: {m}"))),
+    }
+}
