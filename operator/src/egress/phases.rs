@@ -10,7 +10,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use loadgen::worker::protocol::Role;
+use protocol::worker::Role;
 
 use crds::egress::CaseResult;
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, Phase};
