@@ -1,8 +1,11 @@
-//! netbench-loadgen library: load engines and report formats. No Kubernetes dependency.
+//! netbench-loadgen library: the load engines and the worker client. No Kubernetes dependency.
+//! The reports they produce and the worker API they speak are the `protocol` crate's, which the
+//! operator shares without linking any engine.
 //!
 //! - [`http`]: the HTTP load engine (closed loop like wrk, open loop like wrk2).
-//! - [`report`]: the versioned JSON report envelope, the HTTP report and its exact merge.
-//! - [`tcp`]: the TCP stream engine (iperf3-style client/server) and its mergeable report.
+//! - [`report`]: the human summary of an HTTP report ([`protocol::report`] has the report).
+//! - [`tcp`]: the TCP stream engine (iperf3-style client/server); its report is
+//!   [`protocol::tcp`].
 //! - [`offload`]: ethtool offload features read and changed over netlink.
 //! - [`worker`]: the worker protocol client (register, barrier, progress, report).
 #![deny(rust_2018_idioms)]

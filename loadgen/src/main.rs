@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use loadgen::http::{HttpConfig, HttpOptions};
-use loadgen::report::{http_summary, Report};
+use loadgen::report::http_summary;
 use loadgen::{offload, tcp};
+use protocol::report::Report;
 
 #[derive(Parser)]
 #[command(name = "netbench-loadgen", version, about = "netbench load generators")]
@@ -155,7 +156,7 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
         texts.push((f, text));
     }
     // TCP reports have their own type and merge; every other kind goes through `Report`.
-    if report_kind(&texts[0].1).as_deref() == Some(tcp::report::REPORT_KIND) {
+    if report_kind(&texts[0].1).as_deref() == Some(protocol::tcp::REPORT_KIND) {
         return merge_tcp(&texts, cmd.output);
     }
     let mut reports = Vec::with_capacity(texts.len());
@@ -180,11 +181,11 @@ fn report_kind(text: &str) -> Option<String> {
 fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
     let mut reports = Vec::with_capacity(texts.len());
     for (f, text) in texts {
-        let report: tcp::TcpReport = serde_json::from_str(text)
+        let report: protocol::tcp::TcpReport = serde_json::from_str(text)
             .map_err(|e| anyhow::anyhow!("'{}': not a tcp report: {e}", f.display()))?;
         reports.push(report);
     }
-    let merged = tcp::merge(&reports)?;
+    let merged = protocol::tcp::merge(&reports)?;
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
         Output::Text => print!("{}", tcp::render_text(&merged)),

@@ -141,7 +141,7 @@ fn progress_sink_gets_a_snapshot_every_second() {
 }
 
 /// Runs `opts` and returns every progress snapshot with the report.
-fn run_with_progress(o: &HttpOptions) -> (Vec<Progress>, loadgen::report::HttpReport) {
+fn run_with_progress(o: &HttpOptions) -> (Vec<Progress>, protocol::report::HttpReport) {
     let cfg = HttpConfig::from_options(o).unwrap();
     let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
     let sink = seen.clone();

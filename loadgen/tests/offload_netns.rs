@@ -349,12 +349,12 @@ fn summary_file_records_before_applied_and_a_restore_that_puts_the_device_back()
 
 /// Runs `offload <args> --state` and parses the state line as the operator does (from the
 /// output, the line a pod's log ends with).
-fn state_of(ns: &str, args: &[&str]) -> (bool, loadgen::offload::DeviceState, String) {
+fn state_of(ns: &str, args: &[&str]) -> (bool, protocol::offload::DeviceState, String) {
     let mut all = vec!["offload"];
     all.extend(args);
     all.push("--state");
     let (ok, stdout, stderr) = loadgen(ns, &all);
-    let state = loadgen::offload::parse_state_line(&stdout)
+    let state = protocol::offload::parse_state_line(&stdout)
         .unwrap_or_else(|e| panic!("{args:?}: {e}; stdout {stdout}; stderr {stderr}"));
     (ok, state, stderr)
 }

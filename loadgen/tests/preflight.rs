@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use loadgen::http::{preflight, HttpConfig, HttpOptions};
 use loadgen::worker::http::{run_http_worker, WorkerRunError};
-use loadgen::worker::protocol::RegisterRequest;
 use loadgen::worker::{WorkerClient, WorkerEnv};
+use protocol::worker::RegisterRequest;
 
 /// A port nothing listens on: bound by us, then released on purpose.
 fn closed_port() -> u16 {

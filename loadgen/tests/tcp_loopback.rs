@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use loadgen::tcp::client::{self, TcpProgress};
 use loadgen::tcp::server::TcpServer;
-use loadgen::tcp::{Direction, Flow, TcpClientConfig, TcpError, TcpReport, TcpServerConfig};
+use loadgen::tcp::{TcpClientConfig, TcpError, TcpServerConfig};
+use protocol::tcp::{Direction, Flow, TcpReport};
 use support::*;
 
 /// A library server on 127.0.0.1, port chosen by the kernel, stopped on Drop.
@@ -79,7 +80,7 @@ fn first_line(out: impl Read + Send + 'static, limit: Duration) -> Option<String
 
 fn assert_sane(report: &TcpReport, streams: usize) {
     // What the operator checks of every report holds for the engine's real ones.
-    loadgen::tcp::validate_tcp(report).expect("the engine's report passes validation");
+    protocol::tcp::validate_tcp(report).expect("the engine's report passes validation");
     assert_eq!(report.version, 1);
     assert_eq!(report.kind, "tcp");
     assert_eq!(report.streams.len(), streams);
@@ -163,7 +164,7 @@ fn concurrent_clients_merge_into_exact_sums() {
         .into_iter()
         .map(|h| h.join().unwrap().expect("concurrent client"))
         .collect();
-    let merged = loadgen::tcp::merge(&reports).expect("merge");
+    let merged = protocol::tcp::merge(&reports).expect("merge");
     assert_eq!(
         merged.receiver.bits_per_second,
         reports[0].receiver.bits_per_second + reports[1].receiver.bits_per_second

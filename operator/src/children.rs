@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
-use loadgen::worker::protocol::FinalReport;
+use protocol::worker::FinalReport;
 
 fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
@@ -80,7 +80,7 @@ pub async fn delete_pods(
 
 /// A worker that can no longer report: deleted, failed, or finished without a stored report.
 pub fn worker_problem(
-    expected: &std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+    expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
     pods: &[Pod],
     reports: &std::collections::BTreeMap<String, FinalReport>,
 ) -> Option<String> {
@@ -198,12 +198,12 @@ pub async fn node_problem<'a>(
 
 /// An in-cluster server that is gone or failed before the client reported.
 pub fn server_problem(
-    expected: &std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+    expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
     pods: &[Pod],
 ) -> Option<String> {
     let (server, _) = expected
         .iter()
-        .find(|(_, r)| **r == loadgen::worker::protocol::Role::Server)?;
+        .find(|(_, r)| **r == protocol::worker::Role::Server)?;
     let Some(pod) = pods
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(server))

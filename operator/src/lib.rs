@@ -11,6 +11,10 @@
 //! pods: refusals fail the run, transient errors retry until the start timeout), `deadline` (every
 //! run's overall deadline from its spec), `caps` (the admin's caps on sizes, durations and
 //! targets).
+//!
+//! The worker API messages, the reports workers send (validated in full on arrival and again
+//! before a merge, histograms merged exactly) and the offload device state come from the
+//! `protocol` crate, shared with netbench-loadgen; the operator links no load engine.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 

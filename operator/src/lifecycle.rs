@@ -113,7 +113,7 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
     obj: &K,
     run: &str,
     step: u32,
-    workers: std::collections::BTreeMap<String, loadgen::worker::protocol::Role>,
+    workers: std::collections::BTreeMap<String, protocol::worker::Role>,
 ) -> Result<()> {
     let kind = K::kind(&()).into_owned();
     let namespace = obj.meta().namespace.clone().unwrap_or_default();

@@ -1,10 +1,10 @@
 //! Prometheus metrics (prefix `netbench_`), served on /metrics.
 
-use loadgen::worker::protocol::ProgressUpdate;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
 };
+use protocol::worker::ProgressUpdate;
 
 pub struct Metrics {
     pub registry: Registry,

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource};
-use loadgen::worker::protocol::{FinalReport, Role};
+use protocol::worker::{FinalReport, Role};
 
 use crate::context::Context;
 use crate::labels;

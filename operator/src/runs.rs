@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use loadgen::worker::protocol::{RegisterRequest, Role};
+use protocol::worker::{RegisterRequest, Role};
 
 /// How far in the future the common start is set when the last worker registers, so every
 /// worker's barrier poll sees it before it passes.
@@ -251,7 +251,7 @@ fn count(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loadgen::worker::protocol::PROTOCOL_VERSION;
+    use protocol::worker::PROTOCOL_VERSION;
 
     fn spec(step: u32) -> RunSpec {
         RunSpec {

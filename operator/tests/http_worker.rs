@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use loadgen::report::HttpReport;
-use loadgen::worker::protocol::Role;
+use protocol::report::HttpReport;
+use protocol::worker::Role;
 use worker_api::{Api, RUN};
 
 /// A Debian nginx on 127.0.0.1 answering 200 on `/` and 500 on `/fail`; killed on Drop.
@@ -144,8 +144,8 @@ fn an_http_worker_run_exports_live_latency_and_errors() {
     let scrapes = scrape_while_running(&api, &mut worker);
     let exit = worker.wait(Duration::from_secs(30));
     assert!(exit.success, "worker failed: {}", exit.stderr);
-    let report: HttpReport = match loadgen::report::Report::from_json(&exit.stdout) {
-        Ok(loadgen::report::Report::Http(r)) => r,
+    let report: HttpReport = match protocol::report::Report::from_json(&exit.stdout) {
+        Ok(protocol::report::Report::Http(r)) => r,
         other => panic!("not an http report on stdout: {other:?}"),
     };
     assert!(report.counters.requests > 100, "{:?}", report.counters);

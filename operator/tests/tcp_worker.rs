@@ -6,8 +6,8 @@ mod worker_api;
 
 use std::time::{Duration, Instant};
 
-use loadgen::tcp::TcpReport;
-use loadgen::worker::protocol::Role;
+use protocol::tcp::TcpReport;
+use protocol::worker::Role;
 use worker_api::{token_of, Api, RUN};
 
 #[test]

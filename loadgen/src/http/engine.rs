@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
+use protocol::report::histogram::new_latency_histogram;
+use protocol::report::{Counters, HttpReport, HttpRunConfig, ThreadSummary};
 use rustls::pki_types::ServerName;
 
 use super::config::{HttpConfig, Scheme};
@@ -17,8 +19,6 @@ use super::progress::{report_progress, DoneGuard, ProgressSink};
 use super::request::serialize_h1;
 use super::stats::{LiveCounters, ThreadStats};
 use super::{h1, h2conn, tls};
-use crate::report::histogram::new_latency_histogram;
-use crate::report::{Counters, HttpReport, HttpRunConfig, ThreadSummary};
 
 /// Why a run could not produce a report.
 #[derive(Debug, thiserror::Error)]

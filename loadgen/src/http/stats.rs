@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use protocol::report::histogram::{new_latency_histogram, LATENCY_MAX_US};
+use protocol::report::Counters;
 
 use super::progress::INTERVAL;
-use crate::report::histogram::{new_latency_histogram, LATENCY_MAX_US};
-use crate::report::Counters;
 
 /// A thread hands over its interval latencies this long before each progress tick, so the
 /// reporter finds the interval in place when it wakes (rather than racing the hand-over).

@@ -4,29 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use protocol::offload::{glob_match, legacy_name, DeviceState, LEGACY_NAMES};
 use serde::{Deserialize, Serialize};
 
 use super::ethtool::RawFeatures;
-
-/// ethtool(8)'s legacy names: (long name, short name, kernel-name pattern with `*`).
-const LEGACY: &[(&str, &str, &str)] = &[
-    ("rx-checksumming", "rx", "rx-checksum"),
-    ("tx-checksumming", "tx", "tx-checksum-*"),
-    ("scatter-gather", "sg", "tx-scatter-gather*"),
-    ("tcp-segmentation-offload", "tso", "tx-tcp*-segmentation"),
-    ("udp-fragmentation-offload", "ufo", "tx-udp-fragmentation"),
-    (
-        "generic-segmentation-offload",
-        "gso",
-        "tx-generic-segmentation",
-    ),
-    ("generic-receive-offload", "gro", "rx-gro"),
-    ("large-receive-offload", "lro", "rx-lro"),
-    ("rx-vlan-offload", "rxvlan", "rx-vlan-hw-parse"),
-    ("tx-vlan-offload", "txvlan", "tx-vlan-hw-insert"),
-    ("ntuple-filters", "ntuple", "rx-ntuple-filter"),
-    ("receive-hashing", "rxhash", "rx-hashing"),
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,41 +32,28 @@ impl std::fmt::Display for OnOff {
     }
 }
 
-/// `*` matches any run of characters, as in ethtool's legacy flag table.
-pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((prefix, rest)) => {
-            let Some(tail) = name.strip_prefix(prefix) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| glob_match(rest, &tail[i..]))
-        }
-    }
-}
-
-/// The long legacy name a (long or short) name refers to, with its pattern.
-fn legacy(name: &str) -> Option<(&'static str, &'static str)> {
-    LEGACY
-        .iter()
-        .find(|(long, short, _)| *long == name || *short == name)
-        .map(|(long, _, pattern)| (*long, *pattern))
-}
-
-/// The kernel-name pattern of a (long or short) legacy name.
-pub(crate) fn legacy_pattern(name: &str) -> Option<&'static str> {
-    legacy(name).map(|(_, pattern)| pattern)
-}
-
 /// The name a feature appears under in [`RawFeatures::values`]: the long legacy name for a
 /// short one (`tx` -> `tx-checksumming`), any other name unchanged.
 pub(crate) fn listed_name(name: &str) -> &str {
-    legacy(name).map_or(name, |(long, _)| long)
+    legacy_name(name).map_or(name, |(long, _)| long)
 }
 
 impl RawFeatures {
+    /// The whole state in kernel names, as the operator records it.
+    pub(crate) fn state(&self, interface: &str) -> DeviceState {
+        let named = |i: usize| self.names.get(i).filter(|n| !n.is_empty());
+        DeviceState {
+            interface: interface.to_string(),
+            features: (0..self.names.len())
+                .filter_map(|i| Some((named(i)?.clone(), *self.active.get(i)?)))
+                .collect(),
+            fixed: (0..self.names.len())
+                .filter(|&i| self.is_fixed(i))
+                .filter_map(|i| named(i).cloned())
+                .collect(),
+        }
+    }
+
     /// A bit the driver does not let anyone change (or one this snapshot does not know).
     pub(crate) fn is_fixed(&self, bit: usize) -> bool {
         !self.hw.get(bit).copied().unwrap_or(false)
@@ -97,7 +65,7 @@ impl RawFeatures {
         if let Some(i) = self.names.iter().position(|n| n == name && !n.is_empty()) {
             return Some(vec![i]);
         }
-        let (_, pattern) = legacy(name)?;
+        let (_, pattern) = legacy_name(name)?;
         let bits: Vec<usize> = self
             .names
             .iter()
@@ -121,7 +89,7 @@ impl RawFeatures {
             .enumerate()
             .filter(|(_, n)| !n.is_empty())
             .map(|(i, n)| (n.clone(), self.is_on(&[i]).into()));
-        let legacy = LEGACY.iter().filter_map(|(long, _, _)| {
+        let legacy = LEGACY_NAMES.iter().filter_map(|(long, _, _)| {
             self.resolve(long)
                 .map(|bits| ((*long).to_string(), self.is_on(&bits).into()))
         });
@@ -136,7 +104,7 @@ impl RawFeatures {
             .enumerate()
             .filter(|(i, n)| self.is_fixed(*i) && !n.is_empty())
             .map(|(_, n)| n.clone());
-        let legacy = LEGACY.iter().filter_map(|(long, _, _)| {
+        let legacy = LEGACY_NAMES.iter().filter_map(|(long, _, _)| {
             let bits = self.resolve(long)?;
             bits.iter()
                 .all(|&i| self.is_fixed(i))
@@ -230,16 +198,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn patterns_match_like_ethtool() {
-        assert!(glob_match("tx-checksum-*", "tx-checksum-ip-generic"));
-        assert!(glob_match("tx-tcp*-segmentation", "tx-tcp6-segmentation"));
-        assert!(glob_match(
-            "tx-tcp*-segmentation",
-            "tx-tcp-mangleid-segmentation"
-        ));
-        assert!(!glob_match("tx-tcp*-segmentation", "tx-udp-segmentation"));
-        assert!(glob_match("tx-scatter-gather*", "tx-scatter-gather"));
-        assert!(!glob_match("rx-checksum", "rx-checksumming"));
+    fn a_state_lists_kernel_features_and_what_is_fixed() {
+        let s = vxlan_like().state("vx0");
+        assert_eq!(s.interface, "vx0");
+        assert_eq!(s.features.len(), 8);
+        assert!(s.features["tx-checksum-ip-generic"]);
+        assert!(!s.features["tx-checksum-ipv4"]);
+        assert_eq!(
+            s.fixed,
+            ["tx-checksum-ipv4", "tx-checksum-ipv6", "netns-local"]
+        );
+        assert_eq!(s.value("tx-checksumming"), Some(true));
     }
 
     #[test]
@@ -326,9 +295,9 @@ mod props {
 
     fn name() -> impl Strategy<Value = String> {
         prop_oneof![
-            proptest::sample::select(LEGACY.iter().map(|l| l.0).collect::<Vec<_>>())
+            proptest::sample::select(LEGACY_NAMES.iter().map(|l| l.0).collect::<Vec<_>>())
                 .prop_map(str::to_string),
-            proptest::sample::select(LEGACY.iter().map(|l| l.1).collect::<Vec<_>>())
+            proptest::sample::select(LEGACY_NAMES.iter().map(|l| l.1).collect::<Vec<_>>())
                 .prop_map(str::to_string),
             "(tx|rx)-[a-z0-9-]{0,16}",
         ]
@@ -336,13 +305,6 @@ mod props {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
-
-        #[test]
-        fn glob_matching_never_panics(pattern in "[a-z*-]{0,12}", name in "\\PC{0,24}") {
-            let _ = glob_match(&pattern, &name);
-            prop_assert!(glob_match("*", &name));
-            prop_assert!(glob_match(&name, &name));
-        }
 
         #[test]
         fn plans_only_change_changeable_bits(

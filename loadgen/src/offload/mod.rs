@@ -4,23 +4,23 @@
 //! Names are the kernel's (`tx-checksum-ip-generic`) or ethtool's legacy ones
 //! (`tx-checksumming` / `tx`, `scatter-gather` / `sg`, `tcp-segmentation-offload` / `tso`, ...).
 //! [`set`] returns what it found, what it asked for, what the device ended up with, and a
-//! `restore` map that puts every changed kernel feature back.
+//! `restore` map that puts every changed kernel feature back. The recorded device state
+//! ([`DeviceState`]) and the legacy name table are the `protocol` crate's ([`protocol::offload`]).
 
 pub mod cli;
 mod ethtool;
 mod features;
 mod netlink;
-mod state;
 
 use std::collections::BTreeMap;
 
+use protocol::offload::DeviceState;
 use serde::{Deserialize, Serialize};
 
 use ethtool::{Ethtool, RawFeatures};
 pub use features::OnOff;
 use features::{listed_name, not_applied, plan, PlanError};
 use netlink::NetlinkError;
-pub use state::{parse_state_line, DeviceState, STATE_PREFIX};
 
 /// Linux interface names are at most 15 bytes (IFNAMSIZ - 1).
 const MAX_IFNAME: usize = 15;
@@ -140,7 +140,8 @@ pub fn get_with_state(interface: &str) -> Result<(FeatureReport, DeviceState), O
         features: features.values(),
         fixed: features.fixed(),
     };
-    Ok((report, DeviceState::of(interface, &features)))
+    let state = features.state(interface);
+    Ok((report, state))
 }
 
 /// Applies `requests` (feature name, on?) and reports before/after. Unknown or fixed features are
@@ -197,7 +198,7 @@ fn set_report(
         restore,
         fixed: after.fixed(),
         not_applied: not_applied(after, requests),
-        state_after: DeviceState::of(interface, after),
+        state_after: after.state(interface),
     }
 }
 

@@ -1,38 +1,6 @@
-//! Versioned, mergeable run reports.
-//!
-//! Every report is a JSON object with `"version": 1` and a `"kind"` tag (`"http"` here; the TCP
-//! engine adds its own kind to [`Report`]). Latency is carried as a serialized HDR histogram, so
-//! reports from many workers merge exactly: [`merge_http`] sums counters, adds histograms and
-//! recomputes percentiles from the merged histogram (never averaging percentiles).
-//!
-//! Reports come from workers and stored objects, so they are hostile until validated:
-//! [`validate_http`] checks every invariant the engine guarantees and names the field it finds
-//! broken; [`merge_http`] validates its inputs and refuses overflowing sums; [`histogram::decode`]
-//! reads the HDR V2 header itself and refuses claims the input cannot back (limits in that
-//! module) before hdrhistogram allocates anything.
+//! The human summary of an HTTP report. The report types, their histogram encoding, exact
+//! merge and validation are the `protocol` crate's ([`protocol::report`]).
 
-mod envelope;
-#[cfg(test)]
-pub(crate) mod fixtures;
-pub mod histogram;
-mod http;
-mod merge;
 mod text;
-mod validate;
 
-pub use envelope::{Report, ReportError, REPORT_VERSION};
-pub use http::{
-    Counters, ErrorCounts, HttpReport, HttpRunConfig, LatencySummary, RateSummary, StatusCounts,
-    ThreadSummary,
-};
-pub use merge::merge_http;
 pub use text::http_summary;
-pub use validate::{
-    check_close, check_number, check_text, invalid, validate_http, InvalidReport, MAX_DURATION_S,
-    MAX_RATE, MAX_TEXT_BYTES, MAX_WORKERS,
-};
-
-/// Merges HTTP reports exactly (alias of [`merge_http`]).
-pub fn merge(reports: &[HttpReport]) -> Result<HttpReport, ReportError> {
-    merge_http(reports)
-}

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::http::HttpReport;
+use protocol::report::HttpReport;
 
 fn us(v: f64) -> String {
     if v >= 1_000_000.0 {

@@ -5,15 +5,37 @@ use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use super::client::{self, TcpProgress};
+use ::protocol::tcp::{Direction, TcpReport};
 use anyhow::{bail, Context};
 
-use super::client::{self, TcpProgress};
-use super::{render_text, server, Direction, TcpClientConfig, TcpServerConfig, DEFAULT_PORT};
+use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_PORT};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     Text,
     Json,
+}
+
+/// `--direction`: [`Direction`] as a command-line value (the report type has no clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DirectionArg {
+    /// Client sends, server receives.
+    Send,
+    /// Server sends, client receives (iperf3 `-R`).
+    Receive,
+    /// Both at once: `streams` connections each way (iperf3 `--bidir`).
+    Both,
+}
+
+impl From<DirectionArg> for Direction {
+    fn from(d: DirectionArg) -> Direction {
+        match d {
+            DirectionArg::Send => Direction::Send,
+            DirectionArg::Receive => Direction::Receive,
+            DirectionArg::Both => Direction::Both,
+        }
+    }
 }
 
 /// Run a TCP stream test against a `netbench-loadgen tcp-server`.
@@ -48,7 +70,7 @@ pub struct ClientArgs {
     pub bidir: bool,
     /// Direction, as an alternative to -R / --bidir.
     #[arg(long, value_enum)]
-    pub direction: Option<Direction>,
+    pub direction: Option<DirectionArg>,
     /// Source address for every connection.
     #[arg(short = 'B', long = "bind", value_name = "ADDR")]
     pub bind: Option<IpAddr>,
@@ -92,7 +114,7 @@ impl ClientArgs {
         } else if self.bidir {
             Direction::Both
         } else {
-            self.direction.unwrap_or_default()
+            self.direction.map(Direction::from).unwrap_or_default()
         };
         TcpClientConfig {
             port,
@@ -152,7 +174,7 @@ pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
 }
 
 /// Prints the report (text or JSON as asked) and fails if any stream ended early.
-pub fn finish_client(args: &ClientArgs, report: &super::TcpReport) -> anyhow::Result<()> {
+pub fn finish_client(args: &ClientArgs, report: &TcpReport) -> anyhow::Result<()> {
     let json = args.json();
     let text = if json {
         serde_json::to_string_pretty(report).context("encoding the report")? + "\n"

@@ -7,13 +7,13 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ::protocol::tcp::{CpuReport, CpuUsage, Flow, RunSummary, StreamReport, TcpReport, Throughput};
 use serde::Serialize;
 
-use super::config::{Flow, TcpClientConfig};
+use super::config::TcpClientConfig;
 use super::cpu::CpuMeter;
 use super::net::{self, Source};
 use super::protocol::{read_message, write_message, Message, PeerStream, TestParams};
-use super::report::{CpuReport, RunSummary, StreamReport, TcpReport, Throughput};
 use super::stream::{Role, RunningStreams, StreamOutcome};
 use super::TcpError;
 
@@ -202,7 +202,7 @@ fn drive(
 fn read_results(
     control: &TcpStream,
     cfg: &TcpClientConfig,
-) -> Result<(Vec<PeerStream>, super::cpu::CpuUsage), TcpError> {
+) -> Result<(Vec<PeerStream>, CpuUsage), TcpError> {
     control
         .set_read_timeout(Some(cfg.idle_timeout + HANDSHAKE_TIMEOUT))
         .map_err(|e| TcpError::io("configuring the control connection", e))?;

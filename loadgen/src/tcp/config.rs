@@ -1,7 +1,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use ::protocol::tcp::{Direction, MAX_LEN, MAX_STREAMS};
 
 use super::TcpError;
 
@@ -10,44 +10,7 @@ pub const DEFAULT_PORT: u16 = 5201;
 /// iperf3's default TCP message (buffer) size.
 pub const DEFAULT_LEN: usize = 128 * 1024;
 
-pub(crate) const MAX_STREAMS: u32 = 128;
-pub(crate) const MAX_LEN: usize = 16 * 1024 * 1024;
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
-
-/// Which way the bytes flow, seen from the client (iperf3: default, `-R`, `--bidir`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Client sends, server receives.
-    #[default]
-    Send,
-    /// Server sends, client receives (iperf3 `-R`).
-    Receive,
-    /// Both at once: `streams` connections each way (iperf3 `--bidir`).
-    Both,
-}
-
-impl Direction {
-    /// The flows of all data connections of a test, in stream-id order.
-    pub(crate) fn flows(self, streams: u32) -> Vec<Flow> {
-        let n = streams as usize;
-        match self {
-            Direction::Send => vec![Flow::ClientToServer; n],
-            Direction::Receive => vec![Flow::ServerToClient; n],
-            Direction::Both => {
-                [vec![Flow::ClientToServer; n], vec![Flow::ServerToClient; n]].concat()
-            }
-        }
-    }
-}
-
-/// The direction of one data connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Flow {
-    ClientToServer,
-    ServerToClient,
-}
 
 /// What `tcp-client` does; [`TcpClientConfig::new`] gives iperf3's defaults.
 #[derive(Debug, Clone, PartialEq)]

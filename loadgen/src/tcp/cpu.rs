@@ -2,28 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use ::protocol::tcp::CpuUsage;
 
 use super::sys::{process_cpu_times, CpuTimes};
-
-/// CPU time spent during a test divided by its wall time, in percent of one CPU
-/// (so two busy threads make 200).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuUsage {
-    pub user_percent: f64,
-    pub system_percent: f64,
-    pub total_percent: f64,
-}
-
-impl CpuUsage {
-    pub(crate) fn sum(self, other: CpuUsage) -> CpuUsage {
-        CpuUsage {
-            user_percent: self.user_percent + other.user_percent,
-            system_percent: self.system_percent + other.system_percent,
-            total_percent: self.total_percent + other.total_percent,
-        }
-    }
-}
 
 pub(crate) struct CpuMeter {
     wall: Instant,

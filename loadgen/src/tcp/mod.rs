@@ -5,7 +5,8 @@
 //! pushes bytes for the duration with plain blocking `write`/`read` loops, one thread per stream and
 //! one reusable buffer each. The receiving side's figures travel back over the control connection,
 //! so a report carries the sender's and the receiver's view of every stream, TCP_INFO
-//! (retransmits, RTT) of each sending socket, and the CPU use of both ends.
+//! (retransmits, RTT) of each sending socket, and the CPU use of both ends. The report, its merge and
+//! its validation are the `protocol` crate's ([`::protocol::tcp`]).
 
 pub mod cli;
 pub mod client;
@@ -14,16 +15,12 @@ mod cpu;
 mod error;
 mod net;
 mod protocol;
-pub mod report;
 pub mod server;
 mod stream;
 mod summary;
 mod sys;
-pub mod validate;
 
-pub use config::{Direction, Flow, TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
+pub use self::protocol::PROTOCOL_VERSION;
+pub use config::{TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
 pub use error::TcpError;
-pub use protocol::PROTOCOL_VERSION;
-pub use report::{merge, TcpReport};
 pub use summary::render_text;
-pub use validate::validate_tcp;

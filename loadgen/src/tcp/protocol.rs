@@ -9,11 +9,9 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
+use ::protocol::tcp::{CpuUsage, Direction, TcpInfoSnapshot};
 use serde::{Deserialize, Serialize};
 
-use super::config::Direction;
-use super::cpu::CpuUsage;
-use super::report::TcpInfoSnapshot;
 use super::TcpError;
 
 /// Version of the control protocol; both ends must speak the same one.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use super::config::{validate_test, Flow, TcpServerConfig};
+use ::protocol::tcp::Flow;
+
+use super::config::{validate_test, TcpServerConfig};
 use super::cpu::CpuMeter;
 use super::net;
 use super::protocol::{

@@ -9,9 +9,22 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use super::report::TcpInfoSnapshot;
-use super::sys;
+use ::protocol::tcp::TcpInfoSnapshot;
+
+use super::sys::{self, TcpInfo};
 use super::TcpError;
+
+impl From<TcpInfo> for TcpInfoSnapshot {
+    fn from(i: TcpInfo) -> Self {
+        TcpInfoSnapshot {
+            retransmits: u64::from(i.total_retrans),
+            rtt_us: i.rtt_us,
+            rttvar_us: i.rttvar_us,
+            snd_cwnd_bytes: u64::from(i.snd_cwnd) * u64::from(i.snd_mss),
+            pmtu: i.pmtu,
+        }
+    }
+}
 
 /// What one side saw of one stream.
 #[derive(Debug, Clone, Default)]

@@ -2,9 +2,7 @@
 
 use std::fmt::Write;
 
-use super::config::Flow;
-use super::cpu::CpuUsage;
-use super::report::{TcpReport, Throughput};
+use ::protocol::tcp::{CpuUsage, Flow, TcpReport, Throughput};
 
 pub fn render_text(report: &TcpReport) -> String {
     let mut out = String::new();

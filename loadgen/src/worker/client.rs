@@ -1,9 +1,9 @@
 //! The worker side of the protocol: register, wait at the barrier, push progress, push the
 //! final report. Blocking (the engines run their own threads).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use super::protocol::*;
+use protocol::worker::*;
 
 /// Where a worker's bearer token comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -307,13 +307,6 @@ fn malformed(what: &'static str, e: serde_json::Error) -> WorkerError {
         status: 200,
         message: format!("malformed response: {e}"),
     }
-}
-
-pub fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn sleep_until_unix_ms(at: u64) {

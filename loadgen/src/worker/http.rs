@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::http::{HttpConfig, HttpError, HttpOptions, Progress, ProgressSink};
-use crate::report::{HttpReport, Report};
+use protocol::report::{HttpReport, Report};
+use protocol::worker::{now_unix_ms, LiveLatency, ProgressUpdate, Role, PROTOCOL_VERSION};
 
-use super::protocol::{LiveLatency, ProgressUpdate, Role, PROTOCOL_VERSION};
-use super::{now_unix_ms, WorkerClient, WorkerError};
+use super::{WorkerClient, WorkerError};
+use crate::http::{HttpConfig, HttpError, HttpOptions, Progress, ProgressSink};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerRunError {

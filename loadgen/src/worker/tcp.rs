@@ -10,13 +10,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use protocol::tcp::TcpReport;
+use protocol::worker::{now_unix_ms, ProgressUpdate, Role, PROTOCOL_VERSION};
+
+use super::{WorkerClient, WorkerError};
 use crate::tcp::cli::{ClientArgs, ServerArgs};
 use crate::tcp::client::TcpProgress;
 use crate::tcp::server::TcpServer;
-use crate::tcp::{TcpError, TcpReport};
-
-use super::protocol::{ProgressUpdate, Role, PROTOCOL_VERSION};
-use super::{now_unix_ms, WorkerClient, WorkerError};
+use crate::tcp::TcpError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TcpWorkerError {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadgen::http::{run, HttpConfig, HttpOptions};
-use loadgen::report::HttpReport;
+use protocol::report::HttpReport;
 
 /// Runs the engine with `opts` and returns its report.
 pub fn load(opts: &HttpOptions) -> HttpReport {
@@ -22,7 +22,7 @@ pub fn load(opts: &HttpOptions) -> HttpReport {
     let report = run(&cfg, None).expect("run completes");
     // What the operator checks of every report holds for the engine's real ones (any status,
     // errors, warm-up, open or closed loop).
-    loadgen::report::validate_http(&report).expect("the engine's report passes validation");
+    protocol::report::validate_http(&report).expect("the engine's report passes validation");
     report
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use loadgen::tcp::TcpReport;
+use protocol::tcp::TcpReport;
 
 pub const LOADGEN: &str = env!("CARGO_BIN_EXE_netbench-loadgen");
 

@@ -7,8 +7,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use loadgen::worker::protocol::*;
-use loadgen::worker::ReportRefusal;
+use protocol::worker::ReportRefusal;
+use protocol::worker::*;
 use serde::Deserialize;
 
 use super::auth::Authenticated;
@@ -82,7 +82,7 @@ pub async fn register(
     let preflight_error = req.preflight_error.clone();
     let b = s
         .runs
-        .register(&who.run, &who.caller, req, loadgen::worker::now_unix_ms())
+        .register(&who.run, &who.caller, req, protocol::worker::now_unix_ms())
         .map_err(|e| registry_refusal(&s.metrics, e))?;
     if let Some(error) = preflight_error {
         tracing::warn!(?role, "worker cannot start: {error}");
@@ -223,11 +223,11 @@ pub async fn report(
 /// validation (histogram decoded with bounds, counters consistent) before it is stored.
 fn check_report(benchmark_kind: &str, report: &FinalReport) -> Result<(), ReportRefusal> {
     let kind = if benchmark_kind == "EgressBenchmark" {
-        loadgen::tcp::report::REPORT_KIND
+        protocol::tcp::REPORT_KIND
     } else {
         "http"
     };
-    loadgen::worker::validate_final(report, kind).map(|_| ())
+    protocol::worker::validate_final(report, kind).map(|_| ())
 }
 
 /// Unparseable or foreign reports are 422 `malformed`; parsed reports that break an invariant

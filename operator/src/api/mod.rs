@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use futures::future::BoxFuture;
-use loadgen::worker::protocol::FinalReport;
+use protocol::worker::FinalReport;
 
 pub use auth::{AuthError, Authenticated, Authenticator};
 pub use pod_tokens::PodTokens;

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use loadgen::worker::protocol::Role;
+use protocol::worker::Role;
 use tokio::sync::Semaphore;
 
 use super::auth::{AuthError, Authenticator};

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use loadgen::worker::protocol::ApiError;
+use protocol::worker::ApiError;
 
 use crate::metrics::Metrics;
 use crate::runs::RegistryError;

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
-use loadgen::worker::protocol::*;
+use protocol::worker::*;
 use tower::ServiceExt;
 
 use super::*;
@@ -126,7 +126,7 @@ fn http_report() -> serde_json::Value {
     // A real report from the engine's own types: one request of 1 ms.
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     h.record(1000).unwrap();
-    let cfg = loadgen::report::HttpRunConfig {
+    let cfg = protocol::report::HttpRunConfig {
         url: "http://x/".into(),
         method: "GET".into(),
         connections: 1,
@@ -138,15 +138,16 @@ fn http_report() -> serde_json::Value {
         http2: false,
         timeout_s: 2.0,
     };
-    let counters = loadgen::report::Counters {
+    let counters = protocol::report::Counters {
         requests: 1,
-        status: loadgen::report::StatusCounts {
+        status: protocol::report::StatusCounts {
             s2xx: 1,
             ..Default::default()
         },
         ..Default::default()
     };
-    let r = loadgen::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
+    let r =
+        protocol::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
     serde_json::from_str(&r.to_json()).unwrap()
 }
 

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
-use loadgen::worker::protocol::{FinalReport, Role};
+use protocol::worker::{FinalReport, Role};
 use serde::Serialize;
 
 use crds::{CleanupPolicy, Phase, RunStatus};

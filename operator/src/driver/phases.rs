@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use loadgen::worker::protocol::{FinalReport, Role};
+use protocol::worker::{FinalReport, Role};
 
 use crds::{CleanupPolicy, Phase};
 

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
-use loadgen::worker::protocol::{FinalReport, Role};
+use protocol::worker::{FinalReport, Role};
 
 use crds::egress::CaseResult;
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};

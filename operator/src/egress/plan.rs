@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use loadgen::worker::protocol::Role;
+use protocol::worker::Role;
 
 use crds::egress::{Direction, EgressBenchmark, EgressCase};
 

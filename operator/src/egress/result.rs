@@ -2,9 +2,9 @@
 //! against the baseline, the best case) for status and printer columns. Pure.
 
 use crds::egress::{CaseResult, EgressCase};
-use loadgen::tcp::TcpReport;
-use loadgen::worker::protocol::FinalReport;
-use loadgen::worker::{validate_final, CheckedReport};
+use protocol::tcp::TcpReport;
+use protocol::worker::FinalReport;
+use protocol::worker::{validate_final, CheckedReport};
 
 /// The case's result; Err when the report is unreadable. Stream errors are returned beside
 /// the result so the run can fail without losing what was measured.
@@ -14,7 +14,7 @@ pub fn case_result(
     server_node: Option<String>,
 ) -> Result<(CaseResult, Vec<String>), String> {
     // Validated again: the stored report is as hostile as the request that brought it.
-    let report: TcpReport = match validate_final(client, loadgen::tcp::report::REPORT_KIND) {
+    let report: TcpReport = match validate_final(client, protocol::tcp::REPORT_KIND) {
         Ok(CheckedReport::Tcp(t)) => *t,
         Ok(CheckedReport::Http(_)) => {
             return Err(format!(

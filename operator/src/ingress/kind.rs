@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::events::EventType;
-use loadgen::worker::protocol::{FinalReport, Role};
+use protocol::worker::{FinalReport, Role};
 
 use crds::ingress::StepResult;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};

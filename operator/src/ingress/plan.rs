@@ -111,13 +111,13 @@ pub fn worker_names(
     ib: &IngressBenchmark,
     run: &str,
     step: u32,
-) -> BTreeMap<String, loadgen::worker::protocol::Role> {
+) -> BTreeMap<String, protocol::worker::Role> {
     let name = ib.metadata.name.clone().unwrap_or_default();
     (0..ib.spec.workers.effective_replicas())
         .map(|i| {
             (
                 labels::worker_name(&name, run, step, i),
-                loadgen::worker::protocol::Role::Client,
+                protocol::worker::Role::Client,
             )
         })
         .collect()

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use crds::ingress::{Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary};
 use crds::{ErrorCounts, LatencyMillis};
-use loadgen::report::HttpReport;
-use loadgen::worker::protocol::FinalReport;
-use loadgen::worker::{validate_final, CheckedReport};
+use protocol::report::HttpReport;
+use protocol::worker::FinalReport;
+use protocol::worker::{validate_final, CheckedReport};
 
 /// A stored report, validated again (stored objects are as hostile as requests): an invalid
 /// one fails the step naming its worker, rather than being left out of a sum it belongs to.
@@ -43,7 +43,7 @@ pub fn step_result(
         });
         https.push(h);
     }
-    let merged = loadgen::report::merge_http(&https).map_err(|e| e.to_string())?;
+    let merged = protocol::report::merge_http(&https).map_err(|e| e.to_string())?;
     let starts: Vec<u64> = reports.values().map(|r| r.started_at_unix_ms).collect();
     let skew = match (starts.iter().min(), starts.iter().max()) {
         (Some(a), Some(b)) => Some((b - a) as f64),
@@ -225,7 +225,7 @@ mod tests {
     fn stored(worker: &str, requests: u64) -> FinalReport {
         let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
         h.record(1000).unwrap();
-        let cfg = loadgen::report::HttpRunConfig {
+        let cfg = protocol::report::HttpRunConfig {
             url: "http://x/".into(),
             method: "GET".into(),
             connections: 1,
@@ -237,9 +237,9 @@ mod tests {
             http2: false,
             timeout_s: 2.0,
         };
-        let counters = loadgen::report::Counters {
+        let counters = protocol::report::Counters {
             requests: 1,
-            status: loadgen::report::StatusCounts {
+            status: protocol::report::StatusCounts {
                 s2xx: 1,
                 ..Default::default()
             },

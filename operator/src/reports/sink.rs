@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use loadgen::worker::protocol::FinalReport;
+use protocol::worker::FinalReport;
 
 use super::{Owner, Store, StoreError, Stored, FORGED};
 use crate::api::ReportSink;

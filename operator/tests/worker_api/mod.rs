@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use loadgen::worker::protocol::{FinalReport, Role};
 use operator::api::{router, serve, ApiState, AuthError, Authenticator, ReportSink, ServerLimits};
 use operator::metrics::Metrics;
 use operator::runs::{Caller, Registry, RunSpec};
+use protocol::worker::{FinalReport, Role};
 
 /// The run every test announces.
 pub const RUN: &str = "run-0";

@@ -90,7 +90,7 @@ fn histogram_bomb(worker: &str) -> Value {
     use base64::Engine as _;
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     h.record(1000).unwrap();
-    let cfg = loadgen::report::HttpRunConfig {
+    let cfg = protocol::report::HttpRunConfig {
         url: "http://x/".into(),
         method: "GET".into(),
         connections: 1,
@@ -102,15 +102,16 @@ fn histogram_bomb(worker: &str) -> Value {
         http2: false,
         timeout_s: 2.0,
     };
-    let counters = loadgen::report::Counters {
+    let counters = protocol::report::Counters {
         requests: 1,
-        status: loadgen::report::StatusCounts {
+        status: protocol::report::StatusCounts {
             s2xx: 1,
             ..Default::default()
         },
         ..Default::default()
     };
-    let r = loadgen::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
+    let r =
+        protocol::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
     let mut report: Value = serde_json::from_str(&r.to_json()).unwrap();
     let mut v2 = Vec::new();
     v2.extend_from_slice(&0x1c84_9313u32.to_be_bytes()); // V2 cookie

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kube::Client;
 
 use crds::egress::EgressBenchmark;
-use loadgen::offload::{parse_state_line, DeviceState};
+use protocol::offload::{parse_state_line, DeviceState};
 
 use super::super::plan;
 use crate::config::Config;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crds::egress::{EgressBenchmark, EgressCase, OffloadRecord};
-use loadgen::offload::DeviceState;
+use protocol::offload::DeviceState;
 
 use super::super::validate;
 use crate::config::Config;

@@ -3,9 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Direction, Flow};
-use super::cpu::CpuUsage;
-use super::sys::TcpInfo;
+use super::{Direction, Flow};
 
 pub const REPORT_VERSION: u32 = 1;
 pub const REPORT_KIND: &str = "tcp";
@@ -51,7 +49,8 @@ impl Throughput {
     }
 }
 
-/// TCP_INFO of a sending socket, taken when it stopped sending.
+/// TCP_INFO of a sending socket, taken when it stopped sending (retransmits are the socket's
+/// `total_retrans`, the congestion window is `snd_cwnd * snd_mss`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TcpInfoSnapshot {
     pub retransmits: u64,
@@ -59,18 +58,6 @@ pub struct TcpInfoSnapshot {
     pub rttvar_us: u32,
     pub snd_cwnd_bytes: u64,
     pub pmtu: u32,
-}
-
-impl From<TcpInfo> for TcpInfoSnapshot {
-    fn from(i: TcpInfo) -> Self {
-        TcpInfoSnapshot {
-            retransmits: u64::from(i.total_retrans),
-            rtt_us: i.rtt_us,
-            rttvar_us: i.rttvar_us,
-            snd_cwnd_bytes: u64::from(i.snd_cwnd) * u64::from(i.snd_mss),
-            pmtu: i.pmtu,
-        }
-    }
 }
 
 /// One data connection, seen from both ends.
@@ -86,6 +73,25 @@ pub struct StreamReport {
     pub tcp: Option<TcpInfoSnapshot>,
     /// Why the stream ended early, if it did (either end).
     pub error: Option<String>,
+}
+
+/// CPU time spent during a test divided by its wall time, in percent of one CPU
+/// (so two busy threads make 200).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    pub user_percent: f64,
+    pub system_percent: f64,
+    pub total_percent: f64,
+}
+
+impl CpuUsage {
+    pub fn sum(self, other: CpuUsage) -> CpuUsage {
+        CpuUsage {
+            user_percent: self.user_percent + other.user_percent,
+            system_percent: self.system_percent + other.system_percent,
+            total_percent: self.total_percent + other.total_percent,
+        }
+    }
 }
 
 /// CPU use of both ends, in percent of one CPU.
@@ -146,7 +152,7 @@ pub enum MergeError {
 
 impl TcpReport {
     /// Builds the totals of a single client run from its streams.
-    pub(crate) fn single(run: RunSummary, streams: Vec<StreamReport>) -> Self {
+    pub fn single(run: RunSummary, streams: Vec<StreamReport>) -> Self {
         let cpu = run.cpu;
         let mut report = TcpReport {
             version: REPORT_VERSION,

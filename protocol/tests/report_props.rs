@@ -11,17 +11,17 @@ use std::io::Write;
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
 use hdrhistogram::Histogram;
-use loadgen::report::histogram::{
+use proptest::collection::vec;
+use proptest::prelude::*;
+use protocol::report::histogram::{
     decode, decode_bytes, encode, new_latency_histogram, LATENCY_MAX_US, MAX_TOTAL_COUNT,
 };
-use loadgen::report::{
+use protocol::report::{
     merge_http, validate_http, Counters, HttpReport, HttpRunConfig, LatencySummary, Report,
     ReportError, StatusCounts,
 };
-use loadgen::worker::protocol::{FinalReport, PROTOCOL_VERSION};
-use loadgen::worker::{validate_final, CheckedReport};
-use proptest::collection::vec;
-use proptest::prelude::*;
+use protocol::worker::{validate_final, CheckedReport};
+use protocol::worker::{FinalReport, PROTOCOL_VERSION};
 
 /// Most memory a decode may hold at once: the counts array of the largest histogram the header
 /// checks allow (5 digits, 1 us .. 1 h: 16 MiB) plus the bounded buffers around it.

@@ -6,7 +6,7 @@
 use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
 use crate::tcp::{validate_tcp, TcpReport};
 
-use super::protocol::{FinalReport, PROTOCOL_VERSION};
+use super::{FinalReport, PROTOCOL_VERSION};
 
 /// Longest pod or node name (a DNS subdomain).
 const MAX_NAME: usize = 253;
@@ -49,7 +49,7 @@ pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, Repo
         )));
     }
     let in_report = |e: InvalidReport| invalid(format!("report.{}", e.field), e.problem);
-    if kind == crate::tcp::report::REPORT_KIND {
+    if kind == crate::tcp::REPORT_KIND {
         let tcp = tcp_of(&r.report)?;
         validate_tcp(&tcp).map_err(in_report)?;
         if tcp.runs.len() != 1 {
@@ -89,7 +89,7 @@ fn version_of(report: &serde_json::Value, ours: u32) -> Result<(), ReportRefusal
 }
 
 fn tcp_of(report: &serde_json::Value) -> Result<TcpReport, ReportRefusal> {
-    version_of(report, crate::tcp::report::REPORT_VERSION)?;
+    version_of(report, crate::tcp::REPORT_VERSION)?;
     serde_json::from_value(report.clone())
         .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
 }

@@ -13,14 +13,29 @@
 //! POST {base}/v1/runs/{run}/report     FinalReport              -> 204 (stored durably)
 //! ```
 //! Errors are 4xx with an `ApiError` body: 400 a report that fails validation (the message
-//! names the field, see [`super::validate_final`]), 401 no or bad token, 403 not a worker of the
+//! names the field, see [`validate_final`]), 401 no or bad token, 403 not a worker of the
 //! run or speaking for another worker, 404 unknown run or worker, 408 request too slow, 409 wrong
 //! step or duplicate report, 413 body too large, 422 malformed body.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use serde::{Deserialize, Serialize};
+
+mod validate;
+
+pub use validate::{validate_final, CheckedReport, ReportRefusal};
 
 /// Version of this protocol; both sides put it in every body and reject other versions.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Wall-clock now in Unix milliseconds, the clock of every `*_unix_ms` field (0 if the clock
+/// is before 1970).
+pub fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
 
 /// Path prefix of every protocol endpoint for one run.
 pub fn run_path(run: &str) -> String {

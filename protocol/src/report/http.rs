@@ -285,6 +285,7 @@ impl HttpReport {
     }
 }
 
+/// The producer named in reports; the workspace's version, which loadgen shares.
 pub(crate) fn tool_name() -> String {
     format!("netbench-loadgen {}", env!("CARGO_PKG_VERSION"))
 }

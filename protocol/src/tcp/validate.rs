@@ -2,10 +2,8 @@
 //! [`super::merge`] build: totals are the sums of the streams, each run has one stream per flow
 //! of its direction, CPU totals are the sums of the runs.
 
-use super::config::{MAX_LEN, MAX_STREAMS};
-use super::cpu::CpuUsage;
-use super::report::{Throughput, REPORT_KIND, REPORT_VERSION};
-use super::TcpReport;
+use super::report::{CpuReport, CpuUsage, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION};
+use super::{TcpReport, MAX_LEN, MAX_STREAMS};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
 };
@@ -44,7 +42,7 @@ pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
     check_cpu_total(r)
 }
 
-fn check_run(i: usize, run: &super::report::RunSummary) -> Result<(), InvalidReport> {
+fn check_run(i: usize, run: &RunSummary) -> Result<(), InvalidReport> {
     let field = |name: &str| format!("runs[{i}].{name}");
     if !(1..=MAX_STREAMS).contains(&run.streams) {
         return Err(invalid(
@@ -191,11 +189,9 @@ fn check_cpu_total(r: &TcpReport) -> Result<(), InvalidReport> {
     let sum = r
         .runs
         .iter()
-        .fold(super::report::CpuReport::default(), |acc, run| {
-            super::report::CpuReport {
-                client: acc.client.sum(run.cpu.client),
-                server: acc.server.sum(run.cpu.server),
-            }
+        .fold(CpuReport::default(), |acc, run| CpuReport {
+            client: acc.client.sum(run.cpu.client),
+            server: acc.server.sum(run.cpu.server),
         });
     for (field, got, want) in [
         ("cpu.client", &r.cpu.client, &sum.client),
@@ -224,8 +220,8 @@ fn check_cpu_total(r: &TcpReport) -> Result<(), InvalidReport> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::tcp::config::{Direction, Flow};
-    use crate::tcp::report::{CpuReport, RunSummary, StreamReport, TcpInfoSnapshot};
+    use crate::tcp::report::{StreamReport, TcpInfoSnapshot};
+    use crate::tcp::{Direction, Flow};
 
     /// A single-run report as the client builds it: two streams sent, the server's view back.
     pub(crate) fn tcp_report(start: u64, scale: u64) -> TcpReport {

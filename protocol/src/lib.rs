@@ -1,0 +1,20 @@
+//! netbench's wire formats, shared by `netbench-loadgen` (which produces them) and
+//! `netbench-operator` (which receives, validates, stores and merges them). Pure data and pure
+//! functions: no runtime, no network, no Kubernetes.
+//!
+//! - [`worker`]: the worker <-> operator API messages (register, barrier, progress, final
+//!   report) and [`worker::validate_final`], which checks a worker's final report in full.
+//! - [`report`]: the versioned JSON report envelope, the HTTP report (with its HDR latency
+//!   histogram, encoded and decoded with bounds), its exact merge and its validation.
+//! - [`tcp`]: the TCP report (iperf3-style streams, both ends' view), its merge and validation.
+//! - [`offload`]: a device's offload feature state as the operator records it, the state line
+//!   that carries it and ethtool's legacy feature names.
+#![deny(rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+pub mod offload;
+pub mod report;
+pub mod tcp;
+pub mod worker;
+
+pub use report::ErrorCounts;
