@@ -10,7 +10,8 @@
 //! `leader` (Lease-based leader election), `conditions`, `creation` (starting worker pods:
 //! refusals fail the run, transient errors retry until the start timeout), `deadline` (every
 //! run's overall deadline from its spec), `caps` (the admin's caps on sizes,
-//! durations and targets).
+//! durations and targets), `testing` (test doubles of its traits, for its unit and integration
+//! tests).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
@@ -39,4 +40,5 @@ pub mod reports;
 pub mod resume;
 pub mod runs;
 pub mod target;
+pub mod testing;
 pub mod workers;

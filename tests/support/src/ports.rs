@@ -3,7 +3,6 @@
 //! test uses it. So a test keeps what it bound, or lets the server bind port 0 and tells it,
 //! and only a program that can do neither (iperf3, nginx) gets a candidate port, checked to be
 //! its own afterwards.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use std::net::{Ipv4Addr, SocketAddr};
 
