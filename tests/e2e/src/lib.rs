@@ -264,10 +264,10 @@ pub async fn create_and_wait(
 
 /// Kind, namespace and name of an object as JSON.
 fn identity(obj: &Value) -> (&str, &str, &str) {
-    let field = |v: &Value| {
+    fn field(v: &Value) -> &str {
         v.as_str()
             .expect("kind, metadata.namespace and metadata.name")
-    };
+    }
     let meta = &obj["metadata"];
     (
         field(&obj["kind"]),

@@ -16,6 +16,7 @@ pub struct ClosedPort {
 }
 
 impl ClosedPort {
+    #[allow(clippy::new_without_default)] // it binds a socket: no default value
     pub fn new() -> ClosedPort {
         let socket =
             Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("a TCP socket");
