@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use std::sync::{Arc, Mutex};
 
-use http_common::{load, ports, Behaviour, Nginx, TinyServer};
+use http_common::{load, Behaviour, TinyServer};
 use loadgen::http::{run, HttpConfig, HttpOptions, Progress};
+use test_support::nginx::Nginx;
+use test_support::ports;
 
 fn opts(url: String, connections: u64, threads: u64, duration: &str) -> HttpOptions {
     let mut o = HttpOptions::new(url);

@@ -44,4 +44,5 @@ pub mod reports;
 pub mod resume;
 pub mod runs;
 pub mod target;
+pub mod testing;
 pub mod workers;

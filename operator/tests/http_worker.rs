@@ -8,98 +8,12 @@
 
 mod worker_api;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use protocol::report::HttpReport;
 use protocol::worker::Role;
-use worker_api::{Api, RUN};
-
-/// A Debian nginx on 127.0.0.1 answering 200 on `/` and 500 on `/fail`; killed on Drop.
-struct Nginx {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Nginx {
-    fn start() -> Nginx {
-        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .unwrap_or_else(|| {
-                panic!("nginx is not installed: apt-get install -y nginx-light (tests/apt-packages.txt)")
-            });
-        worker_api::start_on_free_port("nginx", |port| {
-            let dir = std::env::temp_dir()
-                .join(format!("netbench-op-nginx-{}-{port}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            let conf = format!(
-                r#"master_process off;
-worker_processes 1;
-user root;
-error_log {d}/error.log;
-pid {d}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/body;
-    keepalive_requests 1000000;
-    server {{
-        listen 127.0.0.1:{port};
-        location = /fail {{ return 500 "fail\n"; }}
-        location / {{ return 200 "hello\n"; }}
-    }}
-}}
-"#,
-                d = dir.display()
-            );
-            std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-            let child = Command::new(nginx)
-                .args(["-c", &format!("{}/nginx.conf", dir.display())])
-                .args(["-p", &dir.display().to_string()])
-                .args(["-g", "daemon off;"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn nginx");
-            let mut n = Nginx { child, dir, port };
-            n.wait_bound().then_some(n)
-        })
-    }
-
-    /// True once nginx has bound its port: it writes its pid file only after opening its
-    /// listeners, so the port is nginx's own, not someone's who took it meanwhile. False if
-    /// nginx exits first (the port was taken: another is tried).
-    fn wait_bound(&mut self) -> bool {
-        let pid = self.child.id().to_string();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            let written = std::fs::read_to_string(self.dir.join("nginx.pid")).unwrap_or_default();
-            if written.trim() == pid {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "nginx wrote no pid file in 10 s (see {}/error.log)",
-            self.dir.display()
-        );
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use test_support::nginx::Nginx;
+use worker_api::Api;
 
 /// The value of the sample `metric{...labels...}` (labels in Prometheus' sorted order).
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -194,16 +108,7 @@ fn an_http_worker_run_exports_live_latency_and_errors() {
     );
     assert!(api.progress_updates() >= 3);
     assert!(api
-        .runs
-        .barrier(
-            RUN,
-            &operator::runs::Caller {
-                namespace: "ns".into(),
-                worker: "client-0".into(),
-            },
-            "client-0",
-            0
-        )
+        .barrier("client-0")
         .is_ok_and(|b| b.start_at_unix_ms.is_some()));
 }
 

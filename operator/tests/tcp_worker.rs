@@ -37,18 +37,7 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
 
     // The server registered the address it advertised (-B) with the port it bound, which the
     // barrier gave the client.
-    let barrier = api
-        .runs
-        .barrier(
-            RUN,
-            &operator::runs::Caller {
-                namespace: "ns".into(),
-                worker: "client-0".into(),
-            },
-            "client-0",
-            0,
-        )
-        .expect("client registered");
+    let barrier = api.barrier("client-0").expect("client registered");
     let [listen] = &barrier.servers[..] else {
         panic!("one server registered: {:?}", barrier.servers);
     };

@@ -3,8 +3,7 @@
 //! netbench-loadgen on a path and return their figures.
 #![allow(dead_code)] // each test binary uses a different subset
 
-#[path = "../ports/mod.rs"]
-pub mod ports;
+pub use test_support::ports;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

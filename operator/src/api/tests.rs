@@ -3,57 +3,25 @@
 //! e2e tests use a real cluster for both.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use protocol::worker::*;
 use tower::ServiceExt;
 
 use super::*;
-use crate::runs::{Caller, RunSpec};
-
-/// Worker identities by bearer token: what `PodTokens` learns from a TokenReview.
-struct FixedTokens(BTreeMap<&'static str, &'static str>);
-
-impl Authenticator for FixedTokens {
-    fn authenticate<'a>(
-        &'a self,
-        _run: &'a str,
-        bearer: &'a str,
-    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
-        let caller = self.0.get(bearer).map(|worker| Caller {
-            namespace: "ns".into(),
-            worker: worker.to_string(),
-        });
-        Box::pin(async move { caller.ok_or(AuthError::BadToken) })
-    }
-}
+use crate::runs::RunSpec;
+use crate::testing::{FixedTokens, MemorySink};
 
 fn fixed_tokens() -> FixedTokens {
-    FixedTokens(BTreeMap::from([
+    FixedTokens::new([
         ("tok", "w0"),
         ("tok2", "r2-w0"),
         ("tok2b", "r2-w1"),
         ("tok-elsewhere", "somebody"),
-    ]))
-}
-
-#[derive(Default)]
-pub(super) struct MemorySink(pub(super) Mutex<Vec<FinalReport>>);
-
-impl ReportSink for MemorySink {
-    fn store<'a>(
-        &'a self,
-        _run: &'a str,
-        _spec: &'a RunSpec,
-        report: &'a FinalReport,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        self.0.lock().unwrap().push(report.clone());
-        Box::pin(async { Ok(()) })
-    }
+    ])
 }
 
 fn setup() -> (Router, Arc<MemorySink>, Arc<Metrics>) {

@@ -11,18 +11,17 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use operator::api::{router, serve, ApiState, AuthError, Authenticator, ReportSink, ServerLimits};
+use operator::api::{router, serve, ApiState, ServerLimits};
 use operator::metrics::Metrics;
-use operator::runs::{Caller, Registry, RunSpec};
-use protocol::worker::{FinalReport, Role};
+use operator::runs::{BarrierState, Caller, Registry, RegistryError, RunSpec};
+use operator::testing::{FixedTokens, MemorySink};
+use protocol::worker::Role;
 
 /// The run every test announces.
 pub const RUN: &str = "run-0";
@@ -30,38 +29,6 @@ pub const RUN: &str = "run-0";
 /// The bearer token worker `worker` presents here (in a cluster: its pod's ServiceAccount token).
 pub fn token_of(worker: &str) -> String {
     format!("token-of-{worker}")
-}
-
-/// Stands in for the TokenReview: `token_of(w)` is worker pod `w` of namespace "ns".
-struct FixedTokens;
-
-impl Authenticator for FixedTokens {
-    fn authenticate<'a>(
-        &'a self,
-        _run: &'a str,
-        bearer: &'a str,
-    ) -> BoxFuture<'a, Result<Caller, AuthError>> {
-        let caller = bearer.strip_prefix("token-of-").map(|w| Caller {
-            namespace: "ns".into(),
-            worker: w.to_string(),
-        });
-        Box::pin(async move { caller.ok_or(AuthError::BadToken) })
-    }
-}
-
-#[derive(Default)]
-pub struct MemorySink(pub Mutex<Vec<FinalReport>>);
-
-impl ReportSink for MemorySink {
-    fn store<'a>(
-        &'a self,
-        _run: &'a str,
-        _spec: &'a RunSpec,
-        report: &'a FinalReport,
-    ) -> BoxFuture<'a, Result<(), String>> {
-        self.0.lock().unwrap().push(report.clone());
-        Box::pin(async { Ok(()) })
-    }
 }
 
 /// The operator's worker API served on 127.0.0.1 from a runtime of its own.
@@ -96,7 +63,10 @@ impl Api {
         let (wake, wake_rx) = tokio::sync::mpsc::unbounded_channel();
         std::mem::forget(wake_rx); // keep the channel open; nothing reconciles here
         let state = ApiState {
-            auth: Arc::new(FixedTokens),
+            // Stands in for the TokenReview: `token_of(w)` is worker pod `w` of namespace "ns".
+            auth: Arc::new(FixedTokens::new(
+                workers.iter().map(|(w, _)| (token_of(w), *w)),
+            )),
             runs: runs.clone(),
             metrics: metrics.clone(),
             sink: sink.clone(),
@@ -145,6 +115,15 @@ impl Api {
             .spawn()
             .expect("starting netbench-loadgen");
         Worker(Some(child))
+    }
+
+    /// The barrier of [`RUN`] at step 0 as worker `worker` (of namespace "ns") asks for it.
+    pub fn barrier(&self, worker: &str) -> Result<BarrierState, RegistryError> {
+        let caller = Caller {
+            namespace: "ns".into(),
+            worker: worker.into(),
+        };
+        self.runs.barrier(RUN, &caller, worker, 0)
     }
 
     pub fn progress_updates(&self) -> u64 {
@@ -278,22 +257,4 @@ fn ours(uplifted: &std::path::Path) -> PathBuf {
                 && e.metadata().is_ok_and(|m| m.ino() == inode)
         })
         .map_or_else(|| uplifted.to_path_buf(), |e| e.path())
-}
-
-/// Starts a server that can only be given a port number (nginx cannot bind port 0):
-/// `start(port)` with ports that were free a moment ago until it returns `Some`, which it must
-/// do only once it knows the listener on that port is its own (`None`: taken meanwhile).
-#[allow(dead_code)] // only the system-tests binaries start such servers
-pub fn start_on_free_port<T>(what: &str, mut start: impl FnMut(u16) -> Option<T>) -> T {
-    const ATTEMPTS: usize = 5;
-    for _ in 0..ATTEMPTS {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("finding a candidate port")
-            .port();
-        if let Some(server) = start(port) {
-            return server;
-        }
-    }
-    panic!("{what} did not start on any of {ATTEMPTS} free ports");
 }

@@ -1,11 +1,17 @@
 //! Support for the end-to-end tests: a fresh namespace per test (deleted afterwards, pod state
-//! dumped on failure), waiting for a benchmark phase, kubectl, and the operator's metrics.
+//! dumped on failure), benchmarks created and awaited (test_support::k8s, re-exported here with
+//! polling from test_support::poll), kubectl, the operator's metrics and restarts, and the
+//! egress test bed ([`EgressNet`]).
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
 pub mod egress_net;
 pub use egress_net::EgressNet;
+pub use test_support::k8s::*;
+pub use test_support::poll::{eventually, eventually_every};
 
+use std::collections::BTreeSet;
+use std::fmt::Debug;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,7 +20,16 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
-use serde_json::Value;
+use serde_json::{json, Value};
+
+pub const IB: &str = "IngressBenchmark";
+pub const EB: &str = "EgressBenchmark";
+/// The phases a run ends in.
+pub const FINISHED: &[&str] = &["Succeeded", "Failed"];
+/// How long a whole run may take on the test cluster.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+/// The nginx Service tests/cluster/demo.sh deploys.
+pub const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
 
 /// Label selector of the operator's pods (as the chart labels them).
 pub const OPERATOR_PODS: &str =
@@ -126,47 +141,33 @@ pub fn set(v: &mut Value, pointer: &str, value: Value) {
     }
 }
 
-/// Creates any namespaced object from JSON through the dynamic API (like kubectl create).
-pub async fn create(client: &Client, namespace: &str, obj: &Value) -> Result<(), kube::Error> {
-    let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
-        api_version: obj["apiVersion"].as_str().unwrap_or_default().into(),
-        kind: obj["kind"].as_str().unwrap_or_default().into(),
+/// deploy/examples/ingress-simple.yaml in `ns`, loading `url` for `duration` after a 1 s
+/// warm-up with `connections` connections.
+pub fn ingress_simple(ns: &str, url: &str, duration: &str, connections: u32) -> Value {
+    example(
+        "ingress-simple.yaml",
+        ns,
+        &[
+            ("/spec/target/url", json!(url)),
+            ("/spec/load/duration", json!(duration)),
+            ("/spec/load/warmup", json!("1s")),
+            ("/spec/load/connections", json!(connections)),
+        ],
+    )
+}
+
+/// A benchmark of `kind` named `ns`/`name` with `spec`.
+pub fn benchmark(kind: &str, ns: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "netbench.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
     })
-    .expect("object has apiVersion and kind");
-    let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await?;
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-    let obj: kube::api::DynamicObject = serde_json::from_value(obj.clone()).expect("valid object");
-    api.create(&PostParams::default(), &obj).await.map(drop)
 }
 
-/// Polls until the benchmark's phase is one of `phases`; returns the object as JSON.
-pub async fn wait_phase(
-    client: &Client,
-    kind: &str,
-    ns: &str,
-    name: &str,
-    phases: &[&str],
-    timeout: Duration,
-) -> Result<Value> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let v = get_benchmark(client, kind, ns, name).await?;
-        let phase = v["status"]["phase"].as_str().unwrap_or("").to_string();
-        if phases.contains(&phase.as_str()) {
-            return Ok(v);
-        }
-        let last = format!(
-            "{phase} ({})",
-            v["status"]["message"].as_str().unwrap_or("")
-        );
-        if tokio::time::Instant::now() > deadline {
-            bail!("{kind} {ns}/{name} did not reach {phases:?} within {timeout:?}; last: {last}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Polls until `ready` holds for the benchmark (as JSON); returns it.
+/// Waits (watching, see [`wait_for`]) until `ready` holds for the benchmark `kind` `ns`/`name`
+/// as JSON; returns it. Panics naming it, its phase, conditions and message, after `timeout`.
 pub async fn wait_until(
     client: &Client,
     kind: &str,
@@ -175,21 +176,154 @@ pub async fn wait_until(
     what: &str,
     timeout: Duration,
     ready: impl Fn(&Value) -> bool,
-) -> Result<Value> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let v = get_benchmark(client, kind, ns, name).await?;
-        if ready(&v) {
+) -> Value {
+    async fn typed<K>(
+        client: &Client,
+        ns: &str,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&Value) -> bool,
+    ) -> Value
+    where
+        K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Send
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + 'static,
+    {
+        let api = Api::<K>::namespaced(client.clone(), ns);
+        let json = |b: &K| serde_json::to_value(b).expect("a benchmark is JSON");
+        json(&wait_for(&api, name, what, timeout, |b| ready(&json(b))).await)
+    }
+    match kind {
+        IB => typed::<crds::IngressBenchmark>(client, ns, name, what, timeout, ready).await,
+        _ => typed::<crds::EgressBenchmark>(client, ns, name, what, timeout, ready).await,
+    }
+}
+
+/// Waits until the benchmark's phase is one of `phases`; returns it as JSON.
+pub async fn wait_phase(
+    client: &Client,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    phases: &[&str],
+    timeout: Duration,
+) -> Value {
+    let what = format!("phase in {phases:?}");
+    wait_until(client, kind, ns, name, &what, timeout, |v| {
+        phases.iter().any(|p| v["status"]["phase"] == *p)
+    })
+    .await
+}
+
+/// Waits (up to [`RUN_TIMEOUT`]) until the benchmark's run ends: it must have Succeeded.
+/// Returns it as JSON.
+pub async fn wait_succeeded(client: &Client, kind: &str, ns: &str, name: &str) -> Value {
+    let done = wait_phase(client, kind, ns, name, FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&done, "Succeeded");
+    done
+}
+
+/// Waits until the EgressBenchmark `ns`/`name` has written its offload settings back
+/// (condition OffloadRestored=True); returns it as JSON.
+pub async fn wait_offload_restored(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+) -> Value {
+    let restored = |v: &Value| condition_is(v, "OffloadRestored", "True");
+    wait_until(
+        client,
+        EB,
+        ns,
+        name,
+        "OffloadRestored=True",
+        timeout,
+        restored,
+    )
+    .await
+}
+
+/// Creates `benchmark` (JSON naming its kind, namespace and name) and waits until its phase is
+/// one of `phases`; returns it as JSON.
+pub async fn create_and_wait(
+    client: &Client,
+    benchmark: &Value,
+    phases: &[&str],
+    timeout: Duration,
+) -> Value {
+    let (kind, ns, name) = identity(benchmark);
+    create(client, ns, benchmark).await.unwrap();
+    wait_phase(client, kind, ns, name, phases, timeout).await
+}
+
+/// Kind, namespace and name of an object as JSON.
+fn identity(obj: &Value) -> (&str, &str, &str) {
+    fn field(v: &Value) -> &str {
+        v.as_str()
+            .expect("kind, metadata.namespace and metadata.name")
+    }
+    let meta = &obj["metadata"];
+    (
+        field(&obj["kind"]),
+        field(&meta["namespace"]),
+        field(&meta["name"]),
+    )
+}
+
+/// Deletes the operator's pods: its Deployment starts a new process.
+pub fn restart_operator() {
+    kubectl(&[
+        "-n",
+        OPERATOR_NAMESPACE,
+        "delete",
+        "pod",
+        "-l",
+        OPERATOR_PODS,
+        "--wait=false",
+    ])
+    .unwrap();
+}
+
+/// The operator restarted in the middle of a run of `benchmark`: creates it, restarts the
+/// operator once it is Running and waits until it ends. The new leader must resume the same
+/// run (same runId) to Succeeded, and exactly `workers` worker pods may ever exist (polled
+/// before the restart and every 500 ms after it): none is created a second time. Returns the
+/// finished benchmark as JSON.
+pub async fn restart_mid_run(client: &Client, benchmark: &Value, workers: usize) -> Value {
+    let (kind, ns, name) = identity(benchmark);
+    let running = create_and_wait(client, benchmark, &["Running"], RUN_TIMEOUT).await;
+    let run_id = running["status"]["runId"].clone();
+    let mut seen = BTreeSet::new();
+    let mut see = async || {
+        for p in worker_pods(client, ns).await.unwrap() {
+            seen.insert(p.metadata.uid.unwrap());
+        }
+    };
+    see().await;
+    restart_operator();
+    let done = eventually(RUN_TIMEOUT, async || {
+        see().await;
+        let v = get_benchmark(client, kind, ns, name).await.unwrap();
+        if FINISHED.contains(&v["status"]["phase"].as_str().unwrap_or_default()) {
             return Ok(v);
         }
-        if tokio::time::Instant::now() > deadline {
-            bail!(
-                "{kind} {ns}/{name}: no {what} within {timeout:?}; status: {:#}",
-                v["status"]
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        Err(format!("run did not finish: {:#}", v["status"]))
+    })
+    .await;
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    assert_eq!(done["status"]["runId"], run_id, "the same run resumed");
+    assert_eq!(
+        seen.len(),
+        workers,
+        "exactly {workers} worker pod(s) were ever created: {seen:?}"
+    );
+    done
 }
 
 /// The first data row of a `kubectl get` table, by column header. Cells may hold spaces
@@ -269,18 +403,15 @@ pub async fn worker_pods(client: &Client, ns: &str) -> Result<Vec<Pod>> {
 }
 
 /// Waits until no child of the operator is left for `ns` (see [`children`]).
-pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) -> Result<()> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let left = children(client, ns).await?;
+pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) {
+    eventually(timeout, async || {
+        let left = children(client, ns).await.unwrap();
         if left.is_empty() {
             return Ok(());
         }
-        if tokio::time::Instant::now() > deadline {
-            bail!("children left for {ns}: {}", left.join(", "));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!("children left for {ns}: {}", left.join(", ")))
+    })
+    .await
 }
 
 /// The operator's pods, Jobs, Secrets and ConfigMaps in `ns`, and the offload Jobs (and their

@@ -7,13 +7,12 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use e2e::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use serde_json::{json, Value};
 
-const IB: &str = "IngressBenchmark";
 /// The nginx Service tests/cluster/demo.sh deploys, as three different host names: runs that
 /// name different hosts do not queue behind each other for sharing a target.
 const TARGETS: [&str; 3] = [
@@ -21,23 +20,13 @@ const TARGETS: [&str; 3] = [
     "http://nginx-target.netbench-target.svc/",
     "http://nginx-target.netbench-target/",
 ];
-const FINISHED: &[&str] = &["Succeeded", "Failed"];
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(60);
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// ingress-simple.yaml as `name`, loading `url` for `duration` with 8 connections.
 fn bench(ns: &str, name: &str, url: &str, duration: &str) -> Value {
-    example(
-        "ingress-simple.yaml",
-        ns,
-        &[
-            ("/metadata/name", json!(name)),
-            ("/spec/target/url", json!(url)),
-            ("/spec/load/duration", json!(duration)),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(8)),
-        ],
-    )
+    let mut ib = ingress_simple(ns, url, duration, 8);
+    set(&mut ib, "/metadata/name", json!(name));
+    ib
 }
 
 /// A numeric cap as the operator's Deployment sets it (the chart always renders every cap).
@@ -61,19 +50,10 @@ async fn operator_cap(client: &kube::Client, env: &str) -> Result<u64> {
         .with_context(|| format!("{env}={value} is not a number"))
 }
 
-/// The condition `type_` of a benchmark as JSON (Null when absent).
-fn condition<'a>(b: &'a Value, type_: &str) -> &'a Value {
-    b["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .unwrap_or(&Value::Null)
-}
-
 /// Waits for the Warning Event of a failed benchmark, carrying `needle` in its note.
-async fn wait_warning_event(ns: &str, name: &str, needle: &str) -> Result<()> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+async fn wait_warning_event(ns: &str, name: &str, needle: &str) {
     let selector = format!("involvedObject.name={name},type=Warning");
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let notes = kubectl(&[
             "-n",
             ns,
@@ -83,26 +63,25 @@ async fn wait_warning_event(ns: &str, name: &str, needle: &str) -> Result<()> {
             &selector,
             "-o",
             "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}",
-        ])?;
+        ])
+        .unwrap();
         if notes
             .lines()
             .any(|l| l.starts_with("Failed: ") && l.contains(needle))
         {
             return Ok(());
         }
-        if tokio::time::Instant::now() > deadline {
-            bail!("no Warning Event Failed for {ns}/{name} with {needle:?}; events: {notes}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!(
+            "no Warning Event Failed for {ns}/{name} with {needle:?}; events: {notes}"
+        ))
+    })
+    .await
 }
 
 /// The benchmark ends Failed with the refusal: phase message, condition Invalid (reason
 /// NotPermitted), a Warning Event, all carrying `needle`.
 async fn assert_refused(client: &kube::Client, ns: &str, name: &str, needle: &str) {
-    let done = wait_phase(client, IB, ns, name, FINISHED, REFUSAL_TIMEOUT)
-        .await
-        .unwrap();
+    let done = wait_phase(client, IB, ns, name, FINISHED, REFUSAL_TIMEOUT).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Failed", "{name}: {st:#}");
     let message = st["message"].as_str().unwrap_or_default();
@@ -116,7 +95,7 @@ async fn assert_refused(client: &kube::Client, ns: &str, name: &str, needle: &st
             .is_some_and(|m| m.contains(needle)),
         "{name}: {invalid}"
     );
-    wait_warning_event(ns, name, needle).await.unwrap();
+    wait_warning_event(ns, name, needle).await;
 }
 
 #[tokio::test]
@@ -178,10 +157,7 @@ async fn over_the_caps_or_at_forbidden_targets_is_refused_while_a_run_within_suc
     let left = children(&client, ns).await.unwrap();
     assert!(left.is_empty(), "refused benchmarks created {left:?}");
 
-    let done = wait_phase(&client, IB, &allowed.name, "within", FINISHED, RUN_TIMEOUT)
-        .await
-        .unwrap();
-    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    let done = wait_succeeded(&client, IB, &allowed.name, "within").await;
     assert_eq!(condition(&done, "Invalid")["status"], "False");
     assert!(done["status"]["steps"][0]["requests"].as_u64().unwrap() > 0);
 }
@@ -227,8 +203,7 @@ async fn a_run_beyond_the_namespace_cap_waits_in_queued_then_runs() {
                     .is_some_and(|m| m.contains(&needle))
         },
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(condition(&queued, "Invalid")["status"], "False");
     let waiting = condition(&queued, "Queued");
     assert_eq!(waiting["status"], "True", "{waiting:#}");
@@ -248,9 +223,7 @@ async fn a_run_beyond_the_namespace_cap_waits_in_queued_then_runs() {
     );
     // Not a refusal: once a slot frees, it runs to the end.
     for name in &names {
-        let done = wait_phase(&client, IB, &ns.name, name, FINISHED, RUN_TIMEOUT)
-            .await
-            .unwrap();
+        let done = wait_phase(&client, IB, &ns.name, name, FINISHED, RUN_TIMEOUT).await;
         assert_eq!(
             done["status"]["phase"], "Succeeded",
             "{name}: {:#}",

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use anyhow::{bail, Result};
 use e2e::*;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -23,25 +22,13 @@ use crds::IngressBenchmark;
 use operator::labels;
 use operator::reports::{object_name, Owner};
 
-const IB: &str = "IngressBenchmark";
 const NAME: &str = "ingress-simple";
-/// The nginx Service tests/cluster/demo.sh deploys.
-const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// ingress-simple.yaml with two workers and a short run.
 fn two_workers(ns: &str) -> Value {
-    example(
-        "ingress-simple.yaml",
-        ns,
-        &[
-            ("/spec/target/url", json!(TARGET)),
-            ("/spec/load/duration", json!("3s")),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(4)),
-            ("/spec/workers/replicas", json!(2)),
-        ],
-    )
+    let mut ib = ingress_simple(ns, TARGET, "3s", 4);
+    set(&mut ib, "/spec/workers/replicas", json!(2));
+    ib
 }
 
 /// A ValidatingAdmissionPolicy and its binding that deny, in one namespace, every status write
@@ -97,7 +84,7 @@ impl HoldSucceeded {
 
     /// Waits until the API server enforces the hold: a dry-run status write recording
     /// Succeeded on `probe` is denied with our message.
-    async fn wait_enforced(&self, client: &Client, ns: &str, probe: &str) -> Result<()> {
+    async fn wait_enforced(&self, client: &Client, ns: &str, probe: &str) {
         let api = Api::<IngressBenchmark>::namespaced(client.clone(), ns);
         let pp = PatchParams {
             dry_run: true,
@@ -105,17 +92,16 @@ impl HoldSucceeded {
             ..Default::default()
         };
         let patch = Patch::Merge(json!({"status": {"phase": "Succeeded"}}));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        eventually(Duration::from_secs(60), async || {
             let last = match api.patch_status(probe, &pp, &patch).await {
                 Err(e) if e.to_string().contains(&self.message) => return Ok(()),
                 other => format!("{other:?}"),
             };
-            if tokio::time::Instant::now() > deadline {
-                bail!("the policy is not enforced after 60s; last answer: {last}");
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+            Err(format!(
+                "the policy is not enforced after 60s; last answer: {last}"
+            ))
+        })
+        .await
     }
 
     async fn lift(&self, client: &Client) {
@@ -142,9 +128,8 @@ impl Drop for HoldSucceeded {
 
 /// Waits until the operator's log shows a write denied with `message`; returns that line.
 /// Fails at once if the run ends meanwhile (it must not, while the hold is on).
-async fn wait_operator_denied(client: &Client, ns: &str, message: &str) -> Result<String> {
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    loop {
+async fn wait_operator_denied(client: &Client, ns: &str, message: &str) -> String {
+    eventually(RUN_TIMEOUT, async || {
         let logs = kubectl(&[
             "-n",
             OPERATOR_NAMESPACE,
@@ -152,20 +137,24 @@ async fn wait_operator_denied(client: &Client, ns: &str, message: &str) -> Resul
             "-l",
             OPERATOR_PODS,
             "--tail=1000",
-        ])?;
+        ])
+        .unwrap();
         if let Some(line) = logs.lines().find(|l| l.contains(message)) {
             return Ok(line.to_string());
         }
-        let v = get_benchmark(client, IB, ns, NAME).await?;
+        let v = get_benchmark(client, IB, ns, NAME).await.unwrap();
         let phase = v["status"]["phase"].as_str().unwrap_or("");
-        if phase == "Succeeded" || phase == "Failed" {
-            bail!("the run ended while held: {:#}", v["status"]);
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("the operator never hit the hold; status: {:#}", v["status"]);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        assert!(
+            phase != "Succeeded" && phase != "Failed",
+            "the run ended while held: {:#}",
+            v["status"]
+        );
+        Err(format!(
+            "the operator never hit the hold; status: {:#}",
+            v["status"]
+        ))
+    })
+    .await
 }
 
 /// The value of one series on the operator's /metrics, if present.
@@ -227,21 +216,13 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
     let mut probe = two_workers(&ns.name);
     set(&mut probe, "/metadata/name", json!("probe"));
     set(&mut probe, "/spec/workers/hostNetwork", json!(true));
-    create(&client, &ns.name, &probe).await.unwrap();
-    let timeout = Duration::from_secs(60);
-    wait_phase(&client, IB, &ns.name, "probe", &["Failed"], timeout)
-        .await
-        .unwrap();
-    hold.wait_enforced(&client, &ns.name, "probe")
-        .await
-        .unwrap();
+    create_and_wait(&client, &probe, &["Failed"], Duration::from_secs(60)).await;
+    hold.wait_enforced(&client, &ns.name, "probe").await;
 
     create(&client, &ns.name, &two_workers(&ns.name))
         .await
         .unwrap();
-    let denied = wait_operator_denied(&client, &ns.name, &hold.message)
-        .await
-        .unwrap();
+    let denied = wait_operator_denied(&client, &ns.name, &hold.message).await;
     eprintln!("the operator hit the hold: {denied}");
     // Held: not Succeeded, and both workers' reports are still kept.
     let held = get_benchmark(&client, IB, &ns.name, NAME).await.unwrap();
@@ -254,18 +235,8 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
     );
 
     hold.lift(&client).await;
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        NAME,
-        &["Succeeded", "Failed"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let done = wait_succeeded(&client, IB, &ns.name, NAME).await;
     let st = &done["status"];
-    assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let steps = st["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 1, "{st:#}");
     assert!(steps[0]["rps"].as_f64().unwrap() > 0.0, "{st:#}");
@@ -276,9 +247,7 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
     assert_eq!(result_workers(&steps[0]), expected);
     assert_eq!(st["workers"], "2/2");
     // Once the result is stored, the reports go.
-    wait_no_children(&client, &ns.name, Duration::from_secs(30))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
 
     // A new operator process publishes the stored result again.
     let rps = steps[0]["rps"].as_f64().unwrap();
@@ -286,33 +255,17 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
         "netbench_ingress_rps{{name=\"{NAME}\",namespace=\"{}\",step=\"0\"}}",
         ns.name
     );
-    kubectl(&[
-        "-n",
-        OPERATOR_NAMESPACE,
-        "delete",
-        "pod",
-        "-l",
-        OPERATOR_PODS,
-        "--wait=false",
-    ])
-    .unwrap();
+    restart_operator();
     // operator_metrics skips pods being deleted: every answer below comes from a new process.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
-    loop {
+    let v = eventually(Duration::from_secs(180), async || {
         let m = operator_metrics(&client).await.unwrap_or_default();
-        if let Some(v) = gauge(&m, &series) {
-            assert!(
-                (v - rps).abs() <= 1e-6 * rps,
-                "{series} is {v}, status says {rps}"
-            );
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{series} not back on /metrics after the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        gauge(&m, &series).ok_or_else(|| format!("{series} not back on /metrics after the restart"))
+    })
+    .await;
+    assert!(
+        (v - rps).abs() <= 1e-6 * rps,
+        "{series} is {v}, status says {rps}"
+    );
 }
 
 /// A forged report as it would sit in a ConfigMap.
@@ -392,13 +345,13 @@ async fn plant_forgeries(
 
 /// Waits until Warning Events with reason ForgedReport on the benchmark name every object in
 /// `names` ("namespace/name"; the name whole, not as a prefix of another); returns their notes.
-async fn wait_forgery_events(client: &Client, ns: &str, names: &[String]) -> Result<Vec<String>> {
+async fn wait_forgery_events(client: &Client, ns: &str, names: &[String]) -> Vec<String> {
     let api = Api::<Event>::namespaced(client.clone(), ns);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually(Duration::from_secs(60), async || {
         let notes: Vec<String> = api
             .list(&ListParams::default())
-            .await?
+            .await
+            .unwrap()
             .items
             .into_iter()
             .filter(|e| e.type_.as_deref() == Some("Warning"))
@@ -418,11 +371,11 @@ async fn wait_forgery_events(client: &Client, ns: &str, names: &[String]) -> Res
         if missing.is_empty() {
             return Ok(notes);
         }
-        if tokio::time::Instant::now() > deadline {
-            bail!("no ForgedReport Event names {missing:?}; Events: {notes:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!(
+            "no ForgedReport Event names {missing:?}; Events: {notes:#?}"
+        ))
+    })
+    .await
 }
 
 #[tokio::test]
@@ -443,18 +396,8 @@ async fn forged_and_squatting_report_objects_change_nothing_and_raise_warnings()
     let workers = [0, 1].map(|i| labels::worker_name(NAME, &run, 0, i));
     let planted = plant_forgeries(&client, &owner, &run, &workers).await;
 
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        NAME,
-        &["Succeeded", "Failed"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let done = wait_succeeded(&client, IB, &ns.name, NAME).await;
     let st = &done["status"];
-    assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let steps = st["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 1, "{st:#}");
     let real: BTreeSet<String> = workers.iter().cloned().collect();
@@ -466,9 +409,7 @@ async fn forged_and_squatting_report_objects_change_nothing_and_raise_warnings()
     assert!(steps[0]["rps"].as_f64().unwrap() > 0.0, "{st:#}");
     assert_eq!(st["workers"], "2/2");
 
-    let notes = wait_forgery_events(&client, &ns.name, &planted)
-        .await
-        .unwrap();
+    let notes = wait_forgery_events(&client, &ns.name, &planted).await;
     eprintln!("ForgedReport Events: {notes:#?}");
     // The operator never touches the benchmark namespace's ConfigMap (it may not).
     let a_name = planted[0].rsplit('/').next().unwrap();
@@ -479,18 +420,14 @@ async fn forged_and_squatting_report_objects_change_nothing_and_raise_warnings()
     assert_eq!(a.data.unwrap()["report.json"], forged_report(&workers[0]));
     // Every report object of the run is gone with it: (b) was replaced by the real report, (c)
     // and (d) carry the run's labels.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let left = stored_reports(&client, &ns.name).await.unwrap();
         if left.is_empty() {
-            break;
+            return Ok(());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "left behind: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!("left behind: {left:?}"))
+    })
+    .await;
     let rejected = rejections(&client).await;
     for (reason, at_least) in [("forged", 2.0), ("outside", 1.0), ("shadowed", 1.0)] {
         let delta = rejected[reason] - rejected_before[reason];

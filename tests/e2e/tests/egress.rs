@@ -11,13 +11,10 @@ use std::time::Duration;
 use e2e::*;
 use serde_json::{json, Value};
 
-const EB: &str = "EgressBenchmark";
 /// The client node (workers are pinned in these tests).
 const NODE: &str = "nb-node0";
 /// The node of in-cluster servers.
 const SERVER_NODE: &str = "nb-node1";
-const FINISHED: &[&str] = &["Succeeded", "Failed"];
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 /// Namespace prefix where setup.sh allows hostNetwork workers and offload Jobs.
 const ALLOWED: &str = "egpriv";
 /// Namespace prefix where neither is allowed.
@@ -29,12 +26,7 @@ const OFFLOAD_PROFILE: &str = "vxlan-csum-off";
 const OFFLOAD_MAX_RATIO: f64 = 0.5;
 
 fn eb(ns: &str, name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "netbench.io/v1alpha1",
-        "kind": EB,
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec,
-    })
+    benchmark(EB, ns, name, spec)
 }
 
 /// hostNetwork client on the client node's NIC to a hostNetwork server on the server node's NIC.
@@ -113,19 +105,6 @@ fn print_cases(status: &Value) {
     }
 }
 
-fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
-        .unwrap_or_else(|| panic!("no {kind} condition: {status:#}"))
-}
-
-fn condition_is(status: &Value, kind: &str, value: &str) -> bool {
-    status["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == value))
-}
-
 /// The offload record of `node`'s vxlan device, if the status has one yet.
 fn vxlan_record<'a>(status: &'a Value, net: &EgressNet, node: &str) -> Option<&'a Value> {
     status["offload"]
@@ -161,12 +140,7 @@ async fn seed_cases_succeed_with_results_columns_and_metrics() {
         "baselineCase": "node-to-node",
         "cases": [node_to_node(&net), vxlan_to_vxlan(&net, "vxlan-to-vxlan"), pod_to_target(&net)],
     });
-    create(&client, &ns.name, &eb(&ns.name, "seed", spec))
-        .await
-        .unwrap();
-    let done = wait_phase(&client, EB, &ns.name, "seed", FINISHED, RUN_TIMEOUT)
-        .await
-        .unwrap();
+    let done = create_and_wait(&client, &eb(&ns.name, "seed", spec), FINISHED, RUN_TIMEOUT).await;
     let st = &done["status"];
     print_cases(st);
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
@@ -204,9 +178,7 @@ async fn seed_cases_succeed_with_results_columns_and_metrics() {
         .unwrap()
         .contains("seed"));
 
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
     let metrics = operator_metrics(&client).await.unwrap();
     for name in ["node-to-node", "vxlan-to-vxlan", "pod-to-target"] {
         let labels = [
@@ -233,55 +205,11 @@ async fn operator_restart_mid_case_gives_one_run_and_one_result() {
         {"name": "pod-to-pod", "client": {"nodeName": NODE}, "server": {"nodeName": SERVER_NODE},
          "duration": "15s"},
     ]});
-    create(&client, &ns.name, &eb(&ns.name, "restart", spec))
-        .await
-        .unwrap();
-    let running = wait_phase(&client, EB, &ns.name, "restart", &["Running"], RUN_TIMEOUT)
-        .await
-        .unwrap();
-    let run_id = running["status"]["runId"].clone();
-    let mut seen = std::collections::BTreeSet::new();
-    kubectl(&[
-        "-n",
-        "netbench-system",
-        "delete",
-        "pod",
-        "-l",
-        OPERATOR_PODS,
-        "--wait=false",
-    ])
-    .unwrap();
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    let done = loop {
-        for p in worker_pods(&client, &ns.name).await.unwrap() {
-            seen.insert(p.metadata.uid.unwrap());
-        }
-        let v = get_benchmark(&client, EB, &ns.name, "restart")
-            .await
-            .unwrap();
-        if FINISHED.contains(&v["status"]["phase"].as_str().unwrap_or_default()) {
-            break v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run did not finish: {:#}",
-            v["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let done = restart_mid_run(&client, &eb(&ns.name, "restart", spec), 2).await;
     let st = &done["status"];
     print_cases(st);
-    assert_eq!(st["phase"], "Succeeded", "{st:#}");
-    assert_eq!(st["runId"], run_id, "the same run resumed");
     assert_measured(case(st, "pod-to-pod"));
-    assert_eq!(
-        seen.len(),
-        2,
-        "exactly one client and one server pod were ever created: {seen:?}"
-    );
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 
 /// Normal pods on both ends need no permission: this runs in a namespace that may not use
@@ -304,16 +232,8 @@ async fn pod_to_pod_cases_across_nodes_cross_the_overlay() {
     }
     let rx = |node: &str| net.rx_bytes(node, &net.vxlan).unwrap();
     let (server_rx, client_rx) = (rx(&net.server_node), rx(&net.client_node));
-    create(
-        &client,
-        &ns.name,
-        &eb(&ns.name, "pods", json!({"cases": [send, receive]})),
-    )
-    .await
-    .unwrap();
-    let done = wait_phase(&client, EB, &ns.name, "pods", FINISHED, RUN_TIMEOUT)
-        .await
-        .unwrap();
+    let pods = eb(&ns.name, "pods", json!({"cases": [send, receive]}));
+    let done = create_and_wait(&client, &pods, FINISHED, RUN_TIMEOUT).await;
     let st = &done["status"];
     print_cases(st);
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
@@ -347,9 +267,7 @@ async fn pod_to_pod_cases_across_nodes_cross_the_overlay() {
         net.client_node,
         net.vxlan
     );
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 
 #[tokio::test]
@@ -372,12 +290,8 @@ async fn vxlan_checksum_offload_off_lowers_throughput_and_is_restored() {
         "offload": csum_off_profile(&net),
         "cases": [vxlan_to_vxlan(&net, "vxlan-to-vxlan"), off],
     });
-    create(&client, &ns.name, &eb(&ns.name, "offload", spec))
-        .await
-        .unwrap();
-    let done = wait_phase(&client, EB, &ns.name, "offload", FINISHED, RUN_TIMEOUT)
-        .await
-        .unwrap();
+    let offload = eb(&ns.name, "offload", spec);
+    let done = create_and_wait(&client, &offload, FINISHED, RUN_TIMEOUT).await;
     let st = &done["status"];
     print_cases(st);
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
@@ -396,17 +310,8 @@ async fn vxlan_checksum_offload_off_lowers_throughput_and_is_restored() {
 
     // The restore runs once the cases are done (the phase may already say Succeeded): the
     // OffloadRestored condition tells when it is written back.
-    let restored = wait_until(
-        &client,
-        EB,
-        &ns.name,
-        "offload",
-        "OffloadRestored=True",
-        Duration::from_secs(90),
-        |v| condition_is(&v["status"], "OffloadRestored", "True"),
-    )
-    .await
-    .unwrap();
+    let restored =
+        wait_offload_restored(&client, &ns.name, "offload", Duration::from_secs(90)).await;
     let st = &restored["status"];
     for node in [&net.client_node, &net.server_node] {
         let record = vxlan_record(st, &net, node)
@@ -423,9 +328,7 @@ async fn vxlan_checksum_offload_off_lowers_throughput_and_is_restored() {
         net.vxlan
     );
 
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
     let metrics = operator_metrics(&client).await.unwrap();
     let labels = [
         "case=\"vxlan-csum-off\"".to_string(),
@@ -448,26 +351,22 @@ async fn assert_refused(spec: Value, wanted: &str) {
     // Every pod and Job that exists at any poll from the creation to the end of the run (and
     // at one poll after it): a wrongly started run shows itself there, however short-lived.
     let mut created = std::collections::BTreeSet::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let done = loop {
+    let every = Duration::from_millis(200);
+    let done = eventually_every(Duration::from_secs(60), every, async || {
         created.extend(all_pods_and_jobs(&client, &ns.name).await.unwrap());
         let v = get_benchmark(&client, EB, &ns.name, "refused")
             .await
             .unwrap();
         if FINISHED.contains(&v["status"]["phase"].as_str().unwrap_or_default()) {
-            break v;
+            return Ok(v);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the refused run did not finish: {:#}",
-            v["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        Err(format!("the refused run did not finish: {:#}", v["status"]))
+    })
+    .await;
     created.extend(all_pods_and_jobs(&client, &ns.name).await.unwrap());
     let st = &done["status"];
     assert_eq!(st["phase"], "Failed", "{st:#}");
-    let invalid = condition(st, "Invalid");
+    let invalid = condition(&done, "Invalid");
     assert_eq!(invalid["status"], "True", "{invalid:#}");
     assert_eq!(invalid["reason"], "NotPermitted", "{invalid:#}");
     let message = invalid["message"].as_str().unwrap_or_default();
@@ -539,8 +438,7 @@ async fn deleting_mid_run_restores_offload_and_removes_children() {
                 })
         },
     )
-    .await
-    .unwrap();
+    .await;
     for applied in vxlan_features(&net) {
         assert_eq!(
             applied.get("tx-checksumming").map(String::as_str),
@@ -554,21 +452,17 @@ async fn deleting_mid_run_restores_offload_and_removes_children() {
         format!("namespace=\"{}\"", ns.name),
         "name=\"del\"".to_string(),
     ];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !series(
-        &operator_metrics(&client).await.unwrap_or_default(),
-        "netbench_live_bits_per_second",
-        &live,
-    )
-    .iter()
-    .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the client pushed no live throughput within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(Duration::from_secs(60), async || {
+        let metrics = operator_metrics(&client).await.unwrap_or_default();
+        let sending = series(&metrics, "netbench_live_bits_per_second", &live)
+            .iter()
+            .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0));
+        if sending {
+            return Ok(());
+        }
+        Err("the client pushed no live throughput within 60 s".to_string())
+    })
+    .await;
 
     kubectl(&["-n", &ns.name, "delete", "eb", "del", "--timeout=120s"]).unwrap();
     let gone = kubectl(&["-n", &ns.name, "get", "eb", "--no-headers"]).unwrap();
@@ -579,7 +473,5 @@ async fn deleting_mid_run_restores_offload_and_removes_children() {
         "both {}s' features after the deletion equal those before",
         net.vxlan
     );
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }

@@ -10,33 +10,14 @@ use k8s_openapi::api::core::v1::{Event, ResourceQuota};
 use kube::api::{Api, ListParams};
 use serde_json::{json, Value};
 
-const IB: &str = "IngressBenchmark";
-/// The nginx Service tests/cluster/demo.sh deploys.
-const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
-const FINISHED: &[&str] = &["Succeeded", "Failed"];
 /// NETBENCH_WORKER_START_TIMEOUT in tests/e2e/setup.sh.
 const WORKER_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// ingress-simple.yaml against `url`, measuring for `duration` after a 1 s warm-up.
-fn benchmark(ns: &str, name: &str, url: &str, duration: &str) -> Value {
-    example(
-        "ingress-simple.yaml",
-        ns,
-        &[
-            ("/metadata/name", json!(name)),
-            ("/spec/target/url", json!(url)),
-            ("/spec/load/duration", json!(duration)),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(4)),
-        ],
-    )
-}
-
-fn condition<'a>(ib: &'a Value, type_: &str) -> &'a Value {
-    ib["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .unwrap_or(&Value::Null)
+fn bench(ns: &str, name: &str, url: &str, duration: &str) -> Value {
+    let mut ib = ingress_simple(ns, url, duration, 4);
+    set(&mut ib, "/metadata/name", json!(name));
+    ib
 }
 
 fn message(ib: &Value) -> String {
@@ -46,22 +27,20 @@ fn message(ib: &Value) -> String {
 /// Waits until a Warning Event with `reason` exists in `ns`; returns its note.
 async fn warning_event(client: &kube::Client, ns: &str, reason: &str) -> String {
     let api = Api::<Event>::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let events = api.list(&ListParams::default()).await.unwrap().items;
         let found = events
             .iter()
             .find(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"));
         if let Some(e) = found {
-            return e.message.clone().unwrap_or_default();
+            return Ok(e.message.clone().unwrap_or_default());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "no Warning Event {reason} in {ns}: {:?}",
             events.iter().map(|e| &e.reason).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        ))
+    })
+    .await
 }
 
 /// Creates a ResourceQuota allowing no pod and waits until the quota controller counted it,
@@ -74,18 +53,9 @@ async fn forbid_pods(client: &kube::Client, ns: &str) {
     });
     create(client, ns, &quota).await.unwrap();
     let api = Api::<ResourceQuota>::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api
-        .get("no-pods")
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.used)
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "the quota was never counted");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let counted = |q: &ResourceQuota| q.status.as_ref().is_some_and(|s| s.used.is_some());
+    let timeout = Duration::from_secs(30);
+    wait_for(&api, "no-pods", "usage counted", timeout, counted).await;
 }
 
 #[tokio::test]
@@ -97,20 +67,11 @@ async fn worker_pods_refused_by_a_quota_end_the_run_failed_and_disturb_nothing_e
     forbid_pods(&client, &ns.name).await;
 
     let started = Instant::now();
-    create(
-        &client,
-        &ns.name,
-        &benchmark(&ns.name, "refused", TARGET, "3s"),
-    )
-    .await
-    .unwrap();
-    create(
-        &client,
-        &other.name,
-        &benchmark(&other.name, "unrelated", TARGET, "3s"),
-    )
-    .await
-    .unwrap();
+    let unrelated = bench(&other.name, "unrelated", TARGET, "3s");
+    create(&client, &ns.name, &bench(&ns.name, "refused", TARGET, "3s"))
+        .await
+        .unwrap();
+    create(&client, &other.name, &unrelated).await.unwrap();
     let done = wait_phase(
         &client,
         IB,
@@ -119,8 +80,7 @@ async fn worker_pods_refused_by_a_quota_end_the_run_failed_and_disturb_nothing_e
         FINISHED,
         WORKER_START_TIMEOUT,
     )
-    .await
-    .unwrap();
+    .await;
     let took = started.elapsed();
     assert_eq!(done["status"]["phase"], "Failed", "{:#}", done["status"]);
     let m = message(&done);
@@ -136,9 +96,7 @@ async fn worker_pods_refused_by_a_quota_end_the_run_failed_and_disturb_nothing_e
     let note = warning_event(&client, &ns.name, "PodCreationRefused").await;
     assert!(note.contains("exceeded quota"), "{note}");
     assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
-    wait_no_children(&client, &ns.name, Duration::from_secs(30))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
 
     // Nothing else was disturbed: another team's run finishes, the operator never restarted.
     let unrelated = wait_phase(
@@ -149,8 +107,7 @@ async fn worker_pods_refused_by_a_quota_end_the_run_failed_and_disturb_nothing_e
         FINISHED,
         Duration::from_secs(180),
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         unrelated["status"]["phase"], "Succeeded",
         "{:#}",
@@ -172,23 +129,8 @@ async fn a_target_where_nothing_listens_fails_before_the_measurement_naming_conn
     create(&client, &ns.name, &svc).await.unwrap();
     let url = format!("http://nothing.{}.svc.cluster.local/", ns.name);
     let started = Instant::now();
-    create(
-        &client,
-        &ns.name,
-        &benchmark(&ns.name, "nothing", &url, "60s"),
-    )
-    .await
-    .unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "nothing",
-        FINISHED,
-        Duration::from_secs(55),
-    )
-    .await
-    .unwrap();
+    let ib = bench(&ns.name, "nothing", &url, "60s");
+    let done = create_and_wait(&client, &ib, FINISHED, Duration::from_secs(55)).await;
     assert_eq!(done["status"]["phase"], "Failed", "{:#}", done["status"]);
     let m = message(&done);
     assert!(
@@ -203,9 +145,7 @@ async fn a_target_where_nothing_listens_fails_before_the_measurement_naming_conn
         "nothing was measured"
     );
     assert!(started.elapsed() < Duration::from_secs(55));
-    wait_no_children(&client, &ns.name, Duration::from_secs(30))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
 }
 
 #[tokio::test]
@@ -213,19 +153,9 @@ async fn an_unresolvable_target_fails_before_the_measured_time_naming_the_host()
     let client = client().await;
     let ns = TestNs::new(&client, "nxdomain").await;
     let started = Instant::now();
-    let ib = benchmark(&ns.name, "nowhere", "http://nginx.nowhere.invalid/", "60s");
-    create(&client, &ns.name, &ib).await.unwrap();
+    let ib = bench(&ns.name, "nowhere", "http://nginx.nowhere.invalid/", "60s");
     // Well before warm-up + duration (61 s) would have passed after the workers started.
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "nowhere",
-        FINISHED,
-        Duration::from_secs(55),
-    )
-    .await
-    .unwrap();
+    let done = create_and_wait(&client, &ib, FINISHED, Duration::from_secs(55)).await;
     assert_eq!(done["status"]["phase"], "Failed", "{:#}", done["status"]);
     let m = message(&done);
     // The operator resolves the host before any pod exists (admin caps: where a target leads)

@@ -1,7 +1,6 @@
 //! IngressBenchmark end to end on the real test cluster: each test in its own namespace.
 //! Needs `eval "$(tests/e2e/setup.sh)"` (tests/run-all.sh does it).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use e2e::*;
@@ -9,25 +8,18 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams};
 use serde_json::{json, Value};
 
-const IB: &str = "IngressBenchmark";
-/// The nginx Service tests/cluster/demo.sh deploys.
-const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
-/// The phases a run ends in.
-const FINISHED: &[&str] = &["Succeeded", "Failed"];
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
-
 /// ingress-simple.yaml, shortened, pointed at `url`.
 fn simple(ns: &str, url: &str, duration: &str) -> Value {
-    example(
-        "ingress-simple.yaml",
-        ns,
-        &[
-            ("/spec/target/url", json!(url)),
-            ("/spec/load/duration", json!(duration)),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(8)),
-        ],
-    )
+    ingress_simple(ns, url, duration, 8)
+}
+
+/// Runs `ib` to its end within `timeout`: it must end Failed, with no worker pod created.
+async fn fails_without_pods(client: &kube::Client, ib: &Value, timeout: Duration) -> Value {
+    let done = create_and_wait(client, ib, FINISHED, timeout).await;
+    assert_eq!(done["status"]["phase"], "Failed");
+    let ns = ib["metadata"]["namespace"].as_str().unwrap();
+    assert!(worker_pods(client, ns).await.unwrap().is_empty());
+    done
 }
 
 /// A two-step CPU sweep named `name` over the Deployment "web" in `ns`, loading its Service.
@@ -72,17 +64,7 @@ async fn ingress_simple_succeeds_with_results_columns_and_metrics() {
     let client = client().await;
     let ns = TestNs::new(&client, "simple").await;
     let ib = simple(&ns.name, TARGET, "4s");
-    create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        FINISHED,
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let done = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let step = &st["steps"][0];
@@ -114,9 +96,7 @@ async fn ingress_simple_succeeds_with_results_columns_and_metrics() {
         .unwrap()
         .contains("ingress-simple"));
 
-    wait_no_children(&client, &ns.name, Duration::from_secs(30))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
     let metrics = operator_metrics(&client).await.unwrap();
     let series = format!(
         "netbench_ingress_rps{{name=\"ingress-simple\",namespace=\"{}\",step=\"0\"}}",
@@ -133,10 +113,7 @@ async fn two_step_sweep_gives_a_scaling_table_and_restores_the_target() {
     // The test node has 2 CPUs, so the steps are 250m and 500m rather than 1 and 2 CPUs.
     let before = deploy_nginx(&client, &ns.name, "web", "100m").await;
     let ib = sweep_over_web(&ns.name, "sweep", "3s", ["250m", "500m"]);
-    create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(&client, IB, &ns.name, "sweep", FINISHED, RUN_TIMEOUT * 2)
-        .await
-        .unwrap();
+    let done = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT * 2).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let steps = st["steps"].as_array().unwrap();
@@ -195,25 +172,8 @@ async fn unknown_node_fails_clearly_and_creates_no_pods() {
         "/spec/workers",
         json!({"nodeNames": ["no-such-node"]}),
     );
-    create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        FINISHED,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
-    assert_eq!(done["status"]["phase"], "Failed");
-    let invalid = done["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Invalid")
-        .unwrap()
-        .clone();
+    let done = fails_without_pods(&client, &ib, Duration::from_secs(60)).await;
+    let invalid = condition(&done, "Invalid");
     assert_eq!(invalid["status"], "True");
     assert!(
         invalid["message"]
@@ -222,7 +182,6 @@ async fn unknown_node_fails_clearly_and_creates_no_pods() {
             .contains("node no-such-node does not exist"),
         "{invalid}"
     );
-    assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -231,23 +190,11 @@ async fn host_network_is_refused_without_the_admins_permission() {
     let ns = TestNs::new(&client, "hostnet").await;
     let mut ib = simple(&ns.name, TARGET, "4s");
     set(&mut ib, "/spec/workers/hostNetwork", json!(true));
-    create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        FINISHED,
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap();
-    assert_eq!(done["status"]["phase"], "Failed");
+    let done = fails_without_pods(&client, &ib, Duration::from_secs(60)).await;
     assert!(done["status"]["message"]
         .as_str()
         .unwrap()
         .contains("hostNetwork workers are not enabled"));
-    assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -255,33 +202,14 @@ async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
     let client = client().await;
     let ns = TestNs::new(&client, "podkill").await;
     let ib = simple(&ns.name, TARGET, "60s");
-    create(&client, &ns.name, &ib).await.unwrap();
-    wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        &["Running"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let pod = loop {
-        if let Some(p) = worker_pods(&client, &ns.name)
-            .await
-            .unwrap()
-            .into_iter()
+    create_and_wait(&client, &ib, &["Running"], RUN_TIMEOUT).await;
+    let pod = eventually(Duration::from_secs(60), async || {
+        let pods = worker_pods(&client, &ns.name).await.unwrap();
+        pods.into_iter()
             .next()
-        {
-            break p;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no worker pod while Running"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+            .ok_or_else(|| "no worker pod while Running".to_string())
+    })
+    .await;
     let name = pod.metadata.name.clone().unwrap();
     Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), &ns.name)
         .delete(&name, &DeleteParams::default().grace_period(0))
@@ -295,17 +223,14 @@ async fn worker_deleted_mid_run_fails_the_run_and_leaks_nothing() {
         FINISHED,
         Duration::from_secs(90),
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(done["status"]["phase"], "Failed");
     let message = done["status"]["message"].as_str().unwrap();
     assert!(
         message.contains(&name),
         "the reason names the pod: {message}"
     );
-    wait_no_children(&client, &ns.name, Duration::from_secs(30))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
 }
 
 #[tokio::test]
@@ -313,58 +238,8 @@ async fn operator_restart_mid_run_gives_one_run_and_one_result() {
     let client = client().await;
     let ns = TestNs::new(&client, "restart").await;
     let ib = simple(&ns.name, TARGET, "20s");
-    create(&client, &ns.name, &ib).await.unwrap();
-    let running = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        &["Running"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
-    let run_id = running["status"]["runId"].clone();
-    let mut seen = BTreeSet::new();
-    for p in worker_pods(&client, &ns.name).await.unwrap() {
-        seen.insert(p.metadata.uid.unwrap());
-    }
-    kubectl(&[
-        "-n",
-        "netbench-system",
-        "delete",
-        "pod",
-        "-l",
-        OPERATOR_PODS,
-        "--wait=false",
-    ])
-    .unwrap();
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    let done = loop {
-        for p in worker_pods(&client, &ns.name).await.unwrap() {
-            seen.insert(p.metadata.uid.unwrap());
-        }
-        let v = get_benchmark(&client, IB, &ns.name, "ingress-simple")
-            .await
-            .unwrap();
-        if matches!(v["status"]["phase"].as_str(), Some("Succeeded" | "Failed")) {
-            break v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "run did not finish: {:#}",
-            v["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
-    assert_eq!(done["status"]["runId"], run_id, "the same run resumed");
+    let done = restart_mid_run(&client, &ib, 1).await;
     assert_eq!(done["status"]["steps"].as_array().unwrap().len(), 1);
-    assert_eq!(
-        seen.len(),
-        1,
-        "exactly one worker pod was ever created: {seen:?}"
-    );
 }
 
 #[tokio::test]
@@ -373,10 +248,7 @@ async fn deleting_mid_run_restores_the_target_and_removes_children() {
     let ns = TestNs::new(&client, "delete").await;
     let before = deploy_nginx(&client, &ns.name, "web", "100m").await;
     let ib = sweep_over_web(&ns.name, "del", "60s", ["300m", "400m"]);
-    create(&client, &ns.name, &ib).await.unwrap();
-    wait_phase(&client, IB, &ns.name, "del", &["Running"], RUN_TIMEOUT)
-        .await
-        .unwrap();
+    create_and_wait(&client, &ib, &["Running"], RUN_TIMEOUT).await;
     let patched = deployment_spec(&client, &ns.name, "web").await;
     assert_ne!(
         patched["template"], before["template"],
@@ -396,7 +268,5 @@ async fn deleting_mid_run_restores_the_target_and_removes_children() {
         after["template"], before["template"],
         "restored on deletion"
     );
-    wait_no_children(&client, &ns.name, Duration::from_secs(30))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
 }

@@ -5,29 +5,16 @@
 use std::time::Duration;
 
 use e2e::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{json, Value};
 
-const IB: &str = "IngressBenchmark";
-const EB: &str = "EgressBenchmark";
-const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
-const FINISHED: &[&str] = &["Succeeded", "Failed"];
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 const NODES: [&str; 3] = ["nb-node0", "nb-node1", "nb-node2"];
 
 /// ingress-simple.yaml, short, with `workers`.
 fn ingress(ns: &str, duration: &str, workers: Value) -> Value {
-    example(
-        "ingress-simple.yaml",
-        ns,
-        &[
-            ("/spec/target/url", json!(TARGET)),
-            ("/spec/load/duration", json!(duration)),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(4)),
-            ("/spec/workers", workers),
-        ],
-    )
+    let mut ib = ingress_simple(ns, TARGET, duration, 4);
+    set(&mut ib, "/spec/workers", workers);
+    ib
 }
 
 fn node_of(p: &Pod) -> Option<String> {
@@ -36,28 +23,16 @@ fn node_of(p: &Pod) -> Option<String> {
 
 /// Waits until `n` worker pods of `ns` are scheduled; returns their nodes, sorted.
 async fn scheduled_nodes(client: &kube::Client, ns: &str, n: usize) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    loop {
+    eventually(Duration::from_secs(90), async || {
         let pods = worker_pods(client, ns).await.unwrap();
         let mut nodes: Vec<String> = pods.iter().filter_map(node_of).collect();
         if nodes.len() >= n {
             nodes.sort();
-            return nodes;
+            return Ok(nodes);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{n} worker pod(s) not scheduled in 90s: {nodes:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-async fn succeeds(client: &kube::Client, kind: &str, ns: &str, name: &str) -> Value {
-    let done = wait_phase(client, kind, ns, name, FINISHED, RUN_TIMEOUT)
-        .await
-        .unwrap();
-    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
-    done
+        Err(format!("{n} worker pod(s) not scheduled in 90s: {nodes:?}"))
+    })
+    .await
 }
 
 #[tokio::test]
@@ -74,11 +49,9 @@ async fn node_names_put_each_worker_on_its_node() {
         scheduled_nodes(&client, &ns.name, 2).await,
         ["nb-node1", "nb-node2"]
     );
-    let done = succeeds(&client, IB, &ns.name, "ingress-simple").await;
+    let done = wait_succeeded(&client, IB, &ns.name, "ingress-simple").await;
     assert_eq!(done["status"]["workers"], "2/2", "{:#}", done["status"]);
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 
 #[tokio::test]
@@ -89,10 +62,8 @@ async fn spread_puts_workers_on_distinct_nodes() {
     create(&client, &ns.name, &ib).await.unwrap();
     let nodes = scheduled_nodes(&client, &ns.name, 3).await;
     assert_eq!(nodes, NODES, "one worker on each real node");
-    succeeds(&client, IB, &ns.name, "ingress-simple").await;
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_succeeded(&client, IB, &ns.name, "ingress-simple").await;
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 
 /// No node has the label: the run does not hang in Preparing; it fails within the worker start
@@ -106,17 +77,7 @@ async fn a_node_selector_no_node_matches_fails_with_the_schedulers_reason() {
         "4s",
         json!({"nodeSelector": {"netbench.io/e2e-no-such-label": "x"}}),
     );
-    create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        FINISHED,
-        Duration::from_secs(120),
-    )
-    .await
-    .unwrap();
+    let done = create_and_wait(&client, &ib, FINISHED, Duration::from_secs(120)).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Failed", "{st:#}");
     let message = st["message"].as_str().unwrap_or_default();
@@ -124,9 +85,7 @@ async fn a_node_selector_no_node_matches_fails_with_the_schedulers_reason() {
         message.contains("not scheduled") && message.contains("node affinity/selector"),
         "the scheduler's reason is in the message: {message}"
     );
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 
 /// The kubelet of `node` stopped (SIGSTOP: the process and its node status updates freeze,
@@ -163,26 +122,13 @@ fn signal(sig: &str, pid: &str) {
 }
 
 /// Waits until the node's Ready condition is True again.
-async fn wait_node_ready(node: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let ready = kubectl(&[
-            "get",
-            "node",
-            node,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-        ])
-        .unwrap_or_default();
-        if ready.trim() == "True" {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{node} not Ready again"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+async fn wait_node_ready(client: &kube::Client, node: &str) {
+    let nodes = kube::Api::<Node>::all(client.clone());
+    let ready = |n: &Node| {
+        let conditions = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    wait_for(&nodes, node, "Ready again", Duration::from_secs(120), ready).await;
 }
 
 /// Failed, with the Ready condition saying NodeLost and naming `node` (the phase message may
@@ -207,8 +153,7 @@ fn assert_node_lost(st: &Value, node: &str) {
 async fn wait_pods_ready_on(client: &kube::Client, node: &str) {
     let pods: kube::Api<Pod> = kube::Api::all(client.clone());
     let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
+    eventually(Duration::from_secs(120), async || {
         let list = pods.list(&lp).await.unwrap();
         let not_ready: Vec<String> = list
             .items
@@ -224,14 +169,11 @@ async fn wait_pods_ready_on(client: &kube::Client, node: &str) {
             .filter_map(|p| p.metadata.name.clone())
             .collect();
         if not_ready.is_empty() {
-            return;
+            return Ok(());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pods on {node} not Ready again: {not_ready:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        Err(format!("pods on {node} not Ready again: {not_ready:?}"))
+    })
+    .await
 }
 
 /// A worker's node stops mid-run: the run fails naming the node (not "succeeded" with the
@@ -242,17 +184,7 @@ async fn a_worker_node_whose_kubelet_stops_fails_the_run_naming_it() {
     let ns = TestNs::new(&client, "nodelost").await;
     let restarts = operator_restarts(&client).await;
     let ib = ingress(&ns.name, "90s", json!({"nodeNames": ["nb-node2"]}));
-    create(&client, &ns.name, &ib).await.unwrap();
-    wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        &["Running"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    create_and_wait(&client, &ib, &["Running"], RUN_TIMEOUT).await;
     let done = {
         let _stopped = StoppedKubelet::stop("nb-node2");
         wait_phase(
@@ -264,14 +196,11 @@ async fn a_worker_node_whose_kubelet_stops_fails_the_run_naming_it() {
             Duration::from_secs(75),
         )
         .await
-        .unwrap()
     };
     assert_node_lost(&done["status"], "nb-node2");
-    wait_node_ready("nb-node2").await;
+    wait_node_ready(&client, "nb-node2").await;
     wait_pods_ready_on(&client, "nb-node2").await;
-    wait_no_children(&client, &ns.name, Duration::from_secs(120))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(120)).await;
     assert_eq!(
         operator_restarts(&client).await,
         restarts,
@@ -298,22 +227,8 @@ async fn an_offload_change_on_a_node_that_stops_is_restored_when_it_returns() {
             "server": {"nodeName": node, "hostNetwork": true, "bindInterface": net.vxlan},
         }],
     });
-    let eb = json!({
-        "apiVersion": "netbench.io/v1alpha1", "kind": EB,
-        "metadata": {"name": "lost", "namespace": ns.name}, "spec": spec,
-    });
-    create(&client, &ns.name, &eb).await.unwrap();
-    wait_until(
-        &client,
-        EB,
-        &ns.name,
-        "lost",
-        "the case running",
-        RUN_TIMEOUT,
-        |v| v["status"]["phase"] == "Running",
-    )
-    .await
-    .unwrap();
+    let eb = benchmark(EB, &ns.name, "lost", spec);
+    create_and_wait(&client, &eb, &["Running"], RUN_TIMEOUT).await;
     assert_eq!(
         net.features(&node, &net.vxlan)
             .unwrap()
@@ -322,12 +237,6 @@ async fn an_offload_change_on_a_node_that_stops_is_restored_when_it_returns() {
         Some("off"),
         "applied on {node}"
     );
-    let restored = |v: &Value| {
-        v["status"]["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "OffloadRestored" && c["status"] == "True")
-        })
-    };
     {
         let _stopped = StoppedKubelet::stop(&node);
         let done = wait_phase(
@@ -338,13 +247,12 @@ async fn an_offload_change_on_a_node_that_stops_is_restored_when_it_returns() {
             FINISHED,
             Duration::from_secs(75),
         )
-        .await
-        .unwrap();
+        .await;
         let st = &done["status"];
         assert_node_lost(st, &node);
         // While the node is away its device cannot have been restored, and nothing says so.
         assert!(
-            !restored(&done),
+            !condition_is(&done, "OffloadRestored", "True"),
             "OffloadRestored=True while {node} is stopped: {st:#}"
         );
         for r in st["offload"].as_array().into_iter().flatten() {
@@ -359,26 +267,14 @@ async fn an_offload_change_on_a_node_that_stops_is_restored_when_it_returns() {
             "still off on {node} while its kubelet is stopped"
         );
     }
-    wait_node_ready(&node).await;
+    wait_node_ready(&client, &node).await;
     wait_pods_ready_on(&client, &node).await;
-    wait_until(
-        &client,
-        EB,
-        &ns.name,
-        "lost",
-        "OffloadRestored=True",
-        Duration::from_secs(180),
-        restored,
-    )
-    .await
-    .unwrap();
+    wait_offload_restored(&client, &ns.name, "lost", Duration::from_secs(180)).await;
     assert_eq!(
         net.features(&node, &net.vxlan).unwrap(),
         before,
         "{node}'s {} features after the restore equal those before",
         net.vxlan
     );
-    wait_no_children(&client, &ns.name, Duration::from_secs(120))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(120)).await;
 }

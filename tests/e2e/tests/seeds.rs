@@ -12,8 +12,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 
-const IB: &str = "IngressBenchmark";
-
 async fn traefik(client: &kube::Client) -> Deployment {
     Api::<Deployment>::namespaced(client.clone(), "ingress-traefik")
         .get("traefik")
@@ -35,17 +33,7 @@ async fn ingress_controller_sweep_scales_traefik_across_nodes_and_restores_it() 
             ("/spec/sweep/settle", json!("1s")),
         ],
     );
-    create(&client, &ns.name, &ib).await.unwrap();
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-controller-sweep",
-        &["Succeeded", "Failed"],
-        Duration::from_secs(480),
-    )
-    .await
-    .unwrap();
+    let done = create_and_wait(&client, &ib, FINISHED, Duration::from_secs(480)).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let steps = st["steps"].as_array().unwrap();
@@ -96,7 +84,5 @@ async fn ingress_controller_sweep_scales_traefik_across_nodes_and_restores_it() 
             );
         }
     }
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }

@@ -16,34 +16,14 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
-const EB: &str = "EgressBenchmark";
-const IB: &str = "IngressBenchmark";
 const NODE: &str = "nb-node0";
-const FINISHED: &[&str] = &["Succeeded", "Failed"];
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 /// Namespace prefix where setup.sh allows offload Jobs (and hostNetwork workers).
 const ALLOWED: &str = "egpriv";
-
-fn object(kind: &str, ns: &str, name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "netbench.io/v1alpha1",
-        "kind": kind,
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec,
-    })
-}
-
-fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
-        .unwrap_or_else(|| panic!("no {kind} condition: {status:#}"))
-}
 
 fn assert_not_permitted(done: &Value, wanted: &str) {
     let st = &done["status"];
     assert_eq!(st["phase"], "Failed", "{st:#}");
-    let invalid = condition(st, "Invalid");
+    let invalid = condition(done, "Invalid");
     assert_eq!(invalid["status"], "True", "{invalid:#}");
     assert_eq!(invalid["reason"], "NotPermitted", "{invalid:#}");
     let message = invalid["message"].as_str().unwrap_or_default();
@@ -135,7 +115,7 @@ async fn forged_status_gets_no_job_and_no_patch() {
     let spy = JobSpy::start(&client, &ns.name);
 
     // Both ask for what this namespace may not do, and are refused.
-    let eb = object(
+    let eb = benchmark(
         EB,
         &ns.name,
         "forged",
@@ -148,7 +128,7 @@ async fn forged_status_gets_no_job_and_no_patch() {
                        "offloadProfile": "off"}],
         }),
     );
-    let ib = object(
+    let ib = benchmark(
         IB,
         &ns.name,
         "forged",
@@ -162,13 +142,9 @@ async fn forged_status_gets_no_job_and_no_patch() {
     create(&client, &ns.name, &eb).await.unwrap();
     create(&client, &ns.name, &ib).await.unwrap();
     let timeout = Duration::from_secs(60);
-    let done = wait_phase(&client, EB, &ns.name, "forged", FINISHED, timeout)
-        .await
-        .unwrap();
+    let done = wait_phase(&client, EB, &ns.name, "forged", FINISHED, timeout).await;
     assert_not_permitted(&done, "offload");
-    let done = wait_phase(&client, IB, &ns.name, "forged", FINISHED, timeout)
-        .await
-        .unwrap();
+    let done = wait_phase(&client, IB, &ns.name, "forged", FINISHED, timeout).await;
     assert_not_permitted(&done, &format!("{}/victim", victim_ns.name));
 
     // The forgeries, through the status subresource (what `*/status` writers can do).
@@ -298,29 +274,10 @@ async fn many_features_on_two_devices_are_restored_exactly() {
             "server": {"nodeName": net.server_node, "hostNetwork": true, "bindInterface": net.vxlan},
         }],
     });
-    create(&client, &ns.name, &object(EB, &ns.name, "many", spec))
-        .await
-        .unwrap();
-    let done = wait_phase(&client, EB, &ns.name, "many", FINISHED, RUN_TIMEOUT)
-        .await
-        .unwrap();
+    let many = benchmark(EB, &ns.name, "many", spec);
+    let done = create_and_wait(&client, &many, FINISHED, RUN_TIMEOUT).await;
     assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
-    let restored = wait_until(
-        &client,
-        EB,
-        &ns.name,
-        "many",
-        "OffloadRestored=True",
-        Duration::from_secs(90),
-        |v| {
-            v["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "OffloadRestored" && c["status"] == "True")
-            })
-        },
-    )
-    .await
-    .unwrap();
+    let restored = wait_offload_restored(&client, &ns.name, "many", Duration::from_secs(90)).await;
     let st = &restored["status"];
     let records = st["offload"].as_array().expect("offload records in status");
     assert_eq!(records.len(), 2, "{st:#}");
@@ -347,7 +304,5 @@ async fn many_features_on_two_devices_are_restored_exactly() {
         .await
         .unwrap();
     assert!(left.items.is_empty(), "records left: {:?}", left.items);
-    wait_no_children(&client, &ns.name, Duration::from_secs(60))
-        .await
-        .unwrap();
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }

@@ -10,9 +10,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{json, Value};
 
-const IB: &str = "IngressBenchmark";
-const TARGET: &str = "http://nginx-target.netbench-target.svc.cluster.local/";
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 /// A request count no real 20 s run against the test nginx reaches.
 const FORGED_REQUESTS: u64 = 999_999_999;
 
@@ -154,18 +151,14 @@ async fn rejected(client: &kube::Client, reason: &str) -> u64 {
 
 /// The benchmark's worker pods, once `count` exist (with their uids).
 async fn wait_workers(client: &kube::Client, ns: &str, count: usize) -> Vec<Pod> {
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    loop {
+    eventually(RUN_TIMEOUT, async || {
         let pods = worker_pods(client, ns).await.unwrap();
         if pods.len() == count {
-            return pods;
+            return Ok(pods);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{count} workers never appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        Err(format!("{count} workers never appeared"))
+    })
+    .await
 }
 
 #[tokio::test]
@@ -177,18 +170,9 @@ async fn only_a_worker_pod_speaks_and_only_for_itself() {
         .await
         .unwrap();
 
-    let ib = example(
-        "ingress-simple.yaml",
-        &ns.name,
-        &[
-            ("/spec/target/url", json!(TARGET)),
-            // Long enough for the attempts below to happen while the run is Running.
-            ("/spec/load/duration", json!("20s")),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(4)),
-            ("/spec/workers/replicas", json!(2)),
-        ],
-    );
+    // Long enough for the attempts below to happen while the run is Running.
+    let mut ib = ingress_simple(&ns.name, TARGET, "20s", 4);
+    set(&mut ib, "/spec/workers/replicas", json!(2));
     create(&client, &ns.name, &ib).await.unwrap();
     let workers = wait_workers(&client, &ns.name, 2).await;
     wait_phase(
@@ -199,8 +183,7 @@ async fn only_a_worker_pod_speaks_and_only_for_itself() {
         &["Running"],
         RUN_TIMEOUT,
     )
-    .await
-    .unwrap();
+    .await;
     let labels = workers[0].metadata.labels.clone().unwrap();
     let run = labels["netbench.io/run"].clone();
     let (w0, w1) = (
@@ -243,18 +226,8 @@ async fn only_a_worker_pod_speaks_and_only_for_itself() {
     assert_eq!(code, 401, "no token: {body}");
 
     // The real workers' reports make the result; nothing forged is in it.
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        &["Succeeded", "Failed"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let done = wait_succeeded(&client, IB, &ns.name, "ingress-simple").await;
     let st = &done["status"];
-    assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let step = &st["steps"][0];
     assert_eq!(step["workers"].as_array().unwrap().len(), 2, "{step:#}");
     let requests = step["requests"].as_u64().unwrap();
@@ -376,27 +349,8 @@ async fn an_unauthenticated_flood_of_huge_bodies_changes_nothing() {
     let ns = TestNs::new(&client, "flood").await;
     let restarts = operator_restarts(&client).await;
     let before = rejected(&client, "unauthenticated").await;
-    let ib = example(
-        "ingress-simple.yaml",
-        &ns.name,
-        &[
-            ("/spec/target/url", json!(TARGET)),
-            ("/spec/load/duration", json!("10s")),
-            ("/spec/load/warmup", json!("1s")),
-            ("/spec/load/connections", json!(4)),
-        ],
-    );
-    create(&client, &ns.name, &ib).await.unwrap();
-    let running = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        &["Running"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let ib = ingress_simple(&ns.name, TARGET, "10s", 4);
+    let running = create_and_wait(&client, &ib, &["Running"], RUN_TIMEOUT).await;
     let run = running["status"]["runId"].as_str().unwrap().to_string();
     let service = kubectl(&[
         "-n",
@@ -451,18 +405,8 @@ async fn an_unauthenticated_flood_of_huge_bodies_changes_nothing() {
         "most are answered 401: {codes:?}"
     );
 
-    let done = wait_phase(
-        &client,
-        IB,
-        &ns.name,
-        "ingress-simple",
-        &["Succeeded", "Failed"],
-        RUN_TIMEOUT,
-    )
-    .await
-    .unwrap();
+    let done = wait_succeeded(&client, IB, &ns.name, "ingress-simple").await;
     let st = &done["status"];
-    assert_eq!(st["phase"], "Succeeded", "{st:#}");
     let requests = st["steps"][0]["requests"].as_u64().unwrap_or_default();
     assert!(requests > 0 && requests < FORGED_REQUESTS, "{st:#}");
     let after = rejected(&client, "unauthenticated").await;

@@ -3,7 +3,6 @@
 //! test uses it. So a test keeps what it bound, or lets the server bind port 0 and tells it,
 //! and only a program that can do neither (iperf3, nginx) gets a candidate port, checked to be
 //! its own afterwards.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -17,6 +16,7 @@ pub struct ClosedPort {
 }
 
 impl ClosedPort {
+    #[allow(clippy::new_without_default)] // it binds a socket: no default value
     pub fn new() -> ClosedPort {
         let socket =
             Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("a TCP socket");
