@@ -25,6 +25,11 @@ impl Write for Buffer {
 /// returns its result and the lines written. Needs a current-thread runtime (`#[tokio::test]`)
 /// so every poll of `f` sees the subscriber.
 pub async fn capture<T>(json: bool, f: impl Future<Output = T>) -> (T, Vec<String>) {
+    // One capture at a time: creating or dropping a dispatcher makes tracing recompute the
+    // global max level from the live ones, and a capture ending on another test's thread could
+    // turn this one's lines off mid-way (a flake seen under load).
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _serial = ONE_AT_A_TIME.lock().await;
     let buffer = Buffer::default();
     let writer = buffer.clone();
     let builder = tracing_subscriber::fmt()
@@ -40,6 +45,7 @@ pub async fn capture<T>(json: bool, f: impl Future<Output = T>) -> (T, Vec<Strin
         let _guard = tracing::dispatcher::set_default(&dispatch);
         f.await
     };
+    drop(dispatch);
     let text = String::from_utf8_lossy(&buffer.0.lock().unwrap()).into_owned();
     (out, text.lines().map(str::to_string).collect())
 }
