@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use loadgen::http::{HttpConfig, HttpOptions};
-use loadgen::{offload, tcp};
 use loadgen::report::http_summary;
+use loadgen::{offload, tcp};
 use protocol::report::Report;
 
 #[derive(Parser)]

@@ -11,7 +11,6 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::NamespaceResourceScope;
@@ -27,14 +26,15 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::context::Context;
+use crate::driver::{self, Kind};
 use crate::error::{Error, Result, Retry};
 use crate::metrics::ReconcileTimer;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
 
-/// A benchmark kind as the controller sees it: its run is moved on by `driver` (see
-/// `driver::Kind`); the kind's impl boxes the driver's future for its own type.
+/// What the controller needs of a benchmark type; its run is moved on by `driver` (see
+/// `driver::Kind`, which every benchmark kind implements).
 pub trait Benchmark:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
@@ -45,11 +45,18 @@ pub trait Benchmark:
     + Sync
     + 'static
 {
-    /// Moves the run on; idempotent.
-    fn apply<'a>(&'a self, ctx: &'a Context, api: &'a Api<Self>) -> BoxFuture<'a, Result<Action>>;
-    /// Deletion: restore what the run changed, delete every child. Works even if apply never ran.
-    fn cleanup<'a>(&'a self, ctx: &'a Context, api: &'a Api<Self>)
-        -> BoxFuture<'a, Result<Action>>;
+}
+
+impl<T> Benchmark for T where
+    T: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// What every reconcile of one kind shares: the operator's context and the retry state.
@@ -60,7 +67,7 @@ struct Reconciler {
 
 type Guarded<K> = DeserializeGuard<K>;
 
-pub async fn run<K: Benchmark>(
+pub async fn run<K: Kind>(
     ctx: Arc<Context>,
     wake: impl Stream<Item = ObjectRef<K>> + Send + 'static,
 ) {
@@ -108,7 +115,7 @@ pub async fn run<K: Benchmark>(
         run = %run_of(&*obj),
     )
 )]
-async fn reconcile<K: Benchmark>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
+async fn reconcile<K: Kind>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
     let _timer = ReconcileTimer::start(&ctx.metrics, &kind);
@@ -119,8 +126,8 @@ async fn reconcile<K: Benchmark>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Re
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let result = finalizer(&api, FINALIZER, benchmark, |event| async {
         match event {
-            Event::Apply(b) => b.apply(ctx, &api).await,
-            Event::Cleanup(b) => b.cleanup(ctx, &api).await,
+            Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api).await,
+            Event::Cleanup(b) => driver::cleanup(b.as_ref(), ctx, &api).await,
         }
     })
     .await
@@ -133,7 +140,7 @@ async fn reconcile<K: Benchmark>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Re
 
 /// An object that does not parse as its kind: said once per change (Warning Event, log, metric),
 /// then left alone until it changes. Nothing of it is acted on.
-async fn unreadable<K: Benchmark>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
+async fn unreadable<K: Kind>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
     let kind = K::kind(&());
     // kind, namespace, benchmark and run come with the reconcile's span.
     tracing::warn!("unreadable object: {error}");
@@ -159,11 +166,11 @@ fn run_of<K: Resource>(obj: &K) -> String {
     )
 }
 
-fn obj_key<K: Benchmark>(obj: &Guarded<K>) -> String {
+fn obj_key<K: Kind>(obj: &Guarded<K>) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
-fn error_policy<K: Benchmark>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
+fn error_policy<K: Kind>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
     let kind = K::kind(&());
     let key = obj_key(&obj);
     match error.retry() {

@@ -35,6 +35,9 @@ fn answer(method: &str, path: &str, benchmark: &Value) -> (u16, Value) {
         ("GET", [_, name]) if Some(*name) == benchmark["metadata"]["name"].as_str() => {
             (200, benchmark.clone())
         }
+        ("PATCH", [_, name, "status"]) if Some(*name) == benchmark["metadata"]["name"].as_str() => {
+            (200, benchmark.clone())
+        }
         ("GET" | "DELETE", [_]) => (
             200,
             json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}),
@@ -49,7 +52,15 @@ fn fake_client(benchmark: Value, log: Log) -> kube::Client {
         async move {
             let (method, path) = (req.method().to_string(), req.uri().path().to_string());
             let query = req.uri().query().unwrap_or("").to_string();
-            log.lock().unwrap().push(format!("{method} {path} {query}"));
+            let body = http_body_util::BodyExt::collect(req.into_body())
+                .await
+                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+                .unwrap_or_default();
+            log.lock().unwrap().push(
+                format!("{method} {path} {query} {body}")
+                    .trim_end()
+                    .to_string(),
+            );
             let (code, body) = answer(&method, &path, &benchmark);
             Ok::<_, std::convert::Infallible>(
                 Response::builder()
@@ -160,4 +171,43 @@ async fn a_forged_saved_target_patches_nothing() {
         "the Deployment was not even read: {all:?}"
     );
     assert_eq!(writes(&log), Vec::<String>::new(), "all requests: {all:?}");
+}
+
+/// A status that names a step the spec does not have (written by someone other than the
+/// operator) ends the run Failed with `InvalidStatus`, and the only write is the benchmark's own
+/// status: no target is patched, no pod created.
+#[tokio::test]
+async fn a_status_naming_a_step_the_spec_lacks_fails_the_run() {
+    let ib = json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+        "metadata": {"name": "forged", "namespace": "team-a", "uid": "2b6e1f7c-0000-4c1d-9e3f-1234567890ab",
+                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
+        "spec": {"target": {"url": "http://x/"}},
+        "status": {"runId": "2b6e1f7c-g1", "phase": "Running", "currentStep": 7},
+    });
+    let log = Log::default();
+    let client = fake_client(ib.clone(), log.clone());
+    let ctx = context(client.clone());
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
+    operator::driver::apply(&obj, &ctx, &api).await.unwrap();
+    let writes: Vec<String> = writes(&log)
+        .into_iter()
+        .filter(|l| !l.starts_with("POST /apis/events.k8s.io/"))
+        .collect();
+    assert_eq!(writes.len(), 1, "one status write only: {writes:?}");
+    let patch = &writes[0];
+    assert!(
+        patch.starts_with(
+            "PATCH /apis/netbench.io/v1alpha1/namespaces/team-a/ingressbenchmarks/forged/status"
+        ),
+        "{patch}"
+    );
+    for part in [
+        r#""phase":"Failed""#,
+        r#""reason":"InvalidStatus""#,
+        "status names step 7, which the spec does not have",
+    ] {
+        assert!(patch.contains(part), "{part} missing: {patch}");
+    }
 }

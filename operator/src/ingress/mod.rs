@@ -9,27 +9,3 @@ pub mod result;
 pub mod sweep;
 pub mod validate;
 pub mod verdict;
-
-use futures::future::BoxFuture;
-use kube::api::Api;
-use kube::runtime::controller::Action;
-
-use crds::IngressBenchmark;
-
-use crate::context::Context;
-use crate::controller::Benchmark;
-use crate::driver;
-use crate::error::Result;
-
-impl Benchmark for IngressBenchmark {
-    fn apply<'a>(&'a self, ctx: &'a Context, api: &'a Api<Self>) -> BoxFuture<'a, Result<Action>> {
-        Box::pin(driver::apply(self, ctx, api))
-    }
-    fn cleanup<'a>(
-        &'a self,
-        ctx: &'a Context,
-        api: &'a Api<Self>,
-    ) -> BoxFuture<'a, Result<Action>> {
-        Box::pin(driver::cleanup(self, ctx, api))
-    }
-}
