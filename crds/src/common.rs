@@ -140,13 +140,41 @@ pub struct ErrorCounts {
 }
 
 impl ErrorCounts {
+    /// Every error counted, saturating: the counts may come from a stored status that someone
+    /// other than the operator wrote.
     pub fn total(&self) -> u64 {
-        self.connect
-            + self.timeout
-            + self.read
-            + self.write
-            + self.status4xx
-            + self.status5xx
-            + self.parse
+        [
+            self.connect,
+            self.timeout,
+            self.read,
+            self.write,
+            self.status4xx,
+            self.status5xx,
+            self.parse,
+        ]
+        .into_iter()
+        .fold(0, u64::saturating_add)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_total_saturates_instead_of_overflowing() {
+        let e = ErrorCounts {
+            connect: u64::MAX,
+            timeout: 2,
+            parse: 3,
+            ..Default::default()
+        };
+        assert_eq!(e.total(), u64::MAX);
+        let small = ErrorCounts {
+            connect: 1,
+            status5xx: 4,
+            ..Default::default()
+        };
+        assert_eq!(small.total(), 5);
     }
 }

@@ -233,7 +233,12 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
     let kind = K::kind(&());
     let selector = labels::benchmark_selector(&kind, &name);
     children::delete_pods(&ctx.client, &ns, &selector).await?;
-    let obj = api.get_opt(&name).await?.unwrap_or_else(|| obj.clone());
+    // The freshest copy of this very object (a re-created one of the same name is not ours).
+    let obj = api
+        .get_opt(&name)
+        .await?
+        .filter(|fresh| fresh.uid() == obj.uid())
+        .unwrap_or_else(|| obj.clone());
     let run = labels::run_id(
         &obj.uid().unwrap_or_default(),
         obj.meta().generation.unwrap_or(1),
