@@ -7,13 +7,11 @@
 //! watch for every other benchmark.
 
 use std::collections::HashMap;
-use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
@@ -22,8 +20,6 @@ use kube::runtime::finalizer::{finalizer, Event};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use crate::context::Context;
 use crate::driver::{self, Kind};
@@ -32,32 +28,6 @@ use crate::metrics::ReconcileTimer;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
-
-/// What the controller needs of a benchmark type; its run is moved on by `driver` (see
-/// `driver::Kind`, which every benchmark kind implements).
-pub trait Benchmark:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<T> Benchmark for T where
-    T: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
 
 /// What every reconcile of one kind shares: the operator's context and the retry state.
 struct Reconciler {

@@ -16,10 +16,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 use protocol::worker::{FinalReport, Role};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crds::{CleanupPolicy, Phase, RunStatus};
@@ -28,7 +30,6 @@ use crate::caps::Refusal;
 use crate::conditions::{self, READY};
 use crate::config::Config;
 use crate::context::Context;
-use crate::controller::Benchmark;
 use crate::error::Result;
 use crate::lifecycle::{self, PendingEvent};
 use crate::reports::{Owner, Store};
@@ -56,7 +57,16 @@ pub trait RunState:
 
 /// What a benchmark kind adds to the shared driver. The synchronous methods describe the plan;
 /// the asynchronous ones are the kind's own steps, each idempotent.
-pub trait Kind: Benchmark {
+pub trait Kind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
     type Status: RunState;
     /// What the kind reads once per reconcile besides the object (egress: its offload records).
     type Extra: Send + Sync;
