@@ -108,13 +108,10 @@ impl<K: Kind> Run<'_, K> {
                 return Ok(Next::Continue);
             }
         }
-        let n = self.obj.workers(&self.id, index).len();
-        K::show_progress(
-            &mut self.status,
-            0,
-            clients(&self.obj.workers(&self.id, index)),
-        );
-        self.set_phase(Phase::Running, format!("{what}: {n} worker(s) started"));
+        let workers = self.obj.workers(&self.id, index);
+        K::show_progress(&mut self.status, 0, clients(&workers));
+        let m = format!("{what}: {} worker(s) started", workers.len());
+        self.set_phase(Phase::Running, m);
         Ok(Next::Wait(Action::requeue(POLL)))
     }
 
