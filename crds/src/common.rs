@@ -84,6 +84,20 @@ pub struct RunStatus {
     /// ten queued runs do not all go before another namespace's one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueStatus>,
+    /// The sample of the current step or case being taken (0-based), when `spec.samples`
+    /// asks for more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_sample: Option<u32>,
+    /// Every step or case measured so far: each figure's samples, mean, standard deviation
+    /// and 95% confidence interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statistics: Vec<crate::result::MeasurementStats>,
+    /// The BenchmarkResult of the latest finished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_result: Option<String>,
+    /// Scheduled benchmarks: the runs started so far and the next one due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::history::ScheduleStatus>,
 }
 
 /// Where a queued run stands (see `RunStatus::queue` for the order).

@@ -24,7 +24,7 @@ use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStat
     category = "benchmarks",
     doc = "Measure HTTP requests per second and latency against an ingress controller, optionally sweeping its CPUs.",
     printcolumn = r#"{"name":"Phase", "type":"string", "jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"RPS", "type":"number", "description":"Requests per second of the last finished step, all workers", "jsonPath":".status.rps"}"#,
+    printcolumn = r#"{"name":"RPS", "type":"string", "description":"Requests per second of the last finished step, all workers: mean ± 95% confidence interval over its samples", "jsonPath":".status.rpsInterval"}"#,
     printcolumn = r#"{"name":"P99", "type":"string", "description":"99th percentile latency of the last finished step", "jsonPath":".status.p99"}"#,
     printcolumn = r#"{"name":"Workers", "type":"string", "description":"Workers reporting / requested", "jsonPath":".status.workers"}"#,
     printcolumn = r#"{"name":"Queue", "type":"integer", "priority":1, "description":"Position in the queue while Queued (kubectl get -o wide)", "jsonPath":".status.queue.position"}"#,
@@ -49,6 +49,31 @@ pub struct IngressBenchmarkSpec {
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
     pub cleanup: CleanupPolicy,
+    /// Repeat each step this many times and report mean, standard deviation and a 95%
+    /// confidence interval of every figure (optionally until the interval is narrow enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<crate::history::Samples>,
+    /// BenchmarkResults of this benchmark kept, newest first (default 10); they outlive the
+    /// benchmark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub history_limit: Option<u32>,
+    /// Compare every run with a result or with this benchmark's previous results; sets the
+    /// Regressed condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<crate::history::Baseline>,
+    /// Run on a schedule, in cron syntax ("*/30 * * * *", "@daily"). With a schedule, runs start
+    /// only when due (none at creation); each gives a BenchmarkResult.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[0-9A-Za-z*/,?#@ -]+$"))]
+    pub schedule: Option<String>,
+    /// Start no scheduled run while true (a run under way goes on).
+    #[serde(default)]
+    pub suspend: bool,
+    /// A scheduled run due while the previous one has not finished: Forbid (skip it, the
+    /// default) or Replace (stop the old run).
+    #[serde(default)]
+    pub concurrency_policy: crate::history::ConcurrencyPolicy,
 }
 
 /// The HTTP endpoint under test.
@@ -357,6 +382,10 @@ pub struct IngressBenchmarkStatus {
     /// Requests per second of the last finished step (printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps: Option<f64>,
+    /// Requests per second of the last finished step as mean ± 95% confidence interval over
+    /// its samples, e.g. "12034 ± 210" ("12034" with one sample) (printer column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps_interval: Option<String>,
     /// 99th percentile latency of the last finished step, e.g. "4.21ms" (printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99: Option<String>,

@@ -1,4 +1,5 @@
-//! netbench API types (`netbench.io/v1alpha1`): IngressBenchmark and EgressBenchmark.
+//! netbench API types (`netbench.io/v1alpha1`): IngressBenchmark, EgressBenchmark and
+//! BenchmarkResult.
 //!
 //! The CRD manifests in crds/manifests/ are generated from these types by the `crdgen` binary;
 //! a test fails when they drift.
@@ -9,8 +10,11 @@ pub mod bounds;
 pub mod common;
 pub mod duration;
 pub mod egress;
+pub mod history;
 pub mod ingress;
 pub mod manifests;
+pub mod result;
+pub mod stats;
 
 pub use common::{
     BenchmarkRef, CleanupPolicy, Duration, ErrorCounts, LatencyMillis, Phase, QueueStatus,
@@ -18,3 +22,4 @@ pub use common::{
 };
 pub use egress::{EgressBenchmark, EgressBenchmarkSpec, EgressBenchmarkStatus};
 pub use ingress::{IngressBenchmark, IngressBenchmarkSpec, IngressBenchmarkStatus};
+pub use result::{BenchmarkResult, BenchmarkResultSpec};

@@ -4,7 +4,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::{EgressBenchmark, IngressBenchmark};
+use crate::{BenchmarkResult, EgressBenchmark, IngressBenchmark};
 
 /// File name and YAML of every CRD, in a stable order.
 pub fn render() -> Vec<(&'static str, String)> {
@@ -16,6 +16,10 @@ pub fn render() -> Vec<(&'static str, String)> {
         (
             "egressbenchmarks.netbench.io.yaml",
             to_yaml(&published::<EgressBenchmark>()),
+        ),
+        (
+            "benchmarkresults.netbench.io.yaml",
+            to_yaml(&published::<BenchmarkResult>()),
         ),
     ]
 }
