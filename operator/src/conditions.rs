@@ -10,6 +10,9 @@ pub const WORKERS_SCHEDULED: &str = "WorkersScheduled";
 pub const THRESHOLDS_MET: &str = "ThresholdsMet";
 pub const TARGET_RESTORED: &str = "TargetRestored";
 pub const OFFLOAD_RESTORED: &str = "OffloadRestored";
+/// True when a run regressed against the benchmark's baseline; Unknown without a baseline to
+/// compare with.
+pub const REGRESSED: &str = "Regressed";
 
 pub fn set(
     conditions: &mut Vec<Condition>,
@@ -19,7 +22,20 @@ pub fn set(
     message: impl Into<String>,
     generation: Option<i64>,
 ) {
-    let status = if ok { "True" } else { "False" }.to_string();
+    let status = if ok { "True" } else { "False" };
+    set_status(conditions, type_, status, reason, message, generation);
+}
+
+/// Like `set`, with the status as written: "True", "False" or "Unknown".
+pub fn set_status(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) {
+    let status = status.to_string();
     let message = message.into();
     if let Some(c) = conditions.iter_mut().find(|c| c.type_ == type_) {
         if c.status != status {

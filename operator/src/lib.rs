@@ -41,6 +41,7 @@ pub mod metrics;
 pub mod queue;
 pub mod records;
 pub mod reports;
+pub mod results;
 pub mod resume;
 pub mod runs;
 pub mod target;

@@ -48,7 +48,13 @@ pub async fn release_reports<K: Resource<DynamicType = ()>>(
     run: &str,
     persisted: &crds::RunStatus,
 ) -> Result<()> {
-    if is_stored_finished(persisted, run) {
+    // A run that measured keeps its reports until its BenchmarkResult, built from them, is
+    // written.
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let result = crate::results::result_name(&name, run);
+    let written = persisted.start_time.is_none()
+        || persisted.latest_result.as_deref() == Some(result.as_str());
+    if is_stored_finished(persisted, run) && written {
         let owner = crate::reports::Owner::of(obj);
         crate::reports::Store::of(ctx)
             .delete(&owner, Some(run))

@@ -28,6 +28,9 @@ pub struct Metrics {
     pub api_rejected: IntCounterVec,
     pub reports_rejected: IntCounterVec,
     pub leader: IntGauge,
+    pub regression: GaugeVec,
+    pub result_mean: GaugeVec,
+    pub result_ci95: GaugeVec,
 }
 
 /// The phases exported by `netbench_benchmark_phase` (1 for the current one, 0 for the rest).
@@ -185,6 +188,23 @@ impl Metrics {
                 "Report objects ignored or refused as forged or conflicting, by reason",
                 &["reason"],
             ),
+            regression: gauge(
+                "netbench_regression",
+                "1 when the latest run's figure regressed against the benchmark's baseline \
+                 (worse beyond the tolerance and the noise), else 0",
+                &["kind", "namespace", "name", "measurement", "metric"],
+            ),
+            result_mean: gauge(
+                "netbench_result_mean",
+                "Mean over the samples of a figure of the latest BenchmarkResult (its history \
+                 is the series over time)",
+                &["kind", "namespace", "name", "measurement", "metric"],
+            ),
+            result_ci95: gauge(
+                "netbench_result_ci95",
+                "Half-width of the 95% confidence interval of netbench_result_mean",
+                &["kind", "namespace", "name", "measurement", "metric"],
+            ),
             leader,
             registry,
         };
@@ -217,6 +237,37 @@ impl Metrics {
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
         for p in PHASES {
             let _ = self.phase.remove_label_values(&[kind, namespace, name, p]);
+        }
+        for g in [&self.regression, &self.result_mean, &self.result_ci95] {
+            remove_benchmark(g, kind, namespace, name);
+        }
+    }
+
+    /// Publishes a finished run's result: each figure's mean and interval, and the verdict.
+    pub fn set_result(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        r: &crds::BenchmarkResultSpec,
+    ) {
+        for m in &r.measurements {
+            for f in &m.metrics {
+                let labels = [kind, namespace, name, m.name.as_str(), f.name.as_str()];
+                self.result_mean.with_label_values(&labels).set(f.mean);
+                self.result_ci95.with_label_values(&labels).set(f.ci95);
+            }
+        }
+        for v in r.verdict.iter().flat_map(|v| &v.metrics) {
+            let labels = [
+                kind,
+                namespace,
+                name,
+                v.measurement.as_str(),
+                v.metric.as_str(),
+            ];
+            let regressed = if v.regressed { 1.0 } else { 0.0 };
+            self.regression.with_label_values(&labels).set(regressed);
         }
     }
 
@@ -399,6 +450,28 @@ impl Drop for ReconcileTimer {
     fn drop(&mut self) {
         if let Some(t) = self.timer.take() {
             t.observe_duration();
+        }
+    }
+}
+
+/// Removes every series of `g` labelled with this benchmark (kind, namespace, name first).
+fn remove_benchmark(g: &GaugeVec, kind: &str, namespace: &str, name: &str) {
+    use prometheus::core::Collector;
+    let ours = [kind, namespace, name];
+    for family in g.collect() {
+        for m in family.get_metric() {
+            let labels: std::collections::HashMap<&str, &str> = m
+                .get_label()
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            let same = ["kind", "namespace", "name"]
+                .iter()
+                .zip(ours)
+                .all(|(k, v)| labels.get(k) == Some(&v));
+            if same {
+                let _ = g.remove(&labels);
+            }
         }
     }
 }

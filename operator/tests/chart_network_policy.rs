@@ -72,8 +72,16 @@ fn every_worker_pod_matches_the_chart_network_policy() {
     )
     .unwrap();
     let mut pods = operator::ingress::plan::workers(&ib, "run", 0, false);
-    pods.extend(operator::egress::plan::workers(&eb, "run", 0));
-    pods.extend(operator::egress::plan::workers(&eb, "run", 1));
+    pods.extend(operator::egress::plan::workers(
+        &eb,
+        "run",
+        operator::driver::Slot::first(0),
+    ));
+    pods.extend(operator::egress::plan::workers(
+        &eb,
+        "run",
+        operator::driver::Slot::first(1),
+    ));
     let roles: std::collections::BTreeSet<&str> =
         pods.iter().map(|p| p.labels[ROLE].as_str()).collect();
     assert_eq!(roles, ["client", "server"].into(), "both roles covered");

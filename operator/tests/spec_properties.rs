@@ -186,8 +186,8 @@ proptest! {
         let _ = operator::queue::egress(&eb);
         let _ = operator::egress::plan::baseline(&eb);
         // A case index read from status may be anything.
-        let _ = operator::egress::plan::workers(&eb, "run", case_index);
-        let _ = operator::egress::plan::worker_roles(&eb, "run", case_index);
+        let _ = operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(case_index));
+        let _ = operator::egress::plan::worker_roles(&eb, "run", operator::driver::Slot::first(case_index));
         if bounded {
             for (i, case) in eb.spec.cases.iter().enumerate() {
                 let deadline = operator::egress::plan::case_deadline(case, Duration::from_secs(120));
@@ -195,7 +195,7 @@ proptest! {
                 let _ = operator::egress::plan::client_args(case);
                 let _ = operator::egress::plan::server_args(case);
                 let index = u32::try_from(i).unwrap();
-                for plan in operator::egress::plan::workers(&eb, "run", index) {
+                for plan in operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(index)) {
                     let _ = operator::workers::pod(&plan, &Config::for_tests());
                 }
             }

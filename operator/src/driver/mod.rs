@@ -10,6 +10,7 @@
 //! ends, so a restart resumes the run instead of repeating it.
 
 mod phases;
+pub mod samples;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +25,8 @@ use protocol::worker::{FinalReport, Role};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crds::history::{MetricTolerance, Repetition};
+use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, Phase, RunStatus};
 
 use crate::caps::Refusal;
@@ -34,6 +37,7 @@ use crate::error::Result;
 use crate::lifecycle::{self, PendingEvent};
 use crate::reports::{Owner, Store};
 use crate::{children, labels, queue};
+pub use samples::{Figure, Slot};
 
 /// How often a measurement, a rollout or a Job under way is checked (reports also wake the
 /// controller at once).
@@ -85,13 +89,33 @@ pub trait Kind:
     fn deadline(&self, index: u32, config: &Config) -> Duration;
     /// The run as the queue sees it.
     fn contender(&self) -> queue::Contender;
-    /// The workers of measurement `index` by pod name. Clients end the measurement with their
-    /// reports; servers serve until then.
-    fn workers(&self, run: &str, index: u32) -> BTreeMap<String, Role>;
+    /// The workers of one sample of a measurement by pod name (named and labelled after the
+    /// slot). Clients end the sample with their reports; servers serve until then.
+    fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role>;
     /// Their pods.
-    fn pods(&self, run: &str, index: u32, config: &Config) -> Vec<Pod>;
-    /// Whether status already holds measurement `index`'s result.
-    fn recorded(&self, status: &Self::Status, index: u32) -> bool;
+    fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod>;
+    /// The spec's samples, history, baseline and schedule.
+    fn repetition(&self) -> Repetition<'_>;
+    /// The figures of one sample from its verified reports, main figure first (requests/s,
+    /// receiver bits/s): what samples, results and verdicts are made of.
+    fn figures(
+        &self,
+        run: &str,
+        slot: Slot,
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> std::result::Result<Vec<Figure>, String>;
+    /// The figures judged against a baseline when the spec names none.
+    fn default_judged() -> Vec<MetricTolerance>;
+    /// What distinguishes measurement `index` in a result (cpu, offload profile, ...).
+    fn parameters(&self, _status: &Self::Status, _index: u32) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+    /// Shows a measurement's statistics after a sample (printer columns).
+    fn show_statistics(_status: &mut Self::Status, _stats: &MeasurementStats) {}
+    /// The scaling table (IngressBenchmark sweeps) for the result.
+    fn scaling(_status: &Self::Status) -> Option<crds::ingress::Scaling> {
+        None
+    }
     /// A new run's status (before the driver sets its id and phase).
     fn fresh_status(&self) -> Self::Status {
         Self::Status::default()
@@ -111,10 +135,11 @@ pub trait Kind:
     fn retire<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>>;
     /// What measurement `index` needs before its workers start.
     fn prepare<'a>(run: &'a mut Run<'_, Self>, index: u32) -> BoxFuture<'a, Result<Prepared>>;
-    /// Turns measurement `index`'s verified reports into its result in status.
+    /// Turns one sample's verified reports into its measurement's result in status (the
+    /// latest sample's, in full).
     fn collect<'a>(
         run: &'a mut Run<'_, Self>,
-        index: u32,
+        slot: Slot,
         reports: &'a BTreeMap<String, FinalReport>,
     ) -> BoxFuture<'a, Result<Collected>>;
     /// After the last measurement, before the run counts as Succeeded: Some(what it waits for).
@@ -273,7 +298,8 @@ impl<K: Kind> Run<'_, K> {
             }
             self.start_new_run().await?;
         }
-        let budget = self.obj.budget(&self.ctx.config);
+        let plan = self.obj.repetition().samples();
+        let budget = samples::budget(self.obj.budget(&self.ctx.config), &plan);
         for _ in 0..MAX_TRANSITIONS {
             if let Some(m) = crate::deadline::exceeded(self.status.run(), budget) {
                 self.fail(crate::deadline::REASON, m);
@@ -295,14 +321,11 @@ impl<K: Kind> Run<'_, K> {
         let phase = self.status.run().phase.unwrap_or_default();
         let measuring = matches!(phase, Phase::Preparing | Phase::Running | Phase::Collecting);
         let index = self.index();
-        if measuring && index >= self.obj.count() {
-            let m = format!(
-                "status names {} {index}, which the spec does not have (the status was changed \
-                 outside the operator)",
-                K::MEASUREMENT
-            );
-            self.fail("InvalidStatus", m);
-            return Ok(Next::Continue);
+        if measuring {
+            if let Some(m) = self.out_of_plan() {
+                self.fail("InvalidStatus", m);
+                return Ok(Next::Continue);
+            }
         }
         match phase {
             Phase::Pending | Phase::Queued => self.pending().await,
@@ -323,6 +346,46 @@ impl<K: Kind> Run<'_, K> {
         conditions::set(&mut run.conditions, type_, ok, reason, message, generation);
     }
 
+    /// A condition whose status may also be "Unknown".
+    pub fn condition_status(&mut self, type_: &str, status: &str, reason: &str, message: String) {
+        let generation = Some(self.generation);
+        let run = self.status.run_mut();
+        conditions::set_status(
+            &mut run.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            generation,
+        );
+    }
+
+    /// A measurement or sample in status that the spec does not have (a forged status).
+    fn out_of_plan(&self) -> Option<String> {
+        let (index, count) = (self.index(), self.obj.count());
+        let sample = self.slot().sample;
+        let max = self.obj.repetition().samples().max();
+        let outside = "the status was changed outside the operator";
+        if count > samples::STRIDE {
+            Some(format!(
+                "the spec has {count} {}s, at most {} are supported",
+                K::MEASUREMENT,
+                samples::STRIDE
+            ))
+        } else if index >= count {
+            Some(format!(
+                "status names {} {index}, which the spec does not have ({outside})",
+                K::MEASUREMENT
+            ))
+        } else if sample >= max {
+            Some(format!(
+                "status names sample {sample}, but the spec asks for at most {max} ({outside})"
+            ))
+        } else {
+            None
+        }
+    }
+
     /// Shows what the run is doing or waiting for.
     pub fn say(&mut self, message: impl Into<String>) {
         self.status.run_mut().message = Some(message.into());
@@ -333,14 +396,22 @@ impl<K: Kind> Run<'_, K> {
         self.status.current().unwrap_or(0)
     }
 
+    /// The sample under way.
+    pub fn slot(&self) -> Slot {
+        Slot {
+            measurement: self.index(),
+            sample: self.status.run().current_sample.unwrap_or(0),
+        }
+    }
+
     /// Selects every pod of this run.
     pub fn selector(&self) -> String {
         format!("{}={}", labels::RUN, self.id)
     }
 
-    /// Selects the pods of measurement `index` of this run.
-    pub fn measurement_selector(&self, index: u32) -> String {
-        format!("{},{}={index}", self.selector(), labels::STEP)
+    /// Selects the pods of one sample of this run.
+    pub fn slot_selector(&self, slot: Slot) -> String {
+        format!("{},{}={}", self.selector(), labels::STEP, slot.wire())
     }
 
     /// Ends the run Failed with `reason` (Ready=False) and `message`.

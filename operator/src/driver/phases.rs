@@ -10,13 +10,16 @@ use protocol::worker::{FinalReport, Role};
 
 use crds::{CleanupPolicy, Phase};
 
-use super::{Collected, Kind, Next, Prepared, Run, RunState, WrapUp, POLL};
+use super::{samples, Collected, Kind, Next, Prepared, Run, RunState, Slot, WrapUp, POLL};
 use crate::conditions::{INVALID, QUEUED, READY, WORKERS_SCHEDULED};
 use crate::creation::{self, Started};
 use crate::error::Result;
 use crate::lifecycle::{self, elapsed_since};
 use crate::reports::{Owner, Store};
 use crate::{children, conditions, labels, queue};
+
+/// How soon a result that could not be written is tried again.
+const RESULT_RETRY: Duration = Duration::from_secs(15);
 
 /// How often a queued run looks at the queue again.
 const QUEUE_POLL: Duration = Duration::from_secs(5);
@@ -48,8 +51,11 @@ impl<K: Kind> Run<'_, K> {
                 ));
             }
         }
+        // What outlives a run: the pointer to the latest result.
+        let latest = self.status.run().latest_result.clone();
         self.status = self.obj.fresh_status();
         let run = self.status.run_mut();
+        run.latest_result = latest;
         run.run_id = Some(self.id.clone());
         run.observed_generation = Some(self.generation);
         self.set_phase(Phase::Pending, "accepted");
@@ -83,9 +89,20 @@ impl<K: Kind> Run<'_, K> {
         Ok(Next::Continue)
     }
 
-    /// The kind's preparation of measurement `index`, then its workers.
+    /// The pause after a sample, the kind's preparation of measurement `index`, then the
+    /// sample's workers.
     pub(super) async fn preparing(&mut self, index: u32) -> Result<Next> {
-        let what = self.obj.describe(index);
+        let slot = self.slot();
+        let what = self.describe(slot);
+        let plan = self.obj.repetition().samples();
+        let since = elapsed_since(&self.status.run().phase_since);
+        if let Some(left) = samples::pause_left(&plan, slot.sample, since) {
+            self.say(format!(
+                "{what}: pausing {}s between samples",
+                left.as_secs().max(1)
+            ));
+            return Ok(Next::Wait(Action::requeue(left.min(POLL))));
+        }
         match K::prepare(self, index).await? {
             Prepared::Ready => {}
             Prepared::Waiting { message, after } => {
@@ -97,7 +114,7 @@ impl<K: Kind> Run<'_, K> {
                 return Ok(Next::Continue);
             }
         }
-        match self.create_workers(index).await? {
+        match self.create_workers(slot).await? {
             Started::Yes => {}
             Started::Retrying(m) => {
                 self.say(format!("{what}: {m}"));
@@ -108,24 +125,24 @@ impl<K: Kind> Run<'_, K> {
                 return Ok(Next::Continue);
             }
         }
-        let workers = self.obj.workers(&self.id, index);
+        let workers = self.obj.workers(&self.id, slot);
         K::show_progress(&mut self.status, 0, clients(&workers));
         let m = format!("{what}: {} worker(s) started", workers.len());
         self.set_phase(Phase::Running, m);
         Ok(Next::Wait(Action::requeue(POLL)))
     }
 
-    /// Tells the registry who may register for measurement `index` (idempotent).
-    async fn announce(&mut self, index: u32) -> Result<()> {
-        let workers = self.obj.workers(&self.id, index);
-        lifecycle::announce(self.ctx, self.obj, &self.id, index, workers).await
+    /// Tells the registry who may register for one sample (idempotent).
+    async fn announce(&mut self, slot: Slot) -> Result<()> {
+        let workers = self.obj.workers(&self.id, slot);
+        lifecycle::announce(self.ctx, self.obj, &self.id, slot.wire(), workers).await
     }
 
     /// The registry entry for the barrier, then the pods (both idempotent).
-    async fn create_workers(&mut self, index: u32) -> Result<Started> {
-        self.announce(index).await?;
-        let pods = self.obj.pods(&self.id, index, &self.ctx.config);
-        let selector = self.measurement_selector(index);
+    async fn create_workers(&mut self, slot: Slot) -> Result<Started> {
+        self.announce(slot).await?;
+        let pods = self.obj.pods(&self.id, slot, &self.ctx.config);
+        let selector = self.slot_selector(slot);
         let step_pods = creation::StepPods {
             namespace: &self.ns,
             selector: &selector,
@@ -138,10 +155,11 @@ impl<K: Kind> Run<'_, K> {
     /// Waits for the clients' reports, failing the run as soon as one can no longer come (its
     /// pod or node is gone, a preflight check failed) or the measurement's deadline passed.
     pub(super) async fn running(&mut self, index: u32) -> Result<Next> {
-        let what = self.obj.describe(index);
+        let slot = self.slot();
+        let what = self.describe(slot);
         // After an operator restart the barrier state is gone: announce again.
-        if !self.ctx.runs.is_announced(&self.id, index) {
-            self.announce(index).await?;
+        if !self.ctx.runs.is_announced(&self.id, slot.wire()) {
+            self.announce(slot).await?;
         }
         if let Some(m) = lifecycle::preflight_failure(self.ctx, &self.id) {
             self.fail(lifecycle::PREFLIGHT_FAILED, format!("{what}: {m}"));
@@ -149,13 +167,13 @@ impl<K: Kind> Run<'_, K> {
         }
         // Pods first, then reports: a worker exits only after its report is stored, so a
         // finished pod's report is always in the second list.
-        let selector = self.measurement_selector(index);
+        let selector = self.slot_selector(slot);
         let pods = children::list_pods(&self.ctx.client, &self.ns, &selector).await?;
-        let expected = self.obj.workers(&self.id, index);
+        let expected = self.obj.workers(&self.id, slot);
         let owner = Owner::of(self.obj);
         let store = Store::of(self.ctx);
         let reports = store
-            .load(&owner, &self.id, index, &expected)
+            .load(&owner, &self.id, slot.wire(), &expected)
             .await?
             .reports;
         let awaited: BTreeMap<String, Role> = expected
@@ -179,7 +197,7 @@ impl<K: Kind> Run<'_, K> {
                 self.fail(reason, format!("{what}: {problem}"));
                 Ok(Next::Continue)
             }
-            None => self.check_deadline(index, &awaited, &pods, &reports),
+            None => self.check_deadline(index, &what, &awaited, &pods, &reports),
         }
     }
 
@@ -218,6 +236,7 @@ impl<K: Kind> Run<'_, K> {
     fn check_deadline(
         &mut self,
         index: u32,
+        what: &str,
         awaited: &BTreeMap<String, Role>,
         pods: &[Pod],
         reports: &BTreeMap<String, FinalReport>,
@@ -232,8 +251,7 @@ impl<K: Kind> Run<'_, K> {
             .map(|w| children::describe_pod(w, pods))
             .collect();
         let m = format!(
-            "{}: {} never reported within {}s",
-            self.obj.describe(index),
+            "{what}: {} never reported within {}s",
             missing.join(", "),
             deadline.as_secs()
         );
@@ -241,18 +259,35 @@ impl<K: Kind> Run<'_, K> {
         Ok(Next::Continue)
     }
 
-    /// Turns the reports into the measurement's result (once), then goes on to the next
-    /// measurement, or ends the run once the kind has nothing left to write back.
+    /// Turns the sample's reports into the measurement's result and statistics (once), then
+    /// takes another sample, goes on to the next measurement, or ends the run once the kind has
+    /// nothing left to write back.
     pub(super) async fn collecting(&mut self, index: u32) -> Result<Next> {
-        if !self.obj.recorded(&self.status, index) {
-            if let Some((reason, m)) = self.collect(index).await? {
+        let slot = self.slot();
+        if !samples::recorded(&self.status.run().statistics, index, slot.sample) {
+            if let Some((reason, m)) = self.collect(slot).await? {
                 self.fail(reason, m);
                 return Ok(Next::Continue);
             }
         }
+        let plan = self.obj.repetition().samples();
+        let taken = slot.sample.saturating_add(1);
+        let stats = self
+            .status
+            .run()
+            .statistics
+            .iter()
+            .find(|m| m.index == index);
+        if samples::wants_another(&plan, stats, taken) {
+            self.status.run_mut().current_sample = Some(taken);
+            let m = format!("{}: sample {} next", self.obj.describe(index), taken + 1);
+            self.set_phase(Phase::Preparing, m);
+            return Ok(Next::Continue);
+        }
         let next = index.saturating_add(1);
         if next < self.obj.count() {
             self.status.set_current(next);
+            self.status.run_mut().current_sample = None;
             let m = format!("preparing {}", self.obj.describe(next));
             self.set_phase(Phase::Preparing, m);
             return Ok(Next::Continue);
@@ -268,30 +303,55 @@ impl<K: Kind> Run<'_, K> {
         Ok(Next::Continue)
     }
 
-    /// The kind's result from the verified reports; the measurement's pods go unless the
-    /// policy keeps them. Some((reason, message)) fails the run.
-    async fn collect(&mut self, index: u32) -> Result<Option<(&'static str, String)>> {
-        let expected = self.obj.workers(&self.id, index);
+    /// The kind's result and the sample's figures from the verified reports; the sample's pods
+    /// go unless the policy keeps them. Some((reason, message)) fails the run.
+    async fn collect(&mut self, slot: Slot) -> Result<Option<(&'static str, String)>> {
+        let expected = self.obj.workers(&self.id, slot);
         let (reports, forged) = Store::of(self.ctx)
             .load_for_collecting(
                 &self.ctx.metrics,
                 &Owner::of(self.obj),
                 &self.id,
-                index,
+                slot.wire(),
                 &expected,
             )
             .await?;
         self.events.extend(forged);
-        let failure = match K::collect(self, index, &reports).await? {
+        let failure = match K::collect(self, slot, &reports).await? {
             Collected::Unusable(reason, m) => return Ok(Some((reason, m))),
             Collected::Recorded => None,
             Collected::RecordedButFailed(reason, m) => Some((reason, m)),
         };
+        let figures = match self.obj.figures(&self.id, slot, &reports) {
+            Ok(f) => f,
+            Err(e) => return Ok(Some(("BadReport", e))),
+        };
+        let name = self.obj.describe(slot.measurement);
+        let stats = &mut self.status.run_mut().statistics;
+        if let Some(m) = samples::record(stats, slot.measurement, &name, slot.sample, &figures) {
+            let m = m.clone();
+            K::show_statistics(&mut self.status, &m);
+        }
         if self.obj.cleanup_policy() != CleanupPolicy::Never {
-            let selector = self.measurement_selector(index);
+            let selector = self.slot_selector(slot);
             children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
         }
         Ok(failure)
+    }
+
+    /// How messages name a sample: "step 1", or "step 1 sample 2/3" when there are several.
+    pub(super) fn describe(&self, slot: Slot) -> String {
+        let what = self.obj.describe(slot.measurement);
+        let plan = self.obj.repetition().samples();
+        if plan.max() > 1 {
+            format!(
+                "{what} sample {}/{}",
+                slot.sample.saturating_add(1),
+                plan.min().max(slot.sample.saturating_add(1))
+            )
+        } else {
+            what
+        }
     }
 
     /// Succeeded or Failed: the pods go per policy (first, so they no longer load what is
@@ -307,8 +367,16 @@ impl<K: Kind> Run<'_, K> {
             let selector = self.selector();
             children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
         }
-        // Report objects go once the final status is stored (see `apply`).
+        // The result is built from the reports, which stay until it is written (see `apply`).
+        let recorded = crate::results::record(self).await;
+        if let Err(e) = &recorded {
+            tracing::warn!(benchmark = self.name, "writing the BenchmarkResult: {e}");
+            let m = format!("writing the BenchmarkResult failed (retried): {e}");
+            self.events
+                .push((EventType::Warning, "ResultFailed".into(), m));
+        }
         match K::wrap_up(self).await? {
+            WrapUp::Done if recorded.is_err() => Ok(Next::Wait(Action::requeue(RESULT_RETRY))),
             WrapUp::Done => {
                 self.ctx.runs.forget(&self.id);
                 Ok(Next::Wait(Action::await_change()))

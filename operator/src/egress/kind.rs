@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use protocol::worker::{FinalReport, Role};
 
 use crds::egress::CaseResult;
+use crds::history::{MetricTolerance, Repetition};
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
 use super::offload::{self, in_run, Book};
@@ -21,7 +22,7 @@ use super::{plan, result, validate};
 use crate::caps::Refusal;
 use crate::config::Config;
 use crate::context::Context;
-use crate::driver::{Collected, Kind, Prepared, Run, RunState, WrapUp, POLL};
+use crate::driver::{Collected, Figure, Kind, Prepared, Run, RunState, Slot, WrapUp, POLL};
 use crate::error::Result;
 use crate::{children, deadline, queue, workers};
 
@@ -71,23 +72,69 @@ impl Kind for EgressBenchmark {
     fn contender(&self) -> queue::Contender {
         queue::egress(self)
     }
-    fn workers(&self, run: &str, case: u32) -> BTreeMap<String, Role> {
-        plan::worker_roles(self, run, case)
+    fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
+        plan::worker_roles(self, run, slot)
     }
-    fn pods(&self, run: &str, case: u32, config: &Config) -> Vec<Pod> {
-        plan::workers(self, run, case)
+    fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
+        plan::workers(self, run, slot)
             .iter()
             .map(|p| workers::pod(p, config))
             .collect()
     }
-    fn recorded(&self, status: &EgressBenchmarkStatus, case: u32) -> bool {
-        plan::case_at(self, case).is_some_and(|c| status.cases.iter().any(|r| r.name == c.name))
-    }
-    fn fresh_status(&self) -> EgressBenchmarkStatus {
-        EgressBenchmarkStatus {
-            cases_summary: Some(cases_summary(self, &[])),
-            ..Default::default()
+    fn repetition(&self) -> Repetition<'_> {
+        let s = &self.spec;
+        Repetition {
+            samples: s.samples.as_ref(),
+            history_limit: s.history_limit,
+            baseline: s.baseline.as_ref(),
+            schedule: s.schedule.as_deref(),
+            suspend: s.suspend,
+            concurrency_policy: s.concurrency_policy,
         }
+    }
+    fn figures(
+        &self,
+        run: &str,
+        slot: Slot,
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> std::result::Result<Vec<Figure>, String> {
+        let case = plan::case_at(self, slot.measurement)
+            .ok_or_else(|| format!("no case {}", slot.measurement))?;
+        let client = plan::client_name(self, run, slot.wire());
+        let report = reports
+            .get(&client)
+            .ok_or_else(|| format!("case {}: no client report", case.name))?;
+        result::case_result(case, report, None).map(|(r, _)| result::figures(&r))
+    }
+    fn default_judged() -> Vec<MetricTolerance> {
+        vec![MetricTolerance {
+            name: "receiverBitsPerSecond".into(),
+            tolerance_percent: 10.0,
+            better: None,
+        }]
+    }
+    fn parameters(&self, status: &EgressBenchmarkStatus, case: u32) -> BTreeMap<String, String> {
+        let mut p = BTreeMap::new();
+        let Some(c) = plan::case_at(self, case) else {
+            return p;
+        };
+        if let Some(profile) = &c.offload_profile {
+            p.insert("offloadProfile".to_string(), profile.clone());
+        }
+        if let Some(r) = status.cases.iter().find(|r| r.name == c.name) {
+            for (key, node) in [
+                ("clientNode", &r.client_node),
+                ("serverNode", &r.server_node),
+            ] {
+                if let Some(n) = node {
+                    p.insert(key.to_string(), n.clone());
+                }
+            }
+        }
+        if let Some(a) = &c.server.address {
+            p.insert("serverAddress".to_string(), a.clone());
+        }
+        p
     }
     fn before_write(run: &mut Run<'_, Self>) {
         if let Some(report) = run.extra.report() {
@@ -137,22 +184,23 @@ impl Kind for EgressBenchmark {
 
     fn collect<'a>(
         run: &'a mut Run<'_, Self>,
-        case: u32,
+        slot: Slot,
         reports: &'a BTreeMap<String, FinalReport>,
     ) -> BoxFuture<'a, Result<Collected>> {
         Box::pin(async move {
+            let case = slot.measurement;
             let Some(spec) = plan::case_at(run.obj, case) else {
                 return Ok(Collected::Unusable(
                     "InvalidSpec",
                     format!("no case {case}"),
                 ));
             };
-            let client = plan::client_name(run.obj, &run.id, case);
+            let client = plan::client_name(run.obj, &run.id, slot.wire());
             let Some(report) = reports.get(&client) else {
                 let m = format!("case {}: the client's report is gone", spec.name);
                 return Ok(Collected::Unusable("BadReport", m));
             };
-            let server_node = server_node(run, case).await?;
+            let server_node = server_node(run, slot).await?;
             let (measured, stream_errors) = match result::case_result(spec, report, server_node) {
                 Ok(r) => r,
                 Err(e) => return Ok(Collected::Unusable("BadReport", e)),
@@ -226,10 +274,10 @@ impl Kind for EgressBenchmark {
 }
 
 /// The node the case's in-cluster server ran on (None for a server outside the cluster).
-async fn server_node(run: &Run<'_, EgressBenchmark>, case: u32) -> Result<Option<String>> {
-    let selector = run.measurement_selector(case);
+async fn server_node(run: &Run<'_, EgressBenchmark>, slot: Slot) -> Result<Option<String>> {
+    let selector = run.slot_selector(slot);
     let pods = children::list_pods(&run.ctx.client, &run.ns, &selector).await?;
-    let server = plan::server_name(run.obj, &run.id, case);
+    let server = plan::server_name(run.obj, &run.id, slot.wire());
     Ok(pods
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(&server))

@@ -1,6 +1,7 @@
 //! Pure planning: a case becomes its server and client worker plans and their loadgen
 //! arguments. Case index = the run's step (labels, registry, report ConfigMaps).
 
+use crate::driver::Slot;
 use std::collections::BTreeMap;
 
 use protocol::worker::Role;
@@ -40,10 +41,11 @@ pub fn server_name(eb: &EgressBenchmark, run: &str, case: u32) -> String {
 
 /// Workers of a case with their roles, for the registry (the server registers its address and
 /// the client gets it at the barrier).
-pub fn worker_roles(eb: &EgressBenchmark, run: &str, index: u32) -> BTreeMap<String, Role> {
-    let mut roles = BTreeMap::from([(client_name(eb, run, index), Role::Client)]);
-    if case_at(eb, index).is_some_and(server_in_cluster) {
-        roles.insert(server_name(eb, run, index), Role::Server);
+pub fn worker_roles(eb: &EgressBenchmark, run: &str, slot: Slot) -> BTreeMap<String, Role> {
+    let wire = slot.wire();
+    let mut roles = BTreeMap::from([(client_name(eb, run, wire), Role::Client)]);
+    if case_at(eb, slot.measurement).is_some_and(server_in_cluster) {
+        roles.insert(server_name(eb, run, wire), Role::Server);
     }
     roles
 }
@@ -102,12 +104,13 @@ pub fn server_args(case: &EgressCase) -> Vec<String> {
     args
 }
 
-/// The pods of one case: the client, and the server unless it is external.
-pub fn workers(eb: &EgressBenchmark, run: &str, index: u32) -> Vec<WorkerPlan> {
+/// The pods of one sample of a case: the client, and the server unless it is external.
+pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
     let name = eb.metadata.name.clone().unwrap_or_default();
-    let Some(case) = case_at(eb, index) else {
+    let Some(case) = case_at(eb, slot.measurement) else {
         return vec![];
     };
+    let index = slot.wire();
     let mut labels = labels::run_labels(KIND, &name, run);
     labels.insert(labels::STEP.into(), index.to_string());
     let resources = eb.spec.workers.as_ref();
@@ -198,7 +201,7 @@ spec:
     #[test]
     fn in_cluster_server_and_client() {
         let b = eb(SEED);
-        let plans = workers(&b, "r1", 0);
+        let plans = workers(&b, "r1", Slot::first(0));
         assert_eq!(plans.len(), 2);
         let (client, server) = (&plans[0], &plans[1]);
         assert_eq!(client.name, "e-r1-s0-w0");
@@ -220,7 +223,7 @@ spec:
             (&cpu, &cpu),
             "Guaranteed QoS on both ends"
         );
-        let roles = worker_roles(&b, "r1", 0);
+        let roles = worker_roles(&b, "r1", Slot::first(0));
         assert_eq!(roles["e-r1-s0-w1"], Role::Server);
         assert_eq!(roles["e-r1-s0-w0"], Role::Client);
     }
@@ -228,11 +231,11 @@ spec:
     #[test]
     fn external_server_has_no_pod() {
         let b = eb(SEED);
-        let plans = workers(&b, "r1", 1);
+        let plans = workers(&b, "r1", Slot::first(1));
         assert_eq!(plans.len(), 1, "only the client");
         assert!(!plans[0].host_network, "pod -> egress node -> target");
         assert!(plans[0].args.join(" ").ends_with("-c 198.18.20.2 -p 5201"));
-        assert_eq!(worker_roles(&b, "r1", 1).len(), 1);
+        assert_eq!(worker_roles(&b, "r1", Slot::first(1)).len(), 1);
         assert_eq!(baseline(&b), "vxlan");
     }
 }

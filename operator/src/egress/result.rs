@@ -2,9 +2,12 @@
 //! against the baseline, the best case) for status and printer columns. Pure.
 
 use crds::egress::{CaseResult, EgressCase};
+use crds::history::Better;
 use protocol::tcp::TcpReport;
 use protocol::worker::FinalReport;
 use protocol::worker::{validate_final, CheckedReport};
+
+use crate::driver::Figure;
 
 /// The case's result; Err when the report is unreadable. Stream errors are returned beside
 /// the result so the run can fail without losing what was measured.
@@ -80,6 +83,31 @@ pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
         c.overhead_percent =
             (c.name != baseline).then(|| round2((1.0 - c.receiver_bits_per_second / base) * 100.0));
     }
+}
+
+/// The figures of one sample, main figure first (samples, results, verdicts).
+pub fn figures(r: &CaseResult) -> Vec<Figure> {
+    let fig = |name, unit, better, value| Figure {
+        name,
+        unit,
+        better,
+        value,
+    };
+    vec![
+        fig(
+            "receiverBitsPerSecond",
+            "bit/s",
+            Better::Higher,
+            r.receiver_bits_per_second,
+        ),
+        fig(
+            "senderBitsPerSecond",
+            "bit/s",
+            Better::Higher,
+            r.sender_bits_per_second,
+        ),
+        fig("retransmits", "count", Better::Lower, r.retransmits as f64),
+    ]
 }
 
 /// "9.41 Gbit/s", "812.3 Mbit/s".

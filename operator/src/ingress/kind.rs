@@ -11,7 +11,9 @@ use kube::api::Api;
 use kube::runtime::events::EventType;
 use protocol::worker::{FinalReport, Role};
 
+use crds::history::{MetricTolerance, Repetition};
 use crds::ingress::StepResult;
+use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::{plan, result, sweep, validate, verdict};
@@ -19,7 +21,7 @@ use crate::caps::Refusal;
 use crate::conditions::THRESHOLDS_MET;
 use crate::config::Config;
 use crate::context::Context;
-use crate::driver::{Collected, Kind, Prepared, Run, RunState, WrapUp};
+use crate::driver::{Collected, Figure, Kind, Prepared, Run, RunState, Slot, WrapUp};
 use crate::error::Result;
 use crate::{deadline, queue, workers};
 
@@ -66,17 +68,62 @@ impl Kind for IngressBenchmark {
     fn contender(&self) -> queue::Contender {
         queue::ingress(self)
     }
-    fn workers(&self, run: &str, step: u32) -> BTreeMap<String, Role> {
-        plan::worker_names(self, run, step)
+    fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
+        plan::worker_names(self, run, slot.wire())
     }
-    fn pods(&self, run: &str, step: u32, config: &Config) -> Vec<Pod> {
-        plan::workers(self, run, step, self.spec.workers.host_network)
+    fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
+        plan::workers(self, run, slot.wire(), self.spec.workers.host_network)
             .iter()
             .map(|p| workers::pod(p, config))
             .collect()
     }
-    fn recorded(&self, status: &IngressBenchmarkStatus, step: u32) -> bool {
-        status.steps.iter().any(|s| s.index == step)
+    fn repetition(&self) -> Repetition<'_> {
+        let s = &self.spec;
+        Repetition {
+            samples: s.samples.as_ref(),
+            history_limit: s.history_limit,
+            baseline: s.baseline.as_ref(),
+            schedule: s.schedule.as_deref(),
+            suspend: s.suspend,
+            concurrency_policy: s.concurrency_policy,
+        }
+    }
+    fn figures(
+        &self,
+        _run: &str,
+        slot: Slot,
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> std::result::Result<Vec<Figure>, String> {
+        result::step_result(slot.measurement, None, reports).map(|r| result::figures(&r))
+    }
+    fn default_judged() -> Vec<MetricTolerance> {
+        let tolerance = |name: &str, tolerance_percent| MetricTolerance {
+            name: name.into(),
+            tolerance_percent,
+            better: None,
+        };
+        vec![tolerance("rps", 10.0), tolerance("p99Ms", 20.0)]
+    }
+    fn parameters(&self, _status: &IngressBenchmarkStatus, step: u32) -> BTreeMap<String, String> {
+        let sweep_step = self
+            .spec
+            .sweep
+            .as_ref()
+            .and_then(|s| s.steps.get(step as usize));
+        let mut p = BTreeMap::new();
+        if let Some(cpu) = sweep_step.and_then(|s| s.cpu.as_ref()) {
+            p.insert("cpu".to_string(), cpu.0.clone());
+        }
+        if let Some(r) = sweep_step.and_then(|s| s.replicas) {
+            p.insert("replicas".to_string(), r.to_string());
+        }
+        p
+    }
+    fn show_statistics(status: &mut IngressBenchmarkStatus, stats: &MeasurementStats) {
+        status.rps_interval = result::rps_interval(stats);
+    }
+    fn scaling(status: &IngressBenchmarkStatus) -> Option<crds::ingress::Scaling> {
+        status.scaling.clone()
     }
     fn show_progress(status: &mut IngressBenchmarkStatus, reported: usize, expected: usize) {
         status.workers = Some(format!("{reported}/{expected}"));
@@ -85,7 +132,8 @@ impl Kind for IngressBenchmark {
     /// The scaling table of a sweep and the thresholds against the last step, on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
         if run.obj.spec.sweep.is_some() {
-            run.status.scaling = result::scaling(&run.status.steps);
+            let steps = result::with_mean_rps(&run.status.steps, &run.status.run.statistics);
+            run.status.scaling = result::scaling(&steps);
             if let Some(s) = &run.status.scaling {
                 run.ctx.metrics.set_ingress_scaling(&run.ns, &run.name, s);
             }
@@ -130,10 +178,11 @@ impl Kind for IngressBenchmark {
 
     fn collect<'a>(
         run: &'a mut Run<'_, Self>,
-        step: u32,
+        slot: Slot,
         reports: &'a BTreeMap<String, FinalReport>,
     ) -> BoxFuture<'a, Result<Collected>> {
         Box::pin(async move {
+            let step = slot.measurement;
             let sweep_step = run
                 .obj
                 .spec

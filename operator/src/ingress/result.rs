@@ -3,8 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use crds::history::Better;
 use crds::ingress::{Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary};
+use crds::result::MeasurementStats;
 use crds::{ErrorCounts, LatencyMillis};
+
+use crate::driver::Figure;
 use protocol::report::HttpReport;
 use protocol::worker::FinalReport;
 use protocol::worker::{validate_final, CheckedReport};
@@ -176,6 +180,57 @@ pub fn check_thresholds(t: &Thresholds, s: &StepResult) -> (bool, String) {
     } else {
         (false, failures.join("; "))
     }
+}
+
+/// The figures of one sample, main figure first (samples, results, verdicts).
+pub fn figures(r: &StepResult) -> Vec<Figure> {
+    let fig = |name, unit, better, value| Figure {
+        name,
+        unit,
+        better,
+        value,
+    };
+    let errors = r.errors.total() as f64;
+    let all = r.requests as f64 + errors;
+    let error_rate = if all > 0.0 { errors / all } else { 0.0 };
+    let l = &r.latency_ms;
+    vec![
+        fig("rps", "req/s", Better::Higher, r.rps),
+        fig("p50Ms", "ms", Better::Lower, l.p50),
+        fig("p90Ms", "ms", Better::Lower, l.p90),
+        fig("p99Ms", "ms", Better::Lower, l.p99),
+        fig("p999Ms", "ms", Better::Lower, l.p999),
+        fig("errorRate", "ratio", Better::Lower, error_rate),
+    ]
+}
+
+/// The steps with each one's mean requests/s over its samples (what the scaling table is
+/// computed from when there are several).
+pub fn with_mean_rps(steps: &[StepResult], stats: &[MeasurementStats]) -> Vec<StepResult> {
+    steps
+        .iter()
+        .map(|s| {
+            let mean = stats
+                .iter()
+                .find(|m| m.index == s.index)
+                .and_then(|m| m.metric("rps"))
+                .map(|m| m.mean);
+            StepResult {
+                rps: mean.unwrap_or(s.rps),
+                ..s.clone()
+            }
+        })
+        .collect()
+}
+
+/// "12034 ± 210" (mean ± 95% interval), or "12034" with one sample.
+pub fn rps_interval(stats: &MeasurementStats) -> Option<String> {
+    let rps = stats.metric("rps")?;
+    Some(if rps.values.len() > 1 {
+        format!("{:.0} ± {:.0}", rps.mean, rps.ci95)
+    } else {
+        format!("{:.0}", rps.mean)
+    })
 }
 
 /// "4.21ms" for the printer column.

@@ -49,6 +49,28 @@ pub fn new_latency_histogram() -> Histogram<u64> {
         .expect("constant histogram bounds are valid")
 }
 
+/// Merges encoded histograms into one, encoded (exact: counts add up). Each input is decoded
+/// with the bounds of [`decode`]; None when there is none.
+pub fn merge_encoded<'a>(
+    texts: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<String>, String> {
+    let mut merged: Option<Histogram<u64>> = None;
+    for text in texts {
+        let h = decode(text)?;
+        match merged.as_mut() {
+            None => merged = Some(h),
+            Some(m) => {
+                if m.len().saturating_add(h.len()) > MAX_TOTAL_COUNT {
+                    return Err("merged histogram would hold too many samples".into());
+                }
+                m.add(&h)
+                    .map_err(|e| format!("cannot merge histograms: {e:?}"))?;
+            }
+        }
+    }
+    merged.as_ref().map(encode).transpose()
+}
+
 /// Serializes to base64(HDR V2 deflate).
 pub fn encode(h: &Histogram<u64>) -> Result<String, String> {
     let mut bytes = Vec::new();
@@ -252,6 +274,24 @@ mod tests {
     use super::*;
     use hdrhistogram::serialization::V2Serializer;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn merging_encoded_histograms_adds_their_counts_exactly() {
+        let mut a = new_latency_histogram();
+        let mut b = new_latency_histogram();
+        a.record(100).unwrap();
+        a.record(200).unwrap();
+        b.record(5000).unwrap();
+        let texts = [encode(&a).unwrap(), encode(&b).unwrap()];
+        let merged = merge_encoded(texts.iter().map(String::as_str))
+            .unwrap()
+            .unwrap();
+        let m = decode(&merged).unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m.max(), b.max());
+        assert_eq!(merge_encoded([]).unwrap(), None);
+        assert!(merge_encoded(["not base64"]).is_err());
+    }
 
     fn b64(bytes: &[u8]) -> String {
         base64::engine::general_purpose::STANDARD.encode(bytes)

@@ -1,0 +1,208 @@
+//! Repeated samples of a measurement (`spec.samples`): where each sample's workers live, the
+//! statistics kept in status as samples come in, and whether another sample is wanted.
+
+use std::time::Duration;
+
+use crds::history::{Better, Samples};
+use crds::result::MeasurementStats;
+
+/// Slots of one sample; a measurement index is always below it (the schema allows 16 steps or
+/// cases, and the driver refuses more).
+pub const STRIDE: u32 = 64;
+
+/// Where the workers of one sample of one measurement live: their pods' step label, their
+/// names, the registry entry and the stored reports. Sample 0 of measurement i is slot i, as
+/// before samples existed; sample s is slot i + 64 s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub measurement: u32,
+    pub sample: u32,
+}
+
+impl Slot {
+    pub fn first(measurement: u32) -> Slot {
+        Slot {
+            measurement,
+            sample: 0,
+        }
+    }
+
+    /// The slot number on the wire (labels, names, reports).
+    pub fn wire(self) -> u32 {
+        self.measurement
+            .saturating_add(self.sample.saturating_mul(STRIDE))
+    }
+}
+
+/// One figure of one sample, as a kind computes it from the sample's reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    pub value: f64,
+}
+
+/// Adds sample `sample`'s figures to measurement `index`'s statistics, once: a sample already
+/// there (a retried reconcile) is left alone. Returns the measurement's statistics.
+pub fn record<'a>(
+    stats: &'a mut Vec<MeasurementStats>,
+    index: u32,
+    name: &str,
+    sample: u32,
+    figures: &[Figure],
+) -> Option<&'a MeasurementStats> {
+    if !stats.iter().any(|m| m.index == index) {
+        stats.push(MeasurementStats {
+            index,
+            name: name.into(),
+            metrics: vec![],
+        });
+        stats.sort_by_key(|m| m.index);
+    }
+    let m = stats.iter_mut().find(|m| m.index == index)?;
+    if m.samples() <= sample {
+        for f in figures {
+            match m.metrics.iter_mut().find(|s| s.name == f.name) {
+                Some(s) => s.push(f.value),
+                None => {
+                    m.metrics
+                        .push(crds::stats::metric(f.name, f.unit, f.better, vec![f.value]))
+                }
+            }
+        }
+    }
+    Some(m)
+}
+
+/// Whether sample `sample` of measurement `index` is in the statistics.
+pub fn recorded(stats: &[MeasurementStats], index: u32, sample: u32) -> bool {
+    stats
+        .iter()
+        .find(|m| m.index == index)
+        .is_some_and(|m| m.samples() > sample)
+}
+
+/// After `taken` samples: whether to take another. Fewer than `count`: yes. Adaptive mode:
+/// until the main figure's 95% interval is within the target, at most `max`.
+pub fn wants_another(plan: &Samples, stats: Option<&MeasurementStats>, taken: u32) -> bool {
+    if taken < plan.min() {
+        return true;
+    }
+    let Some(target) = plan.target_ci_percent else {
+        return false;
+    };
+    if taken >= plan.max() {
+        return false;
+    }
+    let main = stats.and_then(|s| s.metrics.first());
+    // One sample says nothing about the noise.
+    main.is_none_or(|m| m.values.len() < 2 || m.ci_percent() > target)
+}
+
+/// The whole run's deadline with samples: every measurement may be sampled `max` times with
+/// a pause between two samples.
+pub fn budget(once: Duration, plan: &Samples) -> Duration {
+    let max = plan.max();
+    let pauses = Duration::from(plan.pause).saturating_mul(max.saturating_sub(1));
+    once.saturating_mul(max).saturating_add(pauses)
+}
+
+/// How long to wait before sample `sample` starts, given the time since the previous one was
+/// collected.
+pub fn pause_left(plan: &Samples, sample: u32, since_collected: Duration) -> Option<Duration> {
+    if sample == 0 {
+        return None;
+    }
+    Duration::from(plan.pause)
+        .checked_sub(since_collected)
+        .filter(|d| !d.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rps(v: f64) -> Vec<Figure> {
+        vec![Figure {
+            name: "rps",
+            unit: "req/s",
+            better: Better::Higher,
+            value: v,
+        }]
+    }
+
+    #[test]
+    fn slots_of_the_first_sample_are_the_measurement_indexes() {
+        assert_eq!(Slot::first(3).wire(), 3);
+        let s = Slot {
+            measurement: 3,
+            sample: 2,
+        };
+        assert_eq!(s.wire(), 131);
+        let huge = Slot {
+            measurement: u32::MAX,
+            sample: u32::MAX,
+        };
+        assert_eq!(huge.wire(), u32::MAX);
+    }
+
+    #[test]
+    fn a_sample_is_recorded_once() {
+        let mut stats = vec![];
+        record(&mut stats, 1, "step 1", 0, &rps(100.0));
+        record(&mut stats, 1, "step 1", 0, &rps(100.0));
+        record(&mut stats, 0, "step 0", 0, &rps(50.0));
+        let m = record(&mut stats, 1, "step 1", 1, &rps(110.0)).cloned();
+        assert_eq!(m.unwrap().metrics[0].values, vec![100.0, 110.0]);
+        assert_eq!(stats.iter().map(|m| m.index).collect::<Vec<_>>(), [0, 1]);
+        assert!(recorded(&stats, 1, 1) && !recorded(&stats, 1, 2) && !recorded(&stats, 2, 0));
+    }
+
+    #[test]
+    fn fixed_and_adaptive_sample_counts() {
+        let fixed = Samples {
+            count: 3,
+            ..Default::default()
+        };
+        assert!(wants_another(&fixed, None, 2));
+        assert!(!wants_another(&fixed, None, 3));
+        let adaptive = Samples {
+            count: 2,
+            target_ci_percent: Some(5.0),
+            max_count: Some(4),
+            ..Default::default()
+        };
+        let mut stats = vec![];
+        record(&mut stats, 0, "step 0", 0, &rps(100.0));
+        record(&mut stats, 0, "step 0", 1, &rps(150.0));
+        assert!(wants_another(&adaptive, stats.first(), 2), "wide interval");
+        assert!(!wants_another(&adaptive, stats.first(), 4), "max reached");
+        let mut tight = vec![];
+        record(&mut tight, 0, "step 0", 0, &rps(100.0));
+        record(&mut tight, 0, "step 0", 1, &rps(100.5));
+        assert!(
+            !wants_another(&adaptive, tight.first(), 2),
+            "narrow interval"
+        );
+    }
+
+    #[test]
+    fn the_budget_grows_with_samples_and_pauses() {
+        let plan = Samples {
+            count: 3,
+            pause: Duration::from_secs(5).into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            budget(Duration::from_secs(60), &plan),
+            Duration::from_secs(190)
+        );
+        assert_eq!(
+            pause_left(&plan, 1, Duration::from_secs(2)),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(pause_left(&plan, 1, Duration::from_secs(9)), None);
+        assert_eq!(pause_left(&plan, 0, Duration::ZERO), None);
+    }
+}

@@ -1,0 +1,212 @@
+//! The verdict against the benchmark's baseline: a named result, or the previous N succeeded
+//! results of the same spec (their samples pooled). Each judged figure regresses when it is
+//! worse by more than its tolerance and the 95% intervals do not overlap (crds::stats).
+
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+
+use crds::history::Baseline;
+use crds::result::{MeasurementStats, Verdict, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
+use crds::{BenchmarkResult, BenchmarkResultSpec, Phase};
+
+use super::build::label_value;
+use crate::driver::{Kind, Run};
+use crate::error::Result;
+
+/// None without a baseline in the spec.
+pub async fn judge<K: Kind>(
+    run: &Run<'_, K>,
+    now: &BenchmarkResultSpec,
+) -> Result<Option<Verdict>> {
+    let Some(baseline) = run.obj.repetition().baseline.cloned() else {
+        return Ok(None);
+    };
+    if now.phase != Phase::Succeeded {
+        return Ok(Some(unknown(
+            "the run did not succeed, so it is not judged",
+        )));
+    }
+    let api: Api<BenchmarkResult> = Api::namespaced(run.ctx.client.clone(), &run.ns);
+    let (what, results) = match (&baseline.result, baseline.previous) {
+        (Some(name), _) => (format!("result {name}"), named(&api, name).await?),
+        (None, Some(n)) => (
+            format!("the previous {n} result(s) of this spec"),
+            previous(&api, now, n).await?,
+        ),
+        (None, None) => return Ok(None),
+    };
+    if results.is_empty() {
+        return Ok(Some(unknown(&format!(
+            "{what}: none found to compare with"
+        ))));
+    }
+    Ok(Some(verdict(
+        now,
+        &baseline,
+        &what,
+        &results,
+        K::default_judged(),
+    )))
+}
+
+/// Compares `now` with the pooled `results`.
+fn verdict(
+    now: &BenchmarkResultSpec,
+    baseline: &Baseline,
+    what: &str,
+    results: &[BenchmarkResult],
+    defaults: Vec<crds::history::MetricTolerance>,
+) -> Verdict {
+    let each: Vec<Vec<MeasurementStats>> = results.iter().map(|r| stats(&r.spec)).collect();
+    let refs: Vec<&[MeasurementStats]> = each.iter().map(Vec::as_slice).collect();
+    let pooled = crds::stats::pool(&refs);
+    let judged = if baseline.metrics.is_empty() {
+        defaults
+    } else {
+        baseline.metrics.clone()
+    };
+    let metrics = crds::stats::compare(&stats(now), &pooled, &judged);
+    let regressed = match (metrics.is_empty(), metrics.iter().any(|m| m.regressed)) {
+        (true, _) => "Unknown",
+        (false, true) => "True",
+        (false, false) => "False",
+    };
+    Verdict {
+        baseline: if metrics.is_empty() {
+            format!("{what}: no judged figure of a step or case in common")
+        } else {
+            what.to_string()
+        },
+        baseline_results: results.iter().map(|r| r.name_any()).collect(),
+        regressed: regressed.into(),
+        metrics,
+    }
+}
+
+fn unknown(why: &str) -> Verdict {
+    Verdict {
+        baseline: why.chars().take(1024).collect(),
+        regressed: "Unknown".into(),
+        ..Default::default()
+    }
+}
+
+fn stats(r: &BenchmarkResultSpec) -> Vec<MeasurementStats> {
+    r.measurements
+        .iter()
+        .map(|m| MeasurementStats {
+            index: m.index,
+            name: m.name.clone(),
+            metrics: m.metrics.clone(),
+        })
+        .collect()
+}
+
+async fn named(api: &Api<BenchmarkResult>, name: &str) -> Result<Vec<BenchmarkResult>> {
+    Ok(api.get_opt(name).await?.into_iter().collect())
+}
+
+/// The newest `n` succeeded results of this benchmark and spec, this run's excluded.
+async fn previous(
+    api: &Api<BenchmarkResult>,
+    now: &BenchmarkResultSpec,
+    n: u32,
+) -> Result<Vec<BenchmarkResult>> {
+    let b = &now.benchmark;
+    let hash16: String = now.spec_hash.chars().take(16).collect();
+    let selector = format!(
+        "{BENCHMARK_LABEL}={},{KIND_LABEL}={},{SPEC_HASH_LABEL}={hash16}",
+        label_value(&b.name),
+        b.kind.to_lowercase()
+    );
+    let mut found: Vec<BenchmarkResult> = api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|r| {
+            let s = &r.spec;
+            s.benchmark == *b
+                && s.spec_hash == now.spec_hash
+                && s.phase == Phase::Succeeded
+                && s.run_id != now.run_id
+        })
+        .collect();
+    found.sort_by(|x, y| {
+        let t = |r: &BenchmarkResult| r.spec.completion_time.as_ref().map(|t| t.0);
+        t(y).cmp(&t(x))
+    });
+    found.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::history::{Better, MetricTolerance};
+    use crds::result::Measurement;
+
+    fn result(name: &str, rps: &[f64]) -> BenchmarkResult {
+        let spec = BenchmarkResultSpec {
+            benchmark: Default::default(),
+            benchmark_uid: String::new(),
+            run_id: name.into(),
+            spec_hash: String::new(),
+            benchmark_spec: "{}".into(),
+            phase: Phase::Succeeded,
+            message: None,
+            start_time: None,
+            completion_time: None,
+            cluster: Default::default(),
+            measurements: vec![Measurement {
+                index: 0,
+                name: "step 0".into(),
+                metrics: vec![crds::stats::metric(
+                    "rps",
+                    "req/s",
+                    Better::Higher,
+                    rps.to_vec(),
+                )],
+                ..Default::default()
+            }],
+            scaling: None,
+            summary: None,
+            verdict: None,
+        };
+        BenchmarkResult::new(name, spec)
+    }
+
+    fn rps_10() -> Vec<MetricTolerance> {
+        vec![MetricTolerance {
+            name: "rps".into(),
+            tolerance_percent: 10.0,
+            better: None,
+        }]
+    }
+
+    #[test]
+    fn a_slower_run_regresses_against_pooled_previous_results() {
+        let now = result("now", &[600.0, 610.0, 605.0]).spec;
+        let before = [result("a", &[1000.0, 990.0]), result("b", &[1010.0])];
+        let v = verdict(&now, &Baseline::default(), "previous 2", &before, rps_10());
+        assert_eq!(v.regressed, "True");
+        assert_eq!(v.baseline_results, ["a", "b"]);
+        assert_eq!(v.metrics[0].baseline_mean, 1000.0);
+        let same = result("same", &[1000.0, 1005.0, 995.0]).spec;
+        let v = verdict(&same, &Baseline::default(), "previous 2", &before, rps_10());
+        assert_eq!(v.regressed, "False");
+    }
+
+    #[test]
+    fn nothing_in_common_is_unknown() {
+        let now = result("now", &[600.0]).spec;
+        let before = [result("a", &[1000.0])];
+        let judged = vec![MetricTolerance {
+            name: "p99Ms".into(),
+            tolerance_percent: 10.0,
+            better: None,
+        }];
+        let v = verdict(&now, &Baseline::default(), "result a", &before, judged);
+        assert_eq!(v.regressed, "Unknown");
+    }
+}

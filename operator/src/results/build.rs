@@ -1,0 +1,270 @@
+//! What a result holds, computed from the run's stored reports (kept in the operator's
+//! namespace until the finished status is stored): each sample's figures, the statistics over
+//! the samples, and the merged latency histograms.
+
+use std::collections::BTreeMap;
+
+use kube::api::ObjectMeta;
+use kube::ResourceExt;
+use protocol::worker::{validate_final, CheckedReport, FinalReport, Role};
+use sha2::{Digest, Sha256};
+
+use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
+use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
+
+use super::facts;
+use crate::driver::samples::{self, Slot};
+use crate::driver::{Kind, Run, RunState};
+use crate::error::Result;
+use crate::labels;
+use crate::reports::{Owner, Store};
+
+/// Largest merged histogram kept in a result (encoded); a larger one is left out.
+const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
+/// Largest spec copy kept in a result.
+const MAX_SPEC_CHARS: usize = 256 * 1024;
+
+/// The result's name: the benchmark's (shortened to fit) and the run id.
+pub fn result_name(benchmark: &str, run: &str) -> String {
+    let room = 253usize.saturating_sub(run.len() + 1);
+    let prefix: String = benchmark.chars().take(room).collect();
+    format!("{}-{run}", prefix.trim_end_matches(['-', '.']))
+}
+
+/// A label value for `text` (names longer than 63 characters are cut; the spec holds the
+/// whole name).
+pub fn label_value(text: &str) -> String {
+    let cut: String = text.chars().take(63).collect();
+    cut.trim_end_matches(['-', '.', '_']).to_string()
+}
+
+/// SHA-256 of the spec's measurement-defining part, hex: what "the same spec" means for a
+/// baseline of previous results (schedule, history, baseline and cleanup fields left out).
+pub fn spec_hash(spec: &serde_json::Value) -> String {
+    let mut measured = spec.clone();
+    if let Some(map) = measured.as_object_mut() {
+        for key in [
+            "schedule",
+            "suspend",
+            "concurrencyPolicy",
+            "historyLimit",
+            "baseline",
+            "cleanup",
+        ] {
+            map.remove(key);
+        }
+    }
+    let canonical = serde_json::to_string(&measured).unwrap_or_default();
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Everything but the verdict.
+pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResultSpec> {
+    let status = run.status.run();
+    let spec_json = serde_json::to_value(spec_of(run.obj)).unwrap_or_default();
+    let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
+    let (measurements, nodes) = measurements(run).await?;
+    let stats: Vec<MeasurementStats> = measurements.iter().map(stats_of).collect();
+    Ok(BenchmarkResultSpec {
+        benchmark: BenchmarkRef {
+            kind: K::kind(&()).into_owned(),
+            namespace: run.ns.clone(),
+            name: run.name.clone(),
+        },
+        benchmark_uid: run.obj.uid().unwrap_or_default(),
+        run_id: run.id.clone(),
+        spec_hash: spec_hash(&spec_json),
+        benchmark_spec: if spec_text.len() <= MAX_SPEC_CHARS {
+            spec_text
+        } else {
+            "{}".into()
+        },
+        phase: status.phase.unwrap_or(Phase::Failed),
+        message: status
+            .message
+            .as_deref()
+            .map(|m| crate::lifecycle::clip(m, 4000)),
+        start_time: status.start_time.clone(),
+        completion_time: status.completion_time.clone(),
+        cluster: facts::gather(&run.ctx.client, &nodes).await,
+        scaling: K::scaling(&run.status),
+        summary: summary(stats.last()),
+        measurements,
+        verdict: None,
+    })
+}
+
+/// The object, labelled for its benchmark's history.
+pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) -> BenchmarkResult {
+    let mut labels = BTreeMap::from([
+        (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
+        (BENCHMARK_LABEL.to_string(), label_value(&run.name)),
+        (KIND_LABEL.to_string(), K::kind(&()).to_lowercase()),
+    ]);
+    labels.insert(
+        SPEC_HASH_LABEL.to_string(),
+        spec.spec_hash.chars().take(16).collect(),
+    );
+    BenchmarkResult {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(run.ns.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec,
+    }
+}
+
+/// The spec as JSON, from the object (every kind keeps it under "spec").
+fn spec_of<K: Kind>(obj: &K) -> serde_json::Value {
+    serde_json::to_value(obj)
+        .ok()
+        .and_then(|mut v| v.get_mut("spec").map(serde_json::Value::take))
+        .unwrap_or_default()
+}
+
+/// Each measurement's figures over every complete sample found in the store, with its merged
+/// histogram; and the nodes the reports came from.
+async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, Vec<String>)> {
+    let store = Store::of(run.ctx);
+    let owner = Owner::of(run.obj);
+    let max = run.obj.repetition().samples().max();
+    let mut stats: Vec<MeasurementStats> = vec![];
+    let mut out = vec![];
+    let mut nodes = vec![];
+    for index in 0..run.obj.count().min(samples::STRIDE) {
+        let mut histograms = vec![];
+        for sample in 0..max {
+            let slot = Slot {
+                measurement: index,
+                sample,
+            };
+            let expected = run.obj.workers(&run.id, slot);
+            let reports = store
+                .load(&owner, &run.id, slot.wire(), &expected)
+                .await?
+                .reports;
+            if !complete(&expected, &reports) {
+                break;
+            }
+            let Ok(figures) = run.obj.figures(&run.id, slot, &reports) else {
+                break;
+            };
+            let name = run.obj.describe(index);
+            samples::record(&mut stats, index, &name, sample, &figures);
+            nodes.extend(reports.values().filter_map(|r| r.node.clone()));
+            histograms.extend(reports.values().filter_map(histogram_of));
+        }
+        let Some(m) = stats.iter().find(|m| m.index == index) else {
+            continue;
+        };
+        let histogram =
+            protocol::report::histogram::merge_encoded(histograms.iter().map(String::as_str))
+                .ok()
+                .flatten()
+                .filter(|h| h.len() <= MAX_HISTOGRAM_CHARS);
+        out.push(Measurement {
+            index,
+            name: m.name.clone(),
+            parameters: run.obj.parameters(&run.status, index),
+            metrics: m.metrics.clone(),
+            histogram,
+        });
+    }
+    nodes.sort();
+    nodes.dedup();
+    Ok((out, nodes))
+}
+
+/// Every client of the sample reported.
+fn complete(expected: &BTreeMap<String, Role>, reports: &BTreeMap<String, FinalReport>) -> bool {
+    let mut clients = expected
+        .iter()
+        .filter(|(_, r)| **r == Role::Client)
+        .peekable();
+    clients.peek().is_some() && clients.all(|(w, _)| reports.contains_key(w))
+}
+
+/// An HTTP report's latency histogram (validated again: stored objects are hostile).
+fn histogram_of(r: &FinalReport) -> Option<String> {
+    match validate_final(r, "http") {
+        Ok(CheckedReport::Http(h)) => Some(h.histogram),
+        _ => None,
+    }
+}
+
+fn stats_of(m: &Measurement) -> MeasurementStats {
+    MeasurementStats {
+        index: m.index,
+        name: m.name.clone(),
+        metrics: m.metrics.clone(),
+    }
+}
+
+/// The main figure of the last measurement, "12034 ± 210 req/s".
+fn summary(last: Option<&MeasurementStats>) -> Option<String> {
+    let main = last?.metrics.first()?;
+    let (scale, unit) = match main.unit.as_str() {
+        "bit/s" => (1e9, "Gbit/s"),
+        other => (1.0, other),
+    };
+    let digits = if scale > 1.0 { 2 } else { 0 };
+    let mean = main.mean / scale;
+    Some(if main.values.len() > 1 {
+        format!(
+            "{mean:.digits$} ± {:.digits$} {unit} ({})",
+            main.ci95 / scale,
+            last?.name
+        )
+    } else {
+        format!("{mean:.digits$} {unit} ({})", last?.name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_and_hashes_ignore_what_does_not_measure() {
+        let long = "b".repeat(300);
+        let name = result_name(&long, "abcdef12-g3-r4");
+        assert!(
+            name.len() <= 253 && name.ends_with("-abcdef12-g3-r4"),
+            "{name}"
+        );
+        assert_eq!(result_name("web", "abc-g1"), "web-abc-g1");
+        assert_eq!(label_value(&long).len(), 63);
+        let a = serde_json::json!({"target": {"url": "http://x/"}, "schedule": "* * * * *"});
+        let b = serde_json::json!({"target": {"url": "http://x/"}, "historyLimit": 3});
+        let c = serde_json::json!({"target": {"url": "http://y/"}});
+        assert_eq!(spec_hash(&a), spec_hash(&b));
+        assert_ne!(spec_hash(&a), spec_hash(&c));
+        assert_eq!(spec_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn summary_shows_the_interval_only_with_several_samples() {
+        let m = |values: Vec<f64>, unit: &str| MeasurementStats {
+            index: 0,
+            name: "step 0".into(),
+            metrics: vec![crds::stats::metric(
+                "rps",
+                unit,
+                crds::history::Better::Higher,
+                values,
+            )],
+        };
+        assert_eq!(
+            summary(Some(&m(vec![100.0], "req/s"))).unwrap(),
+            "100 req/s (step 0)"
+        );
+        let two = summary(Some(&m(vec![100.0, 110.0], "req/s"))).unwrap();
+        assert!(two.starts_with("105 ± "), "{two}");
+        let bits = summary(Some(&m(vec![9.4e9], "bit/s"))).unwrap();
+        assert_eq!(bits, "9.40 Gbit/s (step 0)");
+        assert_eq!(summary(None), None);
+    }
+}
