@@ -136,6 +136,8 @@ for f in "${bench_files[@]}"; do
         [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.sweep}') ]] ||
             extra+=(--may-be-empty "netbench_ingress_scaling_efficiency=$name has no sweep; efficiency needs two or more steps")
     fi
+    [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.baseline}') ]] ||
+        extra+=(--may-be-empty "netbench_regression=$name has no baseline; verdicts need one")
     log "dashboard with namespace=$bench_ns benchmark=$name"
     "$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
         --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$name" \
@@ -149,9 +151,9 @@ for f in "${bench_files[@]}"; do
 done
 all="($(IFS='|'; echo "${names[*]}"))"
 log "dashboard with namespace=$bench_ns benchmark=$all"
-errors_explained=()
+errors_explained=(--may-be-empty "netbench_regression=none of the benchmarks here has a baseline")
 [[ ${#may_be_empty[@]} -gt 0 && ${may_be_empty[-1]} == netbench_reconcile_errors_total=* ]] &&
-    errors_explained=(--may-be-empty "${may_be_empty[-1]}")
+    errors_explained+=(--may-be-empty "${may_be_empty[-1]}")
 "$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
     --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$all" \
     "${errors_explained[@]}" || status=1

@@ -1,0 +1,196 @@
+//! Results that last, on the real test cluster: samples with confidence intervals, one
+//! BenchmarkResult per run kept after the benchmark is gone (up to historyLimit), and
+//! regression verdicts against a baseline with a deliberately slowed target.
+
+use std::time::Duration;
+
+use e2e::*;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use crds::BenchmarkResult;
+
+/// A short IngressBenchmark with `samples` samples of each step, loading `url`.
+fn sampled(ns: &str, name: &str, url: &str, samples: u32) -> Value {
+    let mut ib = ingress_simple(ns, url, "2s", 8);
+    set(&mut ib, "/metadata/name", json!(name));
+    set(
+        &mut ib,
+        "/spec/samples",
+        json!({"count": samples, "pause": "1s"}),
+    );
+    ib
+}
+
+async fn results(client: &kube::Client, ns: &str) -> Vec<BenchmarkResult> {
+    let api = Api::<BenchmarkResult>::namespaced(client.clone(), ns);
+    let mut all = api.list(&ListParams::default()).await.unwrap().items;
+    all.sort_by_key(|r| r.spec.completion_time.as_ref().map(|t| t.0));
+    all
+}
+
+async fn result(client: &kube::Client, ns: &str, name: &str) -> BenchmarkResult {
+    Api::<BenchmarkResult>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("result {name}: {e}"))
+}
+
+/// Patches the benchmark's spec (a new generation: a new run) and waits for that run's end.
+async fn rerun(client: &kube::Client, ns: &str, name: &str, patch: Value) -> Value {
+    let api = Api::<crds::IngressBenchmark>::namespaced(client.clone(), ns);
+    let before = api.get(name).await.unwrap();
+    let generation = before.metadata.generation.unwrap_or(0);
+    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": patch})))
+        .await
+        .unwrap();
+    let what = format!("generation {} finished", generation + 1);
+    wait_until(client, IB, ns, name, &what, RUN_TIMEOUT, |v| {
+        v["status"]["observedGeneration"].as_i64() > Some(generation)
+            && FINISHED.iter().any(|p| v["status"]["phase"] == *p)
+    })
+    .await
+}
+
+fn regressed(v: &Value) -> &Value {
+    &condition(v, "Regressed")["status"]
+}
+
+#[tokio::test]
+async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "history").await;
+    let mut ib = sampled(&ns.name, "hist", TARGET, 2);
+    set(&mut ib, "/spec/historyLimit", json!(3));
+    set(
+        &mut ib,
+        "/spec/baseline",
+        json!({"previous": 1, "metrics": [{"name": "rps", "tolerancePercent": 80}]}),
+    );
+    let first = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&first, "Succeeded");
+    let st = &first["status"];
+    let rps = &st["statistics"][0]["metrics"][0];
+    assert_eq!(rps["name"], "rps", "{st:#}");
+    assert_eq!(rps["values"].as_array().unwrap().len(), 2, "{st:#}");
+    assert!(st["rpsInterval"].as_str().unwrap().contains(" ± "), "{st:#}");
+    // The first run has nothing to compare with.
+    assert_eq!(*regressed(&first), "Unknown", "{st:#}");
+
+    // Its result: what ran, on what, every sample, the merged histogram.
+    let r1_name = st["latestResult"].as_str().unwrap().to_string();
+    let r1 = result(&client, &ns.name, &r1_name).await;
+    assert_eq!(r1.spec.phase, crds::Phase::Succeeded);
+    assert_eq!(r1.spec.benchmark.name, "hist");
+    assert_eq!(r1.spec.run_id, st["runId"].as_str().unwrap());
+    assert!(r1.spec.benchmark_spec.contains("nginx-target"));
+    let step = &r1.spec.measurements[0];
+    let r1_rps = step.metrics.iter().find(|m| m.name == "rps").unwrap();
+    assert_eq!(r1_rps.values.len(), 2);
+    assert!(r1_rps.mean > 0.0 && r1_rps.ci95 >= 0.0);
+    let hist = protocol::report::histogram::decode(step.histogram.as_deref().unwrap()).unwrap();
+    assert!(hist.len() > 0, "the merged histogram holds the requests");
+    let cluster = &r1.spec.cluster;
+    assert!(cluster.kubernetes_version.as_deref().unwrap().starts_with("v1."));
+    let node = cluster.nodes.first().expect("the worker's node");
+    assert!(node.kernel_version.is_some() && node.cpus.is_some(), "{node:?}");
+    let table = kubectl(&["-n", &ns.name, "get", "benchmarkresults"]).unwrap();
+    assert!(table.contains(&r1_name) && table.contains("Succeeded"), "{table}");
+
+    // Two more runs of the same spec (historyLimit and cleanup are not part of its hash): each
+    // is judged against the previous one, and only the newest three... then two are kept.
+    let second = rerun(&client, &ns.name, "hist", json!({"historyLimit": 2})).await;
+    assert_phase(&second, "Succeeded");
+    assert_eq!(*regressed(&second), "False", "{:#}", second["status"]);
+    let r2 = second["status"]["latestResult"].as_str().unwrap().to_string();
+    assert_ne!(r2, r1_name);
+    let names = |rs: Vec<BenchmarkResult>| -> Vec<String> {
+        rs.iter().map(|r| r.metadata.name.clone().unwrap()).collect()
+    };
+    assert_eq!(names(results(&client, &ns.name).await), [r1_name.clone(), r2.clone()]);
+    let verdict = result(&client, &ns.name, &r2).await.spec.verdict.unwrap();
+    assert_eq!(verdict.baseline_results, [r1_name.clone()]);
+
+    let third = rerun(&client, &ns.name, "hist", json!({"cleanup": "OnSuccess"})).await;
+    assert_phase(&third, "Succeeded");
+    let r3 = third["status"]["latestResult"].as_str().unwrap().to_string();
+    assert_eq!(names(results(&client, &ns.name).await), [r2.clone(), r3.clone()]);
+
+    // The benchmark goes; its history stays.
+    Api::<crds::IngressBenchmark>::namespaced(client.clone(), &ns.name)
+        .delete("hist", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), async || {
+        match get_benchmark(&client, IB, &ns.name, "hist").await {
+            Err(_) => Ok(()),
+            Ok(_) => Err("the benchmark still exists".to_string()),
+        }
+    })
+    .await;
+    assert_eq!(names(results(&client, &ns.name).await), [r2, r3]);
+}
+
+#[tokio::test]
+async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "regress").await;
+    let (web, web_svc) = nginx("web", "100m");
+    let (mut slow, slow_svc) = nginx("slow", "10m");
+    // The same nginx, held to a twentieth of a CPU.
+    set(
+        &mut slow,
+        "/spec/template/spec/containers/0/resources/limits/cpu",
+        json!("50m"),
+    );
+    for obj in [&web, &web_svc, &slow, &slow_svc] {
+        create(&client, &ns.name, obj).await.unwrap();
+    }
+    for d in ["web", "slow"] {
+        let target = format!("deployment/{d}");
+        kubectl(&["-n", &ns.name, "rollout", "status", &target, "--timeout=120s"]).unwrap();
+    }
+    let url = |svc: &str| format!("http://{svc}.{}.svc.cluster.local/", ns.name);
+
+    let base = sampled(&ns.name, "base", &url("web"), 3);
+    let base = create_and_wait(&client, &base, FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&base, "Succeeded");
+    let baseline_result = base["status"]["latestResult"].as_str().unwrap().to_string();
+    let judged = |name: &str, svc: &str| {
+        let mut ib = sampled(&ns.name, name, &url(svc), 3);
+        set(
+            &mut ib,
+            "/spec/baseline",
+            json!({"result": baseline_result, "metrics": [{"name": "rps", "tolerancePercent": 50}]}),
+        );
+        ib
+    };
+
+    let same = create_and_wait(&client, &judged("same", "web"), FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&same, "Succeeded");
+    assert_eq!(*regressed(&same), "False", "{:#}", same["status"]);
+
+    let slowed = create_and_wait(&client, &judged("slowed", "slow"), FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&slowed, "Succeeded");
+    let c = condition(&slowed, "Regressed");
+    assert_eq!(c["status"], "True", "{:#}", slowed["status"]);
+    assert_eq!(c["reason"], "Regressed");
+    let message = c["message"].as_str().unwrap();
+    assert!(message.contains("step 0 rps") && message.contains(&baseline_result), "{message}");
+    let r = result(&client, &ns.name, slowed["status"]["latestResult"].as_str().unwrap()).await;
+    let v = r.spec.verdict.unwrap();
+    assert_eq!(v.regressed, "True");
+    let rps = v.metrics.iter().find(|m| m.metric == "rps").unwrap();
+    assert!(rps.regressed && rps.beyond_noise && rps.delta_percent < -50.0, "{rps:?}");
+
+    // The verdict as Prometheus sees it.
+    let metrics = operator_metrics(&client).await.unwrap();
+    let series = |name: &str| {
+        format!(
+            "netbench_regression{{kind=\"IngressBenchmark\",measurement=\"step 0\",metric=\"rps\",name=\"{name}\",namespace=\"{}\"}}",
+            ns.name
+        )
+    };
+    assert!(metrics.contains(&format!("{} 1", series("slowed"))), "{metrics}");
+    assert!(metrics.contains(&format!("{} 0", series("same"))));
+}
