@@ -173,28 +173,32 @@ async fn a_forged_saved_target_patches_nothing() {
     assert_eq!(writes(&log), Vec::<String>::new(), "all requests: {all:?}");
 }
 
-/// A status that names a step the spec does not have (written by someone other than the
-/// operator) ends the run Failed with `InvalidStatus`, and the only write is the benchmark's own
-/// status: no target is patched, no pod created.
-#[tokio::test]
-async fn a_status_naming_a_step_the_spec_lacks_fails_the_run() {
-    let ib = json!({
-        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
-        "metadata": {"name": "forged", "namespace": "team-a", "uid": "2b6e1f7c-0000-4c1d-9e3f-1234567890ab",
-                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
-        "spec": {"target": {"url": "http://x/"}},
-        "status": {"runId": "2b6e1f7c-g1", "phase": "Running", "currentStep": 7},
-    });
+/// Applies `ib` (its status forged) once; returns the writes other than Events.
+async fn apply_once(ib: Value) -> Vec<String> {
     let log = Log::default();
     let client = fake_client(ib.clone(), log.clone());
     let ctx = context(client.clone());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
     operator::driver::apply(&obj, &ctx, &api).await.unwrap();
-    let writes: Vec<String> = writes(&log)
+    writes(&log)
         .into_iter()
         .filter(|l| !l.starts_with("POST /apis/events.k8s.io/"))
-        .collect();
+        .collect()
+}
+
+fn forged(spec: Value, status: Value) -> Value {
+    json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+        "metadata": {"name": "forged", "namespace": "team-a", "uid": "2b6e1f7c-0000-4c1d-9e3f-1234567890ab",
+                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
+        "spec": spec,
+        "status": status,
+    })
+}
+
+/// The only write is the benchmark's own status, failing the run InvalidStatus with `why`.
+fn assert_failed_invalid_status(writes: &[String], why: &str) {
     assert_eq!(writes.len(), 1, "one status write only: {writes:?}");
     let patch = &writes[0];
     assert!(
@@ -203,11 +207,35 @@ async fn a_status_naming_a_step_the_spec_lacks_fails_the_run() {
         ),
         "{patch}"
     );
-    for part in [
-        r#""phase":"Failed""#,
-        r#""reason":"InvalidStatus""#,
-        "status names step 7, which the spec does not have",
-    ] {
+    for part in [r#""phase":"Failed""#, r#""reason":"InvalidStatus""#, why] {
         assert!(patch.contains(part), "{part} missing: {patch}");
     }
+}
+
+/// A status that names a step the spec does not have (written by someone other than the
+/// operator) ends the run Failed with `InvalidStatus`, and the only write is the benchmark's own
+/// status: no target is patched, no pod created.
+#[tokio::test]
+async fn a_status_naming_a_step_the_spec_lacks_fails_the_run() {
+    let ib = forged(
+        json!({"target": {"url": "http://x/"}}),
+        json!({"runId": "2b6e1f7c-g1", "phase": "Running", "currentStep": 7}),
+    );
+    let writes = apply_once(ib).await;
+    assert_failed_invalid_status(&writes, "status names step 7, which the spec does not have");
+}
+
+/// The same for a sample beyond what spec.samples allows: no pod of a slot outside the plan.
+#[tokio::test]
+async fn a_status_naming_a_sample_the_spec_lacks_fails_the_run() {
+    let ib = forged(
+        json!({"target": {"url": "http://x/"}, "samples": {"count": 2}}),
+        json!({"runId": "2b6e1f7c-g1", "phase": "Preparing", "currentStep": 0,
+               "currentSample": 4000000000u32}),
+    );
+    let writes = apply_once(ib).await;
+    assert_failed_invalid_status(
+        &writes,
+        "status names sample 4000000000, but the spec asks for at most 2",
+    );
 }

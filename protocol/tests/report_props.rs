@@ -321,6 +321,7 @@ proptest! {
             step: 0,
             started_at_unix_ms: 1,
             report: json.clone(),
+            host: None,
         };
         let checked = validate_final(&final_report, "http");
         if let Ok(Report::Http(r)) = Report::from_json(&json.to_string()) {

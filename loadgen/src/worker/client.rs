@@ -295,6 +295,7 @@ impl WorkerClient {
             step: self.env.step,
             started_at_unix_ms,
             report,
+            host: Some(protocol::worker::host::HostFacts::read_local()),
         };
         self.call("report", "POST", "/report", Some(&body))
             .map(|_| ())

@@ -276,8 +276,29 @@ mod report_kind_tests {
             step: 0,
             started_at_unix_ms: 1,
             report,
+            host: None,
         };
         check_report(kind, &r)
+    }
+
+    #[test]
+    fn hostile_host_facts_refuse_the_report() {
+        let mut r = FinalReport {
+            version: PROTOCOL_VERSION,
+            worker: "w0".into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: 1,
+            report: tcp_report(),
+            host: Some(protocol::worker::host::HostFacts {
+                cpu_model: Some("x\u{7}\nInjected: yes".into()),
+                interfaces: vec![],
+            }),
+        };
+        let err = check_report("EgressBenchmark", &r).unwrap_err();
+        assert!(err.to_string().contains("host.cpuModel"), "{err}");
+        r.host = Some(protocol::worker::host::HostFacts::read_local());
+        assert_eq!(check_report("EgressBenchmark", &r), Ok(()));
     }
 
     #[test]

@@ -127,6 +127,7 @@ fn report_body(worker: &str, report: serde_json::Value) -> Vec<u8> {
         step: 0,
         started_at_unix_ms: 1,
         report,
+        host: None,
     })
     .unwrap()
 }

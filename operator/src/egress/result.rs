@@ -188,6 +188,7 @@ mod tests {
             step: 0,
             started_at_unix_ms: 1,
             report,
+            host: None,
         };
         let (measured, _) = case_result(&case, &client, None).unwrap();
         assert_eq!(measured.receiver_bits_per_second, 80.0);

@@ -310,6 +310,7 @@ mod tests {
             step: 0,
             started_at_unix_ms: 5,
             report,
+            host: None,
         }
     }
 

@@ -21,6 +21,7 @@ fn report(worker: &str, step: u32) -> FinalReport {
         step,
         started_at_unix_ms: 1,
         report: json!({"kind": "http", "requests": 10}),
+        host: None,
     }
 }
 

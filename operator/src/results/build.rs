@@ -126,14 +126,14 @@ fn spec_of<K: Kind>(obj: &K) -> serde_json::Value {
 }
 
 /// Each measurement's figures over every complete sample found in the store, with its merged
-/// histogram; and the nodes the reports came from.
-async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, Vec<String>)> {
+/// histogram; and the nodes the reports came from, with what a worker saw there.
+async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
     let store = Store::of(run.ctx);
     let owner = Owner::of(run.obj);
     let max = run.obj.repetition().samples().max();
     let mut stats: Vec<MeasurementStats> = vec![];
     let mut out = vec![];
-    let mut nodes = vec![];
+    let mut nodes = facts::Seen::new();
     for index in 0..run.obj.count().min(samples::STRIDE) {
         let mut histograms = vec![];
         for sample in 0..max {
@@ -154,7 +154,14 @@ async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, Ve
             };
             let name = run.obj.describe(index);
             samples::record(&mut stats, index, &name, sample, &figures);
-            nodes.extend(reports.values().filter_map(|r| r.node.clone()));
+            for r in reports.values() {
+                if let Some(node) = &r.node {
+                    let host = nodes.entry(node.clone()).or_default();
+                    if host.is_none() {
+                        *host = r.host.clone();
+                    }
+                }
+            }
             histograms.extend(reports.values().filter_map(histogram_of));
         }
         let Some(m) = stats.iter().find(|m| m.index == index) else {
@@ -173,8 +180,6 @@ async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, Ve
             histogram,
         });
     }
-    nodes.sort();
-    nodes.dedup();
     Ok((out, nodes))
 }
 

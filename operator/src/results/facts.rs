@@ -6,12 +6,16 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube::Client;
 
-use crds::result::{ClusterFacts, NodeFacts};
+use crds::result::{ClusterFacts, InterfaceFacts, NodeFacts};
+use protocol::worker::host::HostFacts;
 
 /// Most nodes described in one result.
 const MAX_NODES: usize = 128;
 
-pub async fn gather(client: &Client, nodes: &[String]) -> ClusterFacts {
+/// Node names from the run's reports, with the host facts a worker there reported.
+pub type Seen = std::collections::BTreeMap<String, Option<HostFacts>>;
+
+pub async fn gather(client: &Client, nodes: &Seen) -> ClusterFacts {
     let version = match client.apiserver_version().await {
         Ok(v) => Some(clip(&v.git_version, 64)),
         Err(e) => {
@@ -21,9 +25,9 @@ pub async fn gather(client: &Client, nodes: &[String]) -> ClusterFacts {
     };
     let api: Api<Node> = Api::all(client.clone());
     let mut facts = vec![];
-    for name in nodes.iter().filter(|n| is_node_name(n)).take(MAX_NODES) {
+    for (name, host) in nodes.iter().filter(|(n, _)| is_node_name(n)).take(MAX_NODES) {
         match api.get_opt(name).await {
-            Ok(Some(node)) => facts.push(describe(name, &node)),
+            Ok(Some(node)) => facts.push(describe(name, &node, host.as_ref())),
             // A name no node has (a worker may claim anything) is left out.
             Ok(None) => {}
             Err(e) => tracing::debug!("reading node {name}: {e}"),
@@ -35,7 +39,7 @@ pub async fn gather(client: &Client, nodes: &[String]) -> ClusterFacts {
     }
 }
 
-fn describe(name: &str, node: &Node) -> NodeFacts {
+fn describe(name: &str, node: &Node, host: Option<&HostFacts>) -> NodeFacts {
     let info = node.status.as_ref().and_then(|s| s.node_info.as_ref());
     let cpus = node
         .status
@@ -50,8 +54,19 @@ fn describe(name: &str, node: &Node) -> NodeFacts {
         architecture: info.map(|i| clip(&i.architecture, 32)),
         kubelet_version: info.map(|i| clip(&i.kubelet_version, 64)),
         cpus,
-        cpu_model: None,
-        interfaces: vec![],
+        // Validated when the report arrived and again when it was loaded.
+        cpu_model: host.and_then(|h| h.cpu_model.clone()),
+        interfaces: host
+            .map(|h| {
+                h.interfaces
+                    .iter()
+                    .map(|i| InterfaceFacts {
+                        name: i.name.clone(),
+                        mtu: i.mtu,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

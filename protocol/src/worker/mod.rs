@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub mod host;
 mod validate;
 
 pub use validate::{validate_final, CheckedReport, ReportRefusal};
@@ -143,6 +144,9 @@ pub struct FinalReport {
     /// The engine's report (`{"version":1,"kind":"http"|"tcp",...}`); kept as JSON so the
     /// operator stores exactly what the worker measured.
     pub report: serde_json::Value,
+    /// The CPU model and interfaces the worker saw (absent from older workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<host::HostFacts>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]

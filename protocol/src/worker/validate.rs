@@ -42,6 +42,9 @@ pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, Repo
     if let Some(node) = &r.node {
         check_name("node", node)?;
     }
+    if let Some(host) = &r.host {
+        host.validate()?;
+    }
     let got = r.report.get("kind").and_then(|k| k.as_str()).unwrap_or("");
     if got != kind {
         return Err(ReportRefusal::Malformed(format!(
@@ -116,6 +119,7 @@ mod tests {
             step: 0,
             started_at_unix_ms: 5,
             report,
+            host: None,
         }
     }
 

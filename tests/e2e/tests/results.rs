@@ -67,8 +67,30 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
         "/spec/baseline",
         json!({"previous": 1, "metrics": [{"name": "rps", "tolerancePercent": 80}]}),
     );
-    let first = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT).await;
-    assert_phase(&first, "Succeeded");
+    create(&client, &ns.name, &ib).await.unwrap();
+    // Someone takes the name the first run's result will have (it is derived from the uid).
+    let created = get_benchmark(&client, IB, &ns.name, "hist").await.unwrap();
+    let uid: String = created["metadata"]["uid"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let squatted = format!("hist-{uid}-g1");
+    let mut squatter = serde_json::to_value(BenchmarkResult::new(&squatted, crds::BenchmarkResultSpec {
+        benchmark: crds::BenchmarkRef { kind: IB.into(), namespace: ns.name.clone(), name: "hist".into() },
+        benchmark_uid: "forged".into(),
+        run_id: "forged".into(),
+        spec_hash: String::new(),
+        benchmark_spec: "{}".into(),
+        phase: crds::Phase::Succeeded,
+        message: None,
+        start_time: None,
+        completion_time: None,
+        cluster: Default::default(),
+        measurements: vec![],
+        scaling: None,
+        summary: Some("1000000 req/s (forged)".into()),
+        verdict: None,
+    })).unwrap();
+    set(&mut squatter, "/metadata/namespace", json!(ns.name));
+    create(&client, &ns.name, &squatter).await.unwrap();
+    let first = wait_succeeded(&client, IB, &ns.name, "hist").await;
     let st = &first["status"];
     let rps = &st["statistics"][0]["metrics"][0];
     assert_eq!(rps["name"], "rps", "{st:#}");
@@ -79,7 +101,15 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
 
     // Its result: what ran, on what, every sample, the merged histogram.
     let r1_name = st["latestResult"].as_str().unwrap().to_string();
+    assert_eq!(r1_name, squatted, "the squatter was replaced by the real result");
     let r1 = result(&client, &ns.name, &r1_name).await;
+    assert_eq!(r1.spec.benchmark_uid, created["metadata"]["uid"].as_str().unwrap());
+    let events = kubectl(&["-n", &ns.name, "get", "events", "--field-selector", "reason=ResultReplaced"]).unwrap();
+    assert!(events.contains("was not its result"), "{events}");
+    // Results are immutable: the API server refuses a change with the rule's message.
+    let edit = kubectl(&["-n", &ns.name, "patch", "benchmarkresult", &r1_name, "--type=merge", "-p", r#"{"spec":{"summary":"999999 req/s"}}"#]);
+    let refusal = format!("{edit:?}");
+    assert!(edit.is_err() && refusal.contains("a BenchmarkResult is immutable"), "{refusal}");
     assert_eq!(r1.spec.phase, crds::Phase::Succeeded);
     assert_eq!(r1.spec.benchmark.name, "hist");
     assert_eq!(r1.spec.run_id, st["runId"].as_str().unwrap());
