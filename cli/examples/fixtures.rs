@@ -53,7 +53,7 @@ fn histogram(requests: u64, p50_ms: f64) -> String {
     let per = (requests / 1000).max(1);
     for k in 0..1000u32 {
         let q = f64::from(k) / 1000.0;
-        let ms = p50_ms * (0.5 + q) * (1.0 + 9.0 * q.powi(8));
+        let ms = p50_ms * (0.5 + q) * (1.0 + 3.0 * q.powi(40));
         h.record_n((ms * 1000.0) as u64, per).expect("in range");
     }
     protocol::report::histogram::encode(&h).expect("encodes")

@@ -3,7 +3,9 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod figures;
 pub mod kube_client;
+pub mod report;
 pub mod source;
 pub mod text;
