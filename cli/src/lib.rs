@@ -4,8 +4,11 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod compare;
 pub mod figures;
+pub mod junit;
 pub mod kube_client;
 pub mod report;
 pub mod source;
 pub mod text;
+pub mod watch;
