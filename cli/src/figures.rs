@@ -289,3 +289,104 @@ pub fn headline(spec: &BenchmarkResultSpec) -> Option<(String, f64, f64)> {
         pick.1.ci95 * scale,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::history::Better;
+    use crds::result::Measurement;
+    use crds::stats::metric;
+
+    fn spec(measurements: Vec<Measurement>) -> BenchmarkResultSpec {
+        let mut s: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
+            "benchmark": {"kind": "", "namespace": "n", "name": "b"},
+            "benchmarkUid": "u", "runId": "r", "specHash": "h",
+            "benchmarkSpec": "{\"baselineCase\": \"b\"}", "phase": "Succeeded"
+        }))
+        .unwrap();
+        s.measurements = measurements;
+        s
+    }
+
+    fn m(index: u32, params: &[(&str, &str)], name: &str, values: &[f64]) -> Measurement {
+        Measurement {
+            index,
+            name: format!("m{index}"),
+            parameters: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            metrics: vec![metric(name, "", Better::Higher, values.to_vec())],
+            histogram: None,
+        }
+    }
+
+    #[test]
+    fn the_seed_sweep_scales_as_the_seed_report_says() {
+        let s = spec(
+            [
+                ("1", 3209.66),
+                ("2", 5709.07),
+                ("4", 9005.79),
+                ("8", 20696.19),
+            ]
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, (cpu, rps))| m(i as u32, &[("cpu", cpu)], RPS, &[*rps]))
+            .collect(),
+        );
+        assert_eq!(kind(&s), Some(Kind::Ingress));
+        let steps = steps(&s);
+        assert_eq!(steps[0].m.index, 0, "sorted by index");
+        assert_eq!(steps[3].size_factor, Some(8.0));
+        assert_eq!(
+            conclusion(&steps).unwrap(),
+            "8 CPUs: 6.45x of 1 CPU, 81% of linear"
+        );
+    }
+
+    #[test]
+    fn sizes_come_from_millicores_and_replicas_and_never_divide_by_zero() {
+        assert_eq!(millicores("500m"), Some(500.0));
+        assert_eq!(millicores("1.5"), Some(1500.0));
+        assert_eq!(millicores("0"), None);
+        assert_eq!(millicores("lots"), None);
+        let s = spec(vec![
+            m(0, &[("cpu", "500m"), ("replicas", "2")], RPS, &[100.0]),
+            m(1, &[("cpu", "1"), ("replicas", "2")], RPS, &[150.0]),
+        ]);
+        let st = steps(&s);
+        assert_eq!(st[1].size_factor, Some(2.0));
+        assert_eq!(st[1].efficiency, Some(0.75));
+        assert_eq!(st[1].describe(), "1 CPU x 2 replicas");
+        let zero = spec(vec![
+            m(0, &[("replicas", "1")], RPS, &[0.0]),
+            m(1, &[("replicas", "2")], RPS, &[10.0]),
+        ]);
+        assert_eq!(steps(&zero)[1].speedup, None);
+        assert_eq!(conclusion(&steps(&zero)), None);
+        assert_eq!(conclusion(&steps(&spec(vec![]))), None);
+    }
+
+    #[test]
+    fn overhead_is_against_the_named_baseline_case() {
+        let mut a = m(0, &[], RECEIVER, &[5e9, 5.1e9, 4.9e9]);
+        a.name = "a".into();
+        let mut b = m(
+            1,
+            &[("offloadProfile", "off")],
+            RECEIVER,
+            &[10e9, 10.1e9, 9.9e9],
+        );
+        b.name = "b".into();
+        let s = spec(vec![a, b]);
+        assert_eq!(kind(&s), Some(Kind::Egress));
+        let c = cases(&s);
+        assert!(c[1].is_baseline && !c[0].is_baseline);
+        assert!((c[0].overhead.unwrap() - 50.0).abs() < 1e-9);
+        assert_eq!(c[0].beyond_noise, Some(true));
+        assert_eq!(c[1].profile, Some("off"));
+        assert_eq!(headline(&s).map(|h| h.0), Some("b".to_string()));
+    }
+}

@@ -139,22 +139,24 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
 
 /// The x of each step: CPUs when the sweep set them, else replicas, else the size factor.
 fn scaling_points(steps: &[figures::Step<'_>]) -> (&'static str, Vec<charts::Point>) {
-    let cpu = |s: &figures::Step<'_>| s.cpu.and_then(figures::millicores).map(|m| m / 1000.0);
+    let cpus = |s: &figures::Step<'_>| s.cpu.and_then(figures::millicores).map(|m| m / 1000.0);
     let replicas = |s: &figures::Step<'_>| s.replicas.and_then(|r| r.trim().parse::<f64>().ok());
-    let (desc, x): (&str, Box<dyn Fn(&figures::Step<'_>) -> Option<f64>>) =
-        if steps.iter().all(|s| cpu(s).is_some()) && steps.iter().all(|s| s.replicas.is_none()) {
-            ("controller CPUs", Box::new(cpu))
-        } else if steps
-            .iter()
-            .all(|s| s.cpu.is_none() && replicas(s).is_some())
-        {
-            ("controller replicas", Box::new(replicas))
-        } else {
-            (
-                "size relative to the first step",
-                Box::new(|s: &figures::Step<'_>| s.size_factor),
-            )
-        };
+    let by_cpu = steps
+        .iter()
+        .all(|s| cpus(s).is_some() && s.replicas.is_none());
+    let by_replicas = steps
+        .iter()
+        .all(|s| s.cpu.is_none() && replicas(s).is_some());
+    let desc = match (by_cpu, by_replicas) {
+        (true, _) => "controller CPUs",
+        (false, true) => "controller replicas",
+        (false, false) => "size relative to the first step",
+    };
+    let x = |s: &figures::Step<'_>| match (by_cpu, by_replicas) {
+        (true, _) => cpus(s),
+        (false, true) => replicas(s),
+        (false, false) => s.size_factor,
+    };
     let points = steps
         .iter()
         .filter_map(|s| {

@@ -198,3 +198,120 @@ fn lines(s: &Snapshot, phase: Option<Phase>, index: u32) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ib(status: &str) -> IngressBenchmark {
+        let yaml = format!(
+            r#"
+apiVersion: netbench.io/v1alpha1
+kind: IngressBenchmark
+metadata: {{name: web, namespace: team-a, generation: 2}}
+spec:
+  target: {{url: "http://ingress.example/"}}
+  samples: {{count: 3}}
+  sweep:
+    targetRef: {{name: ingress-nginx-controller}}
+    steps: [{{cpu: "1"}}, {{cpu: "2"}}, {{cpu: "4"}}, {{cpu: "8"}}]
+status:
+{status}"#
+        );
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    fn eb(status: &str) -> EgressBenchmark {
+        let yaml = format!(
+            r#"
+apiVersion: netbench.io/v1alpha1
+kind: EgressBenchmark
+metadata: {{name: vx, namespace: team-a}}
+spec:
+  cases:
+  - {{name: node-to-node, client: {{}}, server: {{}}}}
+  - {{name: vxlan, client: {{}}, server: {{}}}}
+status:
+{status}"#
+        );
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn a_running_sweep_counts_steps_times_samples() {
+        let v = render(&from_ingress(&ib(
+            "  phase: Running\n  observedGeneration: 2\n  currentStep: 2\n  currentSample: 1\n  workers: 2/3\n  rpsInterval: 5709 ± 94\n  p99: 24.1ms\n  steps: [{index: 0, rps: 3209, requests: 1, bytesPerSecond: 0, latencyMs: {p50: 1, p90: 1, p99: 1, p999: 1, max: 1, mean: 1}, errors: {connect: 0, timeout: 0, read: 0, write: 0, status4xx: 0, status5xx: 0, parse: 0}}]",
+        )));
+        assert_eq!((v.position, v.length), (7, 12));
+        assert_eq!(v.outcome, None);
+        assert_eq!(
+            v.lines,
+            vec![
+                "IngressBenchmark team-a/web: Running, step 3/4, sample 2/3",
+                "workers reporting: 2/3",
+                "last step: 5709 ± 94 req/s, p99 24.1ms",
+            ]
+        );
+    }
+
+    #[test]
+    fn finished_runs_end_the_watch() {
+        let ok = render(&from_ingress(&ib(
+            "  phase: Succeeded\n  observedGeneration: 2\n  message: done",
+        )));
+        assert_eq!(ok.outcome, Some(Outcome::Succeeded));
+        assert_eq!(ok.position, ok.length);
+        assert_eq!(ok.lines.last().map(String::as_str), Some("done"));
+        let failed = render(&from_egress(&eb(
+            "  phase: Failed\n  message: \"worker lost\\non node n1\"",
+        )));
+        assert_eq!(failed.outcome, Some(Outcome::Failed));
+        assert_eq!(
+            failed.lines.last().map(String::as_str),
+            Some("worker lost on node n1")
+        );
+    }
+
+    #[test]
+    fn a_status_of_an_older_spec_does_not_end_the_watch() {
+        let v = render(&from_ingress(&ib(
+            "  phase: Succeeded\n  observedGeneration: 1",
+        )));
+        assert_eq!(v.outcome, None);
+        assert_eq!(v.position, 0);
+        assert!(
+            v.lines[0].contains("waiting for the operator"),
+            "{:?}",
+            v.lines
+        );
+    }
+
+    #[test]
+    fn egress_shows_cases_and_the_best_figure() {
+        let v = render(&from_egress(&eb(
+            "  phase: Running\n  currentCase: 1\n  best: 9.41 Gbit/s\n  overhead: 5.4%",
+        )));
+        assert_eq!((v.position, v.length), (1, 2));
+        assert_eq!(v.lines[0], "EgressBenchmark team-a/vx: Running, case 2/2");
+        assert_eq!(v.lines[1], "best: 9.41 Gbit/s, largest overhead 5.4%");
+        let queued = render(&from_egress(&eb(
+            "  phase: Queued\n  queue: {position: 2, waitsFor: node n1}",
+        )));
+        assert_eq!(queued.position, 0);
+        assert_eq!(queued.lines[1], "queued: position 2, waits for node n1");
+    }
+
+    #[test]
+    fn forged_numbers_stay_in_bounds() {
+        let v = render(&from_ingress(&ib(&format!(
+            "  phase: Running\n  currentStep: {}\n  currentSample: {}\n  workers: \"\\u001b[2J<x>\"",
+            u32::MAX,
+            u32::MAX
+        ))));
+        assert!(v.position <= v.length, "{v:?}");
+        assert_eq!(v.position, 11);
+        assert_eq!(v.lines[1], "workers reporting: [2J<x>");
+        let empty = render(&Snapshot::default());
+        assert_eq!((empty.position, empty.length), (0, 1));
+    }
+}
