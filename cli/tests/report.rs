@@ -251,3 +251,36 @@ fn the_report_is_written_to_its_directory() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn absurd_numbers_and_missing_figures_draw_without_panicking() {
+    let mut results = fixtures(&["ingress-sweep.yaml", "egress-offload.yaml"]);
+    {
+        let ms = &mut results[0].spec.measurements;
+        ms[0].metrics[0].mean = 0.0;
+        ms[1].metrics[0].mean = 1e300;
+        ms[1].metrics[0].ci95 = -5.0;
+        ms[2].parameters.insert("cpu".into(), "lots".into());
+        ms[3].metrics.clear();
+        ms[3].histogram = Some("not a histogram".into());
+    }
+    results[1].spec.measurements[0].metrics.clear();
+    results[1].spec.benchmark_spec = "{not json".into();
+    let r = report::render(&results).unwrap();
+    assert!(
+        r.markdown.contains("unreadable histogram"),
+        "{}",
+        r.markdown
+    );
+    assert!(
+        r.markdown.contains("| step 3 | 8 | - | - |"),
+        "{}",
+        r.markdown
+    );
+    for c in &r.charts {
+        xml(&c.svg);
+    }
+    // Nothing at all: an empty report, still a report.
+    let empty = report::render(&[]).unwrap();
+    assert_eq!(empty.markdown, "# netbench report\n\n");
+}

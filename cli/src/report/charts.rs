@@ -118,13 +118,7 @@ pub fn scaling(title: &str, x_desc: &str, y_desc: &str, points: &[Point]) -> Res
             .label("linear scaling from the first step")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], LINEAR.stroke_width(2)));
         measured(&mut chart, &pts)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -230,13 +224,7 @@ pub fn bars(title: &str, y_desc: &str, bars: &[Bar]) -> Result<String> {
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
         draw_bars(&mut chart, bars, &groups)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -251,7 +239,6 @@ fn draw_bars(
     bars: &[Bar],
     groups: &[String],
 ) -> Result<()> {
-    let at = |i: usize| SegmentValue::CenterOf(i32::try_from(i).unwrap_or(i32::MAX));
     let exact = |i: usize| SegmentValue::Exact(i32::try_from(i).unwrap_or(i32::MAX));
     let group_of = |b: &Bar| groups.iter().position(|g| *g == b.group).unwrap_or(0);
     chart
@@ -271,7 +258,7 @@ fn draw_bars(
                 mean: fit(b.mean),
                 ci: fit(b.ci),
             };
-            ErrorBar::new_vertical(at(i), p.low(), p.mean, p.high(), BLACK, 12)
+            ErrorBar::new_vertical(center(i), p.low(), p.mean, p.high(), BLACK, 12)
         }))
         .map_err(err)?;
     chart
@@ -280,7 +267,7 @@ fn draw_bars(
                 .into_font()
                 .color(&BLACK)
                 .pos(Pos::new(HPos::Center, VPos::Bottom));
-            EmptyElement::at((at(i), fit(b.mean) + fit(b.ci)))
+            EmptyElement::at((center(i), fit(b.mean) + fit(b.ci)))
                 + Text::new(text::num(b.mean, 2), (0, -10), style)
         }))
         .map_err(err)?;
@@ -316,7 +303,6 @@ pub fn history(title: &str, y_desc: &str, runs: &[String], series: &[Series]) ->
         .flat_map(|s| s.points.iter().map(|p| fit(p.1) + fit(p.2))))
         * 1.3;
     let last = i32::try_from(n).unwrap_or(i32::MAX).saturating_sub(1);
-    let at = |i: usize| SegmentValue::CenterOf(i32::try_from(i).unwrap_or(i32::MAX));
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (800, 480)).into_drawing_area();
@@ -345,42 +331,66 @@ pub fn history(title: &str, y_desc: &str, runs: &[String], series: &[Series]) ->
             .draw()
             .map_err(err)?;
         for (k, s) in series.iter().enumerate() {
-            let c = color(k);
-            let pts: Vec<(SegmentValue<i32>, f64, f64)> = s
-                .points
-                .iter()
-                .map(|p| (at(p.0), fit(p.1), fit(p.2)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(
-                    pts.iter().map(|p| (p.0.clone(), p.1)),
-                    c.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(text::label(&s.name))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|p| {
-                    ErrorBar::new_vertical(p.0.clone(), fit(p.1 - p.2), p.1, fit(p.1 + p.2), c, 8)
-                }))
-                .map_err(err)?;
-            chart
-                .draw_series(
-                    pts.iter()
-                        .map(|p| Circle::new((p.0.clone(), p.1), 4, c.filled())),
-                )
-                .map_err(err)?;
+            run_line(&mut chart, color(k), s)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+fn center(i: usize) -> SegmentValue<i32> {
+    SegmentValue::CenterOf(i32::try_from(i).unwrap_or(i32::MAX))
+}
+
+/// One series of a history chart: its line, intervals and points.
+fn run_line(
+    chart: &mut Cartesian<
+        '_,
+        SegmentedCoord<plotters::coord::types::RangedCoordi32>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+    c: RGBColor,
+    s: &Series,
+) -> Result<()> {
+    let pts: Vec<(SegmentValue<i32>, f64, f64)> = s
+        .points
+        .iter()
+        .map(|p| (center(p.0), fit(p.1), fit(p.2)))
+        .collect();
+    chart
+        .draw_series(LineSeries::new(
+            pts.iter().map(|p| (p.0.clone(), p.1)),
+            c.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label(text::label(&s.name))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    chart
+        .draw_series(pts.iter().map(|p| {
+            ErrorBar::new_vertical(p.0.clone(), fit(p.1 - p.2), p.1, fit(p.1 + p.2), c, 8)
+        }))
+        .map_err(err)?;
+    chart
+        .draw_series(
+            pts.iter()
+                .map(|p| Circle::new((p.0.clone(), p.1), 4, c.filled())),
+        )
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The legend box of a chart.
+fn legend<X: Ranged, Y: Ranged>(
+    chart: &mut Cartesian<'_, X, Y>,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    Ok(())
 }

@@ -144,3 +144,41 @@ impl SourceArgs {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(measurements: usize, values: usize) -> Loaded {
+        let spec: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
+            "benchmark": {"kind": "IngressBenchmark", "namespace": "n", "name": "b"},
+            "benchmarkUid": "u", "runId": "r", "specHash": "h", "benchmarkSpec": "{}",
+            "phase": "Succeeded",
+            "measurements": (0..measurements).map(|i| serde_json::json!({
+                "index": i, "name": format!("step {i}"),
+                "metrics": [{"name": "rps", "unit": "req/s", "better": "Higher",
+                             "values": vec![1.0; values], "mean": 1.0, "stddev": 0.0, "ci95": 0.0}]
+            })).collect::<Vec<_>>()
+        }))
+        .unwrap();
+        Loaded {
+            origin: "test".into(),
+            name: "r".into(),
+            created: None,
+            spec,
+            conditions: vec![],
+        }
+    }
+
+    #[test]
+    fn results_longer_than_the_schema_allows_are_refused() {
+        assert!(check_bounds(&loaded(64, 20)).is_ok());
+        let e = check_bounds(&loaded(65, 1)).unwrap_err().to_string();
+        assert!(e.contains("65 measurements, more than the 64"), "{e}");
+        let e = check_bounds(&loaded(1, 21)).unwrap_err().to_string();
+        assert!(e.contains("21 samples of one figure"), "{e}");
+        let mut many = vec![];
+        assert!(push_bounded(&mut many, vec![loaded(1, 1); MAX_RESULTS]).is_ok());
+        assert!(push_bounded(&mut many, vec![loaded(1, 1)]).is_err());
+    }
+}
