@@ -107,7 +107,12 @@ pub fn render(results: &[Loaded]) -> Result<String> {
 
 /// `netbench junit`.
 pub async fn run(args: &JunitArgs, cluster: &crate::kube_client::ClusterArgs) -> Result<()> {
-    let results = args.source.load(cluster).await?;
+    // Only each benchmark's newest result becomes a suite: its history is not needed.
+    let source = SourceArgs {
+        history: 0,
+        ..args.source.clone()
+    };
+    let results = source.load(cluster).await?;
     let xml = render(&results)?;
     match &args.out {
         Some(path) => {

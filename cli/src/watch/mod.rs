@@ -41,6 +41,9 @@ const MAX_ERRORS: u32 = 5;
 enum Update {
     Seen(Box<Snapshot>),
     Deleted,
+    /// A (re)list starts: the object must show up before it ends.
+    Listing,
+    /// The list ended.
     Listed,
 }
 
@@ -62,7 +65,7 @@ where
                 }
                 Ok(Event::Delete(_)) => Some(Ok(Update::Deleted)),
                 Ok(Event::InitDone) => Some(Ok(Update::Listed)),
-                Ok(Event::Init) => None,
+                Ok(Event::Init) => Some(Ok(Update::Listing)),
                 Err(e) => Some(Err(e)),
             };
             std::future::ready(update)
@@ -168,6 +171,7 @@ async fn follow(
                     return Ok(End::Run(outcome));
                 }
             }
+            Ok(Update::Listing) => seen = false,
             Ok(Update::Listed) if !seen => bail!("{what} no longer exists"),
             Ok(Update::Listed) => {}
             Ok(Update::Deleted) => bail!("{what} was deleted before its run ended"),
@@ -181,4 +185,87 @@ async fn follow(
         }
     }
     bail!("the watch of {what} ended before its run did")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::Phase;
+
+    fn seen(phase: Phase) -> Result<Update, watcher::Error> {
+        Ok(Update::Seen(Box::new(Snapshot {
+            title: "IngressBenchmark n/web".into(),
+            phase: Some(phase),
+            measurements: 2,
+            samples: 1,
+            ..Default::default()
+        })))
+    }
+
+    async fn end(updates: Vec<Result<Update, watcher::Error>>) -> Result<End> {
+        follow(
+            futures::stream::iter(updates),
+            &ProgressBar::hidden(),
+            "ib n/web",
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn the_watch_ends_with_the_run() {
+        let ok = end(vec![
+            Ok(Update::Listing),
+            seen(Phase::Running),
+            Ok(Update::Listed),
+            seen(Phase::Succeeded),
+        ]);
+        assert_eq!(ok.await.unwrap(), End::Run(Outcome::Succeeded));
+        let failed = end(vec![
+            seen(Phase::Preparing),
+            Ok(Update::Listed),
+            seen(Phase::Failed),
+        ]);
+        assert_eq!(failed.await.unwrap(), End::Run(Outcome::Failed));
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_deleted_benchmark_is_an_error() {
+        let e = end(vec![Ok(Update::Listing), Ok(Update::Listed)])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no longer exists"), "{e}");
+        // Deleted while the watch was down: the relist no longer has it.
+        let relist = vec![
+            Ok(Update::Listing),
+            seen(Phase::Running),
+            Ok(Update::Listed),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(Update::Listing),
+            Ok(Update::Listed),
+        ];
+        let e = end(relist).await.unwrap_err().to_string();
+        assert!(e.contains("no longer exists"), "{e}");
+        let e = end(vec![seen(Phase::Running), Ok(Update::Deleted)])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("was deleted"), "{e}");
+        let e = end(vec![seen(Phase::Running)])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ended before its run did"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn watch_errors_are_retried_a_few_times_in_a_row() {
+        let err = || Err(watcher::Error::NoResourceVersion);
+        let mut some = vec![err(), err(), err(), err(), seen(Phase::Running), err()];
+        some.push(seen(Phase::Succeeded));
+        assert_eq!(end(some).await.unwrap(), End::Run(Outcome::Succeeded));
+        let too_many = (0..MAX_ERRORS).map(|_| err()).collect();
+        let e = format!("{:#}", end(too_many).await.unwrap_err());
+        assert!(e.contains("cannot watch ib n/web"), "{e}");
+    }
 }
