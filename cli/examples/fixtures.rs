@@ -1,0 +1,310 @@
+//! Writes the test fixtures of cli/tests/fixtures: BenchmarkResults shaped like the seed
+//! reports (an ingress sweep at 1/2/4/8 CPUs, an egress run with vxlan offload on and off),
+//! an ingress history, a regressed run and results with hostile names. Statistics come from
+//! crds::stats and histograms from protocol, as the operator makes them.
+//!
+//! `cargo run -p cli --example fixtures -- cli/tests/fixtures`
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crds::history::{Better, MetricTolerance};
+use crds::result::{
+    BenchmarkResult, BenchmarkResultSpec, ClusterFacts, InterfaceFacts, Measurement,
+    MeasurementStats, NodeFacts, Verdict,
+};
+use crds::stats::metric;
+use crds::{BenchmarkRef, Phase};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+fn time(s: &str) -> Option<Time> {
+    Some(Time(s.parse().expect("fixture time")))
+}
+
+fn cluster() -> ClusterFacts {
+    let node = |name: &str| NodeFacts {
+        name: name.into(),
+        kernel_version: Some("6.18.0-1-amd64".into()),
+        os_image: Some("Debian GNU/Linux 13 (trixie)".into()),
+        architecture: Some("amd64".into()),
+        kubelet_version: Some("v1.37.2".into()),
+        cpus: Some("32".into()),
+        cpu_model: Some("Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz".into()),
+        interfaces: vec![
+            InterfaceFacts {
+                name: "eth0".into(),
+                mtu: 1500,
+            },
+            InterfaceFacts {
+                name: "vxlan.calico".into(),
+                mtu: 1450,
+            },
+        ],
+    };
+    ClusterFacts {
+        kubernetes_version: Some("v1.37.2".into()),
+        nodes: vec![node("worker-1"), node("worker-2")],
+    }
+}
+
+/// A latency histogram of `requests` requests around `p50_ms`, with a tail to ten times it.
+fn histogram(requests: u64, p50_ms: f64) -> String {
+    let mut h = protocol::report::histogram::new_latency_histogram();
+    let per = (requests / 1000).max(1);
+    for k in 0..1000u32 {
+        let q = f64::from(k) / 1000.0;
+        let ms = p50_ms * (0.5 + q) * (1.0 + 3.0 * q.powi(40));
+        h.record_n((ms * 1000.0) as u64, per).expect("in range");
+    }
+    protocol::report::histogram::encode(&h).expect("encodes")
+}
+
+fn step(index: u32, cpu: &str, rps: [f64; 3], p50: f64) -> Measurement {
+    let p = |f: f64| vec![p50 * f * 0.98, p50 * f, p50 * f * 1.02];
+    let requests = (rps[0] + rps[1] + rps[2]) as u64 * 15;
+    Measurement {
+        index,
+        name: format!("step {index}"),
+        parameters: BTreeMap::from([("cpu".to_string(), cpu.to_string())]),
+        metrics: vec![
+            metric("rps", "req/s", Better::Higher, rps.to_vec()),
+            metric("p50Ms", "ms", Better::Lower, p(1.0)),
+            metric("p90Ms", "ms", Better::Lower, p(2.1)),
+            metric("p99Ms", "ms", Better::Lower, p(4.3)),
+            metric("p999Ms", "ms", Better::Lower, p(8.0)),
+            metric("errorRate", "ratio", Better::Lower, vec![0.0, 0.0001, 0.0]),
+        ],
+        histogram: Some(histogram(requests, p50)),
+    }
+}
+
+fn ingress(run: &str, start: &str, rps: [[f64; 3]; 4], name: &str) -> BenchmarkResult {
+    let cpus = ["1", "2", "4", "8"];
+    let p50s = [9.9, 5.6, 3.5, 1.5];
+    let measurements: Vec<Measurement> = (0..4)
+        .map(|i| step(i as u32, cpus[i], rps[i], p50s[i]))
+        .collect();
+    let spec = BenchmarkResultSpec {
+        benchmark: BenchmarkRef {
+            kind: "IngressBenchmark".into(),
+            namespace: "team-a".into(),
+            name: name.into(),
+        },
+        benchmark_uid: "6f1c2a9e-0b7d-4c1e-9d7a-3e1f5b2c8a40".into(),
+        run_id: run.into(),
+        spec_hash: "9c4e1f0b2a7d3e6c8b5a4f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c".into(),
+        benchmark_spec: r#"{"target":{"url":"http://ingress-nginx-controller.ingress-nginx/"},"load":{"connections":32,"threads":4,"duration":"15s","keepAlive":false},"sweep":{"targetRef":{"name":"ingress-nginx-controller"},"steps":[{"cpu":"1"},{"cpu":"2"},{"cpu":"4"},{"cpu":"8"}]},"samples":{"count":3}}"#.into(),
+        phase: Phase::Succeeded,
+        message: Some("4 steps measured".into()),
+        start_time: time(start),
+        completion_time: time(&start.replace("T10:00", "T10:07")),
+        cluster: cluster(),
+        measurements,
+        scaling: None,
+        summary: None,
+        verdict: None,
+    };
+    object(&format!("{name}-{run}"), spec)
+}
+
+fn object(name: &str, spec: BenchmarkResultSpec) -> BenchmarkResult {
+    let mut r = BenchmarkResult::new(name, spec);
+    r.metadata = ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("team-a".into()),
+        ..Default::default()
+    };
+    r
+}
+
+fn stats(r: &BenchmarkResult) -> Vec<MeasurementStats> {
+    r.spec
+        .measurements
+        .iter()
+        .map(|m| MeasurementStats {
+            index: m.index,
+            name: m.name.clone(),
+            metrics: m.metrics.clone(),
+        })
+        .collect()
+}
+
+fn judged(now: &BenchmarkResult, then: &BenchmarkResult, regressed: &str) -> Verdict {
+    let tol = |name: &str, pct: f64| MetricTolerance {
+        name: name.into(),
+        tolerance_percent: pct,
+        better: None,
+    };
+    let metrics = crds::stats::compare(
+        &stats(now),
+        &stats(then),
+        &[tol("rps", 10.0), tol("p99Ms", 20.0)],
+    );
+    Verdict {
+        baseline: format!("result {}", then.metadata.name.clone().unwrap_or_default()),
+        baseline_results: vec![then.metadata.name.clone().unwrap_or_default()],
+        regressed: regressed.into(),
+        metrics,
+    }
+}
+
+const SEED: [[f64; 3]; 4] = [
+    [3185.20, 3209.66, 3234.12],
+    [5671.30, 5709.07, 5746.84],
+    [8950.11, 9005.79, 9061.47],
+    [20601.55, 20696.19, 20790.83],
+];
+
+fn ingress_files(dir: &Path) {
+    let old = [
+        ("r1", "2026-11-28T10:00:00Z", 0.97),
+        ("r2", "2026-11-29T10:00:00Z", 1.01),
+        ("r3", "2026-11-30T10:00:00Z", 0.99),
+    ];
+    let history: Vec<BenchmarkResult> = old
+        .iter()
+        .map(|(run, start, f)| ingress(run, start, SEED.map(|s| s.map(|v| v * f)), "web-sweep"))
+        .collect();
+    write_list(dir, "ingress-history.yaml", &history);
+
+    let mut sweep = ingress("r4", "2026-12-01T10:00:00Z", SEED, "web-sweep");
+    sweep.spec.summary = Some("20696.19 ± 235.09 req/s".into());
+    sweep.spec.verdict = Some(judged(&sweep, &history[2], "False"));
+    write_one(dir, "ingress-sweep.yaml", &sweep);
+
+    // Step 0 within the noise of the sweep, step 3 down by a third.
+    let mut rps = SEED;
+    rps[0] = [3050.0, 3330.0, 3190.0];
+    rps[3] = [14010.5, 14120.0, 14230.3];
+    let mut regressed = ingress("r5", "2026-12-02T10:00:00Z", rps, "web-sweep");
+    regressed.spec.verdict = Some(judged(&regressed, &sweep, "True"));
+    write_one(dir, "ingress-regressed.yaml", &regressed);
+}
+
+fn case(
+    index: u32,
+    name: &str,
+    profile: Option<&str>,
+    gbit: [f64; 3],
+    rtx: [f64; 3],
+) -> Measurement {
+    let bits: Vec<f64> = gbit.iter().map(|g| g * 1e9).collect();
+    let mut parameters = BTreeMap::from([
+        ("clientNode".to_string(), "worker-1".to_string()),
+        ("serverNode".to_string(), "worker-2".to_string()),
+    ]);
+    if let Some(p) = profile {
+        parameters.insert("offloadProfile".into(), p.into());
+    }
+    Measurement {
+        index,
+        name: name.into(),
+        parameters,
+        metrics: vec![
+            metric(
+                "receiverBitsPerSecond",
+                "bit/s",
+                Better::Higher,
+                bits.clone(),
+            ),
+            metric(
+                "senderBitsPerSecond",
+                "bit/s",
+                Better::Higher,
+                bits.iter().map(|b| b * 1.001).collect(),
+            ),
+            metric("retransmits", "count", Better::Lower, rtx.to_vec()),
+        ],
+        histogram: None,
+    }
+}
+
+fn egress(dir: &Path) {
+    let spec = BenchmarkResultSpec {
+        benchmark: BenchmarkRef {
+            kind: "EgressBenchmark".into(),
+            namespace: "team-a".into(),
+            name: "vxlan-offload".into(),
+        },
+        benchmark_uid: "0d9e8f7a-6b5c-4d3e-2f1a-0b9c8d7e6f5a".into(),
+        run_id: "e1".into(),
+        spec_hash: "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809".into(),
+        benchmark_spec: r#"{"baselineCase":"node-to-node","cases":[{"name":"node-to-node"},{"name":"vxlan-offload-on","offloadProfile":"vxlan-csum-on"},{"name":"vxlan-offload-off","offloadProfile":"vxlan-csum-off"}],"samples":{"count":3}}"#.into(),
+        phase: Phase::Succeeded,
+        message: None,
+        start_time: time("2026-12-01T11:00:00Z"),
+        completion_time: time("2026-12-01T11:02:30Z"),
+        cluster: cluster(),
+        measurements: vec![
+            case(0, "node-to-node", None, [9.38, 9.41, 9.44], [12.0, 20.0, 15.0]),
+            case(1, "vxlan-offload-on", Some("vxlan-csum-on"), [8.85, 8.90, 8.95], [30.0, 41.0, 35.0]),
+            case(2, "vxlan-offload-off", Some("vxlan-csum-off"), [2.45, 2.50, 2.55], [3.0, 5.0, 4.0]),
+        ],
+        scaling: None,
+        summary: Some("9.41 ± 0.07 Gbit/s".into()),
+        verdict: None,
+    };
+    write_one(
+        dir,
+        "egress-offload.yaml",
+        &object("vxlan-offload-e1", spec),
+    );
+}
+
+const EVIL: &str = "evil<script>&\"quoted\" | pipe\nnext line";
+
+fn hostile(dir: &Path) {
+    let mut i = ingress("x1", "2026-12-03T10:00:00Z", SEED, EVIL);
+    for m in &mut i.spec.measurements {
+        m.name = format!("step <{}> & \"{}\" | x", m.index, m.index);
+    }
+    i.spec.cluster.nodes[0].name = "node|<1>&\"".into();
+    i.spec.message = Some(EVIL.into());
+    i.spec.verdict = Some(judged(&i, &i, "False"));
+    let mut e = BenchmarkResult::new(
+        "evil-egress",
+        BenchmarkResultSpec {
+            benchmark: BenchmarkRef {
+                kind: "EgressBenchmark".into(),
+                namespace: "ns<&>".into(),
+                name: EVIL.into(),
+            },
+            ..ingress("x2", "2026-12-03T11:00:00Z", SEED, "x").spec
+        },
+    );
+    e.spec.measurements = vec![
+        case(
+            0,
+            "case <a> & \"b\" | c",
+            Some("profile<&\">"),
+            [9.0, 9.1, 9.2],
+            [1.0, 2.0, 3.0],
+        ),
+        case(1, "second\ncase", None, [4.0, 4.1, 4.2], [1.0, 2.0, 3.0]),
+    ];
+    e.metadata.name = Some("evil-egress".into());
+    write_list(dir, "hostile.yaml", &[i, e]);
+}
+
+fn write_one(dir: &Path, name: &str, r: &BenchmarkResult) {
+    let text = serde_yaml::to_string(r).expect("yaml");
+    std::fs::write(dir.join(name), text).expect("write fixture");
+}
+
+fn write_list(dir: &Path, name: &str, items: &[BenchmarkResult]) {
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let text = serde_yaml::to_string(&list).expect("yaml");
+    std::fs::write(dir.join(name), text).expect("write fixture");
+}
+
+fn main() {
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "cli/tests/fixtures".into());
+    let dir = Path::new(&dir);
+    std::fs::create_dir_all(dir).expect("fixture dir");
+    ingress_files(dir);
+    egress(dir);
+    hostile(dir);
+    println!("fixtures written to {}", dir.display());
+}

@@ -1,0 +1,284 @@
+//! `netbench report`: report.md and SVG charts from BenchmarkResults, one section per
+//! benchmark (its newest result in full; with several results, its history too).
+
+pub mod charts;
+pub mod markdown;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::figures::{self, Kind};
+use crate::source::{Loaded, SourceArgs};
+use crate::text::md_text;
+
+/// `netbench report` arguments.
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Directory to write report.md and the charts to (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "netbench-report")]
+    pub out: PathBuf,
+}
+
+/// A chart file of a report.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    pub file: String,
+    pub svg: String,
+}
+
+/// A rendered report, before it is written.
+#[derive(Clone, Debug, Default)]
+pub struct Rendered {
+    pub markdown: String,
+    pub charts: Vec<Chart>,
+}
+
+/// Results grouped by benchmark, in order of first appearance; each group oldest first.
+pub fn group(results: &[Loaded]) -> Vec<Vec<&Loaded>> {
+    let mut groups: Vec<Vec<&Loaded>> = vec![];
+    for r in results {
+        let key = r.benchmark_key();
+        match groups
+            .iter_mut()
+            .find(|g| g.first().is_some_and(|f| f.benchmark_key() == key))
+        {
+            Some(g)
+                if !g
+                    .iter()
+                    .any(|x| x.name == r.name && x.spec.run_id == r.spec.run_id) =>
+            {
+                g.push(r)
+            }
+            Some(_) => {}
+            None => groups.push(vec![r]),
+        }
+    }
+    for g in &mut groups {
+        g.sort_by(|a, b| a.when().cmp(&b.when()));
+    }
+    groups
+}
+
+/// The report of some results.
+pub fn render(results: &[Loaded]) -> Result<Rendered> {
+    let mut out = Rendered {
+        markdown: "# netbench report\n\n".into(),
+        charts: vec![],
+    };
+    for (i, runs) in group(results).iter().enumerate() {
+        section(i.saturating_add(1), runs, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn section(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
+    let Some(latest) = runs.last() else {
+        return Ok(());
+    };
+    let b = &latest.spec.benchmark;
+    out.markdown.push_str(&format!(
+        "## {} {}/{}\n\n",
+        md_text(&b.kind),
+        md_text(&b.namespace),
+        md_text(&b.name)
+    ));
+    out.markdown.push_str(&markdown::what_ran(latest));
+    out.markdown.push('\n');
+    match figures::kind(&latest.spec) {
+        Some(Kind::Ingress) => ingress(number, latest, out)?,
+        Some(Kind::Egress) => egress(number, latest, out)?,
+        None => out
+            .markdown
+            .push_str("The result holds no figure this report knows.\n\n"),
+    }
+    if let Some(v) = markdown::verdict(latest) {
+        out.markdown.push_str(&v);
+        out.markdown.push('\n');
+    }
+    out.markdown.push_str(&markdown::cluster(latest));
+    out.markdown.push('\n');
+    if runs.len() > 1 {
+        history(number, runs, out)?;
+    }
+    Ok(())
+}
+
+fn push_chart(out: &mut Rendered, file: String, alt: &str, svg: String) {
+    out.markdown.push_str(&format!("![{alt}]({file})\n\n"));
+    out.charts.push(Chart { file, svg });
+}
+
+fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
+    let steps = figures::steps(&r.spec);
+    out.markdown.push_str("### Throughput per step\n\n");
+    out.markdown.push_str(&markdown::steps(&steps));
+    out.markdown.push('\n');
+    if let Some(c) = figures::conclusion(&steps) {
+        out.markdown.push_str(&format!("**{}**\n\n", md_text(&c)));
+    }
+    if let Some(l) = markdown::merged_latency(&steps) {
+        out.markdown.push_str(&l);
+        out.markdown.push('\n');
+    }
+    if steps.len() > 1 {
+        let (x_desc, points) = scaling_points(&steps);
+        let title = format!("{}: requests/s against size", r.spec.benchmark.name);
+        let svg = charts::scaling(&title, x_desc, "requests/s", &points)?;
+        push_chart(
+            out,
+            format!("{number}-ingress-scaling.svg"),
+            "RPS against CPU with the linear-scaling line",
+            svg,
+        );
+    }
+    Ok(())
+}
+
+/// The x of each step: CPUs when the sweep set them, else replicas, else the size factor.
+fn scaling_points(steps: &[figures::Step<'_>]) -> (&'static str, Vec<charts::Point>) {
+    let cpus = |s: &figures::Step<'_>| s.cpu.and_then(figures::millicores).map(|m| m / 1000.0);
+    let replicas = |s: &figures::Step<'_>| s.replicas.and_then(|r| r.trim().parse::<f64>().ok());
+    let by_cpu = steps
+        .iter()
+        .all(|s| cpus(s).is_some() && s.replicas.is_none());
+    let by_replicas = steps
+        .iter()
+        .all(|s| s.cpu.is_none() && replicas(s).is_some());
+    let desc = match (by_cpu, by_replicas) {
+        (true, _) => "controller CPUs",
+        (false, true) => "controller replicas",
+        (false, false) => "size relative to the first step",
+    };
+    let x = |s: &figures::Step<'_>| match (by_cpu, by_replicas) {
+        (true, _) => cpus(s),
+        (false, true) => replicas(s),
+        (false, false) => s.size_factor,
+    };
+    let points = steps
+        .iter()
+        .filter_map(|s| {
+            let rps = s.rps?;
+            Some(charts::Point {
+                x: x(s)?,
+                mean: rps.mean,
+                ci: rps.ci95,
+            })
+        })
+        .collect();
+    (desc, points)
+}
+
+fn egress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
+    let cases = figures::cases(&r.spec);
+    out.markdown.push_str("### Throughput per case\n\n");
+    out.markdown.push_str(&markdown::cases(&cases));
+    out.markdown.push('\n');
+    let bars: Vec<charts::Bar> = cases
+        .iter()
+        .filter_map(|c| {
+            let rx = c.receiver?;
+            Some(charts::Bar {
+                label: c.m.name.clone(),
+                group: c.profile.map_or_else(
+                    || "offload as found".into(),
+                    |p| format!("offload profile {p}"),
+                ),
+                mean: rx.mean / figures::GBIT,
+                ci: rx.ci95 / figures::GBIT,
+            })
+        })
+        .collect();
+    if !bars.is_empty() {
+        let title = format!("{}: receiver throughput per case", r.spec.benchmark.name);
+        let svg = charts::bars(&title, "Gbit/s", &bars)?;
+        push_chart(
+            out,
+            format!("{number}-egress-throughput.svg"),
+            "Gbit/s per case, coloured by offload profile",
+            svg,
+        );
+    }
+    Ok(())
+}
+
+/// Most lines of a history chart (a result holds at most 64 measurements).
+const MAX_SERIES: usize = 16;
+
+fn history(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
+    let Some(kind) = runs.last().and_then(|r| figures::kind(&r.spec)) else {
+        return Ok(());
+    };
+    let (metric, scale, unit, _) = figures::main_metric(kind);
+    out.markdown
+        .push_str(&format!("### History ({} results)\n\n", runs.len()));
+    out.markdown.push_str(&markdown::history(runs, unit));
+    out.markdown.push('\n');
+    let mut series: Vec<charts::Series> = vec![];
+    for (i, r) in runs.iter().enumerate() {
+        for m in figures::sorted(&r.spec) {
+            let Some(f) = figures::metric(m, metric) else {
+                continue;
+            };
+            let point = (i, f.mean * scale, f.ci95 * scale);
+            if let Some(s) = series.iter_mut().find(|s| s.name == m.name) {
+                s.points.push(point);
+            } else if series.len() < MAX_SERIES {
+                series.push(charts::Series {
+                    name: m.name.clone(),
+                    points: vec![point],
+                });
+            }
+        }
+    }
+    let labels: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            r.when().map_or_else(
+                || r.spec.run_id.clone(),
+                |t| t.0.strftime("%m-%d %H:%M").to_string(),
+            )
+        })
+        .collect();
+    let title = format!(
+        "{}: {metric} per run",
+        runs.last().map_or("", |r| r.spec.benchmark.name.as_str())
+    );
+    let svg = charts::history(&title, unit, &labels, &series)?;
+    push_chart(
+        out,
+        format!("{number}-history.svg"),
+        "main figure per run, oldest first",
+        svg,
+    );
+    Ok(())
+}
+
+/// Writes report.md and the charts into `dir`.
+pub fn write(dir: &Path, r: &Rendered) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let md = dir.join("report.md");
+    std::fs::write(&md, &r.markdown).with_context(|| format!("cannot write {}", md.display()))?;
+    for c in &r.charts {
+        let path = dir.join(&c.file);
+        std::fs::write(&path, &c.svg)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `netbench report`.
+pub async fn run(args: &ReportArgs, cluster: &crate::kube_client::ClusterArgs) -> Result<()> {
+    let results = args.source.load(cluster).await?;
+    let rendered = render(&results)?;
+    write(&args.out, &rendered)?;
+    println!(
+        "wrote {} ({} results, {} charts)",
+        args.out.join("report.md").display(),
+        results.len(),
+        rendered.charts.len()
+    );
+    Ok(())
+}

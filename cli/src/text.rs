@@ -1,0 +1,168 @@
+//! Text that came from a cluster or a file, made safe for where it goes: Markdown table cells,
+//! SVG labels (plotters escapes `<`, `&` and quotes itself; characters XML cannot hold at all
+//! are removed here), terminal lines. And the number formats every output shares.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// Longest user-supplied text shown anywhere (names, messages); longer text is cut with "…".
+pub const MAX_SHOWN_CHARS: usize = 256;
+
+/// Drops characters XML 1.0 cannot carry and terminal control characters, turns line breaks
+/// and tabs into spaces, and cuts the text to `max` characters.
+pub fn clean(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut count = 0usize;
+    for c in text.chars() {
+        if count >= max {
+            out.push('…');
+            break;
+        }
+        let c = match c {
+            '\n' | '\r' | '\t' => ' ',
+            c if c.is_control() => continue,
+            '\u{FFFE}' | '\u{FFFF}' => continue,
+            c => c,
+        };
+        out.push(c);
+        count = count.saturating_add(1);
+    }
+    out
+}
+
+/// A short label for a chart or a terminal line.
+pub fn label(text: &str) -> String {
+    clean(text, 48)
+}
+
+/// A Markdown table cell: cleaned, with the characters that end a cell (`|`), start HTML
+/// (`<`, `>`, `&`) or escape them (`\`) neutralised.
+pub fn md_cell(text: &str) -> String {
+    let mut out = String::new();
+    for c in clean(text, MAX_SHOWN_CHARS).chars() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '\\' => out.push_str("\\\\"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '`' => out.push_str("\\`"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Inline Markdown text (headings, sentences): the same escaping as a table cell, plus the
+/// characters that would start emphasis or a link.
+pub fn md_text(text: &str) -> String {
+    let mut out = String::new();
+    for c in md_cell(text).chars() {
+        if matches!(c, '*' | '_' | '[' | ']' | '#') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A number with `decimals` decimals, "n/a" when it is not finite.
+pub fn num(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// "mean ± ci" ("mean" alone when the interval is unknown: one sample).
+pub fn interval(mean: f64, ci: f64, decimals: usize) -> String {
+    if ci > 0.0 && ci.is_finite() {
+        format!("{} ± {}", num(mean, decimals), num(ci, decimals))
+    } else {
+        num(mean, decimals)
+    }
+}
+
+/// A ratio as a percentage ("81%").
+pub fn percent(ratio: f64, decimals: usize) -> String {
+    if ratio.is_finite() {
+        format!("{}%", num(ratio * 100.0, decimals))
+    } else {
+        "n/a".into()
+    }
+}
+
+/// A signed percentage ("+4.2%", "-31.0%").
+pub fn signed_percent(pct: f64) -> String {
+    if pct.is_finite() {
+        format!("{pct:+.1}%")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// A timestamp as RFC 3339 (UTC, seconds).
+pub fn time(t: Option<&Time>) -> String {
+    t.map_or_else(
+        || "-".into(),
+        |t| t.0.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
+}
+
+/// The seconds between two timestamps, when both are known and in order.
+pub fn seconds_between(start: Option<&Time>, end: Option<&Time>) -> Option<f64> {
+    let (s, e) = (start?, end?);
+    let secs = e.0.duration_since(s.0).as_secs_f64();
+    (secs.is_finite() && secs >= 0.0).then_some(secs)
+}
+
+/// A length of time for people ("15 s", "4 min 10 s", "2 h 5 min").
+pub fn human_seconds(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "n/a".into();
+    }
+    // Saturating float-to-integer conversion; a stored object may claim any span.
+    let s = secs.round() as u64;
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_cannot_break_a_table_or_start_html() {
+        assert_eq!(md_cell("a|b\nc"), "a\\|b c");
+        assert_eq!(md_cell("<script>&\"x\""), "&lt;script&gt;&amp;\"x\"");
+        assert_eq!(md_cell("back\\|slash"), "back\\\\\\|slash");
+        assert_eq!(
+            md_text("*bold* [link](x) # h"),
+            "\\*bold\\* \\[link\\](x) \\# h"
+        );
+    }
+
+    #[test]
+    fn control_characters_go_and_long_text_is_cut() {
+        assert_eq!(clean("a\u{1}b\u{7f}c\u{FFFF}", 10), "abc");
+        let long = "x".repeat(1000);
+        let cut = clean(&long, 5);
+        assert_eq!(cut, "xxxxx…");
+        assert_eq!(label(&long).chars().count(), 49);
+    }
+
+    #[test]
+    fn numbers_never_print_nan() {
+        assert_eq!(num(f64::NAN, 2), "n/a");
+        assert_eq!(interval(3209.664, 12.0, 2), "3209.66 ± 12.00");
+        assert_eq!(interval(5.0, 0.0, 1), "5.0");
+        assert_eq!(percent(0.8069, 0), "81%");
+        assert_eq!(signed_percent(-31.04), "-31.0%");
+        assert_eq!(human_seconds(250.0), "4 min 10 s");
+        assert_eq!(human_seconds(f64::INFINITY), "n/a");
+        assert!(human_seconds(1e300).starts_with(&format!("{} h", u64::MAX / 3600)));
+    }
+}

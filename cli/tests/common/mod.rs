@@ -1,0 +1,38 @@
+//! Helpers of the cli tests: fixtures and XML checks.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use netbench_cli::source::{file, Loaded};
+
+pub fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The results of some fixture files, in order.
+pub fn fixtures(names: &[&str]) -> Vec<Loaded> {
+    names
+        .iter()
+        .flat_map(|n| file::read(&fixture_path(n)).expect("fixture parses"))
+        .collect()
+}
+
+/// Parses a document as XML; panics with the parser's message when it is not.
+pub fn xml(text: &str) -> roxmltree::Document<'_> {
+    roxmltree::Document::parse(text).unwrap_or_else(|e| panic!("not XML: {e}\n{text}"))
+}
+
+/// Elements with this tag name.
+pub fn elements<'a>(doc: &'a roxmltree::Document<'a>, tag: &str) -> Vec<roxmltree::Node<'a, 'a>> {
+    doc.descendants().filter(|n| n.has_tag_name(tag)).collect()
+}
+
+/// The text of every <text> element.
+pub fn texts(doc: &roxmltree::Document<'_>) -> Vec<String> {
+    elements(doc, "text")
+        .iter()
+        .map(|n| n.text().unwrap_or_default().trim().to_string())
+        .collect()
+}

@@ -1,0 +1,218 @@
+//! `netbench compare` and `netbench junit` from fixture results, through the library and
+//! through the binary (exit codes; no cluster needed with --file).
+
+mod common;
+
+use std::process::Command;
+
+use common::{elements, fixture_path, fixtures, xml};
+use netbench_cli::compare::{self, Comparison};
+
+fn sweep_then_regressed(tolerance: f64) -> Comparison {
+    let r = fixtures(&["ingress-sweep.yaml", "ingress-regressed.yaml"]);
+    compare::compare(&r[0], &r[1], tolerance).unwrap()
+}
+
+fn row<'a>(c: &'a Comparison, measurement: &str, metric: &str) -> &'a compare::Row {
+    c.rows
+        .iter()
+        .find(|r| r.judged.measurement == measurement && r.judged.metric == metric)
+        .unwrap_or_else(|| panic!("no row {measurement} {metric}"))
+}
+
+#[test]
+fn a_clear_drop_is_a_significant_regression() {
+    let c = sweep_then_regressed(5.0);
+    let r = row(&c, "step 3", "rps");
+    assert!(r.significant && r.judged.regressed, "{r:?}");
+    assert_eq!(r.verdict, "regressed");
+    assert!(
+        (r.judged.delta_percent + 31.77).abs() < 0.01,
+        "{}",
+        r.judged.delta_percent
+    );
+    assert!((r.judged.baseline_mean - 20696.19).abs() < 1e-6);
+    assert!(c.regressed);
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+}
+
+#[test]
+fn overlapping_intervals_are_not_significant() {
+    let c = sweep_then_regressed(0.0);
+    let r = row(&c, "step 0", "rps");
+    // 3209.66 ± 60.76 against 3190 ± 347.78: worse, beyond a 0% tolerance, but within the noise.
+    assert!(
+        r.judged.exceeds_tolerance && !r.significant && !r.judged.regressed,
+        "{r:?}"
+    );
+    assert_eq!(r.verdict, "within noise");
+    assert_eq!(row(&c, "step 1", "rps").verdict, "same");
+}
+
+#[test]
+fn a_wide_tolerance_forgives_a_significant_drop() {
+    let c = sweep_then_regressed(50.0);
+    let r = row(&c, "step 3", "rps");
+    assert!(r.significant && !r.judged.regressed);
+    assert_eq!(r.verdict, "worse");
+    assert!(!c.regressed);
+    assert!(compare::compare(
+        &fixtures(&["ingress-sweep.yaml"])[0],
+        &fixtures(&["ingress-sweep.yaml"])[0],
+        f64::NAN
+    )
+    .is_err());
+}
+
+#[test]
+fn text_and_json_say_the_same() {
+    let c = sweep_then_regressed(5.0);
+    let text = compare::to_text(&c);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("step 3") && l.contains("rps"))
+        .unwrap();
+    assert!(
+        line.contains("20696.19 ± 235.10") && line.contains("14120.27 ± 273.01"),
+        "{line}"
+    );
+    assert!(
+        line.contains("-31.8%") && line.contains("yes") && line.contains("regressed"),
+        "{line}"
+    );
+    assert!(text.contains("REGRESSED: 1 figure(s)"), "{text}");
+    let json: serde_json::Value = serde_json::to_value(&c).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let step3 = rows
+        .iter()
+        .find(|r| r["measurement"] == "step 3" && r["metric"] == "rps")
+        .unwrap();
+    assert_eq!(step3["significant"], true);
+    assert_eq!(step3["regressed"], true);
+    assert_eq!(json["regressed"], true);
+}
+
+fn netbench(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netbench"))
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn fail_on_regression_sets_the_exit_code() {
+    let a = fixture_path("ingress-sweep.yaml");
+    let b = fixture_path("ingress-regressed.yaml");
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = netbench(&["compare", "--file", a, "--file", b, "--fail-on-regression"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = netbench(&["compare", "--file", a, "--file", b, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["b"]["runId"], "r5");
+    // Not two results: an error (2), with the reason.
+    let out = netbench(&["compare", "--file", a]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exactly two results"));
+}
+
+#[test]
+fn junit_has_a_suite_per_benchmark_and_fails_the_regressed_figure() {
+    let xml_text = netbench_cli::junit::render(&fixtures(&[
+        "ingress-regressed.yaml",
+        "egress-offload.yaml",
+    ]))
+    .unwrap();
+    let doc = xml(&xml_text);
+    let suites = elements(&doc, "testsuite");
+    assert_eq!(suites.len(), 2);
+    assert_eq!(
+        suites[0].attribute("name"),
+        Some("IngressBenchmark team-a/web-sweep")
+    );
+    assert_eq!(suites[0].attribute("failures"), Some("1"));
+    let failing: Vec<_> = elements(&doc, "testcase")
+        .into_iter()
+        .filter(|c| c.children().any(|f| f.has_tag_name("failure")))
+        .collect();
+    assert_eq!(failing.len(), 1);
+    assert_eq!(failing[0].attribute("name"), Some("step 3 rps"));
+    let failure = failing[0]
+        .children()
+        .find(|f| f.has_tag_name("failure"))
+        .unwrap();
+    assert!(
+        failure.attribute("message").unwrap().contains("-31.8%"),
+        "{xml_text}"
+    );
+    let names: Vec<_> = elements(&doc, "testcase")
+        .iter()
+        .filter_map(|c| c.attribute("name"))
+        .collect();
+    assert!(
+        names.contains(&"run succeeded") && names.contains(&"step 0 rps"),
+        "{names:?}"
+    );
+    // The egress result has no verdict: just its run.
+    assert_eq!(suites[1].attribute("tests"), Some("1"));
+}
+
+#[test]
+fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
+    let path = std::env::temp_dir().join(format!("netbench-cli-junit-{}.xml", std::process::id()));
+    let f = fixture_path("hostile.yaml");
+    let out = netbench(&[
+        "junit",
+        "--file",
+        f.to_str().unwrap(),
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let doc = xml(&text);
+    let suites = elements(&doc, "testsuite");
+    assert_eq!(suites.len(), 2);
+    let name = suites[0].attribute("name").unwrap();
+    assert!(
+        name.contains("evil<script>&\"quoted\" | pipe next line"),
+        "{name}"
+    );
+}
+
+#[test]
+fn report_runs_without_a_cluster() {
+    let dir = std::env::temp_dir().join(format!("netbench-cli-bin-report-{}", std::process::id()));
+    let f = fixture_path("egress-offload.yaml");
+    let out = netbench(&[
+        "report",
+        "--file",
+        f.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("report.md").exists() && dir.join("1-egress-throughput.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A missing file is an error naming it.
+    let out = netbench(&["report", "--file", "/nonexistent/r.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/r.yaml"));
+}

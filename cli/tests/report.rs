@@ -1,0 +1,286 @@
+//! `netbench report` from fixture results: the Markdown has the measured numbers, the scaling
+//! figures and the conclusion; every chart is valid XML with one mark per measured value.
+
+mod common;
+
+use common::{elements, fixtures, texts, xml};
+use netbench_cli::report::{self, Rendered};
+
+fn chart<'a>(r: &'a Rendered, suffix: &str) -> &'a str {
+    r.charts
+        .iter()
+        .find(|c| c.file.ends_with(suffix))
+        .map(|c| c.svg.as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "no chart *{suffix} in {:?}",
+                r.charts.iter().map(|c| &c.file).collect::<Vec<_>>()
+            )
+        })
+}
+
+#[test]
+fn an_ingress_sweep_reads_like_the_seed_report() {
+    let r = report::render(&fixtures(&["ingress-sweep.yaml"])).unwrap();
+    let md = &r.markdown;
+    for row in [
+        "| step 0 | 1 | - | 3209.66 ± 60.76 | 3 |",
+        "| step 1 | 2 | - | 5709.07 ± 93.83 | 3 |",
+        "| step 2 | 4 | - | 9005.79 ± 138.32 | 3 |",
+        "| step 3 | 8 | - | 20696.19 ± 235.10 | 3 |",
+    ] {
+        assert!(md.contains(row), "missing {row:?} in\n{md}");
+    }
+    // Speed-up and efficiency against linear from the first step.
+    assert!(md.contains("| 1.78x | 89% |"), "{md}");
+    assert!(md.contains("| 2.81x | 70% |"), "{md}");
+    assert!(md.contains("| 6.45x | 81% |"), "{md}");
+    assert!(
+        md.contains("**8 CPUs: 6.45x of 1 CPU, 81% of linear**"),
+        "{md}"
+    );
+    // What ran, the cluster, the verdict, the merged latency.
+    for part in [
+        "| run id | r4 |",
+        "| spec hash | 9c4e1f0b2a7d3e6c |",
+        "2026-12-01 10:07:00 UTC (7 min 0 s)",
+        "Kubernetes v1.37.2",
+        "| worker-1 | 6.18.0-1-amd64 |",
+        "eth0 (1500), vxlan.calico (1450)",
+        "Compared with result web-sweep-r3: regressed **False**.",
+        "| step 3 | 931000 |",
+        "![RPS against CPU with the linear-scaling line](1-ingress-scaling.svg)",
+    ] {
+        assert!(md.contains(part), "missing {part:?} in\n{md}");
+    }
+    assert_eq!(r.charts.len(), 1, "one result: no history chart");
+}
+
+#[test]
+fn the_scaling_chart_has_a_point_per_step_and_the_linear_line() {
+    let r = report::render(&fixtures(&["ingress-sweep.yaml"])).unwrap();
+    let svg = chart(&r, "-ingress-scaling.svg");
+    let doc = xml(svg);
+    // Point markers are filled circles of radius 4 (the intervals' circles are hollow).
+    let points = elements(&doc, "circle")
+        .into_iter()
+        .filter(|c| c.attribute("r") == Some("4"))
+        .count();
+    assert_eq!(points, 4);
+    // The measured line: one polyline through the four steps.
+    let measured = elements(&doc, "polyline").into_iter().any(|p| {
+        p.attribute("stroke") == Some("#1F77B4")
+            && p.attribute("points").map(|s| s.split_whitespace().count()) == Some(4)
+    });
+    assert!(measured, "{svg}");
+    // The linear line is dashed: many grey segments.
+    let dashes = elements(&doc, "polyline")
+        .into_iter()
+        .filter(|p| p.attribute("stroke") == Some("#787878"))
+        .count();
+    assert!(dashes > 10, "{dashes}");
+    let labels = texts(&doc);
+    for v in [
+        "3210",
+        "5709",
+        "9006",
+        "20696",
+        "controller CPUs",
+        "linear scaling from the first step",
+    ] {
+        assert!(labels.iter().any(|t| t == v), "no text {v:?} in {labels:?}");
+    }
+}
+
+#[test]
+fn an_egress_run_shows_gbits_overhead_and_a_bar_per_case_by_profile() {
+    let r = report::render(&fixtures(&["egress-offload.yaml"])).unwrap();
+    let md = &r.markdown;
+    for row in [
+        "| node-to-node | as found | worker-1 | worker-2 | 9.41 ± 0.07 |",
+        "| vxlan-offload-on | vxlan-csum-on | worker-1 | worker-2 | 8.90 ± 0.12 |",
+        "| vxlan-offload-off | vxlan-csum-off | worker-1 | worker-2 | 2.50 ± 0.12 |",
+        "| 3 | baseline |",
+        "| 3 | 5.4% |",
+        "| 3 | 73.4% |",
+    ] {
+        assert!(md.contains(row), "missing {row:?} in\n{md}");
+    }
+    let doc = xml(chart(&r, "-egress-throughput.svg"));
+    let bars: Vec<_> = elements(&doc, "rect")
+        .into_iter()
+        .filter(|r| {
+            r.attribute("fill")
+                .is_some_and(|f| f != "#FFFFFF" && f != "none")
+        })
+        .filter(|r| {
+            r.attribute("width")
+                .and_then(|w| w.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                > 20.0
+        })
+        .collect();
+    assert_eq!(bars.len(), 3);
+    let fills: std::collections::BTreeSet<_> =
+        bars.iter().filter_map(|b| b.attribute("fill")).collect();
+    assert_eq!(fills.len(), 3, "each offload profile has its colour");
+    let height = |i: usize| {
+        bars[i]
+            .attribute("height")
+            .and_then(|h| h.parse::<f64>().ok())
+            .unwrap()
+    };
+    assert!(
+        height(2) < height(1) && height(1) < height(0),
+        "offload off is the shortest bar"
+    );
+    let labels = texts(&doc);
+    for v in [
+        "9.41",
+        "8.90",
+        "2.50",
+        "node-to-node",
+        "vxlan-offload-off",
+        "offload profile vxlan-csum-off",
+    ] {
+        assert!(labels.iter().any(|t| t == v), "no text {v:?} in {labels:?}");
+    }
+}
+
+#[test]
+fn several_results_of_a_benchmark_add_a_history() {
+    let r = report::render(&fixtures(&[
+        "ingress-sweep.yaml",
+        "ingress-history.yaml",
+        "egress-offload.yaml",
+    ]))
+    .unwrap();
+    let md = &r.markdown;
+    assert!(md.contains("### History (4 results)"), "{md}");
+    let history = md.split("### History").nth(1).unwrap();
+    let runs: Vec<usize> = [
+        "web-sweep-r1",
+        "web-sweep-r2",
+        "web-sweep-r3",
+        "web-sweep-r4",
+    ]
+    .iter()
+    .map(|n| history.find(n).unwrap_or_else(|| panic!("{n} missing")))
+    .collect();
+    assert!(runs.windows(2).all(|w| w[0] < w[1]), "oldest first");
+    assert!(history.contains("step 3: 20696.19 ± 235.10 req/s"));
+    // The newest result is the one reported in full.
+    assert!(md.contains("| run id | r4 |"));
+    let doc = xml(chart(&r, "-history.svg"));
+    // One line per step, four runs each.
+    let lines = elements(&doc, "polyline")
+        .into_iter()
+        .filter(|p| p.attribute("points").map(|s| s.split_whitespace().count()) == Some(4))
+        .count();
+    assert_eq!(lines, 4);
+    // Sections and charts per benchmark; the egress one has no history.
+    assert!(md.contains("## EgressBenchmark team-a/vxlan-offload"));
+    let files: Vec<&str> = r.charts.iter().map(|c| c.file.as_str()).collect();
+    assert_eq!(
+        files,
+        [
+            "1-ingress-scaling.svg",
+            "1-history.svg",
+            "2-egress-throughput.svg"
+        ]
+    );
+}
+
+#[test]
+fn hostile_names_stay_text() {
+    let r = report::render(&fixtures(&["hostile.yaml"])).unwrap();
+    let md = &r.markdown;
+    assert!(!md.contains("<script>"), "{md}");
+    assert!(
+        md.contains("evil&lt;script&gt;&amp;\"quoted\" \\| pipe next line"),
+        "{md}"
+    );
+    assert!(md.contains("| node\\|&lt;1&gt;&amp;\" |"), "{md}");
+    // Every row of the steps table keeps its 10 columns: no name broke out of its cell.
+    let unescaped_pipes = |l: &str| l.replace("\\|", "").matches('|').count();
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| step &lt;"))
+        .collect();
+    assert!(rows.len() >= 4, "{md}");
+    assert!(
+        rows[0].starts_with("| step &lt;0&gt; &amp; \"0\" \\| x | 1 | - | 3209.66"),
+        "{}",
+        rows[0]
+    );
+    for row in rows.iter().take(4) {
+        assert_eq!(unescaped_pipes(row), 11, "{row}");
+    }
+    assert!(
+        md.contains(
+            "## IngressBenchmark team-a/evil&lt;script&gt;&amp;\"quoted\" \\| pipe next line\n"
+        ),
+        "{md}"
+    );
+    for c in &r.charts {
+        let doc = xml(&c.svg);
+        let all = texts(&doc).join("\n");
+        if c.file.ends_with("egress-throughput.svg") {
+            assert!(all.contains("case <a> & \"b\" | c"), "{all}");
+            assert!(all.contains("offload profile profile<&\">"), "{all}");
+            assert!(
+                all.contains("second case"),
+                "line breaks become spaces: {all}"
+            );
+        }
+        if c.file.ends_with("ingress-scaling.svg") {
+            assert!(all.contains("evil<script>&\"quoted\""), "{all}");
+        }
+    }
+}
+
+#[test]
+fn the_report_is_written_to_its_directory() {
+    let dir = std::env::temp_dir().join(format!("netbench-cli-report-{}", std::process::id()));
+    let r = report::render(&fixtures(&["ingress-sweep.yaml", "egress-offload.yaml"])).unwrap();
+    report::write(&dir, &r).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert_eq!(md, r.markdown);
+    for c in &r.charts {
+        xml(&std::fs::read_to_string(dir.join(&c.file)).unwrap());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn absurd_numbers_and_missing_figures_draw_without_panicking() {
+    let mut results = fixtures(&["ingress-sweep.yaml", "egress-offload.yaml"]);
+    {
+        let ms = &mut results[0].spec.measurements;
+        ms[0].metrics[0].mean = 0.0;
+        ms[1].metrics[0].mean = 1e300;
+        ms[1].metrics[0].ci95 = -5.0;
+        ms[2].parameters.insert("cpu".into(), "lots".into());
+        ms[3].metrics.clear();
+        ms[3].histogram = Some("not a histogram".into());
+    }
+    results[1].spec.measurements[0].metrics.clear();
+    results[1].spec.benchmark_spec = "{not json".into();
+    let r = report::render(&results).unwrap();
+    assert!(
+        r.markdown.contains("unreadable histogram"),
+        "{}",
+        r.markdown
+    );
+    assert!(
+        r.markdown.contains("| step 3 | 8 | - | - |"),
+        "{}",
+        r.markdown
+    );
+    for c in &r.charts {
+        xml(&c.svg);
+    }
+    // Nothing at all: an empty report, still a report.
+    let empty = report::render(&[]).unwrap();
+    assert_eq!(empty.markdown, "# netbench report\n\n");
+}
