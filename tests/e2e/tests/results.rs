@@ -146,6 +146,14 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     let r3 = third["status"]["latestResult"].as_str().unwrap().to_string();
     assert_eq!(names(results(&client, &ns.name).await), [r2.clone(), r3.clone()]);
 
+    // The report of this history: both kept results, a chart of the main figure over runs.
+    let mut numbers = vec![r2.clone(), r3.clone()];
+    for r in [&r2, &r3] {
+        let rps = result(&client, &ns.name, r).await.spec.measurements[0].metrics[0].mean;
+        numbers.push(format!("{rps:.2}"));
+    }
+    check_report(&ns.name, "hist", &numbers).await;
+
     // The benchmark goes; its history stays.
     Api::<crds::IngressBenchmark>::namespaced(client.clone(), &ns.name)
         .delete("hist", &DeleteParams::default())
@@ -168,11 +176,7 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     let (web, web_svc) = nginx("web", "100m");
     let (mut slow, slow_svc) = nginx("slow", "10m");
     // The same nginx, held to a twentieth of a CPU.
-    set(
-        &mut slow,
-        "/spec/template/spec/containers/0/resources/limits/cpu",
-        json!("50m"),
-    );
+    slow["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = json!("50m");
     for obj in [&web, &web_svc, &slow, &slow_svc] {
         create(&client, &ns.name, obj).await.unwrap();
     }
@@ -223,4 +227,60 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     };
     assert!(metrics.contains(&format!("{} 1", series("slowed"))), "{metrics}");
     assert!(metrics.contains(&format!("{} 0", series("same"))));
+
+    // The command line against these real results.
+    let slowed_result = slowed["status"]["latestResult"].as_str().unwrap().to_string();
+    let compare = ["-n", &ns.name, "compare", &baseline_result, &slowed_result, "--tolerance", "50", "--fail-on-regression"];
+    assert!(netbench_status(&compare).await, "compare finds the regression");
+    let junit = std::env::temp_dir().join(format!("nb-junit-{}.xml", ns.name));
+    netbench(&["-n", &ns.name, "junit", "--benchmark", "ib/slowed", "--out", junit.to_str().unwrap()]).await;
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    assert!(doc.descendants().any(|n| n.has_tag_name("failure")), "{xml}");
+    let _ = std::fs::remove_file(&junit);
+}
+
+/// `netbench report --benchmark ib/NAME` writes Markdown holding `numbers` and charts that
+/// parse as XML.
+async fn check_report(ns: &str, name: &str, numbers: &[String]) {
+    let out = std::env::temp_dir().join(format!("nb-report-{ns}-{name}"));
+    let out_dir = out.to_str().unwrap();
+    let benchmark = format!("ib/{name}");
+    netbench(&["-n", ns, "report", "--benchmark", &benchmark, "--out", out_dir]).await;
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for n in numbers {
+        assert!(md.contains(n.as_str()), "{n} missing:\n{md}");
+    }
+    let svgs: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        .collect();
+    assert!(!svgs.is_empty(), "no chart in {out_dir}:\n{md}");
+    for svg in svgs {
+        let text = std::fs::read_to_string(svg.path()).unwrap();
+        roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{:?}: {e}", svg.path()));
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Runs the `netbench` command line in this process; panics when it fails.
+async fn netbench(args: &[&str]) {
+    assert!(!netbench_status(args).await, "netbench {args:?} said no");
+}
+
+/// Runs the `netbench` command line in this process: true when it answers "no" (a regression,
+/// a failed run).
+async fn netbench_status(args: &[&str]) -> bool {
+    use clap::Parser;
+    use netbench_cli::app::{Cli, Command};
+    let cli = Cli::parse_from(std::iter::once("netbench").chain(args.iter().copied()));
+    let c = &cli.cluster;
+    match &cli.command {
+        Command::Report(a) => netbench_cli::report::run(a, c).await.map(|()| false),
+        Command::Compare(a) => netbench_cli::compare::run(a, c).await,
+        Command::Junit(a) => netbench_cli::junit::run(a, c).await.map(|()| false),
+        Command::Watch(_) => unreachable!("not used here"),
+    }
+    .unwrap_or_else(|e| panic!("netbench {args:?}: {e:#}"))
 }
