@@ -10,6 +10,7 @@
 //! ends, so a restart resumes the run instead of repeating it.
 
 mod phases;
+pub mod schedule;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,6 +80,8 @@ pub trait Kind:
     /// How messages name measurement `index`, e.g. "step 2" or "case vxlan".
     fn describe(&self, index: u32) -> String;
     fn cleanup_policy(&self) -> CleanupPolicy;
+    /// The spec's samples, history, baseline and schedule fields.
+    fn repetition(&self) -> crds::history::Repetition<'_>;
     /// The whole run's deadline, from the moment it leaves the queue.
     fn budget(&self, config: &Config) -> Duration;
     /// How long measurement `index` may take once its workers exist.
@@ -189,6 +192,8 @@ pub struct Run<'a, K: Kind> {
     pub status: K::Status,
     pub events: Vec<PendingEvent>,
     pub extra: K::Extra,
+    /// What the schedule says this reconcile (see `schedule`).
+    pub schedule: schedule::Decision,
 }
 
 /// What a phase handler wants next.
@@ -205,18 +210,21 @@ pub async fn apply<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Acti
     let obj = api.get(&obj.name_any()).await?;
     let generation = obj.meta().generation.unwrap_or(1);
     let before = obj.status_of().cloned().unwrap_or_default();
+    let decision = schedule::decide_for(&obj, before.run(), jiff::Timestamp::now());
     let mut run = Run {
         extra: K::load_extra(ctx, &obj).await?,
         obj: &obj,
         ctx,
         ns: obj.namespace().unwrap_or_default(),
         name: obj.name_any(),
-        id: labels::run_id(&obj.uid().unwrap_or_default(), generation),
+        id: schedule::run_id(&decision, &obj),
         generation,
         status: before.clone(),
         events: vec![],
+        schedule: decision,
     };
     let action = run.advance().await?;
+    let action = run.keep_schedule(action);
     K::before_write(&mut run);
     // Report objects go only once the status holding their results is stored.
     let persisted = if run.status != before {
@@ -249,10 +257,7 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
         .await?
         .filter(|fresh| fresh.uid() == obj.uid())
         .unwrap_or_else(|| obj.clone());
-    let run = labels::run_id(
-        &obj.uid().unwrap_or_default(),
-        obj.meta().generation.unwrap_or(1),
-    );
+    let run = schedule::current_run(&obj);
     K::on_delete(ctx, &obj, api, &run).await?;
     Store::of(ctx).delete(&Owner::of(&obj), None).await?;
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
@@ -263,8 +268,12 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
 }
 
 impl<K: Kind> Run<'_, K> {
-    /// Starts a new run when the generation changed, then runs phase handlers until one waits.
+    /// Starts a new run when the run id changed (a new generation, or a scheduled round came
+    /// due), then runs phase handlers until one waits.
     async fn advance(&mut self) -> Result<Action> {
+        if let Some(action) = self.before_run().await? {
+            return Ok(action);
+        }
         if self.status.run().run_id.as_deref() != Some(self.id.as_str()) {
             self.stop_old_run().await?;
             if let Some(m) = K::retire(self).await? {
@@ -273,6 +282,7 @@ impl<K: Kind> Run<'_, K> {
             }
             self.start_new_run().await?;
         }
+        self.refuse_invalid_schedule();
         let budget = self.obj.budget(&self.ctx.config);
         for _ in 0..MAX_TRANSITIONS {
             if let Some(m) = crate::deadline::exceeded(self.status.run(), budget) {

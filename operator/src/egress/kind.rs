@@ -61,6 +61,17 @@ impl Kind for EgressBenchmark {
     fn cleanup_policy(&self) -> CleanupPolicy {
         self.spec.cleanup
     }
+    fn repetition(&self) -> crds::history::Repetition<'_> {
+        let spec = &self.spec;
+        crds::history::Repetition {
+            samples: spec.samples.as_ref(),
+            history_limit: spec.history_limit,
+            baseline: spec.baseline.as_ref(),
+            schedule: spec.schedule.as_deref(),
+            suspend: spec.suspend,
+            concurrency_policy: spec.concurrency_policy,
+        }
+    }
     fn budget(&self, config: &Config) -> Duration {
         deadline::egress(&self.spec, deadline::Timeouts::from(config))
     }

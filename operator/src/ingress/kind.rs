@@ -57,6 +57,17 @@ impl Kind for IngressBenchmark {
     fn cleanup_policy(&self) -> CleanupPolicy {
         self.spec.cleanup
     }
+    fn repetition(&self) -> crds::history::Repetition<'_> {
+        let spec = &self.spec;
+        crds::history::Repetition {
+            samples: spec.samples.as_ref(),
+            history_limit: spec.history_limit,
+            baseline: spec.baseline.as_ref(),
+            schedule: spec.schedule.as_deref(),
+            suspend: spec.suspend,
+            concurrency_policy: spec.concurrency_policy,
+        }
+    }
     fn budget(&self, config: &Config) -> Duration {
         deadline::ingress(&self.spec, deadline::Timeouts::from(config))
     }
