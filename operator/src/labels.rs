@@ -73,7 +73,10 @@ pub fn benchmark_selector(kind: &str, benchmark: &str) -> String {
 /// Name of worker `index` of `step`; deterministic so creation is idempotent.
 pub fn worker_name(benchmark: &str, run: &str, step: u32, index: u32) -> String {
     let suffix = format!("-{run}-s{step}-w{index}");
-    format!("{}{suffix}", truncate(benchmark, 63usize.saturating_sub(suffix.len())))
+    format!(
+        "{}{suffix}",
+        truncate(benchmark, 63usize.saturating_sub(suffix.len()))
+    )
 }
 
 pub fn truncate(s: &str, max: usize) -> String {

@@ -142,10 +142,11 @@ pub fn decide(input: &Input<'_>, now: Timestamp) -> Decision {
     let prev = input.status.schedule.clone().unwrap_or_default();
     let refuse = |why: String| Decision::Invalid {
         message: format!(
-            "spec.schedule {:?} is refused: {why} (five fields: minute hour day-of-month month \
-             day-of-week, or @hourly, @daily, @weekly, @monthly, @yearly; times in UTC; no \
-             seconds field)",
-            clip(expr, 128)
+            "spec.schedule {:?} is refused: {}. A schedule is five fields (minute hour \
+             day-of-month month day-of-week, in UTC) or one of @hourly, @daily, @weekly, \
+             @monthly, @yearly.",
+            clip(expr, 128),
+            why.trim_end_matches('.')
         ),
         status: ScheduleStatus {
             next_schedule_time: None,
@@ -247,10 +248,15 @@ pub fn decide(input: &Input<'_>, now: Timestamp) -> Decision {
 
 /// Whether `id` is a run of `round` of the object with `uid` (any generation).
 fn is_round_run(id: &str, uid: &str, round: u64) -> bool {
-    let prefix = format!("{}-g", labels::short_uid(uid));
-    id.strip_prefix(&prefix)
-        .and_then(|rest| rest.strip_suffix(&format!("-r{round}")))
-        .is_some_and(|generation| generation.parse::<i64>().is_ok())
+    round_of(id, uid) == Some(round)
+}
+
+/// The round of `id` when it is a scheduled run id of the object with `uid`.
+fn round_of(id: &str, uid: &str) -> Option<u64> {
+    let rest = id.strip_prefix(&format!("{}-g", labels::short_uid(uid)))?;
+    let (generation, round) = rest.rsplit_once("-r")?;
+    generation.parse::<i64>().ok()?;
+    round.parse().ok()
 }
 
 fn utc(t: Timestamp) -> Zoned {
@@ -408,16 +414,17 @@ impl<K: Kind> Run<'_, K> {
         self.fail(INVALID_SCHEDULE, m);
     }
 
-    /// Whether the run `old` is stopped because a scheduled run replaces it (its Event says so,
-    /// not that the spec changed).
+    /// Whether the run `old` is stopped because a later round's run replaces it (the
+    /// RunReplaced Event says so, not that the spec changed).
     pub(super) fn replaced_by_schedule(&self, old: &str) -> bool {
-        matches!(
-            &self.schedule,
-            Decision::Scheduled(Scheduled {
-                fired: Fired::Started { replaces: Some(r), .. },
-                ..
-            }) if r == old
-        )
+        let Decision::Scheduled(Scheduled { run: Some(new), .. }) = &self.schedule else {
+            return false;
+        };
+        let uid = self.obj.uid().unwrap_or_default();
+        match (round_of(old, &uid), round_of(new, &uid)) {
+            (Some(old), Some(new)) => new > old,
+            _ => false,
+        }
     }
 
     /// After the phases: `status.schedule` as decided (a new run's fresh status does not
@@ -527,7 +534,10 @@ mod tests {
         let next = s.status.next_schedule_time.clone().unwrap().0;
         assert_eq!(next, at("2026-12-01T18:05:00Z"));
         assert_eq!(s.wait, Some(Duration::from_secs(50)));
-        assert_eq!(s.idle_message(), "scheduled: next run at 2026-12-01T18:05:00Z");
+        assert_eq!(
+            s.idle_message(),
+            "scheduled: next run at 2026-12-01T18:05:00Z"
+        );
         // Still before it: the same.
         let status = with_schedule(s.status.clone());
         let again = scheduled(decide(&input(Some("*/5 * * * *"), &status), now));
@@ -577,7 +587,10 @@ mod tests {
         let events = s.events();
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].1, "ScheduledRun");
-        assert!(events[0].2.contains("run 3f2a9c1d-g1-r1 starts"), "{events:?}");
+        assert!(
+            events[0].2.contains("run 3f2a9c1d-g1-r1 starts"),
+            "{events:?}"
+        );
         // The next reconcile (status written): the same run, nothing new fires.
         let mut written = status.clone();
         written.run_id = s.run.clone();
@@ -648,7 +661,10 @@ mod tests {
         let mut i = input(Some("@hourly"), &status);
         i.suspend = true;
         let s = scheduled(decide(&i, at("2026-12-01T18:20:00Z")));
-        assert_eq!((s.run.clone(), s.status.next_schedule_time.clone()), (None, None));
+        assert_eq!(
+            (s.run.clone(), s.status.next_schedule_time.clone()),
+            (None, None)
+        );
         assert_eq!(
             s.idle_message(),
             "suspended: no scheduled run starts while spec.suspend is true"
@@ -801,8 +817,12 @@ mod tests {
         for last in times {
             for next in times {
                 for round in [0, 1, u64::MAX] {
-                    for run_id in [None, Some("x"), Some("3f2a9c1d-g-r1"), Some("3f2a9c1d-g1-r1")]
-                    {
+                    for run_id in [
+                        None,
+                        Some("x"),
+                        Some("3f2a9c1d-g-r1"),
+                        Some("3f2a9c1d-g1-r1"),
+                    ] {
                         let status = RunStatus {
                             run_id: run_id.map(str::to_string),
                             schedule: Some(ScheduleStatus {
@@ -864,11 +884,7 @@ mod tests {
         ] {
             let status = RunStatus::default();
             let s = scheduled(decide(&input(Some(expr), &status), now));
-            assert_eq!(
-                s.status.next_schedule_time,
-                Some(Time(at(next))),
-                "{expr}"
-            );
+            assert_eq!(s.status.next_schedule_time, Some(Time(at(next))), "{expr}");
         }
     }
 
@@ -944,16 +960,19 @@ mod tests {
                 && v.starts_with(|c: char| c.is_ascii_alphanumeric())
                 && v.ends_with(|c: char| c.is_ascii_alphanumeric())
         };
-        for id in [
-            longest.clone(),
-            labels::scheduled_run_id(UID, i64::MAX, 0),
-        ] {
+        for id in [longest.clone(), labels::scheduled_run_id(UID, i64::MAX, 0)] {
             assert!(valid(&id), "{id}");
         }
         assert!(is_round_run("3f2a9c1d-g12-r3", UID, 3));
         assert!(!is_round_run("3f2a9c1d-g12-r3", UID, 4));
         assert!(!is_round_run("3f2a9c1d-gx-r3", UID, 3));
         assert!(!is_round_run("00000000-g1-r3", UID, 3));
+        assert!(!is_round_run("3f2a9c1d-g1", UID, 1));
+        assert_eq!(
+            round_of("3f2a9c1d-g-4-r18446744073709551615", UID),
+            Some(u64::MAX)
+        );
+        assert_eq!(round_of("3f2a9c1d-g1-r", UID), None);
         // Worker pod names stay within 63 characters (report labels carry them).
         let w = labels::worker_name(&"b".repeat(80), &longest, 19, 99);
         assert!(w.len() <= 63, "{w}");
