@@ -870,6 +870,18 @@ mod tests {
     }
 
     #[test]
+    fn the_example_schedule_is_accepted() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/examples/ingress-scheduled.yaml"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let ib: crds::IngressBenchmark = serde_yaml::from_str(&text).unwrap();
+        let schedule = ib.spec.schedule.as_deref().expect("the example has a schedule");
+        assert!(parse(schedule).is_ok(), "{schedule}");
+    }
+
+    #[test]
     fn macros_and_the_five_field_syntax_are_accepted() {
         let now = at("2026-12-01T18:04:10Z");
         for (expr, next) in [
