@@ -877,7 +877,11 @@ mod tests {
         );
         let text = std::fs::read_to_string(path).unwrap();
         let ib: crds::IngressBenchmark = serde_yaml::from_str(&text).unwrap();
-        let schedule = ib.spec.schedule.as_deref().expect("the example has a schedule");
+        let schedule = ib
+            .spec
+            .schedule
+            .as_deref()
+            .expect("the example has a schedule");
         assert!(parse(schedule).is_ok(), "{schedule}");
     }
 

@@ -92,7 +92,9 @@ async fn a_schedule_runs_every_minute_and_suspend_stops_it() {
         if succeeded.contains_key(&1) && succeeded.contains_key(&2) {
             return Ok(v);
         }
-        Err(format!("rounds succeeded so far: {succeeded:?}; now {st:#}"))
+        Err(format!(
+            "rounds succeeded so far: {succeeded:?}; now {st:#}"
+        ))
     })
     .await;
     for (round, run) in &succeeded {
@@ -100,7 +102,11 @@ async fn a_schedule_runs_every_minute_and_suspend_stops_it() {
     }
     assert_ne!(succeeded[&1], succeeded[&2], "each round is its own run");
     let last = two["status"]["schedule"]["lastScheduleTime"].as_str();
-    assert!(last.is_some_and(|t| t.ends_with(":00Z")), "{:#}", two["status"]);
+    assert!(
+        last.is_some_and(|t| t.ends_with(":00Z")),
+        "{:#}",
+        two["status"]
+    );
     let metrics = operator_metrics(&client).await.unwrap();
     let series = format!(
         "netbench_schedule_next_run_timestamp_seconds{{kind=\"IngressBenchmark\",name=\"{name}\",namespace=\"{}\"}}",
@@ -146,11 +152,16 @@ async fn a_schedule_runs_every_minute_and_suspend_stops_it() {
             .difference(&pods_then)
             .cloned()
             .collect();
-        assert!(new.is_empty(), "worker pods appeared while suspended: {new:?}");
+        assert!(
+            new.is_empty(),
+            "worker pods appeared while suspended: {new:?}"
+        );
         if unix_now() >= until {
             return Ok(());
         }
-        Err(format!("waiting until {until} (unix), past a minute boundary"))
+        Err(format!(
+            "waiting until {until} (unix), past a minute boundary"
+        ))
     })
     .await;
 
