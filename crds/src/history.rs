@@ -158,6 +158,11 @@ pub struct ScheduleStatus {
     /// When the next one is due (absent while suspended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_schedule_time: Option<Time>,
+    /// Fingerprint of the spec the current round's run uses, without schedule, suspend and
+    /// concurrencyPolicy: a spec change restarts the round's run only when this changes (so
+    /// suspending, resuming or editing the schedule starts nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_hash: Option<String>,
 }
 
 /// The repetition fields of a benchmark's spec, whichever its kind.

@@ -21,12 +21,21 @@ pub const WORKER: &str = "netbench.io/worker";
 /// The run id: stable for one generation of one object, so a restarted operator finds the
 /// same run instead of starting a second one.
 pub fn run_id(uid: &str, generation: i64) -> String {
-    let short: String = uid
-        .chars()
+    format!("{}-g{generation}", short_uid(uid))
+}
+
+/// The run id of round `round` of a scheduled benchmark (see `driver::schedule`): at most 52
+/// characters, a valid label value.
+pub fn scheduled_run_id(uid: &str, generation: i64, round: u64) -> String {
+    format!("{}-r{round}", run_id(uid, generation))
+}
+
+/// The first 8 alphanumeric characters of an object's uid, which begin its run ids.
+pub fn short_uid(uid: &str) -> String {
+    uid.chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .take(8)
-        .collect();
-    format!("{short}-g{generation}")
+        .collect()
 }
 
 pub fn run_labels(kind: &str, benchmark: &str, run: &str) -> BTreeMap<String, String> {
@@ -64,7 +73,10 @@ pub fn benchmark_selector(kind: &str, benchmark: &str) -> String {
 /// Name of worker `index` of `step`; deterministic so creation is idempotent.
 pub fn worker_name(benchmark: &str, run: &str, step: u32, index: u32) -> String {
     let suffix = format!("-{run}-s{step}-w{index}");
-    format!("{}{suffix}", truncate(benchmark, 63 - suffix.len()))
+    format!(
+        "{}{suffix}",
+        truncate(benchmark, 63usize.saturating_sub(suffix.len()))
+    )
 }
 
 pub fn truncate(s: &str, max: usize) -> String {

@@ -12,6 +12,7 @@ pub struct Metrics {
     pub reconcile_errors: IntCounterVec,
     pub reconcile_duration: HistogramVec,
     pub phase: GaugeVec,
+    pub schedule_next: GaugeVec,
     pub ingress_rps: GaugeVec,
     pub ingress_latency: GaugeVec,
     pub ingress_errors: GaugeVec,
@@ -110,6 +111,11 @@ impl Metrics {
                 "netbench_benchmark_phase",
                 "1 for the benchmark's current phase",
                 &["kind", "namespace", "name", "phase"],
+            ),
+            schedule_next: gauge(
+                "netbench_schedule_next_run_timestamp_seconds",
+                "When a scheduled benchmark's next run is due (Unix time; absent while suspended)",
+                &["kind", "namespace", "name"],
             ),
             ingress_rps: gauge(
                 "netbench_ingress_rps",
@@ -240,6 +246,28 @@ impl Metrics {
         }
         for g in [&self.regression, &self.result_mean, &self.result_ci95] {
             remove_benchmark(g, kind, namespace, name);
+        }
+        self.set_schedule_next(kind, namespace, name, None);
+    }
+
+    /// When a scheduled benchmark's next run is due; None drops the series (no schedule, or
+    /// suspended).
+    pub fn set_schedule_next(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        next: Option<jiff::Timestamp>,
+    ) {
+        let labels = [kind, namespace, name];
+        match next {
+            Some(t) => self
+                .schedule_next
+                .with_label_values(&labels)
+                .set(t.as_millisecond() as f64 / 1000.0),
+            None => {
+                let _ = self.schedule_next.remove_label_values(&labels);
+            }
         }
     }
 

@@ -11,6 +11,7 @@
 
 mod phases;
 pub mod samples;
+pub mod schedule;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -214,6 +215,8 @@ pub struct Run<'a, K: Kind> {
     pub status: K::Status,
     pub events: Vec<PendingEvent>,
     pub extra: K::Extra,
+    /// What the schedule says this reconcile (see `schedule`).
+    pub schedule: schedule::Decision,
 }
 
 /// What a phase handler wants next.
@@ -230,18 +233,21 @@ pub async fn apply<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Acti
     let obj = api.get(&obj.name_any()).await?;
     let generation = obj.meta().generation.unwrap_or(1);
     let before = obj.status_of().cloned().unwrap_or_default();
+    let decision = schedule::decide_for(&obj, before.run(), jiff::Timestamp::now());
     let mut run = Run {
         extra: K::load_extra(ctx, &obj).await?,
         obj: &obj,
         ctx,
         ns: obj.namespace().unwrap_or_default(),
         name: obj.name_any(),
-        id: labels::run_id(&obj.uid().unwrap_or_default(), generation),
+        id: schedule::run_id(&decision, &obj),
         generation,
         status: before.clone(),
         events: vec![],
+        schedule: decision,
     };
     let action = run.advance().await?;
+    let action = run.keep_schedule(action);
     K::before_write(&mut run);
     // Report objects go only once the status holding their results is stored.
     let persisted = if run.status != before {
@@ -274,10 +280,7 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
         .await?
         .filter(|fresh| fresh.uid() == obj.uid())
         .unwrap_or_else(|| obj.clone());
-    let run = labels::run_id(
-        &obj.uid().unwrap_or_default(),
-        obj.meta().generation.unwrap_or(1),
-    );
+    let run = schedule::current_run(&obj);
     K::on_delete(ctx, &obj, api, &run).await?;
     Store::of(ctx).delete(&Owner::of(&obj), None).await?;
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
@@ -288,8 +291,12 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
 }
 
 impl<K: Kind> Run<'_, K> {
-    /// Starts a new run when the generation changed, then runs phase handlers until one waits.
+    /// Starts a new run when the run id changed (a new generation, or a scheduled round came
+    /// due), then runs phase handlers until one waits.
     async fn advance(&mut self) -> Result<Action> {
+        if let Some(action) = self.before_run().await? {
+            return Ok(action);
+        }
         if self.status.run().run_id.as_deref() != Some(self.id.as_str()) {
             self.stop_old_run().await?;
             if let Some(m) = K::retire(self).await? {
@@ -298,6 +305,7 @@ impl<K: Kind> Run<'_, K> {
             }
             self.start_new_run().await?;
         }
+        self.refuse_invalid_schedule();
         let plan = self.obj.repetition().samples();
         let budget = samples::budget(self.obj.budget(&self.ctx.config), &plan);
         for _ in 0..MAX_TRANSITIONS {

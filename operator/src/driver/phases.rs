@@ -41,7 +41,8 @@ impl<K: Kind> Run<'_, K> {
             Store::of(self.ctx)
                 .delete(&Owner::of(self.obj), Some(&old))
                 .await?;
-            if !self.status.run().phase.is_some_and(Phase::is_finished) {
+            let finished = self.status.run().phase.is_some_and(Phase::is_finished);
+            if !finished && !self.replaced_by_schedule(&old) {
                 self.events.push((
                     EventType::Warning,
                     "SpecChanged".into(),

@@ -25,7 +25,11 @@ pub async fn gather(client: &Client, nodes: &Seen) -> ClusterFacts {
     };
     let api: Api<Node> = Api::all(client.clone());
     let mut facts = vec![];
-    for (name, host) in nodes.iter().filter(|(n, _)| is_node_name(n)).take(MAX_NODES) {
+    for (name, host) in nodes
+        .iter()
+        .filter(|(n, _)| is_node_name(n))
+        .take(MAX_NODES)
+    {
         match api.get_opt(name).await {
             Ok(Some(node)) => facts.push(describe(name, &node, host.as_ref())),
             // A name no node has (a worker may claim anything) is left out.

@@ -41,9 +41,13 @@ async fn rerun(client: &kube::Client, ns: &str, name: &str, patch: Value) -> Val
     let api = Api::<crds::IngressBenchmark>::namespaced(client.clone(), ns);
     let before = api.get(name).await.unwrap();
     let generation = before.metadata.generation.unwrap_or(0);
-    api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": patch})))
-        .await
-        .unwrap();
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": patch})),
+    )
+    .await
+    .unwrap();
     let what = format!("generation {} finished", generation + 1);
     wait_until(client, IB, ns, name, &what, RUN_TIMEOUT, |v| {
         v["status"]["observedGeneration"].as_i64() > Some(generation)
@@ -70,24 +74,38 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     create(&client, &ns.name, &ib).await.unwrap();
     // Someone takes the name the first run's result will have (it is derived from the uid).
     let created = get_benchmark(&client, IB, &ns.name, "hist").await.unwrap();
-    let uid: String = created["metadata"]["uid"].as_str().unwrap().chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+    let uid: String = created["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
     let squatted = format!("hist-{uid}-g1");
-    let mut squatter = serde_json::to_value(BenchmarkResult::new(&squatted, crds::BenchmarkResultSpec {
-        benchmark: crds::BenchmarkRef { kind: IB.into(), namespace: ns.name.clone(), name: "hist".into() },
-        benchmark_uid: "forged".into(),
-        run_id: "forged".into(),
-        spec_hash: String::new(),
-        benchmark_spec: "{}".into(),
-        phase: crds::Phase::Succeeded,
-        message: None,
-        start_time: None,
-        completion_time: None,
-        cluster: Default::default(),
-        measurements: vec![],
-        scaling: None,
-        summary: Some("1000000 req/s (forged)".into()),
-        verdict: None,
-    })).unwrap();
+    let mut squatter = serde_json::to_value(BenchmarkResult::new(
+        &squatted,
+        crds::BenchmarkResultSpec {
+            benchmark: crds::BenchmarkRef {
+                kind: IB.into(),
+                namespace: ns.name.clone(),
+                name: "hist".into(),
+            },
+            benchmark_uid: "forged".into(),
+            run_id: "forged".into(),
+            spec_hash: String::new(),
+            benchmark_spec: "{}".into(),
+            phase: crds::Phase::Succeeded,
+            message: None,
+            start_time: None,
+            completion_time: None,
+            cluster: Default::default(),
+            measurements: vec![],
+            scaling: None,
+            summary: Some("1000000 req/s (forged)".into()),
+            verdict: None,
+        },
+    ))
+    .unwrap();
     set(&mut squatter, "/metadata/namespace", json!(ns.name));
     create(&client, &ns.name, &squatter).await.unwrap();
     let first = wait_succeeded(&client, IB, &ns.name, "hist").await;
@@ -95,21 +113,50 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     let rps = &st["statistics"][0]["metrics"][0];
     assert_eq!(rps["name"], "rps", "{st:#}");
     assert_eq!(rps["values"].as_array().unwrap().len(), 2, "{st:#}");
-    assert!(st["rpsInterval"].as_str().unwrap().contains(" ± "), "{st:#}");
+    assert!(
+        st["rpsInterval"].as_str().unwrap().contains(" ± "),
+        "{st:#}"
+    );
     // The first run has nothing to compare with.
     assert_eq!(*regressed(&first), "Unknown", "{st:#}");
 
     // Its result: what ran, on what, every sample, the merged histogram.
     let r1_name = st["latestResult"].as_str().unwrap().to_string();
-    assert_eq!(r1_name, squatted, "the squatter was replaced by the real result");
+    assert_eq!(
+        r1_name, squatted,
+        "the squatter was replaced by the real result"
+    );
     let r1 = result(&client, &ns.name, &r1_name).await;
-    assert_eq!(r1.spec.benchmark_uid, created["metadata"]["uid"].as_str().unwrap());
-    let events = kubectl(&["-n", &ns.name, "get", "events", "--field-selector", "reason=ResultReplaced"]).unwrap();
+    assert_eq!(
+        r1.spec.benchmark_uid,
+        created["metadata"]["uid"].as_str().unwrap()
+    );
+    let events = kubectl(&[
+        "-n",
+        &ns.name,
+        "get",
+        "events",
+        "--field-selector",
+        "reason=ResultReplaced",
+    ])
+    .unwrap();
     assert!(events.contains("was not its result"), "{events}");
     // Results are immutable: the API server refuses a change with the rule's message.
-    let edit = kubectl(&["-n", &ns.name, "patch", "benchmarkresult", &r1_name, "--type=merge", "-p", r#"{"spec":{"summary":"999999 req/s"}}"#]);
+    let edit = kubectl(&[
+        "-n",
+        &ns.name,
+        "patch",
+        "benchmarkresult",
+        &r1_name,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"summary":"999999 req/s"}}"#,
+    ]);
     let refusal = format!("{edit:?}");
-    assert!(edit.is_err() && refusal.contains("a BenchmarkResult is immutable"), "{refusal}");
+    assert!(
+        edit.is_err() && refusal.contains("a BenchmarkResult is immutable"),
+        "{refusal}"
+    );
     assert_eq!(r1.spec.phase, crds::Phase::Succeeded);
     assert_eq!(r1.spec.benchmark.name, "hist");
     assert_eq!(r1.spec.run_id, st["runId"].as_str().unwrap());
@@ -121,30 +168,54 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     let hist = protocol::report::histogram::decode(step.histogram.as_deref().unwrap()).unwrap();
     assert!(hist.len() > 0, "the merged histogram holds the requests");
     let cluster = &r1.spec.cluster;
-    assert!(cluster.kubernetes_version.as_deref().unwrap().starts_with("v1."));
+    assert!(cluster
+        .kubernetes_version
+        .as_deref()
+        .unwrap()
+        .starts_with("v1."));
     let node = cluster.nodes.first().expect("the worker's node");
-    assert!(node.kernel_version.is_some() && node.cpus.is_some(), "{node:?}");
+    assert!(
+        node.kernel_version.is_some() && node.cpus.is_some(),
+        "{node:?}"
+    );
     let table = kubectl(&["-n", &ns.name, "get", "benchmarkresults"]).unwrap();
-    assert!(table.contains(&r1_name) && table.contains("Succeeded"), "{table}");
+    assert!(
+        table.contains(&r1_name) && table.contains("Succeeded"),
+        "{table}"
+    );
 
     // Two more runs of the same spec (historyLimit and cleanup are not part of its hash): each
     // is judged against the previous one, and only the newest three... then two are kept.
     let second = rerun(&client, &ns.name, "hist", json!({"historyLimit": 2})).await;
     assert_phase(&second, "Succeeded");
     assert_eq!(*regressed(&second), "False", "{:#}", second["status"]);
-    let r2 = second["status"]["latestResult"].as_str().unwrap().to_string();
+    let r2 = second["status"]["latestResult"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(r2, r1_name);
     let names = |rs: Vec<BenchmarkResult>| -> Vec<String> {
-        rs.iter().map(|r| r.metadata.name.clone().unwrap()).collect()
+        rs.iter()
+            .map(|r| r.metadata.name.clone().unwrap())
+            .collect()
     };
-    assert_eq!(names(results(&client, &ns.name).await), [r1_name.clone(), r2.clone()]);
+    assert_eq!(
+        names(results(&client, &ns.name).await),
+        [r1_name.clone(), r2.clone()]
+    );
     let verdict = result(&client, &ns.name, &r2).await.spec.verdict.unwrap();
     assert_eq!(verdict.baseline_results, [r1_name.clone()]);
 
     let third = rerun(&client, &ns.name, "hist", json!({"cleanup": "OnSuccess"})).await;
     assert_phase(&third, "Succeeded");
-    let r3 = third["status"]["latestResult"].as_str().unwrap().to_string();
-    assert_eq!(names(results(&client, &ns.name).await), [r2.clone(), r3.clone()]);
+    let r3 = third["status"]["latestResult"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        names(results(&client, &ns.name).await),
+        [r2.clone(), r3.clone()]
+    );
 
     // The report of this history: both kept results, a chart of the main figure over runs.
     let mut numbers = vec![r2.clone(), r3.clone()];
@@ -182,7 +253,15 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     }
     for d in ["web", "slow"] {
         let target = format!("deployment/{d}");
-        kubectl(&["-n", &ns.name, "rollout", "status", &target, "--timeout=120s"]).unwrap();
+        kubectl(&[
+            "-n",
+            &ns.name,
+            "rollout",
+            "status",
+            &target,
+            "--timeout=120s",
+        ])
+        .unwrap();
     }
     let url = |svc: &str| format!("http://{svc}.{}.svc.cluster.local/", ns.name);
 
@@ -210,12 +289,23 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     assert_eq!(c["status"], "True", "{:#}", slowed["status"]);
     assert_eq!(c["reason"], "Regressed");
     let message = c["message"].as_str().unwrap();
-    assert!(message.contains("step 0 rps") && message.contains(&baseline_result), "{message}");
-    let r = result(&client, &ns.name, slowed["status"]["latestResult"].as_str().unwrap()).await;
+    assert!(
+        message.contains("step 0 rps") && message.contains(&baseline_result),
+        "{message}"
+    );
+    let r = result(
+        &client,
+        &ns.name,
+        slowed["status"]["latestResult"].as_str().unwrap(),
+    )
+    .await;
     let v = r.spec.verdict.unwrap();
     assert_eq!(v.regressed, "True");
     let rps = v.metrics.iter().find(|m| m.metric == "rps").unwrap();
-    assert!(rps.regressed && rps.beyond_noise && rps.delta_percent < -50.0, "{rps:?}");
+    assert!(
+        rps.regressed && rps.beyond_noise && rps.delta_percent < -50.0,
+        "{rps:?}"
+    );
 
     // The verdict as Prometheus sees it.
     let metrics = operator_metrics(&client).await.unwrap();
@@ -225,18 +315,48 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
             ns.name
         )
     };
-    assert!(metrics.contains(&format!("{} 1", series("slowed"))), "{metrics}");
+    assert!(
+        metrics.contains(&format!("{} 1", series("slowed"))),
+        "{metrics}"
+    );
     assert!(metrics.contains(&format!("{} 0", series("same"))));
 
     // The command line against these real results.
-    let slowed_result = slowed["status"]["latestResult"].as_str().unwrap().to_string();
-    let compare = ["-n", &ns.name, "compare", &baseline_result, &slowed_result, "--tolerance", "50", "--fail-on-regression"];
-    assert!(netbench_status(&compare).await, "compare finds the regression");
+    let slowed_result = slowed["status"]["latestResult"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let compare = [
+        "-n",
+        &ns.name,
+        "compare",
+        &baseline_result,
+        &slowed_result,
+        "--tolerance",
+        "50",
+        "--fail-on-regression",
+    ];
+    assert!(
+        netbench_status(&compare).await,
+        "compare finds the regression"
+    );
     let junit = std::env::temp_dir().join(format!("nb-junit-{}.xml", ns.name));
-    netbench(&["-n", &ns.name, "junit", "--benchmark", "ib/slowed", "--out", junit.to_str().unwrap()]).await;
+    netbench(&[
+        "-n",
+        &ns.name,
+        "junit",
+        "--benchmark",
+        "ib/slowed",
+        "--out",
+        junit.to_str().unwrap(),
+    ])
+    .await;
     let xml = std::fs::read_to_string(&junit).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();
-    assert!(doc.descendants().any(|n| n.has_tag_name("failure")), "{xml}");
+    assert!(
+        doc.descendants().any(|n| n.has_tag_name("failure")),
+        "{xml}"
+    );
     let _ = std::fs::remove_file(&junit);
 }
 
@@ -246,7 +366,16 @@ async fn check_report(ns: &str, name: &str, numbers: &[String]) {
     let out = std::env::temp_dir().join(format!("nb-report-{ns}-{name}"));
     let out_dir = out.to_str().unwrap();
     let benchmark = format!("ib/{name}");
-    netbench(&["-n", ns, "report", "--benchmark", &benchmark, "--out", out_dir]).await;
+    netbench(&[
+        "-n",
+        ns,
+        "report",
+        "--benchmark",
+        &benchmark,
+        "--out",
+        out_dir,
+    ])
+    .await;
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     for n in numbers {
         assert!(md.contains(n.as_str()), "{n} missing:\n{md}");
