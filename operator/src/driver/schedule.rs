@@ -113,25 +113,10 @@ pub fn parse(expr: &str) -> std::result::Result<Cron, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The fingerprint of what a run measures: the spec without schedule, suspend and
-/// concurrencyPolicy (FNV-1a of its JSON; not a security measure, status is a report).
+/// The fingerprint of what a run measures (see `results::spec_hash`: the spec without its
+/// schedule, suspend, concurrency policy, history, baseline and cleanup fields).
 pub fn spec_hash<K: Serialize>(obj: &K) -> String {
-    let mut spec = serde_json::to_value(obj)
-        .ok()
-        .and_then(|mut v| v.get_mut("spec").map(serde_json::Value::take))
-        .unwrap_or_default();
-    if let Some(fields) = spec.as_object_mut() {
-        for key in ["schedule", "suspend", "concurrencyPolicy"] {
-            fields.remove(key);
-        }
-    }
-    let hash = spec
-        .to_string()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("{hash:016x}")
+    crate::results::spec_hash(&crate::results::spec_of(obj))
 }
 
 /// The decision for `input` at `now`.

@@ -118,7 +118,7 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
 }
 
 /// The spec as JSON, from the object (every kind keeps it under "spec").
-fn spec_of<K: Kind>(obj: &K) -> serde_json::Value {
+pub fn spec_of<K: serde::Serialize>(obj: &K) -> serde_json::Value {
     serde_json::to_value(obj)
         .ok()
         .and_then(|mut v| v.get_mut("spec").map(serde_json::Value::take))

@@ -18,7 +18,7 @@ use crate::conditions::REGRESSED;
 use crate::driver::{Kind, Run, RunState};
 use crate::error::Result;
 
-pub use build::{result_name, spec_hash};
+pub use build::{result_name, spec_hash, spec_of};
 
 /// Writes the run's result unless status already points at it, then the verdict and the
 /// history limit. Runs that never left the queue (refused specs) get none.

@@ -101,6 +101,15 @@ async fn a_schedule_runs_every_minute_and_suspend_stops_it() {
         assert!(run.ends_with(&format!("-r{round}")), "{succeeded:?}");
     }
     assert_ne!(succeeded[&1], succeeded[&2], "each round is its own run");
+    // Each scheduled run wrote its BenchmarkResult (named after its run id).
+    let results = kubectl(&["-n", &ns.name, "get", "benchmarkresults", "-o", "name"]).unwrap();
+    for run in succeeded.values() {
+        let run = run.as_str();
+        assert!(
+            results.contains(&format!("-{run}")),
+            "no result of {run}: {results}"
+        );
+    }
     let last = two["status"]["schedule"]["lastScheduleTime"].as_str();
     assert!(
         last.is_some_and(|t| t.ends_with(":00Z")),
@@ -142,10 +151,20 @@ async fn a_schedule_runs_every_minute_and_suspend_stops_it() {
     let round = round_of(&suspended);
     let run = suspended["status"]["runId"].clone();
     let pods_then = pod_uids(&client, &ns.name).await;
+    let results_then = kubectl(&["-n", &ns.name, "get", "benchmarkresults", "-o", "name"])
+        .unwrap()
+        .lines()
+        .count();
     let until = after_next_minute(MARGIN);
     eventually(Duration::from_secs(120), async || {
         let v = get_benchmark(&client, IB, &ns.name, &name).await.unwrap();
         assert_eq!(round_of(&v), round, "a round started while suspended");
+        let results = kubectl(&["-n", &ns.name, "get", "benchmarkresults", "-o", "name"]).unwrap();
+        assert_eq!(
+            results.lines().count(),
+            results_then,
+            "a result appeared while suspended"
+        );
         assert_eq!(v["status"]["runId"], run, "{:#}", v["status"]);
         let new: Vec<String> = pod_uids(&client, &ns.name)
             .await
