@@ -927,7 +927,7 @@ mod tests {
     }
 
     #[test]
-    fn the_spec_hash_ignores_only_the_schedule_fields() {
+    fn the_spec_hash_ignores_only_what_does_not_measure() {
         let ib = |extra: serde_json::Value| -> crds::IngressBenchmark {
             let mut spec = serde_json::json!({"target": {"url": "http://x/"}});
             if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
@@ -944,7 +944,11 @@ mod tests {
             "schedule": "@daily", "suspend": true, "concurrencyPolicy": "Replace"
         })));
         assert_eq!(plain, scheduled);
-        assert_eq!(plain.len(), 16);
+        let kept = spec_hash(&ib(
+            serde_json::json!({"historyLimit": 3, "cleanup": "Never"}),
+        ));
+        assert_eq!(plain, kept);
+        assert_eq!(plain.len(), 64);
         let other = spec_hash(&ib(serde_json::json!({"load": {"connections": 3}})));
         assert_ne!(plain, other);
     }

@@ -115,7 +115,7 @@ async fn prune(api: &Api<BenchmarkResult>, kind: &str, benchmark: &str, limit: u
         .into_iter()
         .filter(|r| r.spec.benchmark.name == benchmark && r.spec.benchmark.kind == kind)
         .collect();
-    all.sort_by(|a, b| newest_first(b).cmp(&newest_first(a)));
+    all.sort_by_key(|r| std::cmp::Reverse(newest_first(r)));
     for old in all
         .iter()
         .skip(usize::try_from(limit).unwrap_or(usize::MAX))

@@ -166,7 +166,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     assert_eq!(r1_rps.values.len(), 2);
     assert!(r1_rps.mean > 0.0 && r1_rps.ci95 >= 0.0);
     let hist = protocol::report::histogram::decode(step.histogram.as_deref().unwrap()).unwrap();
-    assert!(hist.len() > 0, "the merged histogram holds the requests");
+    assert!(!hist.is_empty(), "the merged histogram holds the requests");
     let cluster = &r1.spec.cluster;
     assert!(cluster
         .kubernetes_version
@@ -204,7 +204,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
         [r1_name.clone(), r2.clone()]
     );
     let verdict = result(&client, &ns.name, &r2).await.spec.verdict.unwrap();
-    assert_eq!(verdict.baseline_results, [r1_name.clone()]);
+    assert_eq!(verdict.baseline_results, std::slice::from_ref(&r1_name));
 
     let third = rerun(&client, &ns.name, "hist", json!({"cleanup": "OnSuccess"})).await;
     assert_phase(&third, "Succeeded");
