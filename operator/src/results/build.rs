@@ -23,6 +23,9 @@ use crate::reports::{Owner, Store};
 const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
 /// Largest spec copy kept in a result.
 const MAX_SPEC_CHARS: usize = 256 * 1024;
+/// Largest result the operator writes (etcd refuses objects over 1.5 MiB): histograms are left
+/// out, largest first, until it fits.
+const MAX_RESULT_BYTES: usize = 1024 * 1024;
 
 /// The result's name: the benchmark's (shortened to fit) and the run id.
 pub fn result_name(benchmark: &str, run: &str) -> String {
@@ -66,7 +69,7 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
     let (measurements, nodes) = measurements(run).await?;
     let stats: Vec<MeasurementStats> = measurements.iter().map(stats_of).collect();
-    Ok(BenchmarkResultSpec {
+    let mut spec = BenchmarkResultSpec {
         benchmark: BenchmarkRef {
             kind: K::kind(&()).into_owned(),
             namespace: run.ns.clone(),
@@ -92,7 +95,25 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
         summary: summary(stats.last()),
         measurements,
         verdict: None,
-    })
+    };
+    fit(&mut spec, MAX_RESULT_BYTES);
+    Ok(spec)
+}
+
+/// Leaves out histograms, largest first, until the result's JSON is at most `max` bytes.
+fn fit(spec: &mut BenchmarkResultSpec, max: usize) {
+    let size = |s: &BenchmarkResultSpec| serde_json::to_vec(s).map_or(usize::MAX, |v| v.len());
+    while size(spec) > max {
+        let largest = spec
+            .measurements
+            .iter_mut()
+            .filter(|m| m.histogram.is_some())
+            .max_by_key(|m| m.histogram.as_ref().map_or(0, String::len));
+        match largest {
+            Some(m) => m.histogram = None,
+            None => return,
+        }
+    }
 }
 
 /// The object, labelled for its benchmark's history.
@@ -248,6 +269,27 @@ mod tests {
         assert_eq!(spec_hash(&a), spec_hash(&b));
         assert_ne!(spec_hash(&a), spec_hash(&c));
         assert_eq!(spec_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn histograms_are_left_out_largest_first_until_the_result_fits() {
+        let m = |index, len| Measurement {
+            index,
+            histogram: Some("h".repeat(len)),
+            ..Default::default()
+        };
+        let mut spec: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
+            "benchmark": {"kind": "IngressBenchmark", "namespace": "a", "name": "b"},
+            "benchmarkUid": "u", "runId": "r", "specHash": "h", "benchmarkSpec": "{}",
+            "phase": "Succeeded"
+        }))
+        .unwrap();
+        spec.measurements = vec![m(0, 300_000), m(1, 200), m(2, 900_000)];
+        fit(&mut spec, 400_000);
+        let kept: Vec<bool> = spec.measurements.iter().map(|m| m.histogram.is_some()).collect();
+        assert_eq!(kept, [true, true, false]);
+        fit(&mut spec, 100);
+        assert!(spec.measurements.iter().all(|m| m.histogram.is_none()));
     }
 
     #[test]
