@@ -35,7 +35,7 @@ pub fn label(text: &str) -> String {
 }
 
 /// A Markdown table cell: cleaned, with the characters that end a cell (`|`), start HTML
-/// (`<`, `>`, `&`) or escape them (`\`) neutralised.
+/// (`<`, `>`, `&`), start a link or image (`[`, `]`) or escape them (`\`) neutralised.
 pub fn md_cell(text: &str) -> String {
     let mut out = String::new();
     for c in clean(text, MAX_SHOWN_CHARS).chars() {
@@ -46,6 +46,8 @@ pub fn md_cell(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
             '`' => out.push_str("\\`"),
+            '[' => out.push_str("\\["),
+            ']' => out.push_str("\\]"),
             c => out.push(c),
         }
     }
@@ -57,7 +59,7 @@ pub fn md_cell(text: &str) -> String {
 pub fn md_text(text: &str) -> String {
     let mut out = String::new();
     for c in md_cell(text).chars() {
-        if matches!(c, '*' | '_' | '[' | ']' | '#') {
+        if matches!(c, '*' | '_' | '#') {
             out.push('\\');
         }
         out.push(c);

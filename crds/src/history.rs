@@ -89,7 +89,10 @@ impl Samples {
 pub struct Baseline {
     /// A BenchmarkResult in this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
     pub result: Option<String>,
     /// The last N succeeded results of this benchmark with the same spec (their samples
     /// pooled). The first run has none and reports Regressed=Unknown.
@@ -165,18 +168,38 @@ pub struct ScheduleStatus {
     pub spec_hash: Option<String>,
 }
 
-/// The repetition fields of a benchmark's spec, whichever its kind.
-#[derive(Clone, Copy, Debug)]
-pub struct Repetition<'a> {
-    pub samples: Option<&'a Samples>,
+/// The fields both kinds' specs share to make results last (flattened into each spec).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Repetition {
+    /// Repeat each step (IngressBenchmark) or case (EgressBenchmark) this many times and report mean, standard deviation and a 95%
+    /// confidence interval of every figure (optionally until the interval is narrow enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<Samples>,
+    /// BenchmarkResults of this benchmark kept, newest first (default 10); they outlive the
+    /// benchmark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
     pub history_limit: Option<u32>,
-    pub baseline: Option<&'a Baseline>,
-    pub schedule: Option<&'a str>,
+    /// Compare every run with a result or with this benchmark's previous results; sets the
+    /// Regressed condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// Run on a schedule, in cron syntax ("*/30 * * * *", "@daily"). With a schedule, runs start
+    /// only when due (none at creation); each gives a BenchmarkResult.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[0-9A-Za-z*/,?#@ -]+$"))]
+    pub schedule: Option<String>,
+    /// Start no scheduled run while true (a run under way goes on).
+    #[serde(default)]
     pub suspend: bool,
+    /// A scheduled run due while the previous one has not finished: Forbid (skip it, the
+    /// default) or Replace (stop the old run).
+    #[serde(default)]
     pub concurrency_policy: ConcurrencyPolicy,
 }
 
-impl Repetition<'_> {
+impl Repetition {
     /// Results kept, within bounds.
     pub fn history_limit(&self) -> u32 {
         self.history_limit
@@ -185,7 +208,7 @@ impl Repetition<'_> {
     }
 
     pub fn samples(&self) -> Samples {
-        self.samples.cloned().unwrap_or_default()
+        self.samples.clone().unwrap_or_default()
     }
 }
 

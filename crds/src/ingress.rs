@@ -49,31 +49,9 @@ pub struct IngressBenchmarkSpec {
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
     pub cleanup: CleanupPolicy,
-    /// Repeat each step this many times and report mean, standard deviation and a 95%
-    /// confidence interval of every figure (optionally until the interval is narrow enough).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub samples: Option<crate::history::Samples>,
-    /// BenchmarkResults of this benchmark kept, newest first (default 10); they outlive the
-    /// benchmark.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 100))]
-    pub history_limit: Option<u32>,
-    /// Compare every run with a result or with this benchmark's previous results; sets the
-    /// Regressed condition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<crate::history::Baseline>,
-    /// Run on a schedule, in cron syntax ("*/30 * * * *", "@daily"). With a schedule, runs start
-    /// only when due (none at creation); each gives a BenchmarkResult.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[0-9A-Za-z*/,?#@ -]+$"))]
-    pub schedule: Option<String>,
-    /// Start no scheduled run while true (a run under way goes on).
-    #[serde(default)]
-    pub suspend: bool,
-    /// A scheduled run due while the previous one has not finished: Forbid (skip it, the
-    /// default) or Replace (stop the old run).
-    #[serde(default)]
-    pub concurrency_policy: crate::history::ConcurrencyPolicy,
+    /// Samples, history, baseline and schedule (see crds::history::Repetition).
+    #[serde(flatten)]
+    pub repetition: crate::history::Repetition,
 }
 
 /// The HTTP endpoint under test.

@@ -279,6 +279,10 @@ impl Metrics {
         name: &str,
         r: &crds::BenchmarkResultSpec,
     ) {
+        // Only this result's series: a renamed case or a dropped baseline leaves none behind.
+        for g in [&self.regression, &self.result_mean, &self.result_ci95] {
+            remove_benchmark(g, kind, namespace, name);
+        }
         for m in &r.measurements {
             for f in &m.metrics {
                 let labels = [kind, namespace, name, m.name.as_str(), f.name.as_str()];

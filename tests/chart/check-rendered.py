@@ -24,7 +24,14 @@ BASE_RULES = [
     (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
     (("",), ("nodes",), ("get", "list")),
+    (("netbench.io",), ("benchmarkresults",), ("get", "list", "watch", "create", "delete")),
 ]
+# Roles for people, aggregated into the built-in view/edit/admin roles (never bound by the
+# chart): read everything; edit benchmarks and delete results; nobody but the operator creates
+# or changes a result.
+VIEW_RULES = [(("netbench.io",), ("ingressbenchmarks", "egressbenchmarks", "benchmarkresults"), ("get", "list", "watch"))]
+EDIT_RULES = [(("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("create", "update", "patch", "delete", "deletecollection")),
+              (("netbench.io",), ("benchmarkresults",), ("delete", "deletecollection"))]
 # Report ConfigMaps live in the release namespace only (Role "<fullname>-reports").
 REPORT_RULES = [(("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection"))]
 LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
@@ -126,7 +133,12 @@ def main():
             if k != kind or name in (full, f"{full}-leader", f"{full}-records", f"{full}-reports"):
                 continue
             want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES,
-                    f"{full}-apiserver": APISERVER_RULES}.get(name)
+                    f"{full}-apiserver": APISERVER_RULES, f"{full}-view": VIEW_RULES,
+                    f"{full}-edit": EDIT_RULES}.get(name)
+            if name in (f"{full}-view", f"{full}-edit"):
+                labels = d["metadata"].get("labels", {})
+                check(kind == "ClusterRole" and labels.get("rbac.authorization.k8s.io/aggregate-to-edit") == "true",
+                      f"{kind} {name} must be a ClusterRole aggregated into edit")
             check(want is not None and rules_of(d) == want, f"unexpected {kind} {where}/{name}: {rules_of(d)}")
             if name == f"{full}-apiserver":
                 check(kind == "Role" and where == "default"

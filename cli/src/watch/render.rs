@@ -84,7 +84,7 @@ pub fn from_ingress(ib: &IngressBenchmark) -> Snapshot {
         BenchKind::Ingress,
         ib,
         &status.run,
-        ib.spec.samples.as_ref(),
+        ib.spec.repetition.samples.as_ref(),
     );
     s.unit = "step";
     s.measurements = ib
@@ -112,7 +112,12 @@ pub fn from_ingress(ib: &IngressBenchmark) -> Snapshot {
 /// The progress of an EgressBenchmark.
 pub fn from_egress(eb: &EgressBenchmark) -> Snapshot {
     let status = eb.status.clone().unwrap_or_default();
-    let mut s = common(BenchKind::Egress, eb, &status.run, eb.spec.samples.as_ref());
+    let mut s = common(
+        BenchKind::Egress,
+        eb,
+        &status.run,
+        eb.spec.repetition.samples.as_ref(),
+    );
     s.unit = "case";
     s.measurements = count(eb.spec.cases.len()).max(1);
     s.current = status.current_case;

@@ -68,7 +68,22 @@ pub fn ingress(spec: &IngressBenchmarkSpec, caps: &AdminCaps) -> Result<(), Stri
         "caps.maxTotalConnections",
     )?;
     let (total, how) = ingress_duration(spec);
+    let (total, how) = sampled(total, how, &spec.repetition.samples());
     run_duration(total, &how, caps)
+}
+
+/// A run's time with every step or case sampled `spec.samples` times, pauses included.
+fn sampled(once: Duration, how: String, plan: &crds::history::Samples) -> (Duration, String) {
+    if plan.max() <= 1 {
+        return (once, how);
+    }
+    let total = crate::driver::samples::budget(once, plan);
+    let pause = Duration::from(plan.pause).as_secs();
+    let how = format!(
+        "{how}, x {} samples (spec.samples) with {pause}s pauses",
+        plan.max()
+    );
+    (total, how)
 }
 
 /// The time an IngressBenchmark's steps take, and how it was summed.
@@ -149,6 +164,7 @@ pub fn egress(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String
         .map(|c| Duration::from(c.duration))
         .fold(Duration::ZERO, Duration::saturating_add);
     let how = format!("the sum of {} case durations", spec.cases.len());
+    let (total, how) = sampled(total, how, &spec.repetition.samples());
     run_duration(total, &how, caps)
 }
 
@@ -244,6 +260,20 @@ mod tests {
         assert!(err.starts_with("case bidir: the client's connections (streams 60) is 120, above the cluster admin's cap of 100 connections per worker"), "{err}");
         let send = eb("{cases: [{name: send, client: {}, server: {}, streams: 60}]}");
         assert_eq!(egress(&send, &c), Ok(()));
+    }
+
+    #[test]
+    fn samples_count_against_the_run_time_cap() {
+        let mut c = caps();
+        c.max_run_seconds = 300;
+        let spec = ib(
+            "{target: {url: 'http://x/'}, load: {duration: 60s}, samples: {count: 20, pause: 10m}}",
+        );
+        let err = ingress(&spec, &c).unwrap_err();
+        assert!(err.contains("x 20 samples (spec.samples)"), "{err}");
+        let mut once = spec.clone();
+        once.repetition.samples = None;
+        assert!(ingress(&once, &c).is_ok());
     }
 
     #[test]

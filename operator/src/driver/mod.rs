@@ -96,7 +96,7 @@ pub trait Kind:
     /// Their pods.
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod>;
     /// The spec's samples, history, baseline and schedule.
-    fn repetition(&self) -> Repetition<'_>;
+    fn repetition(&self) -> &Repetition;
     /// The figures of one sample from its verified reports, main figure first (requests/s,
     /// receiver bits/s): what samples, results and verdicts are made of.
     fn figures(

@@ -61,7 +61,9 @@ pub fn record<'a>(
         stats.sort_by_key(|m| m.index);
     }
     let m = stats.iter_mut().find(|m| m.index == index)?;
-    if m.samples() <= sample {
+    // Only onto a consistent entry: every figure holding exactly the earlier samples (a
+    // status written by someone else may not be).
+    if m.metrics.iter().all(|f| f.values.len() == sample as usize) {
         for f in figures {
             match m.metrics.iter_mut().find(|s| s.name == f.name) {
                 Some(s) => s.push(f.value),
@@ -157,6 +159,16 @@ mod tests {
         assert_eq!(m.unwrap().metrics[0].values, vec![100.0, 110.0]);
         assert_eq!(stats.iter().map(|m| m.index).collect::<Vec<_>>(), [0, 1]);
         assert!(recorded(&stats, 1, 1) && !recorded(&stats, 1, 2) && !recorded(&stats, 2, 0));
+    }
+
+    #[test]
+    fn an_inconsistent_entry_takes_no_more_values() {
+        let mut stats = vec![];
+        record(&mut stats, 0, "step 0", 0, &rps(1.0));
+        // Forged: 20 values already, while the driver is at sample 0.
+        stats[0].metrics[0].values = vec![5.0; 20];
+        record(&mut stats, 0, "step 0", 0, &rps(2.0));
+        assert_eq!(stats[0].metrics[0].values.len(), 20);
     }
 
     #[test]

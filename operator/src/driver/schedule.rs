@@ -236,12 +236,13 @@ fn is_round_run(id: &str, uid: &str, round: u64) -> bool {
     round_of(id, uid) == Some(round)
 }
 
-/// The round of `id` when it is a scheduled run id of the object with `uid`.
+/// The round of `id` when it is a scheduled run id of the object with `uid`: exactly the id
+/// the operator writes for that generation and round (a forged "+1" or "007" is not one).
 fn round_of(id: &str, uid: &str) -> Option<u64> {
     let rest = id.strip_prefix(&format!("{}-g", labels::short_uid(uid)))?;
     let (generation, round) = rest.rsplit_once("-r")?;
-    generation.parse::<i64>().ok()?;
-    round.parse().ok()
+    let (generation, round) = (generation.parse::<i64>().ok()?, round.parse::<u64>().ok()?);
+    (labels::scheduled_run_id(uid, generation, round) == id).then_some(round)
 }
 
 fn utc(t: Timestamp) -> Zoned {
@@ -319,7 +320,7 @@ pub fn decide_for<K: Kind>(obj: &K, status: &RunStatus, now: Timestamp) -> Decis
         None => String::new(),
     };
     let input = Input {
-        schedule: repetition.schedule,
+        schedule: repetition.schedule.as_deref(),
         suspend: repetition.suspend,
         policy: repetition.concurrency_policy,
         uid: &uid,
@@ -864,6 +865,7 @@ mod tests {
         let ib: crds::IngressBenchmark = serde_yaml::from_str(&text).unwrap();
         let schedule = ib
             .spec
+            .repetition
             .schedule
             .as_deref()
             .expect("the example has a schedule");

@@ -81,16 +81,8 @@ impl Kind for EgressBenchmark {
             .map(|p| workers::pod(p, config))
             .collect()
     }
-    fn repetition(&self) -> Repetition<'_> {
-        let s = &self.spec;
-        Repetition {
-            samples: s.samples.as_ref(),
-            history_limit: s.history_limit,
-            baseline: s.baseline.as_ref(),
-            schedule: s.schedule.as_deref(),
-            suspend: s.suspend,
-            concurrency_policy: s.concurrency_policy,
-        }
+    fn repetition(&self) -> &Repetition {
+        &self.spec.repetition
     }
     fn figures(
         &self,

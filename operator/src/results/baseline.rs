@@ -18,7 +18,7 @@ pub async fn judge<K: Kind>(
     run: &Run<'_, K>,
     now: &BenchmarkResultSpec,
 ) -> Result<Option<Verdict>> {
-    let Some(baseline) = run.obj.repetition().baseline.cloned() else {
+    let Some(baseline) = run.obj.repetition().baseline.clone() else {
         return Ok(None);
     };
     if now.phase != Phase::Succeeded {
@@ -66,16 +66,31 @@ fn verdict(
         baseline.metrics.clone()
     };
     let metrics = crds::stats::compare(&stats(now), &pooled, &judged);
-    let regressed = match (metrics.is_empty(), metrics.iter().any(|m| m.regressed)) {
-        (true, _) => "Unknown",
-        (false, true) => "True",
-        (false, false) => "False",
+    // Every judged figure of every baseline step or case must have been compared: a run that
+    // lacks one is no evidence of "no regression".
+    let expected = pooled
+        .iter()
+        .map(|m| {
+            judged
+                .iter()
+                .filter(|t| m.metric(&t.name).is_some())
+                .count()
+        })
+        .sum::<usize>();
+    let complete = !metrics.is_empty() && metrics.len() >= expected;
+    let regressed = match (metrics.iter().any(|m| m.regressed), complete) {
+        (true, _) => "True",
+        (false, true) => "False",
+        (false, false) => "Unknown",
     };
     Verdict {
-        baseline: if metrics.is_empty() {
-            format!("{what}: no judged figure of a step or case in common")
-        } else {
+        baseline: if complete {
             what.to_string()
+        } else {
+            format!(
+                "{what}: only {} of {expected} judged figures could be compared",
+                metrics.len()
+            )
         },
         baseline_results: results.iter().map(|r| r.name_any()).collect(),
         regressed: regressed.into(),
@@ -102,7 +117,13 @@ fn stats(r: &BenchmarkResultSpec) -> Vec<MeasurementStats> {
         .collect()
 }
 
+/// The named result, when `name` is an object name at all (the spec may predate the schema's
+/// pattern; a name is never put into a URL unchecked).
 async fn named(api: &Api<BenchmarkResult>, name: &str) -> Result<Vec<BenchmarkResult>> {
+    let dns = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    if name.is_empty() || name.len() > 253 || !name.chars().all(dns) {
+        return Ok(vec![]);
+    }
     Ok(api.get_opt(name).await?.into_iter().collect())
 }
 
@@ -195,6 +216,19 @@ mod tests {
         let same = result("same", &[1000.0, 1005.0, 995.0]).spec;
         let v = verdict(&same, &Baseline::default(), "previous 2", &before, rps_10());
         assert_eq!(v.regressed, "False");
+    }
+
+    #[test]
+    fn a_missing_step_makes_no_regression_unknown() {
+        let now = result("now", &[1000.0]).spec;
+        let mut before = result("a", &[1000.0]);
+        let mut second = before.spec.measurements[0].clone();
+        second.index = 1;
+        second.name = "step 1".into();
+        before.spec.measurements.push(second);
+        let v = verdict(&now, &Baseline::default(), "result a", &[before], rps_10());
+        assert_eq!(v.regressed, "Unknown", "{v:?}");
+        assert!(v.baseline.contains("only 1 of 2"), "{}", v.baseline);
     }
 
     #[test]

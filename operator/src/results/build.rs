@@ -286,7 +286,11 @@ mod tests {
         .unwrap();
         spec.measurements = vec![m(0, 300_000), m(1, 200), m(2, 900_000)];
         fit(&mut spec, 400_000);
-        let kept: Vec<bool> = spec.measurements.iter().map(|m| m.histogram.is_some()).collect();
+        let kept: Vec<bool> = spec
+            .measurements
+            .iter()
+            .map(|m| m.histogram.is_some())
+            .collect();
         assert_eq!(kept, [true, true, false]);
         fit(&mut spec, 100);
         assert!(spec.measurements.iter().all(|m| m.histogram.is_none()));

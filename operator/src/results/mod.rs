@@ -36,12 +36,11 @@ pub async fn record<K: Kind>(run: &mut Run<'_, K>) -> Result<()> {
         return Ok(());
     }
     let mut spec = build::result_spec(run).await?;
-    let judged = baseline::judge(run, &spec).await?;
-    note_verdict(run, judged.as_ref());
-    spec.verdict = judged;
+    spec.verdict = baseline::judge(run, &spec).await?;
     let object = build::object(run, &name, spec);
     let api: Api<BenchmarkResult> = Api::namespaced(run.ctx.client.clone(), &run.ns);
     create(run, &api, &object).await?;
+    note_verdict(run, object.spec.verdict.as_ref());
     run.ctx
         .metrics
         .set_result(&K::kind(&()), &run.ns, &run.name, &object.spec);
@@ -101,7 +100,8 @@ async fn create<K: Kind>(
     )))
 }
 
-/// Deletes the benchmark's oldest results beyond `limit` (newest by completion time kept).
+/// Deletes the benchmark's oldest results beyond `limit` (by creation time, which only the API
+/// server writes).
 async fn prune(api: &Api<BenchmarkResult>, kind: &str, benchmark: &str, limit: u32) -> Result<()> {
     let selector = format!(
         "{BENCHMARK_LABEL}={},{KIND_LABEL}={}",
@@ -129,10 +129,9 @@ async fn prune(api: &Api<BenchmarkResult>, kind: &str, benchmark: &str, limit: u
     Ok(())
 }
 
-/// Sort key: completion time, then creation time, then name.
-fn newest_first(r: &BenchmarkResult) -> (Option<jiff::Timestamp>, Option<jiff::Timestamp>, String) {
+/// Sort key: creation time, then name.
+fn newest_first(r: &BenchmarkResult) -> (Option<jiff::Timestamp>, String) {
     (
-        r.spec.completion_time.as_ref().map(|t| t.0),
         r.metadata.creation_timestamp.as_ref().map(|t| t.0),
         r.name_any(),
     )
