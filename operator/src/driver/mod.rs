@@ -113,8 +113,12 @@ pub trait Kind:
     }
     /// Shows a measurement's statistics after a sample (printer columns).
     fn show_statistics(_status: &mut Self::Status, _stats: &MeasurementStats) {}
-    /// The scaling table (IngressBenchmark sweeps) for the result.
-    fn scaling(_status: &Self::Status) -> Option<crds::ingress::Scaling> {
+    /// The scaling table (IngressBenchmark sweeps) of a result, from its measurements (which
+    /// come from the stored reports, not from status).
+    fn scaling(
+        &self,
+        _measurements: &[crds::result::Measurement],
+    ) -> Option<crds::ingress::Scaling> {
         None
     }
     /// A new run's status (before the driver sets its id and phase).

@@ -114,8 +114,12 @@ impl Kind for IngressBenchmark {
     fn show_statistics(status: &mut IngressBenchmarkStatus, stats: &MeasurementStats) {
         status.rps_interval = result::rps_interval(stats);
     }
-    fn scaling(status: &IngressBenchmarkStatus) -> Option<crds::ingress::Scaling> {
-        status.scaling.clone()
+    fn scaling(
+        &self,
+        measurements: &[crds::result::Measurement],
+    ) -> Option<crds::ingress::Scaling> {
+        let sweep = self.spec.sweep.as_ref()?;
+        result::scaling(&result::sweep_steps(sweep, measurements))
     }
     fn show_progress(status: &mut IngressBenchmarkStatus, reported: usize, expected: usize) {
         status.workers = Some(format!("{reported}/{expected}"));

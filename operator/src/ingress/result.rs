@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 
 use crds::history::Better;
-use crds::ingress::{Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary};
-use crds::result::MeasurementStats;
+use crds::ingress::{
+    Scaling, ScalingRow, StepResult, SweepSpec, SweepStep, Thresholds, WorkerSummary,
+};
+use crds::result::{Measurement, MeasurementStats};
 use crds::{ErrorCounts, LatencyMillis};
 
 use crate::driver::Figure;
@@ -223,6 +225,24 @@ pub fn with_mean_rps(steps: &[StepResult], stats: &[MeasurementStats]) -> Vec<St
         .collect()
 }
 
+/// A result's sweep steps as the scaling table needs them: size from the spec, requests/s the
+/// mean over the samples.
+pub fn sweep_steps(sweep: &SweepSpec, measurements: &[Measurement]) -> Vec<StepResult> {
+    measurements
+        .iter()
+        .filter_map(|m| {
+            let step = sweep.steps.get(usize::try_from(m.index).ok()?)?;
+            Some(StepResult {
+                index: m.index,
+                cpu: step.cpu.clone(),
+                replicas: step.replicas,
+                rps: m.metrics.iter().find(|f| f.name == "rps")?.mean,
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
 /// "12034 ± 210" (mean ± 95% interval), or "12034" with one sample.
 pub fn rps_interval(stats: &MeasurementStats) -> Option<String> {
     let rps = stats.metric("rps")?;
@@ -246,6 +266,32 @@ pub fn format_ms(v: f64) -> String {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    #[test]
+    fn a_results_scaling_comes_from_the_spec_sizes_and_the_sample_means() {
+        let sweep: SweepSpec = serde_json::from_value(serde_json::json!({
+            "targetRef": {"name": "web"},
+            "steps": [{"cpu": "1"}, {"cpu": "2"}]
+        }))
+        .unwrap();
+        let m = |index, values: Vec<f64>| Measurement {
+            index,
+            name: format!("step {index}"),
+            metrics: vec![crds::stats::metric("rps", "req/s", Better::Higher, values)],
+            ..Default::default()
+        };
+        // A third measurement the spec lacks is left out.
+        let ms = [
+            m(0, vec![900.0, 1100.0]),
+            m(1, vec![1800.0]),
+            m(7, vec![1.0]),
+        ];
+        let table = scaling(&sweep_steps(&sweep, &ms)).unwrap();
+        assert_eq!(table.rows.len(), 2);
+        assert_eq!(table.rows[0].rps, 1000.0);
+        assert!((table.rows[1].speedup - 1.8).abs() < 1e-9);
+        assert!((table.rows[1].efficiency - 0.9).abs() < 1e-9);
+    }
 
     fn step(index: u32, cpu: &str, rps: f64) -> StepResult {
         StepResult {

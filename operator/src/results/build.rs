@@ -91,7 +91,7 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
         start_time: status.start_time.clone(),
         completion_time: status.completion_time.clone(),
         cluster: facts::gather(&run.ctx.client, &nodes).await,
-        scaling: K::scaling(&run.status),
+        scaling: run.obj.scaling(&measurements),
         summary: summary(stats.last()),
         measurements,
         verdict: None,
