@@ -10,8 +10,8 @@ use std::path::Path;
 
 use crds::history::{Better, MetricTolerance};
 use crds::result::{
-    BenchmarkResult, BenchmarkResultSpec, ClusterFacts, InterfaceFacts, Measurement,
-    MeasurementStats, NodeFacts, Verdict,
+    BenchmarkResult, BenchmarkResultSpec, ClusterFacts, InterfaceFacts, Measurement, NodeFacts,
+    Verdict,
 };
 use crds::stats::metric;
 use crds::{BenchmarkRef, Phase};
@@ -117,18 +117,6 @@ fn object(name: &str, spec: BenchmarkResultSpec) -> BenchmarkResult {
     r
 }
 
-fn stats(r: &BenchmarkResult) -> Vec<MeasurementStats> {
-    r.spec
-        .measurements
-        .iter()
-        .map(|m| MeasurementStats {
-            index: m.index,
-            name: m.name.clone(),
-            metrics: m.metrics.clone(),
-        })
-        .collect()
-}
-
 fn judged(now: &BenchmarkResult, then: &BenchmarkResult, regressed: &str) -> Verdict {
     let tol = |name: &str, pct: f64| MetricTolerance {
         name: name.into(),
@@ -136,8 +124,8 @@ fn judged(now: &BenchmarkResult, then: &BenchmarkResult, regressed: &str) -> Ver
         better: None,
     };
     let metrics = crds::stats::compare(
-        &stats(now),
-        &stats(then),
+        &now.spec.statistics(),
+        &then.spec.statistics(),
         &[tol("rps", 10.0), tol("p99Ms", 20.0)],
     );
     Verdict {

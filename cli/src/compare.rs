@@ -85,18 +85,6 @@ fn side(r: &Loaded) -> Side {
     }
 }
 
-fn stats(r: &Loaded) -> Vec<MeasurementStats> {
-    r.spec
-        .measurements
-        .iter()
-        .map(|m| MeasurementStats {
-            index: m.index,
-            name: m.name.clone(),
-            metrics: m.metrics.clone(),
-        })
-        .collect()
-}
-
 /// The figures to judge: every figure B holds, each with the same tolerance.
 fn judged(b: &[MeasurementStats], tolerance: f64) -> Vec<MetricTolerance> {
     let mut out: Vec<MetricTolerance> = vec![];
@@ -131,7 +119,7 @@ pub fn compare(a: &Loaded, b: &Loaded, tolerance: f64) -> Result<Comparison> {
     if !tolerance.is_finite() || !(0.0..=1000.0).contains(&tolerance) {
         bail!("--tolerance must be a percentage between 0 and 1000");
     }
-    let (sa, sb) = (stats(a), stats(b));
+    let (sa, sb) = (a.spec.statistics(), b.spec.statistics());
     let verdicts = crds::stats::compare(&sb, &sa, &judged(&sb, tolerance));
     let unit_of = |v: &MetricVerdict| {
         sb.iter()

@@ -84,6 +84,27 @@ pub struct BenchmarkResultSpec {
     pub verdict: Option<Verdict>,
 }
 
+impl BenchmarkResultSpec {
+    /// Each measurement's statistics (what baselines and comparisons judge).
+    pub fn statistics(&self) -> Vec<MeasurementStats> {
+        self.measurements
+            .iter()
+            .map(Measurement::statistics)
+            .collect()
+    }
+}
+
+impl Measurement {
+    /// Its statistics, without parameters or histogram.
+    pub fn statistics(&self) -> MeasurementStats {
+        MeasurementStats {
+            index: self.index,
+            name: self.name.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
 /// The cluster a run measured.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]

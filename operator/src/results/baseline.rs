@@ -57,7 +57,7 @@ fn verdict(
     results: &[BenchmarkResult],
     defaults: Vec<crds::history::MetricTolerance>,
 ) -> Verdict {
-    let each: Vec<Vec<MeasurementStats>> = results.iter().map(|r| stats(&r.spec)).collect();
+    let each: Vec<Vec<MeasurementStats>> = results.iter().map(|r| r.spec.statistics()).collect();
     let refs: Vec<&[MeasurementStats]> = each.iter().map(Vec::as_slice).collect();
     let pooled = crds::stats::pool(&refs);
     let judged = if baseline.metrics.is_empty() {
@@ -65,7 +65,7 @@ fn verdict(
     } else {
         baseline.metrics.clone()
     };
-    let metrics = crds::stats::compare(&stats(now), &pooled, &judged);
+    let metrics = crds::stats::compare(&now.statistics(), &pooled, &judged);
     // Every judged figure of every baseline step or case must have been compared: a run that
     // lacks one is no evidence of "no regression".
     let expected = pooled
@@ -104,17 +104,6 @@ fn unknown(why: &str) -> Verdict {
         regressed: "Unknown".into(),
         ..Default::default()
     }
-}
-
-fn stats(r: &BenchmarkResultSpec) -> Vec<MeasurementStats> {
-    r.measurements
-        .iter()
-        .map(|m| MeasurementStats {
-            index: m.index,
-            name: m.name.clone(),
-            metrics: m.metrics.clone(),
-        })
-        .collect()
 }
 
 /// The named result, when `name` is an object name at all (the spec may predate the schema's

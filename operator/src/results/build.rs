@@ -68,7 +68,7 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
     let spec_json = serde_json::to_value(spec_of(run.obj)).unwrap_or_default();
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
     let (measurements, nodes) = measurements(run).await?;
-    let stats: Vec<MeasurementStats> = measurements.iter().map(stats_of).collect();
+    let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     let mut spec = BenchmarkResultSpec {
         benchmark: BenchmarkRef {
             kind: K::kind(&()).into_owned(),
@@ -218,14 +218,6 @@ fn histogram_of(r: &FinalReport) -> Option<String> {
     match validate_final(r, "http") {
         Ok(CheckedReport::Http(h)) => Some(h.histogram),
         _ => None,
-    }
-}
-
-fn stats_of(m: &Measurement) -> MeasurementStats {
-    MeasurementStats {
-        index: m.index,
-        name: m.name.clone(),
-        metrics: m.metrics.clone(),
     }
 }
 
