@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
 # The one command that runs every test: `tests/run-all.sh` (as root; installs what it needs).
-#  1. dependencies (apt packages, rustfmt, clippy)
+#  1. dependencies (apt packages, rustfmt, clippy); then the Go build of the test cluster and
+#     tools (tests/cluster/build.sh --all: Kubernetes, etcd, CoreDNS, kwok, Traefik, helm,
+#     actionlint, one Go workspace) starts in the background at a lower priority, so the cores
+#     the Rust steps leave idle (links, the last crates, tests waiting on servers) build it
 #  2. formatting and lints
 #  3. cargo test: the fast tier (unit, property, CRD sync/CEL/example, API handler tests) plus,
 #     with the system-tests features, loadgen tests against real nginx, iperf3 and network
 #     namespaces
 #  4. the real 3-node cluster (tests/cluster): smoke test, CRDs and examples against the API server
 #  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
-#  6. end-to-end: operator and loadgen images from this checkout, Traefik as ingress controller,
-#     the e2e tests (both kinds across the nodes, node failures, the seed ingress sweep, the
-#     target host's tcp-server from tests/e2e/egress-net.sh), then the chart and plain manifests
-#     installed for real with Prometheus checking the dashboard; cluster down
+#  6. end-to-end: the operator and loadgen images built by the release script (.ci/release.sh:
+#     static binaries, buildah FROM scratch) and imported into the nodes, Traefik as ingress
+#     controller, the e2e tests (both kinds across the nodes, node failures, the seed ingress
+#     sweep, the target host's tcp-server from tests/e2e/egress-net.sh)
+#  7. the release pipeline for this architecture (tests/release/check.sh: actionlint, every
+#     .ci/release.sh command, reproducible images)
+#  8. the chart and plain manifests installed for real (helm upgrade from the previous version,
+#     helm test, Prometheus checking the dashboard); cluster down
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n=== %s\n' "$*"; }
 
 step "dependencies"
 tests/install-deps.sh
+
+go_log=$(mktemp /tmp/netbench-go-build.XXXXXX)
+nice -n 10 tests/cluster/build.sh --all >"$go_log" 2>&1 &
+go_pid=$!
+trap 'kill "$go_pid" 2>/dev/null || true' EXIT
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -30,6 +42,14 @@ cargo clippy --workspace --all-targets "${system[@]}" -- -D warnings
 
 step "cargo test (unit, property, CRDs, API handlers; loadgen and workers against real servers)"
 cargo test --workspace --exclude e2e --no-fail-fast "${system[@]}" 2>&1
+
+step "Go build of the cluster and tools (started after the dependencies)"
+if ! wait "$go_pid"; then
+    cat "$go_log"
+    echo "tests/cluster/build.sh --all failed" >&2
+    exit 1
+fi
+tail -n 3 "$go_log"
 
 step "cluster smoke test"
 tests/cluster/smoke.sh
@@ -46,5 +66,8 @@ trap 'tests/e2e/egress-net.sh down >/dev/null 2>&1 || true; tests/cluster/down.s
 eval "$(tests/e2e/setup.sh)"
 cargo test -p e2e --no-fail-fast -- --test-threads=1 2>&1
 
-step "chart and manifests on the cluster, Prometheus and the dashboard"
+step "release pipeline: actionlint, .ci/release.sh for this architecture, reproducible images"
+tests/release/check.sh
+
+step "chart and manifests on the cluster: helm upgrade, helm test, Prometheus and the dashboard"
 tests/chart/cluster-test.sh

@@ -3,7 +3,7 @@ mod support;
 
 #[test]
 fn checked_in_crds_match_the_types() {
-    for dir in ["crds/manifests", "charts/netbench/crds"] {
+    for dir in ["crds/manifests", "charts/netbench/files/crds"] {
         for (name, generated) in crds::manifests::render() {
             let path = support::repo_root().join(dir).join(name);
             let on_disk = std::fs::read_to_string(&path)

@@ -46,6 +46,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// The worker image of this release: the load generator built from the same version.
+pub const DEFAULT_LOADGEN_IMAGE: &str = concat!("netbench/loadgen:", env!("CARGO_PKG_VERSION"));
+
 #[derive(clap::Parser, Clone, Debug)]
 #[command(
     name = "netbench-operator",
@@ -57,7 +60,7 @@ pub struct Config {
     #[arg(
         long,
         env = "NETBENCH_LOADGEN_IMAGE",
-        default_value = "netbench/loadgen:0.1.0"
+        default_value = DEFAULT_LOADGEN_IMAGE
     )]
     pub loadgen_image: String,
     /// imagePullPolicy of worker pods.

@@ -308,7 +308,7 @@ mod tests {
         let c = &spec.containers[0];
         assert_eq!(
             c.image.as_deref(),
-            Some("netbench/loadgen:0.1.0"),
+            Some(crate::config::DEFAULT_LOADGEN_IMAGE),
             "image from operator config"
         );
         let sc = c.security_context.clone().unwrap();

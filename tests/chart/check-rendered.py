@@ -6,13 +6,19 @@ Checks what the chart promises: least-privilege RBAC (exact verbs per resource, 
 when enabled and only where enabled), a hardened Deployment wired to the values, the Service,
 the optional ServiceMonitor, the dashboard ConfigMap carrying the dashboard unchanged, the
 release Namespace with its Pod Security labels (namespace.create) and the NetworkPolicy
-(networkPolicy.enabled), each only when asked for.
+(networkPolicy.enabled), each only when asked for; the CRDs unchanged from files/crds/ with the
+keep policy (crds.install); the `helm test` hook (a tiny benchmark watched by the CLI).
 default-optin = default values plus namespace.create=true and networkPolicy.enabled=true.
 """
 import json
+import os
 import sys
 
 import yaml
+
+CHART = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "charts", "netbench")
+with open(os.path.join(CHART, "Chart.yaml")) as _f:
+    APP_VERSION = yaml.safe_load(_f)["appVersion"]
 
 # The rules every install gets (ClusterRole "<fullname>"), exactly.
 BASE_RULES = [
@@ -106,9 +112,59 @@ def rules_of(obj):
     return [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in obj["rules"]]
 
 
+CRD_NAMES = ["benchmarkresults.netbench.io", "egressbenchmarks.netbench.io", "ingressbenchmarks.netbench.io"]
+
+
+def check_crds(crds, install):
+    """crds.install renders every generated CRD unchanged, plus labels and the keep policy."""
+    names = sorted(d["metadata"]["name"] for d in crds)
+    if not install:
+        check(names == [], f"CRDs rendered with crds.install=false: {names}")
+        return
+    check(names == CRD_NAMES, f"CRDs {names} != {CRD_NAMES}")
+    for d in crds:
+        name = d["metadata"]["name"]
+        with open(f"{CHART}/files/crds/{name}.yaml") as f:
+            generated = yaml.safe_load(f)
+        check(d["spec"] == generated["spec"], f"CRD {name}: spec differs from files/crds/{name}.yaml")
+        check(d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep",
+              f"CRD {name} lacks helm.sh/resource-policy: keep")
+        check(d["metadata"].get("labels", {}).get("app.kubernetes.io/part-of") == "netbench", f"CRD {name} labels")
+
+
+def check_test_hook(hooks, full, ns, image, target):
+    """`helm test`: a tiny IngressBenchmark and a Pod that watches it with the CLI, read-only RBAC."""
+    by = {(d["kind"], d["metadata"]["name"]): d for d in hooks}
+    name = f"{full}-test"
+    want = {("ServiceAccount", name), ("Role", name), ("RoleBinding", name), ("IngressBenchmark", name), ("Pod", name)}
+    check(set(by) == want, f"test hook objects {sorted(by)} != {sorted(want)}")
+    for d in hooks:
+        a = d["metadata"].get("annotations", {})
+        check(a.get("helm.sh/hook") == "test" and d["metadata"].get("namespace") == ns,
+              f"hook {d['kind']} {d['metadata']['name']}: {a}")
+    role = by.get(("Role", name))
+    check(role is not None and role["rules"] == [{"apiGroups": ["netbench.io"], "resources": ["ingressbenchmarks"],
+                                                "resourceNames": [name], "verbs": ["get", "list", "watch"]}],
+          f"test Role must only read its benchmark: {role and role['rules']}")
+    ib = by.get(("IngressBenchmark", name))
+    check(ib is not None and ib["spec"]["target"]["url"] == target and ib["spec"]["workers"]["replicas"] == 1,
+          f"test benchmark {ib and ib['spec']}")
+    pod = by.get(("Pod", name))
+    if pod:
+        c = pod["spec"]["containers"][0]
+        check(c["image"] == image and c["command"][:3] == ["/netbench", "watch", f"ib/{name}"],
+              f"test Pod {c['image']} {c['command']}")
+        check(pod["spec"]["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["readOnlyRootFilesystem"] is True
+              and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}, "test Pod is not hardened")
+        check(pod["spec"]["serviceAccountName"] == name and pod["spec"]["restartPolicy"] == "Never", "test Pod SA/restart")
+
+
 def main():
     mode, dashboard_path = sys.argv[1], sys.argv[2]
-    docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+    rendered = [d for d in yaml.safe_load_all(sys.stdin) if d]
+    hooks = [d for d in rendered if "helm.sh/hook" in d["metadata"].get("annotations", {})]
+    crds = [d for d in rendered if d["kind"] == "CustomResourceDefinition"]
+    docs = [d for d in rendered if d not in hooks and d not in crds]
     by = {}
     for d in docs:
         by.setdefault((d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")), d)
@@ -117,6 +173,11 @@ def main():
     full = "netbench-operator" if default else "nb"
     ns = "netbench-system" if default else "bench-system"
     port = 8080 if default else 9090
+    image = f"netbench/operator:{APP_VERSION}" if default else "registry.example/netbench/operator:9.9.9"
+    loadgen = f"netbench/loadgen:{APP_VERSION}" if default else "registry.example/netbench/loadgen:9.9.9"
+    check_crds(crds, install=default)
+    target = f"http://{full}.{ns}.svc:{port}/healthz" if default else "http://target.bench-a.svc/"
+    check_test_hook(hooks, full, ns, image, target)
 
     # RBAC
     cr = by.get(("ClusterRole", full, None))
@@ -191,8 +252,8 @@ def main():
         check(env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}, "POD_NAMESPACE")
         check(env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}, "POD_NAME")
         if default:
-            check(c["image"] == "netbench/operator:0.1.0" and c["imagePullPolicy"] == "IfNotPresent", f"image {c['image']}")
-            check(env["NETBENCH_LOADGEN_IMAGE"] == "netbench/loadgen:0.1.0", "loadgen image")
+            check(c["image"] == image and c["imagePullPolicy"] == "IfNotPresent", f"image {c['image']}")
+            check(env["NETBENCH_LOADGEN_IMAGE"] == loadgen, "loadgen image")
             for k in ("HOST_NETWORK", "OFFLOAD", "SWEEP"):
                 check(env[f"NETBENCH_{k}_NAMESPACES"] == "", f"{k} namespaces not empty by default")
             for k in ("SWEEP_TARGETS", "OFFLOAD_INTERFACES", "OFFLOAD_NODE_SELECTOR"):
@@ -205,7 +266,8 @@ def main():
             for k, v in caps.items():
                 check(env.get(f"NETBENCH_{k}") == v, f"NETBENCH_{k} {env.get(f'NETBENCH_{k}')!r} != {v!r} by default")
         else:
-            check(c["image"] == "registry.example/netbench/operator:9.9.9", f"image {c['image']}")
+            check(c["image"] == image, f"image {c['image']}")
+            check(env["NETBENCH_LOADGEN_IMAGE"] == loadgen, f"loadgen image {env['NETBENCH_LOADGEN_IMAGE']}")
             check(env["NETBENCH_IMAGE_PULL_POLICY"] == "Always", "worker pull policy")
             check(env["NETBENCH_SWEEP_NAMESPACES"] == "bench-a,bench-b", "sweep namespaces env")
             check(env["NETBENCH_OFFLOAD_NAMESPACES"] == "*", "offload namespaces env")

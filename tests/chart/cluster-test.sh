@@ -2,30 +2,33 @@
 # The chart and the plain manifests against the real test cluster (tests/cluster), as root:
 #   1. kubectl path: `kubectl apply -f deploy/` -> operator Ready (leader) -> `kubectl delete -f
 #      deploy/` -> no netbench object left
-#   2. Helm path: `helm install` (pinned helm, sweeps allowed in the test namespace: the opt-in
-#      Role) -> operator Ready -> prometheus.sh (real Prometheus scrapes the operator during
-#      ingress-simple, a two-step CPU sweep and egress-pod-to-pod; with all three selected, every
-#      dashboard expression must return data)
-#      -> uninstall as the README says -> nothing left but the CRDs (Helm keeps them) -> delete
-#      the CRDs -> nothing left
+#   2. Helm path: `helm install` of the previous chart version (tests/chart/previous-release,
+#      from git) -> a benchmark Succeeds -> `helm upgrade` to this chart as `helm package` made it
+#      (.ci/release.sh chart) -> CRDs upgraded, the benchmark and its result kept -> `helm test`
+#      passes, and fails when its benchmark fails (pinned helm, sweeps allowed in the test
+#      namespace: the opt-in Role)
+#   3. prometheus.sh (real Prometheus scrapes the operator during ingress-simple, a two-step CPU
+#      sweep and egress-pod-to-pod; with all three selected, every dashboard expression must
+#      return data)
+#   4. uninstall as docs/install.md says -> nothing left but the CRDs (crds.keep) -> delete the
+#      CRDs -> nothing left
 #
-#   cluster-test.sh [--operator-bin PATH] [--loadgen-bin PATH] [--no-clean]
+#   cluster-test.sh [--netbench-images] [--no-clean]
 #
 # An existing netbench install (e.g. the one tests/e2e/setup.sh leaves) is removed first: all
 # benchmarks, the Helm release, everything in deploy/, CRDs included. --no-clean refuses to
 # start instead. (--force-clean is accepted: the default.)
 #
-# --operator-bin / --loadgen-bin: static binaries (RUSTFLAGS='-C target-feature=+crt-static'
-# cargo build --release --target x86_64-unknown-linux-gnu) packed and imported as
-# netbench/operator:0.1.0 and netbench/loadgen:0.1.0 by tests/cluster/images.sh; without them
-# the images must already be in the cluster. The cluster stays up (tests/cluster/down.sh).
+# --netbench-images: import the operator and loadgen images that `.ci/release.sh images host`
+# built into dist/images/; without it they must already be in the cluster (tests/e2e/setup.sh
+# imports them). The cluster stays up (tests/cluster/down.sh).
 # NOTE: the cluster is shared: this test installs into netbench-system and deletes the netbench
 # CRDs at the end (the uninstall check), so do not run it while another netbench test runs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [[ $(id -u) -eq 0 ]] || die "must run as root"
 need_cmds jq curl python3 ctr
 
-operator_bin= loadgen_bin= force_clean=true
+netbench_images=false force_clean=true
 while (($#)); do
     case $1 in
         --force-clean | --no-clean)
@@ -33,8 +36,11 @@ while (($#)); do
             shift
             continue
             ;;
-        --operator-bin) operator_bin=$2 ;;
-        --loadgen-bin) loadgen_bin=$2 ;;
+        --netbench-images)
+            netbench_images=true
+            shift
+            continue
+            ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
     esac
     shift 2
@@ -44,15 +50,14 @@ cluster=$NBC_REPO/tests/cluster
 eval "$("$cluster/up.sh")" || die "tests/cluster/up.sh failed"
 helm=$(helm_bin)
 bench_ns=netbench-chart-e2e
-crds=(ingressbenchmarks.netbench.io egressbenchmarks.netbench.io)
+crds=(ingressbenchmarks.netbench.io egressbenchmarks.netbench.io benchmarkresults.netbench.io)
 
-[[ -z $operator_bin ]] || "$cluster/images.sh" image netbench/operator:0.1.0 /operator "$operator_bin=/operator" >/dev/null
-[[ -z $loadgen_bin ]] || "$cluster/images.sh" image netbench/loadgen:0.1.0 /loadgen "$loadgen_bin=/loadgen" >/dev/null
+if $netbench_images; then (source "$cluster/images.sh" && import_netbench_images); fi
 # Every node must hold both images (each node has its own containerd).
 for sock in /run/netbench-cluster/nodes/*/containerd.sock; do
     images=$(ctr --address "$sock" -n k8s.io images ls -q)
-    for ref in netbench/operator:0.1.0 netbench/loadgen:0.1.0; do
-        grep -q "$ref" <<<"$images" || die "image $ref is not on the node of $sock: pass --operator-bin/--loadgen-bin"
+    for ref in "netbench/operator:$NB_VERSION" "netbench/loadgen:$NB_VERSION"; do
+        grep -q "$ref" <<<"$images" || die "image $ref is not on the node of $sock: pass --netbench-images"
     done
 done
 
@@ -154,12 +159,70 @@ kubectl delete -f "$NBC_REPO/deploy/" --wait=true >/dev/null
 [[ -z $(leftovers yes) ]] || die "left after kubectl delete -f deploy/: $(leftovers yes)"
 log "PASS plain manifests install, run and delete cleanly"
 
-log "== 2. helm install"
-"$helm" install "$NBC_RELEASE" "$NBC_CHART" --namespace "$NBC_NAMESPACE" --create-namespace \
-    --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install failed"
+log "== 2. helm install of the previous chart, a run, helm upgrade to this chart's package, helm test"
+read -r prev_version prev_commit < <(grep -v '^#' "$NBC_DIR/previous-release")
+git -C "$NBC_REPO" cat-file -e "$prev_commit^{commit}" 2>/dev/null ||
+    die "commit $prev_commit (chart $prev_version) is not in this clone: a shallow clone? fetch the history"
+mkdir -p "$tmp/prev"
+git -C "$NBC_REPO" archive "$prev_commit" charts/netbench | tar -x -C "$tmp/prev"
+[[ $(sed -n 's/^version: //p' "$tmp/prev/charts/netbench/Chart.yaml") == "$prev_version" ]] ||
+    die "charts/netbench at $prev_commit is not version $prev_version"
+# The previous chart runs this checkout's images (CI does not rebuild the previous operator): what
+# this proves is the chart and CRD upgrade path, and that benchmarks and results survive it.
+"$helm" install "$NBC_RELEASE" "$tmp/prev/charts/netbench" --namespace "$NBC_NAMESPACE" --create-namespace \
+    --set image.tag="$NB_VERSION" --set loadgen.image="netbench/loadgen:$NB_VERSION" \
+    --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install of chart $prev_version failed"
 wait_operator "$NBC_NAMESPACE"
-[[ $("$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" -o json | jq -r .info.status) == deployed ]] ||
-    die "release not deployed"
+sed 's/^  name: ingress-simple$/  name: before-upgrade/; s/duration: 20s/duration: 3s/' "$tmp/simple.yaml" >"$tmp/before.yaml"
+kubectl -n "$bench_ns" apply -f "$tmp/before.yaml" >/dev/null
+kubectl -n "$bench_ns" wait ib/before-upgrade --for=jsonpath='{.status.phase}'=Succeeded --timeout=180s >/dev/null ||
+    die "before-upgrade did not succeed under chart $prev_version: $(kubectl -n "$bench_ns" get ib before-upgrade -o jsonpath='{.status}')"
+result=$(kubectl -n "$bench_ns" get ib before-upgrade -o jsonpath='{.status.latestResult}')
+[[ -n $result ]] || die "before-upgrade has no latestResult"
+log "chart $prev_version: before-upgrade Succeeded, result $result"
+
+# `helm package`'s output (.ci/release.sh chart), upgraded onto the release. --take-ownership: the
+# previous chart installed its CRDs from crds/, outside Helm's ownership (docs/install.md).
+NB_HELM=$helm "$NBC_REPO/.ci/release.sh" chart
+"$helm" upgrade "$NBC_RELEASE" "$NBC_REPO/dist/netbench-$NB_VERSION.tgz" --namespace "$NBC_NAMESPACE" --take-ownership \
+    --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm upgrade to $NB_VERSION failed"
+wait_operator "$NBC_NAMESPACE"
+[[ $("$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" -o json | jq -r '.info.status + " " + .chart.metadata.version') == "deployed $NB_VERSION" ]] ||
+    die "release not deployed at $NB_VERSION: $("$helm" status "$NBC_RELEASE" -n "$NBC_NAMESPACE" -o json | jq -c .info)"
+# The CRDs are now this chart's (its schema, the keep policy), and what ran before is untouched.
+for crd in "${crds[@]}"; do
+    kubectl get crd "$crd" -o json | python3 -c '
+import json, sys, yaml
+live = json.load(sys.stdin)
+name = live["metadata"]["name"]
+want = yaml.safe_load(open(sys.argv[1] + "/" + name + ".yaml"))
+assert live["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep", name + ": no keep policy"
+assert live["spec"]["versions"] == want["spec"]["versions"], name + ": schema is not the chart'"'"'s"
+' "$NBC_CHART/files/crds" || die "CRD $crd was not upgraded"
+done
+[[ $(kubectl -n "$bench_ns" get ib before-upgrade -o jsonpath='{.status.phase}') == Succeeded ]] ||
+    die "before-upgrade changed after the upgrade: $(kubectl -n "$bench_ns" get ib before-upgrade -o jsonpath='{.status}')"
+kubectl -n "$bench_ns" get benchmarkresult "$result" >/dev/null || die "result $result is gone after the upgrade"
+log "PASS helm upgrade $prev_version -> $NB_VERSION: CRDs upgraded, benchmark and result kept"
+kubectl -n "$bench_ns" delete ib before-upgrade --wait=true >/dev/null
+
+"$helm" test "$NBC_RELEASE" -n "$NBC_NAMESPACE" --timeout 300s >/dev/null ||
+    die "helm test failed: $(kubectl -n "$NBC_NAMESPACE" get ib,pods -o wide; kubectl -n "$NBC_NAMESPACE" logs "$NBC_RELEASE-operator-test" --tail=20)"
+log "PASS helm test (a benchmark against the operator's /healthz Succeeded, checked by netbench watch)"
+# The test fails when its benchmark fails: a loopback target, which the operator refuses.
+"$helm" upgrade "$NBC_RELEASE" "$NBC_REPO/dist/netbench-$NB_VERSION.tgz" --namespace "$NBC_NAMESPACE" --reuse-values \
+    --set tests.targetUrl=http://127.0.0.1:1/ --wait --timeout 180s >/dev/null || die "helm upgrade (tests.targetUrl) failed"
+wait_operator "$NBC_NAMESPACE"
+if "$helm" test "$NBC_RELEASE" -n "$NBC_NAMESPACE" --timeout 300s >"$tmp/test.out" 2>&1; then
+    die "helm test passed against a refused target"
+fi
+[[ $(kubectl -n "$NBC_NAMESPACE" get ib "$NBC_RELEASE-operator-test" -o jsonpath='{.status.phase}') == Failed ]] ||
+    die "the failed helm test's benchmark is not Failed: $(kubectl -n "$NBC_NAMESPACE" get ib -o wide)"
+log "PASS helm test fails when its benchmark fails ($(kubectl -n "$NBC_NAMESPACE" get ib "$NBC_RELEASE-operator-test" -o jsonpath='{.status.message}'))"
+"$helm" upgrade "$NBC_RELEASE" "$NBC_REPO/dist/netbench-$NB_VERSION.tgz" --namespace "$NBC_NAMESPACE" --reuse-values \
+    --set tests.targetUrl= --wait --timeout 180s >/dev/null || die "helm upgrade (tests.targetUrl reset) failed"
+wait_operator "$NBC_NAMESPACE"
+kubectl -n "$NBC_NAMESPACE" delete ib "$NBC_RELEASE-operator-test" --wait=true >/dev/null
 kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name | grep -q dashboard ||
     die "no dashboard ConfigMap with the sidecar label"
 
@@ -173,8 +236,8 @@ kubectl delete benchmarks --all -A --wait=true >/dev/null
 kubectl delete namespace "$NBC_NAMESPACE" --wait=true >/dev/null
 left=$(leftovers no)
 [[ -z $left ]] || die "left after helm uninstall: $left"
-[[ $(kubectl get crd "${crds[@]}" -o name | wc -l) == 2 ]] || die "Helm removed the CRDs (its policy keeps them)"
-log "PASS helm uninstall leaves only the CRDs (Helm's policy)"
+[[ $(kubectl get crd "${crds[@]}" -o name | wc -l) == 3 ]] || die "helm uninstall removed CRDs (crds.keep keeps them)"
+log "PASS helm uninstall leaves only the CRDs (crds.keep)"
 kubectl delete crd "${crds[@]}" --wait=true >/dev/null
 [[ -z $(leftovers yes) ]] || die "left after deleting the CRDs: $(leftovers yes)"
 kubectl delete namespace "$bench_ns" --wait=true >/dev/null

@@ -47,6 +47,11 @@ bad_values=(
     "namespace.podSecurity=lenient"
     "networkPolicy.nodeCIDRs={10.0.0.0}"
     "networkPolicy.prometheusNamespaceSelector=monitoring"
+    "crds.install=maybe"
+    "crds.upgrade=true"
+    "loadgen.image=netbench/loadgen:0.1.0"
+    "tests.timeout=soon"
+    "tests.targetUrl=ftp://example.com/"
 )
 for v in "${bad_values[@]}"; do
     if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then

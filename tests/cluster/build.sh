@@ -1,113 +1,141 @@
 #!/usr/bin/env bash
-# Build the cluster's Go binaries into $NB_CACHE/bin/<source hash>/ (reused when already there):
-#   k8s      hyperkube: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-#            kube-proxy, kubectl (k8s.io/kubernetes as a module dependency)
-#   etcd     go.etcd.io/etcd/server/v3/etcdmain
-#   coredns  github.com/coredns/coredns/coremain with a few plugins (separate module)
-#   pause    pod sandbox process;  probe  tiny HTTP client for tests
-#   kwok     sigs.k8s.io/kwok (separate module), only with --with-kwok
-#   traefik  github.com/traefik/traefik/v3 cmd/traefik (separate module traefik/), only with
-#            --with-traefik (a cold build takes long; see README.md)
-# Usage: build.sh [--with-kwok] [--with-traefik]   (either, both, any order)
-# All static (CGO_ENABLED=0). GOMODCACHE/GOCACHE stay in Go's default places so they persist.
-# Prints the binary directory on stdout.
+# Build the cluster's Go binaries and the test tools into $NB_CACHE/bin/<source hash>/ (each
+# binary reused when already there):
+#   core      k8s (hyperkube: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+#             kube-proxy, kubectl; k8s.io/kubernetes as a module dependency), etcd, coredns (a
+#             few plugins), pause (pod sandbox), probe (tiny HTTP client for tests)
+#   kwok      sigs.k8s.io/kwok (fake nodes) and its stage config        --with-kwok
+#   traefik   github.com/traefik/traefik/v3 (the ingress controller)    --with-traefik
+#   tools     helm (chart tests) and actionlint (the release workflow)  --with-tools
+# Usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all]. Prints the directory.
+#
+# Every module (this directory's go.mod, coredns/, kwok/, traefik/ completed by
+# traefik/prepare.sh, ../chart/tools/) is one member of a single Go workspace, assembled in
+# $NB_CACHE/work/<hash>/ from workspace.go.work and go.work.sum (both checked in). Go's minimal
+# version selection then picks ONE version of every shared module (client-go, api, apimachinery,
+# grpc, protobuf, ...), and -trimpath keys the build cache by module path and version only, so
+# what the binaries share is compiled once instead of once per binary. All static
+# (CGO_ENABLED=0). GOMODCACHE/GOCACHE stay in Go's default places so they persist.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-need_cmds go sha256sum
+need_cmds go sha256sum jq
 out=$(bin_dir)
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
-with_kwok=false
-with_traefik=false
+wanted=(k8s etcd coredns pause probe)
 for arg in "$@"; do
     case $arg in
-        --with-kwok) with_kwok=true ;;
-        --with-traefik) with_traefik=true ;;
-        *) die "usage: build.sh [--with-kwok] [--with-traefik]" ;;
+        --with-kwok) wanted+=(kwok) ;;
+        --with-traefik) wanted+=(traefik) ;;
+        --with-tools) wanted+=(helm actionlint) ;;
+        --all) wanted+=(kwok traefik helm actionlint) ;;
+        *) die "usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all]" ;;
     esac
 done
 
-# build_kwok: the optional kwok binary (fake nodes) and its stage config, into $out.
-build_kwok() {
-    [[ -x $out/kwok && -f $out/kwok-stages.yaml ]] && return 0
-    log "building kwok"
-    local dir f
-    (cd "$NB_CLUSTER_DIR/kwok" && go build -ldflags "-s -w" -o "$out/kwok.tmp" .)
-    dir=$(cd "$NB_CLUSTER_DIR/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-    # The stages kwokctl uses by default: node init + heartbeat, pod ready/complete/delete.
-    for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
-        pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-        echo "---"
-        cat "$dir/kustomize/stage/$f"
-    done >"$out/kwok-stages.yaml.tmp"
-    mv "$out/kwok-stages.yaml.tmp" "$out/kwok-stages.yaml"
-    mv "$out/kwok.tmp" "$out/kwok"
-}
-
-# build_traefik: the optional Traefik binary (ingress controller), into $out. Built in a
-# temporary copy of the module traefik/ that traefik/prepare.sh completes with cmd/traefik/*.go
-# from the module cache (the main package cannot be imported) and a trimmed lego (see there).
-build_traefik() {
-    [[ -x $out/traefik ]] && return 0
-    need_cmds jq
-    local work version ldflags start=$SECONDS pkg=github.com/traefik/traefik/v3/pkg/version
-    version=$(go mod edit -json "$NB_CLUSTER_DIR/traefik/go.mod" |
-        jq -r '.Require[] | select(.Path == "github.com/traefik/traefik/v3") | .Version')
-    ldflags="-s -w -X $pkg.Version=$version -X $pkg.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    log "building traefik $version (cold build: about 18 min on 2 cores)"
-    work=$(mktemp -d "${TMPDIR:-/tmp}/nb-traefik.XXXXXX")
-    (
-        trap 'rm -rf "$work"' EXIT
-        cp "$NB_CLUSTER_DIR/traefik/go.mod" "$NB_CLUSTER_DIR/traefik/go.sum" "$work/"
-        "$NB_CLUSTER_DIR/traefik/prepare.sh" "$work"
-        cd "$work"
-        # -trimpath: the build directory (and ./lego in it) differs each time; without it,
-        # Go's cache keys include that directory and lego would be recompiled on every build.
-        go build -trimpath -ldflags "$ldflags" -o "$out/traefik.tmp" .
-    )
-    "$out/traefik.tmp" version | grep -q "^Version: *$version\$" ||
-        die "traefik version does not say $version: $("$out/traefik.tmp" version)"
-    mv "$out/traefik.tmp" "$out/traefik"
-    log "built traefik in $((SECONDS - start))s"
-}
-
-build_optional() {
-    if $with_kwok; then build_kwok; fi
-    if $with_traefik; then build_traefik; fi
-}
-
-if [[ -x $out/k8s && -x $out/etcd && -x $out/coredns && -x $out/pause && -x $out/probe ]]; then
-    build_optional
+# present BINARY: built already (kwok together with its stage config).
+present() { [[ -x $out/$1 ]] && { [[ $1 != kwok ]] || [[ -f $out/kwok-stages.yaml ]]; }; }
+missing=()
+for b in "${wanted[@]}"; do
+    present "$b" || [[ " ${missing[*]} " == *" $b "* ]] || missing+=("$b")
+done
+if ((${#missing[@]} == 0)); then
     log "binaries up to date in $out"
     echo "$out"
     exit 0
 fi
 
+# workspace: the assembled workspace for these sources (made once per source hash).
+workspace() {
+    local dir tmp
+    dir=$NB_CACHE/work/$(source_hash)
+    if [[ ! -f $dir/go.work ]]; then
+        tmp=$dir.tmp.$$
+        rm -rf "$tmp"
+        mkdir -p "$tmp"/{cluster,coredns,kwok,traefik,tools}
+        cp -r "$NB_CLUSTER_DIR"/go.mod "$NB_CLUSTER_DIR"/go.sum "$NB_CLUSTER_DIR"/cmd "$tmp/cluster/"
+        cp "$NB_CLUSTER_DIR"/coredns/{go.mod,go.sum,main.go} "$tmp/coredns/"
+        cp "$NB_CLUSTER_DIR"/kwok/{go.mod,go.sum,main.go} "$tmp/kwok/"
+        cp "$NB_CLUSTER_DIR"/traefik/{go.mod,go.sum} "$tmp/traefik/"
+        "$NB_CLUSTER_DIR/traefik/prepare.sh" "$tmp/traefik" >&2
+        cp "$NB_CLUSTER_DIR"/../chart/tools/{go.mod,go.sum} "$tmp/tools/"
+        cp "$NB_CLUSTER_DIR/go.work.sum" "$tmp/go.work.sum"
+        cp "$NB_CLUSTER_DIR/workspace.go.work" "$tmp/go.work"
+        rm -rf "$dir"
+        mv "$tmp" "$dir"
+        # Keep the three newest workspaces.
+        find "$NB_CACHE/work" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
+            sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
+    fi
+    echo "$dir"
+}
+work=$(workspace)
+
+# What `go build` is given for each binary (the binary is named after the package's last element).
+package_of() {
+    case $1 in
+        k8s | etcd | pause | probe) echo "./cluster/cmd/$1" ;;
+        coredns | kwok | traefik) echo "./$1" ;;
+        helm) echo helm.sh/helm/v4/cmd/helm ;;
+        actionlint) echo github.com/rhysd/actionlint/cmd/actionlint ;;
+    esac
+}
+# module_version PATH: the version of module PATH the workspace selected.
+module_version() { (cd "$work" && go list -m -f '{{.Version}}' "$1"); }
+
 minor=${NB_K8S_VERSION#v1.}
 minor=${minor%%.*}
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# One -ldflags for every binary: each -X names a package of one of them only.
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$NB_K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$now"
 done
+traefik_version=$(module_version github.com/traefik/traefik/v3)
+helm_version=$(module_version helm.sh/helm/v4)
+actionlint_version=$(module_version github.com/rhysd/actionlint)
+ldflags+=" -X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version"
+ldflags+=" -X github.com/traefik/traefik/v3/pkg/version.BuildDate=$now"
+ldflags+=" -X helm.sh/helm/v4/internal/version.version=$helm_version"
+ldflags+=" -X github.com/rhysd/actionlint.version=$actionlint_version"
 
+pkgs=()
+for b in "${missing[@]}"; do pkgs+=("$(package_of "$b")"); done
 tmp="$out.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 start=$SECONDS
-log "building k8s, etcd, pause, probe (cold build: tens of minutes on 2 cores)"
-(cd "$NB_CLUSTER_DIR" && go build -ldflags "$ldflags" -o "$tmp/" ./cmd/k8s ./cmd/etcd ./cmd/pause ./cmd/probe)
-log "building coredns"
-(cd "$NB_CLUSTER_DIR/coredns" && go build -ldflags "-s -w" -o "$tmp/coredns" .)
-"$tmp/k8s" kube-apiserver --version | grep -qx "Kubernetes $NB_K8S_VERSION" ||
-    die "k8s --version does not say $NB_K8S_VERSION: $("$tmp/k8s" kube-apiserver --version)"
-rm -rf "$out"
-mv "$tmp" "$out"
-trap - EXIT
+log "building ${missing[*]} in one Go workspace (cold: about 25 min for all on 2 cores)"
+(cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
+
+# Each binary says the version it was built from.
+for b in "${missing[@]}"; do
+    case $b in
+        k8s) "$tmp/k8s" kube-apiserver --version | grep -qx "Kubernetes $NB_K8S_VERSION" ||
+            die "k8s --version does not say $NB_K8S_VERSION: $("$tmp/k8s" kube-apiserver --version)" ;;
+        traefik) "$tmp/traefik" version | grep -q "^Version: *$traefik_version\$" ||
+            die "traefik version does not say $traefik_version: $("$tmp/traefik" version)" ;;
+        helm) "$tmp/helm" version --short | grep -q "^${helm_version%%+*}" ||
+            die "helm version does not say $helm_version: $("$tmp/helm" version --short)" ;;
+        actionlint) "$tmp/actionlint" -version | grep -q "^${actionlint_version#v}\$\|^$actionlint_version\$" ||
+            die "actionlint -version does not say $actionlint_version: $("$tmp/actionlint" -version | head -1)" ;;
+    esac
+done
+if [[ " ${missing[*]} " == *" kwok "* ]]; then
+    # The stages kwokctl uses by default: node init + heartbeat, pod ready/complete/delete.
+    kwok_dir=$(cd "$work" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+        pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+        echo "---"
+        cat "$kwok_dir/kustomize/stage/$f"
+    done >"$tmp/kwok-stages.yaml"
+fi
+mkdir -p "$out"
+mv "$tmp"/* "$out/"
 # Keep the three newest builds (other checkouts may use them), drop older ones.
 find "$NB_CACHE/bin" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
     sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
-build_optional
-log "built in $((SECONDS - start))s into $out"
+log "built ${missing[*]} in $((SECONDS - start))s into $out"
 echo "$out"

@@ -3,10 +3,10 @@
 # when the operator parts exist - import the operator/loadgen images, install the CRDs and the
 # operator, apply an example benchmark, wait for it, and print `kubectl get ingressbenchmark`.
 #
-#   demo.sh [--operator-bin PATH] [--loadgen-bin PATH] [--example FILE] [--timeout SECONDS]
+#   demo.sh [--netbench-images] [--example FILE] [--timeout SECONDS]
 #
-# --operator-bin / --loadgen-bin: static binaries packed as netbench/operator:0.1.0 and
-#   netbench/loadgen:0.1.0 (see images.sh). CRDs come from crds/manifests/*.yaml, the operator
+# --netbench-images: import the operator and loadgen images .ci/release.sh built into dist/images/
+#   (images.sh import_netbench_images). CRDs come from crds/manifests/*.yaml, the operator
 #   from deploy/*.yaml, both applied only if present. Without --example it stops after the
 #   target is serving. The cluster stays up; tear it down with down.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,11 +14,14 @@ source "$NB_CLUSTER_DIR/images.sh"
 need_root
 
 repo=$(cd "$NB_CLUSTER_DIR/../.." && pwd)
-operator_bin= loadgen_bin= example= timeout=600
+netbench_images=false example= timeout=600
 while (($#)); do
     case $1 in
-        --operator-bin) operator_bin=$2 ;;
-        --loadgen-bin) loadgen_bin=$2 ;;
+        --netbench-images)
+            netbench_images=true
+            shift
+            continue
+            ;;
         --example) example=$2 ;;
         --timeout) timeout=$2 ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
@@ -61,12 +64,7 @@ spec:
 EOF
 kc -n netbench-target rollout status deployment/nginx-target --timeout=180s
 
-if [[ -n $operator_bin ]]; then
-    import_image "$(build_image netbench/operator:0.1.0 /operator "$operator_bin=/operator")"
-fi
-if [[ -n $loadgen_bin ]]; then
-    import_image "$(build_image netbench/loadgen:0.1.0 /loadgen "$loadgen_bin=/loadgen")"
-fi
+if $netbench_images; then import_netbench_images; fi
 if compgen -G "$repo/crds/manifests/*.yaml" >/dev/null; then
     log "installing CRDs"
     kc apply -f "$repo/crds/manifests/"

@@ -107,6 +107,20 @@ import_image() {
     done
 }
 
+# import_netbench_images: the operator and loadgen images that `.ci/release.sh images host`
+# built from this checkout (dist/images/, docker-archive), into every node's containerd.
+import_netbench_images() {
+    local repo img tar arch
+    repo=$(cd "$NB_CLUSTER_DIR/../.." && pwd)
+    case $(uname -m) in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; *) die "unsupported machine $(uname -m)" ;; esac
+    for img in operator loadgen; do
+        tar=$repo/dist/images/netbench-${img}_${NB_VERSION}_linux_$arch.tar
+        [[ -f $tar ]] || die "$tar missing: build it with .ci/release.sh binaries host && .ci/release.sh images host"
+        import_image "$tar"
+        log "imported netbench/$img:$NB_VERSION from ${tar#"$repo"/}"
+    done
+}
+
 # cluster_running: every node's containerd is up.
 cluster_running() {
     local node

@@ -50,6 +50,11 @@ NB_APISERVER_PORT=6443
 NB_ETCD_CLIENT_PORT=32379
 NB_ETCD_PEER_PORT=32380
 
+# netbench's own version (Cargo.toml), the tag of its images as .ci/release.sh builds them.
+NB_VERSION=$("$NB_CLUSTER_DIR/../../.ci/release.sh" version)
+NB_OPERATOR_IMAGE=netbench/operator:$NB_VERSION
+NB_LOADGEN_IMAGE=netbench/loadgen:$NB_VERSION
+
 # Image tags (never `latest`). Images are imported under docker.io/<name>.
 NB_PAUSE_IMAGE=netbench/pause:3.10-nb1
 NB_NGINX_IMAGE=netbench/nginx-target:0.1.0
@@ -116,8 +121,9 @@ source_hash() {
     (
         cd "$NB_CLUSTER_DIR"
         go version
-        cat go.mod go.sum coredns/go.mod coredns/go.sum kwok/go.mod kwok/go.sum build.sh
+        cat go.mod go.sum workspace.go.work go.work.sum coredns/go.mod coredns/go.sum kwok/go.mod kwok/go.sum build.sh
         cat traefik/go.mod traefik/go.sum traefik/ext/go.mod traefik/prepare.sh
+        cat ../chart/tools/go.mod ../chart/tools/go.sum
         find cmd coredns kwok traefik -name '*.go' -print0 | sort -z | xargs -0 cat
     ) | sha256sum | cut -c1-16
 }

@@ -30,6 +30,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* Worker (load generator) image; the tag defaults to the chart's appVersion like the operator's. */}}
+{{- define "netbench.loadgenImage" -}}
+{{- printf "%s:%s" .Values.loadgen.repository (default .Chart.AppVersion .Values.loadgen.tag) -}}
+{{- end -}}
+
 {{- define "netbench.apiUrl" -}}
 {{- default (printf "http://%s.%s.svc:%v" (include "netbench.fullname" .) .Release.Namespace .Values.service.port) .Values.apiUrl -}}
 {{- end -}}

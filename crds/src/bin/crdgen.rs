@@ -1,6 +1,6 @@
 //! Writes the CRD manifests generated from the Rust types.
 //!
-//! Usage: `cargo run -p crds --bin crdgen` (writes crds/manifests/ and charts/netbench/crds/),
+//! Usage: `cargo run -p crds --bin crdgen` (writes crds/manifests/ and charts/netbench/files/crds/),
 //! or `crdgen --stdout` to print them.
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,7 @@ fn main() -> std::io::Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for dir in [
         root.join("crds/manifests"),
-        root.join("charts/netbench/crds"),
+        root.join("charts/netbench/files/crds"),
     ] {
         std::fs::create_dir_all(&dir)?;
         for (name, yaml) in &files {

@@ -1,4 +1,5 @@
-//! rustls client configuration (ring provider): system roots, or no verification when the user
+//! rustls client configuration (ring provider): the system's roots, else Mozilla's (webpki-roots:
+//! the worker image is FROM scratch and has no CA store), or no verification when the user
 //! explicitly asks for it (`--insecure`).
 
 use std::sync::Arc;
@@ -20,13 +21,9 @@ pub(crate) fn client_config(http2: bool, insecure: bool) -> Result<ClientConfig,
             .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
             .with_no_client_auth()
     } else {
-        let mut roots = RootCertStore::empty();
-        let found = rustls_native_certs::load_native_certs();
-        for cert in found.certs {
-            // Unusable system certificates are skipped, as browsers do.
-            let _ = roots.add(cert);
-        }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder
+            .with_root_certificates(root_store())
+            .with_no_client_auth()
     };
     config.alpn_protocols = vec![if http2 {
         b"h2".to_vec()
@@ -34,6 +31,23 @@ pub(crate) fn client_config(http2: bool, insecure: bool) -> Result<ClientConfig,
         b"http/1.1".to_vec()
     }];
     Ok(config)
+}
+
+/// The system's trusted roots; Mozilla's when the system has none usable (a FROM scratch image).
+fn root_store() -> RootCertStore {
+    roots_or_mozilla(rustls_native_certs::load_native_certs().certs)
+}
+
+fn roots_or_mozilla(system: Vec<CertificateDer<'static>>) -> RootCertStore {
+    let mut roots = RootCertStore::empty();
+    for cert in system {
+        // Unusable system certificates are skipped, as browsers do.
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    roots
 }
 
 /// Accepts any certificate but still checks handshake signatures.
@@ -82,5 +96,22 @@ impl ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_system_roots_mozillas_are_trusted() {
+        // A FROM scratch image has no CA store: HTTPS targets with public certificates must
+        // still verify.
+        let roots = roots_or_mozilla(Vec::new());
+        assert_eq!(roots.len(), webpki_roots::TLS_SERVER_ROOTS.len());
+        assert!(roots.len() > 100, "{} roots", roots.len());
+        // Garbage from the system store does not count as a root.
+        let junk = roots_or_mozilla(vec![CertificateDer::from(vec![1, 2, 3])]);
+        assert_eq!(junk.len(), webpki_roots::TLS_SERVER_ROOTS.len());
     }
 }
