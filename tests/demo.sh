@@ -8,7 +8,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 example=${1:-$repo/deploy/examples/ingress-simple.yaml}
 "$repo/tests/install-deps.sh"
-env_lines=$("$repo/tests/e2e/setup.sh")
+env_lines=$("$repo/tests/e2e/setup.sh" --no-traefik)
 eval "$env_lines"
 kind=$(sed -n 's/^kind: *//p' "$example" | head -1)
 name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$example")

@@ -20,7 +20,7 @@
 #     helm test, Prometheus checking the dashboard); cluster down
 set -euo pipefail
 cd "$(dirname "$0")/.."
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== [%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 step "dependencies"
 tests/install-deps.sh
@@ -71,3 +71,4 @@ tests/release/check.sh
 
 step "chart and manifests on the cluster: helm upgrade, helm test, Prometheus and the dashboard"
 tests/chart/cluster-test.sh
+step "all tests passed"

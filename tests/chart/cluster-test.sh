@@ -223,7 +223,7 @@ log "PASS helm test fails when its benchmark fails ($(kubectl -n "$NBC_NAMESPACE
     --set tests.targetUrl= --wait --timeout 180s >/dev/null || die "helm upgrade (tests.targetUrl reset) failed"
 wait_operator "$NBC_NAMESPACE"
 kubectl -n "$NBC_NAMESPACE" delete ib "$NBC_RELEASE-operator-test" --wait=true >/dev/null
-kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name | grep -q dashboard ||
+grep -q dashboard <<<"$(kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_dashboard=1 -o name)" ||
     die "no dashboard ConfigMap with the sidecar label"
 
 log "== 3. real Prometheus + every dashboard expression"

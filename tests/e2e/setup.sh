@@ -7,10 +7,24 @@
 # hostNetwork workers and offload Jobs in the egress tests' e2e-egpriv-* namespaces only
 # (egress-rbac.yaml), so other namespaces (e2e-egdeny-*, the ingress tests') are still refused.
 # Idempotent. Prints the environment lines (KUBECONFIG, PATH) like tests/cluster/up.sh.
+#   setup.sh [--no-traefik]   (--no-traefik: tests/demo.sh, which needs no ingress controller)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 source "$repo/tests/cluster/lib.sh"
 source "$repo/tests/cluster/images.sh"
+
+traefik=true
+[[ ${1:-} == --no-traefik ]] && traefik=false
+
+# The cluster's Go binaries build in the background while Rust builds the images' binaries: on a
+# fresh machine both are long, and each leaves a core idle part of the time (a no-op when
+# tests/run-all.sh built them already).
+go_flags=()
+$traefik && go_flags+=(--with-traefik)
+go_log=$(mktemp /tmp/netbench-setup-go.XXXXXX)
+"$repo/tests/cluster/build.sh" "${go_flags[@]}" >"$go_log" 2>&1 &
+go_pid=$!
+trap 'kill "$go_pid" 2>/dev/null || true; rm -f "$go_log"' EXIT
 
 # The operator and loadgen images exactly as a release builds them (.ci/release.sh: static
 # binaries, then the Containerfiles' offline FROM scratch stage with buildah), from the `image`
@@ -21,11 +35,15 @@ export NB_PROFILE=${NB_PROFILE:-image}
 "$repo/.ci/release.sh" images host >&2
 "$repo/.ci/release.sh" check-images host >&2
 
+wait "$go_pid" || {
+    cat "$go_log" >&2
+    die "tests/cluster/build.sh ${go_flags[*]} failed"
+}
 "$repo/tests/cluster/demo.sh" --netbench-images >&2
 
 # The ingress controller of the seed experiment: Traefik on nb-node1, its backends on nb-node2
 # (workers of the seed test run on nb-node0).
-"$repo/tests/cluster/traefik/deploy.sh" nb-node1 nb-node2 >&2
+if $traefik; then "$repo/tests/cluster/traefik/deploy.sh" nb-node1 nb-node2 >&2; fi
 
 kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2

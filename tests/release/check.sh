@@ -56,8 +56,8 @@ grep -q "^# netbench v$version" dist/CHANGELOG.md || die "changelog has no headi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$NB_HELM" lint --strict "dist/netbench-$version.tgz" >/dev/null || die "helm lint of the package failed"
-"$NB_HELM" template netbench "dist/netbench-$version.tgz" -n netbench-system |
-    grep -q "image: \"netbench/operator:$version\"" || die "packaged chart does not deploy netbench/operator:$version"
+rendered=$("$NB_HELM" template netbench "dist/netbench-$version.tgz" -n netbench-system)
+grep -Eq "image: \"?netbench/operator:$version\"?$" <<<"$rendered" || die "packaged chart does not deploy netbench/operator:$version"
 log "PASS release artefacts for $host: $(find dist -maxdepth 1 -type f -printf '%f ')"
 
 log "== 3. publish-images into a local OCI layout"
