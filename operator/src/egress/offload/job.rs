@@ -263,7 +263,10 @@ mod tests {
         assert_eq!(pod.automount_service_account_token, Some(false));
         let c = &pod.containers[0];
         assert_eq!(c.name, "d3");
-        assert_eq!(c.image.as_deref(), Some(crate::config::DEFAULT_LOADGEN_IMAGE));
+        assert_eq!(
+            c.image.as_deref(),
+            Some(crate::config::DEFAULT_LOADGEN_IMAGE)
+        );
         assert_eq!(
             c.args.clone().unwrap().join(" "),
             "offload set --interface vx0 --feature tx-checksumming=off --state"
