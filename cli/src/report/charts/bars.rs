@@ -7,7 +7,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    center, color, draw, err, fit, frame, legend, segment_label, top, Cartesian, Point, FONT,
+    axis_decimals, center, color, draw, err, fit, frame, legend, segment_label, top,
+    value_decimals, Cartesian, Point, FONT,
 };
 use crate::text;
 
@@ -38,7 +39,7 @@ pub fn bars(title: &str, y_desc: &str, bars: &[Bar]) -> Result<String> {
             .configure_mesh()
             .disable_x_mesh()
             .light_line_style(TRANSPARENT)
-            .y_label_formatter(&|v| text::num(*v, 1))
+            .y_label_formatter(&|v| text::num(*v, axis_decimals(ymax).max(1)))
             .y_desc(text::label(y_desc))
             .x_labels(n)
             .x_label_formatter(&|v| segment_label(&labels, v))
@@ -62,6 +63,7 @@ fn draw_bars(
     bars: &[Bar],
     groups: &[String],
 ) -> Result<()> {
+    let written = value_decimals(bars.iter().map(|b| b.mean));
     let exact = |i: usize| SegmentValue::Exact(i32::try_from(i).unwrap_or(i32::MAX));
     let group_of = |b: &Bar| groups.iter().position(|g| *g == b.group).unwrap_or(0);
     chart
@@ -91,7 +93,7 @@ fn draw_bars(
                 .color(&BLACK)
                 .pos(Pos::new(HPos::Center, VPos::Bottom));
             EmptyElement::at((center(i), fit(b.mean) + fit(b.ci)))
-                + Text::new(text::num(b.mean, 2), (0, -10), style)
+                + Text::new(text::num(b.mean, written), (0, -10), style)
         }))
         .map_err(err)?;
     Ok(())

@@ -5,15 +5,19 @@
 //! sanitised here: nothing that is not finite is drawn, and axes always have a positive span.
 
 mod bars;
+mod distribution;
 mod history;
 mod scaling;
+mod sweep;
 
 pub use bars::{bars, Bar};
+pub use distribution::{distribution, Curve};
 pub use history::{history, Series};
 pub use scaling::scaling;
+pub use sweep::{sweep, Line, Panel, XAxis};
 
 use anyhow::{anyhow, Result};
-use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, SegmentValue};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -64,6 +68,27 @@ fn top(values: impl Iterator<Item = f64>) -> f64 {
         max * 1.12
     } else {
         1.0
+    }
+}
+
+/// Decimals of a value axis' labels that reaches `ymax`.
+fn axis_decimals(ymax: f64) -> usize {
+    if ymax >= 100.0 {
+        0
+    } else if ymax >= 10.0 {
+        1
+    } else {
+        text::decimals_for(std::iter::once(ymax), 1)
+    }
+}
+
+/// Decimals of the values written beside points: none from 100 up, else enough for the
+/// smallest (text::decimals_for, at least 2).
+fn value_decimals(values: impl Iterator<Item = f64> + Clone) -> usize {
+    if values.clone().filter(|v| v.is_finite()).all(|v| v >= 100.0) {
+        0
+    } else {
+        text::decimals_for(values, 2)
     }
 }
 
@@ -161,6 +186,44 @@ where
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// A linear f64 axis whose ticks are exactly the given values (plotters' own WithKeyPoints
+/// over f64 cannot format its labels; every chart using this one gives a label formatter).
+#[derive(Clone)]
+struct Ticked {
+    inner: RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl Ticked {
+    fn new(range: std::ops::Range<f64>, ticks: Vec<f64>) -> Ticked {
+        Ticked {
+            inner: range.into(),
+            ticks,
+        }
+    }
+}
+
+impl Ranged for Ticked {
+    type ValueType = f64;
+    type FormatOption = DefaultFormatting;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            vec![]
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
 }
 
 /// The middle of the i-th segment of a segmented axis.
