@@ -1,7 +1,9 @@
 //! Writes the test fixtures of cli/tests/fixtures: BenchmarkResults shaped like the seed
 //! reports (an ingress sweep at 1/2/4/8 CPUs, an egress run with vxlan offload on and off),
-//! an ingress history, a regressed run and results with hostile names. Statistics come from
-//! crds::stats and histograms from protocol, as the operator makes them.
+//! an ingress history, a regressed run, results with hostile names, a one-step ingress run, and
+//! an egress run of every protocol with a message-size sweep and a streams sweep (measurements
+//! as the operator expands a swept case: parameters case, protocol, messageSize, streams).
+//! Statistics come from crds::stats and histograms from protocol, as the operator makes them.
 //!
 //! `cargo run -p cli --example fixtures -- cli/tests/fixtures`
 
@@ -55,6 +57,18 @@ fn histogram(requests: u64, p50_ms: f64) -> String {
         let q = f64::from(k) / 1000.0;
         let ms = p50_ms * (0.5 + q) * (1.0 + 3.0 * q.powi(40));
         h.record_n((ms * 1000.0) as u64, per).expect("in range");
+    }
+    protocol::report::histogram::encode(&h).expect("encodes")
+}
+
+/// A histogram of known samples: `n` latencies rising from `p50_us / 2` through `p50_us` (the
+/// median) to a tail of ten times it, one sample each (`n` >= 100000 resolves 99.999 %).
+fn known_samples(n: u32, p50_us: f64) -> String {
+    let mut h = protocol::report::histogram::new_latency_histogram();
+    for k in 0..n {
+        let q = f64::from(k) / f64::from(n);
+        let us = p50_us * (0.5 + q) * (1.0 + 6.0 * q.powi(200));
+        h.record((us.round() as u64).max(1)).expect("in range");
     }
     protocol::report::histogram::encode(&h).expect("encodes")
 }
@@ -239,6 +253,169 @@ fn egress(dir: &Path) {
     );
 }
 
+fn one_step(dir: &Path) {
+    let mut r = ingress("s1", "2026-12-04T10:00:00Z", SEED, "web-once");
+    r.spec.measurements.truncate(1);
+    if let Some(m) = r.spec.measurements.first_mut() {
+        m.parameters.clear();
+        m.histogram = Some(known_samples(200_000, 4000.0));
+    }
+    r.spec.benchmark_spec =
+        r#"{"target":{"url":"http://web.team-a/"},"load":{"connections":8,"threads":2,"duration":"15s"},"samples":{"count":3}}"#.into();
+    write_one(dir, "ingress-one-step.yaml", &r);
+}
+
+/// Three samples around a mean: 0.99, 1 and 1.01 of it.
+fn around(mean: f64) -> Vec<f64> {
+    vec![mean * 0.99, mean, mean * 1.01]
+}
+
+/// A request/response measurement (tcp-rr, tcp-crr, udp-rr) with its histogram.
+fn rr(index: u32, name: &str, params: &[(&str, &str)], tps: f64, p50_us: f64) -> Measurement {
+    let ms = |f: f64| around(p50_us * f / 1000.0);
+    let mut parameters = BTreeMap::from([
+        ("clientNode".to_string(), "worker-1".to_string()),
+        ("serverNode".to_string(), "worker-2".to_string()),
+    ]);
+    for (k, v) in params {
+        parameters.insert(k.to_string(), v.to_string());
+    }
+    let udp = parameters.get("protocol").is_some_and(|p| p == "udp-rr");
+    let mut metrics = vec![
+        metric("transactionsPerSecond", "tx/s", Better::Higher, around(tps)),
+        metric("p50Ms", "ms", Better::Lower, ms(1.0)),
+        metric("p90Ms", "ms", Better::Lower, ms(1.4)),
+        metric("p99Ms", "ms", Better::Lower, ms(2.9)),
+        metric("p999Ms", "ms", Better::Lower, ms(6.2)),
+        metric("maxMs", "ms", Better::Lower, ms(10.5)),
+        metric("failures", "count", Better::Lower, vec![0.0, 1.0, 0.0]),
+        metric(
+            "clientCpuUsPerTransaction",
+            "us",
+            Better::Lower,
+            around(11.5),
+        ),
+        metric(
+            "serverCpuUsPerTransaction",
+            "us",
+            Better::Lower,
+            around(9.8),
+        ),
+    ];
+    if udp {
+        metrics.push(metric(
+            "lossPercent",
+            "%",
+            Better::Lower,
+            vec![0.01, 0.02, 0.0],
+        ));
+    }
+    Measurement {
+        index,
+        name: name.into(),
+        parameters,
+        metrics,
+        histogram: Some(known_samples(100_000, p50_us)),
+    }
+}
+
+/// A udp-stream measurement.
+fn udp_stream(
+    index: u32,
+    name: &str,
+    params: &[(&str, &str)],
+    gbit: f64,
+    loss: f64,
+) -> Measurement {
+    let mut m = case(
+        index,
+        name,
+        None,
+        [gbit * 0.99, gbit, gbit * 1.01],
+        [0.0; 3],
+    );
+    m.metrics.retain(|f| f.name != "retransmits");
+    m.metrics.extend([
+        metric("lossPercent", "%", Better::Lower, around(loss)),
+        metric("jitterMs", "ms", Better::Lower, around(0.012)),
+        metric("cpuSecondsPerGb", "s/GB", Better::Lower, around(0.41)),
+    ]);
+    for (k, v) in params {
+        m.parameters.insert(k.to_string(), v.to_string());
+    }
+    m
+}
+
+fn egress_protocols(dir: &Path) {
+    let mut stream = case(0, "pod-stream", None, [9.1, 9.2, 9.3], [3.0, 4.0, 5.0]);
+    stream.metrics.extend([
+        metric("cpuSecondsPerGb", "s/GB", Better::Lower, around(0.35)),
+        metric("probeP50Ms", "ms", Better::Lower, around(0.21)),
+        metric("probeP99Ms", "ms", Better::Lower, around(0.93)),
+    ]);
+    let mut measurements = vec![
+        stream,
+        rr(1, "pod-rr", &[("protocol", "tcp-rr")], 21_000.0, 46.0),
+        rr(2, "service-rr", &[("protocol", "tcp-rr")], 17_500.0, 55.0),
+        rr(3, "pod-crr", &[("protocol", "tcp-crr")], 6_200.0, 160.0),
+        rr(4, "pod-udp-rr", &[("protocol", "udp-rr")], 23_000.0, 42.0),
+        udp_stream(5, "pod-udp", &[("protocol", "udp-stream")], 1.0, 0.02),
+    ];
+    // The message-size sweep, in the (unsorted) order an expansion might list it.
+    for (i, size) in [1024u32, 64, 65536, 256, 16384, 4096]
+        .into_iter()
+        .enumerate()
+    {
+        let index = 6 + i as u32;
+        let f = f64::from(size).log2();
+        let name = format!("rr-sizes/{size}");
+        let params = [
+            ("protocol", "tcp-rr"),
+            ("case", "rr-sizes"),
+            ("messageSize", &size.to_string() as &str),
+        ];
+        measurements.push(rr(
+            index,
+            &name,
+            &params,
+            24_000.0 - 900.0 * f,
+            40.0 + 3.0 * f,
+        ));
+    }
+    for (i, streams) in [1u32, 2, 4, 8].into_iter().enumerate() {
+        let index = 12 + i as u32;
+        let name = format!("udp-streams/{streams}");
+        let params = [
+            ("protocol", "udp-stream"),
+            ("case", "udp-streams"),
+            ("streams", &streams.to_string() as &str),
+        ];
+        let s = f64::from(streams);
+        measurements.push(udp_stream(index, &name, &params, 0.9 * s, 0.01 * s * s));
+    }
+    let spec = BenchmarkResultSpec {
+        benchmark: BenchmarkRef {
+            kind: "EgressBenchmark".into(),
+            namespace: "team-a".into(),
+            name: "paths".into(),
+        },
+        benchmark_uid: "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d".into(),
+        run_id: "p1".into(),
+        spec_hash: "7e6d5c4b3a2918f7e6d5c4b3a2918f7e6d5c4b3a2918f7e6d5c4b3a2918f7e6".into(),
+        benchmark_spec: r#"{"baselineCase":"pod-rr","cases":[{"name":"pod-stream"},{"name":"pod-rr","protocol":"tcp-rr"},{"name":"service-rr","protocol":"tcp-rr","server":{"service":true}},{"name":"pod-crr","protocol":"tcp-crr"},{"name":"pod-udp-rr","protocol":"udp-rr"},{"name":"pod-udp","protocol":"udp-stream","rate":"1G"},{"name":"rr-sizes","protocol":"tcp-rr","sweep":{"messageSize":[64,256,1024,4096,16384,65536]}},{"name":"udp-streams","protocol":"udp-stream","sweep":{"streams":[1,2,4,8]}}],"samples":{"count":3}}"#.into(),
+        phase: Phase::Succeeded,
+        message: None,
+        start_time: time("2026-12-05T09:00:00Z"),
+        completion_time: time("2026-12-05T09:20:00Z"),
+        cluster: cluster(),
+        measurements,
+        scaling: None,
+        summary: Some("9.20 ± 0.25 Gbit/s".into()),
+        verdict: None,
+    };
+    write_one(dir, "egress-protocols.yaml", &object("paths-p1", spec));
+}
+
 const EVIL: &str = "evil<script>&\"quoted\" | pipe\nnext line";
 
 fn hostile(dir: &Path) {
@@ -294,5 +471,7 @@ fn main() {
     ingress_files(dir);
     egress(dir);
     hostile(dir);
+    one_step(dir);
+    egress_protocols(dir);
     println!("fixtures written to {}", dir.display());
 }

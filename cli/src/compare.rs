@@ -9,6 +9,7 @@ use crds::history::{Better, MetricTolerance};
 use crds::result::{MeasurementStats, MetricVerdict};
 use serde::Serialize;
 
+use crate::shown;
 use crate::source::{self, Loaded};
 use crate::text;
 
@@ -165,16 +166,6 @@ fn notes(a: &Loaded, b: &Loaded, sa: &[MeasurementStats], sb: &[MeasurementStats
     notes
 }
 
-/// How a unit is shown: factor, unit shown, decimals.
-fn shown_unit(unit: &str) -> (f64, &str, usize) {
-    match unit {
-        "bit/s" => (1e-9, "Gbit/s", 3),
-        "ratio" => (100.0, "%", 3),
-        "count" => (1.0, "count", 1),
-        u => (1.0, u, 2),
-    }
-}
-
 /// The comparison as an aligned plain-text table.
 pub fn to_text(c: &Comparison) -> String {
     let mut rows: Vec<[String; 7]> = vec![[
@@ -188,7 +179,7 @@ pub fn to_text(c: &Comparison) -> String {
     ]];
     for r in &c.rows {
         let v = &r.judged;
-        let (f, unit, d) = shown_unit(&r.unit);
+        let (f, unit, d) = shown::unit(&r.unit);
         rows.push([
             text::label(&v.measurement),
             format!("{} ({unit})", text::label(&v.metric)),

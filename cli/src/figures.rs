@@ -1,10 +1,13 @@
 //! The figures a result holds, arranged as the reports show them: an ingress sweep's steps with
-//! speed-up and efficiency against linear scaling, an egress run's cases with the overhead
-//! against the baseline case. Pure functions over one result; nothing here trusts the numbers
-//! (means may be 0 or not finite, parameters may not parse).
+//! speed-up and efficiency against linear scaling, an egress run's cases with the overhead of
+//! their headline figure (by protocol, see crate::egress) against the baseline case's. Pure
+//! functions over one result; nothing here trusts the numbers (means may be 0 or not finite,
+//! parameters may not parse).
 
-use crds::history::MetricTolerance;
+use crds::history::{Better, MetricTolerance};
 use crds::result::{BenchmarkResultSpec, Measurement, MetricStats};
+
+use crate::egress;
 
 /// Figures the operator writes (see crds::history::MetricTolerance).
 pub const RPS: &str = "rps";
@@ -14,6 +17,8 @@ pub const ERROR_RATE: &str = "errorRate";
 pub const RECEIVER: &str = "receiverBitsPerSecond";
 pub const SENDER: &str = "senderBitsPerSecond";
 pub const RETRANSMITS: &str = "retransmits";
+pub const TPS: &str = "transactionsPerSecond";
+pub const LOSS: &str = "lossPercent";
 
 /// Bits per second in one Gbit/s.
 pub const GBIT: f64 = 1e9;
@@ -39,18 +44,22 @@ pub fn kind(spec: &BenchmarkResultSpec) -> Option<Kind> {
     };
     if has(RPS) {
         Some(Kind::Ingress)
-    } else if has(RECEIVER) {
+    } else if has(RECEIVER) || has(TPS) {
         Some(Kind::Egress)
     } else {
         None
     }
 }
 
-/// The main figure of a kind: its name, the factor to the unit shown, the unit, decimals.
-pub fn main_metric(kind: Kind) -> (&'static str, f64, &'static str, usize) {
-    match kind {
-        Kind::Ingress => (RPS, 1.0, "req/s", 2),
-        Kind::Egress => (RECEIVER, 1.0 / GBIT, "Gbit/s", 2),
+/// The main figure of a result: its name, the factor to the unit shown, the unit, decimals.
+/// Requests/s for ingress; receiver Gbit/s for egress, or transactions/s when no case
+/// streams (request/response cases only).
+pub fn main_metric(spec: &BenchmarkResultSpec) -> Option<(&'static str, f64, &'static str, usize)> {
+    let has = |name: &str| spec.measurements.iter().any(|m| metric(m, name).is_some());
+    match kind(spec)? {
+        Kind::Ingress => Some((RPS, 1.0, "req/s", 2)),
+        Kind::Egress if !has(RECEIVER) && has(TPS) => Some((TPS, 1.0, "transactions/s", 2)),
+        Kind::Egress => Some((RECEIVER, 1.0 / GBIT, "Gbit/s", 2)),
     }
 }
 
@@ -179,38 +188,15 @@ pub fn conclusion(steps: &[Step<'_>]) -> Option<String> {
     ))
 }
 
-/// Latency over every request of a step, from its merged histogram (milliseconds).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Merged {
-    pub requests: u64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
-}
-
-/// Decodes a step's histogram (bounded: protocol::report::histogram) and reads its percentiles.
-pub fn merged(histogram: &str) -> Result<Merged, String> {
-    let h = protocol::report::histogram::decode(histogram)?;
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    Ok(Merged {
-        requests: h.len(),
-        p50: ms(0.5),
-        p90: ms(0.9),
-        p99: ms(0.99),
-        p999: ms(0.999),
-        max: h.max() as f64 / 1000.0,
-    })
-}
-
-/// One case of an egress result.
+/// One case of an egress result (one measurement: a swept case has one per value).
 #[derive(Clone, Debug)]
 pub struct Case<'a> {
     pub m: &'a Measurement,
+    pub protocol: &'a str,
     pub profile: Option<&'a str>,
-    pub receiver: Option<&'a MetricStats>,
-    /// Receiver throughput lost against the baseline case, percent (negative: faster).
+    /// Its protocol's headline figure (receiver bits/s, transactions/s), when it has it.
+    pub main: Option<&'a MetricStats>,
+    /// How much worse its headline figure is than the baseline's, percent (negative: better).
     pub overhead: Option<f64>,
     /// The case the others are compared with.
     pub is_baseline: bool,
@@ -230,25 +216,58 @@ pub fn baseline_case(spec: &BenchmarkResultSpec) -> Option<String> {
     v.get("baselineCase")?.as_str().map(str::to_string)
 }
 
-/// The cases of an egress result, with the overhead against the baseline case (the spec's
-/// `baselineCase`, else the first case).
+/// The measurements of the baseline case: those the spec's `baselineCase` names (by name or
+/// declared case), else the first measurement's case.
+fn baseline_members<'a>(ms: &[&'a Measurement], named: Option<&str>) -> Vec<&'a Measurement> {
+    fn declared(m: &Measurement) -> Option<&str> {
+        m.parameters.get(egress::CASE).map(String::as_str)
+    }
+    let of_case = |case: &str| -> Vec<&'a Measurement> {
+        ms.iter()
+            .copied()
+            .filter(|m| m.name == case || declared(m) == Some(case))
+            .collect()
+    };
+    match named.map(of_case).filter(|b| !b.is_empty()) {
+        Some(b) => b,
+        None => match ms.first() {
+            Some(first) => declared(first).map_or_else(|| vec![*first], of_case),
+            None => vec![],
+        },
+    }
+}
+
+/// A case's baseline: the baseline case's measurement of the same protocol with the same
+/// message size and streams (like is compared with like only).
+fn baseline_of<'a>(base: &[&'a Measurement], m: &Measurement) -> Option<&'a Measurement> {
+    fn like(x: &Measurement) -> (&str, [Option<&str>; 2]) {
+        let swept =
+            [egress::MESSAGE_SIZE, egress::STREAMS].map(|k| x.parameters.get(k).map(|v| v.trim()));
+        (egress::protocol(x), swept)
+    }
+    base.iter().copied().find(|b| like(b) == like(m))
+}
+
+/// The cases of an egress result, with the overhead of each one's headline figure against the
+/// baseline case's (the spec's `baselineCase`, else the first case) where they ran the same
+/// protocol, message size and streams.
 pub fn cases(spec: &BenchmarkResultSpec) -> Vec<Case<'_>> {
     let ms = sorted(spec);
-    let named = baseline_case(spec);
-    let base = named
-        .as_deref()
-        .and_then(|n| ms.iter().find(|m| m.name == n))
-        .or(ms.first())
-        .copied();
-    let base_rx = base.and_then(|m| metric(m, RECEIVER));
-    ms.into_iter()
-        .map(|m| {
-            let receiver = metric(m, RECEIVER);
-            let is_baseline = base.is_some_and(|b| std::ptr::eq(b, m));
-            let against = receiver.zip(base_rx).filter(|_| !is_baseline);
+    let base = baseline_members(&ms, baseline_case(spec).as_deref());
+    ms.iter()
+        .map(|&m| {
+            let protocol = egress::protocol(m);
+            let main = egress::main_figures(protocol)
+                .first()
+                .and_then(|name| metric(m, name));
+            let then = baseline_of(&base, m);
+            let is_baseline = then.is_some_and(|b| std::ptr::eq(b, m));
+            let against = main
+                .zip(then.and_then(|b| main.and_then(|f| metric(b, &f.name))))
+                .filter(|_| !is_baseline);
             let verdict = against.map(|(now, then)| {
                 let t = MetricTolerance {
-                    name: RECEIVER.into(),
+                    name: now.name.clone(),
                     tolerance_percent: 0.0,
                     better: None,
                 };
@@ -256,9 +275,13 @@ pub fn cases(spec: &BenchmarkResultSpec) -> Vec<Case<'_>> {
             });
             Case {
                 m,
+                protocol,
                 profile: m.parameters.get("offloadProfile").map(String::as_str),
-                receiver,
-                overhead: verdict.as_ref().map(|v| -v.delta_percent),
+                main,
+                overhead: verdict.as_ref().map(|v| match v.better {
+                    Better::Higher => -v.delta_percent,
+                    Better::Lower => v.delta_percent,
+                }),
                 is_baseline,
                 beyond_noise: verdict.map(|v| v.beyond_noise),
             }
@@ -266,11 +289,11 @@ pub fn cases(spec: &BenchmarkResultSpec) -> Vec<Case<'_>> {
         .collect()
 }
 
-/// The headline of a result: the last step's RPS, or the best case's receiver throughput,
-/// as (measurement name, mean, ci) in the unit of [`main_metric`].
-pub fn headline(spec: &BenchmarkResultSpec) -> Option<(String, f64, f64)> {
+/// The headline of a result: the last step's RPS, or the best case's [`main_metric`], as
+/// (measurement name, mean, ci, unit) in the unit of [`main_metric`].
+pub fn headline(spec: &BenchmarkResultSpec) -> Option<(String, f64, f64, &'static str)> {
     let kind = kind(spec)?;
-    let (name, scale, _, _) = main_metric(kind);
+    let (name, scale, unit, _) = main_metric(spec)?;
     let ms = sorted(spec);
     let pick = match kind {
         Kind::Ingress => ms
@@ -287,13 +310,13 @@ pub fn headline(spec: &BenchmarkResultSpec) -> Option<(String, f64, f64)> {
         pick.0.name.clone(),
         pick.1.mean * scale,
         pick.1.ci95 * scale,
+        unit,
     ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crds::history::Better;
     use crds::result::Measurement;
     use crds::stats::metric;
 
@@ -310,14 +333,8 @@ mod tests {
 
     fn m(index: u32, params: &[(&str, &str)], name: &str, values: &[f64]) -> Measurement {
         Measurement {
-            index,
-            name: format!("m{index}"),
-            parameters: params
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
             metrics: vec![metric(name, "", Better::Higher, values.to_vec())],
-            histogram: None,
+            ..crate::egress::tests::m(index, params)
         }
     }
 
@@ -388,5 +405,78 @@ mod tests {
         assert_eq!(c[0].beyond_noise, Some(true));
         assert_eq!(c[1].profile, Some("off"));
         assert_eq!(headline(&s).map(|h| h.0), Some("b".to_string()));
+    }
+
+    #[test]
+    fn a_swept_case_is_compared_with_the_baseline_of_the_same_size_and_protocol() {
+        let rr = |index: u32, case: &str, size: &str, tps: f64| {
+            let mut m = m(
+                index,
+                &[
+                    ("case", case),
+                    ("protocol", "tcp-rr"),
+                    ("messageSize", size),
+                ],
+                TPS,
+                &[tps * 0.99, tps, tps * 1.01],
+            );
+            m.name = format!("{case}/{size}");
+            m
+        };
+        let mut s = spec(vec![
+            rr(0, "pod", "64", 20000.0),
+            rr(1, "pod", "1024", 10000.0),
+            rr(2, "svc", "1024", 8000.0),
+            rr(3, "svc", "64", 15000.0),
+            rr(4, "svc", "4096", 5000.0),
+            m(5, &[("protocol", "tcp-crr")], TPS, &[100.0]),
+        ]);
+        s.benchmark_spec = r#"{"baselineCase": "pod"}"#.into();
+        assert_eq!(
+            kind(&s),
+            Some(Kind::Egress),
+            "transactions/s make it egress"
+        );
+        let c = cases(&s);
+        assert!(c[0].is_baseline && c[1].is_baseline);
+        assert!(
+            (c[2].overhead.unwrap() - 20.0).abs() < 1e-9,
+            "svc/1024 against pod/1024"
+        );
+        assert!(
+            (c[3].overhead.unwrap() - 25.0).abs() < 1e-9,
+            "svc/64 against pod/64"
+        );
+        assert_eq!(c[4].overhead, None, "no baseline of 4096 bytes");
+        assert_eq!(c[5].overhead, None, "tcp-crr is not compared with tcp-rr");
+        assert_eq!(main_metric(&s).map(|m| m.2), Some("transactions/s"));
+        assert_eq!(headline(&s).map(|h| h.0), Some("pod/64".to_string()));
+    }
+
+    #[test]
+    fn overhead_needs_a_known_protocol_and_a_headline_both_sides_have() {
+        let mut a = m(0, &[("protocol", "mystery")], P99, &[1.0]);
+        a.name = "a".into();
+        let mut b = m(1, &[("protocol", "mystery")], P99, &[1.5]);
+        b.name = "b".into();
+        // A protocol this CLI does not know has no headline: nothing to compare.
+        let s = spec(vec![a.clone(), b.clone()]);
+        assert!(cases(&s).iter().all(|c| c.overhead.is_none()));
+        a.parameters.insert("protocol".into(), "udp-stream".into());
+        b.parameters.insert("protocol".into(), "udp-stream".into());
+        a.metrics = vec![metric(LOSS, "%", Better::Lower, vec![1.0])];
+        b.metrics = vec![metric(RECEIVER, "bit/s", Better::Higher, vec![1e9])];
+        let mut s = spec(vec![a, b]);
+        s.benchmark_spec = r#"{"baselineCase": "a"}"#.into();
+        // b's headline (receiver) is not a's: no overhead either.
+        assert_eq!(cases(&s)[1].overhead, None);
+        s.measurements[1].metrics = vec![
+            metric(RECEIVER, "bit/s", Better::Higher, vec![1e9]),
+            metric(LOSS, "%", Better::Lower, vec![3.0]),
+        ];
+        s.measurements[0]
+            .metrics
+            .insert(0, metric(RECEIVER, "bit/s", Better::Higher, vec![2e9]));
+        assert!((cases(&s)[1].overhead.unwrap() - 50.0).abs() < 1e-9);
     }
 }

@@ -5,10 +5,13 @@
 
 pub mod app;
 pub mod compare;
+pub mod egress;
 pub mod figures;
 pub mod junit;
 pub mod kube_client;
+pub mod latency;
 pub mod report;
+pub mod shown;
 pub mod source;
 pub mod text;
 pub mod watch;

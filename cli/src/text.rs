@@ -76,9 +76,29 @@ pub fn num(v: f64, decimals: usize) -> String {
     }
 }
 
-/// "mean ± ci" ("mean" alone when the interval is unknown: one sample).
+/// Decimals that show the smallest positive value of some with three significant digits
+/// (0.046 -> 4, 0.13 -> 3), at least `at_least`, at most 4 (or `at_least`); values of 1 or
+/// more need none.
+pub fn decimals_for(values: impl Iterator<Item = f64>, at_least: usize) -> usize {
+    let min = values
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let needed = if min < 1.0 {
+        // min is in (0, 1): its log10 is finite and negative; at most 4 decimals anyway.
+        let digits = (-min.log10()).floor().min(4.0);
+        usize::try_from(digits as i64)
+            .unwrap_or(0)
+            .saturating_add(3)
+    } else {
+        0
+    };
+    needed.max(at_least).min(4.max(at_least))
+}
+
+/// "mean ± ci" ("mean" alone when the interval is unknown: one sample; "n/a" when the mean
+/// is not a number).
 pub fn interval(mean: f64, ci: f64, decimals: usize) -> String {
-    if ci > 0.0 && ci.is_finite() {
+    if mean.is_finite() && ci > 0.0 && ci.is_finite() {
         format!("{} ± {}", num(mean, decimals), num(ci, decimals))
     } else {
         num(mean, decimals)
@@ -101,6 +121,17 @@ pub fn signed_percent(pct: f64) -> String {
     } else {
         "n/a".into()
     }
+}
+
+/// Bytes in the largest binary unit that divides them exactly ("64 KiB", "1500 B").
+pub fn bytes(v: u64) -> String {
+    for (shift, unit) in [(30u32, "GiB"), (20, "MiB"), (10, "KiB")] {
+        let size = 1u64 << shift;
+        if v >= size && v.is_multiple_of(size) {
+            return format!("{} {unit}", v / size);
+        }
+    }
+    format!("{v} B")
 }
 
 /// A timestamp as RFC 3339 (UTC, seconds).
@@ -161,8 +192,19 @@ mod tests {
         assert_eq!(num(f64::NAN, 2), "n/a");
         assert_eq!(interval(3209.664, 12.0, 2), "3209.66 ± 12.00");
         assert_eq!(interval(5.0, 0.0, 1), "5.0");
+        assert_eq!(interval(f64::NAN, 2.0, 1), "n/a");
         assert_eq!(percent(0.8069, 0), "81%");
         assert_eq!(signed_percent(-31.04), "-31.0%");
+        assert_eq!(bytes(65536), "64 KiB");
+        assert_eq!(bytes(3 << 30), "3 GiB");
+        assert_eq!(bytes(1500), "1500 B");
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(decimals_for([0.046, 3.0].into_iter(), 2), 4);
+        assert_eq!(decimals_for([0.13, f64::NAN].into_iter(), 2), 3);
+        assert_eq!(decimals_for([0.0046].into_iter(), 2), 4);
+        assert_eq!(decimals_for([9.9, 0.0, -1.0].into_iter(), 2), 2);
+        assert_eq!(decimals_for([1e-300].into_iter(), 0), 4);
+        assert_eq!(decimals_for(std::iter::empty(), 1), 1);
         assert_eq!(human_seconds(250.0), "4 min 10 s");
         assert_eq!(human_seconds(f64::INFINITY), "n/a");
         assert!(human_seconds(1e300).starts_with(&format!("{} h", u64::MAX / 3600)));

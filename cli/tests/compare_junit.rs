@@ -92,6 +92,76 @@ fn text_and_json_say_the_same() {
     assert_eq!(json["regressed"], true);
 }
 
+/// Scales every sample of one figure of one measurement, recomputing its statistics.
+fn scale(r: &mut netbench_cli::source::Loaded, measurement: &str, figure: &str, factor: f64) {
+    let m = r
+        .spec
+        .measurements
+        .iter_mut()
+        .find(|m| m.name == measurement)
+        .unwrap();
+    let f = m.metrics.iter_mut().find(|f| f.name == figure).unwrap();
+    let values = f.values.iter().map(|v| v * factor).collect();
+    *f = crds::stats::metric(&f.name, &f.unit, f.better, values);
+}
+
+#[test]
+fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
+    let a = fixtures(&["egress-protocols.yaml"]).remove(0);
+    let mut b = a.clone();
+    scale(&mut b, "pod-rr", "transactionsPerSecond", 0.8);
+    scale(&mut b, "pod-rr", "p99Ms", 1.3);
+    scale(&mut b, "pod-udp-rr", "lossPercent", 10.0);
+    scale(&mut b, "pod-udp", "jitterMs", 0.5);
+    scale(&mut b, "rr-sizes/4096", "clientCpuUsPerTransaction", 1.5);
+    let c = compare::compare(&a, &b, 5.0).unwrap();
+    let tps = row(&c, "pod-rr", "transactionsPerSecond");
+    assert_eq!(tps.verdict, "regressed", "fewer transactions/s is worse");
+    assert!((tps.judged.delta_percent + 20.0).abs() < 1e-6);
+    assert_eq!(tps.unit, "tx/s");
+    assert_eq!(
+        row(&c, "pod-rr", "p99Ms").verdict,
+        "regressed",
+        "a higher p99 is worse"
+    );
+    assert_eq!(
+        row(&c, "pod-udp", "jitterMs").verdict,
+        "better",
+        "less jitter is better"
+    );
+    assert_eq!(
+        row(&c, "rr-sizes/4096", "clientCpuUsPerTransaction").verdict,
+        "regressed",
+        "a swept measurement is judged against the same size"
+    );
+    assert_eq!(
+        row(&c, "service-rr", "transactionsPerSecond").verdict,
+        "same"
+    );
+    assert_eq!(
+        row(&c, "udp-streams/8", "receiverBitsPerSecond").verdict,
+        "same"
+    );
+    // Loss: 0.01 % with an interval that holds 0, now 0.1 %: worse, beyond the tolerance.
+    let loss = row(&c, "pod-udp-rr", "lossPercent");
+    assert!(loss.judged.exceeds_tolerance, "{loss:?}");
+    assert!(c.regressed && c.notes.is_empty(), "{:?}", c.notes);
+    // Every figure of every measurement is judged: 16 measurements.
+    let figures: usize = b.spec.measurements.iter().map(|m| m.metrics.len()).sum();
+    assert_eq!(c.rows.len(), figures);
+    let text = compare::to_text(&c);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("pod-rr ") && l.contains("transactionsPerSecond"))
+        .unwrap();
+    assert!(
+        line.contains("(tx/s)") && line.contains("-20.0%") && line.contains("regressed"),
+        "{line}"
+    );
+    assert!(text.contains("lossPercent (%)"), "{text}");
+    assert!(text.contains("REGRESSED: 3 figure(s)"), "{text}");
+}
+
 fn netbench(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_netbench"))
         .args(args)

@@ -3,21 +3,8 @@
 
 mod common;
 
-use common::{elements, fixtures, texts, xml};
-use netbench_cli::report::{self, Rendered};
-
-fn chart<'a>(r: &'a Rendered, suffix: &str) -> &'a str {
-    r.charts
-        .iter()
-        .find(|c| c.file.ends_with(suffix))
-        .map(|c| c.svg.as_str())
-        .unwrap_or_else(|| {
-            panic!(
-                "no chart *{suffix} in {:?}",
-                r.charts.iter().map(|c| &c.file).collect::<Vec<_>>()
-            )
-        })
-}
+use common::{chart, elements, fixtures, texts, xml};
+use netbench_cli::report;
 
 #[test]
 fn an_ingress_sweep_reads_like_the_seed_report() {
@@ -50,10 +37,16 @@ fn an_ingress_sweep_reads_like_the_seed_report() {
         "Compared with result web-sweep-r3: regressed **False**.",
         "| step 3 | 931000 |",
         "![RPS against CPU with the linear-scaling line](1-ingress-scaling.svg)",
+        "![latency distribution: latency (ms) against percentile](1-latency-steps.svg)",
     ] {
         assert!(md.contains(part), "missing {part:?} in\n{md}");
     }
-    assert_eq!(r.charts.len(), 1, "one result: no history chart");
+    let files: Vec<&str> = r.charts.iter().map(|c| c.file.as_str()).collect();
+    assert_eq!(
+        files,
+        ["1-ingress-scaling.svg", "1-latency-steps.svg"],
+        "one result: no history chart"
+    );
 }
 
 #[test]
@@ -185,6 +178,7 @@ fn several_results_of_a_benchmark_add_a_history() {
         files,
         [
             "1-ingress-scaling.svg",
+            "1-latency-steps.svg",
             "1-history.svg",
             "2-egress-throughput.svg"
         ]

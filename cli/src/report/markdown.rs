@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::figures::{self, Case, Step, GBIT};
+use crate::figures::{self, Step};
 use crate::source::Loaded;
 use crate::text::{self, interval, md_text, num, percent};
 
@@ -41,7 +41,8 @@ impl Table {
     }
 }
 
-fn opt(s: Option<&str>) -> String {
+/// A text, or "-" when there is none.
+pub fn opt(s: Option<&str>) -> String {
     s.unwrap_or("-").to_string()
 }
 
@@ -162,82 +163,6 @@ pub fn steps(steps: &[Step<'_>]) -> String {
     t.render()
 }
 
-/// Latency over every request of each step, from the merged histograms (when the result has
-/// them): exact percentiles, not means of per-sample percentiles.
-pub fn merged_latency(steps: &[Step<'_>]) -> Option<String> {
-    let mut t = Table::new(&[
-        "step",
-        "requests",
-        "p50 (ms)",
-        "p90 (ms)",
-        "p99 (ms)",
-        "p99.9 (ms)",
-        "max (ms)",
-    ]);
-    let mut any = false;
-    for s in steps {
-        let Some(h) = &s.m.histogram else { continue };
-        any = true;
-        match figures::merged(h) {
-            Ok(l) => t.row(vec![
-                s.m.name.clone(),
-                l.requests.to_string(),
-                num(l.p50, 2),
-                num(l.p90, 2),
-                num(l.p99, 2),
-                num(l.p999, 2),
-                num(l.max, 2),
-            ]),
-            Err(e) => t.row(vec![s.m.name.clone(), format!("unreadable histogram: {e}")]),
-        }
-    }
-    any.then(|| {
-        format!(
-            "Latency over every request of all samples (merged HDR histograms):\n\n{}",
-            t.render()
-        )
-    })
-}
-
-/// The cases of an egress run: throughput per case and the overhead against the baseline case.
-pub fn cases(cases: &[Case<'_>]) -> String {
-    let mut t = Table::new(&[
-        "case",
-        "offload profile",
-        "client node",
-        "server node",
-        "receiver Gbit/s (mean ± 95% CI)",
-        "sender Gbit/s",
-        "retransmits",
-        "samples",
-        "overhead vs baseline",
-    ]);
-    for c in cases {
-        let overhead = if c.is_baseline {
-            "baseline".to_string()
-        } else {
-            match (c.overhead, c.beyond_noise) {
-                (Some(o), Some(false)) => format!("{}% (within noise)", num(o, 1)),
-                (Some(o), _) => format!("{}%", num(o, 1)),
-                (None, _) => "-".into(),
-            }
-        };
-        t.row(vec![
-            c.m.name.clone(),
-            c.profile.unwrap_or("as found").to_string(),
-            opt(c.param("clientNode")),
-            opt(c.param("serverNode")),
-            stat(c.receiver, 1.0 / GBIT, 2),
-            stat(figures::metric(c.m, figures::SENDER), 1.0 / GBIT, 2),
-            stat(figures::metric(c.m, figures::RETRANSMITS), 1.0, 0),
-            c.receiver
-                .map_or("-".into(), |f| f.values.len().to_string()),
-            overhead,
-        ]);
-    }
-    t.render()
-}
-
 /// The comparison with the baseline, when the result has one.
 pub fn verdict(r: &Loaded) -> Option<String> {
     let v = r.spec.verdict.as_ref()?;
@@ -284,7 +209,7 @@ pub fn yes_no(b: bool) -> String {
 }
 
 /// The runs of one benchmark, oldest first, with their headline figure.
-pub fn history(runs: &[&Loaded], unit: &str) -> String {
+pub fn history(runs: &[&Loaded]) -> String {
     let mut t = Table::new(&[
         "started",
         "result",
@@ -297,7 +222,7 @@ pub fn history(runs: &[&Loaded], unit: &str) -> String {
     for r in runs {
         let s = &r.spec;
         let headline = figures::headline(s)
-            .map(|(m, mean, ci)| format!("{m}: {} {unit}", interval(mean, ci, 2)))
+            .map(|(m, mean, ci, unit)| format!("{m}: {} {unit}", interval(mean, ci, 2)))
             .unwrap_or_else(|| "-".into());
         t.row(vec![
             text::time(r.when()),

@@ -1,7 +1,10 @@
 //! `netbench report`: report.md and SVG charts from BenchmarkResults, one section per
 //! benchmark (its newest result in full; with several results, its history too).
 
+pub mod cases;
 pub mod charts;
+pub mod egress;
+pub mod latency;
 pub mod markdown;
 
 use std::path::{Path, PathBuf};
@@ -89,7 +92,7 @@ fn section(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
     out.markdown.push('\n');
     match figures::kind(&latest.spec) {
         Some(Kind::Ingress) => ingress(number, latest, out)?,
-        Some(Kind::Egress) => egress(number, latest, out)?,
+        Some(Kind::Egress) => egress::section(number, latest, out)?,
         None => out
             .markdown
             .push_str("The result holds no figure this report knows.\n\n"),
@@ -119,10 +122,6 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
     if let Some(c) = figures::conclusion(&steps) {
         out.markdown.push_str(&format!("**{}**\n\n", md_text(&c)));
     }
-    if let Some(l) = markdown::merged_latency(&steps) {
-        out.markdown.push_str(&l);
-        out.markdown.push('\n');
-    }
     if steps.len() > 1 {
         let (x_desc, points) = scaling_points(&steps);
         let title = format!("{}: requests/s against size", r.spec.benchmark.name);
@@ -134,7 +133,13 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
             svg,
         );
     }
-    Ok(())
+    let reads = latency::read(steps.iter().map(|s| (s.m, s.m.name.clone())));
+    if let Some(t) = latency::table(&reads, "step", "requests") {
+        out.markdown.push_str(&t);
+        out.markdown.push('\n');
+    }
+    let title = format!("{}: latency per step", r.spec.benchmark.name);
+    latency::charts(out, number, "steps", &title, &reads)
 }
 
 /// The x of each step: CPUs when the sweep set them, else replicas, else the size factor.
@@ -171,50 +176,17 @@ fn scaling_points(steps: &[figures::Step<'_>]) -> (&'static str, Vec<charts::Poi
     (desc, points)
 }
 
-fn egress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
-    let cases = figures::cases(&r.spec);
-    out.markdown.push_str("### Throughput per case\n\n");
-    out.markdown.push_str(&markdown::cases(&cases));
-    out.markdown.push('\n');
-    let bars: Vec<charts::Bar> = cases
-        .iter()
-        .filter_map(|c| {
-            let rx = c.receiver?;
-            Some(charts::Bar {
-                label: c.m.name.clone(),
-                group: c.profile.map_or_else(
-                    || "offload as found".into(),
-                    |p| format!("offload profile {p}"),
-                ),
-                mean: rx.mean / figures::GBIT,
-                ci: rx.ci95 / figures::GBIT,
-            })
-        })
-        .collect();
-    if !bars.is_empty() {
-        let title = format!("{}: receiver throughput per case", r.spec.benchmark.name);
-        let svg = charts::bars(&title, "Gbit/s", &bars)?;
-        push_chart(
-            out,
-            format!("{number}-egress-throughput.svg"),
-            "Gbit/s per case, coloured by offload profile",
-            svg,
-        );
-    }
-    Ok(())
-}
-
 /// Most lines of a history chart (a result holds at most 64 measurements).
 const MAX_SERIES: usize = 16;
 
 fn history(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
-    let Some(kind) = runs.last().and_then(|r| figures::kind(&r.spec)) else {
+    let Some((metric, scale, unit, _)) = runs.last().and_then(|r| figures::main_metric(&r.spec))
+    else {
         return Ok(());
     };
-    let (metric, scale, unit, _) = figures::main_metric(kind);
     out.markdown
         .push_str(&format!("### History ({} results)\n\n", runs.len()));
-    out.markdown.push_str(&markdown::history(runs, unit));
+    out.markdown.push_str(&markdown::history(runs));
     out.markdown.push('\n');
     let mut series: Vec<charts::Series> = vec![];
     for (i, r) in runs.iter().enumerate() {

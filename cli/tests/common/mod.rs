@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use netbench_cli::report::Rendered;
 use netbench_cli::source::{file, Loaded};
 
 pub fn fixture_path(name: &str) -> PathBuf {
@@ -34,5 +35,45 @@ pub fn texts(doc: &roxmltree::Document<'_>) -> Vec<String> {
     elements(doc, "text")
         .iter()
         .map(|n| n.text().unwrap_or_default().trim().to_string())
+        .collect()
+}
+
+/// The chart whose file name ends with `suffix`.
+pub fn chart<'a>(r: &'a Rendered, suffix: &str) -> &'a str {
+    r.charts
+        .iter()
+        .find(|c| c.file.ends_with(suffix))
+        .map(|c| c.svg.as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "no chart *{suffix} in {:?}",
+                r.charts.iter().map(|c| &c.file).collect::<Vec<_>>()
+            )
+        })
+}
+
+/// The points of a polyline, in pixels.
+pub fn points(line: &roxmltree::Node<'_, '_>) -> Vec<(f64, f64)> {
+    line.attribute("points")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| {
+            let (x, y) = p.split_once(',')?;
+            Some((x.parse().ok()?, y.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The polylines of one colour with at least `min` points (a series, not a legend swatch).
+pub fn series<'a>(
+    doc: &'a roxmltree::Document<'a>,
+    stroke: &str,
+    min: usize,
+) -> Vec<Vec<(f64, f64)>> {
+    elements(doc, "polyline")
+        .iter()
+        .filter(|p| p.attribute("stroke") == Some(stroke))
+        .map(points)
+        .filter(|p| p.len() >= min)
         .collect()
 }
