@@ -7,6 +7,8 @@
 //! - [`report`]: the versioned JSON report envelope, the HTTP report (with its HDR latency
 //!   histogram, encoded and decoded with bounds), its exact merge and its validation.
 //! - [`tcp`]: the TCP report (iperf3-style streams, both ends' view), its merge and validation.
+//! - [`udp`]: the UDP stream report (loss, reordering, duplicates, jitter, paced rate), its merge
+//!   and validation.
 //! - [`offload`]: a device's offload feature state as the operator records it, the state line
 //!   that carries it and ethtool's legacy feature names.
 #![deny(rust_2018_idioms)]
@@ -15,6 +17,7 @@
 pub mod offload;
 pub mod report;
 pub mod tcp;
+pub mod udp;
 pub mod worker;
 
 pub use report::ErrorCounts;

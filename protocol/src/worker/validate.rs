@@ -1,10 +1,11 @@
 //! Validation of a worker's [`FinalReport`] (pure): the envelope's fields, then the engine report
 //! it carries, which must be of the expected kind, cover exactly one run and pass
-//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`]. The operator runs this when a
-//! report arrives and again before it merges stored reports.
+//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`] / [`crate::udp::validate_udp`].
+//! The operator runs this when a report arrives and again before it merges stored reports.
 
 use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
 use crate::tcp::{validate_tcp, TcpReport};
+use crate::udp::{validate_udp, UdpReport};
 
 use super::{FinalReport, PROTOCOL_VERSION};
 
@@ -16,6 +17,7 @@ const MAX_NAME: usize = 253;
 pub enum CheckedReport {
     Http(Box<HttpReport>),
     Tcp(Box<TcpReport>),
+    Udp(Box<UdpReport>),
 }
 
 /// Why a final report is refused.
@@ -29,7 +31,7 @@ pub enum ReportRefusal {
     Invalid(#[from] InvalidReport),
 }
 
-/// Validates `r`, whose engine report must be of `kind` (`"http"` or `"tcp"`).
+/// Validates `r`, whose engine report must be of `kind` (`"http"`, `"tcp"` or `"udp"`).
 pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, ReportRefusal> {
     if r.version != PROTOCOL_VERSION {
         return Err(invalid(
@@ -59,6 +61,14 @@ pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, Repo
             return Err(invalid("report.runs", "a worker reports exactly one run").into());
         }
         return Ok(CheckedReport::Tcp(Box::new(tcp)));
+    }
+    if kind == crate::udp::REPORT_KIND {
+        let udp: UdpReport = parse(&r.report, crate::udp::REPORT_VERSION)?;
+        validate_udp(&udp).map_err(in_report)?;
+        if udp.runs.len() != 1 {
+            return Err(invalid("report.runs", "a worker reports exactly one run").into());
+        }
+        return Ok(CheckedReport::Udp(Box::new(udp)));
     }
     let http = http_of(&r.report)?;
     validate_http(&http).map_err(in_report)?;
@@ -97,6 +107,15 @@ fn tcp_of(report: &serde_json::Value) -> Result<TcpReport, ReportRefusal> {
         .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
 }
 
+fn parse<T: serde::de::DeserializeOwned>(
+    report: &serde_json::Value,
+    version: u32,
+) -> Result<T, ReportRefusal> {
+    version_of(report, version)?;
+    serde_json::from_value(report.clone())
+        .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
+}
+
 fn http_of(report: &serde_json::Value) -> Result<HttpReport, ReportRefusal> {
     version_of(report, crate::report::REPORT_VERSION)?;
     match serde_json::from_value::<Report>(report.clone()) {
@@ -110,6 +129,7 @@ mod tests {
     use super::*;
     use crate::report::fixtures::http_report;
     use crate::tcp::validate::tests::tcp_report;
+    use crate::udp::report::tests::udp_report;
 
     fn final_report(report: serde_json::Value) -> FinalReport {
         FinalReport {
@@ -145,6 +165,38 @@ mod tests {
                 "expected a http report, got \"tcp\"".into()
             ))
         );
+    }
+
+    #[test]
+    fn udp_worker_reports_are_checked_in_full() {
+        let udp = final_report(serde_json::to_value(udp_report(0, 2, 7)).unwrap());
+        assert!(matches!(
+            validate_final(&udp, "udp"),
+            Ok(CheckedReport::Udp(r)) if r.lost == 15
+        ));
+        assert!(matches!(
+            validate_final(&udp, "tcp"),
+            Err(ReportRefusal::Malformed(m)) if m.contains("got \"udp\"")
+        ));
+        let field = |r: &FinalReport| match validate_final(r, "udp") {
+            Err(ReportRefusal::Invalid(e)) => e.field,
+            other => panic!("expected an invalid report, got {other:?}"),
+        };
+        let mut r = udp.clone();
+        r.report["streams"][1]["loss_percent"] = 101.0.into();
+        assert_eq!(field(&r), "report.streams[1].loss_percent");
+        let mut r = udp.clone();
+        r.report["streams"][0]["jitter_ms"] = (-1.0).into();
+        assert_eq!(field(&r), "report.streams[0].jitter_ms");
+        let merged = crate::udp::merge(&[udp_report(0, 1, 0), udp_report(0, 1, 0)]).unwrap();
+        let r = final_report(serde_json::to_value(merged).unwrap());
+        assert_eq!(field(&r), "report.runs");
+        let mut r = udp;
+        r.report["received"]["packets"] = "many".into();
+        assert!(matches!(
+            validate_final(&r, "udp"),
+            Err(ReportRefusal::Malformed(_))
+        ));
     }
 
     #[test]
