@@ -10,6 +10,7 @@ use loadgen::http::{HttpConfig, HttpOptions};
 use loadgen::report::http_summary;
 use loadgen::{offload, tcp};
 use protocol::report::Report;
+use protocol::Protocol;
 
 #[derive(Parser)]
 #[command(name = "netbench-loadgen", version, about = "netbench load generators")]
@@ -24,9 +25,12 @@ enum Command {
     Http(Box<HttpCommand>),
     /// Merge reports of workers that ran at the same time into one (exact).
     Merge(MergeCommand),
-    /// Serve TCP stream tests (iperf3-style), one after another.
+    /// Serve tests of every protocol (tcp-stream, tcp-rr, ...), one after another.
+    #[command(name = "server", visible_alias = "tcp-server")]
     TcpServer(tcp::cli::ServerArgs),
-    /// Run a TCP stream test against a tcp-server (iperf3-style flags).
+    /// Run a test against a server: --protocol tcp-stream (iperf3-style flags, the default),
+    /// tcp-rr, tcp-crr, udp-rr (netperf-style), udp-stream.
+    #[command(visible_alias = "client")]
     TcpClient(tcp::cli::ClientArgs),
     /// Read or change ethtool offload features of an interface.
     Offload(offload::cli::OffloadArgs),
@@ -138,6 +142,13 @@ fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
 /// Standalone, or under the operator: connect to the server named at the barrier, push
 /// progress, deliver the report, then print it (and fail if streams ended early).
 fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    match args.protocol {
+        Protocol::TcpStream => tcp_stream_client(args),
+        other => anyhow::bail!("--protocol {other} is not supported by this build"),
+    }
+}
+
+fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
     match loadgen::worker::WorkerEnv::from_env()? {
         Some(env) => {
             let client = loadgen::worker::WorkerClient::new(env);

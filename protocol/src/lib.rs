@@ -9,6 +9,8 @@
 //! - [`tcp`]: the TCP report (iperf3-style streams, both ends' view), its merge and validation.
 //! - [`udp`]: the UDP stream report (loss, reordering, duplicates, jitter, paced rate), its merge
 //!   and validation.
+//! - [`Protocol`]: which test a server runs for a client (`tcp-stream`, `tcp-rr`, `tcp-crr`,
+//!   `udp-rr`, `udp-stream`), shared by the control protocol, the reports and the CRD.
 //! - [`offload`]: a device's offload feature state as the operator records it, the state line
 //!   that carries it and ethtool's legacy feature names.
 #![deny(rust_2018_idioms)]
@@ -18,6 +20,8 @@ pub mod offload;
 pub mod report;
 pub mod tcp;
 pub mod udp;
+mod test_protocol;
 pub mod worker;
 
 pub use report::ErrorCounts;
+pub use test_protocol::{Protocol, UnknownProtocol};

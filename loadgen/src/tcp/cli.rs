@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::client::{self, TcpProgress};
 use ::protocol::tcp::{Direction, TcpReport};
+use ::protocol::Protocol;
 use anyhow::{bail, Context};
 
 use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_PORT};
@@ -38,9 +39,12 @@ impl From<DirectionArg> for Direction {
     }
 }
 
-/// Run a TCP stream test against a `netbench-loadgen tcp-server`.
+/// Run a test against a `netbench-loadgen server` (formerly `tcp-server`).
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
+    /// The test: tcp-stream (throughput, the default), tcp-rr, tcp-crr, udp-rr, udp-stream.
+    #[arg(long, value_name = "PROTOCOL", default_value_t = Protocol::TcpStream)]
+    pub protocol: Protocol,
     /// Server to connect to. Required standalone; in worker mode (NETBENCH_OPERATOR_URL set)
     /// the default is the first server registered at the barrier.
     #[arg(short = 'c', long = "client", value_name = "HOST")]
@@ -275,6 +279,19 @@ mod tests {
         assert!(parse_seconds("-1").is_err());
         assert!(Cli::try_parse_from(["x", "-c", "h", "-R", "--bidir"]).is_err());
         assert_eq!(parse_len("1M"), Ok(1 << 20));
+    }
+
+    #[test]
+    fn the_protocol_is_a_kebab_case_name_defaulting_to_tcp_stream() {
+        let cli = Cli::try_parse_from(["x", "-c", "h"]).unwrap();
+        assert_eq!(cli.client.protocol, Protocol::TcpStream);
+        let cli = Cli::try_parse_from(["x", "-c", "h", "--protocol", "udp-rr"]).unwrap();
+        assert_eq!(cli.client.protocol, Protocol::UdpRr);
+        let err = Cli::try_parse_from(["x", "--protocol", "tcp_rr"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("tcp-crr"), "{err}");
     }
 
     #[test]

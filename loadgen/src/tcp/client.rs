@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::protocol::tcp::{CpuReport, CpuUsage, Flow, RunSummary, StreamReport, TcpReport, Throughput};
+use ::protocol::Protocol;
 use serde::Serialize;
 
 use super::config::TcpClientConfig;
@@ -111,10 +112,13 @@ impl Connected {
 
         let cookie = new_cookie();
         let test = TestParams {
+            protocol: Protocol::TcpStream,
             streams: cfg.streams,
             duration_ms: cfg.duration.as_millis().min(u128::from(u64::MAX)) as u64,
             len: cfg.len,
             direction: cfg.direction,
+            rr: None,
+            probe: None,
         };
         write_message(&control, &Message::hello(&cookie, test))?;
         expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;

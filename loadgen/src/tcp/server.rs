@@ -1,5 +1,7 @@
-//! `tcp-server`: serves tests one after another on one port (control and data connections alike),
-//! answers "busy" to clients that arrive during a test, and survives clients that vanish mid-test.
+//! `server` (also `tcp-server`): serves tests one after another on one port (control and data
+//! connections alike), answers "busy" to clients that arrive during a test, and survives clients
+//! that vanish mid-test. The test request names its [`Protocol`]; [`TcpServer::run_test`]
+//! dispatches on it, and a protocol this build does not serve is refused before the test starts.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,6 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ::protocol::tcp::Flow;
+use ::protocol::Protocol;
 
 use super::config::{validate_test, TcpServerConfig};
 use super::cpu::CpuMeter;
@@ -173,16 +176,36 @@ impl TcpServer {
                 return Err(e);
             }
         };
-        if let Err(e) = validate_test(test.streams, test.len, test.duration()) {
+        if let Err(e) =
+            supported(&test).and_then(|()| validate_test(test.streams, test.len, test.duration()))
+        {
             refuse(conn, &e.to_string());
             return Err(e);
         }
-        tracing::info!(%peer, streams = test.streams, direction = ?test.direction,
+        tracing::info!(%peer, protocol = %test.protocol, streams = test.streams, direction = ?test.direction,
             seconds = test.duration().as_secs_f64(), len = test.len, "test starting");
         Ok(Some((cookie, test)))
     }
 
+    /// Runs the test of the protocol the client asked for (checked by [`supported`]).
     fn run_test(
+        &self,
+        control: TcpStream,
+        cookie: &str,
+        test: &TestParams,
+        shutdown: &AtomicBool,
+    ) -> Result<(), TcpError> {
+        match test.protocol {
+            Protocol::TcpStream => self.run_stream_test(control, cookie, test, shutdown),
+            other => {
+                let e = unsupported(other);
+                refuse(&control, &e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn run_stream_test(
         &self,
         control: TcpStream,
         cookie: &str,
@@ -245,6 +268,7 @@ impl TcpServer {
                 seconds: o.seconds,
                 tcp: o.tcp,
                 error: o.error,
+                transactions: 0,
             })
             .collect();
         write_message(
@@ -343,6 +367,20 @@ impl TcpServer {
 }
 
 const BUSY: &str = "the server is busy running another test; try again later";
+
+/// Whether this build serves the test's protocol.
+fn supported(test: &TestParams) -> Result<(), TcpError> {
+    match test.protocol {
+        Protocol::TcpStream => Ok(()),
+        other => Err(unsupported(other)),
+    }
+}
+
+fn unsupported(protocol: Protocol) -> TcpError {
+    TcpError::Config(format!(
+        "protocol {protocol} is not supported by this build of netbench-loadgen server"
+    ))
+}
 
 /// Accepts one connection if one arrives within `wait`.
 fn accept(
