@@ -142,8 +142,11 @@ fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
 /// Standalone, or under the operator: connect to the server named at the barrier, push
 /// progress, deliver the report, then print it (and fail if streams ended early).
 fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
-    match args.protocol {
+    let protocol = args.udp.protocol(args.protocol);
+    args.udp.check_for(protocol)?;
+    match protocol {
         Protocol::TcpStream => tcp_stream_client(args),
+        Protocol::UdpStream => udp_stream_client(args),
         other => anyhow::bail!("--protocol {other} is not supported by this build"),
     }
 }
@@ -159,6 +162,17 @@ fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
     }
 }
 
+fn udp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            let client = loadgen::worker::WorkerClient::new(env);
+            let report = loadgen::worker::udp::run_udp_client(args, &client)?;
+            loadgen::udp::cli::finish_client(args, &report)
+        }
+        None => loadgen::udp::cli::run_client(args),
+    }
+}
+
 fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
     let mut texts = Vec::with_capacity(cmd.files.len());
     for f in &cmd.files {
@@ -169,6 +183,9 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
     // TCP reports have their own type and merge; every other kind goes through `Report`.
     if report_kind(&texts[0].1).as_deref() == Some(protocol::tcp::REPORT_KIND) {
         return merge_tcp(&texts, cmd.output);
+    }
+    if report_kind(&texts[0].1).as_deref() == Some(protocol::udp::REPORT_KIND) {
+        return merge_udp(&texts, cmd.output);
     }
     let mut reports = Vec::with_capacity(texts.len());
     for (f, text) in &texts {
@@ -200,6 +217,21 @@ fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow:
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
         Output::Text => print!("{}", tcp::render_text(&merged)),
+    }
+    Ok(())
+}
+
+fn merge_udp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in texts {
+        let report: protocol::udp::UdpReport = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("'{}': not a udp report: {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = protocol::udp::merge(&reports)?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
+        Output::Text => print!("{}", loadgen::udp::render_text(&merged)),
     }
     Ok(())
 }

@@ -77,13 +77,14 @@ fn test_of(protocol: &str) -> serde_json::Value {
 }
 
 #[test]
-fn udp_stream_is_refused_as_not_supported_by_this_build() {
+fn a_protocol_this_build_does_not_serve_is_refused() {
     let server = Served::start();
-    let reply = hello(server.addr, PROTOCOL_VERSION, test_of("udp-stream"));
+    // udp-stream is served (tests/udp_loopback.rs); tcp-rr is not, on this branch.
+    let reply = hello(server.addr, PROTOCOL_VERSION, test_of("tcp-rr"));
     assert_eq!(reply["type"], "error", "{reply}");
     let msg = reply["message"].as_str().unwrap();
     assert!(
-        msg.contains("udp-stream") && msg.contains("not supported by this build"),
+        msg.contains("tcp-rr") && msg.contains("not supported by this build"),
         "{msg}"
     );
     // An unknown protocol name is refused too (it does not parse), and the server carries on.

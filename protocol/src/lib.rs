@@ -19,8 +19,8 @@
 pub mod offload;
 pub mod report;
 pub mod tcp;
-pub mod udp;
 mod test_protocol;
+pub mod udp;
 pub mod worker;
 
 pub use report::ErrorCounts;

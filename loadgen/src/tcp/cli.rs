@@ -10,7 +10,7 @@ use ::protocol::tcp::{Direction, TcpReport};
 use ::protocol::Protocol;
 use anyhow::{bail, Context};
 
-use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_PORT};
+use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -63,9 +63,10 @@ pub struct ClientArgs {
         default_value_t = 1
     )]
     pub parallel: u32,
-    /// Bytes per write/read: plain number or with K/M suffix (1024-based).
-    #[arg(short = 'l', long = "len", value_name = "LEN", default_value = "128K", value_parser = parse_len)]
-    pub len: usize,
+    /// Bytes per write/read: plain number or with K/M suffix (1024-based); default 128K. For
+    /// udp-stream the datagram size; default the largest that fits the path MTU, at most 1472.
+    #[arg(short = 'l', long = "len", value_name = "LEN", value_parser = parse_len)]
+    pub len: Option<usize>,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long, conflicts_with_all = ["bidir", "direction"])]
     pub reverse: bool,
@@ -86,6 +87,8 @@ pub struct ClientArgs {
     /// Same as --output json.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
+    #[command(flatten)]
+    pub udp: crate::udp::cli::UdpArgs,
 }
 
 /// Serve TCP stream tests, one after another, until killed.
@@ -124,7 +127,7 @@ impl ClientArgs {
             port,
             duration: self.time,
             streams: self.parallel,
-            len: self.len,
+            len: self.len.unwrap_or(DEFAULT_LEN),
             direction,
             bind_addr: self.bind,
             bind_device: self.bind_dev.clone(),

@@ -119,6 +119,7 @@ impl Connected {
             direction: cfg.direction,
             rr: None,
             probe: None,
+            udp: None,
         };
         write_message(&control, &Message::hello(&cookie, test))?;
         expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
@@ -227,7 +228,7 @@ fn read_results(
 }
 
 /// Reads the next control message and checks it is the expected step.
-fn expect(
+pub(crate) fn expect(
     control: &TcpStream,
     what: &str,
     is_expected: impl Fn(&Message) -> bool,
@@ -294,7 +295,7 @@ fn stream_reports(
 }
 
 /// Tells this test's data connections from strays of earlier tests; not a secret.
-fn new_cookie() -> String {
+pub(crate) fn new_cookie() -> String {
     let mut h = RandomState::new().build_hasher();
     h.write_u128(
         SystemTime::now()

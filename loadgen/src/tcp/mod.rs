@@ -10,15 +10,15 @@
 
 pub mod cli;
 pub mod client;
-mod config;
-mod cpu;
+pub(crate) mod config;
+pub(crate) mod cpu;
 mod error;
-mod net;
-mod protocol;
+pub(crate) mod net;
+pub(crate) mod protocol;
 pub mod server;
 mod stream;
-mod summary;
-mod sys;
+pub(crate) mod summary;
+pub(crate) mod sys;
 
 pub use self::protocol::PROTOCOL_VERSION;
 pub use config::{TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};

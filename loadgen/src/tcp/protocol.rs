@@ -40,6 +40,9 @@ pub(crate) struct TestParams {
     /// the number of flows), answered like a tcp-rr stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<RrParams>,
+    /// udp-stream: the paced rate of each sending stream (`len` is the datagram size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<crate::udp::UdpParams>,
 }
 
 /// The messages of a request/response exchange, as the server must answer them.
@@ -96,6 +99,12 @@ pub(crate) enum Message {
         streams: Vec<PeerStream>,
         cpu: CpuUsage,
     },
+    /// udp-stream: the server's view of every stream, its CPU use and CPU seconds.
+    UdpResults {
+        streams: Vec<crate::udp::StreamSide>,
+        cpu: CpuUsage,
+        cpu_seconds: f64,
+    },
 }
 
 impl Message {
@@ -132,6 +141,7 @@ impl Message {
             Message::Start => "start",
             Message::Done => "done",
             Message::Results { .. } => "results",
+            Message::UdpResults { .. } => "udp_results",
         }
     }
 }
@@ -208,6 +218,7 @@ mod tests {
             direction: Direction::Both,
             rr: None,
             probe: None,
+            udp: None,
         }
     }
 
@@ -380,6 +391,9 @@ mod props {
                     direction,
                     rr,
                     probe,
+                    udp: (protocol == Protocol::UdpStream).then_some(crate::udp::UdpParams {
+                        packets_per_second: (duration_ms % 2 == 0).then_some(len as f64 / 8.0),
+                    }),
                 },
             );
         let cpu = (float(), float(), float()).prop_map(|(u, s, t)| CpuUsage {

@@ -197,6 +197,15 @@ impl TcpServer {
     ) -> Result<(), TcpError> {
         match test.protocol {
             Protocol::TcpStream => self.run_stream_test(control, cookie, test, shutdown),
+            Protocol::UdpStream => {
+                let udp = crate::udp::server::UdpTest {
+                    listener: &self.listener,
+                    cfg: &self.cfg,
+                    cookie,
+                    test,
+                };
+                udp.run(control, shutdown)
+            }
             other => {
                 let e = unsupported(other);
                 refuse(&control, &e.to_string());
@@ -372,6 +381,7 @@ const BUSY: &str = "the server is busy running another test; try again later";
 fn supported(test: &TestParams) -> Result<(), TcpError> {
     match test.protocol {
         Protocol::TcpStream => Ok(()),
+        Protocol::UdpStream => crate::udp::server::supported(test),
         other => Err(unsupported(other)),
     }
 }
@@ -422,19 +432,19 @@ fn is_fd_exhaustion(e: &io::Error) -> bool {
 }
 
 /// Best effort: tell the peer why, then drop the connection.
-fn refuse(conn: &TcpStream, message: &str) {
+pub(crate) fn refuse(conn: &TcpStream, message: &str) {
     let _ = write_message(conn, &Message::error(message));
 }
 
 /// While a test runs, tells every new client that the server is busy (as iperf3 does) instead of
 /// leaving it hanging in the listen backlog.
-struct BusyResponder {
+pub(crate) struct BusyResponder {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
 }
 
 impl BusyResponder {
-    fn start(listener: &TcpListener) -> Result<Self, TcpError> {
+    pub(crate) fn start(listener: &TcpListener) -> Result<Self, TcpError> {
         let listener = listener
             .try_clone()
             .map_err(|e| TcpError::io("cloning the listener", e))?;
@@ -456,7 +466,7 @@ impl BusyResponder {
         Ok(BusyResponder { stop, handle })
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.handle.join();
     }

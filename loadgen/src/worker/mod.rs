@@ -4,5 +4,6 @@
 pub mod client;
 pub mod http;
 pub mod tcp;
+pub mod udp;
 
 pub use client::{Credential, WorkerClient, WorkerEnv, WorkerError};

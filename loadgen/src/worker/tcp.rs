@@ -30,7 +30,7 @@ pub enum TcpWorkerError {
 }
 
 /// How long a worker waits for the others at the barrier.
-const BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the server waits, after the barrier, for its client to start the test.
 pub const CLIENT_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The operator sets this from the pod's `status.podIP` (the node IP for a hostNetwork pod).

@@ -120,6 +120,10 @@ pub struct ProgressUpdate {
     /// HTTP: latency of the last second's responses; absent when none completed in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LiveLatency>,
+    /// UDP: datagrams lost over the last second, in percent, where the worker receives them
+    /// (sequence gaps; absent where it only sends, and from other workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_percent: Option<f64>,
 }
 
 /// Latency quantiles of one interval, in milliseconds.
