@@ -144,13 +144,22 @@ fn reverse_and_both_directions_with_progress() {
     // The default length: the largest datagram of a 1500-byte MTU (loopback's is larger).
     assert_eq!(report.runs[0].len, 1472);
 
+    // Both ways, with the receive buffer asked for (iperf3 -w): granted on both ends.
     let both = UdpClientConfig {
         direction: Direction::Both,
         streams: 2,
         pace: Pace::Bitrate(5e6),
+        rcvbuf: Some(300_000),
         ..server.client(0.5)
     };
     let report = client::run(&both, None).unwrap();
+    for s in &report.streams {
+        assert_eq!(
+            s.rcvbuf_bytes,
+            Some(600_000),
+            "the kernel doubles it: {s:?}"
+        );
+    }
     assert_sane(
         &report,
         &[
@@ -340,6 +349,9 @@ fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_o
     let mut no_params = udp_test(1000, serde_json::Value::Null);
     no_params.as_object_mut().unwrap().remove("udp");
     refused(no_params, "no udp parameters");
+    let mut tiny_buffer = udp_test(1000, serde_json::Value::Null);
+    tiny_buffer["udp"]["rcvbuf"] = 1.into();
+    refused(tiny_buffer, "receive buffer");
     // A frame announcing 16 MiB - 1 of body: refused by its length, nothing allocated for it.
     let mut conn = TcpStream::connect(server.addr).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))

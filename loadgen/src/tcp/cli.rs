@@ -217,7 +217,7 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("not a valid duration: {s:?}"))
 }
 
-fn parse_len(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_len(s: &str) -> Result<usize, String> {
     let (digits, factor) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1024),
         Some((i, 'm' | 'M')) => (&s[..i], 1024 * 1024),

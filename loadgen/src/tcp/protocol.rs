@@ -392,7 +392,10 @@ mod props {
                     rr,
                     probe,
                     udp: (protocol == Protocol::UdpStream).then_some(crate::udp::UdpParams {
-                        packets_per_second: (duration_ms % 2 == 0).then_some(len as f64 / 8.0),
+                        // A short exact decimal form, so JSON carries it unchanged.
+                        packets_per_second: (duration_ms % 2 == 0)
+                            .then_some((len % 1_000_000) as f64 / 8.0),
+                        rcvbuf: (streams % 2 == 0).then_some(len),
                     }),
                 },
             );

@@ -24,6 +24,11 @@ pub struct UdpArgs {
     /// udp-stream: target datagrams per second of EACH stream, instead of --bitrate.
     #[arg(long = "pps", value_name = "N", conflicts_with = "bitrate", value_parser = parse_pps)]
     pub pps: Option<f64>,
+    /// udp-stream: receive buffer of every receiving socket, both ends (as iperf3 -w: the
+    /// SO_RCVBUF argument, K/M suffix 1024-based; the kernel doubles it). Default 4M, forced
+    /// past net.core.rmem_max where allowed.
+    #[arg(short = 'w', long = "window", value_name = "BYTES", value_parser = parse_window)]
+    pub window: Option<usize>,
 }
 
 impl UdpArgs {
@@ -47,8 +52,13 @@ impl UdpArgs {
 
     /// Refuses the udp-only flags for another protocol.
     pub fn check_for(&self, protocol: Protocol) -> anyhow::Result<()> {
-        if protocol != Protocol::UdpStream && (self.bitrate.is_some() || self.pps.is_some()) {
-            bail!("--bitrate and --pps apply to --protocol udp-stream (-u) only, not {protocol}");
+        if protocol != Protocol::UdpStream
+            && (self.bitrate.is_some() || self.pps.is_some() || self.window.is_some())
+        {
+            bail!(
+                "--bitrate, --pps and --window apply to --protocol udp-stream (-u) only, not \
+                 {protocol}"
+            );
         }
         Ok(())
     }
@@ -64,6 +74,7 @@ pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> UdpClientConfig {
         len: args.len,
         pace: args.udp.pace(),
         direction: common.direction,
+        rcvbuf: args.udp.window,
         bind_addr: common.bind_addr,
         bind_device: common.bind_device,
         ..UdpClientConfig::new(host)
@@ -138,6 +149,10 @@ fn parse_bitrate(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("not a bitrate: {s:?} (use e.g. 100M, 1.5G or 0 for unlimited)"))
 }
 
+fn parse_window(s: &str) -> Result<usize, String> {
+    crate::tcp::cli::parse_len(s)
+}
+
 fn parse_pps(s: &str) -> Result<f64, String> {
     s.parse::<f64>()
         .ok()
@@ -196,6 +211,9 @@ mod tests {
         assert_eq!(args.udp.pace(), Pace::Unlimited);
         let args = parse(&["-c", "h", "-u"]).unwrap();
         assert_eq!(args.udp.pace(), Pace::Bitrate(DEFAULT_BITRATE));
+        assert_eq!(config_for(&args, "h", 1).rcvbuf, None);
+        let args = parse(&["-c", "h", "-u", "-w", "208K"]).unwrap();
+        assert_eq!(config_for(&args, "h", 1).rcvbuf, Some(208 * 1024));
     }
 
     #[test]

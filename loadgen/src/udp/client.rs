@@ -137,7 +137,7 @@ impl Opened {
         for flow in &flows {
             let sock = net::client_socket(server, &source)?;
             if *flow == Flow::ServerToClient {
-                net::grow_recv_buffer(&sock);
+                net::grow_recv_buffer(&sock, cfg.rcvbuf.unwrap_or(net::DEFAULT_RECV_BUFFER));
             }
             sockets.push(sock);
         }
@@ -148,8 +148,11 @@ impl Opened {
                 .unwrap_or(DEFAULT_LEN)
                 .max(MIN_LEN)
         });
-        let packets_per_second = cfg.pace.packets_per_second(len);
-        super::config::validate_udp(len, packets_per_second)?;
+        let params = UdpParams {
+            packets_per_second: cfg.pace.packets_per_second(len),
+            rcvbuf: cfg.rcvbuf,
+        };
+        super::config::validate_udp(&params, len)?;
 
         let control = connect(server, &source, cfg.connect_timeout)?;
         control
@@ -164,7 +167,7 @@ impl Opened {
             direction: cfg.direction,
             rr: None,
             probe: None,
-            udp: Some(UdpParams { packets_per_second }),
+            udp: Some(params),
         };
         write_message(&control, &Message::hello(&cookie, test))?;
         expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
@@ -179,7 +182,7 @@ impl Opened {
                 tag,
                 len,
                 duration: cfg.duration,
-                packets_per_second,
+                packets_per_second: params.packets_per_second,
             },
         })
     }

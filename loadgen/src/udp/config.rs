@@ -12,6 +12,9 @@ use crate::tcp::{TcpError, DEFAULT_PORT};
 pub const DEFAULT_LEN: usize = 1472;
 /// iperf3's UDP default: 1 Mbit/s per stream.
 pub const DEFAULT_BITRATE: f64 = 1e6;
+/// Smallest receive buffer a test may ask for (the kernel's own minimum is about this).
+pub(crate) const MIN_RECV_BUFFER: usize = 2048;
+pub(crate) use super::net::MAX_RECV_BUFFER;
 /// Most datagrams per second one stream may be asked for.
 pub(crate) const MAX_PACKETS_PER_SECOND: f64 = 1e9;
 
@@ -48,6 +51,9 @@ pub struct UdpClientConfig {
     pub len: Option<usize>,
     pub pace: Pace,
     pub direction: Direction,
+    /// Receive buffer of each receiving socket, both ends (iperf3 `-w`); None:
+    /// [`super::DEFAULT_RECV_BUFFER`], forced past `net.core.rmem_max` where allowed.
+    pub rcvbuf: Option<usize>,
     pub bind_addr: Option<IpAddr>,
     pub bind_device: Option<String>,
     pub connect_timeout: Duration,
@@ -63,6 +69,7 @@ impl UdpClientConfig {
             len: None,
             pace: Pace::Bitrate(DEFAULT_BITRATE),
             direction: Direction::Send,
+            rcvbuf: None,
             bind_addr: None,
             bind_device: None,
             connect_timeout: Duration::from_secs(10),
@@ -75,12 +82,26 @@ impl UdpClientConfig {
         }
         let len = self.len.unwrap_or(DEFAULT_LEN);
         crate::tcp::config::validate_test(self.streams, len, self.duration)?;
-        validate_udp(len, self.pace.packets_per_second(len))
+        validate_udp(
+            &UdpParams {
+                packets_per_second: self.pace.packets_per_second(len),
+                rcvbuf: self.rcvbuf,
+            },
+            len,
+        )
     }
 }
 
 /// The limits both ends enforce on a udp-stream test.
-pub(crate) fn validate_udp(len: usize, packets_per_second: Option<f64>) -> Result<(), TcpError> {
+pub(crate) fn validate_udp(params: &UdpParams, len: usize) -> Result<(), TcpError> {
+    if let Some(b) = params.rcvbuf {
+        if !(MIN_RECV_BUFFER..=MAX_RECV_BUFFER).contains(&b) {
+            return Err(TcpError::Config(format!(
+                "the receive buffer must be {MIN_RECV_BUFFER}..={MAX_RECV_BUFFER} bytes, got {b}"
+            )));
+        }
+    }
+    let packets_per_second = params.packets_per_second;
     if !(MIN_LEN..=MAX_LEN).contains(&len) {
         return Err(TcpError::Config(format!(
             "datagram length must be {MIN_LEN}..={MAX_LEN} bytes, got {len}"
@@ -102,7 +123,7 @@ pub(crate) fn validate_params(len: usize, params: Option<&UdpParams>) -> Result<
     let params = params.ok_or_else(|| {
         TcpError::Config("a udp-stream test request carries no udp parameters".into())
     })?;
-    validate_udp(len, params.packets_per_second)
+    validate_udp(params, len)
 }
 
 #[cfg(test)]
@@ -158,7 +179,8 @@ mod tests {
         assert!(validate_params(
             1000,
             Some(&UdpParams {
-                packets_per_second: Some(2e9)
+                packets_per_second: Some(2e9),
+                rcvbuf: None,
             })
         )
         .is_err());
@@ -166,8 +188,19 @@ mod tests {
             1000,
             Some(&UdpParams {
                 packets_per_second: None,
+                rcvbuf: Some(212_992),
             }),
         )
         .unwrap();
+        let e = validate_params(
+            1000,
+            Some(&UdpParams {
+                packets_per_second: None,
+                rcvbuf: Some(2 << 30),
+            }),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("receive buffer"), "{e}");
     }
 }

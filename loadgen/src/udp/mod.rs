@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use client::UdpProgress;
 pub use config::{Pace, UdpClientConfig, DEFAULT_BITRATE, DEFAULT_LEN};
+pub use net::DEFAULT_RECV_BUFFER;
 pub(crate) use stream::StreamSide;
 pub use summary::render_text;
 
@@ -36,4 +37,8 @@ pub use summary::render_text;
 pub struct UdpParams {
     /// Datagrams per second of each sending stream; None: as fast as possible.
     pub packets_per_second: Option<f64>,
+    /// Receive buffer to ask for on each receiving socket (SO_RCVBUF's argument); None:
+    /// [`DEFAULT_RECV_BUFFER`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<usize>,
 }

@@ -15,8 +15,11 @@ use super::sys;
 use crate::tcp::net::Source;
 use crate::tcp::TcpError;
 
-/// Receive buffer asked for on every receiving socket; what the kernel granted is reported.
-pub(crate) const RECV_BUFFER: usize = 4 << 20;
+/// Receive buffer asked for on every receiving socket unless the test names one; what the
+/// kernel granted is reported.
+pub const DEFAULT_RECV_BUFFER: usize = 4 << 20;
+/// Largest receive buffer a test may ask for.
+pub(crate) const MAX_RECV_BUFFER: usize = 1 << 30;
 
 /// A client stream's socket: bound to the source address/interface, connected to `server`.
 pub(crate) fn client_socket(server: SocketAddr, source: &Source) -> Result<UdpSocket, TcpError> {
@@ -67,11 +70,12 @@ pub(crate) fn server_socket(
     Ok(sock.into())
 }
 
-/// Gives a receiving socket a large buffer (forced past `rmem_max` where allowed), before any
-/// datagram can arrive for it. Best effort: [`recv_buffer`] reports what was granted.
-pub(crate) fn grow_recv_buffer(sock: &UdpSocket) {
-    if sys::force_recv_buffer(sock, RECV_BUFFER).is_err() {
-        let _ = SockRef::from(sock).set_recv_buffer_size(RECV_BUFFER);
+/// Asks for a receive buffer of `bytes` (as SO_RCVBUF takes it: the kernel doubles it),
+/// forced past `rmem_max` where allowed, before any datagram can arrive for the socket. Best
+/// effort: [`recv_buffer`] reports what was granted.
+pub(crate) fn grow_recv_buffer(sock: &UdpSocket, bytes: usize) {
+    if sys::force_recv_buffer(sock, bytes).is_err() {
+        let _ = SockRef::from(sock).set_recv_buffer_size(bytes);
     }
 }
 
@@ -132,8 +136,8 @@ mod tests {
             .unwrap();
         let n = a.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"back");
-        grow_recv_buffer(&stream_a);
-        assert!(recv_buffer(&stream_a).unwrap() > 0);
+        grow_recv_buffer(&stream_a, 100_000);
+        assert!(recv_buffer(&stream_a).unwrap() >= 100_000);
         assert!(fitting_len(&a, 1472).unwrap() <= 1472);
         assert_eq!(
             canonical("[::ffff:10.0.0.1]:5".parse().unwrap()),

@@ -181,7 +181,8 @@ impl UdpTest<'_> {
     ) -> Result<UdpSocket, TcpError> {
         let sock = net::server_socket(local, self.cfg.bind_device.as_deref(), Some(peer))?;
         if flow == Some(&Flow::ClientToServer) {
-            net::grow_recv_buffer(&sock);
+            let asked = self.test.udp.and_then(|u| u.rcvbuf);
+            net::grow_recv_buffer(&sock, asked.unwrap_or(net::DEFAULT_RECV_BUFFER));
         }
         Ok(sock)
     }
