@@ -345,7 +345,7 @@ fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_o
     refused(udp_test(65_508, serde_json::Value::Null), "32..=65507");
     refused(udp_test(8, serde_json::Value::Null), "got 8");
     refused(udp_test(1000, serde_json::json!(1e12)), "datagrams/s");
-    refused(udp_test(1000, serde_json::json!(-5.0)), "more than 0");
+    refused(udp_test(1000, serde_json::json!(-5.0)), "0.001..=");
     let mut no_params = udp_test(1000, serde_json::Value::Null);
     no_params.as_object_mut().unwrap().remove("udp");
     refused(no_params, "no udp parameters");

@@ -17,6 +17,8 @@ pub(crate) const MIN_RECV_BUFFER: usize = 2048;
 pub(crate) use super::net::MAX_RECV_BUFFER;
 /// Most datagrams per second one stream may be asked for.
 pub(crate) const MAX_PACKETS_PER_SECOND: f64 = 1e9;
+/// Fewest: one datagram in 1000 s (keeps the schedule's arithmetic finite).
+pub(crate) const MIN_PACKETS_PER_SECOND: f64 = 1e-3;
 
 /// How fast each sending stream sends.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,10 +110,10 @@ pub(crate) fn validate_udp(params: &UdpParams, len: usize) -> Result<(), TcpErro
         )));
     }
     if let Some(pps) = packets_per_second {
-        if !(pps.is_finite() && pps > 0.0 && pps <= MAX_PACKETS_PER_SECOND) {
+        if !(MIN_PACKETS_PER_SECOND..=MAX_PACKETS_PER_SECOND).contains(&pps) {
             return Err(TcpError::Config(format!(
-                "the rate must be more than 0 and at most {MAX_PACKETS_PER_SECOND} datagrams/s per \
-                 stream, got {pps} (use a bitrate of 0 to send as fast as possible)"
+                "the rate must be {MIN_PACKETS_PER_SECOND}..={MAX_PACKETS_PER_SECOND} datagrams/s \
+                 per stream, got {pps} (use a bitrate of 0 to send as fast as possible)"
             )));
         }
     }
@@ -166,7 +168,7 @@ mod tests {
                 pace: Pace::Bitrate(-1.0),
                 ..cfg.clone()
             },
-            "more than 0",
+            "0.001..=",
         );
         bad(
             UdpClientConfig {

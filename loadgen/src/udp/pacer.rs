@@ -62,7 +62,7 @@ impl Pacer {
     /// What is due at `now_ns`; skips what is too far behind.
     pub fn step(&mut self, now_ns: u64) -> Step {
         let next_at = self.at(self.next);
-        if next_at == u64::MAX {
+        if next_at == u64::MAX || self.next >= self.slots() {
             return Step::Done;
         }
         if next_at > now_ns {

@@ -15,7 +15,8 @@ use super::datagram::{Header, Kind};
 
 /// How far back (in sequence numbers) repeats are recognised.
 pub(crate) const WINDOW: u64 = 1 << 16;
-const WORDS: usize = (WINDOW / 64) as usize;
+const WINDOW_WORDS: u64 = WINDOW / 64;
+const WORDS: usize = WINDOW_WORDS as usize;
 
 /// What a datagram was to the tally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,8 +138,9 @@ impl Tally {
     }
 
     fn slot(seq: u64) -> (usize, u64) {
-        // WORDS is a power of two: the index is always in range.
-        ((seq / 64) as usize % WORDS, 1u64 << (seq % 64))
+        // Below WORDS, so always an index of the window.
+        let word = usize::try_from((seq / 64) % WINDOW_WORDS).unwrap_or(0);
+        (word, 1u64 << (seq % 64))
     }
 
     fn set(&mut self, seq: u64) {
