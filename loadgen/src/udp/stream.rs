@@ -1,7 +1,8 @@
 //! The data path: one thread per stream and one socket each (connected to the other end), one
 //! buffer allocated per stream. A sender stamps a sequence number and its clock into each
 //! datagram and sends it, paced by [`Pacer`] or as fast as the socket takes them; a receiver
-//! reads datagrams with a short timeout and hands each to its [`Tally`] with its arrival time.
+//! takes up to 32 queued datagrams per call (recvmmsg, with a short timeout) and hands each to
+//! its [`Tally`] with the kernel's arrival time (SO_TIMESTAMPNS) and the time it was read.
 //! The only shared state in the loops is a relaxed flag and relaxed counters for progress.
 //!
 //! A sender ends at the test's duration and then sends [`END_COPIES`] end markers; a receiver
@@ -21,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use super::datagram::{Header, Kind, HEADER_LEN};
 use super::net;
 use super::pacer::{Pacer, Step};
-use super::sys;
-use super::tally::{Seen, Tally};
+use super::sys::{self, RecvBatch};
+use super::tally::Tally;
 use crate::tcp::TcpError;
 
 /// End markers a sender sends (any one suffices).
@@ -33,6 +34,8 @@ pub(crate) const DRAIN: Duration = Duration::from_millis(250);
 pub(crate) const LINGER: Duration = Duration::from_secs(2);
 /// How often a waiting receiver looks at its deadline and the abort flag.
 const RECV_POLL: Duration = Duration::from_millis(20);
+/// Most datagrams taken from the socket per receive call (recvmmsg).
+const RECV_BATCH: usize = 32;
 /// A sender whose sends have all failed for this long gives up.
 const FAILING_FOR: Duration = Duration::from_secs(1);
 /// Send times past the test's duration by more than this are not of this test.
@@ -175,6 +178,13 @@ impl Drop for RunningStreams {
 
 fn nanos_since(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The kernel's arrival stamps' clock (CLOCK_REALTIME) now, in ns since the Unix epoch.
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 fn send(
@@ -339,26 +349,30 @@ fn receive(
     );
     let rcvbuf_bytes = net::recv_buffer(sock);
     let hard_end = start + plan.duration + LINGER;
+    // Without the kernel's arrival times, jitter falls back to the times datagrams are read.
+    let stamped = sys::enable_arrival_times(sock).is_ok();
+    let wall_start = wall_ns().saturating_sub(nanos_since(start));
     // One byte more than a datagram: a longer one reads as len + 1 bytes and is invalid.
-    let mut buf = vec![0u8; plan.len + 1];
+    let mut batch = RecvBatch::new(RECV_BATCH, plan.len + 1);
     let mut error = sock
         .set_read_timeout(Some(RECV_POLL))
         .err()
         .map(|e| format!("setting the receive timeout: {e}"));
     let mut drain_until: Option<Instant> = None;
     while error.is_none() && !abort.load(Ordering::Relaxed) {
-        match sock.recv(&mut buf) {
+        match batch.recv(sock) {
             Ok(n) => {
-                let arrival = nanos_since(start);
-                let seen = tally.on_datagram(buf.get(..n).unwrap_or_default(), arrival);
-                if seen == Seen::Counted {
-                    live.packets.store(tally.received, Ordering::Relaxed);
-                    live.expected.store(tally.expected(), Ordering::Relaxed);
-                    live.bytes.store(
-                        tally.received.saturating_mul(plan.len as u64),
-                        Ordering::Relaxed,
-                    );
+                let read = nanos_since(start);
+                for (datagram, at) in (0..n).filter_map(|i| batch.datagram(i)) {
+                    let at = at.filter(|_| stamped).map(|t| t.saturating_sub(wall_start));
+                    tally.on_datagram(datagram, read, at);
                 }
+                live.packets.store(tally.received, Ordering::Relaxed);
+                live.expected.store(tally.expected(), Ordering::Relaxed);
+                live.bytes.store(
+                    tally.received.saturating_mul(plan.len as u64),
+                    Ordering::Relaxed,
+                );
                 if tally.end_seen && drain_until.is_none() {
                     drain_until = Some(Instant::now() + DRAIN);
                 }

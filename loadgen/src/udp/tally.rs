@@ -8,8 +8,9 @@
 //!   or wrong-length datagrams, another test's or stream's, and send times past the test.
 //! - Jitter is RFC 3550's interarrival jitter over the datagrams received (in arrival order,
 //!   duplicates left out): D = (R_j - R_i) - (S_j - S_i), J += (|D| - J) / 16, with S the
-//!   sender's send time and R the arrival time. Only differences matter, so the two ends'
-//!   clocks need no common origin.
+//!   sender's send time and R the arrival time: the kernel's, where it stamps datagrams (so a
+//!   receiver that waits for the CPU does not add to it), else when the receiver read it. Only
+//!   differences matter, so the two ends' clocks need no common origin.
 
 use super::datagram::{Header, Kind};
 
@@ -48,7 +49,7 @@ pub(crate) struct Tally {
     pub duplicates: u64,
     pub invalid: u64,
     pub end_seen: bool,
-    /// Arrival time of the last datagram counted.
+    /// When the last datagram counted was read (receiver's clock since its start).
     pub last_arrival_ns: u64,
     jitter_ns: f64,
     last_transit_ns: Option<i128>,
@@ -74,16 +75,17 @@ impl Tally {
         }
     }
 
-    /// Accounts for one datagram that arrived at `arrival_ns` (receiver's clock).
-    pub fn on_datagram(&mut self, datagram: &[u8], arrival_ns: u64) -> Seen {
-        let seen = self.classify(datagram, arrival_ns);
+    /// Accounts for one datagram read at `read_ns` (receiver's clock since its start), which the
+    /// kernel stamped `stamped_ns` (any clock that does not jump; None: jitter uses `read_ns`).
+    pub fn on_datagram(&mut self, datagram: &[u8], read_ns: u64, stamped_ns: Option<u64>) -> Seen {
+        let seen = self.classify(datagram, read_ns, stamped_ns.unwrap_or(read_ns));
         if seen == Seen::Invalid {
             self.invalid = self.invalid.saturating_add(1);
         }
         seen
     }
 
-    fn classify(&mut self, datagram: &[u8], arrival_ns: u64) -> Seen {
+    fn classify(&mut self, datagram: &[u8], read_ns: u64, arrival_ns: u64) -> Seen {
         let Ok(h) = Header::read(datagram) else {
             return Seen::Invalid;
         };
@@ -117,7 +119,7 @@ impl Tally {
             self.out_of_order += 1;
         }
         self.received += 1;
-        self.last_arrival_ns = arrival_ns;
+        self.last_arrival_ns = read_ns;
         let transit = i128::from(arrival_ns) - i128::from(h.sent_ns);
         if let Some(last) = self.last_transit_ns {
             let d = (transit - last).unsigned_abs() as f64;
@@ -217,7 +219,7 @@ mod tests {
         let seen: Vec<Seen> = order
             .iter()
             .enumerate()
-            .map(|(i, &s)| t.on_datagram(&data(s, s * 1000), i as u64 * 1000))
+            .map(|(i, &s)| t.on_datagram(&data(s, s * 1000), i as u64 * 1000, None))
             .collect();
         assert_eq!(t.received, 8);
         assert_eq!(t.out_of_order, 2);
@@ -239,24 +241,41 @@ mod tests {
         // J3 = 0.3046875 + (6 - 0.3046875)/16 = 0.660644531 ms.
         let ms = 1_000_000u64;
         for (seq, (sent, arrived)) in [(0, 5), (20, 27), (40, 44), (60, 70)].iter().enumerate() {
-            t.on_datagram(&data(seq as u64, sent * ms), arrived * ms);
+            t.on_datagram(&data(seq as u64, sent * ms), arrived * ms, None);
         }
         let j = t.jitter_ms().unwrap();
         assert!((j - 0.660_644_531_25).abs() < 1e-12, "{j}");
         // A duplicate changes nothing; a reordered datagram takes part (arrival order).
         let before = t.jitter_ms();
-        t.on_datagram(&data(2, 40 * ms), 90 * ms);
+        t.on_datagram(&data(2, 40 * ms), 90 * ms, None);
         assert_eq!(t.jitter_ms(), before);
+    }
+
+    #[test]
+    fn jitter_uses_the_kernels_arrival_times_where_there_are_some() {
+        // Read together (a receiver that waited for the CPU), stamped 5, 27, 44, 70 ms by the
+        // kernel: the jitter of the stamps, as in the hand-computed case above.
+        let ms = 1_000_000u64;
+        let mut t = tally();
+        for (seq, (sent, stamped)) in [(0, 5), (20, 27), (40, 44), (60, 70)].iter().enumerate() {
+            t.on_datagram(&data(seq as u64, sent * ms), 80 * ms, Some(stamped * ms));
+        }
+        assert!((t.jitter_ms().unwrap() - 0.660_644_531_25).abs() < 1e-12);
+        assert_eq!(
+            t.last_arrival_ns,
+            80 * ms,
+            "the read time, for the receiver's seconds"
+        );
     }
 
     #[test]
     fn one_datagram_has_no_jitter_and_a_constant_delay_has_none() {
         let mut t = tally();
         assert_eq!(t.jitter_ms(), None);
-        t.on_datagram(&data(0, 100), 5_000_100);
+        t.on_datagram(&data(0, 100), 5_000_100, None);
         assert_eq!(t.jitter_ms(), None);
         for s in 1..100u64 {
-            t.on_datagram(&data(s, 100 + s * 777), 5_000_100 + s * 777);
+            t.on_datagram(&data(s, 100 + s * 777), 5_000_100 + s * 777, None);
         }
         assert_eq!(t.jitter_ms(), Some(0.0));
     }
@@ -264,7 +283,7 @@ mod tests {
     #[test]
     fn foreign_truncated_and_stale_datagrams_are_invalid_and_ignored() {
         let mut t = tally();
-        t.on_datagram(&data(0, 0), 0);
+        t.on_datagram(&data(0, 0), 0, None);
         let mut other_test = data(1, 0);
         other_test[8] ^= 1;
         let cases: Vec<Vec<u8>> = vec![
@@ -283,19 +302,28 @@ mod tests {
             },
         ];
         for c in &cases {
-            assert_eq!(t.on_datagram(c, 1), Seen::Invalid, "{c:?}");
+            assert_eq!(t.on_datagram(c, 1, None), Seen::Invalid, "{c:?}");
         }
         assert_eq!(t.invalid, cases.len() as u64);
         assert_eq!((t.received, t.expected()), (1, 1));
         // Far ahead is fine (a long loss); far behind cannot be told from a repeat.
-        assert_eq!(t.on_datagram(&data(WINDOW * 3, 0), 2), Seen::Counted);
-        assert_eq!(t.on_datagram(&data(WINDOW * 2, 0), 3), Seen::Invalid);
-        assert_eq!(t.on_datagram(&data(WINDOW * 2 + 1, 0), 3), Seen::Counted);
+        assert_eq!(t.on_datagram(&data(WINDOW * 3, 0), 2, None), Seen::Counted);
+        assert_eq!(t.on_datagram(&data(WINDOW * 2, 0), 3, None), Seen::Invalid);
+        assert_eq!(
+            t.on_datagram(&data(WINDOW * 2 + 1, 0), 3, None),
+            Seen::Counted
+        );
         assert_eq!(t.out_of_order, 1);
         // Set-up and end markers are recognised, not counted.
-        assert_eq!(t.on_datagram(&datagram(Kind::Open, 3, 0, 0), 4), Seen::Open);
+        assert_eq!(
+            t.on_datagram(&datagram(Kind::Open, 3, 0, 0), 4, None),
+            Seen::Open
+        );
         assert!(!t.end_seen);
-        assert_eq!(t.on_datagram(&datagram(Kind::End, 3, 9, 0), 5), Seen::End);
+        assert_eq!(
+            t.on_datagram(&datagram(Kind::End, 3, 9, 0), 5, None),
+            Seen::End
+        );
         assert!(t.end_seen);
         assert_eq!(t.received, 3);
     }
@@ -305,18 +333,18 @@ mod tests {
         let mut t = tally();
         // 0..200 with every 7th missing, then the missing ones late: all out of order, none lost.
         for s in (0..200u64).filter(|s| s % 7 != 0) {
-            t.on_datagram(&data(s, 0), 0);
+            t.on_datagram(&data(s, 0), 0, None);
         }
         for s in (0..200u64).filter(|s| s % 7 == 0) {
-            assert_eq!(t.on_datagram(&data(s, 0), 0), Seen::Counted, "{s}");
+            assert_eq!(t.on_datagram(&data(s, 0), 0, None), Seen::Counted, "{s}");
         }
         assert_eq!((t.received, t.out_of_order, t.duplicates), (200, 29, 0));
         // A jump across many words clears them: repeats of the old numbers are still caught
         // while in the window, the skipped numbers arrive as new.
-        t.on_datagram(&data(1000, 0), 0);
-        assert_eq!(t.on_datagram(&data(199, 0), 0), Seen::Duplicate);
+        t.on_datagram(&data(1000, 0), 0, None);
+        assert_eq!(t.on_datagram(&data(199, 0), 0, None), Seen::Duplicate);
         for s in 200..1000u64 {
-            assert_eq!(t.on_datagram(&data(s, 0), 0), Seen::Counted, "{s}");
+            assert_eq!(t.on_datagram(&data(s, 0), 0, None), Seen::Counted, "{s}");
         }
         assert_eq!(t.received, 1001);
     }
