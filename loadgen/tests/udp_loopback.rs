@@ -516,3 +516,77 @@ fn a_worker_pushes_progress_with_loss_and_delivers_a_valid_report() {
     }
     assert_eq!(report.runs[0].server, server.addr.to_string());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The command line.
+
+#[test]
+fn the_command_line_runs_tests_prints_iperf3_style_lines_and_merges_reports() {
+    let server = Served::start();
+    let port = server.addr.port().to_string();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+            .args(["client", "-u", "-c", "127.0.0.1", "-p", &port, "-t", "0.5"])
+            .args(extra)
+            .output()
+            .expect("running netbench-loadgen");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(&["-b", "2M", "-l", "500"]);
+    for needle in [
+        "Lost/Total Datagrams",
+        " sender",
+        " receiver",
+        "Offered 2.00 Mbit/s",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in\n{text}");
+    }
+    let dir = std::env::temp_dir().join(format!("nb-udp-merge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: Vec<_> = [["--pps", "200"], ["-b", "1M"]]
+        .iter()
+        .enumerate()
+        .map(|(i, rate)| {
+            let json = run(&[rate[0], rate[1], "-J"]);
+            let report: UdpReport = serde_json::from_str(&json).unwrap();
+            validate_udp(&report).unwrap();
+            let path = dir.join(format!("{i}.json"));
+            std::fs::write(&path, json).unwrap();
+            (path, report)
+        })
+        .collect();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+        .arg("merge")
+        .args(files.iter().map(|(p, _)| p))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged: UdpReport = serde_json::from_slice(&out.stdout).unwrap();
+    validate_udp(&merged).unwrap();
+    assert_eq!(merged.runs.len(), 2);
+    assert_eq!(
+        merged.sent.packets,
+        files[0].1.sent.packets + files[1].1.sent.packets
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The udp flags mean nothing to another protocol: refused, not ignored.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+        .args(["client", "-c", "127.0.0.1", "-p", &port, "-b", "1M"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("udp-stream (-u) only"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
