@@ -6,6 +6,8 @@
 //! - [`report`]: the human summary of an HTTP report ([`protocol::report`] has the report).
 //! - [`tcp`]: the TCP stream engine (iperf3-style client/server); its report is
 //!   [`protocol::tcp`].
+//! - [`rr`]: the request/response engines (tcp-rr, tcp-crr, udp-rr); their report is
+//!   [`protocol::rr`].
 //! - [`offload`]: ethtool offload features read and changed over netlink.
 //! - [`worker`]: the worker protocol client (register, barrier, progress, report).
 #![deny(rust_2018_idioms)]
@@ -15,5 +17,6 @@
 pub mod http;
 pub mod offload;
 pub mod report;
+pub mod rr;
 pub mod tcp;
 pub mod worker;

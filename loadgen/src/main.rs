@@ -144,11 +144,26 @@ fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
 fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
     match args.protocol {
         Protocol::TcpStream => tcp_stream_client(args),
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => rr_client(args),
         other => anyhow::bail!("--protocol {other} is not supported by this build"),
     }
 }
 
+/// tcp-rr, tcp-crr, udp-rr: standalone, or under the operator like the stream test.
+fn rr_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            args.check_applicable()?;
+            let client = loadgen::worker::WorkerClient::new(env);
+            let report = loadgen::worker::rr::run_rr_client(args, &client)?;
+            loadgen::rr::cli::finish_client(args, &report)
+        }
+        None => loadgen::rr::cli::run_client(args),
+    }
+}
+
 fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
     match loadgen::worker::WorkerEnv::from_env()? {
         Some(env) => {
             let client = loadgen::worker::WorkerClient::new(env);
@@ -166,9 +181,12 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot read '{}': {e}", f.display()))?;
         texts.push((f, text));
     }
-    // TCP reports have their own type and merge; every other kind goes through `Report`.
-    if report_kind(&texts[0].1).as_deref() == Some(protocol::tcp::REPORT_KIND) {
-        return merge_tcp(&texts, cmd.output);
+    // TCP and rr reports have their own types and merges; every other kind goes through
+    // `Report`.
+    match report_kind(&texts[0].1).as_deref() {
+        Some(protocol::tcp::REPORT_KIND) => return merge_tcp(&texts, cmd.output),
+        Some(protocol::rr::REPORT_KIND) => return merge_rr(&texts, cmd.output),
+        _ => {}
     }
     let mut reports = Vec::with_capacity(texts.len());
     for (f, text) in &texts {
@@ -200,6 +218,21 @@ fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow:
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
         Output::Text => print!("{}", tcp::render_text(&merged)),
+    }
+    Ok(())
+}
+
+fn merge_rr(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in texts {
+        let report: protocol::rr::RrReport = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("'{}': not an rr report: {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = protocol::rr::merge(&reports)?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
+        Output::Text => print!("{}", loadgen::rr::render_text(&merged)),
     }
     Ok(())
 }

@@ -3,54 +3,15 @@
 //! control protocol version are refused with a message that says so, before any test runs, and
 //! the server carries on. No root, no external programs: part of the fast tier.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use loadgen::tcp::server::TcpServer;
-use loadgen::tcp::{TcpClientConfig, TcpError, TcpServerConfig, PROTOCOL_VERSION};
+use loadgen::tcp::{TcpClientConfig, PROTOCOL_VERSION};
 
-/// A library server on 127.0.0.1, port chosen by the kernel, stopped on Drop.
-struct Served {
-    addr: SocketAddr,
-    shutdown: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<(), TcpError>>>,
-}
-
-impl Served {
-    fn start() -> Self {
-        let cfg = TcpServerConfig {
-            bind_addr: Some("127.0.0.1".parse().unwrap()),
-            port: 0,
-            ..TcpServerConfig::default()
-        };
-        let server = TcpServer::bind(&cfg).expect("binding the server");
-        let addr = server.local_addr().unwrap();
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let flag = shutdown.clone();
-        let handle = thread::spawn(move || server.serve(&flag));
-        Served {
-            addr,
-            shutdown,
-            handle: Some(handle),
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let result = h.join().expect("server thread panicked");
-            if !thread::panicking() {
-                result.expect("server ended with an error");
-            }
-        }
-    }
-}
+use support::LoopbackServer as Served;
 
 /// Sends one hello frame with `test` and returns the server's first answer.
 fn hello(addr: SocketAddr, version: u32, test: serde_json::Value) -> serde_json::Value {

@@ -22,11 +22,12 @@ use super::protocol::{
 use super::stream::{Role, RunningStreams};
 use super::sys::wait_readable;
 use super::TcpError;
+use crate::rr::probe::ProbeResponder;
 
 /// How often the idle server and the running test look at the shutdown flag.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Time a new connection gets to send its first frame.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a client gets to open all its data connections.
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -52,6 +53,14 @@ impl TcpServer {
             listener,
             cfg: cfg.clone(),
         })
+    }
+
+    pub(crate) fn listener(&self) -> &TcpListener {
+        &self.listener
+    }
+
+    pub(crate) fn config(&self) -> &TcpServerConfig {
+        &self.cfg
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, TcpError> {
@@ -197,6 +206,9 @@ impl TcpServer {
     ) -> Result<(), TcpError> {
         match test.protocol {
             Protocol::TcpStream => self.run_stream_test(control, cookie, test, shutdown),
+            Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
+                crate::rr::serve::run_test(self, control, cookie, test, shutdown)
+            }
             other => {
                 let e = unsupported(other);
                 refuse(&control, &e.to_string());
@@ -219,12 +231,18 @@ impl TcpServer {
             },
         )?;
         let flows = test.direction.flows(test.streams);
-        let conns = match self.accept_streams(cookie, flows.len()) {
+        let with_probe = usize::from(test.probe.is_some());
+        let mut conns = match self.accept_streams(cookie, flows.len() + with_probe) {
             Ok(conns) => conns,
             Err(e) => {
                 refuse(&control, &e.to_string());
                 return Err(e);
             }
+        };
+        // The latency probe's connection comes last (stream id = the number of flows).
+        let probe = match (test.probe.is_some(), conns.len() > flows.len()) {
+            (true, true) => conns.pop().map(ProbeResponder::start).transpose()?,
+            _ => None,
         };
         let roles = flows.iter().map(|f| match f {
             Flow::ClientToServer => Role::Receiver,
@@ -255,6 +273,9 @@ impl TcpServer {
             shutdown,
         );
         let outcomes = streams.join();
+        if let Some(p) = probe {
+            p.finish(self.cfg.idle_timeout);
+        }
         let cpu = meter.stop();
         busy.stop();
         outcome?;
@@ -326,7 +347,11 @@ impl TcpServer {
     }
 
     /// Accepts the test's `n` data connections, identified by cookie and stream id.
-    fn accept_streams(&self, cookie: &str, n: usize) -> Result<Vec<TcpStream>, TcpError> {
+    pub(crate) fn accept_streams(
+        &self,
+        cookie: &str,
+        n: usize,
+    ) -> Result<Vec<TcpStream>, TcpError> {
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         let mut slots: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
         let mut missing = n;
@@ -366,12 +391,13 @@ impl TcpServer {
     }
 }
 
-const BUSY: &str = "the server is busy running another test; try again later";
+pub(crate) const BUSY: &str = "the server is busy running another test; try again later";
 
-/// Whether this build serves the test's protocol.
+/// Whether this build serves the test's protocol (and the test carries what it needs).
 fn supported(test: &TestParams) -> Result<(), TcpError> {
     match test.protocol {
         Protocol::TcpStream => Ok(()),
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => crate::rr::serve::check(test),
         other => Err(unsupported(other)),
     }
 }
@@ -383,7 +409,7 @@ fn unsupported(protocol: Protocol) -> TcpError {
 }
 
 /// Accepts one connection if one arrives within `wait`.
-fn accept(
+pub(crate) fn accept(
     listener: &TcpListener,
     wait: Duration,
 ) -> Result<Option<(TcpStream, SocketAddr)>, TcpError> {
@@ -422,19 +448,19 @@ fn is_fd_exhaustion(e: &io::Error) -> bool {
 }
 
 /// Best effort: tell the peer why, then drop the connection.
-fn refuse(conn: &TcpStream, message: &str) {
+pub(crate) fn refuse(conn: &TcpStream, message: &str) {
     let _ = write_message(conn, &Message::error(message));
 }
 
 /// While a test runs, tells every new client that the server is busy (as iperf3 does) instead of
 /// leaving it hanging in the listen backlog.
-struct BusyResponder {
+pub(crate) struct BusyResponder {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
 }
 
 impl BusyResponder {
-    fn start(listener: &TcpListener) -> Result<Self, TcpError> {
+    pub(crate) fn start(listener: &TcpListener) -> Result<Self, TcpError> {
         let listener = listener
             .try_clone()
             .map_err(|e| TcpError::io("cloning the listener", e))?;
@@ -456,7 +482,7 @@ impl BusyResponder {
         Ok(BusyResponder { stop, handle })
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.handle.join();
     }

@@ -156,10 +156,14 @@ pub(crate) fn check_counts(
     Ok(())
 }
 
-/// Closed loop, an answer counts only within the timeout (later ones are late or failed);
-/// open loop counts from the intended send time, which may be earlier.
+/// udp-rr in closed loop: an answer counts only within the timeout after its send (later ones
+/// are late). Open loop counts from the intended send time, which may be earlier; TCP's
+/// timeout bounds each read, not a whole transaction.
 fn check_timeout_bound(r: &RrReport) -> Result<(), InvalidReport> {
-    if r.setup.rate_per_stream.is_some() || r.counts.transactions == 0 {
+    if r.setup.mode != Protocol::UdpRr
+        || r.setup.rate_per_stream.is_some()
+        || r.counts.transactions == 0
+    {
         return Ok(());
     }
     let limit = r.setup.timeout_ms.saturating_mul(1000);
