@@ -39,10 +39,12 @@ impl Pacer {
         self.schedule.is_some()
     }
 
-    /// Takes the next transaction if it is due at `now`.
+    /// Takes the next transaction if it is due at `now`. In closed loop it is due at once and
+    /// its latency counts from this call (a fresh clock reading, not `now`, which the caller
+    /// may have taken a while ago).
     pub fn poll(&mut self, now: Instant) -> Due {
         match &mut self.schedule {
-            None => Due::Now(now),
+            None => Due::Now(Instant::now().max(now)),
             Some((next, interval)) => {
                 let due = *next;
                 if due > now {
@@ -62,8 +64,12 @@ mod tests {
     #[test]
     fn closed_loop_is_always_due_now() {
         let mut p = Pacer::closed();
-        let now = Instant::now();
-        assert_eq!(p.poll(now), Due::Now(now));
+        let then = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        let Due::Now(at) = p.poll(then) else {
+            panic!("always due");
+        };
+        assert!(at >= then + Duration::from_millis(2), "counts from the call, not from then");
         assert!(!p.is_open());
     }
 

@@ -196,8 +196,13 @@ pub fn run_client(sock: &UdpSocket, mut plan: UdpPlan, mut rec: Recorder) -> Str
                 Due::Now(intended) => {
                     put_seq(&mut request, track.next_seq);
                     rec.attempted(1);
+                    // The timeout counts from the send; closed-loop latency too (so an answer
+                    // in time never reads as slower than the timeout), open-loop latency from
+                    // the intended instant.
+                    let sent = Instant::now();
+                    let from = if open_loop { intended } else { sent };
                     match sock.send(&request) {
-                        Ok(_) => track.sent(intended, Instant::now()),
+                        Ok(_) => track.sent(from, sent),
                         Err(e) => {
                             rec.failed(1, Failure::of(&e), || format!("sending: {}", describe(&e)));
                             thread::sleep(SEND_FAILURE_PAUSE);
