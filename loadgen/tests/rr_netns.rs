@@ -26,7 +26,16 @@ fn server(topo: &Topology) -> Server {
 
 /// Runs `client --protocol ...` in namespace A against `host`; the report must validate.
 fn rr(topo: &Topology, host: &str, protocol: Protocol, extra: &[&str]) -> RrReport {
-    let mut args = vec!["client", "-c", host, "-p", PORT, "--protocol", protocol.as_str(), "--json"];
+    let mut args = vec![
+        "client",
+        "-c",
+        host,
+        "-p",
+        PORT,
+        "--protocol",
+        protocol.as_str(),
+        "--json",
+    ];
     args.extend_from_slice(extra);
     let (ok, stdout, stderr) = loadgen(&topo.ns_a, &args);
     assert!(ok, "{args:?} failed: {stderr}\n{stdout}");
@@ -111,7 +120,16 @@ fn udp_rr_reports_one_percent_loss_within_a_third_of_a_point_without_stalling() 
         &topo,
         VETH_IP_B,
         Protocol::UdpRr,
-        &["-t", "8", "--streams", "4", "--burst", "15", "--timeout", "50ms"],
+        &[
+            "-t",
+            "8",
+            "--streams",
+            "4",
+            "--burst",
+            "15",
+            "--timeout",
+            "50ms",
+        ],
     );
     let c = &r.counts;
     let loss = r.loss_percent.expect("udp-rr reports its loss");
@@ -161,17 +179,40 @@ fn tcp_crr_says_when_it_runs_out_of_local_ports() {
         "net.ipv4.ip_local_port_range=40000 40003",
     ]));
     let _m = measuring();
-    let r = rr(&topo, VETH_IP_B, Protocol::TcpCrr, &["-t", "1", "--streams", "8"]);
+    let r = rr(
+        &topo,
+        VETH_IP_B,
+        Protocol::TcpCrr,
+        &["-t", "1", "--streams", "8"],
+    );
     let c = &r.counts;
     assert!(r.port_exhausted, "{c:?}");
     assert!(c.errors.address_not_available > 0, "{c:?}");
-    assert!(c.transactions > 0, "the free ports still carry transactions: {c:?}");
+    assert!(
+        c.transactions > 0,
+        "the free ports still carry transactions: {c:?}"
+    );
     assert!(r.warnings()[0].contains("ephemeral ports exhausted"));
     // The text report says it in words.
     let (ok, text, _) = loadgen(
         &topo.ns_a,
-        &["client", "-c", VETH_IP_B, "-p", PORT, "--protocol", "tcp-crr", "-t", "0.5", "--streams", "8"],
+        &[
+            "client",
+            "-c",
+            VETH_IP_B,
+            "-p",
+            PORT,
+            "--protocol",
+            "tcp-crr",
+            "-t",
+            "0.5",
+            "--streams",
+            "8",
+        ],
     );
     assert!(ok, "{text}");
-    assert!(text.contains("WARNING: ephemeral ports exhausted"), "{text}");
+    assert!(
+        text.contains("WARNING: ephemeral ports exhausted"),
+        "{text}"
+    );
 }

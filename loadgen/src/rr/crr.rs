@@ -30,6 +30,9 @@ use crate::tcp::net::Source;
 
 /// Pause after a connect that found no local port, so a stream does not spin.
 const NO_PORT_PAUSE: Duration = Duration::from_millis(1);
+/// Requests up to this size go out in one segment, which Nagle's algorithm never holds back
+/// (nothing is unacknowledged yet): no TCP_NODELAY call needed for them.
+const ONE_SEGMENT: u32 = 1024;
 
 /// One stream's part of a tcp-crr test.
 #[derive(Debug, Clone)]
@@ -79,11 +82,9 @@ pub fn run_client(mut plan: CrrPlan, mut rec: Recorder) -> StreamOutcome {
 /// One connect-request-response-close; the instant the response was complete.
 fn transaction(plan: &CrrPlan, fill: &[u8], buf: &mut [u8]) -> Result<Instant, (Failure, String)> {
     let fail = |what: &str, e: io::Error| (Failure::of(&e), format!("{what}: {}", describe(&e)));
-    let sock =
-        connect_once(plan.server, &plan.source, plan.timeout).map_err(|e| fail("connecting", e))?;
-    sock.set_read_timeout(Some(plan.timeout))
-        .and_then(|()| sock.set_write_timeout(Some(plan.timeout)))
-        .map_err(|e| (Failure::Other, format!("configuring: {e}")))?;
+    let nodelay = plan.request_size > ONE_SEGMENT;
+    let sock = connect_once(plan.server, &plan.source, plan.timeout, nodelay)
+        .map_err(|e| fail("connecting", e))?;
     write_filler(&sock, fill, u64::from(plan.request_size)).map_err(|e| fail("sending", e))?;
     let mut left = u64::from(plan.response_size);
     while left > 0 {
@@ -108,24 +109,33 @@ fn transaction(plan: &CrrPlan, fill: &[u8], buf: &mut [u8]) -> Result<Instant, (
     Ok(done)
 }
 
-/// Server side: one of the threads that accept the test's connections. Each connection
-/// gets its response and is closed at once (the server closes first). A connection whose
-/// first byte is 0 is a control frame: another client asking for a test, told the server is
-/// busy. Returns the responses written.
+/// Server side: one of the threads that accept the test's connections, in blocking `accept`
+/// calls that return at least every `POLL` (the listener's SO_RCVTIMEO, see
+/// [`Listening::for_crr`]). Each connection gets its response and is closed at once (the server
+/// closes first). A connection whose first byte is 0 is a control frame: another client asking
+/// for a test, told the server is busy. Returns the responses written.
 pub fn serve_connections(
     listener: &TcpListener,
     request_size: u32,
     response_size: u32,
     stop: &AtomicBool,
-    accept: impl Fn(&TcpListener) -> Option<TcpStream>,
     busy: impl Fn(&TcpStream),
 ) -> u64 {
     let fill = filler(RESPONSE_FILL, u64::from(response_size));
     let mut buf = vec![0u8; FILL_CHUNK];
     let mut answered = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let Some(conn) = accept(listener) else {
-            continue;
+        let conn = match listener.accept() {
+            Ok((conn, _)) => conn,
+            Err(e)
+                if e.raw_os_error() == Some(libc::EMFILE)
+                    || e.raw_os_error() == Some(libc::ENFILE) =>
+            {
+                // The connection stays queued: do not spin on it.
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(_) => continue,
         };
         match answer(&conn, request_size, response_size, &fill, &mut buf) {
             Answer::Done => answered = answered.saturating_add(1),
@@ -142,6 +152,31 @@ enum Answer {
     Failed(String),
 }
 
+/// How long a tcp-crr connection may take to send its request or take its answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A listener set up for tcp-crr: blocking, its `accept` bounded by SO_RCVTIMEO (one system
+/// call per connection, no poll); put back as it was (non-blocking, no timeout) on drop.
+pub struct Listening<'a>(&'a TcpListener);
+
+impl<'a> Listening<'a> {
+    pub fn for_crr(listener: &'a TcpListener, poll: Duration) -> io::Result<Self> {
+        listener.set_nonblocking(false)?;
+        if let Err(e) = socket2::SockRef::from(listener).set_read_timeout(Some(poll)) {
+            let _ = listener.set_nonblocking(true);
+            return Err(e);
+        }
+        Ok(Listening(listener))
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        let _ = socket2::SockRef::from(self.0).set_read_timeout(None);
+        let _ = self.0.set_nonblocking(true);
+    }
+}
+
 fn answer(
     conn: &TcpStream,
     request_size: u32,
@@ -149,10 +184,18 @@ fn answer(
     fill: &[u8],
     buf: &mut [u8],
 ) -> Answer {
+    // A response of one segment is the first data the server sends: Nagle never holds it, so
+    // TCP_NODELAY (a system call per connection) only for longer ones.
     let setup = conn
-        .set_nodelay(true)
-        .and_then(|()| conn.set_read_timeout(Some(Duration::from_secs(5))))
-        .and_then(|()| conn.set_write_timeout(Some(Duration::from_secs(5))));
+        .set_read_timeout(Some(ANSWER_TIMEOUT))
+        .and_then(|()| conn.set_write_timeout(Some(ANSWER_TIMEOUT)))
+        .and_then(|()| {
+            if response_size > ONE_SEGMENT {
+                conn.set_nodelay(true)
+            } else {
+                Ok(())
+            }
+        });
     if let Err(e) = setup {
         return Answer::Failed(e.to_string());
     }

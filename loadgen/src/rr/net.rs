@@ -10,13 +10,31 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::tcp::net::Source;
 use crate::tcp::sys;
 
-/// Opens one TCP connection to `addr` from `source` with TCP_NODELAY, or the OS error of the
-/// step that failed (bind, connect, timeout).
-pub fn connect_once(addr: SocketAddr, source: &Source, timeout: Duration) -> io::Result<TcpStream> {
+/// Opens one TCP connection to `addr` from `source`, or the OS error of the step that failed
+/// (bind, connect; a connect slower than `timeout` is `TimedOut`). Reads and writes of the
+/// connection time out after `timeout` too. A blocking connect bounded by SO_SNDTIMEO: fewer
+/// system calls per connection than a non-blocking connect and poll.
+pub fn connect_once(
+    addr: SocketAddr,
+    source: &Source,
+    timeout: Duration,
+    nodelay: bool,
+) -> io::Result<TcpStream> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_write_timeout(Some(timeout))?;
     bind_source(&sock, source, true)?;
-    sock.connect_timeout(&addr.into(), timeout)?;
-    sock.set_tcp_nodelay(true)?;
+    sock.connect(&addr.into()).map_err(|e| {
+        // A blocking connect that hits SO_SNDTIMEO says EINPROGRESS.
+        if e.raw_os_error() == Some(libc::EINPROGRESS) {
+            io::Error::from(io::ErrorKind::TimedOut)
+        } else {
+            e
+        }
+    })?;
+    sock.set_read_timeout(Some(timeout))?;
+    if nodelay {
+        sock.set_tcp_nodelay(true)?;
+    }
     Ok(sock.into())
 }
 

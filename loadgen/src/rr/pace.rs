@@ -69,7 +69,10 @@ mod tests {
         let Due::Now(at) = p.poll(then) else {
             panic!("always due");
         };
-        assert!(at >= then + Duration::from_millis(2), "counts from the call, not from then");
+        assert!(
+            at >= then + Duration::from_millis(2),
+            "counts from the call, not from then"
+        );
         assert!(!p.is_open());
     }
 

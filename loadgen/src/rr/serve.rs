@@ -28,9 +28,7 @@ use crate::tcp::cpu::CpuMeter;
 use crate::tcp::protocol::{
     read_message, write_message, Message, PeerStream, RrParams, TestParams, PROTOCOL_VERSION,
 };
-use crate::tcp::server::{
-    accept, refuse, BusyResponder, TcpServer, BUSY, HELLO_TIMEOUT, POLL_INTERVAL,
-};
+use crate::tcp::server::{refuse, BusyResponder, TcpServer, BUSY, HELLO_TIMEOUT, POLL_INTERVAL};
 use crate::tcp::sys::wait_readable;
 use crate::tcp::TcpError;
 
@@ -69,6 +67,9 @@ pub(crate) fn run_test(
     let responders = usize::try_from(test.streams)
         .unwrap_or(1)
         .clamp(1, MAX_RESPONDERS);
+    // tcp-crr: the listener in blocking mode for the test (restored when this is dropped,
+    // after the responders ended).
+    let mut _crr_listening = None;
     let running = match test.protocol {
         Protocol::TcpRr => {
             accept_test(&control)?;
@@ -83,6 +84,9 @@ pub(crate) fn run_test(
             Running::tcp_rr(server, conns, rr)?
         }
         Protocol::TcpCrr => {
+            let listening = crr::Listening::for_crr(server.listener(), POLL_INTERVAL)
+                .map_err(|e| TcpError::io("configuring the listener", e))?;
+            _crr_listening = Some(listening);
             accept_test(&control)?;
             Running::crr(server, rr, responders)?
         }
@@ -226,7 +230,6 @@ impl Running {
                         rr.request_size,
                         rr.response_size,
                         &stop_flag,
-                        |l| accept(l, POLL_INTERVAL).ok().flatten().map(|(c, _)| c),
                         tell_busy,
                     )
                 });

@@ -43,11 +43,16 @@ const QUEUE: u16 = 0;
 impl Impairment {
     /// Applies `spec` to packets leaving `dev` in namespace `ns`.
     pub fn apply(ns: &str, dev: &str, spec: Spec) -> Impairment {
-        let mut netem = vec!["netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem"];
+        let mut netem = vec![
+            "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem",
+        ];
         let delay = format!("{}us", spec.delay.as_micros());
         let loss = format!("{}%", spec.loss_percent);
         netem.extend(["delay", &delay, "loss", &loss]);
-        let out = Command::new("ip").args(&netem).output().expect("running tc");
+        let out = Command::new("ip")
+            .args(&netem)
+            .output()
+            .expect("running tc");
         if out.status.success() {
             return Impairment {
                 ns: ns.into(),
@@ -114,7 +119,9 @@ impl Impairment {
             }
             None => {
                 let _ = Command::new("ip")
-                    .args(["netns", "exec", &self.ns, "tc", "qdisc", "del", "dev", &self.dev, "root"])
+                    .args([
+                        "netns", "exec", &self.ns, "tc", "qdisc", "del", "dev", &self.dev, "root",
+                    ])
                     .output();
             }
         }
@@ -130,7 +137,18 @@ impl Drop for Impairment {
 fn iptables(ns: &str, op: &str, dev: &str) {
     let queue = QUEUE.to_string();
     let out = Command::new("ip")
-        .args(["netns", "exec", ns, "iptables", "-t", "mangle", op, "POSTROUTING", "-o", dev])
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "iptables",
+            "-t",
+            "mangle",
+            op,
+            "POSTROUTING",
+            "-o",
+            dev,
+        ])
         .args(["-j", "NFQUEUE", "--queue-num", &queue, "--queue-bypass"])
         .output()
         .expect("running iptables (Debian package iptables)");
@@ -259,7 +277,9 @@ fn config(sock: &Socket, attrs: &[u8]) -> io::Result<()> {
     let mut buf = Vec::with_capacity(8192);
     sock.recv(&mut buf, 0)?;
     let kind = buf.get(4..6).map(|b| u16::from_ne_bytes([b[0], b[1]]));
-    let code = buf.get(16..20).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+    let code = buf
+        .get(16..20)
+        .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
     match (kind, code) {
         (Some(NLMSG_ERROR), Some(0)) => Ok(()),
         (Some(NLMSG_ERROR), Some(e)) => Err(io::Error::from_raw_os_error(-e)),
@@ -273,7 +293,8 @@ fn verdict(sock: &Socket, id: u32, accept: bool) -> io::Result<()> {
     hdr.extend_from_slice(&id.to_be_bytes());
     let mut attrs = Vec::new();
     attr(&mut attrs, NFQA_VERDICT_HDR, &hdr);
-    sock.send(&message(NFQNL_MSG_VERDICT, 1, &attrs), 0).map(drop)
+    sock.send(&message(NFQNL_MSG_VERDICT, 1, &attrs), 0)
+        .map(drop)
 }
 
 /// The packet ids of the packet messages in one netlink datagram.
