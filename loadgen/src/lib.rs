@@ -8,6 +8,8 @@
 //!   [`protocol::tcp`].
 //! - [`udp`]: the UDP stream engine (paced datagrams: loss, reordering, duplicates, jitter);
 //!   its report is [`protocol::udp`].
+//! - [`rr`]: the request/response engines (tcp-rr, tcp-crr, udp-rr); their report is
+//!   [`protocol::rr`].
 //! - [`offload`]: ethtool offload features read and changed over netlink.
 //! - [`worker`]: the worker protocol client (register, barrier, progress, report).
 #![deny(rust_2018_idioms)]
@@ -17,6 +19,7 @@
 pub mod http;
 pub mod offload;
 pub mod report;
+pub mod rr;
 pub mod tcp;
 pub mod udp;
 pub mod worker;

@@ -142,16 +142,29 @@ fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
 /// Standalone, or under the operator: connect to the server named at the barrier, push
 /// progress, deliver the report, then print it (and fail if streams ended early).
 fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
-    let protocol = args.udp.protocol(args.protocol);
-    args.udp.check_for(protocol)?;
-    match protocol {
+    // -u is --protocol udp-stream.
+    match args.udp.protocol(args.protocol) {
         Protocol::TcpStream => tcp_stream_client(args),
         Protocol::UdpStream => udp_stream_client(args),
-        other => anyhow::bail!("--protocol {other} is not supported by this build"),
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => rr_client(args),
+    }
+}
+
+/// tcp-rr, tcp-crr, udp-rr: standalone, or under the operator like the stream test.
+fn rr_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            args.check_applicable()?;
+            let client = loadgen::worker::WorkerClient::new(env);
+            let report = loadgen::worker::rr::run_rr_client(args, &client)?;
+            loadgen::rr::cli::finish_client(args, &report)
+        }
+        None => loadgen::rr::cli::run_client(args),
     }
 }
 
 fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
     match loadgen::worker::WorkerEnv::from_env()? {
         Some(env) => {
             let client = loadgen::worker::WorkerClient::new(env);
@@ -163,6 +176,7 @@ fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
 }
 
 fn udp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
     match loadgen::worker::WorkerEnv::from_env()? {
         Some(env) => {
             let client = loadgen::worker::WorkerClient::new(env);
@@ -180,12 +194,13 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot read '{}': {e}", f.display()))?;
         texts.push((f, text));
     }
-    // TCP reports have their own type and merge; every other kind goes through `Report`.
-    if report_kind(&texts[0].1).as_deref() == Some(protocol::tcp::REPORT_KIND) {
-        return merge_tcp(&texts, cmd.output);
-    }
-    if report_kind(&texts[0].1).as_deref() == Some(protocol::udp::REPORT_KIND) {
-        return merge_udp(&texts, cmd.output);
+    // TCP, rr and udp reports have their own types and merges; every other kind goes through
+    // `Report`.
+    match report_kind(&texts[0].1).as_deref() {
+        Some(protocol::tcp::REPORT_KIND) => return merge_tcp(&texts, cmd.output),
+        Some(protocol::rr::REPORT_KIND) => return merge_rr(&texts, cmd.output),
+        Some(protocol::udp::REPORT_KIND) => return merge_udp(&texts, cmd.output),
+        _ => {}
     }
     let mut reports = Vec::with_capacity(texts.len());
     for (f, text) in &texts {
@@ -232,6 +247,21 @@ fn merge_udp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow:
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
         Output::Text => print!("{}", loadgen::udp::render_text(&merged)),
+    }
+    Ok(())
+}
+
+fn merge_rr(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in texts {
+        let report: protocol::rr::RrReport = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("'{}': not an rr report: {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = protocol::rr::merge(&reports)?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
+        Output::Text => print!("{}", loadgen::rr::render_text(&merged)),
     }
     Ok(())
 }

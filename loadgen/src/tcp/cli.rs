@@ -52,13 +52,14 @@ pub struct ClientArgs {
     /// Server port (with -c).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Test duration in seconds (fractions allowed).
-    #[arg(short = 't', long = "time", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    /// Test duration: seconds (fractions allowed) or with a unit (500ms, 10s, 2m, 1h).
+    #[arg(short = 't', long = "time", visible_alias = "duration", value_name = "DURATION", default_value = "10", value_parser = parse_duration)]
     pub time: Duration,
     /// Number of parallel streams (per direction with --bidir).
     #[arg(
         short = 'P',
         long = "parallel",
+        visible_alias = "streams",
         value_name = "STREAMS",
         default_value_t = 1
     )]
@@ -87,6 +88,28 @@ pub struct ClientArgs {
     /// Same as --output json.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
+    /// tcp-rr, tcp-crr, udp-rr: bytes per request (default 1; udp-rr 8, which carry the
+    /// sequence number). K/M suffixes allowed.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub request_size: Option<u32>,
+    /// tcp-rr, tcp-crr, udp-rr: bytes per response (default as --request-size).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub response_size: Option<u32>,
+    /// tcp-rr, udp-rr: requests in flight per stream beyond the first (netperf -b).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub burst: u32,
+    /// tcp-rr, tcp-crr, udp-rr: transactions per second per stream (open loop, latency from
+    /// the intended send time); default: closed loop.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
+    /// tcp-rr, tcp-crr, udp-rr: per-request timeout (udp-rr: a datagram unanswered this long
+    /// is lost and the stream goes on; default 100ms; TCP: default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// tcp-stream: latency under load: RATE paced 1-byte requests per second on a separate
+    /// connection to the same server; the report carries their percentiles.
+    #[arg(long, value_name = "RATE")]
+    pub latency_probe: Option<f64>,
     #[command(flatten)]
     pub udp: crate::udp::cli::UdpArgs,
 }
@@ -131,8 +154,42 @@ impl ClientArgs {
             direction,
             bind_addr: self.bind,
             bind_device: self.bind_dev.clone(),
+            latency_probe: self.latency_probe,
             ..TcpClientConfig::new(host)
         }
+    }
+
+    /// Flags that do not apply to the chosen protocol are refused, not ignored.
+    pub fn check_applicable(&self) -> anyhow::Result<()> {
+        let protocol = self.udp.protocol(self.protocol);
+        self.udp.check_for(protocol)?;
+        if protocol == Protocol::UdpStream && self.latency_probe.is_some() {
+            bail!("--latency-probe applies to --protocol tcp-stream only, not udp-stream");
+        }
+        let rr = protocol.is_request_response();
+        let stream_only = [
+            ("-l/--len", self.len.is_some()),
+            ("-R/--reverse", self.reverse),
+            ("--bidir", self.bidir),
+            ("--direction", self.direction.is_some()),
+            ("--latency-probe", self.latency_probe.is_some()),
+        ];
+        let rr_only = [
+            ("--request-size", self.request_size.is_some()),
+            ("--response-size", self.response_size.is_some()),
+            ("--burst", self.burst != 0),
+            ("--rate", self.rate.is_some()),
+            ("--timeout", self.timeout.is_some()),
+        ];
+        let (misplaced, kind) = if rr {
+            (stream_only, "tcp-stream and udp-stream")
+        } else {
+            (rr_only, "tcp-rr, tcp-crr and udp-rr")
+        };
+        if let Some((flag, _)) = misplaced.iter().find(|(_, given)| *given) {
+            bail!("{flag} applies to {kind} only, not to --protocol {protocol}");
+        }
+        Ok(())
     }
 
     /// `--output json` or `-J`.
@@ -154,6 +211,7 @@ impl ServerArgs {
 }
 
 pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
     let Some(host) = &args.host else {
         bail!(
             "tcp-client needs -c HOST (the server to connect to); only in worker mode \
@@ -210,11 +268,31 @@ pub fn run_server(args: &ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
+/// Seconds (`2.5`) or a number with a unit: `ms`, `s`, `m`, `h` (`500ms`, `10s`, `2m`).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "not a duration: {s:?} (use e.g. 2.5, 500ms, 10s, 2m)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .trim()
         .parse()
-        .map_err(|_| format!("not a number of seconds: {s:?}"))?;
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a valid duration: {s:?}"))
+        .map_err(|_| format!("not a duration: {s:?} (use e.g. 2.5, 500ms, 10s, 2m)"))?;
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("not a valid duration: {s:?}"))
+}
+
+/// A message size: [`parse_len`] that fits a u32.
+fn parse_size(s: &str) -> Result<u32, String> {
+    parse_len(s).and_then(|n| u32::try_from(n).map_err(|_| format!("too large: {s:?}")))
 }
 
 pub(crate) fn parse_len(s: &str) -> Result<usize, String> {
@@ -279,7 +357,11 @@ mod tests {
     #[test]
     fn bad_values_are_refused() {
         assert!(parse_len("12X").is_err());
-        assert!(parse_seconds("-1").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("10 parsecs").is_err());
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
         assert!(Cli::try_parse_from(["x", "-c", "h", "-R", "--bidir"]).is_err());
         assert_eq!(parse_len("1M"), Ok(1 << 20));
     }
@@ -295,6 +377,61 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("tcp-crr"), "{err}");
+    }
+
+    #[test]
+    fn netperf_style_request_response_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "-c",
+            "h",
+            "--protocol",
+            "tcp-rr",
+            "--streams",
+            "4",
+            "--burst",
+            "8",
+            "--request-size",
+            "1",
+            "--response-size",
+            "1K",
+            "--duration",
+            "10s",
+            "--timeout",
+            "250ms",
+            "--json",
+        ])
+        .unwrap();
+        let a = &cli.client;
+        assert_eq!(
+            (a.parallel, a.burst, a.time),
+            (4, 8, Duration::from_secs(10))
+        );
+        assert_eq!((a.request_size, a.response_size), (Some(1), Some(1024)));
+        assert_eq!(a.timeout, Some(Duration::from_millis(250)));
+        a.check_applicable().unwrap();
+        // Stream flags with a request/response protocol, and the other way round, are refused.
+        let cli = Cli::try_parse_from(["x", "--protocol", "udp-rr", "-R"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(
+            e.contains("-R/--reverse applies to tcp-stream and udp-stream only"),
+            "{e}"
+        );
+        let cli = Cli::try_parse_from(["x", "--burst", "2"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(e.contains("--burst applies to tcp-rr"), "{e}");
+        let cli = Cli::try_parse_from(["x", "--latency-probe", "100"]).unwrap();
+        cli.client.check_applicable().unwrap();
+        assert_eq!(cli.client.config_for("h", 1).latency_probe, Some(100.0));
+        // udp-stream (-u) takes the stream flags and its own, nothing else.
+        let cli = Cli::try_parse_from(["x", "-u", "-R", "-l", "1000", "-b", "1G"]).unwrap();
+        cli.client.check_applicable().unwrap();
+        let cli = Cli::try_parse_from(["x", "-u", "--burst", "2"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(e.contains("not to --protocol udp-stream"), "{e}");
+        let cli = Cli::try_parse_from(["x", "-u", "--latency-probe", "100"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(e.contains("tcp-stream only"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub(crate) mod summary;
 pub(crate) mod sys;
 
 pub use self::protocol::PROTOCOL_VERSION;
+pub(crate) use config::MAX_DURATION;
 pub use config::{TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
 pub use error::TcpError;
 pub use summary::render_text;

@@ -50,6 +50,10 @@ pub(crate) struct TestParams {
 pub(crate) struct RrParams {
     pub request_size: u32,
     pub response_size: u32,
+    /// The client's per-request timeout: it may wait this long (twice, at the end) for answers
+    /// in flight, so the server's deadline for the whole test allows for it.
+    #[serde(default)]
+    pub timeout_ms: u64,
 }
 
 impl TestParams {
@@ -273,6 +277,7 @@ mod tests {
             rr: Some(RrParams {
                 request_size: 1,
                 response_size: 64,
+                timeout_ms: 100,
             }),
             ..params()
         };
@@ -366,9 +371,10 @@ mod props {
     }
 
     fn rr() -> impl Strategy<Value = RrParams> {
-        any::<(u32, u32)>().prop_map(|(request_size, response_size)| RrParams {
+        any::<(u32, u32, u64)>().prop_map(|(request_size, response_size, timeout_ms)| RrParams {
             request_size,
             response_size,
+            timeout_ms,
         })
     }
 

@@ -22,11 +22,12 @@ use super::protocol::{
 use super::stream::{Role, RunningStreams};
 use super::sys::wait_readable;
 use super::TcpError;
+use crate::rr::probe::ProbeResponder;
 
 /// How often the idle server and the running test look at the shutdown flag.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Time a new connection gets to send its first frame.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a client gets to open all its data connections.
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -52,6 +53,14 @@ impl TcpServer {
             listener,
             cfg: cfg.clone(),
         })
+    }
+
+    pub(crate) fn listener(&self) -> &TcpListener {
+        &self.listener
+    }
+
+    pub(crate) fn config(&self) -> &TcpServerConfig {
+        &self.cfg
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, TcpError> {
@@ -206,10 +215,8 @@ impl TcpServer {
                 };
                 udp.run(control, shutdown)
             }
-            other => {
-                let e = unsupported(other);
-                refuse(&control, &e.to_string());
-                Err(e)
+            Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
+                crate::rr::serve::run_test(self, control, cookie, test, shutdown)
             }
         }
     }
@@ -228,12 +235,18 @@ impl TcpServer {
             },
         )?;
         let flows = test.direction.flows(test.streams);
-        let conns = match self.accept_streams(cookie, flows.len()) {
+        let with_probe = usize::from(test.probe.is_some());
+        let mut conns = match self.accept_streams(cookie, flows.len() + with_probe) {
             Ok(conns) => conns,
             Err(e) => {
                 refuse(&control, &e.to_string());
                 return Err(e);
             }
+        };
+        // The latency probe's connection comes last (stream id = the number of flows).
+        let probe = match (test.probe.is_some(), conns.len() > flows.len()) {
+            (true, true) => conns.pop().map(ProbeResponder::start).transpose()?,
+            _ => None,
         };
         let roles = flows.iter().map(|f| match f {
             Flow::ClientToServer => Role::Receiver,
@@ -264,6 +277,9 @@ impl TcpServer {
             shutdown,
         );
         let outcomes = streams.join();
+        if let Some(p) = probe {
+            p.finish(self.cfg.idle_timeout);
+        }
         let cpu = meter.stop();
         busy.stop();
         outcome?;
@@ -335,7 +351,11 @@ impl TcpServer {
     }
 
     /// Accepts the test's `n` data connections, identified by cookie and stream id.
-    fn accept_streams(&self, cookie: &str, n: usize) -> Result<Vec<TcpStream>, TcpError> {
+    pub(crate) fn accept_streams(
+        &self,
+        cookie: &str,
+        n: usize,
+    ) -> Result<Vec<TcpStream>, TcpError> {
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         let mut slots: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
         let mut missing = n;
@@ -375,25 +395,19 @@ impl TcpServer {
     }
 }
 
-const BUSY: &str = "the server is busy running another test; try again later";
+pub(crate) const BUSY: &str = "the server is busy running another test; try again later";
 
-/// Whether this build serves the test's protocol.
+/// Whether this build serves the test's protocol (and the test carries what it needs).
 fn supported(test: &TestParams) -> Result<(), TcpError> {
     match test.protocol {
         Protocol::TcpStream => Ok(()),
         Protocol::UdpStream => crate::udp::server::supported(test),
-        other => Err(unsupported(other)),
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => crate::rr::serve::check(test),
     }
 }
 
-fn unsupported(protocol: Protocol) -> TcpError {
-    TcpError::Config(format!(
-        "protocol {protocol} is not supported by this build of netbench-loadgen server"
-    ))
-}
-
 /// Accepts one connection if one arrives within `wait`.
-fn accept(
+pub(crate) fn accept(
     listener: &TcpListener,
     wait: Duration,
 ) -> Result<Option<(TcpStream, SocketAddr)>, TcpError> {

@@ -1,9 +1,11 @@
 //! Validation of a worker's [`FinalReport`] (pure): the envelope's fields, then the engine report
 //! it carries, which must be of the expected kind, cover exactly one run and pass
-//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`] / [`crate::udp::validate_udp`].
+//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`] / [`crate::rr::validate_rr`] /
+//! [`crate::udp::validate_udp`].
 //! The operator runs this when a report arrives and again before it merges stored reports.
 
 use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
+use crate::rr::{validate_rr, RrReport};
 use crate::tcp::{validate_tcp, TcpReport};
 use crate::udp::{validate_udp, UdpReport};
 
@@ -18,6 +20,8 @@ pub enum CheckedReport {
     Http(Box<HttpReport>),
     Tcp(Box<TcpReport>),
     Udp(Box<UdpReport>),
+    /// tcp-rr, tcp-crr, udp-rr (`kind: "rr"`, the test in its `mode`).
+    Rr(Box<RrReport>),
 }
 
 /// Why a final report is refused.
@@ -31,7 +35,7 @@ pub enum ReportRefusal {
     Invalid(#[from] InvalidReport),
 }
 
-/// Validates `r`, whose engine report must be of `kind` (`"http"`, `"tcp"` or `"udp"`).
+/// Validates `r`, whose engine report must be of `kind` (`"http"`, `"tcp"`, `"rr"` or `"udp"`).
 pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, ReportRefusal> {
     if r.version != PROTOCOL_VERSION {
         return Err(invalid(
@@ -69,6 +73,16 @@ pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, Repo
             return Err(invalid("report.runs", "a worker reports exactly one run").into());
         }
         return Ok(CheckedReport::Udp(Box::new(udp)));
+    }
+    if kind == crate::rr::REPORT_KIND {
+        version_of(&r.report, crate::rr::REPORT_VERSION)?;
+        let rr: RrReport = serde_json::from_value(r.report.clone())
+            .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))?;
+        validate_rr(&rr).map_err(in_report)?;
+        if rr.runs.len() != 1 {
+            return Err(invalid("report.runs", "a worker reports exactly one run").into());
+        }
+        return Ok(CheckedReport::Rr(Box::new(rr)));
     }
     let http = http_of(&r.report)?;
     validate_http(&http).map_err(in_report)?;
@@ -197,6 +211,44 @@ mod tests {
             validate_final(&r, "udp"),
             Err(ReportRefusal::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn rr_reports_pass_as_rr_and_only_single_runs() {
+        use crate::rr::report_fixture;
+        use crate::Protocol;
+        let one = report_fixture(Protocol::TcpCrr, &[100, 200], 0);
+        let r = final_report(serde_json::to_value(&one).unwrap());
+        assert!(matches!(
+            validate_final(&r, "rr"),
+            Ok(CheckedReport::Rr(rr)) if rr.setup.mode == Protocol::TcpCrr
+        ));
+        assert_eq!(
+            validate_final(&r, "tcp"),
+            Err(ReportRefusal::Malformed(
+                "expected a tcp report, got \"rr\"".into()
+            ))
+        );
+        let merged = crate::rr::merge(&[one.clone(), one]).unwrap();
+        let r = final_report(serde_json::to_value(merged).unwrap());
+        assert!(
+            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Invalid(e)) if e.field == "report.runs")
+        );
+        let mut r =
+            final_report(serde_json::to_value(report_fixture(Protocol::UdpRr, &[100], 1)).unwrap());
+        r.report["counts"]["lost"] = 0.into();
+        assert!(
+            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Invalid(e)) if e.field == "report.counts.attempted")
+        );
+        r.report["counts"]["lost"] = "many".into();
+        assert!(matches!(
+            validate_final(&r, "rr"),
+            Err(ReportRefusal::Malformed(_))
+        ));
+        r.report["version"] = 9.into();
+        assert!(
+            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Malformed(m)) if m.contains("version 9"))
+        );
     }
 
     #[test]
