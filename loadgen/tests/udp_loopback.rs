@@ -259,6 +259,15 @@ fn the_server_counts_crafted_datagrams_exactly() {
     frame(&mut control, &hello(udp_test(LEN, serde_json::Value::Null)));
     assert_eq!(read_frame(&mut control)["type"], "accept");
     let tag = fnv1a("c0ffee");
+    // Strangers on the port before the streams open: garbage, another test's open, a stream
+    // this test does not have. Ignored; the test opens as usual.
+    let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stranger.connect(server.addr).unwrap();
+    stranger.send(b"\x00\x01garbage").unwrap();
+    stranger
+        .send(&datagram(1, 0, tag ^ 0xff, 0, 0, 32))
+        .unwrap();
+    stranger.send(&datagram(1, 7, tag, 0, 0, 32)).unwrap();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.connect(server.addr).unwrap();
     // The open datagram may be lost: send it until the server starts the test.

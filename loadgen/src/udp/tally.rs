@@ -349,3 +349,67 @@ mod tests {
         assert_eq!(t.received, 1001);
     }
 }
+
+/// Property tests: whatever arrives, the tally never panics and its counts hold together.
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    const TAG: u64 = 7;
+    const LEN: usize = 48;
+
+    /// A datagram of this stream (any sequence number near a few bases, any send time), or
+    /// arbitrary bytes.
+    fn datagram() -> impl Strategy<Value = Vec<u8>> {
+        let ours = (
+            prop_oneof![Just(0u64), Just(WINDOW), Just(u64::MAX - 3)],
+            0u64..300,
+            any::<u64>(),
+            0u8..4,
+        )
+            .prop_map(|(base, offset, sent_ns, kind)| {
+                let mut d = vec![0u8; LEN];
+                Header {
+                    kind: [Kind::Data, Kind::Data, Kind::Open, Kind::End][usize::from(kind % 4)],
+                    stream: 1,
+                    tag: TAG,
+                    seq: base.wrapping_add(offset),
+                    sent_ns: sent_ns % 2_000_000_000,
+                }
+                .write(&mut d);
+                d
+            });
+        prop_oneof![4 => ours, 1 => vec(any::<u8>(), 0..80)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_sequence_keeps_the_counts_consistent(
+            arrivals in vec((datagram(), any::<u32>(), proptest::option::of(any::<u32>())), 0..400)
+        ) {
+            let mut t = Tally::new(TAG, 1, LEN, 1_000_000_000);
+            let mut seen_data = 0u64;
+            for (d, read, stamp) in &arrivals {
+                let before = (t.received, t.duplicates, t.invalid);
+                let seen = t.on_datagram(d, u64::from(*read), stamp.map(u64::from));
+                match seen {
+                    Seen::Counted => prop_assert_eq!(t.received, before.0 + 1),
+                    Seen::Duplicate => prop_assert_eq!(t.duplicates, before.1 + 1),
+                    Seen::Invalid => prop_assert_eq!(t.invalid, before.2 + 1),
+                    Seen::Open | Seen::End => prop_assert_eq!((t.received, t.duplicates, t.invalid), before),
+                }
+                seen_data += u64::from(matches!(seen, Seen::Counted | Seen::Duplicate));
+            }
+            prop_assert!(t.out_of_order <= t.received);
+            prop_assert!(t.received + t.duplicates == seen_data);
+            prop_assert!(t.received <= t.expected() || t.received == 0);
+            if let Some(j) = t.jitter_ms() {
+                prop_assert!(j.is_finite() && j >= 0.0);
+            }
+        }
+    }
+}
