@@ -1,4 +1,4 @@
-//! The few syscalls std does not wrap: TCP_INFO, getrusage and poll.
+//! The few syscalls std does not wrap: TCP_INFO, getrusage, poll and IP_BIND_ADDRESS_NO_PORT.
 //!
 //! This is the only module of the TCP engine that uses `unsafe`; each block is a single libc call
 //! on a valid file descriptor with a correctly sized, zero-initialised out-parameter.
@@ -46,6 +46,28 @@ pub(crate) fn tcp_info(sock: &impl AsFd) -> io::Result<TcpInfo> {
         snd_mss: info.tcpi_snd_mss,
         pmtu: info.tcpi_pmtu,
     })
+}
+
+/// `setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)`: a later `bind(addr, 0)` leaves the
+/// port to `connect`, which picks one per destination (as it does without a source address),
+/// instead of reserving one of the source address's ports for every destination.
+pub(crate) fn set_bind_address_no_port(sock: &impl AsFd) -> io::Result<()> {
+    let fd = sock.as_fd().as_raw_fd();
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a readable c_int that outlives the call; its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// User and system CPU time consumed by this process (all threads) so far.

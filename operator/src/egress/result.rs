@@ -19,7 +19,7 @@ pub fn case_result(
     // Validated again: the stored report is as hostile as the request that brought it.
     let report: TcpReport = match validate_final(client, protocol::tcp::REPORT_KIND) {
         Ok(CheckedReport::Tcp(t)) => *t,
-        Ok(CheckedReport::Http(_)) => {
+        Ok(_) => {
             return Err(format!(
                 "case {}: the client's report is not tcp",
                 case.name
