@@ -24,6 +24,19 @@ pub enum CheckedReport {
     Rr(Box<RrReport>),
 }
 
+impl CheckedReport {
+    /// The latency histogram the report carries (base64 HDR, microseconds): an HTTP report's,
+    /// a request/response report's, a TCP stream report's latency probe's; none for udp.
+    pub fn latency_histogram(self) -> Option<String> {
+        match self {
+            CheckedReport::Http(h) => Some(h.histogram),
+            CheckedReport::Rr(r) => Some(r.histogram),
+            CheckedReport::Tcp(t) => t.latency_probe.map(|p| p.histogram),
+            CheckedReport::Udp(_) => None,
+        }
+    }
+}
+
 /// Why a final report is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReportRefusal {
