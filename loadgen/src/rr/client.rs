@@ -80,7 +80,7 @@ pub fn run(
     cfg.validate()?;
     let source = source_of(cfg);
     let server = net::resolve(&cfg.host, cfg.port, &source)?;
-    let control = net::connect(server, &source, CONNECT_TIMEOUT)?;
+    let control = net::connect_control(server, &source, CONNECT_TIMEOUT)?;
     control
         .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
         .map_err(|e| TcpError::io("configuring the control connection", e))?;

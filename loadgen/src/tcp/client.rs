@@ -122,7 +122,7 @@ impl Connected {
             device: cfg.bind_device.clone(),
         };
         let server = net::resolve(&cfg.host, cfg.port, &source)?;
-        let control = net::connect(server, &source, cfg.connect_timeout)?;
+        let control = net::connect_control(server, &source, cfg.connect_timeout)?;
         control
             .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
             .map_err(|e| TcpError::io("configuring the control connection", e))?;

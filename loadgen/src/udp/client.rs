@@ -19,7 +19,7 @@ use super::stream::{LiveTotals, Plan, Role, RunningStreams, StreamSide, DRAIN, L
 use super::{UdpParams, DEFAULT_LEN};
 use crate::tcp::client::{expect, new_cookie};
 use crate::tcp::cpu::CpuMeter;
-use crate::tcp::net::{connect, resolve, Source};
+use crate::tcp::net::{connect, connect_control, resolve, Source};
 use crate::tcp::protocol::{read_message, write_message, Message, TestParams};
 use crate::tcp::sys::wait_readable;
 use crate::tcp::TcpError;
@@ -154,7 +154,7 @@ impl Opened {
         };
         super::config::validate_udp(&params, len)?;
 
-        let control = connect(server, &source, cfg.connect_timeout)?;
+        let control = connect_control(server, &source, cfg.connect_timeout)?;
         control
             .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
             .map_err(|e| TcpError::io("configuring the control connection", e))?;
