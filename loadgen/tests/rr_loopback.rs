@@ -473,6 +473,10 @@ fn the_command_line_prints_text_and_json() {
         ])
         .output()
         .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--bidir applies to tcp-stream only"));
+    assert!(
+        stderr.contains("--bidir applies to tcp-stream only"),
+        "{stderr}"
+    );
 }
