@@ -14,7 +14,14 @@
 #   udp-rr   netbench udp-rr  vs sockperf ping-pong (udp), qperf udp_lat
 #   tcp-crr  netbench tcp-crr (1 B each way) vs iperf 2 --connect-only=N (connect + close only:
 #            LESS work per transaction than tcp-crr, which also sends a request and reads an
-#            answer; no Debian peer does connect-request-response-close)
+#            answer; no Debian peer does connect-request-response-close). Never pinned: with
+#            client and server on one CPU each, every transaction wakes the other side across
+#            CPUs several times (netbench: 4.3k/s pinned vs 11k/s unpinned on loopback), while
+#            iperf's connect-only never involves its server process at all. iperf closes first,
+#            so its client keeps every port in TIME_WAIT for 60 s and, without help, slows to
+#            ~1k connects/s in the round after its previous one; namespace A therefore gets
+#            net.ipv4.tcp_tw_reuse=1 (netbench's client never holds TIME_WAIT: its server closes
+#            first, see loadgen/src/rr/crr.rs).
 # Latencies are round trips in microseconds: sockperf and qperf print half the round trip, so
 # their figures are doubled here. Percentiles where the tool has them: sockperf and netbench
 # give p50/p99; qperf and iperf 2's bounceback only a mean (iperf's histogram bins are 100 us).
@@ -39,14 +46,17 @@ for bin in ip jq sockperf qperf iperf cargo taskset; do
 done
 [ "$(id -u)" = 0 ] || { echo "bench: needs root (network namespaces)" >&2; exit 1; }
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 echo "building netbench-loadgen (release)..." >&2
 (cd "$here" && cargo build --release -q -p loadgen --bin netbench-loadgen)
-lg="${CARGO_TARGET_DIR:-$here/target}/release/netbench-loadgen"
+# A copy: a shared target directory may get another checkout's build while this runs.
+cp "${CARGO_TARGET_DIR:-$here/target}/release/netbench-loadgen" "$tmp/netbench-loadgen"
+lg="$tmp/netbench-loadgen"
 
 name=br$$
 name=${name:0:8}
 pids=()
-tmp=$(mktemp -d)
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -56,6 +66,8 @@ cleanup() {
 trap cleanup EXIT
 "$topo" up "$name"
 eval "$("$topo" env "$name")"
+# Inside the client namespace only: lets iperf's connect-only reuse its own TIME_WAIT ports.
+ip netns exec "$NS_A" sysctl -qw net.ipv4.tcp_tw_reuse=1
 
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
@@ -84,12 +96,19 @@ start_server iperf t 5305 iperf -s -p 5305
 # CPU seconds (user + system, children included) of a running process.
 cpu_of() { awk -v tck="$(getconf CLK_TCK)" '{ print ($14 + $15 + $16 + $17) / tck }' "/proc/$1/stat"; }
 
-# Runs a client in A, pinned; its stdout goes to $tmp/out, its CPU seconds (from the shell that
-# waited for it) to $tmp/cpu.
+# Runs a client in A, pinned unless $unpinned is set; its stdout goes to $tmp/out, its CPU
+# seconds (from the shell that waited for it) to $tmp/cpu.
+unpinned=
 run_client() {
+  local pin=("${client_cpu[@]}")
+  [ -n "$unpinned" ] && pin=()
   sh -c '"$@" > "'"$tmp"'/out" 2> "'"$tmp"'/err"; read -r l < /proc/$$/stat; echo "$l" | awk -v tck='"$(getconf CLK_TCK)"' "{ print (\$16 + \$17) / tck }" > "'"$tmp"'/cpu"' \
-    sh ip netns exec "$NS_A" "${client_cpu[@]}" "$@"
+    sh ip netns exec "$NS_A" "${pin[@]}" "$@"
 }
+
+# Lets server $1 run on every CPU (tcp-crr) or pins it back.
+server_on_all_cpus() { [ "${PIN:-1}" = 1 ] && taskset -a -p -c "0-$(($(nproc) - 1))" "${server_pid[$1]}" >/dev/null; return 0; }
+server_pinned() { [ "${PIN:-1}" = 1 ] && taskset -a -p -c 0 "${server_pid[$1]}" >/dev/null; return 0; }
 
 # Each runner prints: p50_us p99_us mean_us transactions_per_s transactions cpu_s
 # (round trips in microseconds; "-" where the tool does not say).
@@ -182,8 +201,16 @@ bench_path() { # label host
       # Alternate the order between rounds.
       if (( i % 2 )); then idx=$j; else idx=$((n - 1 - j)); fi
       IFS='|' read -r test tool key cmd <<< "${tools[$idx]}"
-      # shellcheck disable=SC2086
-      local fig; fig=$(measure "$key" $cmd)
+      local fig
+      if [ "$test" = tcp-crr ]; then
+        unpinned=1; server_on_all_cpus "$key"
+        # shellcheck disable=SC2086
+        fig=$(measure "$key" $cmd)
+        unpinned=; server_pinned "$key"
+      else
+        # shellcheck disable=SC2086
+        fig=$(measure "$key" $cmd)
+      fi
       record "$label" "$test" "$tool" "$fig"
       printf '%-6s round %d  %-8s %-20s %s\n' "$label" "$i" "$test" "$tool" "$fig" >&2
     done

@@ -473,7 +473,27 @@ fn the_command_line_prints_text_and_json() {
         ])
         .output()
         .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("--bidir applies to tcp-stream and udp-stream only"));
+    assert!(
+        stderr.contains("--bidir applies to tcp-stream and udp-stream only"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_udp_port_taken_by_someone_else_is_a_refusal_not_a_failed_test() {
+    let server = LoopbackServer::start();
+    // Someone else holds the server's port number over UDP.
+    let squatter = UdpSocket::bind(server.addr).unwrap();
+    let cfg = config(&server, Protocol::UdpRr, 0.3);
+    let started = Instant::now();
+    match client::run(&cfg, None) {
+        Err(TcpError::Rejected(m)) => assert!(m.contains("binding UDP port"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(squatter);
+    // The server carries on and serves the next test.
+    assert_clean(&client::run(&cfg, None).unwrap(), 1);
 }

@@ -68,35 +68,48 @@ fn an_added_delay_moves_tcp_rr_p50_by_exactly_that_delay() {
     let _server = server(&topo);
     let veth_b = format!("nvb-{}", topo.name);
     let _m = measuring();
-    let run = |topo: &Topology| rr(topo, VETH_IP_B, Protocol::TcpRr, &["-t", "3"]);
-    // The same path without the delay: for the stand-in, through the queue with no delay.
-    let baseline = Impairment::baseline(&topo.ns_b, &veth_b);
-    let before = run(&topo);
-    drop(baseline);
-    // 2 ms one way (B's answers), so 2 ms more per round trip.
-    let delay = Duration::from_millis(2);
-    let added = Impairment::apply(
-        &topo.ns_b,
-        &veth_b,
-        Spec {
-            delay,
-            loss_percent: 0.0,
-        },
-    );
-    let after = run(&topo);
-    let shift = after.latency.p50_us as f64 - before.latency.p50_us as f64;
-    eprintln!(
-        "{}: p50 {} us -> {} us, shift {shift} us (expected 2000 +- 5 %)",
-        added.mechanism(),
-        before.latency.p50_us,
-        after.latency.p50_us
-    );
+    let run = |topo: &Topology| rr(topo, VETH_IP_B, Protocol::TcpRr, &["-t", "2"]);
+    let one_way = |delay_ms: u64| {
+        Impairment::apply(
+            &topo.ns_b,
+            &veth_b,
+            Spec {
+                delay: Duration::from_millis(delay_ms),
+                loss_percent: 0.0,
+            },
+        )
+    };
+    // 1 ms, then 3 ms, one way (B's answers): 2 ms more per round trip. Both runs go through
+    // the same mechanism holding every answer, at similar (low) packet rates, so its own cost
+    // (and, for the stand-in, that of a packet taken out of the queue late) is the same in
+    // both and only the added delay differs. Three pairs, in alternating order, and the median
+    // shift: the load of this shared machine drifts between runs.
+    let mut shifts = Vec::new();
+    let mut mechanism = "";
+    for pair in 0..3 {
+        let mut p50 = [0u64; 2];
+        let order = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let impairment = one_way(if which == 0 { 1 } else { 3 });
+            mechanism = impairment.mechanism();
+            let report = run(&topo);
+            assert_eq!(report.counts.attempted, report.counts.transactions);
+            p50[which] = report.latency.p50_us;
+        }
+        let shift = p50[1] as f64 - p50[0] as f64;
+        eprintln!(
+            "{mechanism}: p50 {} us (1 ms one way), {} us (3 ms): shift {shift} us",
+            p50[0], p50[1]
+        );
+        shifts.push(shift);
+    }
+    shifts.sort_by(f64::total_cmp);
+    let shift = shifts[1];
+    eprintln!("{mechanism}: median shift {shift} us (expected 2000 +- 5 %)");
     assert!(
         (shift - 2000.0).abs() <= 100.0,
-        "{}: the median moved by {shift} us for an added 2 ms",
-        added.mechanism()
+        "{mechanism}: the median moved by {shift} us for an added 2 ms ({shifts:?})"
     );
-    assert_eq!(after.counts.attempted, after.counts.transactions);
 }
 
 #[test]

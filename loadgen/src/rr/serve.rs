@@ -64,50 +64,15 @@ pub(crate) fn run_test(
     });
     let timeout = Duration::from_millis(rr.timeout_ms.min(protocol::rr::MAX_TIMEOUT_MS));
     let hard_deadline = test.duration() + timeout * 2 + GRACE;
-    let responders = usize::try_from(test.streams)
-        .unwrap_or(1)
-        .clamp(1, MAX_RESPONDERS);
     // tcp-crr: the listener in blocking mode for the test (restored when this is dropped,
     // after the responders ended).
-    let mut _crr_listening = None;
-    let running = match test.protocol {
-        Protocol::TcpRr => {
-            accept_test(&control)?;
-            let conns =
-                match server.accept_streams(cookie, usize::try_from(test.streams).unwrap_or(0)) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        refuse(&control, &e.to_string());
-                        return Err(e);
-                    }
-                };
-            Running::tcp_rr(server, conns, rr)?
-        }
-        Protocol::TcpCrr => {
-            let listening = crr::Listening::for_crr(server.listener(), POLL_INTERVAL)
-                .map_err(|e| TcpError::io("configuring the listener", e))?;
-            _crr_listening = Some(listening);
-            accept_test(&control)?;
-            Running::crr(server, rr, responders)?
-        }
-        _ => {
-            let local = control
-                .local_addr()
-                .map_err(|e| TcpError::io("reading the control connection's address", e))?;
-            let client = control
-                .peer_addr()
-                .map_err(|e| TcpError::io("reading the client's address", e))?
-                .ip();
-            let sock = match net::udp_bind(local, server.config().bind_device.as_deref()) {
-                Ok(s) => s,
-                Err(e) => {
-                    let e = TcpError::io(format!("binding UDP port {local}"), e);
-                    refuse(&control, &e.to_string());
-                    return Err(e);
-                }
-            };
-            accept_test(&control)?;
-            Running::udp(server, sock, client, rr, responders)?
+    let mut crr_listening = None;
+    let running = match prepare(server, &control, cookie, test, rr, &mut crr_listening) {
+        Ok(r) => r,
+        Err(e) => {
+            // Before or after `accept`: either way the client reads why, not a timeout.
+            refuse(&control, &e.to_string());
+            return Err(e);
         }
     };
     let meter = CpuMeter::start();
@@ -119,8 +84,51 @@ pub(crate) fn run_test(
     let outcome = await_done(&control, start + hard_deadline, shutdown);
     let streams = running.finish();
     let cpu = meter.stop();
+    drop(crr_listening);
     outcome?;
     write_message(&control, &Message::Results { streams, cpu })
+}
+
+/// Accepts the test and starts its responders (not yet `start`ed).
+fn prepare<'a>(
+    server: &'a TcpServer,
+    control: &TcpStream,
+    cookie: &str,
+    test: &TestParams,
+    rr: RrParams,
+    crr_listening: &mut Option<crr::Listening<'a>>,
+) -> Result<Running, TcpError> {
+    let responders = usize::try_from(test.streams)
+        .unwrap_or(1)
+        .clamp(1, MAX_RESPONDERS);
+    match test.protocol {
+        Protocol::TcpRr => {
+            accept_test(control)?;
+            let conns =
+                server.accept_streams(cookie, usize::try_from(test.streams).unwrap_or(0))?;
+            Running::tcp_rr(server, conns, rr)
+        }
+        Protocol::TcpCrr => {
+            let listening = crr::Listening::for_crr(server.listener(), POLL_INTERVAL)
+                .map_err(|e| TcpError::io("configuring the listener", e))?;
+            *crr_listening = Some(listening);
+            accept_test(control)?;
+            Running::crr(server, rr, responders)
+        }
+        _ => {
+            let local = control
+                .local_addr()
+                .map_err(|e| TcpError::io("reading the control connection's address", e))?;
+            let client = control
+                .peer_addr()
+                .map_err(|e| TcpError::io("reading the client's address", e))?
+                .ip();
+            let sock = net::udp_bind(local, server.config().bind_device.as_deref())
+                .map_err(|e| TcpError::io(format!("binding UDP port {local}"), e))?;
+            accept_test(control)?;
+            Running::udp(server, sock, client, rr, responders)
+        }
+    }
 }
 
 fn accept_test(control: &TcpStream) -> Result<(), TcpError> {

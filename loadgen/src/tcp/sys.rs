@@ -95,18 +95,23 @@ pub(crate) fn process_cpu_times() -> io::Result<CpuTimes> {
     })
 }
 
-/// Waits until `sock` is readable (data, EOF, error or a pending connection) or `timeout` passes.
-/// Returns whether it became readable.
+/// Waits until `sock` is readable (data, EOF, error or a pending connection) or `timeout` passes,
+/// to the nanosecond (`ppoll`: a millisecond `poll` would turn the last fraction of a
+/// millisecond into a busy loop for callers that wait for a due time). Returns whether it
+/// became readable.
 pub(crate) fn wait_readable(sock: &impl AsFd, timeout: Duration) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: sock.as_fd().as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
-    let millis = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
+    };
     loop {
-        // SAFETY: one valid pollfd, count 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
+        // SAFETY: one valid pollfd, count 1, a valid timespec, no signal mask.
+        let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
         if rc >= 0 {
             return Ok(rc > 0);
         }
@@ -114,5 +119,23 @@ pub(crate) fn wait_readable(sock: &impl AsFd, timeout: Duration) -> io::Result<b
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_sub_millisecond_wait_sleeps_instead_of_returning_at_once() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let started = Instant::now();
+        assert!(!wait_readable(&a, Duration::from_micros(700)).unwrap());
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_micros(700),
+            "returned after {took:?}"
+        );
     }
 }
