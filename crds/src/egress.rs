@@ -405,6 +405,11 @@ pub struct CaseResult {
     /// The path to the server: pod, service, hostNetwork or external.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The address the client's test connected to, as it reported it ("10.96.4.2:5201": a
+    /// Service's cluster IP on the Service path, the pod's IP on the pod path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub server_address: Option<String>,
     /// Request/response: transactions per second, all streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions_per_second: Option<f64>,
