@@ -137,7 +137,12 @@ async fn every_protocol_service_path_and_sweep_between_two_nodes() {
     let result = serde_json::to_value(result).unwrap();
     let ms = result["spec"]["measurements"].as_array().unwrap();
     assert_eq!(ms.len(), 9);
-    let m = |name: &str| ms.iter().find(|m| m["name"] == name).unwrap();
+    // Measurements are named as the operator describes them: "case <run name>".
+    let m = |name: &str| {
+        ms.iter()
+            .find(|m| m["name"] == format!("case {name}"))
+            .unwrap_or_else(|| panic!("no measurement for {name}: {ms:#?}"))
+    };
     assert_eq!(
         m("rr-sizes/messageSize=1024")["parameters"]["messageSize"],
         "1024"
