@@ -41,7 +41,8 @@ pub fn case_result(
 pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
     if let Some(tps) = r.transactions_per_second {
         // Only a positive rate counts (so NaN does not).
-        return (!(tps > 0.0)).then(|| {
+        let answered = tps > 0.0;
+        return (!answered).then(|| {
             format!(
                 "no transaction was answered ({} failed{})",
                 r.failures.unwrap_or(0),
