@@ -5,7 +5,8 @@
 
 use std::time::Duration as Std;
 
-use crate::egress::EgressBenchmarkSpec;
+use crate::cases::MAX_MEASURED;
+use crate::egress::{Direction, EgressBenchmarkSpec, EgressCase, Protocol};
 use crate::ingress::IngressBenchmarkSpec;
 use crate::Duration;
 
@@ -101,16 +102,124 @@ pub fn egress(spec: &EgressBenchmarkSpec) -> Result<(), String> {
     }
     at_most("cases", len(spec.cases.len()), 16)?;
     for case in &spec.cases {
-        at_most("streams", case.streams.into(), 128)
-            .and_then(|()| at_most("messageSize", case.message_size.into(), 16_777_216))
-            .map_err(|e| format!("case {}: {e}", case.name))?;
-        within(
-            case.duration,
-            SEC,
-            DAY,
-            "case duration must be between 1s and 24h",
-        )
-        .map_err(|e| format!("case {}: {e}", case.name))?;
+        egress_case(case).map_err(|e| format!("case {}: {e}", case.name))?;
+    }
+    // Across cases, which no CEL rule can sum up.
+    let runs = spec.measured_count();
+    if runs > MAX_MEASURED {
+        return Err(format!(
+            "the cases and their sweeps make {runs} runs; at most {MAX_MEASURED} (the measurements one BenchmarkResult holds)"
+        ));
+    }
+    Ok(())
+}
+
+/// One case: the schema's bounds and its CEL rules on which fields go with which protocol.
+fn egress_case(case: &EgressCase) -> Result<(), String> {
+    let p = case.protocol;
+    at_most("streams", case.streams.into(), 128)?;
+    within(
+        case.duration,
+        SEC,
+        DAY,
+        "case duration must be between 1s and 24h",
+    )?;
+    let rr_only = [&case.request_size, &case.response_size, &case.rate];
+    if !p.is_request_response() && rr_only.iter().any(|f| f.is_some()) {
+        return Err(
+            "requestSize, responseSize and rate apply to protocols tcp-rr, tcp-crr and udp-rr only"
+                .into(),
+        );
+    }
+    if !matches!(p, Protocol::TcpRr | Protocol::UdpRr) && case.burst.is_some() {
+        return Err("burst applies to protocols tcp-rr and udp-rr only".into());
+    }
+    if p != Protocol::UdpRr && case.timeout.is_some() {
+        return Err("timeout applies to protocol udp-rr only".into());
+    }
+    if p != Protocol::UdpStream && (case.bitrate.is_some() || case.packets_per_second.is_some()) {
+        return Err("bitrate and packetsPerSecond apply to protocol udp-stream only".into());
+    }
+    if case.bitrate.is_some() && case.packets_per_second.is_some() {
+        return Err("set bitrate or packetsPerSecond, not both".into());
+    }
+    if p != Protocol::TcpStream && case.latency_probe.is_some() {
+        return Err("latencyProbe applies to protocol tcp-stream only".into());
+    }
+    if p.is_request_response() && case.message_size.is_some() {
+        return Err("messageSize applies to tcp-stream and udp-stream; request/response protocols take requestSize and responseSize".into());
+    }
+    if p.is_request_response() && case.direction != Direction::Send {
+        return Err("direction applies to tcp-stream and udp-stream only".into());
+    }
+    let sweep_sizes = case.sweep.iter().flat_map(|s| &s.message_sizes);
+    let sizes = [case.message_size, case.request_size, case.response_size];
+    let max_size = sizes
+        .into_iter()
+        .flatten()
+        .chain(sweep_sizes.copied())
+        .max();
+    let udp_rr_sizes = [case.request_size, case.response_size];
+    let udp_rr_min = udp_rr_sizes.into_iter().flatten().chain(
+        case.sweep
+            .iter()
+            .flat_map(|s| s.message_sizes.iter().copied()),
+    );
+    if p == Protocol::UdpRr && udp_rr_min.min().is_some_and(|m| m < 8) {
+        return Err("udp-rr carries an 8-byte sequence number in every datagram: requestSize, responseSize and sweep.messageSizes must be at least 8".into());
+    }
+    let limit = if p.is_udp() { 65_507 } else { 16_777_216 };
+    if max_size.is_some_and(|m| m > limit) {
+        return Err(if p.is_udp() {
+            "a UDP datagram carries at most 65507 bytes: messageSize, requestSize, responseSize and sweep.messageSizes of udp protocols must be at most 65507".into()
+        } else {
+            format!("message sizes must be at most {limit}")
+        });
+    }
+    at_most("burst", case.burst.unwrap_or(0).into(), 256)?;
+    at_most("rate", case.rate.unwrap_or(0).into(), 1_000_000)?;
+    at_most(
+        "packetsPerSecond",
+        case.packets_per_second.unwrap_or(0).into(),
+        10_000_000,
+    )?;
+    at_most("latencyProbe", case.latency_probe.unwrap_or(0).into(), 1000)?;
+    if let Some(t) = case.timeout {
+        within(t, MS, 10 * SEC, "timeout must be between 1ms and 10s")?;
+    }
+    if let Some(b) = &case.bitrate {
+        if crate::cases::bitrate_bits(b).is_none() {
+            return Err(format!(
+                "bitrate must be bits per second with an optional k, M or G suffix, at most 100G (got {b:.32})"
+            ));
+        }
+    }
+    if let Some(s) = &case.sweep {
+        if s.message_sizes.is_empty() && s.streams.is_empty() {
+            return Err("sweep must list messageSizes or streams".into());
+        }
+        at_most(
+            "sweep.streams",
+            s.streams.iter().copied().max().unwrap_or(1).into(),
+            128,
+        )?;
+        if case.runs() > 16 {
+            return Err("a sweep runs a case at most 16 times: the number of messageSizes times the number of streams must be at most 16".into());
+        }
+        for (field, values) in [("messageSizes", &s.message_sizes), ("streams", &s.streams)] {
+            let mut sorted = values.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.len() != values.len() {
+                return Err(format!("sweep.{field} must not repeat a value"));
+            }
+            if values.contains(&0) {
+                return Err(format!("sweep.{field} must be at least 1"));
+            }
+        }
+    }
+    if case.server.service && (case.server.address.is_some() || case.server.host_network) {
+        return Err("server.service reaches a server pod the operator runs: it cannot be combined with server.address or hostNetwork".into());
     }
     Ok(())
 }

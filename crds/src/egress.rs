@@ -1,5 +1,7 @@
-//! EgressBenchmark: TCP stream throughput between nodes, over the overlay, and from a pod through
-//! the egress node to a target, with NIC/vxlan checksum offload tuned and restored.
+//! EgressBenchmark: network paths between nodes, over the overlay, through a Service and from a
+//! pod through the egress node to a target, measured per case with one of five tests (TCP stream
+//! throughput, TCP and UDP request/response, TCP connect/request/response, UDP datagrams at a
+//! rate), with NIC/vxlan checksum offload tuned and restored.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +9,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{CleanupPolicy, Duration, RunStatus};
+use crate::common::{CleanupPolicy, Duration, LatencyMillis, RunStatus};
+pub use protocol::Protocol;
 
 /// Measure TCP stream throughput for several cases (node->node, vxlan->vxlan,
 /// pod->egress node->target), optionally with checksum offload switched per case.
@@ -76,9 +79,21 @@ pub struct EgressWorkers {
     pub memory: Option<Quantity>,
 }
 
-/// One throughput measurement between a client and a server.
+/// One measurement between a client and a server.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.protocol in ['tcp-rr', 'tcp-crr', 'udp-rr'] || (!has(self.requestSize) && !has(self.responseSize) && !has(self.rate))").message("requestSize, responseSize and rate apply to protocols tcp-rr, tcp-crr and udp-rr only"),
+    validation = Rule::new("self.protocol != 'udp-rr' || ((!has(self.requestSize) || self.requestSize >= 8) && (!has(self.responseSize) || self.responseSize >= 8) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m >= 8)))").message("udp-rr carries an 8-byte sequence number in every datagram: requestSize, responseSize and sweep.messageSizes must be at least 8"),
+    validation = Rule::new("self.protocol in ['tcp-rr', 'udp-rr'] || !has(self.burst)").message("burst applies to protocols tcp-rr and udp-rr only"),
+    validation = Rule::new("self.protocol == 'udp-rr' || !has(self.timeout)").message("timeout applies to protocol udp-rr only"),
+    validation = Rule::new("self.protocol == 'udp-stream' || (!has(self.bitrate) && !has(self.packetsPerSecond))").message("bitrate and packetsPerSecond apply to protocol udp-stream only"),
+    validation = Rule::new("!(has(self.bitrate) && has(self.packetsPerSecond))").message("set bitrate or packetsPerSecond, not both"),
+    validation = Rule::new("self.protocol == 'tcp-stream' || !has(self.latencyProbe)").message("latencyProbe applies to protocol tcp-stream only"),
+    validation = Rule::new("self.protocol in ['tcp-stream', 'udp-stream'] || !has(self.messageSize)").message("messageSize applies to tcp-stream and udp-stream; request/response protocols take requestSize and responseSize"),
+    validation = Rule::new("self.protocol in ['tcp-stream', 'udp-stream'] || self.direction == 'Send'").message("direction applies to tcp-stream and udp-stream only"),
+    validation = Rule::new("!self.protocol.startsWith('udp') || ((!has(self.messageSize) || self.messageSize <= 65507) && (!has(self.requestSize) || self.requestSize <= 65507) && (!has(self.responseSize) || self.responseSize <= 65507) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m <= 65507)))").message("a UDP datagram carries at most 65507 bytes: messageSize, requestSize, responseSize and sweep.messageSizes of udp protocols must be at most 65507"),
+)]
 pub struct EgressCase {
     /// Short name, e.g. node-to-node.
     #[schemars(
@@ -90,7 +105,17 @@ pub struct EgressCase {
     pub client: ClientEndpoint,
     /// The receiving side.
     pub server: ServerEndpoint,
-    /// Parallel TCP streams (iperf3 -P).
+    /// What to measure. tcp-stream (the default): TCP throughput, iperf3-style. tcp-rr:
+    /// request/response on long-lived connections, transactions/s and latency percentiles
+    /// (netperf TCP_RR). tcp-crr: a new connection per transaction, the cost of connection
+    /// set-up, conntrack and NAT (netperf TCP_CRR). udp-rr: request/response over UDP; a request
+    /// not answered within `timeout` counts as lost (netperf UDP_RR without its stall).
+    /// udp-stream: datagrams at `bitrate` or `packetsPerSecond`, with loss, reordering and
+    /// jitter (iperf3 -u).
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Parallel streams: TCP connections, UDP sockets, or request/response connections
+    /// (iperf3 -P).
     #[serde(default = "default_streams")]
     #[schemars(range(min = 1, max = 128))]
     pub streams: u32,
@@ -99,13 +124,66 @@ pub struct EgressCase {
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('1s') && duration(self) <= duration('24h')").message("case duration must be between 1s and 24h"))]
     pub duration: Duration,
-    /// Bytes per write (iperf3 -l). Default 128 KiB.
-    #[serde(default = "default_message_size")]
+    /// tcp-stream: bytes per write (iperf3 -l), default 128 KiB. udp-stream: bytes of UDP
+    /// payload per datagram, at most 65507; default the largest that fits the path's MTU
+    /// (at most 1472).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 16777216))]
-    pub message_size: u32,
-    /// Send: client to server (default). Receive: server to client (iperf3 -R). Both: both at once.
+    pub message_size: Option<u32>,
+    /// Send: client to server (default). Receive: server to client (iperf3 -R). Both: both at
+    /// once. tcp-stream and udp-stream only.
     #[serde(default)]
     pub direction: Direction,
+    /// tcp-rr, tcp-crr, udp-rr: bytes per request (netperf -r). Default 1; udp-rr: at least
+    /// and by default 8 (its sequence number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1048576))]
+    pub request_size: Option<u32>,
+    /// tcp-rr, tcp-crr, udp-rr: bytes per response. Default 1; udp-rr: at least and by default
+    /// 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1048576))]
+    pub response_size: Option<u32>,
+    /// tcp-rr, udp-rr: requests kept in flight per stream beyond the first (netperf -b).
+    /// Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 256))]
+    pub burst: Option<u32>,
+    /// tcp-rr, tcp-crr, udp-rr: transactions per second of each stream, paced (open loop:
+    /// latency counts from the intended send time, so a slow answer cannot hide the requests
+    /// it held up). Absent: the next request goes when an answer comes (closed loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub rate: Option<u32>,
+    /// udp-rr: how long a request waits for its answer before it counts as lost, 1ms to 10s.
+    /// Default 100ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1ms') && duration(self) <= duration('10s')").message("timeout must be between 1ms and 10s"))]
+    pub timeout: Option<Duration>,
+    /// udp-stream: bits of UDP payload per second of each stream, with an optional k, M or G
+    /// suffix (1000-based), e.g. 500M; 0 sends as fast as possible. At most 100G. Default 1M
+    /// (iperf3's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = r"^(0|[1-9][0-9]{0,11}(\.[0-9]{1,3})?[kMG]?)$"),
+        length(max = 16)
+    )]
+    pub bitrate: Option<String>,
+    /// udp-stream: datagrams per second of each stream, instead of bitrate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000000))]
+    pub packets_per_second: Option<u32>,
+    /// tcp-stream: latency under load. A request/response probe of this many transactions per
+    /// second (1-byte requests and answers, paced) runs on a connection of its own to the same
+    /// server while the streams run; its percentiles are reported next to the throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub latency_probe: Option<u32>,
+    /// Run the case once per message size and/or stream count (a table in status and in the
+    /// report). A swept case's runs are named like "rr/messageSize=64".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<CaseSweep>,
     /// Offload profile applied while this case runs; absent = the nodes' settings as found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
@@ -118,8 +196,26 @@ fn default_streams() -> u32 {
 fn default_case_duration() -> Duration {
     std::time::Duration::from_secs(10).into()
 }
-fn default_message_size() -> u32 {
-    128 * 1024
+
+/// The values a case is run with, one run per combination (at most 16).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.messageSizes) || has(self.streams)").message("sweep must list messageSizes or streams"),
+    validation = Rule::new("(has(self.messageSizes) ? size(self.messageSizes) : 1) * (has(self.streams) ? size(self.streams) : 1) <= 16").message("a sweep runs a case at most 16 times: the number of messageSizes times the number of streams must be at most 16"),
+)]
+pub struct CaseSweep {
+    /// Message sizes in bytes, each one run: the write size of tcp-stream, the datagram payload
+    /// of udp-stream, the request and the response size of tcp-rr, tcp-crr and udp-rr.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 16), inner(range(min = 1, max = 16777216)))]
+    #[x_kube(validation = Rule::new("self.all(m, self.exists_one(n, n == m))").message("sweep.messageSizes must not repeat a value"))]
+    pub message_sizes: Vec<u32>,
+    /// Stream counts, each one run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 16), inner(range(min = 1, max = 128)))]
+    #[x_kube(validation = Rule::new("self.all(m, self.exists_one(n, n == m))").message("sweep.streams must not repeat a value"))]
+    pub streams: Vec<u32>,
 }
 
 /// Which way the bytes flow.
@@ -161,6 +257,7 @@ pub struct ClientEndpoint {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("!has(self.address) || (!has(self.nodeName) && !has(self.bindInterface) && !has(self.bindAddress) && !self.hostNetwork)").message("server.address (an external tcp-server) cannot be combined with nodeName, hostNetwork, bindInterface or bindAddress"),
+    validation = Rule::new("!has(self.service) || !self.service || (!has(self.address) && !self.hostNetwork)").message("server.service reaches a server pod the operator runs: it cannot be combined with server.address or hostNetwork"),
     validation = Rule::new("!(has(self.bindInterface) && has(self.bindAddress))").message("set bindInterface or bindAddress, not both"),
 )]
 pub struct ServerEndpoint {
@@ -180,7 +277,12 @@ pub struct ServerEndpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 45))]
     pub bind_address: Option<String>,
-    /// Host or IP of an external `netbench-loadgen tcp-server` (outside the cluster, behind the
+    /// Reach the server pod through a ClusterIP Service the operator creates for it (the
+    /// kube-proxy or eBPF Service path) instead of the pod's own address, so one benchmark can
+    /// compare pod, Service and host network paths.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub service: bool,
+    /// Host or IP of an external `netbench-loadgen server` (outside the cluster, behind the
     /// egress node); no server pod is created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
@@ -283,9 +385,68 @@ pub struct CaseResult {
     pub client_cpu_percent: f64,
     /// CPU used by the server process, percent of one core.
     pub server_cpu_percent: f64,
-    /// Receiver throughput lost against the baseline case, percent (negative = faster).
+    /// Main figure lost against the baseline case, percent (negative = better): receiver
+    /// throughput, or transactions/s for request/response protocols. Only between cases of the
+    /// same protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_percent: Option<f64>,
+    /// The test that ran (absent in results from before the field: tcp-stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// The declared case a swept run belongs to (its name is "case/messageSize=N,...").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
+    /// Message size of this run (bytes; request/response protocols: request and response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_size: Option<u32>,
+    /// Streams of this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
+    /// The path to the server: pod, service, hostNetwork or external.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The address the client's test connected to, as it reported it ("10.96.4.2:5201": a
+    /// Service's cluster IP on the Service path, the pod's IP on the pod path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub server_address: Option<String>,
+    /// Request/response: transactions per second, all streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_second: Option<f64>,
+    /// Request/response: latency of the answered transactions (merged exactly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyMillis>,
+    /// Request/response: transactions that failed (refused, timed out, reset, no local port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures: Option<u64>,
+    /// udp-rr and udp-stream: datagrams lost, percent of those sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_percent: Option<f64>,
+    /// udp-stream: RFC 3550 interarrival jitter, milliseconds (mean over the streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
+    /// udp-stream: datagrams that arrived out of order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_order: Option<u64>,
+    /// udp-stream: datagrams that arrived more than once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicates: Option<u64>,
+    /// Request/response: CPU time of the client per transaction, microseconds (netperf's
+    /// service demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_us_per_transaction: Option<f64>,
+    /// Request/response: CPU time of the server per transaction, microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_transaction: Option<f64>,
+    /// Streams: CPU seconds of both ends per GB received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_per_gb: Option<f64>,
+    /// tcp-stream with latencyProbe: the probe's latency while the streams ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_latency: Option<LatencyMillis>,
+    /// What the measurement warns about, e.g. ephemeral ports exhausted (tcp-crr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// Offload bookkeeping for one interface on one node.

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bounds;
+pub mod cases;
 pub mod common;
 pub mod duration;
 pub mod egress;

@@ -177,8 +177,9 @@ pub struct Measurement {
     #[serde(default)]
     #[schemars(length(max = 32))]
     pub metrics: Vec<MetricStats>,
-    /// The latency histogram of every request of every sample, merged exactly (HdrHistogram
-    /// V2 + DEFLATE, base64; microseconds). IngressBenchmark only.
+    /// The latency histogram of every request or transaction of every sample, merged exactly
+    /// (HdrHistogram V2 + DEFLATE, base64; microseconds): ingress steps, request/response
+    /// cases, and tcp-stream cases with a latency probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 262144))]
     pub histogram: Option<String>,

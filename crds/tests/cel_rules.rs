@@ -322,3 +322,183 @@ fn quantities_must_parse_and_stay_in_range() {
         step,
     );
 }
+
+/// Each protocol rule, from the API server's side (CEL) and the operator's (crds::bounds): a
+/// field of another protocol is refused with the same message by both.
+#[test]
+fn protocol_fields_go_with_their_protocol_and_the_operator_agrees() {
+    let case = |fields: Value| {
+        let mut c =
+            json!({"name": "c", "client": {"nodeName": "n1"}, "server": {"nodeName": "n2"}});
+        for (k, v) in fields.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        with(
+            &with(&egress(), "spec.cases", json!([c])),
+            "spec.baselineCase",
+            json!("c"),
+        )
+    };
+    let agree = |obj: &Value, message: &str| {
+        assert_rejected(obj, message);
+        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        let err = crds::bounds::egress(&spec).unwrap_err();
+        assert!(
+            err.contains(message),
+            "operator said {err:?}, want {message:?}"
+        );
+    };
+    let ok = |obj: &Value| {
+        assert_eq!(support::cel_errors(obj), Vec::<String>::new(), "{obj}");
+        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        assert_eq!(crds::bounds::egress(&spec), Ok(()), "{obj}");
+    };
+    ok(&case(
+        json!({"protocol": "tcp-rr", "requestSize": 64, "responseSize": 1024, "burst": 8, "rate": 1000}),
+    ));
+    ok(&case(json!({"protocol": "tcp-crr", "requestSize": 1})));
+    ok(&case(
+        json!({"protocol": "udp-rr", "timeout": "50ms", "burst": 2}),
+    ));
+    ok(&case(
+        json!({"protocol": "udp-stream", "bitrate": "500M", "messageSize": 1400, "direction": "Receive"}),
+    ));
+    ok(&case(
+        json!({"protocol": "udp-stream", "packetsPerSecond": 100000}),
+    ));
+    ok(&case(json!({"latencyProbe": 10, "messageSize": 65536})));
+    ok(&case(
+        json!({"protocol": "tcp-rr", "sweep": {"messageSizes": [1, 64, 1024], "streams": [1, 2, 4, 8]}}),
+    ));
+    ok(&case(
+        json!({"protocol": "tcp-rr", "server": {"nodeName": "n2", "service": true}}),
+    ));
+
+    let rr_only =
+        "requestSize, responseSize and rate apply to protocols tcp-rr, tcp-crr and udp-rr only";
+    agree(&case(json!({"requestSize": 64})), rr_only);
+    agree(&case(json!({"protocol": "udp-stream", "rate": 5})), rr_only);
+    agree(
+        &case(json!({"protocol": "tcp-crr", "burst": 4})),
+        "burst applies to protocols tcp-rr and udp-rr only",
+    );
+    agree(
+        &case(json!({"protocol": "tcp-rr", "timeout": "1s"})),
+        "timeout applies to protocol udp-rr only",
+    );
+    agree(
+        &case(json!({"bitrate": "1G"})),
+        "bitrate and packetsPerSecond apply to protocol udp-stream only",
+    );
+    agree(
+        &case(json!({"protocol": "udp-stream", "bitrate": "1G", "packetsPerSecond": 10})),
+        "set bitrate or packetsPerSecond, not both",
+    );
+    agree(
+        &case(json!({"protocol": "udp-rr", "latencyProbe": 5})),
+        "latencyProbe applies to protocol tcp-stream only",
+    );
+    agree(&case(json!({"protocol": "tcp-rr", "messageSize": 64})), "messageSize applies to tcp-stream and udp-stream; request/response protocols take requestSize and responseSize");
+    agree(
+        &case(json!({"protocol": "tcp-rr", "direction": "Receive"})),
+        "direction applies to tcp-stream and udp-stream only",
+    );
+    let udp = "a UDP datagram carries at most 65507 bytes: messageSize, requestSize, responseSize and sweep.messageSizes of udp protocols must be at most 65507";
+    agree(
+        &case(json!({"protocol": "udp-stream", "messageSize": 65508})),
+        udp,
+    );
+    agree(
+        &case(json!({"protocol": "udp-rr", "responseSize": 70000})),
+        udp,
+    );
+    agree(
+        &case(json!({"protocol": "udp-rr", "sweep": {"messageSizes": [64, 65536]}})),
+        udp,
+    );
+    agree(
+        &case(json!({"server": {"address": "198.18.0.2", "service": true}})),
+        "server.service reaches a server pod the operator runs: it cannot be combined with server.address or hostNetwork",
+    );
+    agree(
+        &case(json!({"sweep": {}})),
+        "sweep must list messageSizes or streams",
+    );
+    agree(
+        &case(json!({"sweep": {"messageSizes": [1, 2, 3, 4, 5], "streams": [1, 2, 3, 4]}})),
+        "a sweep runs a case at most 16 times: the number of messageSizes times the number of streams must be at most 16",
+    );
+    agree(
+        &case(json!({"sweep": {"streams": [2, 4, 2]}})),
+        "sweep.streams must not repeat a value",
+    );
+    agree(
+        &case(json!({"protocol": "udp-rr", "timeout": "11s"})),
+        "timeout must be between 1ms and 10s",
+    );
+    let seq = "udp-rr carries an 8-byte sequence number in every datagram: requestSize, responseSize and sweep.messageSizes must be at least 8";
+    agree(&case(json!({"protocol": "udp-rr", "requestSize": 4})), seq);
+    agree(
+        &case(json!({"protocol": "udp-rr", "sweep": {"messageSizes": [1, 64]}})),
+        seq,
+    );
+    ok(&case(
+        json!({"protocol": "tcp-rr", "sweep": {"messageSizes": [1, 64]}}),
+    ));
+    // The schema's own bounds (the API server checks them before CEL; tests/cluster/crd-check.sh
+    // sends absurd values to the real one): declared for every size and rate.
+    let schema = support::schema_of("EgressBenchmark");
+    let props = &schema["properties"]["spec"]["properties"]["cases"]["items"]["properties"];
+    for (field, max) in [
+        ("rate", 1_000_000.0),
+        ("burst", 256.0),
+        ("requestSize", 1_048_576.0),
+        ("responseSize", 1_048_576.0),
+        ("packetsPerSecond", 10_000_000.0),
+        ("latencyProbe", 1000.0),
+        ("messageSize", 16_777_216.0),
+    ] {
+        assert_eq!(props[field]["maximum"], json!(max), "{field}");
+    }
+    assert!(props["bitrate"]["pattern"].is_string() && props["bitrate"]["maxLength"] == json!(16));
+    let sweep = &props["sweep"]["properties"];
+    assert_eq!(
+        (
+            sweep["messageSizes"]["maxItems"].clone(),
+            sweep["streams"]["items"]["maximum"].clone()
+        ),
+        (json!(16), json!(128.0))
+    );
+    // What the pattern lets through beyond 100G, the operator refuses.
+    let obj = case(json!({"protocol": "udp-stream", "bitrate": "999999G"}));
+    let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+    assert!(crds::bounds::egress(&spec)
+        .unwrap_err()
+        .contains("at most 100G"));
+}
+
+/// Across cases the operator counts the runs (no CEL rule can sum them): 64 at most.
+#[test]
+fn the_operator_refuses_more_runs_than_a_result_holds() {
+    let swept = |i: usize| json!({"name": format!("c{i}"), "client": {}, "server": {"nodeName": "n"}, "sweep": {"messageSizes": [1, 2, 3, 4], "streams": [1, 2, 3, 4]}});
+    let five: Vec<Value> = (0..5).map(swept).collect();
+    let obj = with(
+        &with(&egress(), "spec.cases", json!(five)),
+        "spec.baselineCase",
+        json!("c0"),
+    );
+    assert_eq!(
+        support::cel_errors(&obj),
+        Vec::<String>::new(),
+        "each case is within its own bound"
+    );
+    let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+    assert_eq!(
+        crds::bounds::egress(&spec).unwrap_err(),
+        "the cases and their sweeps make 80 runs; at most 64 (the measurements one BenchmarkResult holds)"
+    );
+    let four: Vec<Value> = (0..4).map(swept).collect();
+    let spec: crds::EgressBenchmarkSpec =
+        serde_json::from_value(with(&obj, "spec.cases", json!(four))["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::egress(&spec), Ok(()));
+}

@@ -37,7 +37,10 @@ fn egress_case_defaults() {
     let case = &defaulted["spec"]["cases"][0];
     assert_eq!(case["streams"], 1);
     assert_eq!(case["duration"], "10s");
-    assert_eq!(case["messageSize"], 131072);
+    // messageSize has no schema default: tcp-stream's (128 KiB) and udp-stream's (the path's
+    // MTU) differ, so the operator applies it per protocol.
+    assert_eq!(case.get("messageSize"), None);
+    assert_eq!(case["protocol"], "tcp-stream");
     assert_eq!(case["direction"], "Send");
     assert_eq!(case["server"]["port"], 5201);
     let typed: crds::EgressBenchmark = serde_json::from_value(minimal).unwrap();

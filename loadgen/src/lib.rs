@@ -6,14 +6,20 @@
 //! - [`report`]: the human summary of an HTTP report ([`protocol::report`] has the report).
 //! - [`tcp`]: the TCP stream engine (iperf3-style client/server); its report is
 //!   [`protocol::tcp`].
+//! - [`udp`]: the UDP stream engine (paced datagrams: loss, reordering, duplicates, jitter);
+//!   its report is [`protocol::udp`].
+//! - [`rr`]: the request/response engines (tcp-rr, tcp-crr, udp-rr); their report is
+//!   [`protocol::rr`].
 //! - [`offload`]: ethtool offload features read and changed over netlink.
 //! - [`worker`]: the worker protocol client (register, barrier, progress, report).
 #![deny(rust_2018_idioms)]
-// Only `tcp::sys` (TCP_INFO, getrusage, poll: one libc call per function) opts out.
+// Only `tcp::sys` and `udp::sys` (one libc call per function) opt out.
 #![deny(unsafe_code)]
 
 pub mod http;
 pub mod offload;
 pub mod report;
+pub mod rr;
 pub mod tcp;
+pub mod udp;
 pub mod worker;

@@ -10,6 +10,7 @@ use loadgen::http::{HttpConfig, HttpOptions};
 use loadgen::report::http_summary;
 use loadgen::{offload, tcp};
 use protocol::report::Report;
+use protocol::Protocol;
 
 #[derive(Parser)]
 #[command(name = "netbench-loadgen", version, about = "netbench load generators")]
@@ -24,9 +25,12 @@ enum Command {
     Http(Box<HttpCommand>),
     /// Merge reports of workers that ran at the same time into one (exact).
     Merge(MergeCommand),
-    /// Serve TCP stream tests (iperf3-style), one after another.
+    /// Serve tests of every protocol (tcp-stream, tcp-rr, ...), one after another.
+    #[command(name = "server", visible_alias = "tcp-server")]
     TcpServer(tcp::cli::ServerArgs),
-    /// Run a TCP stream test against a tcp-server (iperf3-style flags).
+    /// Run a test against a server: --protocol tcp-stream (iperf3-style flags, the default),
+    /// tcp-rr, tcp-crr, udp-rr (netperf-style), udp-stream.
+    #[command(visible_alias = "client")]
     TcpClient(tcp::cli::ClientArgs),
     /// Read or change ethtool offload features of an interface.
     Offload(offload::cli::OffloadArgs),
@@ -138,6 +142,29 @@ fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
 /// Standalone, or under the operator: connect to the server named at the barrier, push
 /// progress, deliver the report, then print it (and fail if streams ended early).
 fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    // -u is --protocol udp-stream.
+    match args.udp.protocol(args.protocol) {
+        Protocol::TcpStream => tcp_stream_client(args),
+        Protocol::UdpStream => udp_stream_client(args),
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => rr_client(args),
+    }
+}
+
+/// tcp-rr, tcp-crr, udp-rr: standalone, or under the operator like the stream test.
+fn rr_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            args.check_applicable()?;
+            let client = loadgen::worker::WorkerClient::new(env);
+            let report = loadgen::worker::rr::run_rr_client(args, &client)?;
+            loadgen::rr::cli::finish_client(args, &report)
+        }
+        None => loadgen::rr::cli::run_client(args),
+    }
+}
+
+fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
     match loadgen::worker::WorkerEnv::from_env()? {
         Some(env) => {
             let client = loadgen::worker::WorkerClient::new(env);
@@ -148,6 +175,18 @@ fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
     }
 }
 
+fn udp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
+    match loadgen::worker::WorkerEnv::from_env()? {
+        Some(env) => {
+            let client = loadgen::worker::WorkerClient::new(env);
+            let report = loadgen::worker::udp::run_udp_client(args, &client)?;
+            loadgen::udp::cli::finish_client(args, &report)
+        }
+        None => loadgen::udp::cli::run_client(args),
+    }
+}
+
 fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
     let mut texts = Vec::with_capacity(cmd.files.len());
     for f in &cmd.files {
@@ -155,9 +194,13 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot read '{}': {e}", f.display()))?;
         texts.push((f, text));
     }
-    // TCP reports have their own type and merge; every other kind goes through `Report`.
-    if report_kind(&texts[0].1).as_deref() == Some(protocol::tcp::REPORT_KIND) {
-        return merge_tcp(&texts, cmd.output);
+    // TCP, rr and udp reports have their own types and merges; every other kind goes through
+    // `Report`.
+    match report_kind(&texts[0].1).as_deref() {
+        Some(protocol::tcp::REPORT_KIND) => return merge_tcp(&texts, cmd.output),
+        Some(protocol::rr::REPORT_KIND) => return merge_rr(&texts, cmd.output),
+        Some(protocol::udp::REPORT_KIND) => return merge_udp(&texts, cmd.output),
+        _ => {}
     }
     let mut reports = Vec::with_capacity(texts.len());
     for (f, text) in &texts {
@@ -189,6 +232,36 @@ fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow:
     match output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
         Output::Text => print!("{}", tcp::render_text(&merged)),
+    }
+    Ok(())
+}
+
+fn merge_udp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in texts {
+        let report: protocol::udp::UdpReport = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("'{}': not a udp report: {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = protocol::udp::merge(&reports)?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
+        Output::Text => print!("{}", loadgen::udp::render_text(&merged)),
+    }
+    Ok(())
+}
+
+fn merge_rr(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(texts.len());
+    for (f, text) in texts {
+        let report: protocol::rr::RrReport = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("'{}': not an rr report: {e}", f.display()))?;
+        reports.push(report);
+    }
+    let merged = protocol::rr::merge(&reports)?;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
+        Output::Text => print!("{}", loadgen::rr::render_text(&merged)),
     }
     Ok(())
 }

@@ -326,7 +326,7 @@ fn protocol_version_mismatch_is_a_clear_error() {
     assert_eq!(reply["type"], "error");
     let msg = reply["message"].as_str().unwrap();
     assert!(
-        msg.contains("version 1") && msg.contains("version 99"),
+        msg.contains("version 2") && msg.contains("version 99"),
         "{msg}"
     );
     drop(conn);

@@ -2,7 +2,7 @@
 //! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
 //! reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 use protocol::worker::FinalReport;
@@ -64,9 +64,10 @@ pub async fn list_pods(
         .items)
 }
 
-/// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark): the only
-/// children a benchmark has in its own namespace (reports: reports; offload Jobs: egress::offload).
-pub async fn delete_pods(
+/// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark) and the
+/// Services in front of them (egress::service): the only children a benchmark has in its own
+/// namespace (reports: reports; offload Jobs: egress::offload).
+pub async fn delete_workers(
     client: &Client,
     namespace: &str,
     selector: &str,
@@ -75,6 +76,18 @@ pub async fn delete_pods(
     let _ = Api::<Pod>::namespaced(client.clone(), namespace)
         .delete_collection(&DeleteParams::background(), &lp)
         .await?;
+    // Services have no deletecollection.
+    let services = Api::<Service>::namespaced(client.clone(), namespace);
+    for svc in services.list_metadata(&lp).await?.items {
+        let Some(name) = svc.metadata.name else {
+            continue;
+        };
+        match services.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(())
 }
 

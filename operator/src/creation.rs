@@ -120,7 +120,7 @@ pub async fn start(
             );
         }
         Started::Failed(reason, m) => {
-            children::delete_pods(&ctx.client, step.namespace, step.selector).await?;
+            children::delete_workers(&ctx.client, step.namespace, step.selector).await?;
             conditions::set(
                 &mut run.conditions,
                 WORKERS_SCHEDULED,

@@ -67,8 +67,17 @@ pub fn ingress_step(spec: &IngressBenchmarkSpec, worker_start: Duration) -> Dura
 
 /// How long one egress case may run once its pods exist: start, measurement, reporting.
 pub fn egress_case(case: &EgressCase, worker_start: Duration) -> Duration {
-    sum([worker_start, case.duration.into(), REPORTING])
+    // Request/response tests wait for the answers still in flight at the end, up to their
+    // timeout (udp-rr's, else the engine's 10 s for TCP).
+    let answers = match case.protocol {
+        p if p.is_request_response() => case.timeout.map_or(RR_TCP_TIMEOUT, Duration::from),
+        _ => Duration::ZERO,
+    };
+    sum([worker_start, case.duration.into(), answers, REPORTING])
 }
+
+/// How long netbench-loadgen waits for a TCP request/response answer.
+const RR_TCP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The whole ingress run: every step, with a sweep's rollout and settle time per step.
 pub fn ingress(spec: &IngressBenchmarkSpec, t: Timeouts) -> Duration {
@@ -81,17 +90,18 @@ pub fn ingress(spec: &IngressBenchmarkSpec, t: Timeouts) -> Duration {
     with_margin(per_step.saturating_mul(steps))
 }
 
-/// The whole egress run: every case, with an apply and a restore Job around each case that
-/// names an offload profile, and one more restore at the end.
+/// The whole egress run: every run of every case (a swept case runs once per value), with an
+/// apply and a restore Job around each that names an offload profile, and one more restore at
+/// the end.
 pub fn egress(spec: &EgressBenchmarkSpec, t: Timeouts) -> Duration {
     let job = sum([t.worker_start, OFFLOAD_JOB]);
-    let cases = spec.cases.iter().map(|c| {
-        let offload = if c.offload_profile.is_some() {
+    let cases = spec.measured().into_iter().map(|m| {
+        let offload = if m.spec.offload_profile.is_some() {
             job.saturating_mul(2)
         } else {
             Duration::ZERO
         };
-        sum([egress_case(c, t.worker_start), offload])
+        sum([egress_case(&m.spec, t.worker_start), offload])
     });
     with_margin(sum(cases).saturating_add(job))
 }

@@ -79,6 +79,19 @@ pub fn worker_name(benchmark: &str, run: &str, step: u32, index: u32) -> String 
     )
 }
 
+/// The name of a Service for worker `worker`'s pod: a DNS-1035 label (a letter first, no
+/// dots, at most 63 characters), keeping the end of the worker's name (run, step and worker:
+/// what makes it unique) when it must be cut.
+pub fn service_name(worker: &str) -> String {
+    let label: String = worker
+        .chars()
+        .map(|c| if c == '.' { '-' } else { c })
+        .collect();
+    let keep = label.chars().count().saturating_sub(60);
+    let tail: String = label.chars().skip(keep).collect();
+    format!("nb-{}", tail.trim_start_matches('-'))
+}
+
 pub fn truncate(s: &str, max: usize) -> String {
     s.chars()
         .take(max)
@@ -100,5 +113,24 @@ mod tests {
         assert!(w.len() <= 63, "{w}");
         assert!(w.ends_with("-3f2a9c1d-g7-s3-w12"));
         assert_eq!(worker_name("bench", &run, 0, 1), "bench-3f2a9c1d-g7-s0-w1");
+    }
+
+    #[test]
+    fn service_names_are_dns_labels_that_keep_the_unique_end() {
+        let run = run_id("3f2a9c1d-aaaa-bbbb-cccc-123456789012", 7);
+        assert_eq!(
+            service_name(&worker_name("bench", &run, 0, 1)),
+            "nb-bench-3f2a9c1d-g7-s0-w1"
+        );
+        let dotted = worker_name("9.web.example", &run, 2, 1);
+        assert_eq!(service_name(&dotted), "nb-9-web-example-3f2a9c1d-g7-s2-w1");
+        let long = service_name(&worker_name(&"x".repeat(100), &run, 63, 1));
+        assert!(long.len() <= 63, "{long}");
+        assert!(
+            long.starts_with("nb-") && long.ends_with("-3f2a9c1d-g7-s63-w1"),
+            "{long}"
+        );
+        let dashes = service_name(&format!("{}{}", "-".repeat(70), "a-s1-w1"));
+        assert_eq!(dashes, "nb-a-s1-w1");
     }
 }

@@ -120,6 +120,7 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
     run: &str,
     step: u32,
     workers: std::collections::BTreeMap<String, protocol::worker::Role>,
+    report_kind: &'static str,
 ) -> Result<()> {
     let kind = K::kind(&()).into_owned();
     let namespace = obj.meta().namespace.clone().unwrap_or_default();
@@ -133,6 +134,7 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
             uid: obj.meta().uid.clone().unwrap_or_default(),
             step,
             workers,
+            report_kind,
         },
     );
     Ok(())

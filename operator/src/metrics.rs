@@ -25,6 +25,12 @@ pub struct Metrics {
     pub egress_bits: GaugeVec,
     pub egress_overhead: GaugeVec,
     pub egress_retransmits: GaugeVec,
+    pub egress_transactions: GaugeVec,
+    pub egress_latency: GaugeVec,
+    pub egress_loss: GaugeVec,
+    pub egress_jitter: GaugeVec,
+    pub live_transactions: GaugeVec,
+    pub live_loss: GaugeVec,
     pub api_requests: IntCounterVec,
     pub api_rejected: IntCounterVec,
     pub reports_rejected: IntCounterVec,
@@ -49,6 +55,9 @@ const PHASES: [&str; 7] = [
 /// namespace, a report-labelled object in the benchmark's, an object holding a report's name
 /// (replaced), a second and different report of one worker (refused).
 pub const REPORT_REJECTIONS: [&str; 4] = ["forged", "outside", "shadowed", "conflict"];
+
+/// The `quantile` labels of `netbench_egress_latency_seconds`.
+const CASE_QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "1"];
 
 /// The `quantile` labels of `netbench_ingress_live_latency_seconds`.
 const LIVE_QUANTILES: [&str; 3] = ["0.5", "0.99", "1"];
@@ -178,6 +187,40 @@ impl Metrics {
                 "netbench_egress_retransmits",
                 "TCP retransmits of a finished case",
                 &["namespace", "name", "case"],
+            ),
+            egress_transactions: gauge(
+                "netbench_egress_transactions_per_second",
+                "Transactions per second of a finished request/response case (tcp-rr, tcp-crr, \
+                 udp-rr)",
+                &["namespace", "name", "case", "protocol"],
+            ),
+            egress_latency: gauge(
+                "netbench_egress_latency_seconds",
+                "Latency quantiles (1 = max) of a finished request/response case, or of a \
+                 tcp-stream case's latency probe",
+                &["namespace", "name", "case", "quantile"],
+            ),
+            egress_loss: gauge(
+                "netbench_egress_loss_ratio",
+                "Datagrams lost (0 to 1) in a finished udp-rr or udp-stream case",
+                &["namespace", "name", "case"],
+            ),
+            egress_jitter: gauge(
+                "netbench_egress_jitter_seconds",
+                "RFC 3550 interarrival jitter of a finished udp-stream case",
+                &["namespace", "name", "case"],
+            ),
+            live_transactions: gauge(
+                "netbench_live_transactions_per_second",
+                "Transactions per second over the last second, per request/response worker, \
+                 while running",
+                &["namespace", "name", "worker"],
+            ),
+            live_loss: gauge(
+                "netbench_live_loss_ratio",
+                "Datagrams lost (0 to 1) so far, per udp-stream worker that receives, while \
+                 running",
+                &["namespace", "name", "worker"],
             ),
             api_requests: counter(
                 "netbench_api_requests_total",
@@ -390,6 +433,32 @@ impl Metrics {
         self.egress_retransmits
             .with_label_values(&labels)
             .set(c.retransmits as f64);
+        if let Some(tps) = c.transactions_per_second {
+            let protocol = c.protocol.unwrap_or_default();
+            self.egress_transactions
+                .with_label_values(&[namespace, name, &c.name, protocol.as_str()])
+                .set(tps);
+        }
+        if let Some(l) = c.latency.as_ref().or(c.probe_latency.as_ref()) {
+            for (q, ms) in CASE_QUANTILES
+                .into_iter()
+                .zip([l.p50, l.p90, l.p99, l.p999, l.max])
+            {
+                self.egress_latency
+                    .with_label_values(&[namespace, name, &c.name, q])
+                    .set(ms / 1000.0);
+            }
+        }
+        if let Some(loss) = c.loss_percent {
+            self.egress_loss
+                .with_label_values(&labels)
+                .set(loss / 100.0);
+        }
+        if let Some(j) = c.jitter_ms {
+            self.egress_jitter
+                .with_label_values(&labels)
+                .set(j / 1000.0);
+        }
     }
 
     /// Drops a deleted benchmark's case series.
@@ -412,6 +481,25 @@ impl Metrics {
         let _ = self
             .egress_retransmits
             .remove_label_values(&[namespace, name, case]);
+        for protocol in protocol::Protocol::ALL {
+            let _ = self.egress_transactions.remove_label_values(&[
+                namespace,
+                name,
+                case,
+                protocol.as_str(),
+            ]);
+        }
+        for q in CASE_QUANTILES {
+            let _ = self
+                .egress_latency
+                .remove_label_values(&[namespace, name, case, q]);
+        }
+        let _ = self
+            .egress_loss
+            .remove_label_values(&[namespace, name, case]);
+        let _ = self
+            .egress_jitter
+            .remove_label_values(&[namespace, name, case]);
     }
 
     /// Sets a worker's live series from one progress update. The HTTP-only series are set
@@ -424,6 +512,16 @@ impl Metrics {
             .set(update.bits_per_second);
         if let Some(e) = update.errors_per_second {
             self.live_errors.with_label_values(&labels).set(e);
+        }
+        // A worker's figures, so only plausible ones (the final report is validated in full).
+        if let Some(t) = update
+            .transactions_per_second
+            .filter(|t| t.is_finite() && *t >= 0.0)
+        {
+            self.live_transactions.with_label_values(&labels).set(t);
+        }
+        if let Some(l) = update.loss_percent.filter(|l| (0.0..=100.0).contains(l)) {
+            self.live_loss.with_label_values(&labels).set(l / 100.0);
         }
         if let Some(l) = &update.latency {
             for (q, ms) in LIVE_QUANTILES
@@ -443,6 +541,8 @@ impl Metrics {
         let _ = self.live_rps.remove_label_values(&labels);
         let _ = self.live_bits.remove_label_values(&labels);
         let _ = self.live_errors.remove_label_values(&labels);
+        let _ = self.live_transactions.remove_label_values(&labels);
+        let _ = self.live_loss.remove_label_values(&labels);
         for q in LIVE_QUANTILES {
             let _ = self
                 .live_latency

@@ -22,6 +22,9 @@ pub struct RunSpec {
     pub step: u32,
     /// Worker pod names expected in this step, with their roles.
     pub workers: BTreeMap<String, Role>,
+    /// The kind of report this step's clients deliver ("http", "tcp", "rr", "udp"); any other
+    /// is refused on arrival.
+    pub report_kind: &'static str,
 }
 
 #[derive(Debug)]
@@ -261,6 +264,7 @@ mod tests {
             uid: "u".into(),
             step,
             workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
+            report_kind: "http",
         }
     }
 

@@ -7,6 +7,13 @@
 //! - [`report`]: the versioned JSON report envelope, the HTTP report (with its HDR latency
 //!   histogram, encoded and decoded with bounds), its exact merge and its validation.
 //! - [`tcp`]: the TCP report (iperf3-style streams, both ends' view), its merge and validation.
+//! - [`udp`]: the UDP stream report (loss, reordering, duplicates, jitter, paced rate), its merge
+//!   and validation.
+//! - [`rr`]: the request/response report (tcp-rr, tcp-crr, udp-rr: transactions, exact
+//!   latency percentiles, failures and losses by class, CPU per transaction), its merge and
+//!   validation, and the latency probe a stream report may carry.
+//! - [`Protocol`]: which test a server runs for a client (`tcp-stream`, `tcp-rr`, `tcp-crr`,
+//!   `udp-rr`, `udp-stream`), shared by the control protocol, the reports and the CRD.
 //! - [`offload`]: a device's offload feature state as the operator records it, the state line
 //!   that carries it and ethtool's legacy feature names.
 #![deny(rust_2018_idioms)]
@@ -14,7 +21,11 @@
 
 pub mod offload;
 pub mod report;
+pub mod rr;
 pub mod tcp;
+mod test_protocol;
+pub mod udp;
 pub mod worker;
 
 pub use report::ErrorCounts;
+pub use test_protocol::{Protocol, UnknownProtocol};

@@ -26,7 +26,9 @@ pub fn schema_of(kind: &str) -> Value {
 /// returns the messages of the rules that failed.
 pub fn cel_errors(object: &Value) -> Vec<String> {
     let kind = object["kind"].as_str().expect("object has a kind");
-    match Validator::new().validate(&schema_of(kind), object, None) {
+    let schema = schema_of(kind);
+    let defaulted = kube::core::cel::apply_defaults(&schema, object);
+    match Validator::new().validate(&schema, &defaulted, None) {
         Ok(()) => vec![],
         Err(errors) => errors.iter().map(|e| e.message.clone()).collect(),
     }

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::client::{self, TcpProgress};
 use ::protocol::tcp::{Direction, TcpReport};
+use ::protocol::Protocol;
 use anyhow::{bail, Context};
 
-use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_PORT};
+use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -38,9 +39,12 @@ impl From<DirectionArg> for Direction {
     }
 }
 
-/// Run a TCP stream test against a `netbench-loadgen tcp-server`.
+/// Run a test against a `netbench-loadgen server` (formerly `tcp-server`).
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
+    /// The test: tcp-stream (throughput, the default), tcp-rr, tcp-crr, udp-rr, udp-stream.
+    #[arg(long, value_name = "PROTOCOL", default_value_t = Protocol::TcpStream)]
+    pub protocol: Protocol,
     /// Server to connect to. Required standalone; in worker mode (NETBENCH_OPERATOR_URL set)
     /// the default is the first server registered at the barrier.
     #[arg(short = 'c', long = "client", value_name = "HOST")]
@@ -48,20 +52,22 @@ pub struct ClientArgs {
     /// Server port (with -c).
     #[arg(short, long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
-    /// Test duration in seconds (fractions allowed).
-    #[arg(short = 't', long = "time", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    /// Test duration: seconds (fractions allowed) or with a unit (500ms, 10s, 2m, 1h).
+    #[arg(short = 't', long = "time", visible_alias = "duration", value_name = "DURATION", default_value = "10", value_parser = parse_duration)]
     pub time: Duration,
     /// Number of parallel streams (per direction with --bidir).
     #[arg(
         short = 'P',
         long = "parallel",
+        visible_alias = "streams",
         value_name = "STREAMS",
         default_value_t = 1
     )]
     pub parallel: u32,
-    /// Bytes per write/read: plain number or with K/M suffix (1024-based).
-    #[arg(short = 'l', long = "len", value_name = "LEN", default_value = "128K", value_parser = parse_len)]
-    pub len: usize,
+    /// Bytes per write/read: plain number or with K/M suffix (1024-based); default 128K. For
+    /// udp-stream the datagram size; default the largest that fits the path MTU, at most 1472.
+    #[arg(short = 'l', long = "len", value_name = "LEN", value_parser = parse_len)]
+    pub len: Option<usize>,
     /// Reverse: the server sends, the client receives.
     #[arg(short = 'R', long, conflicts_with_all = ["bidir", "direction"])]
     pub reverse: bool,
@@ -82,6 +88,30 @@ pub struct ClientArgs {
     /// Same as --output json.
     #[arg(short = 'J', long = "json")]
     pub json: bool,
+    /// tcp-rr, tcp-crr, udp-rr: bytes per request (default 1; udp-rr 8, which carry the
+    /// sequence number). K/M suffixes allowed.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub request_size: Option<u32>,
+    /// tcp-rr, tcp-crr, udp-rr: bytes per response (default as --request-size).
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub response_size: Option<u32>,
+    /// tcp-rr, udp-rr: requests in flight per stream beyond the first (netperf -b).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub burst: u32,
+    /// tcp-rr, tcp-crr, udp-rr: transactions per second per stream (open loop, latency from
+    /// the intended send time); default: closed loop.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
+    /// tcp-rr, tcp-crr, udp-rr: per-request timeout (udp-rr: a datagram unanswered this long
+    /// is lost and the stream goes on; default 100ms; TCP: default 10s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// tcp-stream: latency under load: RATE paced 1-byte requests per second on a separate
+    /// connection to the same server; the report carries their percentiles.
+    #[arg(long, value_name = "RATE")]
+    pub latency_probe: Option<f64>,
+    #[command(flatten)]
+    pub udp: crate::udp::cli::UdpArgs,
 }
 
 /// Serve TCP stream tests, one after another, until killed.
@@ -120,12 +150,46 @@ impl ClientArgs {
             port,
             duration: self.time,
             streams: self.parallel,
-            len: self.len,
+            len: self.len.unwrap_or(DEFAULT_LEN),
             direction,
             bind_addr: self.bind,
             bind_device: self.bind_dev.clone(),
+            latency_probe: self.latency_probe,
             ..TcpClientConfig::new(host)
         }
+    }
+
+    /// Flags that do not apply to the chosen protocol are refused, not ignored.
+    pub fn check_applicable(&self) -> anyhow::Result<()> {
+        let protocol = self.udp.protocol(self.protocol);
+        self.udp.check_for(protocol)?;
+        if protocol == Protocol::UdpStream && self.latency_probe.is_some() {
+            bail!("--latency-probe applies to --protocol tcp-stream only, not udp-stream");
+        }
+        let rr = protocol.is_request_response();
+        let stream_only = [
+            ("-l/--len", self.len.is_some()),
+            ("-R/--reverse", self.reverse),
+            ("--bidir", self.bidir),
+            ("--direction", self.direction.is_some()),
+            ("--latency-probe", self.latency_probe.is_some()),
+        ];
+        let rr_only = [
+            ("--request-size", self.request_size.is_some()),
+            ("--response-size", self.response_size.is_some()),
+            ("--burst", self.burst != 0),
+            ("--rate", self.rate.is_some()),
+            ("--timeout", self.timeout.is_some()),
+        ];
+        let (misplaced, kind) = if rr {
+            (stream_only, "tcp-stream and udp-stream")
+        } else {
+            (rr_only, "tcp-rr, tcp-crr and udp-rr")
+        };
+        if let Some((flag, _)) = misplaced.iter().find(|(_, given)| *given) {
+            bail!("{flag} applies to {kind} only, not to --protocol {protocol}");
+        }
+        Ok(())
     }
 
     /// `--output json` or `-J`.
@@ -147,6 +211,7 @@ impl ServerArgs {
 }
 
 pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
+    args.check_applicable()?;
     let Some(host) = &args.host else {
         bail!(
             "tcp-client needs -c HOST (the server to connect to); only in worker mode \
@@ -203,14 +268,34 @@ pub fn run_server(args: &ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
+/// Seconds (`2.5`) or a number with a unit: `ms`, `s`, `m`, `h` (`500ms`, `10s`, `2m`).
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "not a duration: {s:?} (use e.g. 2.5, 500ms, 10s, 2m)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .trim()
         .parse()
-        .map_err(|_| format!("not a number of seconds: {s:?}"))?;
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a valid duration: {s:?}"))
+        .map_err(|_| format!("not a duration: {s:?} (use e.g. 2.5, 500ms, 10s, 2m)"))?;
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("not a valid duration: {s:?}"))
 }
 
-fn parse_len(s: &str) -> Result<usize, String> {
+/// A message size: [`parse_len`] that fits a u32.
+fn parse_size(s: &str) -> Result<u32, String> {
+    parse_len(s).and_then(|n| u32::try_from(n).map_err(|_| format!("too large: {s:?}")))
+}
+
+pub(crate) fn parse_len(s: &str) -> Result<usize, String> {
     let (digits, factor) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1024),
         Some((i, 'm' | 'M')) => (&s[..i], 1024 * 1024),
@@ -272,9 +357,81 @@ mod tests {
     #[test]
     fn bad_values_are_refused() {
         assert!(parse_len("12X").is_err());
-        assert!(parse_seconds("-1").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("10 parsecs").is_err());
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
         assert!(Cli::try_parse_from(["x", "-c", "h", "-R", "--bidir"]).is_err());
         assert_eq!(parse_len("1M"), Ok(1 << 20));
+    }
+
+    #[test]
+    fn the_protocol_is_a_kebab_case_name_defaulting_to_tcp_stream() {
+        let cli = Cli::try_parse_from(["x", "-c", "h"]).unwrap();
+        assert_eq!(cli.client.protocol, Protocol::TcpStream);
+        let cli = Cli::try_parse_from(["x", "-c", "h", "--protocol", "udp-rr"]).unwrap();
+        assert_eq!(cli.client.protocol, Protocol::UdpRr);
+        let err = Cli::try_parse_from(["x", "--protocol", "tcp_rr"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("tcp-crr"), "{err}");
+    }
+
+    #[test]
+    fn netperf_style_request_response_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "-c",
+            "h",
+            "--protocol",
+            "tcp-rr",
+            "--streams",
+            "4",
+            "--burst",
+            "8",
+            "--request-size",
+            "1",
+            "--response-size",
+            "1K",
+            "--duration",
+            "10s",
+            "--timeout",
+            "250ms",
+            "--json",
+        ])
+        .unwrap();
+        let a = &cli.client;
+        assert_eq!(
+            (a.parallel, a.burst, a.time),
+            (4, 8, Duration::from_secs(10))
+        );
+        assert_eq!((a.request_size, a.response_size), (Some(1), Some(1024)));
+        assert_eq!(a.timeout, Some(Duration::from_millis(250)));
+        a.check_applicable().unwrap();
+        // Stream flags with a request/response protocol, and the other way round, are refused.
+        let cli = Cli::try_parse_from(["x", "--protocol", "udp-rr", "-R"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(
+            e.contains("-R/--reverse applies to tcp-stream and udp-stream only"),
+            "{e}"
+        );
+        let cli = Cli::try_parse_from(["x", "--burst", "2"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(e.contains("--burst applies to tcp-rr"), "{e}");
+        let cli = Cli::try_parse_from(["x", "--latency-probe", "100"]).unwrap();
+        cli.client.check_applicable().unwrap();
+        assert_eq!(cli.client.config_for("h", 1).latency_probe, Some(100.0));
+        // udp-stream (-u) takes the stream flags and its own, nothing else.
+        let cli = Cli::try_parse_from(["x", "-u", "-R", "-l", "1000", "-b", "1G"]).unwrap();
+        cli.client.check_applicable().unwrap();
+        let cli = Cli::try_parse_from(["x", "-u", "--burst", "2"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(e.contains("not to --protocol udp-stream"), "{e}");
+        let cli = Cli::try_parse_from(["x", "-u", "--latency-probe", "100"]).unwrap();
+        let e = cli.client.check_applicable().unwrap_err().to_string();
+        assert!(e.contains("tcp-stream only"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::protocol::tcp::{CpuReport, CpuUsage, Flow, RunSummary, StreamReport, TcpReport, Throughput};
+use ::protocol::Protocol;
 use serde::Serialize;
 
 use super::config::TcpClientConfig;
@@ -16,9 +17,10 @@ use super::net::{self, Source};
 use super::protocol::{read_message, write_message, Message, PeerStream, TestParams};
 use super::stream::{Role, RunningStreams, StreamOutcome};
 use super::TcpError;
+use crate::rr::probe::{self, RunningProbe};
 
 /// Time the server gets to answer the hello and to confirm the data connections.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often progress snapshots are taken.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -61,12 +63,22 @@ pub fn run(
     let meter = CpuMeter::start();
     let start = Instant::now();
     let streams = RunningStreams::spawn(test.conns, cfg.len, cfg.idle_timeout, start)?;
+    let probe = match (test.probe, cfg.latency_probe) {
+        (Some(conn), Some(rate)) => Some(RunningProbe::start(
+            conn,
+            rate,
+            start,
+            start + cfg.duration,
+        )?),
+        _ => None,
+    };
     drive(cfg, &streams, start, progress);
     let outcomes = streams.join();
+    let probe = probe.map(RunningProbe::finish).transpose()?;
     let client_cpu = meter.stop();
     let ended_at = unix_ms();
 
-    let (peer, server_cpu) = read_results(&test.control, cfg)?;
+    let (peer, server_cpu) = read_results(&test.control, cfg.idle_timeout + HANDSHAKE_TIMEOUT)?;
     let reports = stream_reports(&test.flows, outcomes, peer)?;
     let run = RunSummary {
         client: test
@@ -86,7 +98,11 @@ pub fn run(
             server: server_cpu,
         },
     };
-    Ok(TcpReport::single(run, reports))
+    let report = TcpReport::single(run, reports);
+    Ok(match probe {
+        Some(p) => report.with_probe(p),
+        None => report,
+    })
 }
 
 /// A test the server accepted, with every data connection open and the start signal received.
@@ -95,6 +111,8 @@ struct Connected {
     control: TcpStream,
     flows: Vec<Flow>,
     conns: Vec<(TcpStream, Role)>,
+    /// The latency probe's connection (stream id = the number of flows).
+    probe: Option<TcpStream>,
 }
 
 impl Connected {
@@ -104,17 +122,21 @@ impl Connected {
             device: cfg.bind_device.clone(),
         };
         let server = net::resolve(&cfg.host, cfg.port, &source)?;
-        let control = net::connect(server, &source, cfg.connect_timeout)?;
+        let control = net::connect_control(server, &source, cfg.connect_timeout)?;
         control
             .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
             .map_err(|e| TcpError::io("configuring the control connection", e))?;
 
         let cookie = new_cookie();
         let test = TestParams {
+            protocol: Protocol::TcpStream,
             streams: cfg.streams,
             duration_ms: cfg.duration.as_millis().min(u128::from(u64::MAX)) as u64,
             len: cfg.len,
             direction: cfg.direction,
+            rr: None,
+            probe: cfg.latency_probe.map(|_| probe::params()),
+            udp: None,
         };
         write_message(&control, &Message::hello(&cookie, test))?;
         expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
@@ -126,12 +148,22 @@ impl Connected {
             write_message(&conn, &Message::data(&cookie, id as u32))?;
             conns.push((conn, client_role(*flow)));
         }
+        let probe = match cfg.latency_probe {
+            Some(_) => {
+                let conn = net::connect(server, &source, cfg.connect_timeout)?;
+                let id = u32::try_from(flows.len()).unwrap_or(u32::MAX);
+                write_message(&conn, &Message::data(&cookie, id))?;
+                Some(conn)
+            }
+            None => None,
+        };
         expect(&control, "start", |m| matches!(m, Message::Start))?;
         Ok(Connected {
             server,
             control,
             flows,
             conns,
+            probe,
         })
     }
 }
@@ -199,12 +231,13 @@ fn drive(
     }
 }
 
-fn read_results(
+/// Reads the server's results, waiting at most `wait`.
+pub(crate) fn read_results(
     control: &TcpStream,
-    cfg: &TcpClientConfig,
+    wait: Duration,
 ) -> Result<(Vec<PeerStream>, CpuUsage), TcpError> {
     control
-        .set_read_timeout(Some(cfg.idle_timeout + HANDSHAKE_TIMEOUT))
+        .set_read_timeout(Some(wait))
         .map_err(|e| TcpError::io("configuring the control connection", e))?;
     match read_message(control) {
         Ok(Message::Results { streams, cpu }) => Ok((streams, cpu)),
@@ -223,7 +256,7 @@ fn read_results(
 }
 
 /// Reads the next control message and checks it is the expected step.
-fn expect(
+pub(crate) fn expect(
     control: &TcpStream,
     what: &str,
     is_expected: impl Fn(&Message) -> bool,
@@ -290,7 +323,7 @@ fn stream_reports(
 }
 
 /// Tells this test's data connections from strays of earlier tests; not a secret.
-fn new_cookie() -> String {
+pub(crate) fn new_cookie() -> String {
     let mut h = RandomState::new().build_hasher();
     h.write_u128(
         SystemTime::now()
@@ -302,7 +335,7 @@ fn new_cookie() -> String {
     format!("{:016x}", h.finish())
 }
 
-fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

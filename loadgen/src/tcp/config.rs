@@ -11,6 +11,8 @@ pub const DEFAULT_PORT: u16 = 5201;
 pub const DEFAULT_LEN: usize = 128 * 1024;
 
 pub(crate) const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Highest rate of the latency probe: a probe, not a load.
+pub const MAX_PROBE_RATE: f64 = 100_000.0;
 
 /// What `tcp-client` does; [`TcpClientConfig::new`] gives iperf3's defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +31,9 @@ pub struct TcpClientConfig {
     pub connect_timeout: Duration,
     /// A data connection that moves no byte for this long is considered dead.
     pub idle_timeout: Duration,
+    /// Latency under load: requests per second of a 1-byte request/response probe on a
+    /// separate connection beside the streams; `None` = no probe.
+    pub latency_probe: Option<f64>,
 }
 
 impl TcpClientConfig {
@@ -44,6 +49,7 @@ impl TcpClientConfig {
             bind_device: None,
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(15),
+            latency_probe: None,
         }
     }
 
@@ -51,6 +57,13 @@ impl TcpClientConfig {
         validate_test(self.streams, self.len, self.duration)?;
         if self.host.is_empty() {
             return Err(TcpError::Config("the server host is empty".into()));
+        }
+        if let Some(rate) = self.latency_probe {
+            if !(rate.is_finite() && rate > 0.0 && rate <= MAX_PROBE_RATE) {
+                return Err(TcpError::Config(format!(
+                    "the latency probe's rate must be more than 0 and at most {MAX_PROBE_RATE} requests/s, got {rate}"
+                )));
+            }
         }
         Ok(())
     }

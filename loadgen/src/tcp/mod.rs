@@ -10,17 +10,18 @@
 
 pub mod cli;
 pub mod client;
-mod config;
-mod cpu;
+pub(crate) mod config;
+pub(crate) mod cpu;
 mod error;
-mod net;
-mod protocol;
+pub(crate) mod net;
+pub(crate) mod protocol;
 pub mod server;
 mod stream;
-mod summary;
-mod sys;
+pub(crate) mod summary;
+pub(crate) mod sys;
 
 pub use self::protocol::PROTOCOL_VERSION;
+pub(crate) use config::MAX_DURATION;
 pub use config::{TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
 pub use error::TcpError;
 pub use summary::render_text;

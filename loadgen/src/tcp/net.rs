@@ -54,6 +54,52 @@ pub(crate) fn connect(
     Ok(sock.into())
 }
 
+/// How long a control connection is retried while the path refuses it.
+pub(crate) const PATH_READY_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens a test's control connection: [`connect`], retried for up to [`PATH_READY_WAIT`]
+/// while the connection is refused or the host unreachable. The server listened before it
+/// registered (and a standalone one before its address was handed out), so a refusal right
+/// after means the path to it is not in place yet: a Service whose rules kube-proxy has not
+/// written, a route not yet up. Any other error, or one that lasts, ends the test.
+pub(crate) fn connect_control(
+    addr: SocketAddr,
+    source: &Source,
+    timeout: Duration,
+) -> Result<TcpStream, TcpError> {
+    connect_retrying(addr, source, timeout, PATH_READY_WAIT)
+}
+
+fn connect_retrying(
+    addr: SocketAddr,
+    source: &Source,
+    timeout: Duration,
+    wait: Duration,
+) -> Result<TcpStream, TcpError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match connect(addr, source, timeout) {
+            Err(TcpError::Connect { cause, .. })
+                if path_not_ready(&cause) && std::time::Instant::now() + pause < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn path_not_ready(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::NetworkUnreachable
+    )
+}
+
 /// Listens on `addr:port`, or on every address (IPv6 dual-stack, falling back to IPv4 where IPv6
 /// is unavailable, e.g. a namespace with IPv6 disabled).
 pub(crate) fn listen(
@@ -89,4 +135,59 @@ fn listen_on(addr: SocketAddr, device: Option<&str>) -> Result<TcpListener, TcpE
     sock.bind(&addr.into()).map_err(fail)?;
     sock.listen(128).map_err(fail)?;
     Ok(sock.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A free port on 127.0.0.1 (bound, then released).
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_control_connection_waits_for_a_path_that_comes_up() {
+        let port = free_port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        // The path comes up a little later (as a Service's rules do).
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let l = TcpListener::bind(addr).unwrap();
+            l.accept().map(drop)
+        });
+        let c = connect_retrying(
+            addr,
+            &Source::default(),
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+        );
+        assert!(c.is_ok(), "{c:?}");
+        late.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_path_that_stays_closed_ends_the_test_with_the_refusal() {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let start = std::time::Instant::now();
+        let e = connect_retrying(
+            addr,
+            &Source::default(),
+            Duration::from_secs(1),
+            Duration::from_millis(400),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, TcpError::Connect { cause, .. } if cause.kind() == io::ErrorKind::ConnectionRefused),
+            "{e}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "bounded: {:?}",
+            start.elapsed()
+        );
+    }
 }

@@ -10,12 +10,13 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use ::protocol::tcp::{CpuUsage, Direction, TcpInfoSnapshot};
+use ::protocol::Protocol;
 use serde::{Deserialize, Serialize};
 
 use super::TcpError;
 
 /// Version of the control protocol; both ends must speak the same one.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 pub(crate) const MAGIC: &str = "netbench-tcp";
 /// Generous: a results frame for 256 streams is ~60 KiB.
 const MAX_FRAME: u32 = 1 << 20;
@@ -23,10 +24,36 @@ const MAX_FRAME: u32 = 1 << 20;
 /// What the client asks the server to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct TestParams {
+    /// Which test; absent means `tcp-stream`.
+    #[serde(default)]
+    pub protocol: Protocol,
     pub streams: u32,
     pub duration_ms: u64,
+    /// tcp-stream: bytes per write/read call.
     pub len: usize,
+    /// tcp-stream: which way the bytes flow.
     pub direction: Direction,
+    /// tcp-rr, tcp-crr, udp-rr: the sizes of a request and of its response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rr: Option<RrParams>,
+    /// tcp-stream: a request/response latency probe on one more data connection (stream id =
+    /// the number of flows), answered like a tcp-rr stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<RrParams>,
+    /// udp-stream: the paced rate of each sending stream (`len` is the datagram size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<crate::udp::UdpParams>,
+}
+
+/// The messages of a request/response exchange, as the server must answer them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RrParams {
+    pub request_size: u32,
+    pub response_size: u32,
+    /// The client's per-request timeout: it may wait this long (twice, at the end) for answers
+    /// in flight, so the server's deadline for the whole test allows for it.
+    #[serde(default)]
+    pub timeout_ms: u64,
 }
 
 impl TestParams {
@@ -43,6 +70,9 @@ pub(crate) struct PeerStream {
     pub seconds: f64,
     pub tcp: Option<TcpInfoSnapshot>,
     pub error: Option<String>,
+    /// Request/response tests: requests the server answered on this stream.
+    #[serde(default)]
+    pub transactions: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,9 +97,17 @@ pub(crate) enum Message {
         message: String,
     },
     Start,
+    /// Client -> server after a request/response test: every stream has ended, send results.
+    Done,
     Results {
         streams: Vec<PeerStream>,
         cpu: CpuUsage,
+    },
+    /// udp-stream: the server's view of every stream, its CPU use and CPU seconds.
+    UdpResults {
+        streams: Vec<crate::udp::StreamSide>,
+        cpu: CpuUsage,
+        cpu_seconds: f64,
     },
 }
 
@@ -105,7 +143,9 @@ impl Message {
             Message::Accept { .. } => "accept",
             Message::Error { .. } => "error",
             Message::Start => "start",
+            Message::Done => "done",
             Message::Results { .. } => "results",
+            Message::UdpResults { .. } => "udp_results",
         }
     }
 }
@@ -175,10 +215,14 @@ mod tests {
 
     fn params() -> TestParams {
         TestParams {
+            protocol: Protocol::TcpStream,
             streams: 2,
             duration_ms: 1500,
             len: 1000,
             direction: Direction::Both,
+            rr: None,
+            probe: None,
+            udp: None,
         }
     }
 
@@ -198,14 +242,52 @@ mod tests {
     fn version_mismatch_is_reported_before_parsing_the_rest() {
         let body = br#"{"type":"hello","magic":"netbench-tcp","version":7,"something":"new"}"#;
         match decode(body) {
-            Err(TcpError::VersionMismatch { ours: 1, theirs: 7 }) => {}
+            Err(TcpError::VersionMismatch { ours: 2, theirs: 7 }) => {}
             other => panic!("expected a version mismatch, got {other:?}"),
         }
         let text = decode(body).unwrap_err().to_string();
         assert!(
-            text.contains("version 1") && text.contains("version 7"),
+            text.contains("version 2") && text.contains("version 7"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_version_1_hello_is_refused_not_run_as_a_stream_test() {
+        // What a release before the protocol field sends: no protocol, version 1.
+        let old = br#"{"type":"hello","magic":"netbench-tcp","version":1,"cookie":"c","test":{"streams":1,"duration_ms":1000,"len":1,"direction":"send"}}"#;
+        assert!(matches!(
+            decode(old),
+            Err(TcpError::VersionMismatch { ours: 2, theirs: 1 })
+        ));
+    }
+
+    #[test]
+    fn the_protocol_defaults_to_tcp_stream_and_travels_kebab_case() {
+        let body = br#"{"type":"hello","magic":"netbench-tcp","version":2,"cookie":"c","test":{"streams":1,"duration_ms":1000,"len":1,"direction":"send"}}"#;
+        let Ok(Message::Hello { test, .. }) = decode(body) else {
+            panic!("a version 2 hello without a protocol reads");
+        };
+        assert_eq!(
+            (test.protocol, test.rr, test.probe),
+            (Protocol::TcpStream, None, None)
+        );
+        let rr = TestParams {
+            protocol: Protocol::TcpCrr,
+            rr: Some(RrParams {
+                request_size: 1,
+                response_size: 64,
+                timeout_ms: 100,
+            }),
+            ..params()
+        };
+        let json = serde_json::to_string(&Message::hello("c", rr.clone())).unwrap();
+        assert!(json.contains(r#""protocol":"tcp-crr""#), "{json}");
+        assert!(!json.contains("probe"), "{json}");
+        let Ok(Message::Hello { test, .. }) = decode(json.as_bytes()) else {
+            panic!("{json}");
+        };
+        assert_eq!(test, rr);
     }
 
     #[test]
@@ -268,26 +350,61 @@ mod props {
             snd_cwnd_bytes: t.3,
             pmtu: t.4,
         });
-        (any::<u32>(), any::<u64>(), float(), of(tcp), of(text())).prop_map(
-            |(id, bytes, seconds, tcp, error)| PeerStream {
-                id,
-                bytes,
-                seconds,
-                tcp,
-                error,
-            },
+        (
+            any::<u32>(),
+            any::<u64>(),
+            float(),
+            of(tcp),
+            of(text()),
+            any::<u64>(),
         )
+            .prop_map(
+                |(id, bytes, seconds, tcp, error, transactions)| PeerStream {
+                    id,
+                    bytes,
+                    seconds,
+                    tcp,
+                    error,
+                    transactions,
+                },
+            )
+    }
+
+    fn rr() -> impl Strategy<Value = RrParams> {
+        any::<(u32, u32, u64)>().prop_map(|(request_size, response_size, timeout_ms)| RrParams {
+            request_size,
+            response_size,
+            timeout_ms,
+        })
     }
 
     fn message() -> impl Strategy<Value = Message> {
-        let test = (any::<u32>(), any::<u64>(), any::<usize>(), direction()).prop_map(
-            |(streams, duration_ms, len, direction)| TestParams {
-                streams,
-                duration_ms,
-                len,
-                direction,
-            },
-        );
+        let test = (
+            proptest::sample::select(Protocol::ALL.to_vec()),
+            any::<u32>(),
+            any::<u64>(),
+            any::<usize>(),
+            direction(),
+            of(rr()),
+            of(rr()),
+        )
+            .prop_map(
+                |(protocol, streams, duration_ms, len, direction, rr, probe)| TestParams {
+                    protocol,
+                    streams,
+                    duration_ms,
+                    len,
+                    direction,
+                    rr,
+                    probe,
+                    udp: (protocol == Protocol::UdpStream).then_some(crate::udp::UdpParams {
+                        // A short exact decimal form, so JSON carries it unchanged.
+                        packets_per_second: (duration_ms % 2 == 0)
+                            .then_some((len % 1_000_000) as f64 / 8.0),
+                        rcvbuf: (streams % 2 == 0).then_some(len),
+                    }),
+                },
+            );
         let cpu = (float(), float(), float()).prop_map(|(u, s, t)| CpuUsage {
             user_percent: u,
             system_percent: s,
@@ -301,6 +418,7 @@ mod props {
             }),
             text().prop_map(Message::error),
             Just(Message::Start),
+            Just(Message::Done),
             (vec(peer_stream(), 0..8), cpu)
                 .prop_map(|(streams, cpu)| Message::Results { streams, cpu }),
         ]

@@ -1,5 +1,7 @@
-//! `tcp-server`: serves tests one after another on one port (control and data connections alike),
-//! answers "busy" to clients that arrive during a test, and survives clients that vanish mid-test.
+//! `server` (also `tcp-server`): serves tests one after another on one port (control and data
+//! connections alike), answers "busy" to clients that arrive during a test, and survives clients
+//! that vanish mid-test. The test request names its [`Protocol`]; [`TcpServer::run_test`]
+//! dispatches on it, and a protocol this build does not serve is refused before the test starts.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,6 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ::protocol::tcp::Flow;
+use ::protocol::Protocol;
 
 use super::config::{validate_test, TcpServerConfig};
 use super::cpu::CpuMeter;
@@ -19,11 +22,12 @@ use super::protocol::{
 use super::stream::{Role, RunningStreams};
 use super::sys::wait_readable;
 use super::TcpError;
+use crate::rr::probe::ProbeResponder;
 
 /// How often the idle server and the running test look at the shutdown flag.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Time a new connection gets to send its first frame.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a client gets to open all its data connections.
 const STREAMS_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -49,6 +53,14 @@ impl TcpServer {
             listener,
             cfg: cfg.clone(),
         })
+    }
+
+    pub(crate) fn listener(&self) -> &TcpListener {
+        &self.listener
+    }
+
+    pub(crate) fn config(&self) -> &TcpServerConfig {
+        &self.cfg
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, TcpError> {
@@ -173,16 +185,43 @@ impl TcpServer {
                 return Err(e);
             }
         };
-        if let Err(e) = validate_test(test.streams, test.len, test.duration()) {
+        if let Err(e) =
+            supported(&test).and_then(|()| validate_test(test.streams, test.len, test.duration()))
+        {
             refuse(conn, &e.to_string());
             return Err(e);
         }
-        tracing::info!(%peer, streams = test.streams, direction = ?test.direction,
+        tracing::info!(%peer, protocol = %test.protocol, streams = test.streams, direction = ?test.direction,
             seconds = test.duration().as_secs_f64(), len = test.len, "test starting");
         Ok(Some((cookie, test)))
     }
 
+    /// Runs the test of the protocol the client asked for (checked by [`supported`]).
     fn run_test(
+        &self,
+        control: TcpStream,
+        cookie: &str,
+        test: &TestParams,
+        shutdown: &AtomicBool,
+    ) -> Result<(), TcpError> {
+        match test.protocol {
+            Protocol::TcpStream => self.run_stream_test(control, cookie, test, shutdown),
+            Protocol::UdpStream => {
+                let udp = crate::udp::server::UdpTest {
+                    listener: &self.listener,
+                    cfg: &self.cfg,
+                    cookie,
+                    test,
+                };
+                udp.run(control, shutdown)
+            }
+            Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
+                crate::rr::serve::run_test(self, control, cookie, test, shutdown)
+            }
+        }
+    }
+
+    fn run_stream_test(
         &self,
         control: TcpStream,
         cookie: &str,
@@ -196,12 +235,18 @@ impl TcpServer {
             },
         )?;
         let flows = test.direction.flows(test.streams);
-        let conns = match self.accept_streams(cookie, flows.len()) {
+        let with_probe = usize::from(test.probe.is_some());
+        let mut conns = match self.accept_streams(cookie, flows.len() + with_probe) {
             Ok(conns) => conns,
             Err(e) => {
                 refuse(&control, &e.to_string());
                 return Err(e);
             }
+        };
+        // The latency probe's connection comes last (stream id = the number of flows).
+        let probe = match (test.probe.is_some(), conns.len() > flows.len()) {
+            (true, true) => conns.pop().map(ProbeResponder::start).transpose()?,
+            _ => None,
         };
         let roles = flows.iter().map(|f| match f {
             Flow::ClientToServer => Role::Receiver,
@@ -232,6 +277,9 @@ impl TcpServer {
             shutdown,
         );
         let outcomes = streams.join();
+        if let Some(p) = probe {
+            p.finish(self.cfg.idle_timeout);
+        }
         let cpu = meter.stop();
         busy.stop();
         outcome?;
@@ -245,6 +293,7 @@ impl TcpServer {
                 seconds: o.seconds,
                 tcp: o.tcp,
                 error: o.error,
+                transactions: 0,
             })
             .collect();
         write_message(
@@ -302,7 +351,11 @@ impl TcpServer {
     }
 
     /// Accepts the test's `n` data connections, identified by cookie and stream id.
-    fn accept_streams(&self, cookie: &str, n: usize) -> Result<Vec<TcpStream>, TcpError> {
+    pub(crate) fn accept_streams(
+        &self,
+        cookie: &str,
+        n: usize,
+    ) -> Result<Vec<TcpStream>, TcpError> {
         let deadline = Instant::now() + STREAMS_TIMEOUT;
         let mut slots: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
         let mut missing = n;
@@ -342,10 +395,19 @@ impl TcpServer {
     }
 }
 
-const BUSY: &str = "the server is busy running another test; try again later";
+pub(crate) const BUSY: &str = "the server is busy running another test; try again later";
+
+/// Whether this build serves the test's protocol (and the test carries what it needs).
+fn supported(test: &TestParams) -> Result<(), TcpError> {
+    match test.protocol {
+        Protocol::TcpStream => Ok(()),
+        Protocol::UdpStream => crate::udp::server::supported(test),
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => crate::rr::serve::check(test),
+    }
+}
 
 /// Accepts one connection if one arrives within `wait`.
-fn accept(
+pub(crate) fn accept(
     listener: &TcpListener,
     wait: Duration,
 ) -> Result<Option<(TcpStream, SocketAddr)>, TcpError> {
@@ -384,19 +446,19 @@ fn is_fd_exhaustion(e: &io::Error) -> bool {
 }
 
 /// Best effort: tell the peer why, then drop the connection.
-fn refuse(conn: &TcpStream, message: &str) {
+pub(crate) fn refuse(conn: &TcpStream, message: &str) {
     let _ = write_message(conn, &Message::error(message));
 }
 
 /// While a test runs, tells every new client that the server is busy (as iperf3 does) instead of
 /// leaving it hanging in the listen backlog.
-struct BusyResponder {
+pub(crate) struct BusyResponder {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
 }
 
 impl BusyResponder {
-    fn start(listener: &TcpListener) -> Result<Self, TcpError> {
+    pub(crate) fn start(listener: &TcpListener) -> Result<Self, TcpError> {
         let listener = listener
             .try_clone()
             .map_err(|e| TcpError::io("cloning the listener", e))?;
@@ -418,7 +480,7 @@ impl BusyResponder {
         Ok(BusyResponder { stop, handle })
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.handle.join();
     }

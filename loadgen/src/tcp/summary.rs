@@ -77,7 +77,7 @@ fn line(t: &Throughput) -> String {
     )
 }
 
-fn cpu(c: &CpuUsage) -> String {
+pub(crate) fn cpu(c: &CpuUsage) -> String {
     format!(
         "{:.1}% ({:.1}% user, {:.1}% system)",
         c.total_percent, c.user_percent, c.system_percent
@@ -85,12 +85,12 @@ fn cpu(c: &CpuUsage) -> String {
 }
 
 /// Binary units for amounts, as iperf3 prints them.
-fn bytes(b: u64) -> String {
+pub(crate) fn bytes(b: u64) -> String {
     scaled(b as f64, 1024.0, &["Bytes", "KBytes", "MBytes", "GBytes"])
 }
 
 /// Decimal units for rates, as iperf3 prints them.
-fn rate(bps: f64) -> String {
+pub(crate) fn rate(bps: f64) -> String {
     scaled(bps, 1000.0, &["bit/s", "Kbit/s", "Mbit/s", "Gbit/s"])
 }
 

@@ -1,4 +1,4 @@
-//! The few syscalls std does not wrap: TCP_INFO, getrusage and poll.
+//! The few syscalls std does not wrap: TCP_INFO, getrusage, poll and IP_BIND_ADDRESS_NO_PORT.
 //!
 //! This is the only module of the TCP engine that uses `unsafe`; each block is a single libc call
 //! on a valid file descriptor with a correctly sized, zero-initialised out-parameter.
@@ -48,6 +48,28 @@ pub(crate) fn tcp_info(sock: &impl AsFd) -> io::Result<TcpInfo> {
     })
 }
 
+/// `setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)`: a later `bind(addr, 0)` leaves the
+/// port to `connect`, which picks one per destination (as it does without a source address),
+/// instead of reserving one of the source address's ports for every destination.
+pub(crate) fn set_bind_address_no_port(sock: &impl AsFd) -> io::Result<()> {
+    let fd = sock.as_fd().as_raw_fd();
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a readable c_int that outlives the call; its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// User and system CPU time consumed by this process (all threads) so far.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CpuTimes {
@@ -73,18 +95,23 @@ pub(crate) fn process_cpu_times() -> io::Result<CpuTimes> {
     })
 }
 
-/// Waits until `sock` is readable (data, EOF, error or a pending connection) or `timeout` passes.
-/// Returns whether it became readable.
+/// Waits until `sock` is readable (data, EOF, error or a pending connection) or `timeout` passes,
+/// to the nanosecond (`ppoll`: a millisecond `poll` would turn the last fraction of a
+/// millisecond into a busy loop for callers that wait for a due time). Returns whether it
+/// became readable.
 pub(crate) fn wait_readable(sock: &impl AsFd, timeout: Duration) -> io::Result<bool> {
     let mut pfd = libc::pollfd {
         fd: sock.as_fd().as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
-    let millis = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
+    };
     loop {
-        // SAFETY: one valid pollfd, count 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
+        // SAFETY: one valid pollfd, count 1, a valid timespec, no signal mask.
+        let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
         if rc >= 0 {
             return Ok(rc > 0);
         }
@@ -92,5 +119,23 @@ pub(crate) fn wait_readable(sock: &impl AsFd, timeout: Duration) -> io::Result<b
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_sub_millisecond_wait_sleeps_instead_of_returning_at_once() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let started = Instant::now();
+        assert!(!wait_readable(&a, Duration::from_micros(700)).unwrap());
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_micros(700),
+            "returned after {took:?}"
+        );
     }
 }

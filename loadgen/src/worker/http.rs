@@ -68,6 +68,7 @@ pub fn run_http(cfg: &HttpConfig, client: &WorkerClient) -> Result<HttpReport, W
                 p99_ms: l.p99_ms,
                 max_ms: l.max_ms,
             }),
+            ..ProgressUpdate::default()
         })
     });
     let report = crate::http::run(cfg, Some(sink))?;

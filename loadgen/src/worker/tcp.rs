@@ -30,7 +30,7 @@ pub enum TcpWorkerError {
 }
 
 /// How long a worker waits for the others at the barrier.
-const BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the server waits, after the barrier, for its client to start the test.
 pub const CLIENT_ARRIVAL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The operator sets this from the pod's `status.podIP` (the node IP for a hostNetwork pod).
@@ -63,10 +63,39 @@ pub fn run_tcp_client(
     args: &ClientArgs,
     client: &WorkerClient,
 ) -> Result<TcpReport, TcpWorkerError> {
-    // An external server (-c) can be checked before the barrier; an in-cluster one is known
-    // only at the barrier, and a failed connection then ends the run within seconds anyway.
+    let (host, port) = join_as_client(args, client, |host, port| {
+        crate::tcp::client::preflight(&args.config_for(host, port))
+    })?;
+    let cfg = args.config_for(&host, port);
+    let started_at = now_unix_ms();
+    let pusher = ProgressPusher::start(client)?;
+    let mut sink = |p: &TcpProgress| {
+        pusher.push(|u| ProgressUpdate {
+            elapsed_s: p.elapsed_secs,
+            bits_per_second: p.interval_bits_per_second,
+            ..u
+        });
+    };
+    let result = crate::tcp::client::run(&cfg, Some(&mut sink));
+    pusher.finish();
+    let report = result?;
+    let json = serde_json::to_value(&report)
+        .map_err(|e| TcpWorkerError::Setup(format!("encoding the report: {e}")))?;
+    client.report(started_at, json)?;
+    Ok(report)
+}
+
+/// Checks an external server (`-c`) with `preflight` before the barrier (an in-cluster one is
+/// known only at the barrier, and a failed connection then ends the run within seconds
+/// anyway), registers as a client, waits at the barrier and names the server: `-c HOST` or
+/// the first one registered.
+pub(crate) fn join_as_client(
+    args: &ClientArgs,
+    client: &WorkerClient,
+    preflight: impl Fn(&str, u16) -> Result<(), TcpError>,
+) -> Result<(String, u16), TcpWorkerError> {
     if let Some(host) = &args.host {
-        if let Err(e) = crate::tcp::client::preflight(&args.config_for(host, args.port)) {
+        if let Err(e) = preflight(host, args.port) {
             let why = format!("server {host}:{}: {e}", args.port);
             client.preflight_failed(Role::Client, &why);
             return Err(TcpWorkerError::Setup(format!("preflight: {why}")));
@@ -74,8 +103,8 @@ pub fn run_tcp_client(
     }
     client.register(Role::Client, None)?;
     let barrier = client.wait_barrier(Role::Client, None, BARRIER_TIMEOUT)?;
-    let (host, port) = match &args.host {
-        Some(host) => (host.clone(), args.port),
+    match &args.host {
+        Some(host) => Ok((host.clone(), args.port)),
         None => {
             let first = barrier.servers.first().ok_or_else(|| {
                 TcpWorkerError::Setup(
@@ -87,38 +116,49 @@ pub fn run_tcp_client(
                 TcpWorkerError::Setup(format!(
                     "the operator listed server {first:?}, which is not host:port"
                 ))
-            })?
+            })
         }
-    };
-    let cfg = args.config_for(&host, port);
-    let started_at = now_unix_ms();
-    // Pushed from a thread of its own: a slow operator must not delay the test's stop.
-    let (tx, rx) = mpsc::channel::<ProgressUpdate>();
-    let pusher = {
-        let client = client.clone();
-        std::thread::Builder::new()
+    }
+}
+
+/// Pushes progress updates from a thread of its own: a slow operator must not delay the test.
+pub(crate) struct ProgressPusher {
+    tx: mpsc::Sender<ProgressUpdate>,
+    handle: std::thread::JoinHandle<()>,
+    base: ProgressUpdate,
+}
+
+impl ProgressPusher {
+    pub(crate) fn start(client: &WorkerClient) -> Result<Self, TcpWorkerError> {
+        let (tx, rx) = mpsc::channel::<ProgressUpdate>();
+        let pushing = client.clone();
+        let handle = std::thread::Builder::new()
             .name("nb-progress".into())
-            .spawn(move || rx.iter().for_each(|u| client.progress(&u)))
-            .map_err(|e| TcpWorkerError::Setup(format!("starting the progress thread: {e}")))?
-    };
-    let env = client.env();
-    let mut sink = |p: &TcpProgress| {
-        let _ = tx.send(ProgressUpdate {
-            version: PROTOCOL_VERSION,
-            worker: env.worker.clone(),
-            step: env.step,
-            elapsed_s: p.elapsed_secs,
-            bits_per_second: p.interval_bits_per_second,
-            ..ProgressUpdate::default()
-        });
-    };
-    let result = crate::tcp::client::run(&cfg, Some(&mut sink));
-    drop(tx);
-    let _ = pusher.join();
-    let report = result?;
-    let json = serde_json::to_value(&report).expect("reports serialize");
-    client.report(started_at, json)?;
-    Ok(report)
+            .spawn(move || rx.iter().for_each(|u| pushing.progress(&u)))
+            .map_err(|e| TcpWorkerError::Setup(format!("starting the progress thread: {e}")))?;
+        let env = client.env();
+        Ok(ProgressPusher {
+            tx,
+            handle,
+            base: ProgressUpdate {
+                version: PROTOCOL_VERSION,
+                worker: env.worker.clone(),
+                step: env.step,
+                ..ProgressUpdate::default()
+            },
+        })
+    }
+
+    /// Queues the update `fill` makes of this worker's blank one.
+    pub(crate) fn push(&self, fill: impl FnOnce(ProgressUpdate) -> ProgressUpdate) {
+        let _ = self.tx.send(fill(self.base.clone()));
+    }
+
+    /// Waits until the queued updates are sent.
+    pub(crate) fn finish(self) {
+        drop(self.tx);
+        let _ = self.handle.join();
+    }
 }
 
 /// The host clients must use: `--advertise`, else a specific `-B` address, else the IPv4

@@ -5,16 +5,62 @@
 
 pub use test_support::ports;
 
+pub mod impair;
+
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::sleep;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use loadgen::tcp::server::TcpServer;
+use loadgen::tcp::{TcpError, TcpServerConfig};
 use protocol::tcp::TcpReport;
 
 pub const LOADGEN: &str = env!("CARGO_BIN_EXE_netbench-loadgen");
+
+/// A library server (`netbench-loadgen server`) on 127.0.0.1, port chosen by the kernel,
+/// serving tests one after another until dropped; it must end without an error.
+pub struct LoopbackServer {
+    pub addr: SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Result<(), TcpError>>>,
+}
+
+impl LoopbackServer {
+    pub fn start() -> Self {
+        let cfg = TcpServerConfig {
+            bind_addr: Some("127.0.0.1".parse().unwrap()),
+            port: 0,
+            ..TcpServerConfig::default()
+        };
+        let server = TcpServer::bind(&cfg).expect("binding the server");
+        let addr = server.local_addr().unwrap();
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let flag = shutdown.clone();
+        let handle = std::thread::spawn(move || server.serve(&flag));
+        LoopbackServer {
+            addr,
+            shutdown,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for LoopbackServer {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let result = h.join().expect("server thread panicked");
+            if !std::thread::panicking() {
+                result.expect("server ended with an error");
+            }
+        }
+    }
+}
 
 /// Throughput figures are only meaningful one at a time: tests of a binary take this lock
 /// around every measurement (cargo runs test binaries one after another).

@@ -198,7 +198,7 @@ pub async fn report(
         .runs
         .authorize(&run, &who.caller, &report.worker, report.step)
         .map_err(|e| registry_refusal(&s.metrics, e))?;
-    if let Err(e) = check_report(&spec.kind, &report) {
+    if let Err(e) = check_report(spec.report_kind, &report) {
         return Err(report_refusal(&s, e));
     }
     if let Err(e) = s.sink.store(&run, &spec, &report).await {
@@ -219,14 +219,10 @@ pub async fn report(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// An EgressBenchmark takes tcp reports, an IngressBenchmark http reports; each must pass
-/// validation (histogram decoded with bounds, counters consistent) before it is stored.
-fn check_report(benchmark_kind: &str, report: &FinalReport) -> Result<(), ReportRefusal> {
-    let kind = if benchmark_kind == "EgressBenchmark" {
-        protocol::tcp::REPORT_KIND
-    } else {
-        "http"
-    };
+/// A report must be of the kind the step's clients deliver (an IngressBenchmark's http, an
+/// EgressBenchmark case's tcp, rr or udp, per its protocol) and pass validation (histogram
+/// decoded with bounds, counters consistent) before it is stored.
+fn check_report(kind: &str, report: &FinalReport) -> Result<(), ReportRefusal> {
     protocol::worker::validate_final(report, kind).map(|_| ())
 }
 
@@ -295,29 +291,34 @@ mod report_kind_tests {
                 interfaces: vec![],
             }),
         };
-        let err = check_report("EgressBenchmark", &r).unwrap_err();
+        let err = check_report("tcp", &r).unwrap_err();
         assert!(err.to_string().contains("host.cpuModel"), "{err}");
         r.host = Some(protocol::worker::host::HostFacts::read_local());
-        assert_eq!(check_report("EgressBenchmark", &r), Ok(()));
+        assert_eq!(check_report("tcp", &r), Ok(()));
     }
 
     #[test]
-    fn egress_takes_tcp_reports_only() {
-        assert_eq!(check("EgressBenchmark", tcp_report()), Ok(()));
-        let err = check("IngressBenchmark", tcp_report()).unwrap_err();
+    fn a_step_takes_reports_of_its_kind_only() {
+        assert_eq!(check("tcp", tcp_report()), Ok(()));
+        // An http step (ingress) or a request/response case refuses a tcp report.
+        let err = check("http", tcp_report()).unwrap_err();
         assert!(err.to_string().contains("expected a http report"), "{err}");
+        let err = check("rr", tcp_report()).unwrap_err();
+        assert!(err.to_string().contains("expected a rr report"), "{err}");
+        let err = check("udp", tcp_report()).unwrap_err();
+        assert!(err.to_string().contains("expected a udp report"), "{err}");
         let mut broken = tcp_report();
         broken["sender"] = json!("fast");
         assert!(matches!(
-            check("EgressBenchmark", broken),
+            check("tcp", broken),
             Err(ReportRefusal::Malformed(_))
         ));
         let mut future = tcp_report();
         future["version"] = json!(2);
-        assert!(check("EgressBenchmark", future).is_err());
+        assert!(check("tcp", future).is_err());
         let mut forged = tcp_report();
         forged["receiver"]["bits_per_second"] = json!(8e12);
-        let err = check("EgressBenchmark", forged).unwrap_err();
+        let err = check("tcp", forged).unwrap_err();
         assert!(
             err.to_string().contains("report.receiver.bits_per_second"),
             "{err}"

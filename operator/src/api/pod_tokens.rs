@@ -264,6 +264,7 @@ mod tests {
                 ("w-client".into(), Role::Client),
                 ("w-server".into(), Role::Server),
             ]),
+            report_kind: "tcp",
         }
     }
 

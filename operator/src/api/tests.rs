@@ -40,6 +40,7 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
             uid: "u".into(),
             step: 0,
             workers: BTreeMap::from([("w0".into(), Role::Client)]),
+            report_kind: "http",
         },
     );
     runs.announce("run2", run2_spec());
@@ -473,6 +474,7 @@ fn run2_spec() -> RunSpec {
             ("r2-w0".into(), Role::Client),
             ("r2-w1".into(), Role::Client),
         ]),
+        report_kind: "http",
     }
 }
 

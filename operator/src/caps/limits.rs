@@ -117,20 +117,23 @@ fn case_workers(case: &EgressCase) -> u64 {
     }
 }
 
-/// TCP connections a case's client opens: its streams, each way for Both.
+/// Connections (or UDP sockets) a case's client holds open at once: its streams, each way for
+/// Both, and the latency probe's.
 fn case_connections(case: &EgressCase) -> u64 {
     let streams = u64::from(case.streams);
-    match case.direction {
+    let flows = match case.direction {
         Direction::Both => streams.saturating_mul(2),
         Direction::Send | Direction::Receive => streams,
-    }
+    };
+    flows.saturating_add(u64::from(case.latency_probe.is_some()))
 }
 
-/// An EgressBenchmark: every case's pods and streams (cases run one after another), and the
-/// sum of the cases' durations.
+/// An EgressBenchmark: every run's pods and streams (a swept case's runs included; they run one
+/// after another), and the sum of their durations.
 pub fn egress(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String> {
-    for case in &spec.cases {
-        let name = &case.name;
+    let measured = spec.measured();
+    for m in &measured {
+        let (case, name) = (&m.spec, &m.name);
         at_most(
             &format!("case {name}: its worker pods (client and server)"),
             case_workers(case),
@@ -158,12 +161,11 @@ pub fn egress(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String
             "caps.maxTotalConnections",
         )?;
     }
-    let total = spec
-        .cases
+    let total = measured
         .iter()
-        .map(|c| Duration::from(c.duration))
+        .map(|m| Duration::from(m.spec.duration))
         .fold(Duration::ZERO, Duration::saturating_add);
-    let how = format!("the sum of {} case durations", spec.cases.len());
+    let how = format!("the sum of {} case durations", measured.len());
     let (total, how) = sampled(total, how, &spec.repetition.samples());
     run_duration(total, &how, caps)
 }

@@ -93,6 +93,8 @@ pub trait Kind:
     /// The workers of one sample of a measurement by pod name (named and labelled after the
     /// slot). Clients end the sample with their reports; servers serve until then.
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role>;
+    /// The kind of report measurement `index`'s clients deliver ("http", "tcp", "rr", "udp").
+    fn report_kind(&self, index: u32) -> &'static str;
     /// Their pods.
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod>;
     /// The spec's samples, history, baseline and schedule.
@@ -277,7 +279,7 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
     let name = obj.name_any();
     let kind = K::kind(&());
     let selector = labels::benchmark_selector(&kind, &name);
-    children::delete_pods(&ctx.client, &ns, &selector).await?;
+    children::delete_workers(&ctx.client, &ns, &selector).await?;
     // The freshest copy of this very object (a re-created one of the same name is not ours).
     let obj = api
         .get_opt(&name)

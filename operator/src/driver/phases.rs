@@ -29,7 +29,7 @@ impl<K: Kind> Run<'_, K> {
     pub(super) async fn stop_old_run(&mut self) -> Result<()> {
         if let Some(old) = self.status.run().run_id.clone() {
             let selector = format!("{}={old}", labels::RUN);
-            children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
+            children::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
             self.ctx.runs.forget(&old);
         }
         Ok(())
@@ -136,7 +136,8 @@ impl<K: Kind> Run<'_, K> {
     /// Tells the registry who may register for one sample (idempotent).
     async fn announce(&mut self, slot: Slot) -> Result<()> {
         let workers = self.obj.workers(&self.id, slot);
-        lifecycle::announce(self.ctx, self.obj, &self.id, slot.wire(), workers).await
+        let kind = self.obj.report_kind(slot.measurement);
+        lifecycle::announce(self.ctx, self.obj, &self.id, slot.wire(), workers, kind).await
     }
 
     /// The registry entry for the barrier, then the pods (both idempotent).
@@ -335,7 +336,7 @@ impl<K: Kind> Run<'_, K> {
         }
         if self.obj.cleanup_policy() != CleanupPolicy::Never {
             let selector = self.slot_selector(slot);
-            children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
+            children::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
         }
         Ok(failure)
     }
@@ -366,7 +367,7 @@ impl<K: Kind> Run<'_, K> {
         };
         if !keep_pods {
             let selector = self.selector();
-            children::delete_pods(&self.ctx.client, &self.ns, &selector).await?;
+            children::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
         }
         // The result is built from the reports, which stay until it is written (see `apply`).
         let recorded = crate::results::record(self).await;

@@ -18,7 +18,7 @@ use crds::history::{MetricTolerance, Repetition};
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
 use super::offload::{self, in_run, Book};
-use super::{plan, result, validate};
+use super::{plan, readings, result, service, validate};
 use crate::caps::Refusal;
 use crate::config::Config;
 use crate::context::Context;
@@ -51,11 +51,11 @@ impl Kind for EgressBenchmark {
         self.status.as_ref()
     }
     fn count(&self) -> u32 {
-        u32::try_from(self.spec.cases.len()).unwrap_or(u32::MAX)
+        plan::count(self)
     }
     fn describe(&self, case: u32) -> String {
         match plan::case_at(self, case) {
-            Some(c) => format!("case {}", c.name),
+            Some(m) => format!("case {}", m.name),
             None => format!("case {case}"),
         }
     }
@@ -67,13 +67,17 @@ impl Kind for EgressBenchmark {
     }
     fn deadline(&self, case: u32, config: &Config) -> Duration {
         let start = config.worker_start_timeout();
-        plan::case_at(self, case).map_or(start, |c| plan::case_deadline(c, start))
+        plan::case_at(self, case).map_or(start, |m| plan::case_deadline(&m.spec, start))
     }
     fn contender(&self) -> queue::Contender {
         queue::egress(self)
     }
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
         plan::worker_roles(self, run, slot)
+    }
+    fn report_kind(&self, case: u32) -> &'static str {
+        let protocol = plan::case_at(self, case).map(|m| m.spec.protocol);
+        readings::report_kind(protocol.unwrap_or_default())
     }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
         plan::workers(self, run, slot)
@@ -96,24 +100,40 @@ impl Kind for EgressBenchmark {
         let report = reports
             .get(&client)
             .ok_or_else(|| format!("case {}: no client report", case.name))?;
-        result::case_result(case, report, None).map(|(r, _)| result::figures(&r))
+        result::case_result(&case, report, None).map(|(r, _)| result::figures(&r))
     }
+    /// Each case is judged by the figures its protocol has (a figure a case lacks is not
+    /// expected of it).
     fn default_judged() -> Vec<MetricTolerance> {
-        vec![MetricTolerance {
-            name: "receiverBitsPerSecond".into(),
-            tolerance_percent: 10.0,
+        let judged = |name: &str, tolerance_percent| MetricTolerance {
+            name: name.into(),
+            tolerance_percent,
             better: None,
-        }]
+        };
+        vec![
+            judged("receiverBitsPerSecond", 10.0),
+            judged("transactionsPerSecond", 10.0),
+            judged("p99Ms", 20.0),
+            judged("lossPercent", 50.0),
+        ]
     }
     fn parameters(&self, status: &EgressBenchmarkStatus, case: u32) -> BTreeMap<String, String> {
         let mut p = BTreeMap::new();
-        let Some(c) = plan::case_at(self, case) else {
+        let Some(m) = plan::case_at(self, case) else {
             return p;
         };
+        let c = &m.spec;
+        p.insert("case".to_string(), m.case.clone());
+        p.insert("protocol".to_string(), c.protocol.to_string());
+        p.insert("path".to_string(), c.path().to_string());
+        p.insert("streams".to_string(), c.streams.to_string());
+        if let Some(size) = c.shown_message_size() {
+            p.insert("messageSize".to_string(), size.to_string());
+        }
         if let Some(profile) = &c.offload_profile {
             p.insert("offloadProfile".to_string(), profile.clone());
         }
-        if let Some(r) = status.cases.iter().find(|r| r.name == c.name) {
+        if let Some(r) = status.cases.iter().find(|r| r.name == m.name) {
             for (key, node) in [
                 ("clientNode", &r.client_node),
                 ("serverNode", &r.server_node),
@@ -170,8 +190,16 @@ impl Kind for EgressBenchmark {
         })
     }
 
+    /// The case's offload profile, then (on the Service path) the Service its client reaches
+    /// the server through.
     fn prepare<'a>(run: &'a mut Run<'_, Self>, case: u32) -> BoxFuture<'a, Result<Prepared>> {
-        Box::pin(async move { in_run::prepare(run, case).await })
+        Box::pin(async move {
+            let prepared = in_run::prepare(run, case).await?;
+            if let (Prepared::Ready, Some(m)) = (&prepared, plan::case_at(run.obj, case)) {
+                service::ensure(&run.ctx.client, run.obj, &run.id, run.slot(), &m).await?;
+            }
+            Ok(prepared)
+        })
     }
 
     fn collect<'a>(
@@ -181,12 +209,13 @@ impl Kind for EgressBenchmark {
     ) -> BoxFuture<'a, Result<Collected>> {
         Box::pin(async move {
             let case = slot.measurement;
-            let Some(spec) = plan::case_at(run.obj, case) else {
+            let Some(measured) = plan::case_at(run.obj, case) else {
                 return Ok(Collected::Unusable(
                     "InvalidSpec",
                     format!("no case {case}"),
                 ));
             };
+            let spec = &measured;
             let client = plan::client_name(run.obj, &run.id, slot.wire());
             let Some(report) = reports.get(&client) else {
                 let m = format!("case {}: the client's report is gone", spec.name);
@@ -198,6 +227,11 @@ impl Kind for EgressBenchmark {
                 Err(e) => return Ok(Collected::Unusable("BadReport", e)),
             };
             let idle = result::nothing_transferred(&measured);
+            if let Some(w) = &measured.warning {
+                let m = format!("case {}: {w}", measured.name);
+                run.events
+                    .push((EventType::Warning, "MeasurementLimited".into(), m));
+            }
             record_case(run, measured);
             Ok(if !stream_errors.is_empty() {
                 let m = format!(
@@ -279,12 +313,7 @@ async fn server_node(run: &Run<'_, EgressBenchmark>, slot: Slot) -> Result<Optio
 /// A case's result into status (replacing an earlier one of the same name), the overheads and
 /// summary, metrics and an Event.
 fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
-    let m = format!(
-        "case {}: {} received, {} retransmits",
-        r.name,
-        result::format_bits(r.receiver_bits_per_second),
-        r.retransmits
-    );
+    let m = format!("case {}: {}", r.name, result::headline(&r));
     run.events
         .push((EventType::Normal, "CaseMeasured".into(), m));
     let status = &mut run.status;
@@ -298,7 +327,7 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     }
 }
 
-/// "measured/asked", the printer column.
+/// "measured/asked", the printer column (a swept case counts each run).
 fn cases_summary(eb: &EgressBenchmark, measured: &[CaseResult]) -> String {
-    format!("{}/{}", measured.len(), eb.spec.cases.len())
+    format!("{}/{}", measured.len(), plan::count(eb))
 }

@@ -1,11 +1,15 @@
 //! Pure planning: a case becomes its server and client worker plans and their loadgen
-//! arguments. Case index = the run's step (labels, registry, report ConfigMaps).
+//! arguments. The run steps through the cases with their sweeps expanded
+//! (`EgressBenchmarkSpec::measured`); that list's index = the run's step (labels, registry,
+//! report ConfigMaps), and "case" below means one entry of it.
 
 use crate::driver::Slot;
 use std::collections::BTreeMap;
 
 use protocol::worker::Role;
+use protocol::Protocol;
 
+use crds::cases::Measured;
 use crds::egress::{Direction, EgressBenchmark, EgressCase};
 
 use crate::labels;
@@ -44,33 +48,27 @@ pub fn server_name(eb: &EgressBenchmark, run: &str, case: u32) -> String {
 pub fn worker_roles(eb: &EgressBenchmark, run: &str, slot: Slot) -> BTreeMap<String, Role> {
     let wire = slot.wire();
     let mut roles = BTreeMap::from([(client_name(eb, run, wire), Role::Client)]);
-    if case_at(eb, slot.measurement).is_some_and(server_in_cluster) {
+    if case_at(eb, slot.measurement).is_some_and(|m| server_in_cluster(&m.spec)) {
         roles.insert(server_name(eb, run, wire), Role::Server);
     }
     roles
 }
 
-/// `netbench-loadgen tcp-client ...`: an external server is named here; an in-cluster one
-/// comes from the barrier.
+/// `netbench-loadgen tcp-client --protocol P ...`: an external server is named here; an
+/// in-cluster one comes from the barrier (the address it registered: its pod IP, or its
+/// Service's name on the Service path).
 pub fn client_args(case: &EgressCase) -> Vec<String> {
     let mut args = vec![
         "tcp-client".to_string(),
+        "--protocol".into(),
+        case.protocol.as_str().into(),
         "-t".into(),
         format!("{}", std::time::Duration::from(case.duration).as_secs_f64()),
         "-P".into(),
         case.streams.to_string(),
-        "-l".into(),
-        case.message_size.to_string(),
-        "--direction".into(),
-        match case.direction {
-            Direction::Send => "send",
-            Direction::Receive => "receive",
-            Direction::Both => "both",
-        }
-        .into(),
-        "--output".into(),
-        "json".into(),
     ];
+    args.extend(protocol_args(case));
+    args.extend(["--output".into(), "json".into()]);
     if let Some(address) = &case.server.address {
         args.extend([
             "-c".into(),
@@ -88,13 +86,69 @@ pub fn client_args(case: &EgressCase) -> Vec<String> {
     args
 }
 
-/// `netbench-loadgen tcp-server ...`: serves the one test of this case, then exits.
-pub fn server_args(case: &EgressCase) -> Vec<String> {
+/// The flags of the case's protocol (the loadgen refuses a flag of another protocol).
+fn protocol_args(case: &EgressCase) -> Vec<String> {
+    let mut args = vec![];
+    let mut flag = |name: &str, value: String| args.extend([name.to_string(), value]);
+    let direction = match case.direction {
+        Direction::Send => "send",
+        Direction::Receive => "receive",
+        Direction::Both => "both",
+    };
+    match case.protocol {
+        Protocol::TcpStream => {
+            flag(
+                "-l",
+                case.shown_message_size().unwrap_or_default().to_string(),
+            );
+            flag("--direction", direction.into());
+            if let Some(rate) = case.latency_probe {
+                flag("--latency-probe", rate.to_string());
+            }
+        }
+        Protocol::UdpStream => {
+            if let Some(len) = case.message_size {
+                flag("-l", len.to_string());
+            }
+            flag("--direction", direction.into());
+            if let Some(b) = &case.bitrate {
+                flag("-b", b.clone());
+            }
+            if let Some(pps) = case.packets_per_second {
+                flag("--pps", pps.to_string());
+            }
+        }
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
+            let default = crds::cases::default_rr_size(case.protocol);
+            let size = |s: Option<u32>| s.unwrap_or(default).to_string();
+            flag("--request-size", size(case.request_size));
+            flag("--response-size", size(case.response_size));
+            if let Some(burst) = case.burst.filter(|b| *b > 0) {
+                flag("--burst", burst.to_string());
+            }
+            if let Some(rate) = case.rate {
+                flag("--rate", rate.to_string());
+            }
+            if let Some(t) = case.timeout {
+                flag("--timeout", t.to_string());
+            }
+        }
+    }
+    args
+}
+
+/// `netbench-loadgen server ...`: serves the one test of this case (any protocol), then exits.
+/// On the Service path it registers its Service's name instead of its own address, so the
+/// client's connections go through the Service.
+pub fn server_args(case: &EgressCase, service: Option<&str>) -> Vec<String> {
     let mut args = vec![
-        "tcp-server".to_string(),
+        "server".to_string(),
         "-p".into(),
         case.server.port.to_string(),
     ];
+    if let Some(name) = service {
+        args.extend(["--advertise".into(), name.to_string()]);
+    }
     if let Some(dev) = &case.server.bind_interface {
         args.extend(["--bind-dev".into(), dev.clone()]);
     }
@@ -104,19 +158,37 @@ pub fn server_args(case: &EgressCase) -> Vec<String> {
     args
 }
 
+/// The Service of a case's server on the Service path: a DNS label that starts with a letter
+/// (a Service name must), unique per run and slot like the server pod it selects.
+pub fn service_name(eb: &EgressBenchmark, run: &str, slot: Slot) -> String {
+    labels::service_name(&server_name(eb, run, slot.wire()))
+}
+
+/// The labels of a sample's worker pod in `role` ("client" or "server").
+fn pod_labels(eb: &EgressBenchmark, run: &str, slot: Slot, role: &str) -> BTreeMap<String, String> {
+    let name = eb.metadata.name.clone().unwrap_or_default();
+    let mut labels = labels::run_labels(KIND, &name, run);
+    labels.insert(labels::STEP.into(), slot.wire().to_string());
+    labels.insert(labels::ROLE.into(), role.into());
+    labels
+}
+
+/// The labels of a sample's server pod (what its Service selects).
+pub fn server_labels(eb: &EgressBenchmark, run: &str, slot: Slot) -> BTreeMap<String, String> {
+    pod_labels(eb, run, slot, "server")
+}
+
 /// The pods of one sample of a case: the client, and the server unless it is external.
 pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
-    let name = eb.metadata.name.clone().unwrap_or_default();
-    let Some(case) = case_at(eb, slot.measurement) else {
+    let Some(measured) = case_at(eb, slot.measurement) else {
         return vec![];
     };
+    let case = &measured.spec;
+    let service = case.server.service.then(|| service_name(eb, run, slot));
     let index = slot.wire();
-    let mut labels = labels::run_labels(KIND, &name, run);
-    labels.insert(labels::STEP.into(), index.to_string());
     let resources = eb.spec.workers.as_ref();
     let plan = |worker: String, role: &str, args, node: &Option<String>, host_network| {
-        let mut labels = labels.clone();
-        labels.insert(labels::ROLE.into(), role.into());
+        let labels = pod_labels(eb, run, slot, role);
         WorkerPlan {
             name: worker,
             labels,
@@ -144,7 +216,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
         plans.push(plan(
             server_name(eb, run, index),
             "server",
-            server_args(case),
+            server_args(case, service.as_deref()),
             &case.server.node_name,
             case.server.host_network,
         ));
@@ -158,7 +230,8 @@ pub fn case_deadline(case: &EgressCase, start_timeout: std::time::Duration) -> s
     crate::deadline::egress_case(case, start_timeout)
 }
 
-/// The baseline case's name: `baselineCase`, or the first case.
+/// The baseline case's name: `baselineCase`, or the first case. A swept baseline case is
+/// compared run by run (same message size and streams).
 pub fn baseline(eb: &EgressBenchmark) -> &str {
     match (&eb.spec.baseline_case, eb.spec.cases.first()) {
         (Some(b), _) => b,
@@ -167,9 +240,18 @@ pub fn baseline(eb: &EgressBenchmark) -> &str {
     }
 }
 
-/// The case at `index` (a case index read from status, so possibly out of range).
-pub fn case_at(eb: &EgressBenchmark, index: u32) -> Option<&EgressCase> {
-    eb.spec.cases.get(usize::try_from(index).ok()?)
+/// Runs of the benchmark (its cases with their sweeps expanded).
+pub fn count(eb: &EgressBenchmark) -> u32 {
+    u32::try_from(eb.spec.measured_count()).unwrap_or(u32::MAX)
+}
+
+/// The run at `index` (a case index read from status, so possibly out of range).
+pub fn case_at(eb: &EgressBenchmark, index: u32) -> Option<Measured> {
+    let index = usize::try_from(index).ok()?;
+    if index >= eb.spec.measured_count() {
+        return None;
+    }
+    eb.spec.measured().into_iter().nth(index)
 }
 
 #[cfg(test)]
@@ -208,9 +290,9 @@ spec:
         assert_eq!(server.name, "e-r1-s0-w1");
         assert_eq!(
             client.args.join(" "),
-            "tcp-client -t 2.5 -P 2 -l 131072 --direction receive --output json --bind-dev vx0"
+            "tcp-client --protocol tcp-stream -t 2.5 -P 2 -l 131072 --direction receive --output json --bind-dev vx0"
         );
-        assert_eq!(server.args.join(" "), "tcp-server -p 5301 --bind-dev vx0");
+        assert_eq!(server.args.join(" "), "server -p 5301 --bind-dev vx0");
         assert!(client.host_network && server.host_network);
         assert_eq!(client.node_name.as_deref(), Some("a"));
         assert_eq!(server.node_name.as_deref(), Some("b"));
@@ -226,6 +308,53 @@ spec:
         let roles = worker_roles(&b, "r1", Slot::first(0));
         assert_eq!(roles["e-r1-s0-w1"], Role::Server);
         assert_eq!(roles["e-r1-s0-w0"], Role::Client);
+    }
+
+    #[test]
+    fn each_protocol_gets_its_flags_and_a_sweep_its_runs() {
+        let b = eb(r#"
+apiVersion: netbench.io/v1alpha1
+kind: EgressBenchmark
+metadata: {name: e, uid: u-1}
+spec:
+  cases:
+    - {name: rr, protocol: tcp-rr, burst: 4, rate: 1000, client: {nodeName: a}, server: {nodeName: b}, sweep: {messageSizes: [64, 1024]}}
+    - {name: crr, protocol: tcp-crr, client: {nodeName: a}, server: {nodeName: b, service: true}}
+    - {name: urr, protocol: udp-rr, timeout: 50ms, client: {nodeName: a}, server: {nodeName: b}}
+    - {name: us, protocol: udp-stream, bitrate: 500M, messageSize: 1400, client: {nodeName: a}, server: {nodeName: b}}
+    - {name: probe, latencyProbe: 10, client: {nodeName: a}, server: {nodeName: b}, sweep: {streams: [1, 4]}}
+"#);
+        let args = |i: u32| workers(&b, "r1", Slot::first(i))[0].args.join(" ");
+        assert_eq!(count(&b), 7);
+        assert_eq!(
+            args(0),
+            "tcp-client --protocol tcp-rr -t 10 -P 1 --request-size 64 --response-size 64 --burst 4 --rate 1000 --output json"
+        );
+        assert!(args(1).contains("--request-size 1024 --response-size 1024"));
+        assert_eq!(
+            args(2),
+            "tcp-client --protocol tcp-crr -t 10 -P 1 --request-size 1 --response-size 1 --output json"
+        );
+        assert!(args(3).contains("--protocol udp-rr") && args(3).contains("--timeout 50ms"));
+        assert!(
+            args(4).ends_with("-l 1400 --direction send -b 500M --output json"),
+            "{}",
+            args(4)
+        );
+        assert!(
+            args(6).contains("-P 4 -l 131072 --direction send --latency-probe 10"),
+            "{}",
+            args(6)
+        );
+        // The Service path: the server advertises its Service's name.
+        let crr = workers(&b, "r1", Slot::first(2));
+        assert_eq!(
+            crr[1].args.join(" "),
+            "server -p 5201 --advertise nb-e-r1-s2-w1"
+        );
+        assert_eq!(case_at(&b, 1).unwrap().name, "rr/messageSize=1024");
+        assert_eq!(case_at(&b, 7), None);
+        assert_eq!(case_at(&b, u32::MAX), None);
     }
 
     #[test]

@@ -1,56 +1,57 @@
-//! A case's result from its client's report, and the comparisons across cases (overhead
-//! against the baseline, the best case) for status and printer columns. Pure.
+//! A case's result from its client's report (read per protocol by `readings`), and the
+//! comparisons across cases (overhead against the baseline, the best case) for status and
+//! printer columns. Pure.
 
-use crds::egress::{CaseResult, EgressCase};
+use crds::cases::Measured;
+use crds::egress::CaseResult;
 use crds::history::Better;
-use protocol::tcp::TcpReport;
 use protocol::worker::FinalReport;
-use protocol::worker::{validate_final, CheckedReport};
+use protocol::Protocol;
 
+use super::readings::{self, round2};
 use crate::driver::Figure;
 
 /// The case's result; Err when the report is unreadable. Stream errors are returned beside
 /// the result so the run can fail without losing what was measured.
 pub fn case_result(
-    case: &EgressCase,
+    case: &Measured,
     client: &FinalReport,
     server_node: Option<String>,
 ) -> Result<(CaseResult, Vec<String>), String> {
-    // Validated again: the stored report is as hostile as the request that brought it.
-    let report: TcpReport = match validate_final(client, protocol::tcp::REPORT_KIND) {
-        Ok(CheckedReport::Tcp(t)) => *t,
-        Ok(CheckedReport::Http(_)) => {
-            return Err(format!(
-                "case {}: the client's report is not tcp",
-                case.name
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "case {}: report of worker {:.253}: {e}",
-                case.name, client.worker
-            ))
-        }
-    };
-    let result = CaseResult {
+    let spec = &case.spec;
+    let mut result = CaseResult {
         name: case.name.clone(),
-        offload_profile: case.offload_profile.clone(),
+        offload_profile: spec.offload_profile.clone(),
         client_node: client.node.clone(),
         server_node,
-        sender_bits_per_second: round(report.sender.bits_per_second),
-        receiver_bits_per_second: round(report.receiver.bits_per_second),
-        retransmits: report.retransmits,
-        rtt_micros: report.mean_rtt_us.map(round),
-        client_cpu_percent: round2(report.cpu.client.total_percent),
-        server_cpu_percent: round2(report.cpu.server.total_percent),
-        overhead_percent: None,
+        protocol: Some(spec.protocol),
+        case: (case.case != case.name).then(|| case.case.clone()),
+        message_size: spec.shown_message_size(),
+        streams: Some(spec.streams),
+        path: Some(spec.path().to_string()),
+        ..Default::default()
     };
-    Ok((result, report.stream_errors()))
+    let errors = readings::read(spec.protocol, client, &mut result)
+        .map_err(|e| format!("case {}: {e}", case.name))?;
+    Ok((result, errors))
 }
 
-/// Some(why) when no byte of the case reached its receiver (its numbers are still recorded).
+/// Some(why) when the case measured nothing: no byte reached its receiver, or no transaction
+/// was answered (its numbers are still recorded).
 pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
-    // Only a positive throughput counts (so NaN does not).
+    if let Some(tps) = r.transactions_per_second {
+        // Only a positive rate counts (so NaN does not).
+        let answered = tps > 0.0;
+        return (!answered).then(|| {
+            format!(
+                "no transaction was answered ({} failed{})",
+                r.failures.unwrap_or(0),
+                r.loss_percent
+                    .map(|l| format!(", {l}% lost"))
+                    .unwrap_or_default()
+            )
+        });
+    }
     let moved = r.receiver_bits_per_second > 0.0;
     (!moved).then(|| {
         format!(
@@ -60,32 +61,42 @@ pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
     })
 }
 
-fn round(v: f64) -> f64 {
-    v.round()
+/// The figure cases are compared by: transactions/s for request/response, else the
+/// receiver's throughput.
+fn main_figure(r: &CaseResult) -> f64 {
+    r.transactions_per_second
+        .unwrap_or(r.receiver_bits_per_second)
 }
 
-fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
+fn protocol_of(r: &CaseResult) -> Protocol {
+    r.protocol.unwrap_or_default()
 }
 
-/// Sets every non-baseline case's overheadPercent: the receiver throughput it lost against the
-/// baseline (negative when faster). Without a measured baseline nothing is set.
+/// Sets every non-baseline case's overheadPercent: the main figure it lost against the
+/// baseline (negative when better), between cases of the same protocol only. A swept baseline
+/// case is matched by message size and streams. Without a measured baseline nothing is set.
 pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
-    let Some(base) = cases
+    let bases: Vec<(Protocol, Option<u32>, Option<u32>, f64)> = cases
         .iter()
-        .find(|c| c.name == baseline)
-        .map(|c| c.receiver_bits_per_second)
-        .filter(|b| *b > 0.0)
-    else {
-        return;
-    };
+        .filter(|c| c.name == baseline || c.case.as_deref() == Some(baseline))
+        .map(|c| (protocol_of(c), c.message_size, c.streams, main_figure(c)))
+        .filter(|b| b.3 > 0.0)
+        .collect();
+    let swept = bases.len() > 1;
     for c in cases.iter_mut() {
-        c.overhead_percent =
-            (c.name != baseline).then(|| round2((1.0 - c.receiver_bits_per_second / base) * 100.0));
+        let own = c.name == baseline || c.case.as_deref() == Some(baseline);
+        let base = bases.iter().find(|(p, size, streams, _)| {
+            *p == protocol_of(c) && (!swept || (*size == c.message_size && *streams == c.streams))
+        });
+        c.overhead_percent = match (own, base) {
+            (false, Some(b)) => Some(round2((1.0 - main_figure(c) / b.3) * 100.0)),
+            _ => None,
+        };
     }
 }
 
-/// The figures of one sample, main figure first (samples, results, verdicts).
+/// The figures of one sample, main figure first (samples, results, verdicts). Units: what
+/// `netbench report` shows (lossPercent already in percent).
 pub fn figures(r: &CaseResult) -> Vec<Figure> {
     let fig = |name, unit, better, value| Figure {
         name,
@@ -93,21 +104,86 @@ pub fn figures(r: &CaseResult) -> Vec<Figure> {
         better,
         value,
     };
-    vec![
-        fig(
-            "receiverBitsPerSecond",
-            "bit/s",
-            Better::Higher,
-            r.receiver_bits_per_second,
-        ),
-        fig(
-            "senderBitsPerSecond",
-            "bit/s",
-            Better::Higher,
-            r.sender_bits_per_second,
-        ),
-        fig("retransmits", "count", Better::Lower, r.retransmits as f64),
-    ]
+    let mut out = vec![];
+    match protocol_of(r) {
+        Protocol::TcpStream => {
+            out.push(fig(
+                "receiverBitsPerSecond",
+                "bit/s",
+                Better::Higher,
+                r.receiver_bits_per_second,
+            ));
+            out.push(fig(
+                "senderBitsPerSecond",
+                "bit/s",
+                Better::Higher,
+                r.sender_bits_per_second,
+            ));
+            out.push(fig(
+                "retransmits",
+                "count",
+                Better::Lower,
+                r.retransmits as f64,
+            ));
+            if let Some(p) = &r.probe_latency {
+                out.push(fig("probeP50Ms", "ms", Better::Lower, p.p50));
+                out.push(fig("probeP99Ms", "ms", Better::Lower, p.p99));
+            }
+        }
+        Protocol::UdpStream => {
+            out.push(fig(
+                "receiverBitsPerSecond",
+                "bit/s",
+                Better::Higher,
+                r.receiver_bits_per_second,
+            ));
+            out.extend(
+                r.loss_percent
+                    .map(|v| fig("lossPercent", "%", Better::Lower, v)),
+            );
+            out.extend(r.jitter_ms.map(|v| fig("jitterMs", "ms", Better::Lower, v)));
+            out.extend(
+                r.out_of_order
+                    .map(|v| fig("outOfOrder", "count", Better::Lower, v as f64)),
+            );
+        }
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
+            out.extend(
+                r.transactions_per_second
+                    .map(|v| fig("transactionsPerSecond", "tx/s", Better::Higher, v)),
+            );
+            if let Some(l) = &r.latency {
+                out.push(fig("p50Ms", "ms", Better::Lower, l.p50));
+                out.push(fig("p90Ms", "ms", Better::Lower, l.p90));
+                out.push(fig("p99Ms", "ms", Better::Lower, l.p99));
+                out.push(fig("p999Ms", "ms", Better::Lower, l.p999));
+                out.push(fig("maxMs", "ms", Better::Lower, l.max));
+            }
+            out.extend(
+                r.failures
+                    .map(|v| fig("failures", "count", Better::Lower, v as f64)),
+            );
+            out.extend(
+                r.loss_percent
+                    .map(|v| fig("lossPercent", "%", Better::Lower, v)),
+            );
+            out.extend(
+                r.client_cpu_us_per_transaction
+                    .map(|v| fig("clientCpuUsPerTransaction", "us", Better::Lower, v)),
+            );
+            out.extend(
+                r.server_cpu_us_per_transaction
+                    .map(|v| fig("serverCpuUsPerTransaction", "us", Better::Lower, v)),
+            );
+        }
+    }
+    if protocol_of(r) != Protocol::TcpStream || r.cpu_seconds_per_gb.is_some() {
+        out.extend(
+            r.cpu_seconds_per_gb
+                .map(|v| fig("cpuSecondsPerGb", "s/GB", Better::Lower, v)),
+        );
+    }
+    out
 }
 
 /// "9.41 Gbit/s", "812.3 Mbit/s".
@@ -119,15 +195,70 @@ pub fn format_bits(bps: f64) -> String {
     }
 }
 
-/// The printer columns: the best receiver throughput and the largest overhead.
+/// What a case measured, in a line (its Event): "9.41 Gbit/s received, 3 retransmits",
+/// "45.2k tx/s, p99 0.21 ms", "998 Mbit/s received, 0.01% lost, jitter 0.02 ms".
+pub fn headline(r: &CaseResult) -> String {
+    match (r.transactions_per_second, &r.latency) {
+        (Some(tps), Some(l)) => {
+            let lost = r
+                .loss_percent
+                .map(|l| format!(", {l}% lost"))
+                .unwrap_or_default();
+            format!(
+                "{}, p50 {} ms, p99 {} ms{lost}",
+                format_tps(tps),
+                l.p50,
+                l.p99
+            )
+        }
+        (Some(tps), None) => format_tps(tps),
+        _ => match (r.loss_percent, r.jitter_ms) {
+            (Some(loss), jitter) => format!(
+                "{} received, {loss}% lost{}",
+                format_bits(r.receiver_bits_per_second),
+                jitter
+                    .map(|j| format!(", jitter {j} ms"))
+                    .unwrap_or_default()
+            ),
+            _ => format!(
+                "{} received, {} retransmits{}",
+                format_bits(r.receiver_bits_per_second),
+                r.retransmits,
+                r.probe_latency
+                    .as_ref()
+                    .map(|p| format!(", probe p99 {} ms", p.p99))
+                    .unwrap_or_default()
+            ),
+        },
+    }
+}
+
+/// "45.2k tx/s", "812 tx/s".
+pub fn format_tps(tps: f64) -> String {
+    if tps >= 1e3 {
+        format!("{:.1}k tx/s", tps / 1e3)
+    } else {
+        format!("{tps:.0} tx/s")
+    }
+}
+
+/// The printer columns: the best receiver throughput of the stream cases (or, with none, the
+/// most transactions/s) and the largest overhead.
 pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
-    let best = cases
-        .iter()
+    let streams = cases.iter().filter(|c| c.transactions_per_second.is_none());
+    let best = streams
         .max_by(|a, b| {
             a.receiver_bits_per_second
                 .total_cmp(&b.receiver_bits_per_second)
         })
-        .map(|c| format!("{} ({})", format_bits(c.receiver_bits_per_second), c.name));
+        .map(|c| format!("{} ({})", format_bits(c.receiver_bits_per_second), c.name))
+        .or_else(|| {
+            cases
+                .iter()
+                .filter_map(|c| Some((c.transactions_per_second?, &c.name)))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(tps, name)| format!("{} ({name})", format_tps(tps)))
+        });
     let overhead = cases
         .iter()
         .filter_map(|c| c.overhead_percent.map(|o| (o, &c.name)))
@@ -178,9 +309,10 @@ mod tests {
             "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0,
             "mean_rtt_us": null, "cpu": {"client": cpu, "server": cpu}, "runs": [run],
             "streams": [stream]});
-        let case: EgressCase =
+        let spec: crds::egress::EgressCase =
             serde_json::from_value(serde_json::json!({"name": "c", "client": {}, "server": {}}))
                 .unwrap();
+        let case = spec.measured().remove(0);
         let mut client = FinalReport {
             version: 1,
             worker: "eb-c0-client".into(),

@@ -71,6 +71,9 @@ impl Kind for IngressBenchmark {
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
         plan::worker_names(self, run, slot.wire())
     }
+    fn report_kind(&self, _step: u32) -> &'static str {
+        "http"
+    }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
         plan::workers(self, run, slot.wire(), self.spec.workers.host_network)
             .iter()

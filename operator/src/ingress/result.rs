@@ -20,7 +20,7 @@ use protocol::worker::{validate_final, CheckedReport};
 fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
     match validate_final(r, "http") {
         Ok(CheckedReport::Http(h)) => Ok(*h),
-        Ok(CheckedReport::Tcp(_)) => Err(format!("report of worker {} is not http", r.worker)),
+        Ok(_) => Err(format!("report of worker {} is not http", r.worker)),
         Err(e) => Err(format!("report of worker {:.253}: {e}", r.worker)),
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
 use kube::ResourceExt;
-use protocol::worker::{validate_final, CheckedReport, FinalReport, Role};
+use protocol::worker::{validate_final, FinalReport, Role};
 use sha2::{Digest, Sha256};
 
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
@@ -213,12 +213,11 @@ fn complete(expected: &BTreeMap<String, Role>, reports: &BTreeMap<String, FinalR
     clients.peek().is_some() && clients.all(|(w, _)| reports.contains_key(w))
 }
 
-/// An HTTP report's latency histogram (validated again: stored objects are hostile).
+/// A report's latency histogram, if its kind carries one (validated again: stored objects are
+/// hostile).
 fn histogram_of(r: &FinalReport) -> Option<String> {
-    match validate_final(r, "http") {
-        Ok(CheckedReport::Http(h)) => Some(h.histogram),
-        _ => None,
-    }
+    let kind = r.report.get("kind")?.as_str()?;
+    validate_final(r, kind).ok()?.latency_histogram()
 }
 
 /// The main figure of the last measurement, "12034 ± 210 req/s".

@@ -8,6 +8,7 @@
 //! itself with the cargo that runs the test (`cargo build -p loadgen --bin netbench-loadgen`,
 //! same profile and target directory: a no-op when it is fresh) and takes the path cargo
 //! reports. That way it can never run a stale binary.
+#![allow(dead_code)] // each test binary uses a different subset
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -41,8 +42,24 @@ pub struct Api {
 }
 
 impl Api {
-    /// Announces run [`RUN`] of the benchmark `kind` ns/`benchmark` with `workers`.
+    /// Announces run [`RUN`] of the benchmark `kind` ns/`benchmark` with `workers` (an
+    /// EgressBenchmark's step taking tcp reports, an IngressBenchmark's http).
     pub fn start(kind: &str, benchmark: &str, workers: &[(&str, Role)]) -> Api {
+        let report_kind = if kind == "EgressBenchmark" {
+            "tcp"
+        } else {
+            "http"
+        };
+        Api::start_taking(kind, benchmark, workers, report_kind)
+    }
+
+    /// [`Api::start`] with a step that takes reports of `report_kind` ("tcp", "rr", "udp").
+    pub fn start_taking(
+        kind: &str,
+        benchmark: &str,
+        workers: &[(&str, Role)],
+        report_kind: &'static str,
+    ) -> Api {
         let runs = Arc::new(Registry::default());
         runs.announce(
             RUN,
@@ -56,6 +73,7 @@ impl Api {
                     .iter()
                     .map(|(w, role)| (w.to_string(), *role))
                     .collect::<BTreeMap<_, _>>(),
+                report_kind,
             },
         );
         let sink = Arc::new(MemorySink::default());

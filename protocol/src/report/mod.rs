@@ -15,9 +15,9 @@ mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod histogram;
-mod http;
+pub(crate) mod http;
 mod merge;
-mod validate;
+pub(crate) mod validate;
 
 pub use envelope::{Report, ReportError, REPORT_VERSION};
 pub use http::{

@@ -178,28 +178,58 @@ fn check_counters(r: &HttpReport, hist: &Histogram<u64>) -> Result<(), InvalidRe
 
 /// The summary is the one the histogram gives (never trust percentiles sent beside it).
 fn check_latency(l: &LatencySummary, hist: &Histogram<u64>) -> Result<(), InvalidReport> {
+    check_latency_at("latency", l, hist)
+}
+
+/// [`check_latency`] for a summary at `prefix` (e.g. `latency_probe.latency`): percentiles in
+/// order, then every figure equal to the one the histogram gives.
+pub(crate) fn check_latency_at(
+    prefix: &str,
+    l: &LatencySummary,
+    hist: &Histogram<u64>,
+) -> Result<(), InvalidReport> {
+    let ordered = [
+        ("min_us", l.min_us),
+        ("p50_us", l.p50_us),
+        ("p90_us", l.p90_us),
+        ("p99_us", l.p99_us),
+        ("p999_us", l.p999_us),
+        ("max_us", l.max_us),
+    ];
+    for pair in ordered.windows(2) {
+        if let [(lower, a), (name, b)] = pair {
+            if b < a {
+                return Err(invalid(
+                    format!("{prefix}.{name}"),
+                    format!("{b} is below {lower} ({a}): percentiles out of order"),
+                ));
+            }
+        }
+    }
     let want = LatencySummary::from_histogram(hist);
     let pairs = [
-        ("latency.count", l.count, want.count),
-        ("latency.min_us", l.min_us, want.min_us),
-        ("latency.p50_us", l.p50_us, want.p50_us),
-        ("latency.p90_us", l.p90_us, want.p90_us),
-        ("latency.p99_us", l.p99_us, want.p99_us),
-        ("latency.p999_us", l.p999_us, want.p999_us),
-        ("latency.max_us", l.max_us, want.max_us),
+        ("count", l.count, want.count),
+        ("min_us", l.min_us, want.min_us),
+        ("p50_us", l.p50_us, want.p50_us),
+        ("p90_us", l.p90_us, want.p90_us),
+        ("p99_us", l.p99_us, want.p99_us),
+        ("p999_us", l.p999_us, want.p999_us),
+        ("max_us", l.max_us, want.max_us),
     ];
-    for (field, got, want) in pairs {
+    for (name, got, want) in pairs {
         if got != want {
             return Err(invalid(
-                field,
+                format!("{prefix}.{name}"),
                 format!("{got} but the histogram gives {want}"),
             ));
         }
     }
-    check_number("latency.mean_us", l.mean_us, 0.0, f64::MAX)?;
-    check_close("latency.mean_us", l.mean_us, want.mean_us)?;
-    check_number("latency.stdev_us", l.stdev_us, 0.0, f64::MAX)?;
-    check_close("latency.stdev_us", l.stdev_us, want.stdev_us)
+    let mean = format!("{prefix}.mean_us");
+    check_number(&mean, l.mean_us, 0.0, f64::MAX)?;
+    check_close(&mean, l.mean_us, want.mean_us)?;
+    let stdev = format!("{prefix}.stdev_us");
+    check_number(&stdev, l.stdev_us, 0.0, f64::MAX)?;
+    check_close(&stdev, l.stdev_us, want.stdev_us)
 }
 
 fn check_rates(r: &HttpReport) -> Result<(), InvalidReport> {
@@ -335,8 +365,11 @@ mod tests {
         r.rps = 1e6;
         refused(&r, "rps", "does not match 0.2");
         let mut r = r0.clone();
+        r.latency.p50_us = 150;
+        refused(&r, "latency.p50_us", "150 but the histogram gives 100");
+        let mut r = r0.clone();
         r.latency.p99_us = 1;
-        refused(&r, "latency.p99_us", "but the histogram gives");
+        refused(&r, "latency.p99_us", "out of order");
         let mut r = r0.clone();
         r.latency.mean_us = -3.0;
         refused(&r, "latency.mean_us", "outside");

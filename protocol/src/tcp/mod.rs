@@ -1,6 +1,7 @@
 //! The TCP stream engine's report (kind `"tcp"`): both ends' view of every stream, TCP_INFO of
 //! the sending sockets, the CPU use of both ends; [`merge`] combines clients that ran at the
-//! same time, [`validate_tcp`] checks every invariant the engine guarantees.
+//! same time, [`validate_tcp`] checks every invariant the engine guarantees. A report may carry
+//! the CPU each end spent per gigabyte and a latency probe ([`crate::rr::LatencyProbe`]).
 
 mod report;
 pub(crate) mod validate;
@@ -8,8 +9,8 @@ pub(crate) mod validate;
 use serde::{Deserialize, Serialize};
 
 pub use report::{
-    merge, CpuReport, CpuUsage, MergeError, RunSummary, StreamReport, TcpInfoSnapshot, TcpReport,
-    Throughput, REPORT_KIND, REPORT_VERSION,
+    merge, CpuCost, CpuReport, CpuUsage, MergeError, RunSummary, StreamReport, TcpInfoSnapshot,
+    TcpReport, Throughput, REPORT_KIND, REPORT_VERSION,
 };
 pub use validate::{validate_tcp, MAX_BITS_PER_SECOND, MAX_CPU_PERCENT};
 

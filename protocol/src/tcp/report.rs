@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Direction, Flow};
+use crate::rr::LatencyProbe;
 
 pub const REPORT_VERSION: u32 = 1;
 pub const REPORT_KIND: &str = "tcp";
@@ -101,6 +102,14 @@ pub struct CpuReport {
     pub server: CpuUsage,
 }
 
+/// CPU time each end spent per unit of work (a transaction, a gigabyte); the unit is in the
+/// field's name (`cpu_us_per_transaction`, `cpu_seconds_per_gb`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuCost {
+    pub client: f64,
+    pub server: f64,
+}
+
 /// One client's test against one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -134,6 +143,14 @@ pub struct TcpReport {
     /// One entry per client test; more than one after [`merge`].
     pub runs: Vec<RunSummary>,
     pub streams: Vec<StreamReport>,
+    /// CPU seconds each end spent per gigabyte (1e9 bytes) the receivers read (CPU percent x
+    /// test duration / bytes); absent when nothing was received, and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_per_gb: Option<CpuCost>,
+    /// Latency under load: the request/response probe that ran beside the streams, when one
+    /// was asked for (`--latency-probe RATE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_probe: Option<LatencyProbe>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -148,6 +165,8 @@ pub enum MergeError {
     Invalid(#[from] crate::report::InvalidReport),
     #[error("merging overflows the run index")]
     Overflow,
+    #[error("latency probe: {0}")]
+    Probe(String),
 }
 
 impl TcpReport {
@@ -166,9 +185,17 @@ impl TcpReport {
             cpu,
             runs: vec![run],
             streams,
+            cpu_seconds_per_gb: None,
+            latency_probe: None,
         };
         report.fill_tcp_totals();
         report
+    }
+
+    /// The report with the latency probe that ran beside its streams.
+    pub fn with_probe(mut self, probe: LatencyProbe) -> Self {
+        self.latency_probe = Some(probe);
+        self
     }
 
     fn fill_tcp_totals(&mut self) {
@@ -180,6 +207,7 @@ impl TcpReport {
             .fold(0u64, |acc, i| acc.saturating_add(i.retransmits));
         self.mean_rtt_us = (!infos.is_empty())
             .then(|| infos.iter().map(|i| f64::from(i.rtt_us)).sum::<f64>() / infos.len() as f64);
+        self.cpu_seconds_per_gb = cpu_per_gb(&self.runs, self.receiver.bytes);
     }
 
     /// Stream errors, one line each, for a human.
@@ -195,9 +223,27 @@ impl TcpReport {
     }
 }
 
+/// CPU seconds of all runs per gigabyte received; `None` when nothing was.
+pub(crate) fn cpu_per_gb(runs: &[RunSummary], received: u64) -> Option<CpuCost> {
+    if received == 0 {
+        return None;
+    }
+    let (client, server) = runs.iter().fold((0.0, 0.0), |(c, s), r| {
+        (
+            c + r.cpu.client.total_percent / 100.0 * r.duration_secs,
+            s + r.cpu.server.total_percent / 100.0 * r.duration_secs,
+        )
+    });
+    let gb = received as f64 / 1e9;
+    Some(CpuCost {
+        client: client / gb,
+        server: server / gb,
+    })
+}
+
 /// Combines reports of clients that ran AT THE SAME TIME into one: throughput rates and bytes add
 /// up exactly, streams and runs are concatenated (stream `run` indices renumbered), CPU figures
-/// are summed, the time span covers all runs.
+/// are summed, the time span covers all runs, latency probes merge exactly.
 pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
     let first = reports.first().ok_or(MergeError::Empty)?;
     for r in reports {
@@ -244,6 +290,9 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
             }),
         runs,
         streams,
+        cpu_seconds_per_gb: None,
+        latency_probe: LatencyProbe::merge(reports.iter().filter_map(|r| r.latency_probe.as_ref()))
+            .map_err(MergeError::Probe)?,
     };
     merged.fill_tcp_totals();
     Ok(merged)

@@ -2,11 +2,14 @@
 //! [`super::merge`] build: totals are the sums of the streams, each run has one stream per flow
 //! of its direction, CPU totals are the sums of the runs.
 
-use super::report::{CpuReport, CpuUsage, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION};
+use super::report::{
+    cpu_per_gb, CpuReport, CpuUsage, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
+};
 use super::{TcpReport, MAX_LEN, MAX_STREAMS};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
 };
+use crate::rr::{check_cost, check_probe};
 
 /// Largest throughput a report may claim (1 Pbit/s).
 pub const MAX_BITS_PER_SECOND: f64 = 1e15;
@@ -39,7 +42,27 @@ pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
     }
     check_streams(r)?;
     check_totals(r)?;
-    check_cpu_total(r)
+    check_cpu_total(r)?;
+    check_extras(r)
+}
+
+/// The optional figures: CPU per gigabyte (absent in older reports; when present, the one
+/// the runs give) and the latency probe.
+fn check_extras(r: &TcpReport) -> Result<(), InvalidReport> {
+    match (&r.cpu_seconds_per_gb, cpu_per_gb(&r.runs, r.receiver.bytes)) {
+        (None, _) => {}
+        (Some(got), Some(want)) => check_cost("cpu_seconds_per_gb", got, &want)?,
+        (Some(_), None) => {
+            return Err(invalid(
+                "cpu_seconds_per_gb",
+                "present, but the receivers read nothing",
+            ))
+        }
+    }
+    match &r.latency_probe {
+        Some(p) => check_probe("latency_probe", p),
+        None => Ok(()),
+    }
 }
 
 fn check_run(i: usize, run: &RunSummary) -> Result<(), InvalidReport> {
@@ -304,6 +327,60 @@ pub(crate) mod tests {
         let mut r = tcp_report(0, 1);
         r.mean_rtt_us = None;
         refused(&r, "mean_rtt_us", "present exactly when");
+        let mut r = tcp_report(0, 1);
+        if let Some(c) = r.cpu_seconds_per_gb.as_mut() {
+            c.client += 1.0;
+        }
+        refused(&r, "cpu_seconds_per_gb.client", "does not match");
+    }
+
+    #[test]
+    fn cpu_per_gigabyte_is_the_runs_cpu_seconds_over_the_bytes_received() {
+        let r = tcp_report(0, 1);
+        let cost = r.cpu_seconds_per_gb.unwrap();
+        // 50 % of a CPU for 2 s on each end, 3 998 000 bytes received.
+        let want = 0.5 * 2.0 / (3_998_000.0 / 1e9);
+        assert!((cost.client - want).abs() < 1e-6, "{cost:?}");
+        assert!((cost.server - want).abs() < 1e-6, "{cost:?}");
+        // A report of an older build has no such figure and stays valid.
+        let mut json = serde_json::to_value(&r).unwrap();
+        json.as_object_mut().unwrap().remove("cpu_seconds_per_gb");
+        let old: TcpReport = serde_json::from_value(json).unwrap();
+        assert_eq!(old.cpu_seconds_per_gb, None);
+        validate_tcp(&old).unwrap();
+    }
+
+    #[test]
+    fn a_latency_probe_travels_validated_and_merges_exactly() {
+        let probe = |latencies: &[u64]| {
+            let mut h = crate::report::histogram::new_latency_histogram();
+            for &v in latencies {
+                h.record(v).unwrap();
+            }
+            crate::rr::LatencyProbe::single(50.0, 1, 1, latencies.len() as u64, 0, &h, None)
+                .unwrap()
+        };
+        let a = tcp_report(0, 1).with_probe(probe(&[100, 200]));
+        let b = tcp_report(0, 2).with_probe(probe(&[2_000]));
+        validate_tcp(&a).unwrap();
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(json.contains("\"latency_probe\""), "{json}");
+        let m = super::super::merge(&[a.clone(), b]).unwrap();
+        validate_tcp(&m).unwrap();
+        let p = m.latency_probe.unwrap();
+        assert_eq!(
+            (p.transactions, p.latency.max_us, p.rate),
+            (3, 2_000, 100.0)
+        );
+        // Without a probe, the field is absent from the JSON.
+        assert!(!serde_json::to_string(&tcp_report(0, 1))
+            .unwrap()
+            .contains("latency_probe"));
+        let mut bad = a;
+        if let Some(p) = bad.latency_probe.as_mut() {
+            p.transactions = 7;
+        }
+        refused(&bad, "latency_probe.attempted", "do not add up");
     }
 
     #[test]

@@ -120,6 +120,14 @@ pub struct ProgressUpdate {
     /// HTTP: latency of the last second's responses; absent when none completed in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LiveLatency>,
+    /// UDP: datagrams lost over the last second, in percent, where the worker receives them
+    /// (sequence gaps; absent where it only sends, and from other workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_percent: Option<f64>,
+    /// tcp-rr, tcp-crr, udp-rr: transactions per second over the last second (absent from
+    /// other workers and from workers older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_second: Option<f64>,
 }
 
 /// Latency quantiles of one interval, in milliseconds.
@@ -185,6 +193,7 @@ mod tests {
         let old = r#"{"version":1,"worker":"w","step":0,"elapsedS":1.0,"requests":5,"rps":5.0}"#;
         let u: ProgressUpdate = serde_json::from_str(old).unwrap();
         assert_eq!((u.errors_per_second, u.latency), (None, None));
+        assert_eq!(u.transactions_per_second, None);
         // ...and an update without them serializes without them (older operators ignore
         // unknown fields anyway).
         assert!(!serde_json::to_string(&u).unwrap().contains("latency"));
@@ -203,5 +212,15 @@ mod tests {
             "{json}"
         );
         assert_eq!(serde_json::from_str::<ProgressUpdate>(&json).unwrap(), new);
+        let rr = ProgressUpdate {
+            transactions_per_second: Some(12_500.5),
+            ..ProgressUpdate::default()
+        };
+        let json = serde_json::to_string(&rr).unwrap();
+        assert!(
+            json.contains(r#""transactionsPerSecond":12500.5"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<ProgressUpdate>(&json).unwrap(), rr);
     }
 }

@@ -1,10 +1,13 @@
 //! Validation of a worker's [`FinalReport`] (pure): the envelope's fields, then the engine report
 //! it carries, which must be of the expected kind, cover exactly one run and pass
-//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`]. The operator runs this when a
-//! report arrives and again before it merges stored reports.
+//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`] / [`crate::rr::validate_rr`] /
+//! [`crate::udp::validate_udp`].
+//! The operator runs this when a report arrives and again before it merges stored reports.
 
 use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
+use crate::rr::{validate_rr, RrReport};
 use crate::tcp::{validate_tcp, TcpReport};
+use crate::udp::{validate_udp, UdpReport};
 
 use super::{FinalReport, PROTOCOL_VERSION};
 
@@ -16,6 +19,22 @@ const MAX_NAME: usize = 253;
 pub enum CheckedReport {
     Http(Box<HttpReport>),
     Tcp(Box<TcpReport>),
+    Udp(Box<UdpReport>),
+    /// tcp-rr, tcp-crr, udp-rr (`kind: "rr"`, the test in its `mode`).
+    Rr(Box<RrReport>),
+}
+
+impl CheckedReport {
+    /// The latency histogram the report carries (base64 HDR, microseconds): an HTTP report's,
+    /// a request/response report's, a TCP stream report's latency probe's; none for udp.
+    pub fn latency_histogram(self) -> Option<String> {
+        match self {
+            CheckedReport::Http(h) => Some(h.histogram),
+            CheckedReport::Rr(r) => Some(r.histogram),
+            CheckedReport::Tcp(t) => t.latency_probe.map(|p| p.histogram),
+            CheckedReport::Udp(_) => None,
+        }
+    }
 }
 
 /// Why a final report is refused.
@@ -29,7 +48,7 @@ pub enum ReportRefusal {
     Invalid(#[from] InvalidReport),
 }
 
-/// Validates `r`, whose engine report must be of `kind` (`"http"` or `"tcp"`).
+/// Validates `r`, whose engine report must be of `kind` (`"http"`, `"tcp"`, `"rr"` or `"udp"`).
 pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, ReportRefusal> {
     if r.version != PROTOCOL_VERSION {
         return Err(invalid(
@@ -59,6 +78,24 @@ pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, Repo
             return Err(invalid("report.runs", "a worker reports exactly one run").into());
         }
         return Ok(CheckedReport::Tcp(Box::new(tcp)));
+    }
+    if kind == crate::udp::REPORT_KIND {
+        let udp: UdpReport = parse(&r.report, crate::udp::REPORT_VERSION)?;
+        validate_udp(&udp).map_err(in_report)?;
+        if udp.runs.len() != 1 {
+            return Err(invalid("report.runs", "a worker reports exactly one run").into());
+        }
+        return Ok(CheckedReport::Udp(Box::new(udp)));
+    }
+    if kind == crate::rr::REPORT_KIND {
+        version_of(&r.report, crate::rr::REPORT_VERSION)?;
+        let rr: RrReport = serde_json::from_value(r.report.clone())
+            .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))?;
+        validate_rr(&rr).map_err(in_report)?;
+        if rr.runs.len() != 1 {
+            return Err(invalid("report.runs", "a worker reports exactly one run").into());
+        }
+        return Ok(CheckedReport::Rr(Box::new(rr)));
     }
     let http = http_of(&r.report)?;
     validate_http(&http).map_err(in_report)?;
@@ -97,6 +134,15 @@ fn tcp_of(report: &serde_json::Value) -> Result<TcpReport, ReportRefusal> {
         .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
 }
 
+fn parse<T: serde::de::DeserializeOwned>(
+    report: &serde_json::Value,
+    version: u32,
+) -> Result<T, ReportRefusal> {
+    version_of(report, version)?;
+    serde_json::from_value(report.clone())
+        .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
+}
+
 fn http_of(report: &serde_json::Value) -> Result<HttpReport, ReportRefusal> {
     version_of(report, crate::report::REPORT_VERSION)?;
     match serde_json::from_value::<Report>(report.clone()) {
@@ -110,6 +156,7 @@ mod tests {
     use super::*;
     use crate::report::fixtures::http_report;
     use crate::tcp::validate::tests::tcp_report;
+    use crate::udp::report::tests::udp_report;
 
     fn final_report(report: serde_json::Value) -> FinalReport {
         FinalReport {
@@ -144,6 +191,76 @@ mod tests {
             Err(ReportRefusal::Malformed(
                 "expected a http report, got \"tcp\"".into()
             ))
+        );
+    }
+
+    #[test]
+    fn udp_worker_reports_are_checked_in_full() {
+        let udp = final_report(serde_json::to_value(udp_report(0, 2, 7)).unwrap());
+        assert!(matches!(
+            validate_final(&udp, "udp"),
+            Ok(CheckedReport::Udp(r)) if r.lost == 15
+        ));
+        assert!(matches!(
+            validate_final(&udp, "tcp"),
+            Err(ReportRefusal::Malformed(m)) if m.contains("got \"udp\"")
+        ));
+        let field = |r: &FinalReport| match validate_final(r, "udp") {
+            Err(ReportRefusal::Invalid(e)) => e.field,
+            other => panic!("expected an invalid report, got {other:?}"),
+        };
+        let mut r = udp.clone();
+        r.report["streams"][1]["loss_percent"] = 101.0.into();
+        assert_eq!(field(&r), "report.streams[1].loss_percent");
+        let mut r = udp.clone();
+        r.report["streams"][0]["jitter_ms"] = (-1.0).into();
+        assert_eq!(field(&r), "report.streams[0].jitter_ms");
+        let merged = crate::udp::merge(&[udp_report(0, 1, 0), udp_report(0, 1, 0)]).unwrap();
+        let r = final_report(serde_json::to_value(merged).unwrap());
+        assert_eq!(field(&r), "report.runs");
+        let mut r = udp;
+        r.report["received"]["packets"] = "many".into();
+        assert!(matches!(
+            validate_final(&r, "udp"),
+            Err(ReportRefusal::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn rr_reports_pass_as_rr_and_only_single_runs() {
+        use crate::rr::report_fixture;
+        use crate::Protocol;
+        let one = report_fixture(Protocol::TcpCrr, &[100, 200], 0);
+        let r = final_report(serde_json::to_value(&one).unwrap());
+        assert!(matches!(
+            validate_final(&r, "rr"),
+            Ok(CheckedReport::Rr(rr)) if rr.setup.mode == Protocol::TcpCrr
+        ));
+        assert_eq!(
+            validate_final(&r, "tcp"),
+            Err(ReportRefusal::Malformed(
+                "expected a tcp report, got \"rr\"".into()
+            ))
+        );
+        let merged = crate::rr::merge(&[one.clone(), one]).unwrap();
+        let r = final_report(serde_json::to_value(merged).unwrap());
+        assert!(
+            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Invalid(e)) if e.field == "report.runs")
+        );
+        let mut r =
+            final_report(serde_json::to_value(report_fixture(Protocol::UdpRr, &[100], 1)).unwrap());
+        r.report["counts"]["lost"] = 0.into();
+        assert!(
+            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Invalid(e)) if e.field == "report.counts.attempted")
+        );
+        r.report["counts"]["lost"] = "many".into();
+        assert!(matches!(
+            validate_final(&r, "rr"),
+            Err(ReportRefusal::Malformed(_))
+        ));
+        r.report["version"] = 9.into();
+        assert!(
+            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Malformed(m)) if m.contains("version 9"))
         );
     }
 

@@ -38,9 +38,10 @@ pub fn manages_jobs(eb: &EgressBenchmark, config: &Config) -> bool {
 
 /// Restores the other cases' offload changes, then applies case `case`'s profile.
 pub async fn prepare(run: &mut EgressRun<'_>, case: u32) -> Result<Prepared> {
-    let Some(spec) = run.obj.spec.cases.get(case as usize) else {
+    let Some(measured) = super::super::plan::case_at(run.obj, case) else {
         return Ok(Prepared::Failed("InvalidSpec", format!("no case {case}")));
     };
+    let spec = &measured.spec;
     // Other cases' changes only: this case's records exist before its apply Job does.
     if let Some(m) = restore_open(run, Some(&spec.name)).await? {
         return Ok(Prepared::waiting(m));

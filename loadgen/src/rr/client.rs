@@ -1,0 +1,375 @@
+//! The client of a request/response test: agrees on the test over the control connection,
+//! opens its data path (tcp-rr: one connection per stream; udp-rr: one connected UDP socket
+//! per stream; tcp-crr: connections made per transaction), runs one thread per stream until
+//! the deadline and the answers in flight are settled, says `done`, reads the server's
+//! figures and builds the report, which it validates before returning it.
+
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use protocol::report::histogram::new_latency_histogram;
+use protocol::rr::{validate_rr, RrCounts, RrReport, RrRun, RrSetup, RrStream};
+use protocol::tcp::CpuReport;
+use protocol::Protocol;
+use serde::Serialize;
+
+use super::config::RrClientConfig;
+use super::crr::{self, CrrPlan};
+use super::net::udp_connect;
+use super::pace::Pacer;
+use super::record::{Recorder, StreamOutcome};
+use super::tcp_rr::{self, StreamPlan};
+use super::udp::{self, UdpPlan};
+use crate::tcp::client::{expect, new_cookie, read_results, unix_ms, HANDSHAKE_TIMEOUT};
+use crate::tcp::cpu::CpuMeter;
+use crate::tcp::net::{self, Source};
+use crate::tcp::protocol::{write_message, Message, PeerStream, RrParams, TestParams};
+use crate::tcp::TcpError;
+
+/// Time to open the control connection and each tcp-rr data connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often progress snapshots are taken.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A snapshot taken every second while the test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RrProgress {
+    pub elapsed_secs: f64,
+    /// Transactions completed so far by this client's streams.
+    pub transactions: u64,
+    /// Over the last interval.
+    pub interval_transactions_per_second: f64,
+    /// Since the start.
+    pub transactions_per_second: f64,
+}
+
+/// Receives the per-second progress snapshots.
+pub type RrProgressSink<'a> = &'a mut dyn FnMut(&RrProgress);
+
+/// Resolves the server and opens (then closes) one connection to it, so an unreachable
+/// server is known before a worker joins the barrier.
+pub fn preflight(cfg: &RrClientConfig) -> Result<(), TcpError> {
+    let source = source_of(cfg);
+    let server = net::resolve(&cfg.host, cfg.port, &source)?;
+    net::connect(server, &source, CONNECT_TIMEOUT).map(drop)
+}
+
+fn source_of(cfg: &RrClientConfig) -> Source {
+    Source {
+        addr: cfg.bind_addr,
+        device: cfg.bind_device.clone(),
+    }
+}
+
+/// The data path of each mode, opened before the start.
+enum DataPath {
+    Tcp(Vec<TcpStream>),
+    Crr,
+    Udp(Vec<UdpSocket>),
+}
+
+/// Runs one test as configured and returns its (validated) report.
+pub fn run(
+    cfg: &RrClientConfig,
+    mut progress: Option<RrProgressSink<'_>>,
+) -> Result<RrReport, TcpError> {
+    cfg.validate()?;
+    let source = source_of(cfg);
+    let server = net::resolve(&cfg.host, cfg.port, &source)?;
+    let control = net::connect_control(server, &source, CONNECT_TIMEOUT)?;
+    control
+        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .map_err(|e| TcpError::io("configuring the control connection", e))?;
+    let cookie = new_cookie();
+    let test = TestParams {
+        protocol: cfg.protocol,
+        streams: cfg.streams,
+        duration_ms: u64::try_from(cfg.duration.as_millis()).unwrap_or(u64::MAX),
+        len: 1,
+        direction: protocol::tcp::Direction::Send,
+        rr: Some(RrParams {
+            request_size: cfg.request_size,
+            response_size: cfg.response_size,
+            timeout_ms: cfg.timeout_ms(),
+        }),
+        probe: None,
+        udp: None,
+    };
+    write_message(&control, &Message::hello(&cookie, test))?;
+    expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
+    // The address the control connection reached (after any NAT decision on its way).
+    let reached = control.peer_addr().unwrap_or(server);
+    let data = open_data_path(cfg, &cookie, reached, &source)?;
+    expect(&control, "start", |m| matches!(m, Message::Start))?;
+
+    let started_at = unix_ms();
+    let meter = CpuMeter::start();
+    let start = Instant::now();
+    let streams = spawn_streams(cfg, data, reached, &source, start)?;
+    drive(cfg, &streams, start, progress.as_mut());
+    let outcomes = streams.join();
+    let client_cpu = meter.stop();
+    let ended_at = unix_ms();
+
+    write_message(&control, &Message::Done)?;
+    let (peer, server_cpu) = read_results(&control, HANDSHAKE_TIMEOUT + cfg.timeout)?;
+    let run = RunFacts {
+        client: control
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        server: server.to_string(),
+        started_at,
+        ended_at,
+        cpu: CpuReport {
+            client: client_cpu,
+            server: server_cpu,
+        },
+    };
+    let report = build_report(cfg, run, outcomes, &peer)?;
+    validate_rr(&report).map_err(|e| {
+        TcpError::Protocol(format!(
+            "the test's figures do not add up ({e}); not reporting them"
+        ))
+    })?;
+    Ok(report)
+}
+
+fn open_data_path(
+    cfg: &RrClientConfig,
+    cookie: &str,
+    server: SocketAddr,
+    source: &Source,
+) -> Result<DataPath, TcpError> {
+    match cfg.protocol {
+        Protocol::TcpRr => {
+            let mut conns = Vec::new();
+            for id in 0..cfg.streams {
+                let conn = net::connect(server, source, CONNECT_TIMEOUT)?;
+                write_message(&conn, &Message::data(cookie, id))?;
+                conns.push(conn);
+            }
+            Ok(DataPath::Tcp(conns))
+        }
+        Protocol::UdpRr => (0..cfg.streams)
+            .map(|_| {
+                udp_connect(server, source)
+                    .map_err(|e| TcpError::io(format!("opening a UDP socket to {server}"), e))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(DataPath::Udp),
+        _ => Ok(DataPath::Crr),
+    }
+}
+
+/// The stream threads of a running test.
+struct Streams {
+    handles: Vec<JoinHandle<StreamOutcome>>,
+    live: Vec<Arc<AtomicU64>>,
+}
+
+impl Streams {
+    fn transactions(&self) -> u64 {
+        self.live
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .fold(0, u64::saturating_add)
+    }
+
+    fn all_finished(&self) -> bool {
+        self.handles.iter().all(JoinHandle::is_finished)
+    }
+
+    fn join(self) -> Vec<StreamOutcome> {
+        self.handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| StreamOutcome {
+                    error: Some("stream thread panicked".into()),
+                    ..StreamOutcome::default()
+                })
+            })
+            .collect()
+    }
+}
+
+fn spawn_streams(
+    cfg: &RrClientConfig,
+    data: DataPath,
+    server: SocketAddr,
+    source: &Source,
+    start: Instant,
+) -> Result<Streams, TcpError> {
+    let deadline = start + cfg.duration;
+    let n = usize::try_from(cfg.streams).unwrap_or(1);
+    let pacer = |id: usize| match cfg.rate_per_stream {
+        Some(rate) => Pacer::open(start, rate, id as f64 / n as f64),
+        None => Pacer::closed(),
+    };
+    let mut streams = Streams {
+        handles: Vec::with_capacity(n),
+        live: Vec::with_capacity(n),
+    };
+    let mut spawn = |id: usize, body: Box<dyn FnOnce(Recorder) -> StreamOutcome + Send>| {
+        let live = Arc::new(AtomicU64::new(0));
+        streams.live.push(live.clone());
+        thread::Builder::new()
+            .name(format!("nb-rr-{id}"))
+            .spawn(move || body(Recorder::new(live)))
+            .map(|h| streams.handles.push(h))
+            .map_err(|e| TcpError::io("starting a stream thread", e))
+    };
+    match data {
+        DataPath::Tcp(conns) => {
+            for (id, conn) in conns.into_iter().enumerate() {
+                let plan = StreamPlan {
+                    request_size: cfg.request_size,
+                    response_size: cfg.response_size,
+                    window: cfg.window(),
+                    deadline,
+                    timeout: cfg.timeout,
+                    pacer: pacer(id),
+                };
+                spawn(id, Box::new(move |rec| tcp_rr::run_client(conn, plan, rec)))?;
+            }
+        }
+        DataPath::Udp(socks) => {
+            for (id, sock) in socks.into_iter().enumerate() {
+                let plan = UdpPlan {
+                    request_size: cfg.request_size,
+                    response_size: cfg.response_size,
+                    window: cfg.window(),
+                    deadline,
+                    timeout: cfg.timeout,
+                    pacer: pacer(id),
+                };
+                spawn(id, Box::new(move |rec| udp::run_client(&sock, plan, rec)))?;
+            }
+        }
+        DataPath::Crr => {
+            for id in 0..n {
+                let plan = CrrPlan {
+                    server,
+                    source: source.clone(),
+                    request_size: cfg.request_size,
+                    response_size: cfg.response_size,
+                    deadline,
+                    timeout: cfg.timeout,
+                    pacer: pacer(id),
+                };
+                spawn(id, Box::new(move |rec| crr::run_client(plan, rec)))?;
+            }
+        }
+    }
+    Ok(streams)
+}
+
+/// Reports progress every second until every stream has ended (each ends by itself: at the
+/// deadline plus, at most, twice the timeout for its answers in flight).
+fn drive(
+    cfg: &RrClientConfig,
+    streams: &Streams,
+    start: Instant,
+    mut progress: Option<&mut RrProgressSink<'_>>,
+) {
+    let deadline = start + cfg.duration;
+    let mut next_tick = start + PROGRESS_INTERVAL;
+    let mut last = (start, 0u64);
+    while !streams.all_finished() {
+        let now = Instant::now();
+        if now >= next_tick && now < deadline {
+            if let Some(sink) = progress.as_mut() {
+                let done = streams.transactions();
+                let rate = |n: u64, since: Instant| {
+                    let secs = (now - since).as_secs_f64();
+                    if secs > 0.0 {
+                        n as f64 / secs
+                    } else {
+                        0.0
+                    }
+                };
+                sink(&RrProgress {
+                    elapsed_secs: (now - start).as_secs_f64(),
+                    transactions: done,
+                    interval_transactions_per_second: rate(done.saturating_sub(last.1), last.0),
+                    transactions_per_second: rate(done, start),
+                });
+                last = (now, done);
+            }
+            next_tick += PROGRESS_INTERVAL;
+        }
+        let next = if now < deadline {
+            next_tick.min(deadline)
+        } else {
+            now + Duration::from_millis(5)
+        };
+        thread::sleep(
+            next.saturating_duration_since(now)
+                .clamp(Duration::from_millis(1), PROGRESS_INTERVAL),
+        );
+    }
+}
+
+/// What the report says about the run besides the streams' figures.
+struct RunFacts {
+    client: String,
+    server: String,
+    started_at: u64,
+    ended_at: u64,
+    cpu: CpuReport,
+}
+
+fn build_report(
+    cfg: &RrClientConfig,
+    facts: RunFacts,
+    outcomes: Vec<StreamOutcome>,
+    peer: &[PeerStream],
+) -> Result<RrReport, TcpError> {
+    let overflow = || TcpError::Protocol("the test's counts overflow".into());
+    let mut hist: Histogram<u64> = new_latency_histogram();
+    let mut counts = RrCounts::default();
+    let mut per_stream = Vec::with_capacity(outcomes.len());
+    for (id, o) in (0u32..).zip(outcomes) {
+        hist.add(&o.hist)
+            .map_err(|e| TcpError::Protocol(format!("merging latencies: {e:?}")))?;
+        counts = counts.checked_add(&o.counts).ok_or_else(overflow)?;
+        per_stream.push(RrStream {
+            run: 0,
+            id,
+            attempted: o.counts.attempted,
+            transactions: o.counts.transactions,
+            failed: o.counts.checked_failed().ok_or_else(overflow)?,
+            error: o.error,
+        });
+    }
+    let server_answered = peer
+        .iter()
+        .try_fold(0u64, |acc, p| acc.checked_add(p.transactions))
+        .ok_or_else(overflow)?;
+    let duration_secs = cfg.duration.as_secs_f64();
+    let run = RrRun {
+        client: facts.client,
+        server: facts.server,
+        streams: cfg.streams,
+        duration_secs,
+        started_at_unix_ms: facts.started_at,
+        ended_at_unix_ms: facts.ended_at,
+        transactions: counts.transactions,
+        transactions_per_second: counts.transactions as f64 / duration_secs,
+        server_answered,
+        cpu: facts.cpu,
+    };
+    let setup = RrSetup {
+        mode: cfg.protocol,
+        request_size: cfg.request_size,
+        response_size: cfg.response_size,
+        burst: cfg.burst,
+        rate_per_stream: cfg.rate_per_stream,
+        timeout_ms: cfg.timeout_ms(),
+    };
+    RrReport::single(setup, run, counts, &hist, per_stream).map_err(TcpError::Protocol)
+}

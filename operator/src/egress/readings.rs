@@ -1,0 +1,141 @@
+//! A client's report read into a case's result, one reader per report kind: "tcp" (tcp-stream,
+//! with its latency probe), "rr" (tcp-rr, tcp-crr, udp-rr) and "udp" (udp-stream). Every
+//! report is validated again here (`protocol::worker::validate_final`): a stored report is as
+//! hostile as the request that brought it. Pure.
+
+use crds::egress::CaseResult;
+use crds::LatencyMillis;
+use protocol::report::LatencySummary;
+use protocol::rr::RrReport;
+use protocol::tcp::TcpReport;
+use protocol::udp::UdpReport;
+use protocol::worker::{validate_final, CheckedReport, FinalReport};
+use protocol::Protocol;
+
+/// The report kind a case's client delivers.
+pub fn report_kind(p: Protocol) -> &'static str {
+    match p {
+        Protocol::TcpStream => protocol::tcp::REPORT_KIND,
+        Protocol::UdpStream => protocol::udp::REPORT_KIND,
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => protocol::rr::REPORT_KIND,
+    }
+}
+
+/// What a reader gives: the figures into `r`, and why streams ended early (if they did).
+pub type Errors = Vec<String>;
+
+/// Fills `r` from `client`'s report, which must be of the kind `p` delivers.
+pub fn read(p: Protocol, client: &FinalReport, r: &mut CaseResult) -> Result<Errors, String> {
+    let checked = validate_final(client, report_kind(p))
+        .map_err(|e| format!("report of worker {:.253}: {e}", client.worker))?;
+    match checked {
+        CheckedReport::Tcp(t) => Ok(stream(&t, r)),
+        CheckedReport::Rr(rr) if rr.setup.mode == p => Ok(request_response(&rr, r)),
+        CheckedReport::Udp(u) => Ok(datagrams(&u, r)),
+        CheckedReport::Rr(rr) => Err(format!(
+            "report of worker {:.253} measured {}, the case asks for {p}",
+            client.worker, rr.setup.mode
+        )),
+        CheckedReport::Http(_) => Err(format!(
+            "report of worker {:.253} is an HTTP report",
+            client.worker
+        )),
+    }
+}
+
+fn stream(t: &TcpReport, r: &mut CaseResult) -> Errors {
+    r.sender_bits_per_second = round(t.sender.bits_per_second);
+    r.receiver_bits_per_second = round(t.receiver.bits_per_second);
+    r.retransmits = t.retransmits;
+    r.rtt_micros = t.mean_rtt_us.map(round);
+    r.client_cpu_percent = round2(t.cpu.client.total_percent);
+    r.server_cpu_percent = round2(t.cpu.server.total_percent);
+    r.cpu_seconds_per_gb = t.cpu_seconds_per_gb.map(|c| round4(c.client + c.server));
+    r.probe_latency = t.latency_probe.as_ref().map(|p| millis(&p.latency));
+    r.server_address = t.runs.first().map(|run| address(&run.server));
+    let mut errors = t.stream_errors();
+    if let Some(e) = t.latency_probe.as_ref().and_then(|p| p.error.as_ref()) {
+        errors.push(format!("latency probe: {e:.256}"));
+    }
+    errors
+}
+
+fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
+    let bytes_per_tx = f64::from(rr.setup.request_size) + f64::from(rr.setup.response_size);
+    // Payload each way, both counted (what the path carried).
+    let bits = rr.transactions_per_second * bytes_per_tx * 8.0;
+    r.sender_bits_per_second = round(bits);
+    r.receiver_bits_per_second = round(bits);
+    r.transactions_per_second = Some(round2(rr.transactions_per_second));
+    r.server_address = rr.runs.first().map(|run| address(&run.server));
+    r.latency = Some(millis(&rr.latency));
+    r.failures = Some(rr.counts.errors.checked_total().unwrap_or(u64::MAX));
+    r.loss_percent = rr.loss_percent.map(round4);
+    r.client_cpu_percent = round2(rr.cpu.client.total_percent);
+    r.server_cpu_percent = round2(rr.cpu.server.total_percent);
+    if let Some(c) = &rr.cpu_us_per_transaction {
+        r.client_cpu_us_per_transaction = Some(round2(c.client));
+        r.server_cpu_us_per_transaction = Some(round2(c.server));
+    }
+    if rr.port_exhausted {
+        r.warning = Some(format!(
+            "the client ran out of local ports: {} connects failed with EADDRNOTAVAIL (TIME_WAIT); transactions/s is limited by that, not by the path",
+            rr.counts.errors.address_not_available
+        ));
+    }
+    rr.per_stream
+        .iter()
+        .filter_map(|s| Some(format!("stream {}: {:.256}", s.id, s.error.as_ref()?)))
+        .collect()
+}
+
+fn datagrams(u: &UdpReport, r: &mut CaseResult) -> Errors {
+    r.sender_bits_per_second = round(u.sent.bits_per_second);
+    r.receiver_bits_per_second = round(u.received.bits_per_second);
+    r.loss_percent = Some(round4(u.loss_percent));
+    r.server_address = u.runs.first().map(|run| address(&run.server));
+    r.jitter_ms = u.jitter_ms.map(round4);
+    r.out_of_order = Some(u.received.out_of_order);
+    r.duplicates = Some(u.received.duplicates);
+    r.client_cpu_percent = round2(u.cpu.client.total_percent);
+    r.server_cpu_percent = round2(u.cpu.server.total_percent);
+    r.cpu_seconds_per_gb = u.cpu_seconds_per_gb.map(|c| round4(c.client + c.server));
+    u.streams
+        .iter()
+        .filter_map(|s| Some(format!("stream {}: {:.256}", s.id, s.error.as_ref()?)))
+        .collect()
+}
+
+/// A reported address as status shows it: at most 64 characters (the schema's bound), no
+/// control characters (a report is hostile input until the schema and this say otherwise).
+fn address(reported: &str) -> String {
+    reported
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect()
+}
+
+fn millis(l: &LatencySummary) -> LatencyMillis {
+    let ms = |us: u64| round4(us as f64 / 1000.0);
+    LatencyMillis {
+        p50: ms(l.p50_us),
+        p90: ms(l.p90_us),
+        p99: ms(l.p99_us),
+        p999: ms(l.p999_us),
+        max: ms(l.max_us),
+        mean: round4(l.mean_us / 1000.0),
+    }
+}
+
+fn round(v: f64) -> f64 {
+    v.round()
+}
+
+pub fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+fn round4(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
+}

@@ -1,0 +1,251 @@
+//! Every EgressBenchmark protocol end to end on 127.0.0.1, from the spec to the case's status:
+//! the operator's plan gives the worker arguments of each case, the real `netbench-loadgen`
+//! runs them as the server and the client worker against the operator's REAL worker API (which
+//! takes only the report kind the case's protocol delivers), and the stored report is read into
+//! the case result and its figures as the operator does when it collects.
+
+mod worker_api;
+
+use std::time::Duration;
+
+use crds::egress::Protocol;
+use crds::EgressBenchmark;
+use operator::driver::{Kind, Slot};
+use operator::egress::{plan, result};
+use protocol::worker::{FinalReport, Role};
+use worker_api::Api;
+
+const SPEC: &str = r#"
+apiVersion: netbench.io/v1alpha1
+kind: EgressBenchmark
+metadata: {name: e, namespace: ns, uid: u-1}
+spec:
+  cases:
+    - {name: bulk, duration: 2s, streams: 2, latencyProbe: 50, client: {}, server: {}}
+    - {name: rr, protocol: tcp-rr, duration: 2s, burst: 2, requestSize: 64, responseSize: 512, client: {}, server: {}}
+    - {name: crr, protocol: tcp-crr, duration: 2s, client: {}, server: {}}
+    - {name: urr, protocol: udp-rr, duration: 2s, timeout: 200ms, client: {}, server: {}}
+    - {name: dgrams, protocol: udp-stream, duration: 2s, bitrate: 20M, messageSize: 1000, client: {}, server: {}}
+"#;
+
+/// Runs case `index` of SPEC through the worker API; returns its result and figure names.
+fn run_case(index: u32) -> (crds::egress::CaseResult, Vec<&'static str>) {
+    let (r, names, _) = run_case_keeping_report(index);
+    (r, names)
+}
+
+/// [`run_case`], with the client's stored report.
+fn run_case_keeping_report(
+    index: u32,
+) -> (crds::egress::CaseResult, Vec<&'static str>, FinalReport) {
+    let eb: EgressBenchmark = serde_yaml::from_str(SPEC).unwrap();
+    let slot = Slot::first(index);
+    let plans = plan::workers(&eb, "r1", slot);
+    let (client, server) = (&plans[0], &plans[1]);
+    let kind = eb.report_kind(index);
+    let api = Api::start_taking(
+        "EgressBenchmark",
+        "e",
+        &[
+            (server.name.as_str(), Role::Server),
+            (client.name.as_str(), Role::Client),
+        ],
+        kind,
+    );
+    // The plan's server arguments, on 127.0.0.1 and a free port (the pod's port is fixed).
+    let mut server_args: Vec<&str> = server.args.iter().map(String::as_str).collect();
+    let port = server_args.iter().position(|a| *a == "-p").unwrap();
+    server_args[port + 1] = "0";
+    server_args.extend(["-B", "127.0.0.1"]);
+    let server_worker = api.worker(&server.name, &server_args);
+    let client_args: Vec<&str> = client.args.iter().map(String::as_str).collect();
+    let client_worker = api.worker(&client.name, &client_args);
+    let client_exit = client_worker.wait(Duration::from_secs(90));
+    assert!(
+        client_exit.success,
+        "case {index} client: {}",
+        client_exit.stderr
+    );
+    let server_exit = server_worker.wait(Duration::from_secs(30));
+    assert!(
+        server_exit.success,
+        "case {index} server: {}",
+        server_exit.stderr
+    );
+
+    let stored: Vec<FinalReport> = api.sink.0.lock().unwrap().clone();
+    assert_eq!(stored.len(), 1, "the client's report only");
+    assert_eq!(stored[0].report["kind"], kind);
+    let measured = plan::case_at(&eb, index).unwrap();
+    let (r, errors) = result::case_result(&measured, &stored[0], Some("node-b".into()))
+        .unwrap_or_else(|e| panic!("case {index}: {e}"));
+    assert_eq!(errors, Vec::<String>::new(), "case {index}");
+    assert_eq!(result::nothing_transferred(&r), None, "case {index}: {r:?}");
+    let names = result::figures(&r).iter().map(|f| f.name).collect();
+    (r, names, stored[0].clone())
+}
+
+#[test]
+fn tcp_stream_with_a_latency_probe() {
+    let (r, figures) = run_case(0);
+    assert_eq!(r.protocol, Some(Protocol::TcpStream));
+    assert!(r.receiver_bits_per_second > 1e6, "{r:?}");
+    let probe = r.probe_latency.clone().expect("the probe's latency");
+    assert!(
+        probe.p50 > 0.0 && probe.p50 <= probe.p99 && probe.p99 <= probe.max,
+        "{probe:?}"
+    );
+    assert!(r.cpu_seconds_per_gb.is_some_and(|c| c > 0.0), "{r:?}");
+    assert_eq!(
+        &figures[..3],
+        [
+            "receiverBitsPerSecond",
+            "senderBitsPerSecond",
+            "retransmits"
+        ]
+    );
+    assert!(figures.contains(&"probeP99Ms"));
+    assert_eq!(
+        (r.streams, r.message_size, r.path.as_deref()),
+        (Some(2), Some(131072), Some("pod"))
+    );
+}
+
+#[test]
+fn tcp_rr_counts_transactions_and_latency() {
+    let (r, figures) = run_case(1);
+    assert_eq!(r.protocol, Some(Protocol::TcpRr));
+    let tps = r.transactions_per_second.unwrap();
+    assert!(tps > 100.0, "{r:?}");
+    let l = r.latency.clone().unwrap();
+    assert!(
+        l.p50 > 0.0 && l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.p999 && l.p999 <= l.max,
+        "{l:?}"
+    );
+    assert_eq!(r.failures, Some(0));
+    // Payload both ways: (64 + 512) bytes per transaction.
+    let bits = tps * 576.0 * 8.0;
+    assert!(
+        (r.receiver_bits_per_second - bits).abs() <= bits * 0.01 + 1.0,
+        "{r:?}"
+    );
+    assert!(
+        r.client_cpu_us_per_transaction.is_some_and(|c| c > 0.0),
+        "{r:?}"
+    );
+    assert_eq!(figures[0], "transactionsPerSecond");
+    assert!(figures.contains(&"p99Ms") && figures.contains(&"serverCpuUsPerTransaction"));
+    assert_eq!(r.message_size, Some(64));
+}
+
+#[test]
+fn tcp_crr_opens_a_connection_per_transaction() {
+    let (r, _) = run_case(2);
+    assert_eq!(r.protocol, Some(Protocol::TcpCrr));
+    assert!(r.transactions_per_second.unwrap() > 10.0, "{r:?}");
+    assert!(r.latency.is_some());
+}
+
+#[test]
+fn udp_rr_reports_loss() {
+    let (r, figures, report) = run_case_keeping_report(3);
+    refuses_forged(&report, 3, |j| j["loss_percent"] = serde_json::json!(150.0));
+    assert_eq!(r.protocol, Some(Protocol::UdpRr));
+    assert!(r.transactions_per_second.unwrap() > 100.0, "{r:?}");
+    let loss = r.loss_percent.expect("udp-rr reports loss");
+    assert!(
+        (0.0..1.0).contains(&loss),
+        "loopback loses (almost) nothing: {loss}"
+    );
+    assert!(figures.contains(&"lossPercent"));
+}
+
+#[test]
+fn udp_stream_holds_its_rate_and_reports_loss_and_jitter() {
+    let (r, figures, report) = run_case_keeping_report(4);
+    refuses_forged(&report, 4, |j| j["jitter_ms"] = serde_json::json!(-1.0));
+    refuses_forged(&report, 4, |j| {
+        j["received"]["packets"] = serde_json::json!(u64::MAX)
+    });
+    assert_eq!(r.protocol, Some(Protocol::UdpStream));
+    // 20 Mbit/s paced, on loopback.
+    assert!(
+        (15e6..=21e6).contains(&r.receiver_bits_per_second),
+        "{}",
+        r.receiver_bits_per_second
+    );
+    assert!(
+        r.loss_percent.is_some() && r.jitter_ms.is_some() && r.out_of_order.is_some(),
+        "{r:?}"
+    );
+    assert_eq!(
+        &figures[..3],
+        ["receiverBitsPerSecond", "lossPercent", "jitterMs"]
+    );
+    assert_eq!(r.message_size, Some(1000));
+}
+
+/// The API takes only the kind of report the case's protocol delivers: a tcp-stream client in
+/// a tcp-rr step is refused (its report never reaches the store) and says so.
+#[test]
+fn a_report_of_another_protocol_is_refused() {
+    let eb: EgressBenchmark = serde_yaml::from_str(SPEC).unwrap();
+    let plans = plan::workers(&eb, "r1", Slot::first(0));
+    let (client, server) = (&plans[0], &plans[1]);
+    let api = Api::start_taking(
+        "EgressBenchmark",
+        "e",
+        &[
+            (server.name.as_str(), Role::Server),
+            (client.name.as_str(), Role::Client),
+        ],
+        eb.report_kind(1),
+    );
+    let srv = api.worker(&server.name, &["server", "-B", "127.0.0.1", "-p", "0"]);
+    let cli = api.worker(&client.name, &["tcp-client", "-t", "1", "--output", "json"]);
+    let exit = cli.wait(Duration::from_secs(60));
+    assert!(
+        !exit.success,
+        "the client's report was refused: {}",
+        exit.stderr
+    );
+    assert!(
+        exit.stderr.contains("expected a rr report"),
+        "{}",
+        exit.stderr
+    );
+    assert!(api.sink.0.lock().unwrap().is_empty(), "nothing stored");
+    drop(srv);
+}
+
+/// A real report with one impossible figure (`forge`), posted by the case's client worker: the
+/// API refuses it naming the field (400), counts it, and stores nothing.
+fn refuses_forged(real: &FinalReport, index: u32, forge: impl Fn(&mut serde_json::Value)) {
+    let eb: EgressBenchmark = serde_yaml::from_str(SPEC).unwrap();
+    let client = &plan::workers(&eb, "r1", Slot::first(index))[0];
+    let api = Api::start_taking(
+        "EgressBenchmark",
+        "e",
+        &[(client.name.as_str(), Role::Client)],
+        eb.report_kind(index),
+    );
+    let worker = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {
+        operator_url: api.url.clone(),
+        run: worker_api::RUN.into(),
+        credential: loadgen::worker::Credential::Token(worker_api::token_of(&client.name)),
+        worker: client.name.clone(),
+        node: None,
+        step: 0,
+    });
+    let mut forged = real.report.clone();
+    forge(&mut forged);
+    let err = worker.report(1, forged).unwrap_err().to_string();
+    assert!(err.contains("400") || err.contains("invalid"), "{err}");
+    let rejected = api
+        .metrics
+        .api_rejected
+        .with_label_values(&["invalid_report"])
+        .get();
+    assert_eq!(rejected, 1, "counted once: {err}");
+    assert!(api.sink.0.lock().unwrap().is_empty(), "nothing stored");
+}

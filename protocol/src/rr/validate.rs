@@ -1,0 +1,678 @@
+//! Validation of rr reports (pure): every figure a worker or a stored object sends is checked
+//! against the invariants the engines guarantee (see the module documentation of
+//! [`crate::rr`]); the first broken one is named.
+
+use hdrhistogram::Histogram;
+
+use super::probe::LatencyProbe;
+use super::report::{cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup};
+use super::{
+    MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_KIND,
+    REPORT_VERSION, SEQUENCE_BYTES,
+};
+use crate::report::histogram::{self, MAX_TOTAL_COUNT};
+use crate::report::validate::check_latency_at;
+use crate::report::{
+    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
+    MAX_WORKERS,
+};
+use crate::tcp::{CpuCost, CpuReport, CpuUsage, MAX_CPU_PERCENT, MAX_STREAMS};
+use crate::Protocol;
+
+/// Checks an rr report (single run or merged) and returns its decoded histogram.
+pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
+    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
+        return Err(invalid(
+            "version",
+            format!(
+                "a {:.32?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
+                r.kind, r.version
+            ),
+        ));
+    }
+    check_text("tool", &r.tool)?;
+    check_setup(&r.setup)?;
+    if r.ended_at_unix_ms < r.started_at_unix_ms {
+        return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
+    }
+    check_runs(r)?;
+    check_counts("counts", &r.counts, r.setup.mode)?;
+    let hist = histogram::decode(&r.histogram).map_err(|e| invalid("histogram", e))?;
+    if hist.len() != r.counts.transactions {
+        return Err(invalid(
+            "counts.transactions",
+            format!(
+                "{} transactions but the latency histogram holds {} samples",
+                r.counts.transactions,
+                hist.len()
+            ),
+        ));
+    }
+    check_latency_at("latency", &r.latency, &hist)?;
+    check_timeout_bound(r)?;
+    check_streams(r)?;
+    check_totals(r)?;
+    Ok(hist)
+}
+
+fn check_setup(s: &RrSetup) -> Result<(), InvalidReport> {
+    let (min, max) = match s.mode {
+        Protocol::TcpRr | Protocol::TcpCrr => (1, MAX_TCP_MESSAGE),
+        Protocol::UdpRr => (SEQUENCE_BYTES, MAX_UDP_MESSAGE),
+        other => {
+            return Err(invalid(
+                "mode",
+                format!("{other} is not a request/response test (tcp-rr, tcp-crr, udp-rr)"),
+            ))
+        }
+    };
+    for (field, v) in [
+        ("request_size", s.request_size),
+        ("response_size", s.response_size),
+    ] {
+        if !(min..=max).contains(&v) {
+            return Err(invalid(
+                field,
+                format!("{v} bytes (allowed {min}..={max} for {})", s.mode),
+            ));
+        }
+    }
+    if s.burst > MAX_BURST {
+        return Err(invalid(
+            "burst",
+            format!("{} (allowed 0..={MAX_BURST})", s.burst),
+        ));
+    }
+    if !(1..=MAX_TIMEOUT_MS).contains(&s.timeout_ms) {
+        return Err(invalid(
+            "timeout_ms",
+            format!("{} (allowed 1..={MAX_TIMEOUT_MS})", s.timeout_ms),
+        ));
+    }
+    if let Some(rate) = s.rate_per_stream {
+        check_number("rate_per_stream", rate, f64::MIN_POSITIVE, MAX_STREAM_RATE)?;
+    }
+    Ok(())
+}
+
+/// `attempted = transactions + errors + lost`, late answers only to lost requests, UDP
+/// figures only for udp-rr, nothing beyond what a histogram may hold.
+pub(crate) fn check_counts(
+    prefix: &str,
+    c: &RrCounts,
+    mode: Protocol,
+) -> Result<(), InvalidReport> {
+    let field = |name: &str| format!("{prefix}.{name}");
+    let failed = c
+        .checked_failed()
+        .ok_or_else(|| invalid(field("errors"), "the error classes overflow when summed"))?;
+    if c.transactions.checked_add(failed) != Some(c.attempted) {
+        return Err(invalid(
+            field("attempted"),
+            format!(
+                "{} but transactions ({}), errors and losses ({failed}) do not add up to it",
+                c.attempted, c.transactions
+            ),
+        ));
+    }
+    if c.attempted > MAX_TOTAL_COUNT {
+        return Err(invalid(
+            field("attempted"),
+            format!("{} is more than {MAX_TOTAL_COUNT}", c.attempted),
+        ));
+    }
+    if c.late > c.lost {
+        return Err(invalid(
+            field("late"),
+            format!(
+                "{} late answers but only {} requests were lost",
+                c.late, c.lost
+            ),
+        ));
+    }
+    for (name, v) in [("duplicate", c.duplicate), ("invalid", c.invalid)] {
+        if v > MAX_TOTAL_COUNT {
+            return Err(invalid(
+                field(name),
+                format!("{v} is more than {MAX_TOTAL_COUNT}"),
+            ));
+        }
+    }
+    if mode != Protocol::UdpRr {
+        for (name, v) in [
+            ("lost", c.lost),
+            ("late", c.late),
+            ("duplicate", c.duplicate),
+            ("invalid", c.invalid),
+        ] {
+            if v != 0 {
+                return Err(invalid(
+                    field(name),
+                    format!("{v}, but only udp-rr loses requests (this is {mode})"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// udp-rr in closed loop: an answer counts only within the timeout after its send (later ones
+/// are late). Open loop counts from the intended send time, which may be earlier; TCP's
+/// timeout bounds each read, not a whole transaction.
+fn check_timeout_bound(r: &RrReport) -> Result<(), InvalidReport> {
+    if r.setup.mode != Protocol::UdpRr
+        || r.setup.rate_per_stream.is_some()
+        || r.counts.transactions == 0
+    {
+        return Ok(());
+    }
+    let limit = r.setup.timeout_ms.saturating_mul(1000);
+    // The histogram keeps 3 significant digits: its max may read up to 0.1 % high.
+    let slack = limit / 1000 + 1;
+    if r.latency.max_us > limit.saturating_add(slack) {
+        return Err(invalid(
+            "latency.max_us",
+            format!(
+                "{} us, beyond the {} ms timeout after which no answer counts",
+                r.latency.max_us, r.setup.timeout_ms
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_cpu(field: &str, c: &CpuUsage, max: f64) -> Result<(), InvalidReport> {
+    check_number(&format!("{field}.user_percent"), c.user_percent, 0.0, max)?;
+    check_number(
+        &format!("{field}.system_percent"),
+        c.system_percent,
+        0.0,
+        max,
+    )?;
+    check_number(&format!("{field}.total_percent"), c.total_percent, 0.0, max)
+}
+
+fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
+    let field = |name: &str| format!("runs[{i}].{name}");
+    check_text(&field("client"), &run.client)?;
+    check_text(&field("server"), &run.server)?;
+    if !(1..=MAX_STREAMS).contains(&run.streams) {
+        return Err(invalid(
+            field("streams"),
+            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
+        ));
+    }
+    check_number(
+        &field("duration_secs"),
+        run.duration_secs,
+        0.0,
+        MAX_DURATION_S,
+    )?;
+    if run.ended_at_unix_ms < run.started_at_unix_ms {
+        return Err(invalid(
+            field("ended_at_unix_ms"),
+            "before started_at_unix_ms",
+        ));
+    }
+    let tps = field("transactions_per_second");
+    check_number(&tps, run.transactions_per_second, 0.0, MAX_RATE)?;
+    let want = if run.duration_secs > 0.0 {
+        run.transactions as f64 / run.duration_secs
+    } else {
+        0.0
+    };
+    check_close(&tps, run.transactions_per_second, want)?;
+    if run.server_answered < run.transactions {
+        return Err(invalid(
+            field("server_answered"),
+            format!(
+                "the server answered {} requests, fewer than the {} transactions the client completed",
+                run.server_answered, run.transactions
+            ),
+        ));
+    }
+    check_cpu(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
+    check_cpu(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
+}
+
+fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
+    let n = r.runs.len();
+    if n == 0 || n > MAX_WORKERS as usize {
+        return Err(invalid(
+            "runs",
+            format!("{n} runs (allowed 1..={MAX_WORKERS})"),
+        ));
+    }
+    for (i, run) in r.runs.iter().enumerate() {
+        check_run(i, run)?;
+    }
+    Ok(())
+}
+
+/// Every stream belongs to a run, each run has its streams, and each stream adds up.
+fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
+    let mut per_run = vec![0u32; r.runs.len()];
+    let mut sums = (0u64, 0u64, 0u64);
+    for (i, s) in r.per_stream.iter().enumerate() {
+        let field = |name: &str| format!("per_stream[{i}].{name}");
+        let count = usize::try_from(s.run)
+            .ok()
+            .and_then(|run| per_run.get_mut(run))
+            .ok_or_else(|| {
+                invalid(
+                    field("run"),
+                    format!("{} but the report has {} run(s)", s.run, r.runs.len()),
+                )
+            })?;
+        *count = count.saturating_add(1);
+        if s.transactions.checked_add(s.failed) != Some(s.attempted) {
+            return Err(invalid(
+                field("attempted"),
+                format!(
+                    "{} but transactions ({}) and failures ({}) do not add up to it",
+                    s.attempted, s.transactions, s.failed
+                ),
+            ));
+        }
+        if let Some(e) = &s.error {
+            check_text(&field("error"), e)?;
+        }
+        sums = (
+            sums.0.saturating_add(s.attempted),
+            sums.1.saturating_add(s.transactions),
+            sums.2.saturating_add(s.failed),
+        );
+    }
+    for (i, (run, n)) in r.runs.iter().zip(per_run).enumerate() {
+        if n != run.streams {
+            return Err(invalid(
+                format!("runs[{i}].streams"),
+                format!(
+                    "{} but the report has {n} stream(s) of this run",
+                    run.streams
+                ),
+            ));
+        }
+    }
+    let c = &r.counts;
+    let failed = c.checked_failed().unwrap_or(u64::MAX);
+    if sums != (c.attempted, c.transactions, failed) {
+        return Err(invalid(
+            "per_stream",
+            format!(
+                "streams add up to {} attempted, {} transactions, {} failed; the counts say {}, {}, {failed}",
+                sums.0, sums.1, sums.2, c.attempted, c.transactions
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The report's totals are the sums of its runs, and the derived figures are the ones they
+/// give.
+fn check_totals(r: &RrReport) -> Result<(), InvalidReport> {
+    let runs = &r.runs;
+    let streams = runs
+        .iter()
+        .try_fold(0u32, |acc, run| acc.checked_add(run.streams));
+    if streams != Some(r.streams) {
+        return Err(invalid(
+            "streams",
+            format!("{} is not the sum of the runs' streams", r.streams),
+        ));
+    }
+    let transactions = runs
+        .iter()
+        .try_fold(0u64, |acc, run| acc.checked_add(run.transactions));
+    if transactions != Some(r.counts.transactions) {
+        return Err(invalid(
+            "runs",
+            format!(
+                "the runs' transactions do not add up to counts.transactions ({})",
+                r.counts.transactions
+            ),
+        ));
+    }
+    check_number("duration_secs", r.duration_secs, 0.0, MAX_DURATION_S)?;
+    let longest = runs
+        .iter()
+        .fold(0f64, |acc, run| acc.max(run.duration_secs));
+    check_close("duration_secs", r.duration_secs, longest)?;
+    let tps: f64 = runs.iter().map(|run| run.transactions_per_second).sum();
+    check_number(
+        "transactions_per_second",
+        r.transactions_per_second,
+        0.0,
+        MAX_RATE,
+    )?;
+    check_close("transactions_per_second", r.transactions_per_second, tps)?;
+    let requested = r
+        .setup
+        .rate_per_stream
+        .map(|rate| rate * f64::from(r.streams));
+    match (r.requested_per_second, requested) {
+        (None, None) => {}
+        (Some(got), Some(want)) => {
+            check_number("requested_per_second", got, 0.0, MAX_RATE)?;
+            check_close("requested_per_second", got, want)?;
+        }
+        _ => {
+            return Err(invalid(
+                "requested_per_second",
+                "present exactly when rate_per_stream is (open loop)",
+            ))
+        }
+    }
+    match (r.loss_percent, r.setup.mode) {
+        (Some(loss), Protocol::UdpRr) => {
+            check_number("loss_percent", loss, 0.0, 100.0)?;
+            check_close("loss_percent", loss, r.counts.loss_percent())?;
+        }
+        (None, Protocol::TcpRr | Protocol::TcpCrr) => {}
+        _ => return Err(invalid("loss_percent", "present exactly for udp-rr")),
+    }
+    if r.port_exhausted != (r.counts.errors.address_not_available > 0) {
+        return Err(invalid(
+            "port_exhausted",
+            format!(
+                "{} but {} connection attempts found no free local port",
+                r.port_exhausted, r.counts.errors.address_not_available
+            ),
+        ));
+    }
+    check_cpu_sum(r)?;
+    let want = cpu_per_transaction(runs, r.counts.transactions);
+    match (&r.cpu_us_per_transaction, want) {
+        (None, None) => Ok(()),
+        (Some(got), Some(want)) => check_cost("cpu_us_per_transaction", got, &want),
+        _ => Err(invalid(
+            "cpu_us_per_transaction",
+            "present exactly when there were transactions",
+        )),
+    }
+}
+
+pub(crate) fn check_cost(field: &str, got: &CpuCost, want: &CpuCost) -> Result<(), InvalidReport> {
+    for (name, g, w) in [
+        ("client", got.client, want.client),
+        ("server", got.server, want.server),
+    ] {
+        let f = format!("{field}.{name}");
+        check_number(&f, g, 0.0, f64::MAX)?;
+        check_close(&f, g, w)?;
+    }
+    Ok(())
+}
+
+fn check_cpu_sum(r: &RrReport) -> Result<(), InvalidReport> {
+    let sum = r
+        .runs
+        .iter()
+        .fold(CpuReport::default(), |acc, run| CpuReport {
+            client: acc.client.sum(run.cpu.client),
+            server: acc.server.sum(run.cpu.server),
+        });
+    for (field, got, want) in [
+        ("cpu.client", &r.cpu.client, &sum.client),
+        ("cpu.server", &r.cpu.server, &sum.server),
+    ] {
+        check_cpu(field, got, f64::MAX)?;
+        for (name, g, w) in [
+            ("user_percent", got.user_percent, want.user_percent),
+            ("system_percent", got.system_percent, want.system_percent),
+            ("total_percent", got.total_percent, want.total_percent),
+        ] {
+            check_close(&format!("{field}.{name}"), g, w)?;
+        }
+    }
+    Ok(())
+}
+
+/// A stream report's latency probe: sizes within bounds, counts that add up, percentiles the
+/// histogram gives.
+pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidReport> {
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_number(&field("rate"), p.rate, f64::MIN_POSITIVE, MAX_RATE)?;
+    for (name, v) in [
+        ("request_size", p.request_size),
+        ("response_size", p.response_size),
+    ] {
+        if !(1..=MAX_TCP_MESSAGE).contains(&v) {
+            return Err(invalid(
+                field(name),
+                format!("{v} bytes (allowed 1..={MAX_TCP_MESSAGE})"),
+            ));
+        }
+    }
+    if p.transactions.checked_add(p.failed) != Some(p.attempted) {
+        return Err(invalid(
+            field("attempted"),
+            format!(
+                "{} but transactions ({}) and failures ({}) do not add up to it",
+                p.attempted, p.transactions, p.failed
+            ),
+        ));
+    }
+    let hist = histogram::decode(&p.histogram).map_err(|e| invalid(field("histogram"), e))?;
+    if hist.len() != p.transactions {
+        return Err(invalid(
+            field("transactions"),
+            format!(
+                "{} but the latency histogram holds {} samples",
+                p.transactions,
+                hist.len()
+            ),
+        ));
+    }
+    check_latency_at(&field("latency"), &p.latency, &hist)?;
+    if let Some(e) = &p.error {
+        check_text(&field("error"), e)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rr::report::fixtures::rr_report;
+
+    fn refused(r: &RrReport, field: &str, needle: &str) {
+        let e = validate_rr(r).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
+    }
+
+    fn udp() -> RrReport {
+        rr_report(Protocol::UdpRr, &[100, 200, 300, 5_000], 2)
+    }
+
+    #[test]
+    fn engine_reports_of_every_mode_are_valid_before_and_after_json() {
+        for mode in [Protocol::TcpRr, Protocol::TcpCrr, Protocol::UdpRr] {
+            let r = rr_report(mode, &[100, 250, 9_000], 3);
+            validate_rr(&r).unwrap();
+            let json = serde_json::to_string(&r).unwrap();
+            assert!(json.contains(&format!(r#""mode":"{mode}""#)), "{json}");
+            assert!(json.contains(r#""kind":"rr""#), "{json}");
+            let back: RrReport = serde_json::from_str(&json).unwrap();
+            assert_eq!(validate_rr(&back).unwrap().len(), 3);
+            assert_eq!(back, r);
+        }
+        let r = udp();
+        assert_eq!(r.loss_percent, Some(2.0 * 100.0 / 6.0));
+        assert!(!r.port_exhausted);
+    }
+
+    #[test]
+    fn counts_that_do_not_add_up_are_refused() {
+        let mut r = udp();
+        r.counts.attempted += 1;
+        refused(&r, "counts.attempted", "do not add up");
+        let mut r = udp();
+        r.counts.transactions += 1;
+        r.counts.attempted += 1;
+        refused(&r, "counts.transactions", "histogram holds 4 samples");
+        let mut r = udp();
+        r.counts.late = 3;
+        refused(
+            &r,
+            "counts.late",
+            "3 late answers but only 2 requests were lost",
+        );
+        let mut r = udp();
+        r.counts.errors.refused = u64::MAX;
+        refused(&r, "counts.errors", "overflow");
+        let mut r = udp();
+        r.per_stream[0].transactions += 1;
+        r.per_stream[0].attempted += 1;
+        refused(&r, "per_stream", "streams add up to");
+        let mut r = udp();
+        r.per_stream[1].failed += 1;
+        refused(&r, "per_stream[1].attempted", "do not add up");
+        let mut r = udp();
+        r.per_stream.pop();
+        refused(&r, "runs[0].streams", "1 stream(s)");
+        let mut r = udp();
+        r.per_stream[0].run = 4;
+        refused(&r, "per_stream[0].run", "4 but the report has 1 run(s)");
+        let mut r = udp();
+        r.runs[0].server_answered = 1;
+        refused(
+            &r,
+            "runs[0].server_answered",
+            "fewer than the 4 transactions",
+        );
+        let mut r = udp();
+        r.streams = 3;
+        refused(&r, "streams", "not the sum");
+    }
+
+    #[test]
+    fn losses_belong_to_udp_only() {
+        let mut r = rr_report(Protocol::TcpRr, &[100], 0);
+        r.counts.lost = 1;
+        r.counts.attempted += 1;
+        refused(&r, "counts.lost", "only udp-rr loses");
+        let mut r = rr_report(Protocol::TcpCrr, &[100], 0);
+        r.loss_percent = Some(0.0);
+        refused(&r, "loss_percent", "present exactly for udp-rr");
+        let mut r = udp();
+        r.loss_percent = Some(1.0);
+        refused(&r, "loss_percent", "does not match");
+        let mut r = udp();
+        r.loss_percent = Some(250.0);
+        refused(&r, "loss_percent", "outside");
+    }
+
+    #[test]
+    fn percentiles_out_of_order_or_not_the_histograms_are_refused() {
+        let mut r = udp();
+        r.latency.p90_us = r.latency.max_us + 1;
+        refused(&r, "latency.p99_us", "out of order");
+        let mut r = udp();
+        r.latency.p50_us += 1;
+        refused(&r, "latency.p50_us", "but the histogram gives");
+        let mut r = udp();
+        r.latency.mean_us = f64::NAN;
+        refused(&r, "latency.mean_us", "not a finite number");
+        let mut r = udp();
+        r.histogram = "AAAAAA==".into();
+        refused(&r, "histogram", "not HDR V2");
+        // Closed loop: nothing beyond the timeout counts as answered.
+        let r = rr_report(Protocol::UdpRr, &[100, 150_000], 0);
+        refused(&r, "latency.max_us", "beyond the 100 ms timeout");
+    }
+
+    #[test]
+    fn impossible_setups_and_numbers_are_refused() {
+        let mut r = udp();
+        r.setup.request_size = 4;
+        refused(&r, "request_size", "4 bytes (allowed 8..=65507 for udp-rr)");
+        let mut r = rr_report(Protocol::TcpRr, &[100], 0);
+        r.setup.response_size = 0;
+        refused(&r, "response_size", "allowed 1..=");
+        let mut r = udp();
+        r.setup.mode = Protocol::TcpStream;
+        refused(&r, "mode", "not a request/response test");
+        let mut r = udp();
+        r.setup.burst = MAX_BURST + 1;
+        refused(&r, "burst", "allowed 0..=1024");
+        let mut r = udp();
+        r.setup.timeout_ms = 0;
+        refused(&r, "timeout_ms", "allowed 1..=");
+        let mut r = udp();
+        r.setup.rate_per_stream = Some(-5.0);
+        refused(&r, "rate_per_stream", "outside");
+        let mut r = udp();
+        r.transactions_per_second = 1e6;
+        refused(&r, "transactions_per_second", "does not match");
+        let mut r = udp();
+        r.runs[0].transactions_per_second = f64::INFINITY;
+        refused(&r, "runs[0].transactions_per_second", "not a finite number");
+        let mut r = udp();
+        r.runs[0].cpu.client.total_percent = -1.0;
+        refused(&r, "runs[0].cpu.client.total_percent", "outside");
+        let mut r = udp();
+        r.cpu_us_per_transaction = None;
+        refused(&r, "cpu_us_per_transaction", "present exactly when");
+        let mut r = udp();
+        if let Some(c) = r.cpu_us_per_transaction.as_mut() {
+            c.server *= 2.0;
+        }
+        refused(&r, "cpu_us_per_transaction.server", "does not match");
+        let mut r = udp();
+        r.port_exhausted = true;
+        refused(&r, "port_exhausted", "true but 0 connection attempts");
+        let mut r = udp();
+        r.requested_per_second = Some(10.0);
+        refused(&r, "requested_per_second", "present exactly when");
+        let mut r = udp();
+        r.ended_at_unix_ms = 0;
+        refused(&r, "ended_at_unix_ms", "before");
+        let mut r = udp();
+        r.runs.clear();
+        refused(&r, "runs", "0 runs");
+        let mut r = udp();
+        r.kind = "tcp".into();
+        refused(&r, "version", "\"tcp\" report");
+        let mut r = udp();
+        r.runs[0].client = "x".repeat(10_000);
+        refused(&r, "runs[0].client", "more than");
+    }
+
+    #[test]
+    fn port_exhaustion_is_flagged_and_explained() {
+        let mut r = rr_report(Protocol::TcpCrr, &[100, 200], 0);
+        r.counts.errors.address_not_available = 5;
+        r.counts.attempted += 5;
+        r.per_stream[0].failed += 5;
+        r.per_stream[0].attempted += 5;
+        r.fill_derived();
+        validate_rr(&r).unwrap();
+        assert!(r.port_exhausted);
+        let w = r.warnings();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("ephemeral ports exhausted: 5"), "{w:?}");
+    }
+
+    #[test]
+    fn probes_are_checked_like_reports() {
+        let mut h = crate::report::histogram::new_latency_histogram();
+        h.record(120).unwrap();
+        h.record(80).unwrap();
+        let p = LatencyProbe::single(100.0, 1, 1, 3, 1, &h, None).unwrap();
+        check_probe("latency_probe", &p).unwrap();
+        let mut bad = p.clone();
+        bad.failed = 0;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.attempted");
+        let mut bad = p.clone();
+        bad.latency.p99_us = 5;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.latency.p99_us");
+        let mut bad = p;
+        bad.rate = 0.0;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.rate");
+    }
+}

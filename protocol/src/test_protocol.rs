@@ -1,0 +1,117 @@
+//! Which test a netbench server runs for a client: [`Protocol`]. One `netbench-loadgen server`
+//! serves every protocol on one port; the client names the protocol in its test request, the
+//! CRD names it per EgressBenchmark case, and the operator reads it to pick the report kind.
+//!
+//! The wire form is kebab-case (`"tcp-stream"`, `"tcp-rr"`, ...), the same in the control
+//! protocol, in reports and in the CRD. `tcp-stream` is the default, so objects and test
+//! requests written before the field existed keep their meaning.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The test a client asks a server for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// TCP bulk throughput, iperf3-style (netperf TCP_STREAM).
+    #[default]
+    TcpStream,
+    /// TCP request/response on long-lived connections (netperf TCP_RR).
+    TcpRr,
+    /// TCP connect, one request/response, close, per transaction (netperf TCP_CRR).
+    TcpCrr,
+    /// UDP request/response with a per-request timeout (netperf UDP_RR, without its stall).
+    UdpRr,
+    /// UDP datagrams at a target rate: loss, reordering, jitter (iperf3 -u).
+    UdpStream,
+}
+
+impl Protocol {
+    /// Every protocol, in documentation order.
+    pub const ALL: [Protocol; 5] = [
+        Protocol::TcpStream,
+        Protocol::TcpRr,
+        Protocol::TcpCrr,
+        Protocol::UdpRr,
+        Protocol::UdpStream,
+    ];
+
+    /// The wire name (`"tcp-rr"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::TcpStream => "tcp-stream",
+            Protocol::TcpRr => "tcp-rr",
+            Protocol::TcpCrr => "tcp-crr",
+            Protocol::UdpRr => "udp-rr",
+            Protocol::UdpStream => "udp-stream",
+        }
+    }
+
+    /// A request/response test (its report is of kind `"rr"`).
+    pub fn is_request_response(self) -> bool {
+        matches!(self, Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr)
+    }
+
+    /// Carried over UDP (the server's UDP port has the number of its TCP port).
+    pub fn is_udp(self) -> bool {
+        matches!(self, Protocol::UdpRr | Protocol::UdpStream)
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not one of [`Protocol::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown protocol {0:.64?} (expected one of tcp-stream, tcp-rr, tcp-crr, udp-rr, udp-stream)"
+)]
+pub struct UnknownProtocol(pub String);
+
+impl FromStr for Protocol {
+    type Err = UnknownProtocol;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Protocol::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownProtocol(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_are_kebab_case_and_round_trip() {
+        for p in Protocol::ALL {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.as_str()));
+            assert_eq!(serde_json::from_str::<Protocol>(&json).unwrap(), p);
+            assert_eq!(p.as_str().parse::<Protocol>().unwrap(), p);
+            assert_eq!(p.to_string(), p.as_str());
+        }
+        assert_eq!(Protocol::default(), Protocol::TcpStream);
+        assert!(serde_json::from_str::<Protocol>("\"tcp_rr\"").is_err());
+        let e = "TCP-RR".parse::<Protocol>().unwrap_err().to_string();
+        assert!(e.contains("\"TCP-RR\"") && e.contains("udp-stream"), "{e}");
+    }
+
+    #[test]
+    fn classes() {
+        let rr: Vec<_> = Protocol::ALL
+            .into_iter()
+            .filter(|p| p.is_request_response())
+            .collect();
+        assert_eq!(rr, [Protocol::TcpRr, Protocol::TcpCrr, Protocol::UdpRr]);
+        let udp: Vec<_> = Protocol::ALL.into_iter().filter(|p| p.is_udp()).collect();
+        assert_eq!(udp, [Protocol::UdpRr, Protocol::UdpStream]);
+    }
+}

@@ -1,0 +1,569 @@
+//! The UDP report: versioned JSON (`"version": 1, "kind": "udp"`). Its totals are always
+//! computed from its runs and streams by [`UdpReport::from_parts`], for one client's run and for
+//! a [`merge`] of clients that ran at the same time alike.
+
+use serde::{Deserialize, Serialize};
+
+use crate::tcp::{CpuReport, CpuUsage, Direction, Flow};
+
+pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_KIND: &str = "udp";
+
+/// A rate of UDP payload: bits and datagrams per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub bits_per_second: f64,
+    pub packets_per_second: f64,
+}
+
+impl Rate {
+    /// Counts over `seconds`; zero when no time passed.
+    pub fn of(packets: u64, bytes: u64, seconds: f64) -> Rate {
+        if seconds > 0.0 {
+            Rate {
+                bits_per_second: bytes as f64 * 8.0 / seconds,
+                packets_per_second: packets as f64 / seconds,
+            }
+        } else {
+            Rate::default()
+        }
+    }
+
+    fn plus(self, other: Rate) -> Rate {
+        Rate {
+            bits_per_second: self.bits_per_second + other.bits_per_second,
+            packets_per_second: self.packets_per_second + other.packets_per_second,
+        }
+    }
+
+    fn times(self, n: u32) -> Rate {
+        Rate {
+            bits_per_second: self.bits_per_second * f64::from(n),
+            packets_per_second: self.packets_per_second * f64::from(n),
+        }
+    }
+}
+
+/// What a sender did. `seconds` runs from the start of the test to its last send; rates are
+/// counts over seconds (in a merged total: the sum of the runs' rates).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sent {
+    pub packets: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub bits_per_second: f64,
+    pub packets_per_second: f64,
+    /// Datagrams sent more than the engine's lateness bound after their intended send time
+    /// (paced streams only).
+    pub late: u64,
+    /// Intended send times given up because the sender was further behind its schedule than
+    /// it may catch up in one burst (paced streams only): it could not keep the target rate.
+    pub skipped: u64,
+    /// Send calls that failed (those datagrams were not sent and are not counted).
+    pub errors: u64,
+}
+
+impl Sent {
+    pub fn new(packets: u64, bytes: u64, seconds: f64) -> Sent {
+        let rate = Rate::of(packets, bytes, seconds);
+        Sent {
+            packets,
+            bytes,
+            seconds,
+            bits_per_second: rate.bits_per_second,
+            packets_per_second: rate.packets_per_second,
+            ..Sent::default()
+        }
+    }
+
+    /// Adds the counts of `other` (seconds: the longer); rates are left to the caller.
+    fn add_counts(&mut self, other: &Sent) {
+        self.packets = self.packets.saturating_add(other.packets);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.seconds = self.seconds.max(other.seconds);
+        self.late = self.late.saturating_add(other.late);
+        self.skipped = self.skipped.saturating_add(other.skipped);
+        self.errors = self.errors.saturating_add(other.errors);
+    }
+
+    fn rate(&self) -> Rate {
+        Rate {
+            bits_per_second: self.bits_per_second,
+            packets_per_second: self.packets_per_second,
+        }
+    }
+
+    fn set_rate(&mut self, r: Rate) {
+        self.bits_per_second = r.bits_per_second;
+        self.packets_per_second = r.packets_per_second;
+    }
+}
+
+/// What a receiver counted. `packets` are unique datagrams of the stream (each sequence number
+/// once; duplicates are counted apart); `seconds` runs from the start of the test to the last
+/// datagram received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Received {
+    pub packets: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub bits_per_second: f64,
+    pub packets_per_second: f64,
+    /// Datagrams that arrived after one with a higher sequence number (and were not duplicates).
+    pub out_of_order: u64,
+    /// Datagrams whose sequence number had already arrived.
+    pub duplicates: u64,
+    /// Datagrams ignored: not netbench's, another test's or stream's, of the wrong length, or
+    /// older than the reordering window.
+    pub invalid: u64,
+    /// Datagrams the receiving socket dropped (buffer full), as the kernel counts them
+    /// (SO_MEMINFO); they are part of `lost`. None where the kernel does not tell.
+    pub kernel_drops: Option<u64>,
+}
+
+impl Received {
+    pub fn new(packets: u64, bytes: u64, seconds: f64) -> Received {
+        let rate = Rate::of(packets, bytes, seconds);
+        Received {
+            packets,
+            bytes,
+            seconds,
+            bits_per_second: rate.bits_per_second,
+            packets_per_second: rate.packets_per_second,
+            ..Received::default()
+        }
+    }
+
+    fn add_counts(&mut self, other: &Received) {
+        self.packets = self.packets.saturating_add(other.packets);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.seconds = self.seconds.max(other.seconds);
+        self.out_of_order = self.out_of_order.saturating_add(other.out_of_order);
+        self.duplicates = self.duplicates.saturating_add(other.duplicates);
+        self.invalid = self.invalid.saturating_add(other.invalid);
+        self.kernel_drops = match (self.kernel_drops, other.kernel_drops) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+    }
+
+    fn rate(&self) -> Rate {
+        Rate {
+            bits_per_second: self.bits_per_second,
+            packets_per_second: self.packets_per_second,
+        }
+    }
+
+    fn set_rate(&mut self, r: Rate) {
+        self.bits_per_second = r.bits_per_second;
+        self.packets_per_second = r.packets_per_second;
+    }
+}
+
+/// Loss of `sent` datagrams of which `received` arrived: (lost, percent of sent).
+pub(crate) fn loss(sent: u64, received: u64) -> (u64, f64) {
+    let lost = sent.saturating_sub(received);
+    let percent = if sent > 0 {
+        lost as f64 / sent as f64 * 100.0
+    } else {
+        0.0
+    };
+    (lost, percent)
+}
+
+/// One stream (one socket each end), seen from both ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpStream {
+    /// Index into [`UdpReport::runs`].
+    pub run: u32,
+    pub id: u32,
+    pub flow: Flow,
+    pub sent: Sent,
+    pub received: Received,
+    /// `sent.packets - received.packets`: sequence numbers that never arrived.
+    pub lost: u64,
+    pub loss_percent: f64,
+    /// RFC 3550 interarrival jitter at the end of the stream (J += (|D| - J) / 16 over transit
+    /// time differences); None with fewer than two datagrams received.
+    pub jitter_ms: Option<f64>,
+    /// The receive buffer the kernel granted the receiving socket (SO_RCVBUF as read back).
+    pub rcvbuf_bytes: Option<u64>,
+    /// Why the stream ended early, if it did (either end).
+    pub error: Option<String>,
+}
+
+impl UdpStream {
+    /// A stream of run 0 with its loss computed; jitter, buffer and error left empty.
+    pub fn new(id: u32, flow: Flow, sent: Sent, received: Received) -> UdpStream {
+        let (lost, loss_percent) = loss(sent.packets, received.packets);
+        UdpStream {
+            run: 0,
+            id,
+            flow,
+            sent,
+            received,
+            lost,
+            loss_percent,
+            jitter_ms: None,
+            rcvbuf_bytes: None,
+            error: None,
+        }
+    }
+}
+
+/// CPU time of both ends, in seconds (or seconds per GB).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuSeconds {
+    pub client: f64,
+    pub server: f64,
+}
+
+/// One client's test against one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpRun {
+    /// The client's address of the control connection.
+    pub client: String,
+    pub server: String,
+    pub streams: u32,
+    pub duration_secs: f64,
+    /// Bytes of UDP payload per datagram.
+    pub len: usize,
+    pub direction: Direction,
+    /// The paced rate of each sending stream (iperf3 `-b` is per stream too); None: as fast as
+    /// possible.
+    pub target: Option<Rate>,
+    pub started_at_unix_ms: u64,
+    pub ended_at_unix_ms: u64,
+    /// Percent of one CPU over the test, each end.
+    pub cpu: CpuReport,
+    pub cpu_seconds: CpuSeconds,
+}
+
+impl UdpRun {
+    /// How many streams send (each at `target`): `streams`, twice that for both directions.
+    pub fn sending_streams(&self) -> u32 {
+        match self.direction {
+            Direction::Both => self.streams.saturating_mul(2),
+            Direction::Send | Direction::Receive => self.streams,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpReport {
+    pub version: u32,
+    pub kind: String,
+    pub started_at_unix_ms: u64,
+    pub ended_at_unix_ms: u64,
+    /// The rate asked for: the runs' targets times their sending streams, summed; None when a
+    /// run sent as fast as possible.
+    pub offered: Option<Rate>,
+    pub sent: Sent,
+    /// The figure to quote (achieved rate), as with iperf3's receiver line.
+    pub received: Received,
+    pub lost: u64,
+    pub loss_percent: f64,
+    /// Mean of the streams' jitter, weighted by the datagrams each received.
+    pub jitter_ms: Option<f64>,
+    /// Summed over runs.
+    pub cpu: CpuReport,
+    pub cpu_seconds: CpuSeconds,
+    /// CPU seconds of each end per 1e9 bytes received; None when nothing was received.
+    pub cpu_seconds_per_gb: Option<CpuSeconds>,
+    /// One entry per client test; more than one after [`merge`].
+    pub runs: Vec<UdpRun>,
+    pub streams: Vec<UdpStream>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MergeError {
+    #[error("nothing to merge")]
+    Empty,
+    #[error("cannot merge a report of version {0} (this build reads version {REPORT_VERSION})")]
+    Version(u32),
+    #[error("cannot merge a report of kind {0:?} into a udp report")]
+    Kind(String),
+    #[error(transparent)]
+    Invalid(#[from] crate::report::InvalidReport),
+    #[error("merging overflows the run index")]
+    Overflow,
+}
+
+impl UdpReport {
+    /// One client's run.
+    pub fn single(run: UdpRun, streams: Vec<UdpStream>) -> UdpReport {
+        UdpReport::from_parts(vec![run], streams)
+    }
+
+    /// The report of `runs` and their `streams` (each naming its run by index), every total
+    /// computed from them: within a run, counts add up over the longest stream's time; across
+    /// runs (concurrent clients), rates add up. Streams naming no run are left out of the
+    /// totals (validation refuses them).
+    pub fn from_parts(runs: Vec<UdpRun>, streams: Vec<UdpStream>) -> UdpReport {
+        let mut per_run = vec![(Sent::default(), Received::default()); runs.len()];
+        let (mut weighted_jitter, mut jitter_weight) = (0f64, 0u64);
+        for s in &streams {
+            let Some((sent, received)) =
+                usize::try_from(s.run).ok().and_then(|i| per_run.get_mut(i))
+            else {
+                continue;
+            };
+            sent.add_counts(&s.sent);
+            received.add_counts(&s.received);
+            if let Some(j) = s.jitter_ms.filter(|_| s.received.packets > 0) {
+                weighted_jitter += j * s.received.packets as f64;
+                jitter_weight = jitter_weight.saturating_add(s.received.packets);
+            }
+        }
+        let (mut sent, mut received) = (Sent::default(), Received::default());
+        let (mut sent_rate, mut received_rate) = (Rate::default(), Rate::default());
+        for (run_sent, run_received) in &per_run {
+            sent.add_counts(run_sent);
+            received.add_counts(run_received);
+            sent_rate =
+                sent_rate.plus(Rate::of(run_sent.packets, run_sent.bytes, run_sent.seconds));
+            received_rate = received_rate.plus(Rate::of(
+                run_received.packets,
+                run_received.bytes,
+                run_received.seconds,
+            ));
+        }
+        sent.set_rate(sent_rate);
+        received.set_rate(received_rate);
+        let (lost, loss_percent) = loss(sent.packets, received.packets);
+        let offered = runs.iter().try_fold(Rate::default(), |acc, run| {
+            run.target.map(|t| acc.plus(t.times(run.sending_streams())))
+        });
+        let cpu = runs
+            .iter()
+            .fold(CpuReport::default(), |acc, run| CpuReport {
+                client: acc.client.sum(run.cpu.client),
+                server: acc.server.sum(run.cpu.server),
+            });
+        let cpu_seconds = runs
+            .iter()
+            .fold(CpuSeconds::default(), |acc, run| CpuSeconds {
+                client: acc.client + run.cpu_seconds.client,
+                server: acc.server + run.cpu_seconds.server,
+            });
+        let gb = received.bytes as f64 / 1e9;
+        UdpReport {
+            version: REPORT_VERSION,
+            kind: REPORT_KIND.into(),
+            started_at_unix_ms: runs.iter().map(|r| r.started_at_unix_ms).min().unwrap_or(0),
+            ended_at_unix_ms: runs.iter().map(|r| r.ended_at_unix_ms).max().unwrap_or(0),
+            offered: if runs.is_empty() { None } else { offered },
+            sent,
+            received,
+            lost,
+            loss_percent,
+            jitter_ms: (jitter_weight > 0).then(|| weighted_jitter / jitter_weight as f64),
+            cpu,
+            cpu_seconds,
+            cpu_seconds_per_gb: (received.bytes > 0).then(|| CpuSeconds {
+                client: cpu_seconds.client / gb,
+                server: cpu_seconds.server / gb,
+            }),
+            runs,
+            streams,
+        }
+    }
+
+    /// Stream errors, one line each, for a human.
+    pub fn stream_errors(&self) -> Vec<String> {
+        self.streams
+            .iter()
+            .filter_map(|s| {
+                s.error
+                    .as_ref()
+                    .map(|e| format!("stream {} (run {}): {e}", s.id, s.run))
+            })
+            .collect()
+    }
+
+    /// The sent and received rates (for progress lines and summaries).
+    pub fn rates(&self) -> (Rate, Rate) {
+        (self.sent.rate(), self.received.rate())
+    }
+}
+
+/// Combines reports of clients that ran AT THE SAME TIME into one: runs and streams are
+/// concatenated (stream `run` indices renumbered) and every total is recomputed from them, so
+/// counts add up exactly, rates of concurrent runs add up, and merging is associative.
+pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
+    if reports.is_empty() {
+        return Err(MergeError::Empty);
+    }
+    for r in reports {
+        if r.version != REPORT_VERSION {
+            return Err(MergeError::Version(r.version));
+        }
+        if r.kind != REPORT_KIND {
+            return Err(MergeError::Kind(r.kind.clone()));
+        }
+        super::validate::validate_udp(r)?;
+    }
+    let mut runs = Vec::new();
+    let mut streams = Vec::new();
+    for r in reports {
+        let offset = u32::try_from(runs.len()).map_err(|_| MergeError::Overflow)?;
+        runs.extend(r.runs.iter().cloned());
+        for s in &r.streams {
+            let run = s.run.checked_add(offset).ok_or(MergeError::Overflow)?;
+            streams.push(UdpStream { run, ..s.clone() });
+        }
+    }
+    Ok(UdpReport::from_parts(runs, streams))
+}
+
+/// CPU use of one end over `wall` seconds, as seconds of CPU.
+pub fn cpu_seconds_of(usage: &CpuUsage, wall: f64) -> f64 {
+    usage.total_percent / 100.0 * wall
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A single-run report as the client builds it: `streams` streams sent at 1000 datagrams/s
+    /// of 1000 bytes for 2 s, the server's view back with `lost` datagrams missing per stream.
+    pub(crate) fn udp_report(start: u64, streams: u32, lost: u64) -> UdpReport {
+        let len = 1000u64;
+        let usage = CpuUsage {
+            user_percent: 10.0,
+            system_percent: 30.0,
+            total_percent: 40.0,
+        };
+        let run = UdpRun {
+            client: "198.18.0.1:40000".into(),
+            server: "198.18.0.2:5201".into(),
+            streams,
+            duration_secs: 2.0,
+            len: 1000,
+            direction: Direction::Send,
+            target: Some(Rate {
+                bits_per_second: 8e6,
+                packets_per_second: 1000.0,
+            }),
+            started_at_unix_ms: start,
+            ended_at_unix_ms: start + 2100,
+            cpu: CpuReport {
+                client: usage,
+                server: usage,
+            },
+            cpu_seconds: CpuSeconds {
+                client: 0.84,
+                server: 0.84,
+            },
+        };
+        let stream = |id: u32| {
+            let sent = Sent {
+                late: 3,
+                ..Sent::new(2000, 2000 * len, 1.999)
+            };
+            let got = 2000 - lost - u64::from(id);
+            let received = Received {
+                out_of_order: 5,
+                duplicates: 1,
+                invalid: 2,
+                kernel_drops: Some(0),
+                ..Received::new(got, got * len, 2.001)
+            };
+            UdpStream {
+                jitter_ms: Some(0.01 * f64::from(id + 1)),
+                rcvbuf_bytes: Some(4 << 20),
+                ..UdpStream::new(id, Flow::ClientToServer, sent, received)
+            }
+        };
+        UdpReport::single(run, (0..streams).map(stream).collect())
+    }
+
+    #[test]
+    fn single_run_totals_add_streams_over_the_longest_time() {
+        let r = udp_report(1000, 2, 10);
+        assert_eq!(r.sent.packets, 4000);
+        assert_eq!(r.received.packets, 1990 + 1989);
+        assert_eq!(r.lost, 21);
+        assert!((r.loss_percent - 21.0 / 4000.0 * 100.0).abs() < 1e-12);
+        assert_eq!(r.received.bytes, 3979 * 1000);
+        assert_eq!(r.received.seconds, 2.001);
+        assert_eq!(r.received.bits_per_second, 3979.0 * 8000.0 / 2.001);
+        assert_eq!(r.received.out_of_order, 10);
+        assert_eq!(r.received.kernel_drops, Some(0));
+        assert_eq!(r.sent.late, 6);
+        let offered = r.offered.unwrap();
+        assert_eq!(offered.bits_per_second, 16e6);
+        assert_eq!(offered.packets_per_second, 2000.0);
+        // Jitter: weighted by datagrams received (1990 at 0.01 ms, 1989 at 0.02 ms).
+        let want = (0.01 * 1990.0 + 0.02 * 1989.0) / 3979.0;
+        assert!((r.jitter_ms.unwrap() - want).abs() < 1e-15);
+        let per_gb = r.cpu_seconds_per_gb.unwrap();
+        assert!((per_gb.client - 0.84 / (3979.0 * 1000.0 / 1e9)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn merge_sums_concurrent_clients_and_is_associative() {
+        let (a, b, c) = (
+            udp_report(1000, 2, 10),
+            udp_report(1500, 1, 0),
+            udp_report(900, 3, 100),
+        );
+        let m = merge(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(
+            m.received.bits_per_second,
+            a.received.bits_per_second + b.received.bits_per_second
+        );
+        assert_eq!(m.sent.packets, a.sent.packets + b.sent.packets);
+        assert_eq!(m.lost, a.lost + b.lost);
+        assert_eq!(m.runs.len(), 2);
+        assert_eq!(
+            m.streams.iter().map(|s| s.run).collect::<Vec<_>>(),
+            vec![0, 0, 1]
+        );
+        assert_eq!((m.started_at_unix_ms, m.ended_at_unix_ms), (1000, 3600));
+        assert_eq!(m.cpu.client.total_percent, 80.0);
+        assert_eq!(m.cpu_seconds.server, 1.68);
+        let left = merge(&[merge(&[a.clone(), b.clone()]).unwrap(), c.clone()]).unwrap();
+        let right = merge(&[a.clone(), merge(&[b, c]).unwrap()]).unwrap();
+        assert_eq!(left, right);
+        assert_eq!(merge(std::slice::from_ref(&a)).unwrap(), a);
+    }
+
+    #[test]
+    fn an_unpaced_run_leaves_the_offered_rate_open() {
+        let mut runs = udp_report(0, 1, 0).runs;
+        runs[0].target = None;
+        let mut streams = udp_report(0, 1, 0).streams;
+        streams[0].sent.late = 0;
+        let r = UdpReport::from_parts(runs, streams);
+        assert_eq!(r.offered, None);
+        let merged = merge(&[udp_report(0, 1, 0), r]).unwrap();
+        assert_eq!(merged.offered, None);
+    }
+
+    #[test]
+    fn merge_refuses_foreign_reports() {
+        assert_eq!(merge(&[]), Err(MergeError::Empty));
+        let mut other = udp_report(0, 1, 0);
+        other.version = 2;
+        assert_eq!(
+            merge(&[udp_report(0, 1, 0), other]),
+            Err(MergeError::Version(2))
+        );
+        let mut tcp = udp_report(0, 1, 0);
+        tcp.kind = "tcp".into();
+        assert_eq!(merge(&[tcp]), Err(MergeError::Kind("tcp".into())));
+    }
+
+    #[test]
+    fn json_is_versioned_and_round_trips() {
+        let r = udp_report(1000, 2, 3);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["version"], 1);
+        assert_eq!(json["kind"], "udp");
+        assert_eq!(json["streams"][0]["flow"], "client_to_server");
+        assert_eq!(json["streams"][0]["lost"], 3);
+        let back: UdpReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+    }
+}
