@@ -76,13 +76,15 @@ pub async fn delete_workers(
     let _ = Api::<Pod>::namespaced(client.clone(), namespace)
         .delete_collection(&DeleteParams::background(), &lp)
         .await?;
-    // Only an EgressBenchmark has Services (and an IngressBenchmark's cleanup needs no
-    // Service permission). Services have no deletecollection.
-    if !selector.contains(&format!("{}=egressbenchmark", crate::labels::KIND)) {
-        return Ok(());
-    }
+    // Services have no deletecollection. Only an EgressBenchmark has Services: without the
+    // permission to list them (a trimmed role), there are none of ours to delete.
     let services = Api::<Service>::namespaced(client.clone(), namespace);
-    for svc in services.list_metadata(&lp).await?.items {
+    let listed = match services.list_metadata(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 403 => vec![],
+        Err(e) => return Err(e),
+    };
+    for svc in listed {
         // Only the operator's own: a Service someone else labelled like a benchmark's children
         // is not deleted (its controller is not an EgressBenchmark).
         let ours = svc
