@@ -217,6 +217,7 @@ mod tests {
             }
         }
         // A 4-sd step over 5 + 7 runs is found nearly always, exactly once, within one run.
+        eprintln!("step: missed or misplaced in {misses} of 200 series");
         assert!(
             misses <= 10,
             "missed or misplaced in {misses} of 200 series"
