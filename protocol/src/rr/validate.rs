@@ -5,7 +5,7 @@
 use hdrhistogram::Histogram;
 
 use super::probe::LatencyProbe;
-use super::report::{cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup};
+use super::report::{cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup, RrStream};
 use super::{
     MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_KIND,
     REPORT_VERSION, SEQUENCE_BYTES,
@@ -36,7 +36,7 @@ pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }
     check_runs(r)?;
-    check_counts("counts", &r.counts, r.setup.mode)?;
+    check_counts("counts", &r.counts, &r.setup)?;
     let hist = histogram::decode(&r.histogram).map_err(|e| invalid("histogram", e))?;
     if hist.len() != r.counts.transactions {
         return Err(invalid(
@@ -96,12 +96,14 @@ fn check_setup(s: &RrSetup) -> Result<(), InvalidReport> {
 }
 
 /// `attempted = transactions + errors + lost`, late answers only to lost requests, UDP
-/// figures only for udp-rr, nothing beyond what a histogram may hold.
+/// figures only for udp-rr, skipped send times only in open loop, nothing beyond what a
+/// histogram may hold.
 pub(crate) fn check_counts(
     prefix: &str,
     c: &RrCounts,
-    mode: Protocol,
+    setup: &RrSetup,
 ) -> Result<(), InvalidReport> {
+    let mode = setup.mode;
     let field = |name: &str| format!("{prefix}.{name}");
     let failed = c
         .checked_failed()
@@ -130,7 +132,20 @@ pub(crate) fn check_counts(
             ),
         ));
     }
-    for (name, v) in [("duplicate", c.duplicate), ("invalid", c.invalid)] {
+    if c.skipped > 0 && setup.rate_per_stream.is_none() {
+        return Err(invalid(
+            field("skipped"),
+            format!(
+                "{}, but only an open loop has a schedule to fall behind (this is closed loop)",
+                c.skipped
+            ),
+        ));
+    }
+    for (name, v) in [
+        ("skipped", c.skipped),
+        ("duplicate", c.duplicate),
+        ("invalid", c.invalid),
+    ] {
         if v > MAX_TOTAL_COUNT {
             return Err(invalid(
                 field(name),
@@ -249,22 +264,28 @@ fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
     Ok(())
 }
 
-/// Every stream belongs to a run, each run has its streams, and each stream adds up.
+/// Every stream belongs to a run, each run has its streams, each stream adds up, and in open
+/// loop each stream accounts for its whole schedule.
 fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
     let mut per_run = vec![0u32; r.runs.len()];
-    let mut sums = (0u64, 0u64, 0u64);
+    let mut sums = (0u64, 0u64, 0u64, 0u64);
     for (i, s) in r.per_stream.iter().enumerate() {
         let field = |name: &str| format!("per_stream[{i}].{name}");
-        let count = usize::try_from(s.run)
+        let run = usize::try_from(s.run)
             .ok()
-            .and_then(|run| per_run.get_mut(run))
+            .filter(|run| *run < r.runs.len())
             .ok_or_else(|| {
                 invalid(
                     field("run"),
                     format!("{} but the report has {} run(s)", s.run, r.runs.len()),
                 )
             })?;
-        *count = count.saturating_add(1);
+        if let Some(count) = per_run.get_mut(run) {
+            *count = count.saturating_add(1);
+        }
+        if let (Some(rate), Some(run)) = (r.setup.rate_per_stream, r.runs.get(run)) {
+            check_schedule(&field("skipped"), s, rate, run.duration_secs)?;
+        }
         if s.transactions.checked_add(s.failed) != Some(s.attempted) {
             return Err(invalid(
                 field("attempted"),
@@ -281,6 +302,7 @@ fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
             sums.0.saturating_add(s.attempted),
             sums.1.saturating_add(s.transactions),
             sums.2.saturating_add(s.failed),
+            sums.3.saturating_add(s.skipped),
         );
     }
     for (i, (run, n)) in r.runs.iter().zip(per_run).enumerate() {
@@ -296,12 +318,30 @@ fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
     }
     let c = &r.counts;
     let failed = c.checked_failed().unwrap_or(u64::MAX);
-    if sums != (c.attempted, c.transactions, failed) {
+    if sums != (c.attempted, c.transactions, failed, c.skipped) {
         return Err(invalid(
             "per_stream",
             format!(
-                "streams add up to {} attempted, {} transactions, {} failed; the counts say {}, {}, {failed}",
-                sums.0, sums.1, sums.2, c.attempted, c.transactions
+                "streams add up to {} attempted, {} transactions, {} failed, {} skipped; the counts say {}, {}, {failed}, {}",
+                sums.0, sums.1, sums.2, sums.3, c.attempted, c.transactions, c.skipped
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An open-loop stream's `attempted + skipped` is its schedule: the intended send times of
+/// `rate` per second in a window of `secs` (shifted by a phase under one interval, so one
+/// more or less than `rate x secs`; a millionth more for the clock's rounding).
+fn check_schedule(field: &str, s: &RrStream, rate: f64, secs: f64) -> Result<(), InvalidReport> {
+    let want = rate * secs;
+    let got = s.attempted.saturating_add(s.skipped);
+    if (got as f64 - want).abs() > 1.0 + want * 1e-6 {
+        return Err(invalid(
+            field,
+            format!(
+                "{} attempted + {} skipped = {got}, but {rate}/s for {secs} s schedules {want:.0} transactions",
+                s.attempted, s.skipped
             ),
         ));
     }
@@ -475,6 +515,7 @@ pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidR
 mod tests {
     use super::*;
     use crate::rr::report::fixtures::rr_report;
+    use crate::rr::ProbeCounts;
 
     fn refused(r: &RrReport, field: &str, needle: &str) {
         let e = validate_rr(r).unwrap_err();
@@ -640,6 +681,60 @@ mod tests {
         refused(&r, "runs[0].client", "more than");
     }
 
+    /// `r` as an open loop of `rate` per stream whose streams fell behind: each stream's
+    /// schedule (rate x 2 s) is what it attempted plus what it skipped.
+    fn open_loop(mut r: RrReport, rate: f64) -> RrReport {
+        r.setup.rate_per_stream = Some(rate);
+        r.requested_per_second = Some(rate * f64::from(r.streams));
+        let window = rate * r.runs[0].duration_secs;
+        for s in &mut r.per_stream {
+            s.skipped = window as u64 - s.attempted;
+        }
+        r.counts.skipped = r.per_stream.iter().map(|s| s.skipped).sum();
+        r
+    }
+
+    #[test]
+    fn an_open_loop_accounts_for_its_whole_schedule() {
+        let r = open_loop(udp(), 100.0);
+        validate_rr(&r).unwrap();
+        assert_eq!(r.counts.attempted + r.counts.skipped, 400);
+        let w = r.warnings();
+        assert!(
+            w[0].contains("fell behind its schedule: 393 of 400 intended"),
+            "{w:?}"
+        );
+        // A stream that sent less than its schedule without saying so.
+        let mut bad = r.clone();
+        bad.per_stream[1].skipped -= 2;
+        bad.counts.skipped -= 2;
+        refused(&bad, "per_stream[1].skipped", "schedules 200 transactions");
+        // Or that says it skipped more than it had.
+        let mut bad = r.clone();
+        bad.per_stream[0].skipped += 2;
+        bad.counts.skipped += 2;
+        refused(&bad, "per_stream[0].skipped", "= 202");
+        // The streams' skipped sends are the total's.
+        let mut bad = r.clone();
+        bad.counts.skipped += 1;
+        refused(&bad, "per_stream", "skipped");
+        // A closed loop has no schedule to fall behind.
+        let mut bad = udp();
+        bad.counts.skipped = 1;
+        bad.per_stream[0].skipped = 1;
+        refused(&bad, "counts.skipped", "only an open loop");
+        // A report of an older build has no such field: nothing skipped.
+        let mut json = serde_json::to_value(udp()).unwrap();
+        json["counts"].as_object_mut().unwrap().remove("skipped");
+        json["per_stream"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("skipped");
+        let old: RrReport = serde_json::from_value(json).unwrap();
+        assert_eq!((old.counts.skipped, old.per_stream[0].skipped), (0, 0));
+        validate_rr(&old).unwrap();
+    }
+
     #[test]
     fn port_exhaustion_is_flagged_and_explained() {
         let mut r = rr_report(Protocol::TcpCrr, &[100, 200], 0);
@@ -660,7 +755,12 @@ mod tests {
         let mut h = crate::report::histogram::new_latency_histogram();
         h.record(120).unwrap();
         h.record(80).unwrap();
-        let p = LatencyProbe::single(100.0, 1, 1, 3, 1, &h, None).unwrap();
+        let counts = ProbeCounts {
+            attempted: 3,
+            skipped: 2,
+            failed: 1,
+        };
+        let p = LatencyProbe::single(100.0, 1, 1, counts, &h, None).unwrap();
         check_probe("latency_probe", &p).unwrap();
         let mut bad = p.clone();
         bad.failed = 0;
