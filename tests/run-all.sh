@@ -8,6 +8,7 @@
 #  3. cargo test: the fast tier (unit, property, CRD sync/CEL/example, API handler tests) plus,
 #     with the system-tests features, loadgen tests against real nginx, iperf3 and network
 #     namespaces
+#     ... then, while the Go build may still run, the e2e test binaries and the release binaries
 #  4. the real 3-node cluster (tests/cluster): smoke test, CRDs and examples against the API server
 #  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
 #  6. end-to-end: the operator and loadgen images built by the release script (.ci/release.sh:
@@ -42,6 +43,13 @@ cargo clippy --workspace --all-targets "${system[@]}" -- -D warnings
 
 step "cargo test (unit, property, CRDs, API handlers; loadgen and workers against real servers)"
 cargo test --workspace --exclude e2e --no-fail-fast "${system[@]}" 2>&1
+
+# What the later steps compile, compiled now while the Go build still runs: the e2e test
+# binaries and the release binaries the images are packed from (tests/e2e/setup.sh then finds
+# them built).
+step "compile ahead: e2e tests, release binaries (image profile)"
+cargo test -p e2e --no-run 2>&1
+NB_PROFILE=image .ci/release.sh binaries host
 
 step "Go build of the cluster and tools (started after the dependencies)"
 if ! wait "$go_pid"; then

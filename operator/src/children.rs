@@ -76,10 +76,22 @@ pub async fn delete_workers(
     let _ = Api::<Pod>::namespaced(client.clone(), namespace)
         .delete_collection(&DeleteParams::background(), &lp)
         .await?;
-    // Services have no deletecollection.
+    // Only an EgressBenchmark has Services (and an IngressBenchmark's cleanup needs no
+    // Service permission). Services have no deletecollection.
+    if !selector.contains(&format!("{}=egressbenchmark", crate::labels::KIND)) {
+        return Ok(());
+    }
     let services = Api::<Service>::namespaced(client.clone(), namespace);
     for svc in services.list_metadata(&lp).await?.items {
-        let Some(name) = svc.metadata.name else {
+        // Only the operator's own: a Service someone else labelled like a benchmark's children
+        // is not deleted (its controller is not an EgressBenchmark).
+        let ours = svc
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == "EgressBenchmark");
+        let (true, Some(name)) = (ours, svc.metadata.name) else {
             continue;
         };
         match services.delete(&name, &DeleteParams::background()).await {

@@ -162,8 +162,10 @@ fn error_policy<K: Kind>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>
     }
 }
 
-/// Exponential backoff with jitter per object: 1 s, 2 s, 4 s ... capped at 5 min (permanent
-/// errors start at the cap: only a change of the object helps, and a change wakes it anyway).
+/// Exponential backoff with jitter per object: 1 s, 2 s, 4 s ... capped at 5 min; refusals
+/// (403, 422: RBAC, an admission policy, an invalid write) capped at 30 s: a change of the
+/// object wakes it at once anyway, but a policy or a permission can be lifted without one, and
+/// a status write refused for a moment must cost seconds, not minutes.
 #[derive(Default)]
 struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
@@ -171,6 +173,7 @@ struct Backoff {
 
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(300);
+const REFUSED_CAP: Duration = Duration::from_secs(30);
 
 impl Backoff {
     fn next(&self, key: &str, permanent: bool) -> Duration {
@@ -181,7 +184,7 @@ impl Backoff {
             *n
         };
         let base = if permanent {
-            BACKOFF_CAP
+            backoff_delay(n).min(REFUSED_CAP)
         } else {
             backoff_delay(n)
         };
@@ -298,6 +301,10 @@ mod tests {
         assert!(other < Duration::from_secs(1), "{other:?}");
         b.reset("ns/a");
         assert!(b.next("ns/a", false) < Duration::from_secs(1));
-        assert!(b.next("ns/c", true) >= BACKOFF_CAP / 2);
+        // Refusals: retried, but at most every 30 s.
+        let refused: Vec<Duration> = (0..12).map(|_| b.next("ns/c", true)).collect();
+        assert!(refused[0] < Duration::from_secs(1), "{refused:?}");
+        assert!(refused.iter().all(|d| *d < REFUSED_CAP), "{refused:?}");
+        assert!(refused[11] >= REFUSED_CAP / 2, "{refused:?}");
     }
 }

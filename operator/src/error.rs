@@ -25,7 +25,8 @@ pub enum Error {
 pub enum Retry {
     /// Retry with exponential backoff (API hiccups, conflicts, a report not readable yet).
     Transient,
-    /// Wait for a change of the object (a request the API server refuses as invalid).
+    /// Refused (invalid, forbidden): retried at most every 30 s (a change of the object, or of
+    /// the policy or permission that refused it, helps; see controller::Backoff).
     Permanent,
     /// A normal wait, not a failure.
     Wait,

@@ -38,7 +38,16 @@ pub struct Metrics {
     pub regression: GaugeVec,
     pub result_mean: GaugeVec,
     pub result_ci95: GaugeVec,
+    /// The case series published per benchmark (namespace, name) -> {(case, offload profile)}:
+    /// what [`Metrics::keep_egress_cases`] drops when a run no longer has them (a sweep edited
+    /// to other sizes must not leave its old series behind until the operator restarts).
+    egress_published: std::sync::Mutex<EgressPublished>,
 }
+
+type EgressPublished = std::collections::BTreeMap<
+    (String, String),
+    std::collections::BTreeSet<(String, Option<String>)>,
+>;
 
 /// The phases exported by `netbench_benchmark_phase` (1 for the current one, 0 for the rest).
 const PHASES: [&str; 7] = [
@@ -256,6 +265,7 @@ impl Metrics {
             ),
             leader,
             registry,
+            egress_published: Default::default(),
         };
         // Every known error series exists from the start at 0, so "no errors" reads as a rate
         // of 0 rather than as no data.
@@ -417,6 +427,12 @@ impl Metrics {
 
     /// Publishes a finished case: sender and receiver throughput, overhead, retransmits.
     pub fn set_egress_case(&self, namespace: &str, name: &str, c: &crds::egress::CaseResult) {
+        self.egress_published
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((namespace.to_string(), name.to_string()))
+            .or_default()
+            .insert((c.name.clone(), c.offload_profile.clone()));
         let offload = c.offload_profile.as_deref().unwrap_or("none");
         for (side, v) in [
             ("sender", c.sender_bits_per_second),
@@ -461,14 +477,43 @@ impl Metrics {
         }
     }
 
-    /// Drops a deleted benchmark's case series.
-    pub fn forget_egress_case(
+    /// Drops the case series of benchmark `namespace`/`name` that `current` (its status' cases
+    /// now) no longer has: a run of other cases or sweep values, another offload profile, or
+    /// none at all (`current` empty: the benchmark is deleted). Driven by what this process
+    /// published, never by a stored status.
+    pub fn keep_egress_cases(
         &self,
         namespace: &str,
         name: &str,
-        case: &str,
-        profile: Option<&str>,
+        current: &[crds::egress::CaseResult],
     ) {
+        let keep: std::collections::BTreeSet<(String, Option<String>)> = current
+            .iter()
+            .map(|c| (c.name.clone(), c.offload_profile.clone()))
+            .collect();
+        let key = (namespace.to_string(), name.to_string());
+        let stale: Vec<(String, Option<String>)> = {
+            let mut published = self
+                .egress_published
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(series) = published.get_mut(&key) else {
+                return;
+            };
+            let stale = series.difference(&keep).cloned().collect();
+            series.retain(|s| keep.contains(s));
+            if series.is_empty() {
+                published.remove(&key);
+            }
+            stale
+        };
+        for (case, profile) in stale {
+            self.forget_egress_case(namespace, name, &case, profile.as_deref());
+        }
+    }
+
+    /// Drops one case's series.
+    fn forget_egress_case(&self, namespace: &str, name: &str, case: &str, profile: Option<&str>) {
         let offload = profile.unwrap_or("none");
         for side in ["sender", "receiver"] {
             let _ = self
@@ -605,5 +650,76 @@ fn remove_benchmark(g: &GaugeVec, kind: &str, namespace: &str, name: &str) {
                 let _ = g.remove(&labels);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::egress::CaseResult;
+
+    fn case(name: &str, profile: Option<&str>) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            offload_profile: profile.map(Into::into),
+            receiver_bits_per_second: 1e9,
+            transactions_per_second: Some(10.0),
+            loss_percent: Some(1.0),
+            ..Default::default()
+        }
+    }
+
+    fn series_of(m: &Metrics, case: &str) -> usize {
+        m.render()
+            .lines()
+            .filter(|l| {
+                l.starts_with("netbench_egress_") && l.contains(&format!("case=\"{case}\""))
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_run_that_no_longer_has_a_case_drops_its_series() {
+        let m = Metrics::new();
+        let (old, kept) = (
+            case("rr/messageSize=64", None),
+            case("rr/messageSize=1024", None),
+        );
+        m.set_egress_case("team", "eb", &old);
+        m.set_egress_case("team", "eb", &kept);
+        m.set_egress_case("other", "eb", &old);
+        assert!(series_of(&m, "rr/messageSize=64") > 0);
+        // The next run measures only 1024 B, with an offload profile now.
+        let now = case("rr/messageSize=1024", Some("off"));
+        m.set_egress_case("team", "eb", &now);
+        m.keep_egress_cases("team", "eb", std::slice::from_ref(&now));
+        let text = m.render();
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("namespace=\"team\"")
+                    && l.contains("case=\"rr/messageSize=64\"")),
+            "{text}"
+        );
+        assert!(text
+            .lines()
+            .any(|l| l.contains("namespace=\"team\"") && l.contains("offload=\"off\"")));
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("namespace=\"team\"") && l.contains("offload=\"none\"")),
+            "{text}"
+        );
+        // Another benchmark's series are not touched; a deleted benchmark leaves none.
+        assert!(text.lines().any(|l| l.contains("namespace=\"other\"")));
+        m.keep_egress_cases("team", "eb", &[]);
+        assert!(!m
+            .render()
+            .lines()
+            .any(|l| l.starts_with("netbench_egress_") && l.contains("namespace=\"team\"")));
+        assert!(
+            series_of(&m, "rr/messageSize=64") > 0,
+            "other/eb keeps its own"
+        );
     }
 }

@@ -30,6 +30,14 @@ spec:
 
 /// Runs case `index` of SPEC through the worker API; returns its result and figure names.
 fn run_case(index: u32) -> (crds::egress::CaseResult, Vec<&'static str>) {
+    let (r, names, _) = run_case_keeping_report(index);
+    (r, names)
+}
+
+/// [`run_case`], with the client's stored report.
+fn run_case_keeping_report(
+    index: u32,
+) -> (crds::egress::CaseResult, Vec<&'static str>, FinalReport) {
     let eb: EgressBenchmark = serde_yaml::from_str(SPEC).unwrap();
     let slot = Slot::first(index);
     let plans = plan::workers(&eb, "r1", slot);
@@ -74,7 +82,7 @@ fn run_case(index: u32) -> (crds::egress::CaseResult, Vec<&'static str>) {
     assert_eq!(errors, Vec::<String>::new(), "case {index}");
     assert_eq!(result::nothing_transferred(&r), None, "case {index}: {r:?}");
     let names = result::figures(&r).iter().map(|f| f.name).collect();
-    (r, names)
+    (r, names, stored[0].clone())
 }
 
 #[test]
@@ -140,7 +148,8 @@ fn tcp_crr_opens_a_connection_per_transaction() {
 
 #[test]
 fn udp_rr_reports_loss() {
-    let (r, figures) = run_case(3);
+    let (r, figures, report) = run_case_keeping_report(3);
+    refuses_forged(&report, 3, |j| j["loss_percent"] = serde_json::json!(150.0));
     assert_eq!(r.protocol, Some(Protocol::UdpRr));
     assert!(r.transactions_per_second.unwrap() > 100.0, "{r:?}");
     let loss = r.loss_percent.expect("udp-rr reports loss");
@@ -153,7 +162,11 @@ fn udp_rr_reports_loss() {
 
 #[test]
 fn udp_stream_holds_its_rate_and_reports_loss_and_jitter() {
-    let (r, figures) = run_case(4);
+    let (r, figures, report) = run_case_keeping_report(4);
+    refuses_forged(&report, 4, |j| j["jitter_ms"] = serde_json::json!(-1.0));
+    refuses_forged(&report, 4, |j| {
+        j["received"]["packets"] = serde_json::json!(u64::MAX)
+    });
     assert_eq!(r.protocol, Some(Protocol::UdpStream));
     // 20 Mbit/s paced, on loopback.
     assert!(
@@ -203,4 +216,36 @@ fn a_report_of_another_protocol_is_refused() {
     );
     assert!(api.sink.0.lock().unwrap().is_empty(), "nothing stored");
     drop(srv);
+}
+
+/// A real report with one impossible figure (`forge`), posted by the case's client worker: the
+/// API refuses it naming the field (400), counts it, and stores nothing.
+fn refuses_forged(real: &FinalReport, index: u32, forge: impl Fn(&mut serde_json::Value)) {
+    let eb: EgressBenchmark = serde_yaml::from_str(SPEC).unwrap();
+    let client = &plan::workers(&eb, "r1", Slot::first(index))[0];
+    let api = Api::start_taking(
+        "EgressBenchmark",
+        "e",
+        &[(client.name.as_str(), Role::Client)],
+        eb.report_kind(index),
+    );
+    let worker = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {
+        operator_url: api.url.clone(),
+        run: worker_api::RUN.into(),
+        credential: loadgen::worker::Credential::Token(worker_api::token_of(&client.name)),
+        worker: client.name.clone(),
+        node: None,
+        step: 0,
+    });
+    let mut forged = real.report.clone();
+    forge(&mut forged);
+    let err = worker.report(1, forged).unwrap_err().to_string();
+    assert!(err.contains("400") || err.contains("invalid"), "{err}");
+    let rejected = api
+        .metrics
+        .api_rejected
+        .with_label_values(&["invalid_report"])
+        .get();
+    assert_eq!(rejected, 1, "counted once: {err}");
+    assert!(api.sink.0.lock().unwrap().is_empty(), "nothing stored");
 }

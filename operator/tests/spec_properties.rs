@@ -100,12 +100,21 @@ prop_compose! {
         client_node in proptest::option::of("[a-z0-9-]{0,10}"),
         host_network in any::<bool>(),
         profile in proptest::option::of(Just("off")),
+        protocol in proptest::option::of(prop_oneof![Just("tcp-stream"), Just("tcp-rr"), Just("tcp-crr"), Just("udp-rr"), Just("udp-stream")]),
+        (request_size, burst, rate) in (proptest::option::of(any::<u32>()), proptest::option::of(any::<u32>()), proptest::option::of(any::<u32>())),
+        (timeout, bitrate, pps, probe) in (proptest::option::of(duration()), proptest::option::of("[0-9kMG.]{0,14}"), proptest::option::of(any::<u32>()), proptest::option::of(any::<u32>())),
+        sweep in proptest::option::of((proptest::collection::vec(any::<u32>(), 0..20), proptest::collection::vec(any::<u32>(), 0..20))),
+        service in any::<bool>(),
     ) -> Value {
         let mut case = json!({
             "name": name, "streams": streams, "duration": duration, "messageSize": message_size,
             "client": {"nodeName": client_node, "hostNetwork": host_network},
-            "server": {"address": address, "port": port},
+            "server": {"address": address, "port": port, "service": service},
             "offloadProfile": profile,
+            "protocol": protocol, "requestSize": request_size, "responseSize": request_size,
+            "burst": burst, "rate": rate, "timeout": timeout, "bitrate": bitrate,
+            "packetsPerSecond": pps, "latencyProbe": probe,
+            "sweep": sweep.map(|(sizes, streams)| json!({"messageSizes": sizes, "streams": streams})),
         });
         strip_nulls(&mut case);
         case
@@ -189,11 +198,19 @@ proptest! {
         let _ = operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(case_index));
         let _ = operator::egress::plan::worker_roles(&eb, "run", operator::driver::Slot::first(case_index));
         if bounded {
+            // Every run of every case (sweeps expanded): at most what a result holds.
+            let runs = operator::egress::plan::count(&eb);
+            prop_assert!(runs as usize <= crds::cases::MAX_MEASURED);
+            for index in 0..runs {
+                let plans = operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(index));
+                prop_assert!(!plans.is_empty(), "run {index} of {runs} has no client");
+            }
             for (i, case) in eb.spec.cases.iter().enumerate() {
                 let deadline = operator::egress::plan::case_deadline(case, Duration::from_secs(120));
-                prop_assert!(deadline <= Duration::from_secs(120 + 24 * 3600 + 30));
+                // Start, at most 24 h of measurement, up to 10 s for answers in flight, reporting.
+                prop_assert!(deadline <= Duration::from_secs(120 + 24 * 3600 + 10 + 30));
                 let _ = operator::egress::plan::client_args(case);
-                let _ = operator::egress::plan::server_args(case);
+                let _ = operator::egress::plan::server_args(case, Some("nb-x"));
                 let index = u32::try_from(i).unwrap();
                 for plan in operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(index)) {
                     let _ = operator::workers::pod(&plan, &Config::for_tests());

@@ -131,6 +131,9 @@ EOF2
 # egress-pod-to-pod.yaml with short cases (pod to pod needs no opt-in), so the egress panels
 # (throughput per case, overhead against the baseline, retransmits, live bits/s) have data.
 sed 's/duration: 5s/duration: 3s/' "$NBC_REPO/deploy/examples/egress-pod-to-pod.yaml" >"$tmp/egress.yaml"
+# egress-protocols.yaml with short cases, so the request/response and UDP panels (transactions,
+# latency per case, loss, jitter, live transactions) have data.
+sed 's/duration: [35]s/duration: 2s/' "$NBC_REPO/deploy/examples/egress-protocols.yaml" >"$tmp/protocols.yaml"
 
 if $force_clean && [[ -n $(leftovers yes) ]]; then
     log "removing the existing netbench install: $(leftovers yes | tr '\n' ' ')"
@@ -231,7 +234,8 @@ grep -q dashboard <<<"$(kubectl -n "$NBC_NAMESPACE" get configmap -l grafana_das
 
 log "== 3. real Prometheus + every dashboard expression"
 "$NBC_DIR/prometheus.sh" --namespace "$NBC_NAMESPACE" --bench-namespace "$bench_ns" \
-    --benchmark "$tmp/simple.yaml" --benchmark "$tmp/sweep.yaml" --benchmark "$tmp/egress.yaml"
+    --benchmark "$tmp/simple.yaml" --benchmark "$tmp/sweep.yaml" --benchmark "$tmp/egress.yaml" \
+    --benchmark "$tmp/protocols.yaml"
 
 log "== 4. uninstall as documented"
 kubectl delete benchmarks --all -A --wait=true >/dev/null

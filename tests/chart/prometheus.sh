@@ -131,6 +131,10 @@ for f in "${bench_files[@]}"; do
     extra=()
     if [[ $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.kind}') == EgressBenchmark ]]; then
         extra=(--may-be-empty "netbench_ingress_[a-z_]+=$name is an EgressBenchmark; ingress panels are for IngressBenchmarks")
+        protocols=$(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].protocol}')
+        if ! grep -qE 'rr|udp' <<<"$protocols"; then
+            extra+=(--may-be-empty "netbench_(egress_transactions_per_second|egress_latency_seconds|egress_loss_ratio|egress_jitter_seconds|live_transactions_per_second)=$name measures TCP streams only (protocols: $protocols)")
+        fi
     else
         extra=(--may-be-empty "netbench_egress_[a-z_]+=$name is an IngressBenchmark; egress panels are for EgressBenchmarks")
         [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.sweep}') ]] ||

@@ -196,7 +196,11 @@ impl Kind for EgressBenchmark {
         Box::pin(async move {
             let prepared = in_run::prepare(run, case).await?;
             if let (Prepared::Ready, Some(m)) = (&prepared, plan::case_at(run.obj, case)) {
-                service::ensure(&run.ctx.client, run.obj, &run.id, run.slot(), &m).await?;
+                let refused =
+                    service::ensure(&run.ctx.client, run.obj, &run.id, run.slot(), &m).await?;
+                if let Some((reason, message)) = refused {
+                    return Ok(Prepared::Failed(reason, message));
+                }
             }
             Ok(prepared)
         })
@@ -289,11 +293,7 @@ impl Kind for EgressBenchmark {
                 offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
             }
             let ns = eb.namespace().unwrap_or_default();
-            for c in eb.status.iter().flat_map(|s| &s.cases) {
-                let profile = c.offload_profile.as_deref();
-                ctx.metrics
-                    .forget_egress_case(&ns, &eb.name_any(), &c.name, profile);
-            }
+            ctx.metrics.keep_egress_cases(&ns, &eb.name_any(), &[]);
             Ok(())
         })
     }
@@ -325,6 +325,10 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     for c in &run.status.cases {
         run.ctx.metrics.set_egress_case(&run.ns, &run.name, c);
     }
+    // A new run's first case: the series of the runs before that it does not repeat go.
+    run.ctx
+        .metrics
+        .keep_egress_cases(&run.ns, &run.name, &run.status.cases);
 }
 
 /// "measured/asked", the printer column (a swept case counts each run).

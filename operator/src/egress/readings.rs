@@ -55,6 +55,7 @@ fn stream(t: &TcpReport, r: &mut CaseResult) -> Errors {
     if let Some(p) = t.latency_probe.as_ref().filter(|p| p.skipped > 0) {
         r.warning = Some(behind_schedule("the latency probe", p.skipped, p.attempted));
     }
+    r.server_address = t.runs.first().map(|run| address(&run.server));
     let mut errors = t.stream_errors();
     if let Some(e) = t.latency_probe.as_ref().and_then(|p| p.error.as_ref()) {
         errors.push(format!("latency probe: {e:.256}"));
@@ -69,6 +70,7 @@ fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
     r.sender_bits_per_second = round(bits);
     r.receiver_bits_per_second = round(bits);
     r.transactions_per_second = Some(round2(rr.transactions_per_second));
+    r.server_address = rr.runs.first().map(|run| address(&run.server));
     r.latency = Some(millis(&rr.latency));
     r.failures = Some(rr.counts.errors.checked_total().unwrap_or(u64::MAX));
     r.loss_percent = rr.loss_percent.map(round4);
@@ -111,6 +113,7 @@ fn datagrams(u: &UdpReport, r: &mut CaseResult) -> Errors {
     r.sender_bits_per_second = round(u.sent.bits_per_second);
     r.receiver_bits_per_second = round(u.received.bits_per_second);
     r.loss_percent = Some(round4(u.loss_percent));
+    r.server_address = u.runs.first().map(|run| address(&run.server));
     r.jitter_ms = u.jitter_ms.map(round4);
     r.out_of_order = Some(u.received.out_of_order);
     r.duplicates = Some(u.received.duplicates);
@@ -120,6 +123,16 @@ fn datagrams(u: &UdpReport, r: &mut CaseResult) -> Errors {
     u.streams
         .iter()
         .filter_map(|s| Some(format!("stream {}: {:.256}", s.id, s.error.as_ref()?)))
+        .collect()
+}
+
+/// A reported address as status shows it: at most 64 characters (the schema's bound), no
+/// control characters (a report is hostile input until the schema and this say otherwise).
+fn address(reported: &str) -> String {
+    reported
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
         .collect()
 }
 

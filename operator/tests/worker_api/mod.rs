@@ -8,6 +8,7 @@
 //! itself with the cargo that runs the test (`cargo build -p loadgen --bin netbench-loadgen`,
 //! same profile and target directory: a no-op when it is fresh) and takes the path cargo
 //! reports. That way it can never run a stale binary.
+#![allow(dead_code)] // each test binary uses a different subset
 
 use std::collections::BTreeMap;
 use std::io::Read;

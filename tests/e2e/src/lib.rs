@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
@@ -414,11 +414,13 @@ pub async fn wait_no_children(client: &Client, ns: &str, timeout: Duration) {
     .await
 }
 
-/// The operator's pods, Jobs, Secrets and ConfigMaps in `ns`, and the offload Jobs (and their
-/// pods) and report ConfigMaps it keeps for `ns` in its own namespace, as "namespace/kind/name".
+/// The operator's pods, Services, Jobs, Secrets and ConfigMaps in `ns`, and the offload Jobs
+/// (and their pods) and report ConfigMaps it keeps for `ns` in its own namespace, as
+/// "namespace/kind/name".
 pub async fn children(client: &Client, ns: &str) -> Result<Vec<String>> {
     let mut left = Vec::new();
     left.extend(names::<Pod>(client, ns, MANAGED_BY).await?);
+    left.extend(names::<Service>(client, ns, MANAGED_BY).await?);
     left.extend(names::<Job>(client, ns, MANAGED_BY).await?);
     left.extend(names::<Secret>(client, ns, MANAGED_BY).await?);
     left.extend(names::<ConfigMap>(client, ns, MANAGED_BY).await?);

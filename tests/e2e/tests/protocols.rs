@@ -1,0 +1,338 @@
+//! deploy/examples/egress-protocols.yaml on the real test cluster, between two nodes: tcp-rr on
+//! the pod path and through the Service the operator creates, tcp-crr, udp-rr, udp-stream at a
+//! paced rate, a TCP stream with a latency probe, and a tcp-rr message-size sweep. Each case
+//! must Succeed with its protocol's figures; the Service case must really go through a Service
+//! (its client connected to a cluster IP, the pod case to a pod IP); the sweep gives its table;
+//! the result, the metrics and the cleanup cover all of it.
+
+use std::time::Duration;
+
+use crds::BenchmarkResult;
+use e2e::*;
+use kube::Api;
+use serde_json::{json, Value};
+
+const CLIENT_NODE: &str = "nb-node0";
+const SERVER_NODE: &str = "nb-node1";
+
+fn case<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["cases"]
+        .as_array()
+        .and_then(|cases| cases.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no result for case {name}: {status:#}"))
+}
+
+fn f(v: &Value, field: &str) -> f64 {
+    v[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} missing: {v:#}"))
+}
+
+/// The third octet of an "a.b.c.d:port" address: the test cluster's Service range is
+/// 198.19.64.0/18 (64..128), its pod range 198.19.128.0/18 (tests/cluster/lib.sh).
+fn third_octet(address: &str) -> u8 {
+    address
+        .split(['.', ':'])
+        .nth(2)
+        .and_then(|o| o.parse().ok())
+        .unwrap_or_else(|| panic!("not an IPv4 address: {address}"))
+}
+
+#[tokio::test]
+async fn every_protocol_service_path_and_sweep_between_two_nodes() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egproto").await;
+    let mut eb = example("egress-protocols.yaml", &ns.name, &[]);
+    for c in eb["spec"]["cases"].as_array_mut().unwrap() {
+        c["client"]["nodeName"] = json!(CLIENT_NODE);
+        c["server"]["nodeName"] = json!(SERVER_NODE);
+        c["duration"] = json!("3s");
+    }
+    let done = create_and_wait(&client, &eb, FINISHED, Duration::from_secs(480)).await;
+    let st = &done["status"];
+    for c in st["cases"].as_array().into_iter().flatten() {
+        eprintln!("{c}");
+    }
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    assert_eq!(st["casesSummary"], "9/9", "a sweep of 3 counts 3 runs");
+
+    // Request/response: transactions, ordered percentiles, nothing failed, CPU per transaction.
+    for name in ["rr-pod", "rr-service", "crr", "udp-rr"] {
+        let c = case(st, name);
+        assert!(f(c, "transactionsPerSecond") > 0.0, "{c:#}");
+        let l = &c["latency"];
+        let p = |q: &str| f(l, q);
+        assert!(
+            p("p50") > 0.0 && p("p50") <= p("p90") && p("p90") <= p("p99") && p("p99") <= p("max"),
+            "{c:#}"
+        );
+        assert_eq!(c["failures"], 0, "{c:#}");
+        assert!(f(c, "clientCpuUsPerTransaction") > 0.0, "{c:#}");
+        assert_eq!(c["serverNode"], SERVER_NODE);
+        assert_eq!(c["clientNode"], CLIENT_NODE);
+    }
+    assert_eq!(case(st, "crr")["protocol"], "tcp-crr");
+    // udp-rr over the overlay between two nodes of one machine: little or no loss.
+    assert!(f(case(st, "udp-rr"), "lossPercent") < 5.0);
+
+    // The Service path goes through a Service: its client connected to a cluster IP, the pod
+    // case's to the server pod's IP; both are compared (same protocol), the others are not.
+    let (pod, svc) = (case(st, "rr-pod"), case(st, "rr-service"));
+    assert_eq!(
+        (pod["path"].as_str(), svc["path"].as_str()),
+        (Some("pod"), Some("service"))
+    );
+    let svc_addr = svc["serverAddress"].as_str().unwrap();
+    let pod_addr = pod["serverAddress"].as_str().unwrap();
+    assert!(
+        (64..128).contains(&third_octet(svc_addr)),
+        "Service path connected to {svc_addr}"
+    );
+    assert!(
+        (128..192).contains(&third_octet(pod_addr)),
+        "pod path connected to {pod_addr}"
+    );
+    assert!(svc["overheadPercent"].as_f64().is_some(), "{svc:#}");
+    assert!(
+        case(st, "datagrams")["overheadPercent"].is_null(),
+        "no overhead across protocols"
+    );
+
+    // udp-stream paced at 100 Mbit/s: received close to it, loss and jitter reported.
+    let d = case(st, "datagrams");
+    let rx = f(d, "receiverBitsPerSecond");
+    assert!(
+        (50e6..=101e6).contains(&rx),
+        "received {rx} bit/s of 100M offered"
+    );
+    assert!(
+        f(d, "lossPercent") < 5.0 && f(d, "jitterMs") >= 0.0,
+        "{d:#}"
+    );
+    assert_eq!(d["messageSize"], 1200);
+
+    // Latency under load: the probe's percentiles next to the stream's throughput.
+    let l = case(st, "latency-under-load");
+    assert!(f(l, "receiverBitsPerSecond") > 1e6, "{l:#}");
+    assert!(f(&l["probeLatency"], "p99") > 0.0, "{l:#}");
+
+    // The sweep: one run per size, in order, each with its size.
+    let runs: Vec<&Value> = st["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["case"] == "rr-sizes")
+        .collect();
+    let sizes: Vec<_> = runs.iter().map(|c| c["messageSize"].clone()).collect();
+    assert_eq!(sizes, [json!(1), json!(1024), json!(16384)]);
+    assert_eq!(runs[2]["name"], "rr-sizes/messageSize=16384");
+    assert!(runs.iter().all(|c| f(c, "transactionsPerSecond") > 0.0));
+
+    // The result: a measurement per run with its parameters, histograms for the rr runs.
+    let name = st["latestResult"].as_str().unwrap();
+    let result = Api::<BenchmarkResult>::namespaced(client.clone(), &ns.name)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("result {name}: {e}"));
+    let result = serde_json::to_value(result).unwrap();
+    let ms = result["spec"]["measurements"].as_array().unwrap();
+    assert_eq!(ms.len(), 9);
+    // Measurements are named as the operator describes them: "case <run name>".
+    let m = |name: &str| {
+        ms.iter()
+            .find(|m| m["name"] == format!("case {name}"))
+            .unwrap_or_else(|| panic!("no measurement for {name}: {ms:#?}"))
+    };
+    assert_eq!(
+        m("rr-sizes/messageSize=1024")["parameters"]["messageSize"],
+        "1024"
+    );
+    assert_eq!(m("rr-service")["parameters"]["path"], "service");
+    assert!(
+        m("crr")["histogram"].is_string(),
+        "rr runs keep their latency histogram"
+    );
+    assert!(
+        m("latency-under-load")["histogram"].is_string(),
+        "and the latency probe's"
+    );
+    assert!(m("datagrams")["histogram"].is_null());
+    let names: Vec<_> = m("udp-rr")["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].clone())
+        .collect();
+    assert!(
+        names.contains(&json!("transactionsPerSecond")) && names.contains(&json!("lossPercent"))
+    );
+
+    // Prometheus: the new figures of this benchmark.
+    let metrics = operator_metrics(&client).await.unwrap();
+    let has = |metric: &str, case: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with(metric)
+                && l.contains(&format!("namespace=\"{}\"", ns.name))
+                && l.contains(&format!("case=\"{case}\""))
+        })
+    };
+    assert!(has("netbench_egress_transactions_per_second", "rr-service"));
+    assert!(has("netbench_egress_latency_seconds", "udp-rr"));
+    assert!(has("netbench_egress_loss_ratio", "datagrams"));
+    assert!(has("netbench_egress_jitter_seconds", "datagrams"));
+
+    // Pods and the Service are gone (cleanup: Always).
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+}
+
+/// Absurd values never reach the operator: the API server refuses them with the rule's message.
+#[tokio::test]
+async fn absurd_protocol_fields_are_refused_by_the_api_server() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egprotobad").await;
+    let bad: &[(Value, &str)] = &[
+        (
+            json!({"protocol": "tcp-stream", "requestSize": 64}),
+            "apply to protocols tcp-rr, tcp-crr and udp-rr only",
+        ),
+        (
+            json!({"protocol": "tcp-rr", "rate": 0}),
+            "should be greater than or equal to 1",
+        ),
+        (
+            json!({"protocol": "tcp-rr", "burst": 100000}),
+            "should be less than or equal to 256",
+        ),
+        (
+            json!({"protocol": "udp-stream", "bitrate": "9T"}),
+            "should match",
+        ),
+        (
+            json!({"protocol": "udp-stream", "bitrate": "999"}),
+            "should match",
+        ),
+        (
+            json!({"protocol": "udp-stream", "messageSize": 20}),
+            "32-byte header",
+        ),
+        (
+            json!({"protocol": "tcp-rr", "burst": 8, "requestSize": 65536}),
+            "both ends could block on full socket buffers",
+        ),
+        (
+            json!({"protocol": "udp-stream", "messageSize": 70000}),
+            "a UDP datagram carries at most 65507 bytes",
+        ),
+        (
+            json!({"protocol": "udp-rr", "requestSize": 2}),
+            "8-byte sequence number",
+        ),
+        (
+            json!({"sweep": {"messageSizes": [1, 2, 3, 4, 5], "streams": [1, 2, 3, 4]}}),
+            "at most 16 times",
+        ),
+        (json!({"protocol": "teapot"}), "Unsupported value"),
+    ];
+    for (i, (fields, message)) in bad.iter().enumerate() {
+        let mut c = json!({"name": "c", "client": {}, "server": {}});
+        for (k, v) in fields.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        let obj = benchmark(EB, &ns.name, &format!("bad-{i}"), json!({"cases": [c]}));
+        let err = create(&client, &ns.name, &obj)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{fields}: {err}");
+    }
+}
+
+/// A Service someone else created under the name the operator will use (names are predictable
+/// from the benchmark's uid) is never used: the run ends Failed (ServiceConflict) before any
+/// client connects through it, and the Service is left alone.
+#[tokio::test]
+async fn a_service_the_operator_did_not_create_is_never_used() {
+    use k8s_openapi::api::core::v1::Service;
+    let client = client().await;
+    let restarts = operator_restarts(&client).await;
+    let ns = TestNs::new(&client, "egprotosvc").await;
+    let nodes = json!({"client": {"nodeName": CLIENT_NODE}, "server": {"nodeName": SERVER_NODE}});
+    let rr_case = |name: &str, service: bool, duration: &str| {
+        let mut c = nodes.clone();
+        c["name"] = json!(name);
+        c["protocol"] = json!("tcp-rr");
+        c["duration"] = json!(duration);
+        c["server"]["service"] = json!(service);
+        c
+    };
+    // The first case runs for a while: time to take the second case's Service name.
+    let obj = benchmark(
+        EB,
+        &ns.name,
+        "hijack",
+        json!({"cases": [rr_case("first", false, "4s"), rr_case("svc", true, "2s")]}),
+    );
+    create(&client, &ns.name, &obj).await.unwrap();
+    let created = get_benchmark(&client, EB, &ns.name, "hijack")
+        .await
+        .unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap();
+    let short: String = uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(8)
+        .collect();
+    // Step 1's server (worker 1) is behind nb-<benchmark>-<run>-s1-w1.
+    let name = format!("nb-hijack-{short}-g1-s1-w1");
+    let squatter: Service = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns.name},
+        "spec": {"type": "ExternalName", "externalName": "elsewhere.example"},
+    }))
+    .unwrap();
+    let services = Api::<Service>::namespaced(client.clone(), &ns.name);
+    services
+        .create(&Default::default(), &squatter)
+        .await
+        .unwrap();
+
+    let done = wait_phase(
+        &client,
+        EB,
+        &ns.name,
+        "hijack",
+        FINISHED,
+        Duration::from_secs(300),
+    )
+    .await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Failed", "{st:#}");
+    let ready = condition(&done, "Ready");
+    assert_eq!(ready["reason"], "ServiceConflict", "{ready:#}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&name) && message.contains("not owned by this benchmark"),
+        "{message}"
+    );
+    // The first case ran; the second never had a client.
+    assert!(
+        f(case(st, "first"), "transactionsPerSecond") > 0.0,
+        "{st:#}"
+    );
+    let measured: Vec<_> = st["cases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["name"])
+        .collect();
+    assert!(!measured.contains(&&json!("svc")), "{st:#}");
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+    let kept = services
+        .get(&name)
+        .await
+        .expect("the squatter's Service is left alone");
+    assert_eq!(
+        kept.spec.and_then(|s| s.external_name).as_deref(),
+        Some("elsewhere.example")
+    );
+    assert_eq!(operator_restarts(&client).await, restarts);
+}
