@@ -353,7 +353,7 @@ fn build_report(
             run: 0,
             id,
             attempted: o.counts.attempted,
-            skipped: o.counts.skipped,
+            skipped: Some(o.counts.skipped),
             transactions: o.counts.transactions,
             failed: o.counts.checked_failed().ok_or_else(overflow)?,
             error: o.error,

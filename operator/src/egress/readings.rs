@@ -204,7 +204,7 @@ mod tests {
             run: 0,
             id: 0,
             attempted,
-            skipped,
+            skipped: Some(skipped),
             transactions: attempted,
             failed: 0,
             error: None,

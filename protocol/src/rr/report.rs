@@ -66,9 +66,10 @@ pub struct RrCounts {
     pub attempted: u64,
     /// Open loop: intended send times of the measured window that were never used, because
     /// the stream was behind its schedule when the window closed (the client was short of CPU,
-    /// every slot of its window was waiting for an answer, or the stream had ended early).
-    /// `attempted + skipped` is the schedule: every intended send time in the window. Always
-    /// 0 in closed loop. (Absent from reports of older builds: 0.)
+    /// every slot of its window was waiting for an answer, or the stream had ended early on an
+    /// error). `attempted + skipped` is the schedule: every intended send time in the window.
+    /// Always 0 in closed loop. (Absent from reports of older builds, which did not count
+    /// them: 0.)
     #[serde(default)]
     pub skipped: u64,
     /// Answered in full: the latency histogram's samples.
@@ -158,9 +159,11 @@ pub struct RrStream {
     pub run: u32,
     pub id: u32,
     pub attempted: u64,
-    /// Open loop: intended send times never used (see [`RrCounts::skipped`]).
+    /// Open loop: intended send times never used (see [`RrCounts::skipped`]); 0 in closed
+    /// loop. `None` only in a report of an older build, which did not account for its
+    /// schedule (so its schedule is not checked).
     #[serde(default)]
-    pub skipped: u64,
+    pub skipped: Option<u64>,
     pub transactions: u64,
     /// Errors plus losses.
     pub failed: u64,
@@ -278,9 +281,10 @@ impl RrReport {
             let scheduled = c.attempted.saturating_add(c.skipped);
             out.push(format!(
                 "the open loop fell behind its schedule: {} of {scheduled} intended transactions \
-                 were never sent (the client was short of CPU, or every request of a stream's \
-                 window was waiting for an answer); the rate asked was not offered, and the \
-                 latency figures leave those transactions out",
+                 were never sent (the client was short of CPU, every request of a stream's \
+                 window was waiting for an answer, or a stream ended early on an error); the \
+                 rate asked was not offered, and the latency figures leave those transactions \
+                 out",
                 c.skipped
             ));
         }
@@ -350,7 +354,7 @@ pub(crate) mod fixtures {
                 run: 0,
                 id: 0,
                 attempted: first + 1,
-                skipped: 0,
+                skipped: Some(0),
                 transactions: first,
                 failed: 1,
                 error: Some("connection refused".into()),
@@ -359,7 +363,7 @@ pub(crate) mod fixtures {
                 run: 0,
                 id: 1,
                 attempted: n - first + lost,
-                skipped: 0,
+                skipped: Some(0),
                 transactions: n - first,
                 failed: lost,
                 error: None,
