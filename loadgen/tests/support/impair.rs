@@ -14,7 +14,7 @@
 //! same for every packet). It never spins, so it takes a CPU from nobody while idle (and the
 //! kernel's real-time throttling would stop a runaway one). It still costs some microseconds
 //! per packet, so a test that measures an added delay compares two delays through the same
-//! mechanism (1 ms and 3 ms) rather than a delay against none.
+//! mechanism (1 ms and 11 ms) rather than a delay against none.
 
 use std::collections::VecDeque;
 use std::fs::File;

@@ -104,7 +104,7 @@ fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
 /// An open loop that did not send all it was asked to (`skipped` intended sends never used).
 fn behind_schedule(who: &str, skipped: u64, attempted: u64) -> String {
     format!(
-        "{who} fell behind its open-loop schedule: {skipped} of {} intended transactions were never sent (the client was short of CPU, or its window was full); the rate asked was not offered and the latency leaves them out",
+        "{who} fell behind its open-loop schedule: {skipped} of {} intended transactions were never sent (the client was short of CPU, its window was full, or a stream ended early on an error); the rate asked was not offered and the latency leaves them out",
         attempted.saturating_add(skipped)
     )
 }
