@@ -2,7 +2,9 @@
 //! opens its data path (tcp-rr: one connection per stream; udp-rr: one connected UDP socket
 //! per stream; tcp-crr: connections made per transaction), runs one thread per stream until
 //! the deadline and the answers in flight are settled, says `done`, reads the server's
-//! figures and builds the report, which it validates before returning it.
+//! figures and builds the report, which it validates before returning it (so a report whose
+//! counts do not add up, or an open loop that does not account for its schedule, is never
+//! returned).
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -170,6 +172,9 @@ fn open_data_path(
 struct Streams {
     handles: Vec<JoinHandle<StreamOutcome>>,
     live: Vec<Arc<AtomicU64>>,
+    /// Each stream's schedule in open loop (0 in closed loop): all of it counts as skipped
+    /// if the stream's thread is lost.
+    schedules: Vec<u64>,
 }
 
 impl Streams {
@@ -187,8 +192,13 @@ impl Streams {
     fn join(self) -> Vec<StreamOutcome> {
         self.handles
             .into_iter()
-            .map(|h| {
+            .zip(self.schedules)
+            .map(|(h, schedule)| {
                 h.join().unwrap_or_else(|_| StreamOutcome {
+                    counts: RrCounts {
+                        skipped: schedule,
+                        ..RrCounts::default()
+                    },
                     error: Some("stream thread panicked".into()),
                     ..StreamOutcome::default()
                 })
@@ -213,10 +223,12 @@ fn spawn_streams(
     let mut streams = Streams {
         handles: Vec::with_capacity(n),
         live: Vec::with_capacity(n),
+        schedules: Vec::with_capacity(n),
     };
     let mut spawn = |id: usize, body: Box<dyn FnOnce(Recorder) -> StreamOutcome + Send>| {
         let live = Arc::new(AtomicU64::new(0));
         streams.live.push(live.clone());
+        streams.schedules.push(pacer(id).skip_until(deadline));
         thread::Builder::new()
             .name(format!("nb-rr-{id}"))
             .spawn(move || body(Recorder::new(live)))
@@ -341,6 +353,7 @@ fn build_report(
             run: 0,
             id,
             attempted: o.counts.attempted,
+            skipped: Some(o.counts.skipped),
             transactions: o.counts.transactions,
             failed: o.counts.checked_failed().ok_or_else(overflow)?,
             error: o.error,

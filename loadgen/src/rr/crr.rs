@@ -48,7 +48,8 @@ pub struct CrrPlan {
 }
 
 /// Runs transactions one after another until the deadline (the last one started before it
-/// completes or fails).
+/// completes or fails). Open loop: intended send times it did not get to before the deadline
+/// count as skipped.
 pub fn run_client(mut plan: CrrPlan, mut rec: Recorder) -> StreamOutcome {
     let request = u64::from(plan.request_size);
     let fill = filler(REQUEST_FILL, request);
@@ -76,6 +77,7 @@ pub fn run_client(mut plan: CrrPlan, mut rec: Recorder) -> StreamOutcome {
             }
         }
     }
+    rec.skipped(plan.pacer.skip_until(plan.deadline));
     rec.finish()
 }
 

@@ -2,6 +2,13 @@
 //! (open loop), so that latency counts from the intended send time and a slow answer delays
 //! the measurement of the requests queued behind it instead of hiding it (coordinated
 //! omission corrected, like wrk2 and the HTTP engine).
+//!
+//! The open-loop schedule: send `k` (k = 0, 1, ...) is intended at `start + (k + phase) /
+//! rate`, computed from `k` (never by adding intervals, so no rounding piles up over a long
+//! test). Every intended time before the end of the window is either taken ([`Pacer::poll`])
+//! or counted as skipped ([`Pacer::skip_until`]): a stream that falls behind (starved of CPU,
+//! or its window full of requests waiting for answers) sends what is due as soon as it can,
+//! and what it never got to by the end is reported, never silently left out.
 
 use std::time::{Duration, Instant};
 
@@ -14,10 +21,60 @@ pub enum Due {
     At(Instant),
 }
 
+/// How far ahead [`Pacer::poll`] says the next send is when the schedule has no more
+/// representable instants (a caller waits until its own deadline at the latest).
+const NEVER: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Clone)]
+struct Schedule {
+    start: Instant,
+    /// Sends per second (> 0, finite; [`Pacer::open`] sees to it).
+    rate: f64,
+    /// Fraction of an interval by which the schedule is shifted, in 0..1.
+    phase: f64,
+    /// Index of the next intended send.
+    next: u64,
+}
+
+impl Schedule {
+    /// The intended time of send `k`, or `None` past what an `Instant` can hold.
+    fn at(&self, k: u64) -> Option<Instant> {
+        let secs = (k as f64 + self.phase) / self.rate;
+        Duration::try_from_secs_f64(secs)
+            .ok()
+            .and_then(|d| self.start.checked_add(d))
+    }
+
+    /// Whether send `k` is intended before `end`.
+    fn before(&self, k: u64, end: Instant) -> bool {
+        self.at(k).is_some_and(|t| t < end)
+    }
+
+    /// The index of the first send intended at or after `end`.
+    fn first_at_or_after(&self, end: Instant) -> u64 {
+        let secs = end.saturating_duration_since(self.start).as_secs_f64();
+        // (k + phase) / rate >= secs  <=>  k >= secs * rate - phase; then exact, one by one
+        // (float rounding moves the estimate by one at most).
+        let estimate = (secs * self.rate - self.phase).ceil().max(0.0);
+        let mut k = if estimate >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            estimate as u64
+        };
+        while k < u64::MAX && self.before(k, end) {
+            k += 1;
+        }
+        while k > 0 && !self.before(k - 1, end) {
+            k -= 1;
+        }
+        k
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Pacer {
-    /// Open loop: the next intended send time and the interval.
-    schedule: Option<(Instant, Duration)>,
+    /// Open loop only.
+    schedule: Option<Schedule>,
 }
 
 impl Pacer {
@@ -26,12 +83,26 @@ impl Pacer {
     }
 
     /// `rate` per second from `start`, shifted by `phase` (0..1) of an interval so that the
-    /// streams of a test do not all send at the same instants.
+    /// streams of a test do not all send at the same instants. A rate that is not a positive
+    /// finite number schedules nothing.
     pub fn open(start: Instant, rate: f64, phase: f64) -> Self {
-        let interval = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::MAX);
-        let first = start + interval.mul_f64(phase.clamp(0.0, 1.0));
+        let rate = if rate.is_finite() && rate > 0.0 {
+            rate
+        } else {
+            f64::MIN_POSITIVE
+        };
+        let phase = if phase.is_finite() {
+            phase.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         Pacer {
-            schedule: Some((first, interval)),
+            schedule: Some(Schedule {
+                start,
+                rate,
+                phase,
+                next: 0,
+            }),
         }
     }
 
@@ -45,15 +116,27 @@ impl Pacer {
     pub fn poll(&mut self, now: Instant) -> Due {
         match &mut self.schedule {
             None => Due::Now(Instant::now().max(now)),
-            Some((next, interval)) => {
-                let due = *next;
-                if due > now {
-                    return Due::At(due);
+            Some(s) => match s.at(s.next) {
+                Some(due) if due <= now => {
+                    s.next = s.next.saturating_add(1);
+                    Due::Now(due)
                 }
-                *next = due.checked_add(*interval).unwrap_or(due);
-                Due::Now(due)
-            }
+                Some(due) => Due::At(due),
+                None => Due::At(now.checked_add(NEVER).unwrap_or(now)),
+            },
         }
+    }
+
+    /// At the end of the window: the intended send times before `end` that were not taken,
+    /// which are now given up (0 in closed loop). Sends taken plus these are the schedule.
+    pub fn skip_until(&mut self, end: Instant) -> u64 {
+        let Some(s) = &mut self.schedule else {
+            return 0;
+        };
+        let end_index = s.first_at_or_after(end);
+        let skipped = end_index.saturating_sub(s.next);
+        s.next = s.next.max(end_index);
+        skipped
     }
 }
 
@@ -74,6 +157,7 @@ mod tests {
             "counts from the call, not from then"
         );
         assert!(!p.is_open());
+        assert_eq!(p.skip_until(then + Duration::from_secs(1)), 0);
     }
 
     #[test]
@@ -88,5 +172,52 @@ mod tests {
         assert_eq!(p.poll(now), Due::Now(start + ms(15)));
         assert_eq!(p.poll(now), Due::Now(start + ms(25)));
         assert_eq!(p.poll(now), Due::At(start + ms(35)));
+    }
+
+    #[test]
+    fn sends_taken_plus_sends_skipped_are_the_schedule() {
+        let start = Instant::now();
+        // (rate, phase, window, intended sends in the window: k with (k + phase) / rate < window)
+        let cases = [
+            (200.0, 0.0, 1.0, 200),
+            (200.0, 0.5, 1.0, 200),
+            (3.0, 0.5, 1.0, 3),
+            (3.0, 0.0, 1.0, 3),
+            (7.0, 0.999, 1.0, 7),
+            (1e7, 0.25, 3.5, 35_000_000),
+            (0.5, 0.5, 1.0, 0),
+            (0.5, 0.0, 10.0, 5),
+        ];
+        for (rate, phase, secs, want) in cases {
+            let end = start + Duration::from_secs_f64(secs);
+            // A stream that keeps up for a while, then is starved until the end: whatever
+            // it took, the rest is skipped.
+            for stop_after in [0, 1, 2] {
+                let mut p = Pacer::open(start, rate, phase);
+                let mut taken = 0u64;
+                while taken < stop_after {
+                    match p.poll(end - Duration::from_nanos(1)) {
+                        Due::Now(t) => {
+                            assert!(t < end);
+                            taken += 1;
+                        }
+                        Due::At(_) => break,
+                    }
+                }
+                let skipped = p.skip_until(end);
+                assert_eq!(taken + skipped, want, "{rate}/s phase {phase} for {secs} s");
+                assert_eq!(p.skip_until(end), 0, "skipped once only");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_open_loop_does_not_drift() {
+        // 1/3 ms intervals are not whole nanoseconds: send 3 000 000 of 3000/s is still due
+        // exactly 1000 s after the start.
+        let start = Instant::now();
+        let mut p = Pacer::open(start, 3000.0, 0.0);
+        assert_eq!(p.skip_until(start + Duration::from_secs(1000)), 3_000_000);
+        assert_eq!(p.poll(start), Due::At(start + Duration::from_secs(1000)));
     }
 }

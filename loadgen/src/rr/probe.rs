@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use protocol::rr::LatencyProbe;
+use protocol::rr::{LatencyProbe, ProbeCounts};
 
 use super::config::DEFAULT_TCP_TIMEOUT;
 use super::pace::Pacer;
@@ -69,15 +69,13 @@ impl RunningProbe {
             ..StreamOutcome::default()
         });
         let c = &out.counts;
-        let failed = c.checked_failed().unwrap_or(u64::MAX);
+        let counts = ProbeCounts {
+            attempted: c.attempted,
+            skipped: c.skipped,
+            failed: c.checked_failed().unwrap_or(u64::MAX),
+        };
         LatencyProbe::single(
-            self.rate,
-            PROBE_SIZE,
-            PROBE_SIZE,
-            c.attempted,
-            failed,
-            &out.hist,
-            out.error,
+            self.rate, PROBE_SIZE, PROBE_SIZE, counts, &out.hist, out.error,
         )
         .map_err(TcpError::Protocol)
     }

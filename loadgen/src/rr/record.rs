@@ -87,6 +87,12 @@ impl Recorder {
         self.out.counts.attempted = self.out.counts.attempted.saturating_add(n);
     }
 
+    /// Open loop: `n` intended send times of the window were never used (see
+    /// [`super::pace::Pacer::skip_until`]).
+    pub fn skipped(&mut self, n: u64) {
+        self.out.counts.skipped = self.out.counts.skipped.saturating_add(n);
+    }
+
     /// A transaction answered in full at `now`; latency counts from `from` (the intended send
     /// time in open loop).
     pub fn answered(&mut self, from: Instant, now: Instant) {
@@ -147,11 +153,12 @@ mod tests {
         let mut r = Recorder::new(live.clone());
         let t0 = Instant::now();
         r.attempted(3);
+        r.skipped(2);
         r.answered(t0, t0 + Duration::from_micros(250));
         r.failed(1, Failure::Reset, || "first".into());
         r.failed(1, Failure::Refused, || "second".into());
         let out = r.finish();
-        assert_eq!(out.counts.attempted, 3);
+        assert_eq!((out.counts.attempted, out.counts.skipped), (3, 2));
         assert_eq!(out.counts.transactions, 1);
         assert_eq!(out.counts.errors.reset + out.counts.errors.refused, 2);
         assert_eq!(out.error.as_deref(), Some("first"));

@@ -1,6 +1,6 @@
-//! The human summary of an rr report: what ran, transactions per second, the latency
-//! percentiles, failures by class, UDP losses, CPU per transaction, and any warning (port
-//! exhaustion) in words.
+//! The human summary of an rr report: what ran, transactions per second, the open loop's
+//! schedule, the latency percentiles, failures by class, UDP losses, CPU per transaction, and
+//! any warning (port exhaustion, an open loop behind its schedule) in words.
 
 use std::fmt::Write;
 
@@ -36,6 +36,15 @@ pub fn render_text(r: &RrReport) -> String {
         c.transactions, r.transactions_per_second, c.attempted, e.refused, e.timeout, e.reset,
         e.address_not_available, e.other
     );
+    if s.rate_per_stream.is_some() {
+        let _ = writeln!(
+            out,
+            "schedule      {} intended sends in the window: {} sent, {} skipped (behind schedule)",
+            c.attempted.saturating_add(c.skipped),
+            c.attempted,
+            c.skipped
+        );
+    }
     if let Some(loss) = r.loss_percent {
         let _ = writeln!(
             out,

@@ -34,7 +34,8 @@ pub struct StreamPlan {
 
 /// Runs the client side of one tcp-rr connection until the deadline, then waits for the
 /// answers in flight (at most `timeout` for each read) and half-closes the connection so the
-/// server's responder ends.
+/// server's responder ends. Open loop: intended send times it did not get to before the
+/// deadline count as skipped.
 pub fn run_client(sock: TcpStream, mut plan: StreamPlan, mut rec: Recorder) -> StreamOutcome {
     let setup = sock
         .set_nodelay(true)
@@ -42,6 +43,7 @@ pub fn run_client(sock: TcpStream, mut plan: StreamPlan, mut rec: Recorder) -> S
         .and_then(|()| sock.set_write_timeout(Some(plan.timeout)));
     if let Err(e) = setup {
         rec.note(|| format!("configuring the connection: {e}"));
+        rec.skipped(plan.pacer.skip_until(plan.deadline));
         return rec.finish();
     }
     let request = u64::from(plan.request_size);
@@ -140,6 +142,9 @@ pub fn run_client(sock: TcpStream, mut plan: StreamPlan, mut rec: Recorder) -> S
         }
     }
     let _ = sock.shutdown(Shutdown::Write);
+    // Open loop: what the stream never got to send before the deadline (behind its schedule,
+    // or ended early) is counted, not dropped.
+    rec.skipped(plan.pacer.skip_until(plan.deadline));
     rec.finish()
 }
 

@@ -173,10 +173,12 @@ impl Track {
 }
 
 /// Runs the client side of one udp-rr stream on `sock` (connected to the server) until the
-/// deadline, then until every request in flight is answered or lost.
+/// deadline, then until every request in flight is answered or lost. Open loop: intended send
+/// times it did not get to before the deadline count as skipped.
 pub fn run_client(sock: &UdpSocket, mut plan: UdpPlan, mut rec: Recorder) -> StreamOutcome {
     if let Err(e) = sock.set_read_timeout(Some(plan.timeout)) {
         rec.note(|| format!("configuring the socket: {e}"));
+        rec.skipped(plan.pacer.skip_until(plan.deadline));
         return rec.finish();
     }
     let mut request = datagram(REQUEST_FILL, plan.request_size);
@@ -257,6 +259,7 @@ pub fn run_client(sock: &UdpSocket, mut plan: UdpPlan, mut rec: Recorder) -> Str
             }
         }
     }
+    rec.skipped(plan.pacer.skip_until(plan.deadline));
     rec.finish()
 }
 

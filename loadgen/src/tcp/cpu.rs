@@ -45,16 +45,36 @@ impl CpuMeter {
 mod tests {
     use super::*;
 
+    /// CPU time (user + system) of the calling thread.
+    fn thread_cpu_time() -> Duration {
+        let t = crate::tcp::sys::thread_cpu_times().unwrap();
+        t.user + t.system
+    }
+
     #[test]
     fn busy_loop_shows_up_as_user_time() {
+        // Burn 100 ms of this thread's CPU, however long a loaded machine takes to give it:
+        // the process used at least that much over the meter's window (other tests' threads
+        // only add to it), most of it in user mode.
+        const BURN: Duration = Duration::from_millis(100);
         let meter = CpuMeter::start();
-        let until = Instant::now() + Duration::from_millis(200);
+        let from = thread_cpu_time();
         let mut x = 0u64;
-        while Instant::now() < until {
-            x = std::hint::black_box(x.wrapping_add(1));
+        while thread_cpu_time().saturating_sub(from) < BURN {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
         }
         let usage = meter.stop();
-        assert!(usage.total_percent > 30.0, "{usage:?}");
+        // The meter's window ended before this instant, so percent x this wall time is at
+        // least the CPU seconds the meter measured.
+        let wall = meter.wall.elapsed().as_secs_f64();
+        let cpu_seconds = usage.total_percent / 100.0 * wall;
+        assert!(
+            cpu_seconds >= BURN.as_secs_f64() - 1e-6,
+            "{cpu_seconds} s of CPU over {wall} s: {usage:?}"
+        );
+        assert!(usage.user_percent > 0.0, "{usage:?}");
         assert!((usage.total_percent - usage.user_percent - usage.system_percent).abs() < 1e-9);
     }
 }

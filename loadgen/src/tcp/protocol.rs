@@ -168,7 +168,10 @@ pub(crate) fn read_message_by(
     read_message(ByDeadline { conn, deadline })
 }
 
-/// A reader whose every read times out at a fixed instant.
+/// A reader whose every read times out at a fixed instant, never before it, always with the
+/// same error ("did not arrive in time"). The socket's own timeout (SO_RCVTIMEO) counts in
+/// scheduler ticks and may expire up to one tick before the deadline; the read then waits
+/// again for what is left.
 struct ByDeadline<'a> {
     conn: &'a std::net::TcpStream,
     deadline: std::time::Instant,
@@ -176,18 +179,27 @@ struct ByDeadline<'a> {
 
 impl Read for ByDeadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self
-            .deadline
-            .saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the message did not arrive in time",
-            ));
+        loop {
+            let left = self
+                .deadline
+                .saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the message did not arrive in time",
+                ));
+            }
+            self.conn.set_read_timeout(Some(left))?;
+            let mut conn = self.conn;
+            match conn.read(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                other => return other,
+            }
         }
-        self.conn.set_read_timeout(Some(left))?;
-        let mut conn = self.conn;
-        conn.read(buf)
     }
 }
 
@@ -521,5 +533,26 @@ mod props {
         assert!(err.to_string().contains("in time"), "{err}");
         stop_tx.send(()).unwrap();
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_frame_that_stops_arriving_ends_at_the_deadline_not_before() {
+        use std::io::Write as _;
+        use std::time::{Duration, Instant};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A frame of 1000 bytes announced, 10 of them sent, then silence (the connection stays
+        // open): the socket's own timeout ends the last read, which must not end the frame
+        // before its deadline or with another error than the deadline's.
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.write_all(&1000u32.to_be_bytes()).unwrap();
+        c.write_all(&[b' '; 10]).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        for wait_ms in [1, 7, 50] {
+            let deadline = Instant::now() + Duration::from_millis(wait_ms);
+            let err = read_message_by(&conn, deadline).unwrap_err();
+            assert!(Instant::now() >= deadline, "ended early: {err}");
+            assert!(err.to_string().contains("in time"), "{err}");
+        }
     }
 }

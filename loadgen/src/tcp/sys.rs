@@ -78,10 +78,21 @@ pub(crate) struct CpuTimes {
 }
 
 pub(crate) fn process_cpu_times() -> io::Result<CpuTimes> {
+    cpu_times(libc::RUSAGE_SELF)
+}
+
+/// The calling thread's CPU times (tests: an amount of work that does not depend on how long
+/// a loaded machine takes to do it).
+#[cfg(test)]
+pub(crate) fn thread_cpu_times() -> io::Result<CpuTimes> {
+    cpu_times(libc::RUSAGE_THREAD)
+}
+
+fn cpu_times(who: libc::c_int) -> io::Result<CpuTimes> {
     // SAFETY: rusage is plain old data; the all-zero value is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid, writable rusage.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let rc = unsafe { libc::getrusage(who, &mut usage) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }

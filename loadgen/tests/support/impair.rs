@@ -6,11 +6,15 @@
 //! probability (seeded, deterministic), accepted once the delay has passed (FIFO: the delay
 //! is constant). Nothing outside the test's namespace is touched.
 //!
-//! The stand-in never sleeps while it runs (it polls its queue, busy: one CPU), because waking
-//! a sleeping thread on a loaded virtual machine takes tens of microseconds, which would add to
-//! the delay when packets are rare and not when they are frequent. It still costs some
-//! microseconds per packet, so a test that measures an added delay compares two delays through
-//! the same mechanism (1 ms and 3 ms) rather than a delay against none.
+//! The stand-in's thread runs at real-time priority ([`STAND_IN_PRIORITY`], SCHED_FIFO) and
+//! sleeps until the next packet or the next release is due (`ppoll`, to the nanosecond). At
+//! normal priority on a loaded machine (a build on both cores) it would wait milliseconds for
+//! a CPU now and then, and the delay would be whatever the scheduler gave; a real-time thread
+//! preempts that load at once, so what is left is the wake-up itself (microseconds, about the
+//! same for every packet). It never spins, so it takes a CPU from nobody while idle (and the
+//! kernel's real-time throttling would stop a runaway one). It still costs some microseconds
+//! per packet, so a test that measures an added delay compares two delays through the same
+//! mechanism (1 ms and 11 ms) rather than a delay against none.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -39,6 +43,11 @@ pub struct Impairment {
 
 /// The queue number inside the namespace (queues are per network namespace).
 const QUEUE: u16 = 0;
+/// SCHED_FIFO priority of the stand-in's thread: above the endpoints of a latency measurement
+/// (see `REALTIME_PRIORITY` in the support module), so the path never waits for them.
+pub const STAND_IN_PRIORITY: i32 = 20;
+/// Longest the stand-in sleeps before it looks at its stop flag again.
+const STOP_CHECK: Duration = Duration::from_millis(20);
 
 impl Impairment {
     /// Applies `spec` to packets leaving `dev` in namespace `ns`.
@@ -163,6 +172,10 @@ impl Queue {
                     return Err(e);
                 }
             };
+            if let Err(e) = realtime(STAND_IN_PRIORITY) {
+                let _ = ready_tx.send(Err(format!("real-time priority: {e}")));
+                return Err(e);
+            }
             let _ = ready_tx.send(Ok(()));
             serve(&sock, spec, &flag, &count)
         });
@@ -191,6 +204,39 @@ impl Queue {
     }
 }
 
+/// Puts this thread in the SCHED_FIFO class at `priority`.
+pub fn realtime(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: a valid sched_param; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sleeps until `sock` is readable or `timeout` passes (to the nanosecond).
+fn wait_readable(sock: &Socket, timeout: Duration) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
+    };
+    // SAFETY: one valid pollfd, count 1, a valid timespec, no signal mask.
+    if unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Moves this thread into `ns`, and binds queue [`QUEUE`] there (packet metadata only).
 fn open_queue(ns: &str) -> io::Result<Socket> {
     let netns = File::open(format!("/var/run/netns/{ns}"))?;
@@ -200,7 +246,7 @@ fn open_queue(ns: &str) -> io::Result<Socket> {
         return Err(io::Error::last_os_error());
     }
     let mut sock = Socket::new(NETLINK_NETFILTER)?;
-    // (Nonblocking from the end of the set-up on: the stand-in polls.)
+    // (Nonblocking from the end of the set-up on: the stand-in drains its queue in `serve`.)
     sock.bind(&SocketAddr::new(0, 0))?;
     sock.set_rx_buf_sz(16 << 20)?;
     let mut cmd = Vec::new();
@@ -322,7 +368,13 @@ fn serve(
     let mut buf = Vec::with_capacity(1 << 16);
     let mut ids = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        std::hint::spin_loop();
+        let wait = held.front().map_or(STOP_CHECK, |&(due, _)| {
+            due.saturating_duration_since(Instant::now())
+                .min(STOP_CHECK)
+        });
+        if !wait.is_zero() {
+            wait_readable(sock, wait)?;
+        }
         loop {
             buf.clear();
             match sock.recv(&mut buf, 0) {

@@ -148,6 +148,23 @@ impl Drop for Topology {
     }
 }
 
+/// SCHED_FIFO priority of the processes at both ends of a latency measurement
+/// ([`in_ns_realtime`]), below the impairment stand-in's ([`impair::STAND_IN_PRIORITY`]).
+pub const REALTIME_PRIORITY: i32 = 10;
+
+/// `program` inside namespace `ns` at real-time priority (`chrt --fifo`, util-linux): for the
+/// two ends of a latency measurement, so that they answer a packet when it arrives instead of
+/// waiting, on a loaded machine, milliseconds for a CPU (which would be measured as latency).
+/// Only for processes that sleep between packets (a low-rate test): a real-time process that
+/// kept a CPU busy would starve the rest of the machine (up to the kernel's throttling).
+pub fn in_ns_realtime(ns: &str, program: &str) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "chrt", "--fifo"])
+        .arg(REALTIME_PRIORITY.to_string())
+        .arg(program);
+    c
+}
+
 /// A command run inside namespace `ns`, or on the host (loopback tests) when `ns` is None.
 pub fn in_ns(ns: Option<&str>, program: &str) -> Command {
     match ns {
@@ -249,15 +266,30 @@ pub fn loadgen_server(ns: Option<&str>, port: u16) -> Server {
         .unwrap_or_else(|| panic!("tcp-server -p {port} exited (port taken?)"))
 }
 
+/// [`loadgen_server`] at real-time priority ([`in_ns_realtime`]).
+pub fn loadgen_server_realtime(ns: &str, port: u16) -> Server {
+    let mut cmd = in_ns_realtime(ns, LOADGEN);
+    cmd.args(["tcp-server", "-p", &port.to_string()]);
+    spawn_command(cmd, Some(ns), port)
+        .unwrap_or_else(|| panic!("tcp-server -p {port} exited (port taken?)"))
+}
+
 /// Starts `program args` in `ns` and waits until it listens on `port` itself; None if it
-/// exits first. (`ip netns exec` execs the program, so the pid is the program's.)
+/// exits first.
 fn spawn_server(ns: Option<&str>, program: &str, args: &[&str], port: u16) -> Option<Server> {
-    let child = in_ns(ns, program)
-        .args(args)
+    let mut cmd = in_ns(ns, program);
+    cmd.args(args);
+    spawn_command(cmd, ns, port)
+}
+
+/// Starts `cmd` (which runs in `ns`) and waits until it listens on `port` itself; None if it
+/// exits first. (`ip netns exec` and `chrt` exec the program, so the pid is the program's.)
+fn spawn_command(mut cmd: Command, ns: Option<&str>, port: u16) -> Option<Server> {
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("starting {program} {args:?}: {e}"));
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
     let mut server = Server(child);
     wait_listening(ns, port, &mut server).then_some(server)
 }
@@ -281,10 +313,16 @@ pub fn loadgen_client(ns: Option<&str>, host: &str, port: u16, extra: &[&str]) -
 
 /// netbench-loadgen with `args` inside `ns`; returns (success, stdout, stderr).
 pub fn loadgen(ns: &str, args: &[&str]) -> (bool, String, String) {
-    let out = in_ns(Some(ns), LOADGEN)
-        .args(args)
-        .output()
-        .expect("running netbench-loadgen");
+    output_of(in_ns(Some(ns), LOADGEN).args(args))
+}
+
+/// [`loadgen`] at real-time priority ([`in_ns_realtime`]).
+pub fn loadgen_realtime(ns: &str, args: &[&str]) -> (bool, String, String) {
+    output_of(in_ns_realtime(ns, LOADGEN).args(args))
+}
+
+fn output_of(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.output().expect("running netbench-loadgen");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -52,6 +52,9 @@ fn stream(t: &TcpReport, r: &mut CaseResult) -> Errors {
     r.server_cpu_percent = round2(t.cpu.server.total_percent);
     r.cpu_seconds_per_gb = t.cpu_seconds_per_gb.map(|c| round4(c.client + c.server));
     r.probe_latency = t.latency_probe.as_ref().map(|p| millis(&p.latency));
+    if let Some(p) = t.latency_probe.as_ref().filter(|p| p.skipped > 0) {
+        r.warning = Some(behind_schedule("the latency probe", p.skipped, p.attempted));
+    }
     r.server_address = t.runs.first().map(|run| address(&run.server));
     let mut errors = t.stream_errors();
     if let Some(e) = t.latency_probe.as_ref().and_then(|p| p.error.as_ref()) {
@@ -77,16 +80,33 @@ fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
         r.client_cpu_us_per_transaction = Some(round2(c.client));
         r.server_cpu_us_per_transaction = Some(round2(c.server));
     }
+    let mut warnings = Vec::new();
     if rr.port_exhausted {
-        r.warning = Some(format!(
+        warnings.push(format!(
             "the client ran out of local ports: {} connects failed with EADDRNOTAVAIL (TIME_WAIT); transactions/s is limited by that, not by the path",
             rr.counts.errors.address_not_available
         ));
     }
+    if rr.counts.skipped > 0 {
+        warnings.push(behind_schedule(
+            "the client",
+            rr.counts.skipped,
+            rr.counts.attempted,
+        ));
+    }
+    r.warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     rr.per_stream
         .iter()
         .filter_map(|s| Some(format!("stream {}: {:.256}", s.id, s.error.as_ref()?)))
         .collect()
+}
+
+/// An open loop that did not send all it was asked to (`skipped` intended sends never used).
+fn behind_schedule(who: &str, skipped: u64, attempted: u64) -> String {
+    format!(
+        "{who} fell behind its open-loop schedule: {skipped} of {} intended transactions were never sent (the client was short of CPU, its window was full, or a stream ended early on an error); the rate asked was not offered and the latency leaves them out",
+        attempted.saturating_add(skipped)
+    )
 }
 
 fn datagrams(u: &UdpReport, r: &mut CaseResult) -> Errors {
@@ -138,4 +158,73 @@ pub fn round2(v: f64) -> f64 {
 
 fn round4(v: f64) -> f64 {
     (v * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protocol::report::histogram::new_latency_histogram;
+    use protocol::rr::{RrCounts, RrRun, RrSetup, RrStream};
+    use protocol::tcp::CpuReport;
+
+    /// A one-stream open-loop tcp-rr report over 2 s that sent `attempted` transactions of
+    /// its schedule (all answered) and skipped `skipped`.
+    fn open_loop(attempted: u64, skipped: u64) -> RrReport {
+        let mut h = new_latency_histogram();
+        for _ in 0..attempted {
+            h.record(100).unwrap();
+        }
+        let setup = RrSetup {
+            mode: Protocol::TcpRr,
+            request_size: 1,
+            response_size: 1,
+            burst: 0,
+            rate_per_stream: Some((attempted + skipped) as f64 / 2.0),
+            timeout_ms: 1000,
+        };
+        let run = RrRun {
+            client: "10.0.0.1:40000".into(),
+            server: "10.0.0.2:5201".into(),
+            streams: 1,
+            duration_secs: 2.0,
+            started_at_unix_ms: 1,
+            ended_at_unix_ms: 2_001,
+            transactions: attempted,
+            transactions_per_second: attempted as f64 / 2.0,
+            server_answered: attempted,
+            cpu: CpuReport::default(),
+        };
+        let counts = RrCounts {
+            attempted,
+            skipped,
+            transactions: attempted,
+            ..RrCounts::default()
+        };
+        let stream = RrStream {
+            run: 0,
+            id: 0,
+            attempted,
+            skipped: Some(skipped),
+            transactions: attempted,
+            failed: 0,
+            error: None,
+        };
+        let r = RrReport::single(setup, run, counts, &h, vec![stream]).unwrap();
+        protocol::rr::validate_rr(&r).unwrap();
+        r
+    }
+
+    #[test]
+    fn an_open_loop_that_fell_behind_its_schedule_is_a_warning() {
+        let mut r = CaseResult::default();
+        request_response(&open_loop(150, 50), &mut r);
+        let w = r.warning.expect("a warning");
+        assert!(
+            w.contains("50 of 200 intended transactions were never sent"),
+            "{w}"
+        );
+        let mut r = CaseResult::default();
+        request_response(&open_loop(200, 0), &mut r);
+        assert_eq!(r.warning, None);
+    }
 }

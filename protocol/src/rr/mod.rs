@@ -10,6 +10,10 @@
 //! - `attempted = transactions + errors (every class) + lost`: every request sent (every
 //!   connection attempted, tcp-crr) in the measured window is answered, failed or lost; the
 //!   engines wait up to the timeout for the answers still in flight when the window closes.
+//! - Open loop: `attempted + skipped` = the stream's schedule (its rate times the window, give
+//!   or take one for the phase): every intended send time is used or counted as skipped, so
+//!   a client that falls behind (short of CPU, or its window full) says so instead of quietly
+//!   sending less. `skipped = 0` in closed loop.
 //! - `transactions` = the histogram's samples; `late <= lost` (a late answer is one to a
 //!   request already counted lost, and is discarded); only udp-rr loses, answers late, sees
 //!   duplicates or invalid datagrams.
@@ -25,7 +29,7 @@ mod report;
 mod validate;
 
 pub use merge::{merge, RrMergeError};
-pub use probe::LatencyProbe;
+pub use probe::{LatencyProbe, ProbeCounts};
 #[cfg(test)]
 pub(crate) use report::fixtures::rr_report as report_fixture;
 pub use report::{RrCounts, RrErrors, RrReport, RrRun, RrSetup, RrStream};

@@ -8,6 +8,14 @@ use serde::{Deserialize, Serialize};
 use crate::report::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
 use crate::report::LatencySummary;
 
+/// What happened to a probe's requests (the histogram holds the answered ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeCounts {
+    pub attempted: u64,
+    pub skipped: u64,
+    pub failed: u64,
+}
+
 /// The probe's figures (one run, or a merge of concurrent runs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyProbe {
@@ -18,6 +26,11 @@ pub struct LatencyProbe {
     pub response_size: u32,
     /// Requests sent.
     pub attempted: u64,
+    /// Intended send times never used: the probe was behind its schedule when the test
+    /// ended (see [`super::RrCounts::skipped`]); `attempted + skipped` is the schedule.
+    /// (Absent from reports of older builds: 0.)
+    #[serde(default)]
+    pub skipped: u64,
     /// Answered: the histogram's samples.
     pub transactions: u64,
     /// Not answered (the probe connection broke or timed out).
@@ -35,8 +48,7 @@ impl LatencyProbe {
         rate: f64,
         request_size: u32,
         response_size: u32,
-        attempted: u64,
-        failed: u64,
+        counts: ProbeCounts,
         hist: &Histogram<u64>,
         error: Option<String>,
     ) -> Result<LatencyProbe, String> {
@@ -44,9 +56,10 @@ impl LatencyProbe {
             rate,
             request_size,
             response_size,
-            attempted,
+            attempted: counts.attempted,
+            skipped: counts.skipped,
             transactions: hist.len(),
-            failed,
+            failed: counts.failed,
             latency: LatencySummary::from_histogram(hist),
             histogram: histogram::encode(hist)?,
             error,
@@ -66,6 +79,7 @@ impl LatencyProbe {
                     LatencyProbe {
                         rate: 0.0,
                         attempted: 0,
+                        skipped: 0,
                         transactions: 0,
                         failed: 0,
                         error: None,
@@ -89,6 +103,7 @@ impl LatencyProbe {
                 .transactions
                 .checked_add(p.transactions)
                 .ok_or_else(overflow)?;
+            acc.skipped = acc.skipped.checked_add(p.skipped).ok_or_else(overflow)?;
             acc.failed = acc.failed.checked_add(p.failed).ok_or_else(overflow)?;
             if acc.error.is_none() {
                 acc.error.clone_from(&p.error);

@@ -64,6 +64,14 @@ pub struct RrCounts {
     /// Transactions started in the measured window: requests sent (tcp-rr, udp-rr) or
     /// connections attempted (tcp-crr).
     pub attempted: u64,
+    /// Open loop: intended send times of the measured window that were never used, because
+    /// the stream was behind its schedule when the window closed (the client was short of CPU,
+    /// every slot of its window was waiting for an answer, or the stream had ended early on an
+    /// error). `attempted + skipped` is the schedule: every intended send time in the window.
+    /// Always 0 in closed loop. (Absent from reports of older builds, which did not count
+    /// them: 0.)
+    #[serde(default)]
+    pub skipped: u64,
     /// Answered in full: the latency histogram's samples.
     pub transactions: u64,
     pub errors: RrErrors,
@@ -86,6 +94,7 @@ impl RrCounts {
     pub fn checked_add(&self, o: &RrCounts) -> Option<RrCounts> {
         Some(RrCounts {
             attempted: self.attempted.checked_add(o.attempted)?,
+            skipped: self.skipped.checked_add(o.skipped)?,
             transactions: self.transactions.checked_add(o.transactions)?,
             errors: self.errors.checked_add(&o.errors)?,
             lost: self.lost.checked_add(o.lost)?,
@@ -150,6 +159,11 @@ pub struct RrStream {
     pub run: u32,
     pub id: u32,
     pub attempted: u64,
+    /// Open loop: intended send times never used (see [`RrCounts::skipped`]); 0 in closed
+    /// loop. `None` only in a report of an older build, which did not account for its
+    /// schedule (so its schedule is not checked).
+    #[serde(default)]
+    pub skipped: Option<u64>,
     pub transactions: u64,
     /// Errors plus losses.
     pub failed: u64,
@@ -258,9 +272,22 @@ impl RrReport {
             .collect()
     }
 
-    /// Lines a human must read beside the figures (port exhaustion), empty when none.
+    /// Lines a human must read beside the figures (port exhaustion, an open loop that fell
+    /// behind its schedule), empty when none.
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        let c = &self.counts;
+        if c.skipped > 0 {
+            let scheduled = c.attempted.saturating_add(c.skipped);
+            out.push(format!(
+                "the open loop fell behind its schedule: {} of {scheduled} intended transactions \
+                 were never sent (the client was short of CPU, every request of a stream's \
+                 window was waiting for an answer, or a stream ended early on an error); the \
+                 rate asked was not offered, and the latency figures leave those transactions \
+                 out",
+                c.skipped
+            ));
+        }
         let e = &self.counts.errors;
         if self.port_exhausted {
             out.push(format!(
@@ -313,6 +340,7 @@ pub(crate) mod fixtures {
         };
         let counts = RrCounts {
             attempted: n + lost + 1,
+            skipped: 0,
             transactions: n,
             errors,
             lost,
@@ -326,6 +354,7 @@ pub(crate) mod fixtures {
                 run: 0,
                 id: 0,
                 attempted: first + 1,
+                skipped: Some(0),
                 transactions: first,
                 failed: 1,
                 error: Some("connection refused".into()),
@@ -334,6 +363,7 @@ pub(crate) mod fixtures {
                 run: 0,
                 id: 1,
                 attempted: n - first + lost,
+                skipped: Some(0),
                 transactions: n - first,
                 failed: lost,
                 error: None,

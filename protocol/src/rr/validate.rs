@@ -36,7 +36,7 @@ pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }
     check_runs(r)?;
-    check_counts("counts", &r.counts, r.setup.mode)?;
+    check_counts("counts", &r.counts, &r.setup)?;
     let hist = histogram::decode(&r.histogram).map_err(|e| invalid("histogram", e))?;
     if hist.len() != r.counts.transactions {
         return Err(invalid(
@@ -96,12 +96,14 @@ fn check_setup(s: &RrSetup) -> Result<(), InvalidReport> {
 }
 
 /// `attempted = transactions + errors + lost`, late answers only to lost requests, UDP
-/// figures only for udp-rr, nothing beyond what a histogram may hold.
+/// figures only for udp-rr, skipped send times only in open loop, nothing beyond what a
+/// histogram may hold.
 pub(crate) fn check_counts(
     prefix: &str,
     c: &RrCounts,
-    mode: Protocol,
+    setup: &RrSetup,
 ) -> Result<(), InvalidReport> {
+    let mode = setup.mode;
     let field = |name: &str| format!("{prefix}.{name}");
     let failed = c
         .checked_failed()
@@ -130,7 +132,20 @@ pub(crate) fn check_counts(
             ),
         ));
     }
-    for (name, v) in [("duplicate", c.duplicate), ("invalid", c.invalid)] {
+    if c.skipped > 0 && setup.rate_per_stream.is_none() {
+        return Err(invalid(
+            field("skipped"),
+            format!(
+                "{}, but only an open loop has a schedule to fall behind (this is closed loop)",
+                c.skipped
+            ),
+        ));
+    }
+    for (name, v) in [
+        ("skipped", c.skipped),
+        ("duplicate", c.duplicate),
+        ("invalid", c.invalid),
+    ] {
         if v > MAX_TOTAL_COUNT {
             return Err(invalid(
                 field(name),
@@ -249,22 +264,30 @@ fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
     Ok(())
 }
 
-/// Every stream belongs to a run, each run has its streams, and each stream adds up.
+/// Every stream belongs to a run, each run has its streams, each stream adds up, and each
+/// stream that says what it skipped (every stream of this build) accounts for its whole
+/// schedule in open loop and skipped nothing in closed loop.
 fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
     let mut per_run = vec![0u32; r.runs.len()];
-    let mut sums = (0u64, 0u64, 0u64);
+    let mut sums = (0u64, 0u64, 0u64, 0u64);
     for (i, s) in r.per_stream.iter().enumerate() {
         let field = |name: &str| format!("per_stream[{i}].{name}");
-        let count = usize::try_from(s.run)
+        let run = usize::try_from(s.run)
             .ok()
-            .and_then(|run| per_run.get_mut(run))
+            .filter(|run| *run < r.runs.len())
             .ok_or_else(|| {
                 invalid(
                     field("run"),
                     format!("{} but the report has {} run(s)", s.run, r.runs.len()),
                 )
             })?;
-        *count = count.saturating_add(1);
+        if let Some(count) = per_run.get_mut(run) {
+            *count = count.saturating_add(1);
+        }
+        if let (Some(skipped), Some(run)) = (s.skipped, r.runs.get(run)) {
+            let schedule = (r.setup.rate_per_stream, run.duration_secs);
+            check_schedule(&field("skipped"), s.attempted, skipped, schedule)?;
+        }
         if s.transactions.checked_add(s.failed) != Some(s.attempted) {
             return Err(invalid(
                 field("attempted"),
@@ -281,6 +304,7 @@ fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
             sums.0.saturating_add(s.attempted),
             sums.1.saturating_add(s.transactions),
             sums.2.saturating_add(s.failed),
+            sums.3.saturating_add(s.skipped.unwrap_or(0)),
         );
     }
     for (i, (run, n)) in r.runs.iter().zip(per_run).enumerate() {
@@ -296,12 +320,45 @@ fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
     }
     let c = &r.counts;
     let failed = c.checked_failed().unwrap_or(u64::MAX);
-    if sums != (c.attempted, c.transactions, failed) {
+    if sums != (c.attempted, c.transactions, failed, c.skipped) {
         return Err(invalid(
             "per_stream",
             format!(
-                "streams add up to {} attempted, {} transactions, {} failed; the counts say {}, {}, {failed}",
-                sums.0, sums.1, sums.2, c.attempted, c.transactions
+                "streams add up to {} attempted, {} transactions, {} failed, {} skipped; the counts say {}, {}, {failed}, {}",
+                sums.0, sums.1, sums.2, sums.3, c.attempted, c.transactions, c.skipped
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An open-loop stream's `attempted + skipped` is its schedule: the intended send times of
+/// `rate` per second in a window of `secs` (shifted by a phase under one interval, so one
+/// more or less than `rate x secs`; a millionth more for the clock's rounding). A closed loop
+/// has no schedule, so nothing to skip.
+fn check_schedule(
+    field: &str,
+    attempted: u64,
+    skipped: u64,
+    (rate, secs): (Option<f64>, f64),
+) -> Result<(), InvalidReport> {
+    let Some(rate) = rate else {
+        if skipped == 0 {
+            return Ok(());
+        }
+        return Err(invalid(
+            field,
+            format!("{skipped}, but only an open loop has a schedule to fall behind"),
+        ));
+    };
+    let want = rate * secs;
+    let got = attempted.saturating_add(skipped);
+    if (got as f64 - want).abs() > 1.0 + want * 1e-6 {
+        return Err(invalid(
+            field,
+            format!(
+                "{attempted} attempted + {skipped} skipped = {got}, but {rate}/s for {secs} s \
+                 schedules {want:.0} transactions"
             ),
         ));
     }
@@ -453,6 +510,12 @@ pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidR
             ),
         ));
     }
+    if p.skipped > MAX_TOTAL_COUNT {
+        return Err(invalid(
+            field("skipped"),
+            format!("{} is more than {MAX_TOTAL_COUNT}", p.skipped),
+        ));
+    }
     let hist = histogram::decode(&p.histogram).map_err(|e| invalid(field("histogram"), e))?;
     if hist.len() != p.transactions {
         return Err(invalid(
@@ -475,6 +538,7 @@ pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidR
 mod tests {
     use super::*;
     use crate::rr::report::fixtures::rr_report;
+    use crate::rr::ProbeCounts;
 
     fn refused(r: &RrReport, field: &str, needle: &str) {
         let e = validate_rr(r).unwrap_err();
@@ -640,6 +704,84 @@ mod tests {
         refused(&r, "runs[0].client", "more than");
     }
 
+    /// `r` as an open loop of `rate` per stream whose streams fell behind: each stream's
+    /// schedule (rate x 2 s) is what it attempted plus what it skipped.
+    fn open_loop(mut r: RrReport, rate: f64) -> RrReport {
+        r.setup.rate_per_stream = Some(rate);
+        r.requested_per_second = Some(rate * f64::from(r.streams));
+        let window = (rate * r.runs[0].duration_secs) as u64;
+        for s in &mut r.per_stream {
+            s.skipped = Some(window - s.attempted);
+        }
+        r.counts.skipped = r.per_stream.iter().filter_map(|s| s.skipped).sum();
+        r
+    }
+
+    /// Adds `n` to stream `i`'s skipped sends (and, if `total`, to the report's).
+    fn skip_more(r: &RrReport, i: usize, n: i64, total: bool) -> RrReport {
+        let mut r = r.clone();
+        let s = &mut r.per_stream[i].skipped;
+        *s = s.map(|v| v.checked_add_signed(n).unwrap());
+        if total {
+            r.counts.skipped = r.counts.skipped.checked_add_signed(n).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn an_open_loop_accounts_for_its_whole_schedule() {
+        let r = open_loop(udp(), 100.0);
+        validate_rr(&r).unwrap();
+        assert_eq!(r.counts.attempted + r.counts.skipped, 400);
+        let w = r.warnings();
+        assert!(
+            w[0].contains("fell behind its schedule: 393 of 400 intended"),
+            "{w:?}"
+        );
+        // One more or less than rate x window: the phase.
+        validate_rr(&skip_more(&r, 1, 1, true)).unwrap();
+        validate_rr(&skip_more(&r, 1, -1, true)).unwrap();
+        // A stream that sent less than its schedule without saying so.
+        let bad = skip_more(&r, 1, -2, true);
+        refused(&bad, "per_stream[1].skipped", "schedules 200 transactions");
+        // Or that says it skipped more than it had.
+        let bad = skip_more(&r, 0, 2, true);
+        refused(&bad, "per_stream[0].skipped", "= 202");
+        // The streams' skipped sends are the total's.
+        let mut bad = r.clone();
+        bad.counts.skipped += 1;
+        refused(&bad, "per_stream", "skipped");
+        // A closed loop has no schedule to fall behind.
+        let mut bad = udp();
+        bad.counts.skipped = 1;
+        bad.per_stream[0].skipped = Some(1);
+        refused(&bad, "counts.skipped", "only an open loop");
+        let bad = skip_more(&udp(), 0, 1, false);
+        refused(&bad, "per_stream[0].skipped", "only an open loop");
+    }
+
+    #[test]
+    fn a_report_of_an_older_build_without_skipped_sends_still_validates() {
+        // Older builds neither counted skipped sends nor kept their schedule exactly: an open
+        // loop of theirs that fell behind (7 of 400 sent) has no `skipped` field at all.
+        let mut r = open_loop(udp(), 100.0);
+        r.counts.skipped = 0;
+        let mut json = serde_json::to_value(&r).unwrap();
+        json["counts"].as_object_mut().unwrap().remove("skipped");
+        for s in json["per_stream"].as_array_mut().unwrap() {
+            s.as_object_mut().unwrap().remove("skipped");
+        }
+        let old: RrReport = serde_json::from_value(json).unwrap();
+        assert_eq!(old.counts.skipped, 0);
+        assert!(old.per_stream.iter().all(|s| s.skipped.is_none()));
+        validate_rr(&old).unwrap();
+        assert!(old.warnings().is_empty());
+        // This build always says: the same figures with `skipped: 0` did not add up.
+        let mut new = old.clone();
+        new.per_stream[0].skipped = Some(0);
+        refused(&new, "per_stream[0].skipped", "schedules 200 transactions");
+    }
+
     #[test]
     fn port_exhaustion_is_flagged_and_explained() {
         let mut r = rr_report(Protocol::TcpCrr, &[100, 200], 0);
@@ -660,7 +802,12 @@ mod tests {
         let mut h = crate::report::histogram::new_latency_histogram();
         h.record(120).unwrap();
         h.record(80).unwrap();
-        let p = LatencyProbe::single(100.0, 1, 1, 3, 1, &h, None).unwrap();
+        let counts = ProbeCounts {
+            attempted: 3,
+            skipped: 2,
+            failed: 1,
+        };
+        let p = LatencyProbe::single(100.0, 1, 1, counts, &h, None).unwrap();
         check_probe("latency_probe", &p).unwrap();
         let mut bad = p.clone();
         bad.failed = 0;
@@ -670,6 +817,10 @@ mod tests {
         bad.latency.p99_us = 5;
         let e = check_probe("latency_probe", &bad).unwrap_err();
         assert_eq!(e.field, "latency_probe.latency.p99_us");
+        let mut bad = p.clone();
+        bad.skipped = u64::MAX;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.skipped");
         let mut bad = p;
         bad.rate = 0.0;
         let e = check_probe("latency_probe", &bad).unwrap_err();

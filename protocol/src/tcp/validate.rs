@@ -357,8 +357,11 @@ pub(crate) mod tests {
             for &v in latencies {
                 h.record(v).unwrap();
             }
-            crate::rr::LatencyProbe::single(50.0, 1, 1, latencies.len() as u64, 0, &h, None)
-                .unwrap()
+            let counts = crate::rr::ProbeCounts {
+                attempted: latencies.len() as u64,
+                ..Default::default()
+            };
+            crate::rr::LatencyProbe::single(50.0, 1, 1, counts, &h, None).unwrap()
         };
         let a = tcp_report(0, 1).with_probe(probe(&[100, 200]));
         let b = tcp_report(0, 2).with_probe(probe(&[2_000]));
