@@ -2,12 +2,14 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::Reporter;
 use kube::Client;
 
-use crate::config::Config;
-use crate::metrics::Metrics;
-use crate::runs::Registry;
+use crate::admin::config::Config;
+use crate::base::events::PendingEvent;
+use crate::base::metrics::Metrics;
+use crate::store::registry::Registry;
 
 pub struct Context {
     pub client: Client,
@@ -17,6 +19,13 @@ pub struct Context {
     pub reporter: Reporter,
     /// Wakes the controller for an object when a worker report arrives.
     pub wake: tokio::sync::mpsc::UnboundedSender<Wake>,
+}
+
+impl Context {
+    /// Publishes and clears `events` about `reference` (see `k8s::events`).
+    pub async fn publish(&self, reference: &ObjectReference, events: &mut Vec<PendingEvent>) {
+        crate::k8s::events::publish(&self.client, &self.reporter, reference, events).await;
+    }
 }
 
 /// A request to reconcile one object now.

@@ -21,10 +21,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use crate::base::error::{Error, Result, Retry};
+use crate::base::metrics::ReconcileTimer;
 use crate::context::Context;
 use crate::driver::{self, Kind};
-use crate::error::{Error, Result, Retry};
-use crate::metrics::ReconcileTimer;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
@@ -45,8 +45,8 @@ pub async fn run<K: Kind>(
     let pods = Api::<Pod>::all(ctx.client.clone());
     let owned = watcher::Config::default().labels(&format!(
         "{}={}",
-        crate::labels::MANAGED_BY,
-        crate::labels::OPERATOR
+        crate::base::labels::MANAGED_BY,
+        crate::base::labels::OPERATOR
     ));
     let wake = wake.map(|r| {
         let guarded = ObjectRef::<Guarded<K>>::new(&r.name);
@@ -124,13 +124,13 @@ async fn unreadable<K: Kind>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Re
         "Unreadable".to_string(),
         format!("the operator cannot read this object ({error}); fix or recreate it"),
     )];
-    crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
+    ctx.publish(&reference, &mut events).await;
     Ok(Action::await_change())
 }
 
 /// The run id of `obj`'s current generation (see `labels::run_id`).
 fn run_of<K: Resource>(obj: &K) -> String {
-    crate::labels::run_id(
+    crate::base::labels::run_id(
         &obj.uid().unwrap_or_default(),
         obj.meta().generation.unwrap_or(1),
     )
@@ -231,9 +231,9 @@ mod tests {
         let (wake, _) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Context {
             client: unreachable_api(),
-            config: crate::config::Config::for_tests(),
-            metrics: Arc::new(crate::metrics::Metrics::new()),
-            runs: Arc::new(crate::runs::Registry::default()),
+            config: crate::admin::config::Config::for_tests(),
+            metrics: Arc::new(crate::base::metrics::Metrics::new()),
+            runs: Arc::new(crate::store::registry::Registry::default()),
             reporter: kube::runtime::events::Reporter {
                 controller: "netbench-operator".into(),
                 instance: None,
@@ -259,8 +259,11 @@ mod tests {
             }))
             .unwrap();
         assert!(unreadable.0.is_err(), "the fixture must not parse");
-        let (result, lines) =
-            crate::log_capture::capture(false, reconcile(Arc::new(unreadable), reconciler())).await;
+        let (result, lines) = crate::testing::log_capture::capture(
+            false,
+            reconcile(Arc::new(unreadable), reconciler()),
+        )
+        .await;
         assert!(result.is_ok(), "{result:?}");
         let warning = lines
             .iter()

@@ -13,12 +13,12 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use operator::admin::config::{Config, LogFormat};
 use operator::api::{self, ApiState};
-use operator::config::{Config, LogFormat};
+use operator::base::metrics::Metrics;
 use operator::context::Context;
-use operator::leader::Elector;
-use operator::metrics::Metrics;
-use operator::runs::Registry;
+use operator::k8s::leader::Elector;
+use operator::store::registry::Registry;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -60,8 +60,8 @@ async fn serve_api(
     ready: Arc<AtomicBool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let config = &ctx.config;
-    let sink = operator::reports::ApiSink {
-        store: operator::reports::Store::new(ctx.client.clone(), &config.namespace),
+    let sink = operator::store::reports::ApiSink {
+        store: operator::store::reports::Store::new(ctx.client.clone(), &config.namespace),
         metrics: ctx.metrics.clone(),
         reporter: ctx.reporter.clone(),
     };

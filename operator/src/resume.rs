@@ -12,9 +12,9 @@ use kube::ResourceExt;
 
 use crds::{EgressBenchmark, IngressBenchmark};
 
+use crate::base::metrics::Metrics;
 use crate::context::Context;
-use crate::metrics::Metrics;
-use crate::reports::Store;
+use crate::store::reports::Store;
 
 /// Longest time the pass may delay the controllers.
 pub const TIMEOUT: Duration = Duration::from_secs(60);

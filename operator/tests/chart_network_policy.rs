@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use operator::labels::{MANAGED_BY, OPERATOR, ROLE};
+use operator::base::labels::{MANAGED_BY, OPERATOR, ROLE};
 
 fn template() -> String {
     let path = concat!(

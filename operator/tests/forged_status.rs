@@ -12,8 +12,8 @@ use kube::client::Body;
 use kube::runtime::events::Reporter;
 use serde_json::{json, Value};
 
-use operator::allow::{GlobList, NodeSelector, SweepPairs};
-use operator::config::{Config, NamespaceList};
+use operator::admin::allow::{GlobList, NodeSelector, SweepPairs};
+use operator::admin::config::{Config, NamespaceList};
 use operator::context::Context;
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -89,8 +89,8 @@ fn context(client: kube::Client) -> Context {
     Context {
         client,
         config: permissive(),
-        metrics: Arc::new(operator::metrics::Metrics::new()),
-        runs: Arc::new(operator::runs::Registry::default()),
+        metrics: Arc::new(operator::base::metrics::Metrics::new()),
+        runs: Arc::new(operator::store::registry::Registry::default()),
         reporter: Reporter {
             controller: "netbench-operator".into(),
             instance: None,

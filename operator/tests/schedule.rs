@@ -13,7 +13,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::Reporter;
 use serde_json::{json, Value};
 
-use operator::config::Config;
+use operator::admin::config::Config;
 use operator::context::Context;
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -66,8 +66,8 @@ fn context(client: kube::Client) -> Context {
     Context {
         client,
         config: Config::for_tests(),
-        metrics: Arc::new(operator::metrics::Metrics::new()),
-        runs: Arc::new(operator::runs::Registry::default()),
+        metrics: Arc::new(operator::base::metrics::Metrics::new()),
+        runs: Arc::new(operator::store::registry::Registry::default()),
         reporter: Reporter {
             controller: "netbench-operator".into(),
             instance: None,

@@ -15,7 +15,7 @@ use super::auth::Authenticated;
 use super::refusal::{refuse, registry_refusal, Refusal};
 use super::ApiState;
 use crate::context::Wake;
-use crate::runs::BarrierState;
+use crate::store::registry::BarrierState;
 
 /// Unwraps a JSON body, turning a malformed or oversized one into a counted 4xx.
 fn body<T>(s: &ApiState, body: Result<Json<T>, JsonRejection>) -> Result<T, Refusal> {

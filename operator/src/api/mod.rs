@@ -27,9 +27,9 @@ pub use pod_tokens::PodTokens;
 pub use refusal::REASONS;
 pub use server::{serve, ServerLimits};
 
+use crate::base::metrics::Metrics;
 use crate::context::Wake;
-use crate::metrics::Metrics;
-use crate::runs::{Registry, RunSpec};
+use crate::store::registry::{Registry, RunSpec};
 
 /// Largest final report accepted: well below the 1 MiB a ConfigMap (where reports are stored)
 /// can hold; an HDR histogram is a few KiB.

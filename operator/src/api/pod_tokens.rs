@@ -16,8 +16,8 @@ use protocol::worker::Role;
 use tokio::sync::Semaphore;
 
 use super::auth::{AuthError, Authenticator};
-use crate::labels;
-use crate::runs::{Caller, Registry, RunSpec};
+use crate::base::labels;
+use crate::store::registry::{Caller, Registry, RunSpec};
 
 /// The audience worker tokens are issued for (and the only one accepted).
 pub const AUDIENCE: &str = "netbench";

@@ -6,8 +6,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::worker::ApiError;
 
-use crate::metrics::Metrics;
-use crate::runs::RegistryError;
+use crate::base::metrics::Metrics;
+use crate::store::registry::RegistryError;
 
 /// Every reason a request can be refused for (the label values of `netbench_api_rejected_total`;
 /// each series exists at 0 from the start).

@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::refusal::refuse;
-use crate::metrics::Metrics;
+use crate::base::metrics::Metrics;
 
 /// Bounds of the API server (operator config: `--api-*` flags).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -12,7 +12,7 @@ use protocol::worker::*;
 use tower::ServiceExt;
 
 use super::*;
-use crate::runs::RunSpec;
+use crate::store::registry::RunSpec;
 use crate::testing::{FixedTokens, MemorySink};
 
 fn fixed_tokens() -> FixedTokens {
@@ -690,7 +690,7 @@ async fn every_rejection_reason_is_exported_from_the_start() {
 /// span), in both log formats; refusals too, after authentication.
 #[tokio::test]
 async fn handler_log_lines_carry_the_run_benchmark_and_worker() {
-    use crate::log_capture::capture;
+    use crate::testing::log_capture::capture;
     let (app, _, _) = setup();
     let ((code, _), lines) = capture(
         false,

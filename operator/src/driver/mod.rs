@@ -9,9 +9,9 @@
 //! and the same status. Everything a phase decides is recorded in status before the reconcile
 //! ends, so a restart resumes the run instead of repeating it.
 
+pub mod lifecycle;
 mod phases;
-pub mod samples;
-pub mod schedule;
+mod scheduled;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,15 +30,20 @@ use crds::history::{MetricTolerance, Repetition};
 use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, Phase, RunStatus};
 
-use crate::caps::Refusal;
-use crate::conditions::{self, READY};
-use crate::config::Config;
+use crate::admin::caps::Refusal;
+use crate::admin::config::Config;
+use crate::base::conditions::{self, READY};
+use crate::base::error::Result;
+use crate::base::events::PendingEvent;
+use crate::base::labels;
 use crate::context::Context;
-use crate::error::Result;
-use crate::lifecycle::{self, PendingEvent};
-use crate::reports::{Owner, Store};
-use crate::{children, labels, queue};
-pub use samples::{Figure, Slot};
+use crate::k8s::pods;
+use crate::k8s::status;
+use crate::policy::queue;
+use crate::policy::samples;
+pub use crate::policy::samples::{Figure, Slot};
+use crate::policy::schedule;
+use crate::store::reports::{Owner, Store};
 
 /// How often a measurement, a rollout or a Job under way is checked (reports also wake the
 /// controller at once).
@@ -239,14 +244,14 @@ pub async fn apply<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Acti
     let obj = api.get(&obj.name_any()).await?;
     let generation = obj.meta().generation.unwrap_or(1);
     let before = obj.status_of().cloned().unwrap_or_default();
-    let decision = schedule::decide_for(&obj, before.run(), jiff::Timestamp::now());
+    let decision = scheduled::decide_for(&obj, before.run(), jiff::Timestamp::now());
     let mut run = Run {
         extra: K::load_extra(ctx, &obj).await?,
         obj: &obj,
         ctx,
         ns: obj.namespace().unwrap_or_default(),
         name: obj.name_any(),
-        id: schedule::run_id(&decision, &obj),
+        id: scheduled::run_id(&decision, &obj),
         generation,
         status: before.clone(),
         events: vec![],
@@ -257,7 +262,7 @@ pub async fn apply<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Acti
     K::before_write(&mut run);
     // Report objects go only once the status holding their results is stored.
     let persisted = if run.status != before {
-        let written = lifecycle::write_status(api, &run.name, &run.status).await?;
+        let written = status::write(api, &run.name, &run.status).await?;
         written.status_of().cloned().unwrap_or_default()
     } else {
         before
@@ -266,7 +271,7 @@ pub async fn apply<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Acti
     let phase = run.status.run().phase.unwrap_or_default();
     ctx.metrics.set_phase(&kind, &run.ns, &run.name, phase);
     let reference = obj.object_ref(&());
-    lifecycle::publish_events(ctx, &reference, &mut run.events).await;
+    ctx.publish(&reference, &mut run.events).await;
     lifecycle::release_reports(ctx, &obj, &run.id, persisted.run()).await?;
     Ok(action)
 }
@@ -279,14 +284,14 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
     let name = obj.name_any();
     let kind = K::kind(&());
     let selector = labels::benchmark_selector(&kind, &name);
-    children::delete_workers(&ctx.client, &ns, &selector).await?;
+    pods::delete_workers(&ctx.client, &ns, &selector).await?;
     // The freshest copy of this very object (a re-created one of the same name is not ours).
     let obj = api
         .get_opt(&name)
         .await?
         .filter(|fresh| fresh.uid() == obj.uid())
         .unwrap_or_else(|| obj.clone());
-    let run = schedule::current_run(&obj);
+    let run = scheduled::current_run(&obj);
     K::on_delete(ctx, &obj, api, &run).await?;
     Store::of(ctx).delete(&Owner::of(&obj), None).await?;
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
@@ -315,8 +320,8 @@ impl<K: Kind> Run<'_, K> {
         let plan = self.obj.repetition().samples();
         let budget = samples::budget(self.obj.budget(&self.ctx.config), &plan);
         for _ in 0..MAX_TRANSITIONS {
-            if let Some(m) = crate::deadline::exceeded(self.status.run(), budget) {
-                self.fail(crate::deadline::REASON, m);
+            if let Some(m) = crate::policy::deadline::exceeded(self.status.run(), budget) {
+                self.fail(crate::policy::deadline::REASON, m);
                 continue;
             }
             if let Next::Wait(action) = self.step().await? {

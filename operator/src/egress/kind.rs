@@ -19,12 +19,14 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
 use super::offload::{self, in_run, Book};
 use super::{plan, readings, result, service, validate};
-use crate::caps::Refusal;
-use crate::config::Config;
+use crate::admin::caps::Refusal;
+use crate::admin::config::Config;
+use crate::base::error::Result;
 use crate::context::Context;
 use crate::driver::{Collected, Figure, Kind, Prepared, Run, RunState, Slot, WrapUp, POLL};
-use crate::error::Result;
-use crate::{children, deadline, queue, workers};
+use crate::k8s::pods;
+use crate::k8s::workers;
+use crate::policy::{deadline, queue};
 
 impl RunState for EgressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -302,7 +304,7 @@ impl Kind for EgressBenchmark {
 /// The node the case's in-cluster server ran on (None for a server outside the cluster).
 async fn server_node(run: &Run<'_, EgressBenchmark>, slot: Slot) -> Result<Option<String>> {
     let selector = run.slot_selector(slot);
-    let pods = children::list_pods(&run.ctx.client, &run.ns, &selector).await?;
+    let pods = pods::list_pods(&run.ctx.client, &run.ns, &selector).await?;
     let server = plan::server_name(run.obj, &run.id, slot.wire());
     Ok(pods
         .iter()

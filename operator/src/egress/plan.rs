@@ -12,8 +12,8 @@ use protocol::Protocol;
 use crds::cases::Measured;
 use crds::egress::{Direction, EgressBenchmark, EgressCase};
 
-use crate::labels;
-use crate::workers::WorkerPlan;
+use crate::base::labels;
+use crate::k8s::workers::WorkerPlan;
 
 pub const KIND: &str = "EgressBenchmark";
 /// Index of the client and the server among a case's workers (worker name suffix -wN).
@@ -227,7 +227,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
 /// How long after its pods were created a case may take: scheduling and start, the
 /// measurement, and reporting.
 pub fn case_deadline(case: &EgressCase, start_timeout: std::time::Duration) -> std::time::Duration {
-    crate::deadline::egress_case(case, start_timeout)
+    crate::policy::deadline::egress_case(case, start_timeout)
 }
 
 /// The baseline case's name: `baselineCase`, or the first case. A swept baseline case is

@@ -4,7 +4,7 @@
 //! name (`--advertise`), which the client resolves in its own namespace.
 //!
 //! One Service per sample's server pod, named like it (labels::service_name), selecting exactly
-//! that pod, with the pod's labels: it is deleted with the worker pods (children::delete_workers,
+//! that pod, with the pod's labels: it is deleted with the worker pods (pods::delete_workers,
 //! per the cleanup policy) and owned by the benchmark. Its TCP port carries the control and
 //! the TCP data connections, its UDP port of the same number the datagrams of udp-rr and
 //! udp-stream.
@@ -17,8 +17,8 @@ use crds::cases::Measured;
 use crds::EgressBenchmark;
 
 use super::plan;
+use crate::base::labels;
 use crate::driver::Slot;
-use crate::labels;
 
 /// The Service in front of the slot's server pod (pure).
 pub fn build(eb: &EgressBenchmark, run: &str, slot: Slot, case: &Measured) -> Service {

@@ -8,11 +8,11 @@ use kube::Client;
 
 use crds::egress::{EgressBenchmarkSpec, EgressCase, OffloadProfile};
 
-use crate::caps::{self, lookup};
-use crate::config::Config;
-use crate::error::Result;
+use crate::admin::caps::{self, lookup};
+use crate::admin::config::Config;
+use crate::base::error::Result;
 
-pub use crate::caps::Refusal;
+pub use crate::admin::caps::Refusal;
 
 /// Checks that need no API calls.
 pub fn permitted(
@@ -142,7 +142,7 @@ pub async fn nodes_exist(
             names.extend(s.node_names.iter().cloned());
         }
     }
-    let missing = crate::workers::missing_nodes(client, &names).await?;
+    let missing = crate::k8s::workers::missing_nodes(client, &names).await?;
     Ok(if missing.is_empty() {
         Ok(())
     } else {
@@ -156,7 +156,7 @@ pub async fn nodes_exist(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::NamespaceList;
+    use crate::admin::config::NamespaceList;
 
     fn spec(yaml: &str) -> EgressBenchmarkSpec {
         serde_yaml::from_str(yaml).unwrap()

@@ -17,13 +17,14 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::{plan, result, sweep, validate, verdict};
-use crate::caps::Refusal;
-use crate::conditions::THRESHOLDS_MET;
-use crate::config::Config;
+use crate::admin::caps::Refusal;
+use crate::admin::config::Config;
+use crate::base::conditions::THRESHOLDS_MET;
+use crate::base::error::Result;
 use crate::context::Context;
 use crate::driver::{Collected, Figure, Kind, Prepared, Run, RunState, Slot, WrapUp};
-use crate::error::Result;
-use crate::{deadline, queue, workers};
+use crate::k8s::workers;
+use crate::policy::{deadline, queue};
 
 impl RunState for IngressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -227,7 +228,7 @@ impl Kind for IngressBenchmark {
             let mut events = vec![];
             let restored = sweep::restore_earlier(ctx, ib, run, &mut events).await;
             let reference = kube::Resource::object_ref(ib, &());
-            crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
+            ctx.publish(&reference, &mut events).await;
             restored
         })
     }

@@ -7,5 +7,6 @@ pub mod plan;
 pub mod restore;
 pub mod result;
 pub mod sweep;
+pub mod target;
 pub mod validate;
 pub mod verdict;

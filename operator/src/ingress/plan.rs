@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use crds::ingress::{IngressBenchmark, IngressBenchmarkSpec};
 
-use crate::labels;
-use crate::workers::WorkerPlan;
+use crate::base::labels;
+use crate::k8s::workers::WorkerPlan;
 
 pub const KIND: &str = "IngressBenchmark";
 
@@ -103,7 +103,7 @@ pub fn step_deadline(
     spec: &IngressBenchmarkSpec,
     start_timeout: std::time::Duration,
 ) -> std::time::Duration {
-    crate::deadline::ingress_step(spec, start_timeout)
+    crate::policy::deadline::ingress_step(spec, start_timeout)
 }
 
 /// Worker names of a step, for the registry.

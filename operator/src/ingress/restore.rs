@@ -1,4 +1,4 @@
-//! The sweep target's saved spec, kept in the operator's namespace (crate::records) where
+//! The sweep target's saved spec, kept in the operator's namespace (crate::store::records) where
 //! benchmark authors cannot write: saved before the first patch, the only source of every
 //! restore, re-checked against the admin's sweep pairs (and, for the current run, the spec)
 //! before any patch, and deleted only once a read-back shows the target as saved.
@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use crds::ingress::SavedTarget;
 use crds::IngressBenchmark;
 
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::records::{Owner, Store, Stored};
-use crate::target;
+use crate::admin::config::Config;
+use crate::base::error::{Error, Result};
+use crate::ingress::target;
+use crate::store::records::{Owner, Store, Stored};
 
 /// The stored record: the saved target and the run that saved it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -135,7 +135,7 @@ pub async fn restore(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allow::SweepPairs;
+    use crate::admin::allow::SweepPairs;
 
     fn ib(target: &str) -> IngressBenchmark {
         serde_yaml::from_str(&format!(

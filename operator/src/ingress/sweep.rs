@@ -11,12 +11,13 @@ use crds::ingress::{SavedTarget, SweepSpec, SweepStep};
 use crds::IngressBenchmark;
 
 use super::restore::{self, Restore, TargetRecord};
-use crate::conditions::{self, INVALID, TARGET_RESTORED};
+use crate::base::clock::elapsed_since;
+use crate::base::conditions::{self, INVALID, TARGET_RESTORED};
+use crate::base::error::{Error, Result};
+use crate::base::events::PendingEvent;
 use crate::context::Context;
 use crate::driver::{Prepared, Run};
-use crate::error::{Error, Result};
-use crate::lifecycle::{elapsed_since, PendingEvent};
-use crate::target;
+use crate::ingress::target;
 
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
 

@@ -10,8 +10,8 @@ use crds::result::{MeasurementStats, Verdict, BENCHMARK_LABEL, KIND_LABEL, SPEC_
 use crds::{BenchmarkResult, BenchmarkResultSpec, Phase};
 
 use super::build::label_value;
+use crate::base::error::Result;
 use crate::driver::{Kind, Run};
-use crate::error::Result;
 
 /// None without a baseline in the spec.
 pub async fn judge<K: Kind>(

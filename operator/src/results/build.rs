@@ -7,17 +7,17 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use kube::ResourceExt;
 use protocol::worker::{validate_final, FinalReport, Role};
-use sha2::{Digest, Sha256};
 
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
 use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
 
 use super::facts;
-use crate::driver::samples::{self, Slot};
+use crate::base::error::Result;
+use crate::base::labels;
 use crate::driver::{Kind, Run, RunState};
-use crate::error::Result;
-use crate::labels;
-use crate::reports::{Owner, Store};
+use crate::policy::samples::{self, Slot};
+use crate::policy::spec::{spec_hash, spec_of};
+use crate::store::reports::{Owner, Store};
 
 /// Largest merged histogram kept in a result (encoded); a larger one is left out.
 const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
@@ -39,27 +39,6 @@ pub fn result_name(benchmark: &str, run: &str) -> String {
 pub fn label_value(text: &str) -> String {
     let cut: String = text.chars().take(63).collect();
     cut.trim_end_matches(['-', '.', '_']).to_string()
-}
-
-/// SHA-256 of the spec's measurement-defining part, hex: what "the same spec" means for a
-/// baseline of previous results (schedule, history, baseline and cleanup fields left out).
-pub fn spec_hash(spec: &serde_json::Value) -> String {
-    let mut measured = spec.clone();
-    if let Some(map) = measured.as_object_mut() {
-        for key in [
-            "schedule",
-            "suspend",
-            "concurrencyPolicy",
-            "historyLimit",
-            "baseline",
-            "cleanup",
-        ] {
-            map.remove(key);
-        }
-    }
-    let canonical = serde_json::to_string(&measured).unwrap_or_default();
-    let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Everything but the verdict.
@@ -87,7 +66,7 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
         message: status
             .message
             .as_deref()
-            .map(|m| crate::lifecycle::clip(m, 4000)),
+            .map(|m| crate::base::text::clip(m, 4000)),
         start_time: status.start_time.clone(),
         completion_time: status.completion_time.clone(),
         cluster: facts::gather(&run.ctx.client, &nodes).await,
@@ -136,14 +115,6 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
         },
         spec,
     }
-}
-
-/// The spec as JSON, from the object (every kind keeps it under "spec").
-pub fn spec_of<K: serde::Serialize>(obj: &K) -> serde_json::Value {
-    serde_json::to_value(obj)
-        .ok()
-        .and_then(|mut v| v.get_mut("spec").map(serde_json::Value::take))
-        .unwrap_or_default()
 }
 
 /// Each measurement's figures over every complete sample found in the store, with its merged
@@ -245,7 +216,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_fit_and_hashes_ignore_what_does_not_measure() {
+    fn names_fit() {
         let long = "b".repeat(300);
         let name = result_name(&long, "abcdef12-g3-r4");
         assert!(
@@ -254,12 +225,6 @@ mod tests {
         );
         assert_eq!(result_name("web", "abc-g1"), "web-abc-g1");
         assert_eq!(label_value(&long).len(), 63);
-        let a = serde_json::json!({"target": {"url": "http://x/"}, "schedule": "* * * * *"});
-        let b = serde_json::json!({"target": {"url": "http://x/"}, "historyLimit": 3});
-        let c = serde_json::json!({"target": {"url": "http://y/"}});
-        assert_eq!(spec_hash(&a), spec_hash(&b));
-        assert_ne!(spec_hash(&a), spec_hash(&c));
-        assert_eq!(spec_hash(&a).len(), 64);
     }
 
     #[test]

@@ -14,11 +14,11 @@ use kube::ResourceExt;
 use crds::result::{BENCHMARK_LABEL, KIND_LABEL};
 use crds::BenchmarkResult;
 
-use crate::conditions::REGRESSED;
+use crate::base::conditions::REGRESSED;
+use crate::base::error::Result;
 use crate::driver::{Kind, Run, RunState};
-use crate::error::Result;
 
-pub use build::{result_name, spec_hash, spec_of};
+pub use build::result_name;
 
 /// Writes the run's result unless status already points at it, then the verdict and the
 /// history limit. Runs that never left the queue (refused specs) get none.
@@ -95,7 +95,7 @@ async fn create<K: Kind>(
         run.events
             .push((EventType::Warning, "ResultReplaced".into(), m));
     }
-    Err(crate::error::Error::Pending(format!(
+    Err(crate::base::error::Error::Pending(format!(
         "BenchmarkResult {name} keeps being taken by another object"
     )))
 }
@@ -170,7 +170,7 @@ fn note_verdict<K: Kind>(run: &mut Run<'_, K>, verdict: Option<&crds::result::Ve
         ),
         _ => ("NoBaseline", v.baseline.clone(), EventType::Normal),
     };
-    let message = crate::lifecycle::clip(&message, 1000);
+    let message = crate::base::text::clip(&message, 1000);
     run.condition_status(REGRESSED, &v.regressed, reason, message.clone());
     run.events.push((event, reason.into(), message));
 }

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use operator::api::{router, serve, ApiState, ServerLimits};
-use operator::metrics::Metrics;
-use operator::runs::{BarrierState, Caller, Registry, RegistryError, RunSpec};
+use operator::base::metrics::Metrics;
+use operator::store::registry::{BarrierState, Caller, Registry, RegistryError, RunSpec};
 use operator::testing::{FixedTokens, MemorySink};
 use protocol::worker::Role;
 

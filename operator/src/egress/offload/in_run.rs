@@ -9,12 +9,12 @@ use kube::{Resource, ResourceExt};
 use crds::egress::EgressBenchmark;
 
 use super::{restore_problems, Offload, Stage};
-use crate::conditions::{INVALID, OFFLOAD_RESTORED};
-use crate::config::Config;
+use crate::admin::config::Config;
+use crate::base::conditions::{INVALID, OFFLOAD_RESTORED};
+use crate::base::error::{Error, Result};
 use crate::context::Context;
 use crate::driver::{Prepared, Run};
-use crate::error::{Error, Result};
-use crate::lifecycle;
+use crate::k8s::status;
 
 type EgressRun<'a> = Run<'a, EgressBenchmark>;
 
@@ -123,7 +123,7 @@ pub async fn restore_on_delete(
             Stage::Refused(m) | Stage::Failed(m) => {
                 let m = format!("offload settings not restored: {m}");
                 let mut events = vec![(EventType::Warning, "NotPermitted".to_string(), m)];
-                lifecycle::publish_events(ctx, &eb.object_ref(&()), &mut events).await;
+                ctx.publish(&eb.object_ref(&()), &mut events).await;
             }
             Stage::Done => {}
         }
@@ -143,7 +143,7 @@ async fn show_progress(
     let mut status = eb.status.clone().unwrap_or_default();
     status.offload = report;
     if Some(&status) != eb.status.as_ref() {
-        lifecycle::write_status(api, &eb.name_any(), &status).await?;
+        status::write(api, &eb.name_any(), &status).await?;
     }
     Ok(())
 }

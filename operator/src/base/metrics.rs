@@ -260,7 +260,7 @@ impl Metrics {
         // Every known error series exists from the start at 0, so "no errors" reads as a rate
         // of 0 rather than as no data.
         for kind in ["IngressBenchmark", "EgressBenchmark"] {
-            for error in crate::error::Error::CATEGORIES {
+            for error in crate::base::error::Error::CATEGORIES {
                 metrics.reconcile_errors.with_label_values(&[kind, error]);
             }
         }

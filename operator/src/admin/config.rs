@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::allow::{GlobList, NodeSelector, SweepPairs};
-use crate::caps::destinations::TargetList;
+use crate::admin::allow::{GlobList, NodeSelector, SweepPairs};
+use crate::admin::caps::destinations::TargetList;
 
 /// The offload features allowed by default: the checksum and segmentation offloads the
 /// examples and the seed experiments switch (legacy ethtool names and their kernel bits).

@@ -8,11 +8,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::EventType;
 
-use crate::children::{self, PodCreateError};
-use crate::conditions::{self, WORKERS_SCHEDULED};
+use crate::base::clock::elapsed_since;
+use crate::base::conditions::{self, WORKERS_SCHEDULED};
+use crate::base::error::Result;
+use crate::base::events::PendingEvent;
+use crate::base::text::clip;
 use crate::context::Context;
-use crate::error::Result;
-use crate::lifecycle::{clip, elapsed_since, PendingEvent};
+use crate::k8s::pods::{self, PodCreateError};
 
 /// Condition reasons (WorkersScheduled=False) and Event reasons.
 pub const REFUSED: &str = "PodCreationRefused";
@@ -83,7 +85,7 @@ pub async fn start(
     events: &mut Vec<PendingEvent>,
     generation: i64,
 ) -> Result<Started> {
-    let result = children::create_pods(&ctx.client, step.namespace, step.pods).await;
+    let result = pods::create_pods(&ctx.client, step.namespace, step.pods).await;
     let retrying = conditions::get(&run.conditions, WORKERS_SCHEDULED)
         .filter(|c| c.reason == RETRYING)
         .map(|c| c.last_transition_time.clone());
@@ -120,7 +122,7 @@ pub async fn start(
             );
         }
         Started::Failed(reason, m) => {
-            children::delete_workers(&ctx.client, step.namespace, step.selector).await?;
+            pods::delete_workers(&ctx.client, step.namespace, step.selector).await?;
             conditions::set(
                 &mut run.conditions,
                 WORKERS_SCHEDULED,
@@ -184,10 +186,10 @@ mod tests {
             }))
         };
         for code in [400, 403, 404, 422] {
-            assert!(children::is_refusal(&api(code)), "{code}");
+            assert!(pods::is_refusal(&api(code)), "{code}");
         }
         for code in [409, 429, 500, 503] {
-            assert!(!children::is_refusal(&api(code)), "{code}");
+            assert!(!pods::is_refusal(&api(code)), "{code}");
         }
     }
 }

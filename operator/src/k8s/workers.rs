@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
-use crate::config::Config;
-use crate::labels;
+use crate::admin::config::Config;
+use crate::base::labels;
 
 /// Where a worker finds its identity token (the kubelet rotates the file).
 pub const TOKEN_DIR: &str = "/var/run/secrets/netbench";
@@ -308,7 +308,7 @@ mod tests {
         let c = &spec.containers[0];
         assert_eq!(
             c.image.as_deref(),
-            Some(crate::config::DEFAULT_LOADGEN_IMAGE),
+            Some(crate::admin::config::DEFAULT_LOADGEN_IMAGE),
             "image from operator config"
         );
         let sc = c.security_context.clone().unwrap();

@@ -15,10 +15,11 @@ use kube::runtime::events::EventType;
 use kube::{Client, Resource};
 use protocol::worker::{FinalReport, Role};
 
+use crate::base::events::PendingEvent;
+use crate::base::labels;
+use crate::base::metrics::Metrics;
+use crate::base::text::clip;
 use crate::context::Context;
-use crate::labels;
-use crate::lifecycle::{clip, PendingEvent};
-use crate::metrics::Metrics;
 
 mod sink;
 pub use sink::ApiSink;

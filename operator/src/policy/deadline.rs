@@ -13,8 +13,8 @@ use crds::egress::{EgressBenchmarkSpec, EgressCase};
 use crds::ingress::IngressBenchmarkSpec;
 use crds::{Phase, RunStatus};
 
-use crate::config::Config;
-use crate::lifecycle::elapsed_since;
+use crate::admin::config::Config;
+use crate::base::clock::elapsed_since;
 
 /// Condition and Event reason of a run past its deadline.
 pub const REASON: &str = "DeadlineExceeded";

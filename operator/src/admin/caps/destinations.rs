@@ -159,7 +159,7 @@ impl Policy<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::admin::config::Config;
 
     fn list(s: &str) -> TargetList {
         s.parse().unwrap()

@@ -4,7 +4,7 @@
 //! `limits`: workers, connections and run duration (pure). `destinations`: the allow and deny
 //! lists of target hosts and addresses (pure). `lookup`: resolving a target host and finding
 //! the API server's addresses (API calls and DNS, each with a deadline). The limit on
-//! concurrent runs per namespace is a queue rule (`crate::queue::wait`).
+//! concurrent runs per namespace is a queue rule (`crate::policy::queue::wait`).
 
 pub mod destinations;
 pub mod limits;

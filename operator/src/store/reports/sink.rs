@@ -10,8 +10,8 @@ use protocol::worker::FinalReport;
 
 use super::{Owner, Store, StoreError, Stored, FORGED};
 use crate::api::ReportSink;
-use crate::metrics::Metrics;
-use crate::runs::RunSpec;
+use crate::base::metrics::Metrics;
+use crate::store::registry::RunSpec;
 
 pub struct ApiSink {
     pub store: Store,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crds::egress::{Direction, EgressBenchmarkSpec, EgressCase};
 use crds::ingress::IngressBenchmarkSpec;
 
-use crate::config::AdminCaps;
+use crate::admin::config::AdminCaps;
 
 /// `value` of `what` must not exceed `cap` (Helm value `helm`).
 fn at_most(what: &str, value: u64, cap: u64, unit: &str, helm: &str) -> Result<(), String> {
@@ -77,7 +77,7 @@ fn sampled(once: Duration, how: String, plan: &crds::history::Samples) -> (Durat
     if plan.max() <= 1 {
         return (once, how);
     }
-    let total = crate::driver::samples::budget(once, plan);
+    let total = crate::policy::samples::budget(once, plan);
     let pause = Duration::from(plan.pause).as_secs();
     let how = format!(
         "{how}, x {} samples (spec.samples) with {pause}s pauses",
@@ -173,7 +173,7 @@ pub fn egress(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::admin::config::Config;
 
     fn caps() -> AdminCaps {
         Config::for_tests().caps
@@ -323,7 +323,7 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
-    use crate::config::Config;
+    use crate::admin::config::Config;
     use crds::egress::EgressCase;
     use proptest::prelude::*;
 

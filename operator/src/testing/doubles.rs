@@ -1,8 +1,5 @@
-//! Test doubles of the operator's own traits (report storage, worker authentication), shared by its unit tests (`api::tests`) and its
-//! integration tests (`tests/worker_api`). Always compiled (a dozen lines): `cfg(test)` is off
-//! when integration tests build this library, and a feature for it would need a
-//! self-dev-dependency or a flag on every `cargo test`. The test-support crate cannot hold it:
-//! it must not depend on this crate.
+//! Test doubles of the operator's own traits (report storage, worker authentication), shared
+//! by its unit tests (`api::tests`) and its integration tests (`tests/worker_api`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -11,7 +8,7 @@ use futures::future::BoxFuture;
 use protocol::worker::FinalReport;
 
 use crate::api::{AuthError, Authenticator, ReportSink};
-use crate::runs::{Caller, RunSpec};
+use crate::store::registry::{Caller, RunSpec};
 
 /// Worker identities by bearer token, all in namespace "ns": what `PodTokens` learns from a
 /// TokenReview. Any other token is refused as [`AuthError::BadToken`].

@@ -18,8 +18,8 @@ use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::labels;
+use crate::base::error::{Error, Result};
+use crate::base::labels;
 
 /// The key of the record's JSON in the ConfigMap.
 const DATA_KEY: &str = "record.json";

@@ -1,43 +1,12 @@
-//! What every kind's phase machine shares: status writes by server-side apply under one field
-//! manager, Events, and time spent in a phase.
+//! What every kind's phase machine shares: the phase, the worker registry, released reports.
 
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::Resource;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-use serde_json::json;
 
+use crate::base::error::Result;
+use crate::base::events::PendingEvent;
+use crate::base::text::clip;
 use crate::context::Context;
-use crate::error::Result;
-
-pub const FIELD_MANAGER: &str = "netbench-operator";
-
-/// An Event to publish once the reconcile's status is written: (type, reason, note).
-pub type PendingEvent = (EventType, String, String);
-
-/// Writes `status`; returns the object as the API server stored it.
-pub async fn write_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    });
-    Ok(api
-        .patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?)
-}
 
 /// Deletes the report objects of `run` once `persisted` (the status as the API server returned
 /// it on the last write, or as it was read) shows the run finished: only then is every result
@@ -55,36 +24,12 @@ pub async fn release_reports<K: Resource<DynamicType = ()>>(
     let written = persisted.start_time.is_none()
         || persisted.latest_result.as_deref() == Some(result.as_str());
     if is_stored_finished(persisted, run) && written {
-        let owner = crate::reports::Owner::of(obj);
-        crate::reports::Store::of(ctx)
+        let owner = crate::store::reports::Owner::of(obj);
+        crate::store::reports::Store::of(ctx)
             .delete(&owner, Some(run))
             .await?;
     }
     Ok(())
-}
-
-/// Publishes and clears `events`; a failed publish is logged, never fatal.
-pub async fn publish_events(
-    ctx: &Context,
-    reference: &ObjectReference,
-    events: &mut Vec<PendingEvent>,
-) {
-    if events.is_empty() {
-        return;
-    }
-    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
-    for (type_, reason, note) in events.drain(..) {
-        let ev = Event {
-            type_,
-            reason,
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&ev, reference).await {
-            tracing::debug!("publishing an event failed: {e}");
-        }
-    }
 }
 
 /// Moves a run to `phase` (an Event and a new phaseSince when it changes) with `message`.
@@ -102,7 +47,7 @@ pub fn set_phase(
             EventType::Normal
         };
         events.push((kind, format!("{phase:?}"), message.clone()));
-        run.phase_since = Some(crate::conditions::now());
+        run.phase_since = Some(crate::base::conditions::now());
     }
     run.phase = Some(phase);
     run.message = Some(message);
@@ -127,7 +72,7 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
     let benchmark = obj.meta().name.clone().unwrap_or_default();
     ctx.runs.announce(
         run,
-        crate::runs::RunSpec {
+        crate::store::registry::RunSpec {
             kind,
             namespace,
             benchmark,
@@ -144,29 +89,6 @@ pub async fn announce<K: Resource<DynamicType = ()>>(
 fn is_stored_finished(persisted: &crds::RunStatus, run: &str) -> bool {
     persisted.run_id.as_deref() == Some(run)
         && persisted.phase.is_some_and(crds::Phase::is_finished)
-}
-
-/// Time since `t` (zero when unset or in the future).
-pub fn elapsed_since(t: &Option<Time>) -> Duration {
-    t.as_ref()
-        .map(|t| jiff::Timestamp::now().duration_since(t.0))
-        .and_then(|d| Duration::try_from(d).ok())
-        .unwrap_or_default()
-}
-
-/// `text` made fit for status and Events: control characters become spaces and it is cut to at
-/// most `max` characters (it may come from a worker or the API server).
-pub fn clip(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .trim()
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
-        .collect();
-    if text.trim().chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 /// Condition and Event reason of a worker whose check before the barrier failed.

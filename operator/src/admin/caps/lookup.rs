@@ -15,8 +15,8 @@ use kube::{Api, Client};
 
 use super::destinations::{Policy, Target};
 use super::Refusal;
-use crate::config::AdminCaps;
-use crate::error::{Error, Result};
+use crate::admin::config::AdminCaps;
+use crate::base::error::{Error, Result};
 
 /// How long reading the `kubernetes` Service and EndpointSlice may take.
 const API_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -150,7 +150,7 @@ pub async fn check_url(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::admin::config::Config;
 
     fn policy(caps: &AdminCaps) -> Policy<'_> {
         Policy {

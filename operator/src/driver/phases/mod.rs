@@ -10,13 +10,17 @@ use protocol::worker::{FinalReport, Role};
 
 use crds::{CleanupPolicy, Phase};
 
-use super::{samples, Collected, Kind, Next, Prepared, Run, RunState, Slot, WrapUp, POLL};
-use crate::conditions::{INVALID, QUEUED, READY, WORKERS_SCHEDULED};
-use crate::creation::{self, Started};
-use crate::error::Result;
-use crate::lifecycle::{self, elapsed_since};
-use crate::reports::{Owner, Store};
-use crate::{children, conditions, labels, queue};
+use super::{Collected, Kind, Next, Prepared, Run, RunState, Slot, WrapUp, POLL};
+use crate::base::clock::elapsed_since;
+use crate::base::conditions::{INVALID, QUEUED, READY, WORKERS_SCHEDULED};
+use crate::base::error::Result;
+use crate::base::{conditions, labels};
+use crate::driver::lifecycle;
+use crate::k8s::creation::{self, Started};
+use crate::k8s::pods;
+use crate::policy::queue;
+use crate::policy::samples;
+use crate::store::reports::{Owner, Store};
 
 /// How soon a result that could not be written is tried again.
 const RESULT_RETRY: Duration = Duration::from_secs(15);
@@ -29,7 +33,7 @@ impl<K: Kind> Run<'_, K> {
     pub(super) async fn stop_old_run(&mut self) -> Result<()> {
         if let Some(old) = self.status.run().run_id.clone() {
             let selector = format!("{}={old}", labels::RUN);
-            children::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
+            pods::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
             self.ctx.runs.forget(&old);
         }
         Ok(())
@@ -170,7 +174,7 @@ impl<K: Kind> Run<'_, K> {
         // Pods first, then reports: a worker exits only after its report is stored, so a
         // finished pod's report is always in the second list.
         let selector = self.slot_selector(slot);
-        let pods = children::list_pods(&self.ctx.client, &self.ns, &selector).await?;
+        let pods = pods::list_pods(&self.ctx.client, &self.ns, &selector).await?;
         let expected = self.obj.workers(&self.id, slot);
         let owner = Owner::of(self.obj);
         let store = Store::of(self.ctx);
@@ -221,8 +225,8 @@ impl<K: Kind> Run<'_, K> {
         pods: &[Pod],
         reports: &BTreeMap<String, FinalReport>,
     ) -> Result<Option<(&'static str, String)>> {
-        let problem = children::worker_problem(awaited, pods, reports)
-            .or_else(|| children::server_problem(expected, pods));
+        let problem = pods::worker_problem(awaited, pods, reports)
+            .or_else(|| pods::server_problem(expected, pods));
         if let Some(p) = problem {
             return Ok(Some(("WorkerFailed", p)));
         }
@@ -230,7 +234,7 @@ impl<K: Kind> Run<'_, K> {
             .keys()
             .filter(|w| !reports.contains_key(*w))
             .collect();
-        let lost = children::node_problem(&self.ctx.client, pods, unreported).await?;
+        let lost = pods::node_problem(&self.ctx.client, pods, unreported).await?;
         Ok(lost.map(|p| ("NodeLost", p)))
     }
 
@@ -250,7 +254,7 @@ impl<K: Kind> Run<'_, K> {
         let missing: Vec<String> = awaited
             .keys()
             .filter(|w| !reports.contains_key(*w))
-            .map(|w| children::describe_pod(w, pods))
+            .map(|w| pods::describe_pod(w, pods))
             .collect();
         let m = format!(
             "{what}: {} never reported within {}s",
@@ -336,7 +340,7 @@ impl<K: Kind> Run<'_, K> {
         }
         if self.obj.cleanup_policy() != CleanupPolicy::Never {
             let selector = self.slot_selector(slot);
-            children::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
+            pods::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
         }
         Ok(failure)
     }
@@ -367,7 +371,7 @@ impl<K: Kind> Run<'_, K> {
         };
         if !keep_pods {
             let selector = self.selector();
-            children::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
+            pods::delete_workers(&self.ctx.client, &self.ns, &selector).await?;
         }
         // The result is built from the reports, which stay until it is written (see `apply`).
         let recorded = crate::results::record(self).await;
