@@ -10,6 +10,7 @@ use crate::admin::config::Config;
 use crate::base::events::PendingEvent;
 use crate::base::metrics::Metrics;
 use crate::store::registry::Registry;
+use crate::store::reports::Store;
 
 pub struct Context {
     pub client: Client,
@@ -22,6 +23,11 @@ pub struct Context {
 }
 
 impl Context {
+    /// The worker reports, kept in the operator's namespace.
+    pub fn reports(&self) -> Store {
+        Store::new(self.client.clone(), self.config.namespace.clone())
+    }
+
     /// Publishes and clears `events` about `reference` (see `k8s::events`).
     pub async fn publish(&self, reference: &ObjectReference, events: &mut Vec<PendingEvent>) {
         crate::k8s::events::publish(&self.client, &self.reporter, reference, events).await;

@@ -22,7 +22,9 @@ use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use crate::base::error::{Error, Result, Retry};
-use crate::base::metrics::ReconcileTimer;
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
+
+use crate::base::metrics::{counter, Family};
 use crate::context::Context;
 use crate::driver::{self, Kind};
 
@@ -88,7 +90,7 @@ pub async fn run<K: Kind>(
 async fn reconcile<K: Kind>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
-    let _timer = ReconcileTimer::start(&ctx.metrics, &kind);
+    let _timer = ReconcileTimer::start(&ctx.metrics.family::<ReconcileMetrics>(), &kind);
     let benchmark = match &obj.0 {
         Ok(b) => Arc::new(b.clone()),
         Err(invalid) => return unreadable::<K>(ctx, &obj, &invalid.error).await,
@@ -115,9 +117,8 @@ async fn unreadable<K: Kind>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Re
     // kind, namespace, benchmark and run come with the reconcile's span.
     tracing::warn!("unreadable object: {error}");
     ctx.metrics
-        .reconcile_errors
-        .with_label_values(&[&kind, "Unreadable"])
-        .inc();
+        .family::<ReconcileMetrics>()
+        .error(&kind, "Unreadable");
     let reference = obj.object_ref(&());
     let mut events = vec![(
         EventType::Warning,
@@ -153,11 +154,88 @@ fn error_policy<K: Kind>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>
             tracing::warn!(%kind, benchmark = %key, error = category, "reconcile failed: {error}");
             r.ctx
                 .metrics
-                .reconcile_errors
-                .with_label_values(&[&kind, category])
-                .inc();
+                .family::<ReconcileMetrics>()
+                .error(&kind, category);
             let delay = r.backoff.next(&key, retry == Retry::Permanent);
             Action::requeue(delay)
+        }
+    }
+}
+
+/// `netbench_reconcile_total`, `netbench_reconcile_errors_total` (each kind's error series
+/// exist at 0 once [`ReconcileMetrics::prepare`]d) and `netbench_reconcile_duration_seconds`.
+pub struct ReconcileMetrics {
+    total: IntCounterVec,
+    errors: IntCounterVec,
+    duration: HistogramVec,
+}
+
+impl Family for ReconcileMetrics {
+    fn register(registry: &Registry) -> Self {
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "netbench_reconcile_duration_seconds",
+                "Duration of one reconcile",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+            &["kind"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(duration.clone()))
+            .expect("unique metric");
+        ReconcileMetrics {
+            total: counter(
+                registry,
+                "netbench_reconcile_total",
+                "Reconciles",
+                &["kind"],
+            ),
+            errors: counter(
+                registry,
+                "netbench_reconcile_errors_total",
+                "Failed reconciles by error",
+                &["kind", "error"],
+            ),
+            duration,
+        }
+    }
+}
+
+impl ReconcileMetrics {
+    /// Every known error series of `kind` at 0, so "no errors" reads as a rate of 0 rather
+    /// than as no data.
+    pub fn prepare(&self, kind: &str) {
+        for error in Error::CATEGORIES {
+            self.errors.with_label_values(&[kind, error]);
+        }
+    }
+
+    fn error(&self, kind: &str, category: &str) {
+        self.errors.with_label_values(&[kind, category]).inc();
+    }
+}
+
+/// Observes a reconcile's duration when dropped.
+pub struct ReconcileTimer {
+    timer: Option<prometheus::HistogramTimer>,
+}
+
+impl ReconcileTimer {
+    pub fn start(metrics: &ReconcileMetrics, kind: &str) -> ReconcileTimer {
+        metrics.total.with_label_values(&[kind]).inc();
+        ReconcileTimer {
+            timer: Some(metrics.duration.with_label_values(&[kind]).start_timer()),
+        }
+    }
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.observe_duration();
         }
     }
 }

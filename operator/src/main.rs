@@ -11,14 +11,17 @@ use clap::Parser;
 use crds::{EgressBenchmark, IngressBenchmark};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
+use kube::Resource;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use operator::admin::config::{Config, LogFormat};
 use operator::api::{self, ApiState};
 use operator::base::metrics::Metrics;
 use operator::context::Context;
-use operator::k8s::leader::Elector;
+use operator::controller::ReconcileMetrics;
+use operator::k8s::leader::{Elector, LeaderMetrics};
 use operator::store::registry::Registry;
+use operator::store::reports::ReportMetrics;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -26,6 +29,13 @@ async fn main() -> anyhow::Result<()> {
     init_logging(config.log_format);
     let client = kube::Client::try_default().await?;
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let metrics = Arc::new(Metrics::new());
+    // The series that exist at 0 from the start (the others appear with their first value).
+    for kind in [IngressBenchmark::kind(&()), EgressBenchmark::kind(&())] {
+        metrics.family::<ReconcileMetrics>().prepare(&kind);
+    }
+    metrics.family::<LeaderMetrics>();
+    metrics.family::<ReportMetrics>();
     let ctx = Arc::new(Context {
         client,
         reporter: Reporter {
@@ -33,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
             instance: Some(config.pod_name.clone()),
         },
         config: config.clone(),
-        metrics: Arc::new(Metrics::new()),
+        metrics,
         runs: Arc::new(Registry::default()),
         wake: wake_tx,
     });
@@ -81,7 +91,7 @@ async fn serve_api(
     Ok(tokio::spawn(api::serve(
         listener,
         api::router(state),
-        config.api_limits(),
+        api::ServerLimits::of(config),
         ctx.metrics.clone(),
     )))
 }
@@ -103,7 +113,7 @@ async fn lead(
         elector.acquire().await;
     }
     tracing::info!("leading: starting controllers");
-    ctx.metrics.leader.set(1);
+    ctx.metrics.family::<LeaderMetrics>().leader.set(1);
     ready.store(true, Ordering::Relaxed);
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);

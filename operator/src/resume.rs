@@ -14,7 +14,8 @@ use crds::{EgressBenchmark, IngressBenchmark};
 
 use crate::base::metrics::Metrics;
 use crate::context::Context;
-use crate::store::reports::Store;
+use crate::egress::metrics::EgressMetrics;
+use crate::ingress::metrics::IngressMetrics;
 
 /// Longest time the pass may delay the controllers.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,7 +45,7 @@ async fn resume(ctx: &Context) -> Result<(), kube::Error> {
         .filter_map(|b| b.uid())
         .chain(egress.iter().filter_map(|b| b.uid()))
         .collect();
-    let deleted = Store::of(ctx).delete_orphans(&live).await?;
+    let deleted = ctx.reports().delete_orphans(&live).await?;
     if deleted > 0 {
         tracing::info!("deleted {deleted} report object(s) of benchmarks that are gone");
     }
@@ -55,12 +56,20 @@ async fn resume(ctx: &Context) -> Result<(), kube::Error> {
 pub fn export_results(metrics: &Metrics, ingress: &[IngressBenchmark], egress: &[EgressBenchmark]) {
     for b in ingress {
         if let Some(s) = &b.status {
-            metrics.export_ingress(&b.namespace().unwrap_or_default(), &b.name_any(), s);
+            metrics.family::<IngressMetrics>().export(
+                &b.namespace().unwrap_or_default(),
+                &b.name_any(),
+                s,
+            );
         }
     }
     for b in egress {
         if let Some(s) = &b.status {
-            metrics.export_egress(&b.namespace().unwrap_or_default(), &b.name_any(), s);
+            metrics.family::<EgressMetrics>().export(
+                &b.namespace().unwrap_or_default(),
+                &b.name_any(),
+                s,
+            );
         }
     }
 }

@@ -243,7 +243,8 @@ fn refuses_forged(real: &FinalReport, index: u32, forge: impl Fn(&mut serde_json
     assert!(err.contains("400") || err.contains("invalid"), "{err}");
     let rejected = api
         .metrics
-        .api_rejected
+        .family::<operator::api::metrics::ApiMetrics>()
+        .rejected
         .with_label_values(&["invalid_report"])
         .get();
     assert_eq!(rejected, 1, "counted once: {err}");

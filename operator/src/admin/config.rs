@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::admin::allow::{GlobList, NodeSelector, SweepPairs};
 use crate::admin::caps::destinations::TargetList;
+use crate::policy::deadline::Timeouts;
 
 /// The offload features allowed by default: the checksum and segmentation offloads the
 /// examples and the seed experiments switch (legacy ethtool names and their kernel bits).
@@ -164,13 +165,11 @@ impl Config {
     pub fn rollout_timeout(&self) -> Duration {
         Duration::from_secs(self.rollout_timeout_s)
     }
-    pub fn api_limits(&self) -> crate::api::ServerLimits {
-        crate::api::ServerLimits {
-            header_timeout: Duration::from_secs(self.api_header_timeout_s),
-            request_timeout: Duration::from_secs(self.api_request_timeout_s),
-            max_connections: usize::try_from(self.api_max_connections).unwrap_or(1024),
-            max_connections_per_peer: usize::try_from(self.api_max_connections_per_client)
-                .unwrap_or(64),
+    /// The operator's timeouts a run's deadline depends on.
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            worker_start: self.worker_start_timeout(),
+            rollout: self.rollout_timeout(),
         }
     }
     /// May a sweep of a benchmark in `benchmark_ns` patch `target_ns/name`? (--sweep-targets,

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::worker::ApiError;
 
+use super::metrics::ApiMetrics;
 use crate::base::metrics::Metrics;
 use crate::store::registry::RegistryError;
 
@@ -47,7 +48,11 @@ pub fn refuse(
     reason: &'static str,
     message: impl Into<String>,
 ) -> Refusal {
-    metrics.api_rejected.with_label_values(&[reason]).inc();
+    metrics
+        .family::<ApiMetrics>()
+        .rejected
+        .with_label_values(&[reason])
+        .inc();
     let message = message.into();
     // In a handler, the line carries the request's run, benchmark and worker (its span).
     tracing::debug!(reason, code = code.as_u16(), "refused: {message}");

@@ -25,9 +25,7 @@ pub async fn release_reports<K: Resource<DynamicType = ()>>(
         || persisted.latest_result.as_deref() == Some(result.as_str());
     if is_stored_finished(persisted, run) && written {
         let owner = crate::store::reports::Owner::of(obj);
-        crate::store::reports::Store::of(ctx)
-            .delete(&owner, Some(run))
-            .await?;
+        ctx.reports().delete(&owner, Some(run)).await?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! ends, so a restart resumes the run instead of repeating it.
 
 pub mod lifecycle;
+pub mod metrics;
 mod phases;
 mod scheduled;
 
@@ -43,7 +44,9 @@ use crate::policy::queue;
 use crate::policy::samples;
 pub use crate::policy::samples::{Figure, Slot};
 use crate::policy::schedule;
-use crate::store::reports::{Owner, Store};
+use crate::results::metrics::ResultMetrics;
+use crate::store::reports::Owner;
+use metrics::RunMetrics;
 
 /// How often a measurement, a rollout or a Job under way is checked (reports also wake the
 /// controller at once).
@@ -269,7 +272,9 @@ pub async fn apply<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Acti
     };
     let kind = K::kind(&());
     let phase = run.status.run().phase.unwrap_or_default();
-    ctx.metrics.set_phase(&kind, &run.ns, &run.name, phase);
+    ctx.metrics
+        .family::<RunMetrics>()
+        .set_phase(&kind, &run.ns, &run.name, phase);
     let reference = obj.object_ref(&());
     ctx.publish(&reference, &mut run.events).await;
     lifecycle::release_reports(ctx, &obj, &run.id, persisted.run()).await?;
@@ -293,11 +298,14 @@ pub async fn cleanup<K: Kind>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Ac
         .unwrap_or_else(|| obj.clone());
     let run = scheduled::current_run(&obj);
     K::on_delete(ctx, &obj, api, &run).await?;
-    Store::of(ctx).delete(&Owner::of(&obj), None).await?;
+    ctx.reports().delete(&Owner::of(&obj), None).await?;
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
         ctx.runs.forget(id);
     }
-    ctx.metrics.forget(&kind, &ns, &name);
+    ctx.metrics.family::<RunMetrics>().forget(&kind, &ns, &name);
+    ctx.metrics
+        .family::<ResultMetrics>()
+        .forget(&kind, &ns, &name);
     Ok(Action::await_change())
 }
 

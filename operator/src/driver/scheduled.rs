@@ -8,6 +8,7 @@ use kube::ResourceExt;
 
 use crds::{Phase, RunStatus};
 
+use super::metrics::RunMetrics;
 use super::{Kind, Run, RunState, POLL};
 use crate::base::conditions::{INVALID, READY};
 use crate::base::error::Result;
@@ -123,7 +124,7 @@ impl<K: Kind> Run<'_, K> {
     /// run has finished.
     pub(super) fn keep_schedule(&mut self, action: Action) -> Action {
         let kind = K::kind(&());
-        let metric = &self.ctx.metrics;
+        let metric = self.ctx.metrics.family::<RunMetrics>();
         match &self.schedule {
             Decision::Unscheduled => {
                 metric.set_schedule_next(&kind, &self.ns, &self.name, None);

@@ -17,6 +17,7 @@ use crds::egress::CaseResult;
 use crds::history::{MetricTolerance, Repetition};
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
+use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::{plan, readings, result, service, validate};
 use crate::admin::caps::Refusal;
@@ -65,7 +66,7 @@ impl Kind for EgressBenchmark {
         self.spec.cleanup
     }
     fn budget(&self, config: &Config) -> Duration {
-        deadline::egress(&self.spec, deadline::Timeouts::from(config))
+        deadline::egress(&self.spec, config.timeouts())
     }
     fn deadline(&self, case: u32, config: &Config) -> Duration {
         let start = config.worker_start_timeout();
@@ -293,8 +294,12 @@ impl Kind for EgressBenchmark {
             let ns = eb.namespace().unwrap_or_default();
             for c in eb.status.iter().flat_map(|s| &s.cases) {
                 let profile = c.offload_profile.as_deref();
-                ctx.metrics
-                    .forget_egress_case(&ns, &eb.name_any(), &c.name, profile);
+                ctx.metrics.family::<EgressMetrics>().forget_case(
+                    &ns,
+                    &eb.name_any(),
+                    &c.name,
+                    profile,
+                );
             }
             Ok(())
         })
@@ -324,8 +329,9 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     result::set_overheads(&mut status.cases, plan::baseline(run.obj));
     (status.best, status.overhead) = result::summary(&status.cases);
     status.cases_summary = Some(cases_summary(run.obj, &status.cases));
+    let metrics = run.ctx.metrics.family::<EgressMetrics>();
     for c in &run.status.cases {
-        run.ctx.metrics.set_egress_case(&run.ns, &run.name, c);
+        metrics.set_case(&run.ns, &run.name, c);
     }
 }
 

@@ -6,6 +6,7 @@
 //! `readings` (a report per protocol), `result`.
 
 pub mod kind;
+pub mod metrics;
 pub mod offload;
 pub mod plan;
 pub mod readings;

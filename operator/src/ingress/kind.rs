@@ -16,6 +16,7 @@ use crds::ingress::StepResult;
 use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
+use super::metrics::IngressMetrics;
 use super::{plan, result, sweep, validate, verdict};
 use crate::admin::caps::Refusal;
 use crate::admin::config::Config;
@@ -61,7 +62,7 @@ impl Kind for IngressBenchmark {
         self.spec.cleanup
     }
     fn budget(&self, config: &Config) -> Duration {
-        deadline::ingress(&self.spec, deadline::Timeouts::from(config))
+        deadline::ingress(&self.spec, config.timeouts())
     }
     fn deadline(&self, _step: u32, config: &Config) -> Duration {
         plan::step_deadline(&self.spec, config.worker_start_timeout())
@@ -135,7 +136,10 @@ impl Kind for IngressBenchmark {
             let steps = result::with_mean_rps(&run.status.steps, &run.status.run.statistics);
             run.status.scaling = result::scaling(&steps);
             if let Some(s) = &run.status.scaling {
-                run.ctx.metrics.set_ingress_scaling(&run.ns, &run.name, s);
+                run.ctx
+                    .metrics
+                    .family::<IngressMetrics>()
+                    .set_scaling(&run.ns, &run.name, s);
             }
         }
         if let (Some(t), Some(last)) = (&run.obj.spec.thresholds, run.status.steps.last()) {
@@ -236,7 +240,10 @@ impl Kind for IngressBenchmark {
 
 /// A step's result into status, metrics and an Event (again on a retry: it replaces itself).
 fn record_step(run: &mut Run<'_, IngressBenchmark>, r: StepResult) {
-    run.ctx.metrics.set_ingress_step(&run.ns, &run.name, &r);
+    run.ctx
+        .metrics
+        .family::<IngressMetrics>()
+        .set_step(&run.ns, &run.name, &r);
     run.status.rps = Some((r.rps * 100.0).round() / 100.0);
     run.status.p99 = Some(result::format_ms(r.latency_ms.p99));
     let m = format!(

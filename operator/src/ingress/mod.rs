@@ -3,6 +3,7 @@
 //! with its saved spec in `restore`), and the step results (`result`, `verdict`).
 
 pub mod kind;
+pub mod metrics;
 pub mod plan;
 pub mod restore;
 pub mod result;

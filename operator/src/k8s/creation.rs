@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::EventType;
+use kube::Client;
 
 use crate::base::clock::elapsed_since;
 use crate::base::conditions::{self, WORKERS_SCHEDULED};
 use crate::base::error::Result;
 use crate::base::events::PendingEvent;
 use crate::base::text::clip;
-use crate::context::Context;
 use crate::k8s::pods::{self, PodCreateError};
 
 /// Condition reasons (WorkersScheduled=False) and Event reasons.
@@ -79,18 +79,19 @@ pub struct StepPods<'a> {
 /// lastTransitionTime while it says PodCreationRetrying is when the failures began) and, on
 /// failure, in a Warning Event. The caller ends the run on `Started::Failed`.
 pub async fn start(
-    ctx: &Context,
+    client: &Client,
+    timeout: Duration,
     step: StepPods<'_>,
     run: &mut crds::RunStatus,
     events: &mut Vec<PendingEvent>,
     generation: i64,
 ) -> Result<Started> {
-    let result = pods::create_pods(&ctx.client, step.namespace, step.pods).await;
+    let result = pods::create_pods(client, step.namespace, step.pods).await;
     let retrying = conditions::get(&run.conditions, WORKERS_SCHEDULED)
         .filter(|c| c.reason == RETRYING)
         .map(|c| c.last_transition_time.clone());
     let failing_for = elapsed_since(&retrying);
-    let outcome = judge(result, failing_for, ctx.config.worker_start_timeout());
+    let outcome = judge(result, failing_for, timeout);
     let generation = Some(generation);
     match &outcome {
         Started::Yes => {
@@ -122,7 +123,7 @@ pub async fn start(
             );
         }
         Started::Failed(reason, m) => {
-            pods::delete_workers(&ctx.client, step.namespace, step.selector).await?;
+            pods::delete_workers(client, step.namespace, step.selector).await?;
             conditions::set(
                 &mut run.conditions,
                 WORKERS_SCHEDULED,

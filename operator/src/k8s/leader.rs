@@ -18,6 +18,28 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use kube::Client;
+use prometheus::{IntGauge, Registry};
+
+use crate::base::metrics::Family;
+
+/// `netbench_leader`: 1 while this replica holds the leader Lease.
+pub struct LeaderMetrics {
+    pub leader: IntGauge,
+}
+
+impl Family for LeaderMetrics {
+    fn register(registry: &Registry) -> Self {
+        let leader = IntGauge::new(
+            "netbench_leader",
+            "1 while this replica holds the leader Lease",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(leader.clone()))
+            .expect("unique metric");
+        LeaderMetrics { leader }
+    }
+}
 
 pub const LEASE_NAME: &str = "netbench-operator-leader";
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);

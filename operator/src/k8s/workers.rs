@@ -20,6 +20,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use crate::admin::config::Config;
 use crate::base::labels;
 
+/// The audience worker tokens are issued for (and the only one the worker API accepts).
+pub const AUDIENCE: &str = "netbench";
 /// Where a worker finds its identity token (the kubelet rotates the file).
 pub const TOKEN_DIR: &str = "/var/run/secrets/netbench";
 const TOKEN_FILE: &str = "token";
@@ -152,7 +154,7 @@ fn env(plan: &WorkerPlan, config: &Config) -> Vec<EnvVar> {
 /// The worker's identity: its pod's ServiceAccount token for the audience `netbench`.
 fn identity_token() -> Volume {
     let token = ServiceAccountTokenProjection {
-        audience: Some(crate::api::pod_tokens::AUDIENCE.into()),
+        audience: Some(AUDIENCE.into()),
         expiration_seconds: Some(TOKEN_SECONDS),
         path: TOKEN_FILE.into(),
         ..Default::default()

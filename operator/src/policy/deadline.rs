@@ -13,7 +13,6 @@ use crds::egress::{EgressBenchmarkSpec, EgressCase};
 use crds::ingress::IngressBenchmarkSpec;
 use crds::{Phase, RunStatus};
 
-use crate::admin::config::Config;
 use crate::base::clock::elapsed_since;
 
 /// Condition and Event reason of a run past its deadline.
@@ -30,15 +29,6 @@ const MIN_MARGIN: Duration = Duration::from_secs(300);
 pub struct Timeouts {
     pub worker_start: Duration,
     pub rollout: Duration,
-}
-
-impl From<&Config> for Timeouts {
-    fn from(c: &Config) -> Timeouts {
-        Timeouts {
-            worker_start: c.worker_start_timeout(),
-            rollout: c.rollout_timeout(),
-        }
-    }
 }
 
 /// Saturating sum.

@@ -17,7 +17,7 @@ use crate::base::labels;
 use crate::driver::{Kind, Run, RunState};
 use crate::policy::samples::{self, Slot};
 use crate::policy::spec::{spec_hash, spec_of};
-use crate::store::reports::{Owner, Store};
+use crate::store::reports::Owner;
 
 /// Largest merged histogram kept in a result (encoded); a larger one is left out.
 const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
@@ -120,7 +120,7 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
 /// Each measurement's figures over every complete sample found in the store, with its merged
 /// histogram; and the nodes the reports came from, with what a worker saw there.
 async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
-    let store = Store::of(run.ctx);
+    let store = run.ctx.reports();
     let owner = Owner::of(run.obj);
     let max = run.obj.repetition().samples().max();
     let mut stats: Vec<MeasurementStats> = vec![];

@@ -6,6 +6,7 @@
 mod baseline;
 mod build;
 mod facts;
+pub mod metrics;
 
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -17,6 +18,7 @@ use crds::BenchmarkResult;
 use crate::base::conditions::REGRESSED;
 use crate::base::error::Result;
 use crate::driver::{Kind, Run, RunState};
+use metrics::ResultMetrics;
 
 pub use build::result_name;
 
@@ -43,7 +45,8 @@ pub async fn record<K: Kind>(run: &mut Run<'_, K>) -> Result<()> {
     note_verdict(run, object.spec.verdict.as_ref());
     run.ctx
         .metrics
-        .set_result(&K::kind(&()), &run.ns, &run.name, &object.spec);
+        .family::<ResultMetrics>()
+        .set(&K::kind(&()), &run.ns, &run.name, &object.spec);
     let limit = run.obj.repetition().history_limit();
     prune(&api, &K::kind(&()), &run.name, limit).await?;
     run.status.run_mut().latest_result = Some(name.clone());

@@ -20,7 +20,7 @@ use crate::k8s::creation::{self, Started};
 use crate::k8s::pods;
 use crate::policy::queue;
 use crate::policy::samples;
-use crate::store::reports::{Owner, Store};
+use crate::store::reports::Owner;
 
 /// How soon a result that could not be written is tried again.
 const RESULT_RETRY: Duration = Duration::from_secs(15);
@@ -42,7 +42,8 @@ impl<K: Kind> Run<'_, K> {
     /// After `K::retire`: the old run's reports go and the new run starts from a fresh status.
     pub(super) async fn start_new_run(&mut self) -> Result<()> {
         if let Some(old) = self.status.run().run_id.clone() {
-            Store::of(self.ctx)
+            self.ctx
+                .reports()
                 .delete(&Owner::of(self.obj), Some(&old))
                 .await?;
             let finished = self.status.run().phase.is_some_and(Phase::is_finished);
@@ -155,7 +156,16 @@ impl<K: Kind> Run<'_, K> {
             pods: &pods,
         };
         let run = self.status.run_mut();
-        creation::start(self.ctx, step_pods, run, &mut self.events, self.generation).await
+        let (client, timeout) = (&self.ctx.client, self.ctx.config.worker_start_timeout());
+        creation::start(
+            client,
+            timeout,
+            step_pods,
+            run,
+            &mut self.events,
+            self.generation,
+        )
+        .await
     }
 
     /// Waits for the clients' reports, failing the run as soon as one can no longer come (its
@@ -177,7 +187,7 @@ impl<K: Kind> Run<'_, K> {
         let pods = pods::list_pods(&self.ctx.client, &self.ns, &selector).await?;
         let expected = self.obj.workers(&self.id, slot);
         let owner = Owner::of(self.obj);
-        let store = Store::of(self.ctx);
+        let store = self.ctx.reports();
         let reports = store
             .load(&owner, &self.id, slot.wire(), &expected)
             .await?
@@ -313,7 +323,9 @@ impl<K: Kind> Run<'_, K> {
     /// go unless the policy keeps them. Some((reason, message)) fails the run.
     async fn collect(&mut self, slot: Slot) -> Result<Option<(&'static str, String)>> {
         let expected = self.obj.workers(&self.id, slot);
-        let (reports, forged) = Store::of(self.ctx)
+        let (reports, forged) = self
+            .ctx
+            .reports()
             .load_for_collecting(
                 &self.ctx.metrics,
                 &Owner::of(self.obj),

@@ -8,21 +8,58 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource};
+use prometheus::IntCounterVec;
 use protocol::worker::{FinalReport, Role};
 
 use crate::base::events::PendingEvent;
 use crate::base::labels;
-use crate::base::metrics::Metrics;
+use crate::base::metrics::{counter, Family, Metrics};
 use crate::base::text::clip;
-use crate::context::Context;
+use crate::store::registry::RunSpec;
 
 mod sink;
 pub use sink::ApiSink;
+
+/// Where accepted reports go: ConfigMaps in the operator's namespace (`ApiSink`).
+pub trait ReportSink: Send + Sync {
+    fn store<'a>(
+        &'a self,
+        run: &'a str,
+        spec: &'a RunSpec,
+        report: &'a FinalReport,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// The `reason` labels of `netbench_reports_rejected_total`: a forged object in the operator's
+/// namespace, a report-labelled object in the benchmark's, an object holding a report's name
+/// (replaced), a second and different report of one worker (refused).
+pub const REPORT_REJECTIONS: [&str; 4] = ["forged", "outside", "shadowed", "conflict"];
+
+/// `netbench_reports_rejected_total` (each reason's series exists at 0 from the start).
+pub struct ReportMetrics {
+    pub rejected: IntCounterVec,
+}
+
+impl Family for ReportMetrics {
+    fn register(registry: &prometheus::Registry) -> Self {
+        let rejected = counter(
+            registry,
+            "netbench_reports_rejected_total",
+            "Report objects ignored or refused as forged or conflicting, by reason",
+            &["reason"],
+        );
+        for reason in REPORT_REJECTIONS {
+            rejected.with_label_values(&[reason]);
+        }
+        ReportMetrics { rejected }
+    }
+}
 
 const KEY: &str = "report.json";
 /// Event reason of every forged or shadowed report object.
@@ -250,11 +287,6 @@ impl Store {
         }
     }
 
-    /// The store of the operator `ctx` runs.
-    pub fn of(ctx: &Context) -> Store {
-        Store::new(ctx.client.clone(), ctx.config.namespace.clone())
-    }
-
     fn api(&self) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
@@ -440,7 +472,11 @@ impl Store {
         let found: Vec<&String> = forged
             .chain(outside)
             .map(|(reason, what)| {
-                metrics.reports_rejected.with_label_values(&[reason]).inc();
+                metrics
+                    .family::<ReportMetrics>()
+                    .rejected
+                    .with_label_values(&[reason])
+                    .inc();
                 tracing::warn!(
                     benchmark = owner.name,
                     namespace = owner.namespace,

@@ -8,8 +8,8 @@ use futures::future::BoxFuture;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use protocol::worker::FinalReport;
 
-use super::{Owner, Store, StoreError, Stored, FORGED};
-use crate::api::ReportSink;
+use super::ReportSink;
+use super::{Owner, ReportMetrics, Store, StoreError, Stored, FORGED};
 use crate::base::metrics::Metrics;
 use crate::store::registry::RunSpec;
 
@@ -30,7 +30,8 @@ impl ApiSink {
             "report object: {what}"
         );
         self.metrics
-            .reports_rejected
+            .family::<ReportMetrics>()
+            .rejected
             .with_label_values(&[reason])
             .inc();
         let recorder = Recorder::new(self.store.client.clone(), self.reporter.clone());
