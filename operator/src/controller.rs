@@ -16,7 +16,7 @@ use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{finalizer, Event};
+use kube::runtime::finalizer::{self, finalizer, Event};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
@@ -25,8 +25,10 @@ use crate::base::error::{Error, Result, Retry};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
 
 use crate::base::metrics::{counter, Family};
+use crate::base::outcome::Step;
 use crate::context::Context;
-use crate::driver::{self, Kind};
+use crate::driver;
+use crate::run::Hooks;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
@@ -39,7 +41,7 @@ struct Reconciler {
 
 type Guarded<K> = DeserializeGuard<K>;
 
-pub async fn run<K: Kind>(
+pub async fn run<K: Hooks>(
     ctx: Arc<Context>,
     wake: impl Stream<Item = ObjectRef<K>> + Send + 'static,
 ) {
@@ -87,7 +89,7 @@ pub async fn run<K: Kind>(
         run = %run_of(&*obj),
     )
 )]
-async fn reconcile<K: Kind>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
+async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
     let _timer = ReconcileTimer::start(&ctx.metrics.family::<ReconcileMetrics>(), &kind);
@@ -96,23 +98,74 @@ async fn reconcile<K: Kind>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<
         Err(invalid) => return unreadable::<K>(ctx, &obj, &invalid.error).await,
     };
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let result = finalizer(&api, FINALIZER, benchmark, |event| async {
+    let done = finalizer(&api, FINALIZER, benchmark, |event| async {
         match event {
-            Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api).await,
-            Event::Cleanup(b) => driver::cleanup(b.as_ref(), ctx, &api).await,
+            Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api)
+                .await
+                .map_err(Halt::Error),
+            Event::Cleanup(b) => match driver::cleanup(b.as_ref(), ctx, &api).await {
+                Ok(Step::Done) => Ok(Action::await_change()),
+                Ok(Step::Wait { message, after }) => Err(Halt::Wait { message, after }),
+                // Deletion fails nothing: shown like a wait, and tried again.
+                Ok(Step::Fail(f)) => Err(Halt::Wait {
+                    message: Some(format!("{}: {}", f.reason, f.message)),
+                    after: CLEANUP_RETRY,
+                }),
+                Err(e) => Err(Halt::Error(e)),
+            },
         }
     })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
-    if result.is_ok() {
-        r.backoff.reset(&obj_key(&obj));
+    .await;
+    match done {
+        Ok(action) => {
+            r.backoff.reset(&obj_key(&obj));
+            Ok(action)
+        }
+        Err(e) => settle(e),
     }
-    result
+}
+
+/// What the finalizer's Apply and Cleanup end with besides an action: an error, or a wait
+/// that keeps the finalizer (a deletion waiting for the kind to write back what its runs
+/// changed).
+#[derive(Debug, thiserror::Error)]
+enum Halt {
+    #[error(transparent)]
+    Error(Error),
+    #[error("{}", message.as_deref().unwrap_or("waiting"))]
+    Wait {
+        message: Option<String>,
+        after: Duration,
+    },
+}
+
+/// How soon a deletion whose cleanup said it failed is tried again.
+const CLEANUP_RETRY: Duration = Duration::from_secs(5);
+
+/// A wait is not an error: logged at debug, not counted, the backoff left as it is, tried
+/// again after its time. Anything else is the reconcile's error.
+fn settle(e: finalizer::Error<Halt>) -> Result<Action> {
+    let error = |e: finalizer::Error<Error>| Err(Error::Finalizer(Box::new(e)));
+    match e {
+        finalizer::Error::ApplyFailed(Halt::Wait { message, after })
+        | finalizer::Error::CleanupFailed(Halt::Wait { message, after }) => {
+            tracing::debug!("waiting: {}", message.as_deref().unwrap_or("deletion"));
+            Ok(Action::requeue(after))
+        }
+        finalizer::Error::ApplyFailed(Halt::Error(e)) => error(finalizer::Error::ApplyFailed(e)),
+        finalizer::Error::CleanupFailed(Halt::Error(e)) => {
+            error(finalizer::Error::CleanupFailed(e))
+        }
+        finalizer::Error::AddFinalizer(e) => error(finalizer::Error::AddFinalizer(e)),
+        finalizer::Error::RemoveFinalizer(e) => error(finalizer::Error::RemoveFinalizer(e)),
+        finalizer::Error::UnnamedObject => error(finalizer::Error::UnnamedObject),
+        finalizer::Error::InvalidFinalizer => error(finalizer::Error::InvalidFinalizer),
+    }
 }
 
 /// An object that does not parse as its kind: said once per change (Warning Event, log, metric),
 /// then left alone until it changes. Nothing of it is acted on.
-async fn unreadable<K: Kind>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
+async fn unreadable<K: Hooks>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
     let kind = K::kind(&());
     // kind, namespace, benchmark and run come with the reconcile's span.
     tracing::warn!("unreadable object: {error}");
@@ -137,29 +190,21 @@ fn run_of<K: Resource>(obj: &K) -> String {
     )
 }
 
-fn obj_key<K: Kind>(obj: &Guarded<K>) -> String {
+fn obj_key<K: Hooks>(obj: &Guarded<K>) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
-fn error_policy<K: Kind>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
+fn error_policy<K: Hooks>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
     let kind = K::kind(&());
     let key = obj_key(&obj);
-    match error.retry() {
-        Retry::Wait => {
-            tracing::debug!(%kind, benchmark = %key, "waiting: {error}");
-            Action::requeue(Duration::from_secs(5))
-        }
-        retry => {
-            let category = error.category();
-            tracing::warn!(%kind, benchmark = %key, error = category, "reconcile failed: {error}");
-            r.ctx
-                .metrics
-                .family::<ReconcileMetrics>()
-                .error(&kind, category);
-            let delay = r.backoff.next(&key, retry == Retry::Permanent);
-            Action::requeue(delay)
-        }
-    }
+    let category = error.category();
+    tracing::warn!(%kind, benchmark = %key, error = category, "reconcile failed: {error}");
+    r.ctx
+        .metrics
+        .family::<ReconcileMetrics>()
+        .error(&kind, category);
+    let delay = r.backoff.next(&key, error.retry() == Retry::Permanent);
+    Action::requeue(delay)
 }
 
 /// `netbench_reconcile_total`, `netbench_reconcile_errors_total` (each kind's error series
@@ -291,33 +336,11 @@ fn backoff_delay(failures: u32) -> Duration {
 mod tests {
     use super::*;
 
-    /// An API server that answers every request with a 500 (nothing here reaches it but the
-    /// Event of an unreadable object).
-    fn unreachable_api() -> kube::Client {
-        let svc = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
-            Ok::<_, std::convert::Infallible>(
-                http::Response::builder()
-                    .status(500)
-                    .body(kube::client::Body::empty())
-                    .unwrap(),
-            )
-        });
-        kube::Client::new(svc, "default")
-    }
-
     fn reconciler() -> Arc<Reconciler> {
-        let (wake, _) = tokio::sync::mpsc::unbounded_channel();
-        let ctx = Context {
-            client: unreachable_api(),
-            config: crate::admin::config::Config::for_tests(),
-            metrics: Arc::new(crate::base::metrics::Metrics::new()),
-            runs: Arc::new(crate::store::registry::Registry::default()),
-            reporter: kube::runtime::events::Reporter {
-                controller: "netbench-operator".into(),
-                instance: None,
-            },
-            wake,
-        };
+        // An API server that answers every request with a 500 (nothing here reaches it but
+        // the Event of an unreadable object).
+        let client = crate::testing::FakeApi::default().failing();
+        let ctx = crate::testing::context(client, crate::admin::config::Config::for_tests());
         Arc::new(Reconciler {
             ctx: Arc::new(ctx),
             backoff: Backoff::default(),

@@ -17,9 +17,10 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use operator::admin::config::{Config, LogFormat};
 use operator::api::{self, ApiState};
 use operator::base::metrics::Metrics;
-use operator::context::Context;
+use operator::context::{Context, Kinds};
 use operator::controller::ReconcileMetrics;
 use operator::k8s::leader::{Elector, LeaderMetrics};
+use operator::run;
 use operator::store::registry::Registry;
 use operator::store::reports::ReportMetrics;
 
@@ -46,6 +47,11 @@ async fn main() -> anyhow::Result<()> {
         metrics,
         runs: Arc::new(Registry::default()),
         wake: wake_tx,
+        // Every kind the operator runs (the controllers below run the same ones).
+        kinds: Kinds(vec![
+            run::kinds::entry::<IngressBenchmark>(),
+            run::kinds::entry::<EgressBenchmark>(),
+        ]),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let server = serve_api(&ctx, ready.clone()).await?;

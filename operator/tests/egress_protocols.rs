@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use crds::egress::Protocol;
 use crds::EgressBenchmark;
-use operator::driver::{Kind, Slot};
 use operator::egress::{plan, result};
+use operator::policy::samples::Slot;
+use operator::run::Plan;
 use protocol::worker::{FinalReport, Role};
 use worker_api::Api;
 

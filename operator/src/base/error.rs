@@ -2,6 +2,8 @@
 //! `netbench_reconcile_errors_total` and the reason of the Warning Event, and it says whether a
 //! retry can help (transient) or only a change of the object can (permanent).
 
+use std::time::Duration;
+
 use kube::runtime::finalizer;
 
 #[derive(Debug, thiserror::Error)]
@@ -10,14 +12,13 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("finalizer: {0}")]
     Finalizer(Box<finalizer::Error<Error>>),
-    #[error("report: {0}")]
-    Report(String),
-    #[error("{0}")]
-    Internal(String),
-    /// Not an error: a deletion waits for offload settings to be written back. Logged at debug,
-    /// never counted, retried soon.
-    #[error("{0}")]
-    Pending(String),
+    /// A wait on the cluster took longer than the operator allows it.
+    #[error("{what} took longer than {after:?}")]
+    TimedOut { what: &'static str, after: Duration },
+    /// Something the operator stored or changed is not as it left it (a restore record, a sweep
+    /// target): the source is the owning module's own error type (it converts with `?`).
+    #[error(transparent)]
+    Internal(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Whether retrying the same object can succeed.
@@ -28,12 +29,11 @@ pub enum Retry {
     /// Refused (invalid, forbidden): retried at most every 30 s (a change of the object, or of
     /// the policy or permission that refused it, helps; see controller::Backoff).
     Permanent,
-    /// A normal wait, not a failure.
-    Wait,
 }
 
 impl Error {
     /// Every value of [`Error::category`], so the metric's series exist at 0 from the start.
+    /// ("Report" is kept for dashboards and alerts that name it; no error of today has it.)
     pub const CATEGORIES: [&'static str; 7] = [
         "KubeApi",
         "KubeConflict",
@@ -58,15 +58,12 @@ impl Error {
                 }
                 _ => "Finalizer",
             },
-            Error::Report(_) => "Report",
-            Error::Internal(_) => "Internal",
-            Error::Pending(_) => "Pending",
+            Error::TimedOut { .. } | Error::Internal(_) => "Internal",
         }
     }
 
     pub fn retry(&self) -> Retry {
         match self.category() {
-            "Pending" => Retry::Wait,
             "KubeRefused" => Retry::Permanent,
             _ => Retry::Transient,
         }
@@ -102,25 +99,24 @@ mod tests {
             api(409),
             api(422),
             api(500),
-            Error::Report(String::new()),
-            Error::Internal(String::new()),
+            Error::TimedOut {
+                what: "x",
+                after: Duration::ZERO,
+            },
+            Error::Internal("x".into()),
         ] {
             assert!(Error::CATEGORIES.contains(&e.category()), "{e}");
         }
         let wrapped = Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(api(500))));
         assert_eq!(wrapped.category(), "KubeApi");
-        let wrapped = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::Report(
+        let wrapped = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::Internal(
             "x".into(),
         ))));
-        assert_eq!(wrapped.category(), "Report");
+        assert_eq!(wrapped.category(), "Internal");
     }
 
     #[test]
-    fn waits_are_not_failures_and_refusals_wait_for_a_change() {
-        let pending = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::Pending(
-            "restoring".into(),
-        ))));
-        assert_eq!(pending.retry(), Retry::Wait);
+    fn refusals_wait_for_a_change() {
         assert_eq!(api(422).retry(), Retry::Permanent);
         assert_eq!(api(409).retry(), Retry::Transient);
         assert_eq!(api(503).retry(), Retry::Transient);

@@ -6,4 +6,5 @@ pub mod error;
 pub mod events;
 pub mod labels;
 pub mod metrics;
+pub mod outcome;
 pub mod text;

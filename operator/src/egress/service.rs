@@ -18,7 +18,7 @@ use crds::EgressBenchmark;
 
 use super::plan;
 use crate::base::labels;
-use crate::driver::Slot;
+use crate::policy::samples::Slot;
 
 /// The Service in front of the slot's server pod (pure).
 pub fn build(eb: &EgressBenchmark, run: &str, slot: Slot, case: &Measured) -> Service {

@@ -39,6 +39,23 @@ pub enum Restore {
     Failed(String),
 }
 
+/// A restore that must be retried.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The patch or the read-back failed.
+    #[error("restoring the sweep target: {0}")]
+    Failed(String),
+    /// The target is restored, but its record could not be deleted.
+    #[error("deleting the target record: {0}")]
+    DeleteRecord(#[source] Error),
+}
+
+impl From<RestoreError> for Error {
+    fn from(e: RestoreError) -> Error {
+        Error::Internal(Box::new(e))
+    }
+}
+
 /// May this benchmark patch the record's target? The admin's pairs always; for the current
 /// run also the spec's targetRef (an older run's target may differ after a spec change).
 pub fn permitted(
@@ -128,7 +145,7 @@ pub async fn restore(
     store(client, config)
         .delete(&Owner::of(ib))
         .await
-        .map_err(|e| Error::Internal(format!("deleting the target record: {e}")))?;
+        .map_err(RestoreError::DeleteRecord)?;
     Ok(Restore::Restored(record.saved))
 }
 

@@ -39,6 +39,12 @@ pub enum TargetError {
     Kube(#[from] kube::Error),
 }
 
+impl From<TargetError> for crate::base::error::Error {
+    fn from(e: TargetError) -> Self {
+        crate::base::error::Error::Internal(Box::new(e))
+    }
+}
+
 pub fn kind_name(kind: TargetKind) -> &'static str {
     match kind {
         TargetKind::Deployment => "Deployment",

@@ -5,8 +5,9 @@ use kube::Client;
 
 use crds::ingress::IngressBenchmarkSpec;
 
-use crate::admin::caps::{self, lookup, Refusal};
+use crate::admin::caps::lookup;
 use crate::admin::config::Config;
+use crate::base::outcome::Failure;
 
 /// Checks that need no API calls. Err is the message for the Invalid condition.
 pub fn permitted(
@@ -50,12 +51,12 @@ pub async fn admitted(
     client: &Client,
     spec: &IngressBenchmarkSpec,
     config: &Config,
-) -> crate::base::error::Result<Result<(), Refusal>> {
-    if let Err(m) = caps::limits::ingress(spec, &config.caps) {
-        return Ok(Err(Refusal::not_permitted(m)));
+) -> crate::base::error::Result<Result<(), Failure>> {
+    if let Err(m) = super::limits::check(spec, &config.caps) {
+        return Ok(Err(Failure::not_permitted(m)));
     }
     if let Err(m) = nodes_exist(client, spec).await? {
-        return Ok(Err(Refusal::invalid(m)));
+        return Ok(Err(Failure::invalid(m)));
     }
     let policy = match lookup::policy(client, &config.caps).await? {
         Ok(p) => p,

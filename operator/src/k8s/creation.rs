@@ -13,13 +13,13 @@ use crate::base::clock::elapsed_since;
 use crate::base::conditions::{self, WORKERS_SCHEDULED};
 use crate::base::error::Result;
 use crate::base::events::PendingEvent;
+use crate::base::outcome::{Failure, Reason};
 use crate::base::text::clip;
 use crate::k8s::pods::{self, PodCreateError};
 
-/// Condition reasons (WorkersScheduled=False) and Event reasons.
-pub const REFUSED: &str = "PodCreationRefused";
+/// Condition reason (WorkersScheduled=False) and Event reason while creation is retried (its
+/// failures are Reason::PodCreationRefused and Reason::PodCreationTimeout).
 pub const RETRYING: &str = "PodCreationRetrying";
-pub const TIMED_OUT: &str = "PodCreationTimeout";
 
 /// Longest API server message kept in status.
 const MAX_MESSAGE: usize = 1024;
@@ -30,8 +30,8 @@ pub enum Started {
     Yes,
     /// A transient error; try again shortly. The message says what failed.
     Retrying(String),
-    /// The run must end: (reason, message).
-    Failed(&'static str, String),
+    /// The run must end.
+    Failed(Failure),
 }
 
 /// What one creation attempt means, given how long creation has already been failing. Pure.
@@ -46,20 +46,20 @@ pub fn judge(
     };
     let message = clip(&e.message, MAX_MESSAGE);
     if e.refused {
-        return Started::Failed(
-            REFUSED,
+        return Started::Failed(Failure::new(
+            Reason::PodCreationRefused,
             format!("the API server refused worker pod {}: {message}", e.pod),
-        );
+        ));
     }
     if failing_for >= timeout {
-        return Started::Failed(
-            TIMED_OUT,
+        return Started::Failed(Failure::new(
+            Reason::PodCreationTimeout,
             format!(
                 "worker pod {} could not be created within the worker start timeout ({}s); last error: {message}",
                 e.pod,
                 timeout.as_secs()
             ),
-        );
+        ));
     }
     Started::Retrying(format!(
         "creating worker pod {} failed, retrying: {message}",
@@ -122,17 +122,18 @@ pub async fn start(
                 generation,
             );
         }
-        Started::Failed(reason, m) => {
+        Started::Failed(f) => {
             pods::delete_workers(client, step.namespace, step.selector).await?;
+            let reason = f.reason.as_str();
             conditions::set(
                 &mut run.conditions,
                 WORKERS_SCHEDULED,
                 false,
                 reason,
-                m.clone(),
+                f.message.clone(),
                 generation,
             );
-            events.push((EventType::Warning, (*reason).into(), m.clone()));
+            events.push((EventType::Warning, reason.into(), f.message.clone()));
         }
     }
     Ok(outcome)
@@ -154,10 +155,12 @@ mod tests {
 
     #[test]
     fn a_refusal_fails_at_once_with_the_servers_message() {
-        let Started::Failed(reason, m) = judge(err(true), Duration::ZERO, MINUTE) else {
+        let Started::Failed(Failure { reason, message: m }) =
+            judge(err(true), Duration::ZERO, MINUTE)
+        else {
             panic!("a refusal must end the run");
         };
-        assert_eq!(reason, REFUSED);
+        assert_eq!(reason, Reason::PodCreationRefused);
         assert!(
             m.contains("b-r-s0-w0") && m.contains("exceeded quota: q"),
             "{m}"
@@ -170,10 +173,11 @@ mod tests {
             judge(err(false), Duration::from_secs(59), MINUTE),
             Started::Retrying(m) if m.contains("retrying")
         ));
-        let Started::Failed(reason, m) = judge(err(false), MINUTE, MINUTE) else {
+        let Started::Failed(Failure { reason, message: m }) = judge(err(false), MINUTE, MINUTE)
+        else {
             panic!("past the start timeout the run must end");
         };
-        assert_eq!(reason, TIMED_OUT);
+        assert_eq!(reason, Reason::PodCreationTimeout);
         assert!(m.contains("60s") && m.contains("exceeded quota"), "{m}");
         assert_eq!(judge(Ok(()), MINUTE, MINUTE), Started::Yes);
     }

@@ -1,7 +1,7 @@
 //! Runs that share a target or nodes would skew each other's numbers, so one waits for the
-//! other; and a namespace runs at most the admin's cap at once. Works across both kinds (an
-//! IngressBenchmark and an EgressBenchmark on one node queue too). Pure: decides from the list
-//! of contenders.
+//! other; and a namespace runs at most the admin's cap at once. Works across kinds (an
+//! IngressBenchmark and an EgressBenchmark on one node queue too: each kind says what it
+//! claims, see `Plan::contender`). Pure: decides from the list of contenders.
 //!
 //! The queue is fair across namespaces: waiting runs go in rounds, first every namespace's
 //! oldest waiting run, then every namespace's second, and so on; within a round the namespace
@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crds::{BenchmarkRef, EgressBenchmark, IngressBenchmark, Phase, QueueStatus};
+use crds::{BenchmarkRef, Phase, QueueStatus};
 use jiff::Timestamp;
 use kube::ResourceExt;
 
@@ -191,102 +191,35 @@ pub fn wait(me: &Contender, all: &[Contender], cap: u32) -> Option<Wait> {
     })
 }
 
-fn base(
-    kind: &'static str,
-    meta: &impl ResourceExt,
-    run: Option<&crds::RunStatus>,
-    claims: Vec<String>,
-) -> Contender {
-    let phase = run.and_then(|r| r.phase);
-    let started = run.and_then(|r| r.start_time.as_ref()).map(|t| t.0);
-    Contender {
-        kind,
-        namespace: meta.namespace().unwrap_or_default(),
-        name: meta.name_any(),
-        uid: meta.uid().unwrap_or_default(),
-        phase,
-        created: meta.meta().creation_timestamp.as_ref().map(|t| t.0),
-        started,
-        claims,
-    }
-}
-
-pub fn ingress(ib: &IngressBenchmark) -> Contender {
-    let ns = ib.namespace().unwrap_or_default();
-    let mut claims = vec![];
-    if let Some(s) = &ib.spec.sweep {
-        let target_ns = s.target_ref.namespace.as_deref().unwrap_or(&ns);
-        claims.push(format!("sweep target {target_ns}/{}", s.target_ref.name));
-    }
-    if let Ok(u) = url::Url::parse(&ib.spec.target.url) {
-        claims.push(format!(
-            "target {}:{}",
-            u.host_str().unwrap_or(""),
-            u.port_or_known_default().unwrap_or(0)
-        ));
-    }
-    claims.extend(
-        ib.spec
-            .workers
-            .node_names
-            .iter()
-            .map(|n| format!("node {n}")),
-    );
-    base(
-        "IngressBenchmark",
-        ib,
-        ib.status.as_ref().map(|s| &s.run),
-        claims,
-    )
-}
-
-pub fn egress(eb: &EgressBenchmark) -> Contender {
-    let mut claims = vec![];
-    for case in &eb.spec.cases {
-        if let Some(a) = &case.server.address {
-            claims.push(format!("target {a}:{}", case.server.port));
-        }
-        for n in [&case.client.node_name, &case.server.node_name]
-            .into_iter()
-            .flatten()
-        {
-            claims.push(format!("node {n}"));
+impl Contender {
+    /// A benchmark with `claims`, its run as `run` says.
+    pub fn of(
+        kind: &'static str,
+        meta: &impl ResourceExt,
+        run: Option<&crds::RunStatus>,
+        claims: Vec<String>,
+    ) -> Contender {
+        let phase = run.and_then(|r| r.phase);
+        let started = run.and_then(|r| r.start_time.as_ref()).map(|t| t.0);
+        Contender {
+            kind,
+            namespace: meta.namespace().unwrap_or_default(),
+            name: meta.name_any(),
+            uid: meta.uid().unwrap_or_default(),
+            phase,
+            created: meta.meta().creation_timestamp.as_ref().map(|t| t.0),
+            started,
+            claims,
         }
     }
-    for p in eb.spec.offload.iter().flat_map(|o| &o.profiles) {
-        for s in &p.settings {
-            claims.extend(s.node_names.iter().map(|n| format!("node {n}")));
-        }
-    }
-    claims.dedup();
-    base(
-        "EgressBenchmark",
-        eb,
-        eb.status.as_ref().map(|s| &s.run),
-        claims,
-    )
-}
-
-/// Every benchmark of both kinds, as contenders.
-pub async fn all(client: &kube::Client) -> Result<Vec<Contender>, kube::Error> {
-    let lp = kube::api::ListParams::default();
-    let ib = kube::Api::<IngressBenchmark>::all(client.clone())
-        .list(&lp)
-        .await?;
-    let eb = kube::Api::<EgressBenchmark>::all(client.clone())
-        .list(&lp)
-        .await?;
-    Ok(ib
-        .items
-        .iter()
-        .map(ingress)
-        .chain(eb.items.iter().map(egress))
-        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::plan::contender as egress;
+    use crate::ingress::plan::contender as ingress;
+    use crds::{EgressBenchmark, IngressBenchmark};
     use proptest::prelude::*;
 
     fn ib(

@@ -37,9 +37,6 @@ use crate::base::text::clip;
 /// The longest the controller sleeps before it looks at a schedule again (it recomputes then).
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
 
-/// Reason of the Failed phase and the Invalid condition for a schedule the operator refuses.
-pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
-
 /// What [`decide`] looks at.
 #[derive(Clone, Copy, Debug)]
 pub struct Input<'a> {

@@ -14,9 +14,9 @@ use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
 use super::facts;
 use crate::base::error::Result;
 use crate::base::labels;
-use crate::driver::{Kind, Run, RunState};
 use crate::policy::samples::{self, Slot};
 use crate::policy::spec::{spec_hash, spec_of};
+use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
 
 /// Largest merged histogram kept in a result (encoded); a larger one is left out.
@@ -42,20 +42,20 @@ pub fn label_value(text: &str) -> String {
 }
 
 /// Everything but the verdict.
-pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResultSpec> {
-    let status = run.status.run();
-    let spec_json = serde_json::to_value(spec_of(run.obj)).unwrap_or_default();
+pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSpec> {
+    let status = run.status().run();
+    let spec_json = serde_json::to_value(spec_of(run.obj())).unwrap_or_default();
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
     let (measurements, nodes) = measurements(run).await?;
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     let mut spec = BenchmarkResultSpec {
         benchmark: BenchmarkRef {
             kind: K::kind(&()).into_owned(),
-            namespace: run.ns.clone(),
-            name: run.name.clone(),
+            namespace: run.ns().to_string(),
+            name: run.name().to_string(),
         },
-        benchmark_uid: run.obj.uid().unwrap_or_default(),
-        run_id: run.id.clone(),
+        benchmark_uid: run.obj().uid().unwrap_or_default(),
+        run_id: run.id().to_string(),
         spec_hash: spec_hash(&spec_json),
         benchmark_spec: if spec_text.len() <= MAX_SPEC_CHARS {
             spec_text
@@ -69,8 +69,8 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
             .map(|m| crate::base::text::clip(m, 4000)),
         start_time: status.start_time.clone(),
         completion_time: status.completion_time.clone(),
-        cluster: facts::gather(&run.ctx.client, &nodes).await,
-        scaling: run.obj.scaling(&measurements),
+        cluster: facts::gather(&run.ctx().client, &nodes).await,
+        scaling: run.obj().scaling(&measurements),
         summary: summary(stats.last()),
         measurements,
         verdict: None,
@@ -96,10 +96,14 @@ fn fit(spec: &mut BenchmarkResultSpec, max: usize) {
 }
 
 /// The object, labelled for its benchmark's history.
-pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) -> BenchmarkResult {
+pub fn object<K: Hooks>(
+    run: &Run<'_, K>,
+    name: &str,
+    spec: BenchmarkResultSpec,
+) -> BenchmarkResult {
     let mut labels = BTreeMap::from([
         (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
-        (BENCHMARK_LABEL.to_string(), label_value(&run.name)),
+        (BENCHMARK_LABEL.to_string(), label_value(run.name())),
         (KIND_LABEL.to_string(), K::kind(&()).to_lowercase()),
     ]);
     labels.insert(
@@ -109,7 +113,7 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
     BenchmarkResult {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
-            namespace: Some(run.ns.clone()),
+            namespace: Some(run.ns().to_string()),
             labels: Some(labels),
             ..Default::default()
         },
@@ -119,32 +123,32 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
 
 /// Each measurement's figures over every complete sample found in the store, with its merged
 /// histogram; and the nodes the reports came from, with what a worker saw there.
-async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
-    let store = run.ctx.reports();
-    let owner = Owner::of(run.obj);
-    let max = run.obj.repetition().samples().max();
+async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
+    let store = run.ctx().reports();
+    let owner = Owner::of(run.obj());
+    let max = run.obj().repetition().samples().max();
     let mut stats: Vec<MeasurementStats> = vec![];
     let mut out = vec![];
     let mut nodes = facts::Seen::new();
-    for index in 0..run.obj.count().min(samples::STRIDE) {
+    for index in 0..run.obj().count().min(samples::STRIDE) {
         let mut histograms = vec![];
         for sample in 0..max {
             let slot = Slot {
                 measurement: index,
                 sample,
             };
-            let expected = run.obj.workers(&run.id, slot);
+            let expected = run.obj().workers(run.id(), slot);
             let reports = store
-                .load(&owner, &run.id, slot.wire(), &expected)
+                .load(&owner, run.id(), slot.wire(), &expected)
                 .await?
                 .reports;
             if !complete(&expected, &reports) {
                 break;
             }
-            let Ok(figures) = run.obj.figures(&run.id, slot, &reports) else {
+            let Ok(figures) = run.obj().figures(run.id(), slot, &reports) else {
                 break;
             };
-            let name = run.obj.describe(index);
+            let name = run.obj().describe(index);
             samples::record(&mut stats, index, &name, sample, &figures);
             for r in reports.values() {
                 if let Some(node) = &r.node {
@@ -167,7 +171,7 @@ async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, fa
         out.push(Measurement {
             index,
             name: m.name.clone(),
-            parameters: run.obj.parameters(&run.status, index),
+            parameters: run.obj().parameters(run.status(), index),
             metrics: m.metrics.clone(),
             histogram,
         });

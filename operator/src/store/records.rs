@@ -112,14 +112,13 @@ impl Store {
         let Some(cm) = self.api.get_opt(&name).await? else {
             return Ok(None);
         };
-        check_owner(&cm, &owner.labels(self.what)).map_err(Error::Internal)?;
+        check_owner(&cm, &owner.labels(self.what)).map_err(RecordError::NotOurs)?;
         let text = cm
             .data
             .as_ref()
             .and_then(|d| d.get(DATA_KEY))
-            .ok_or_else(|| Error::Internal(format!("record {name} holds no {DATA_KEY}")))?;
-        let data = serde_json::from_str(text)
-            .map_err(|e| Error::Internal(format!("record {name} is unreadable: {e}")))?;
+            .ok_or_else(|| RecordError::Empty(name.clone()))?;
+        let data = serde_json::from_str(text).map_err(|e| RecordError::Unreadable(name, e))?;
         Ok(Some(Stored {
             data,
             resource_version: cm.metadata.resource_version,
@@ -130,7 +129,7 @@ impl Store {
     pub async fn save<T: Serialize>(&self, owner: &Owner, record: &mut Stored<T>) -> Result<()> {
         let name = owner.configmap_name(self.what);
         let text = serde_json::to_string(&record.data)
-            .map_err(|e| Error::Internal(format!("encoding record {name}: {e}")))?;
+            .map_err(|e| RecordError::Encoding(name.clone(), e))?;
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -157,6 +156,26 @@ impl Store {
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             r => r.map(drop).map_err(Error::from),
         }
+    }
+}
+
+/// A record the operator cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Its labels name another benchmark.
+    #[error("{0}")]
+    NotOurs(String),
+    #[error("record {0} holds no {DATA_KEY}")]
+    Empty(String),
+    #[error("record {0} is unreadable: {1}")]
+    Unreadable(String, #[source] serde_json::Error),
+    #[error("encoding record {0}: {1}")]
+    Encoding(String, #[source] serde_json::Error),
+}
+
+impl From<RecordError> for Error {
+    fn from(e: RecordError) -> Error {
+        Error::Internal(Box::new(e))
     }
 }
 

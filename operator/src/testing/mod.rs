@@ -4,6 +4,8 @@
 //! cannot hold it: it must not depend on this crate.
 
 mod doubles;
+pub mod fake_api;
 pub mod log_capture;
 
 pub use doubles::{FixedTokens, MemorySink};
+pub use fake_api::{context, FakeApi};

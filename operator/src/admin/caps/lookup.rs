@@ -14,9 +14,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{Api, Client};
 
 use super::destinations::{Policy, Target};
-use super::Refusal;
 use crate::admin::config::AdminCaps;
 use crate::base::error::{Error, Result};
+use crate::base::outcome::Failure;
 
 /// How long reading the `kubernetes` Service and EndpointSlice may take.
 const API_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,21 +51,22 @@ async fn api_server_addresses(client: &Client) -> kube::Result<Vec<IpAddr>> {
     Ok(found)
 }
 
-/// The admin's lists and, unless turned off, the API server's addresses. Err(Refusal) when
+/// The admin's lists and, unless turned off, the API server's addresses. Err(Failure) when
 /// the operator may not read them (RBAC): a run is never admitted unchecked.
 pub async fn policy<'a>(
     client: &Client,
     caps: &'a AdminCaps,
-) -> Result<std::result::Result<Policy<'a>, Refusal>> {
+) -> Result<std::result::Result<Policy<'a>, Failure>> {
     let api_server = if caps.deny_api_server {
         match tokio::time::timeout(API_LOOKUP_TIMEOUT, api_server_addresses(client)).await {
             Err(_) => {
-                return Err(Error::Internal(format!(
-                    "reading the API server's addresses took longer than {API_LOOKUP_TIMEOUT:?}"
-                )))
+                return Err(Error::TimedOut {
+                    what: "reading the API server's addresses",
+                    after: API_LOOKUP_TIMEOUT,
+                })
             }
             Ok(Err(kube::Error::Api(e))) if e.code == 403 => {
-                return Ok(Err(Refusal::not_permitted(format!(
+                return Ok(Err(Failure::not_permitted(format!(
                     "the operator may not read Service and EndpointSlice default/kubernetes ({}), so it cannot keep benchmarks off the API server; the cluster admin can grant it (the chart's Role {{release}}-operator-apiserver) or set targets.denyApiServer=false",
                     e.message
                 ))))
@@ -109,14 +110,14 @@ pub async fn check_host(
     host: &str,
     port: u16,
     timeout: Duration,
-) -> std::result::Result<(), Refusal> {
+) -> std::result::Result<(), Failure> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let (name, addresses) = match bare.parse::<IpAddr>() {
         Ok(ip) => (None, vec![ip]),
         Err(_) => match resolve(bare, port, timeout).await {
             Ok(ips) => (Some(bare.trim_end_matches('.').to_ascii_lowercase()), ips),
             Err(e) => {
-                return Err(Refusal::invalid(format!(
+                return Err(Failure::invalid(format!(
                     "{field} {value}: {e} (the operator checks where a target resolves to before the run starts)"
                 )))
             }
@@ -128,7 +129,7 @@ pub async fn check_host(
         name: name.as_deref(),
         addresses: &addresses,
     };
-    policy.check(&target).map_err(Refusal::not_permitted)
+    policy.check(&target).map_err(Failure::not_permitted)
 }
 
 /// Checks the host of an http(s) URL.
@@ -137,11 +138,11 @@ pub async fn check_url(
     field: &str,
     url: &str,
     timeout: Duration,
-) -> std::result::Result<(), Refusal> {
+) -> std::result::Result<(), Failure> {
     let parsed = url::Url::parse(url)
-        .map_err(|e| Refusal::invalid(format!("{field} {url} is not a valid URL: {e}")))?;
+        .map_err(|e| Failure::invalid(format!("{field} {url} is not a valid URL: {e}")))?;
     let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
-        return Err(Refusal::invalid(format!("{field} {url} has no host")));
+        return Err(Failure::invalid(format!("{field} {url} has no host")));
     };
     let port = parsed.port_or_known_default().unwrap_or(80);
     check_host(policy, field, url, host, port, timeout).await
@@ -170,7 +171,7 @@ mod tests {
         let err = check_url(&p, "target.url", "http://localhost:8080/", T)
             .await
             .unwrap_err();
-        assert_eq!(err.reason, "NotPermitted");
+        assert_eq!(err.reason.as_str(), "NotPermitted");
         assert!(
             err.message
                 .starts_with("target.url http://localhost:8080/: "),
@@ -226,7 +227,7 @@ mod tests {
         )
         .await
         .unwrap_err();
-        assert_eq!(err.reason, "InvalidSpec");
+        assert_eq!(err.reason.as_str(), "InvalidSpec");
         // "cannot resolve ..." or, without a reachable DNS server, "resolving ... took longer".
         assert!(
             err.message
