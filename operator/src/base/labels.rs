@@ -24,7 +24,7 @@ pub fn run_id(uid: &str, generation: i64) -> String {
     format!("{}-g{generation}", short_uid(uid))
 }
 
-/// The run id of round `round` of a scheduled benchmark (see `driver::schedule`): at most 52
+/// The run id of round `round` of a scheduled benchmark (see `policy::schedule`): at most 52
 /// characters, a valid label value.
 pub fn scheduled_run_id(uid: &str, generation: i64, round: u64) -> String {
     format!("{}-r{round}", run_id(uid, generation))

@@ -1,6 +1,6 @@
 //! Creating, inspecting and deleting a run's children in the benchmark's namespace: worker
 //! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
-//! reports). Creation is idempotent (deterministic names; AlreadyExists is success).
+//! store::reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
