@@ -278,3 +278,50 @@ fn absurd_numbers_and_missing_figures_draw_without_panicking() {
     let empty = report::render(&[]).unwrap();
     assert_eq!(empty.markdown, "# netbench report\n\n");
 }
+
+/// A history whose main figure drops 10 % from the 6th run on: the report names that run as a
+/// change point, worse; the same history without the drop has none.
+#[test]
+fn a_shift_in_the_history_is_named_as_a_change_point() {
+    let base = fixtures(&["ingress-one-step.yaml"]).remove(0);
+    let history = |drop: bool| -> Vec<netbench_cli::source::Loaded> {
+        (0..10usize)
+            .map(|i| {
+                let mut r = base.clone();
+                r.name = format!("nightly-{i}");
+                r.spec.run_id = format!("run-{i}");
+                r.spec.start_time = serde_json::from_value(serde_json::json!(format!(
+                    "2026-11-{:02}T02:00:00Z",
+                    10 + i
+                )))
+                .unwrap();
+                // Run-to-run noise of about 1 %, the same pattern in both histories.
+                let noise = [0.4, -0.9, 1.1, -0.2, 0.7, -1.0, 0.3, 0.9, -0.6, 0.1][i];
+                let level = if drop && i >= 5 { 0.9 } else { 1.0 };
+                for m in &mut r.spec.measurements {
+                    for f in &mut m.metrics {
+                        if f.name == "rps" {
+                            f.mean = f.mean * level * (1.0 + noise / 100.0);
+                        }
+                    }
+                }
+                r
+            })
+            .collect()
+    };
+    let md = report::render(&history(true)).unwrap().markdown;
+    let section = md
+        .split("Change points of the main figure")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no change points section in\n{md}"));
+    let first = section.lines().find(|l| l.starts_with("- ")).unwrap();
+    assert!(
+        first.contains("(run-5)") && first.contains("worse") && first.contains("-10."),
+        "{first}"
+    );
+    let calm = report::render(&history(false)).unwrap().markdown;
+    assert!(
+        calm.contains("- none: no shift stands out of the run-to-run noise"),
+        "{calm}"
+    );
+}

@@ -176,6 +176,43 @@ fn egress_case(case: &EgressCase) -> Result<(), String> {
             format!("message sizes must be at most {limit}")
         });
     }
+    if p == Protocol::UdpStream
+        && case
+            .message_size
+            .into_iter()
+            .chain(
+                case.sweep
+                    .iter()
+                    .flat_map(|s| s.message_sizes.iter().copied()),
+            )
+            .any(|m| m < 32)
+    {
+        return Err("udp-stream datagrams carry a 32-byte header: messageSize and sweep.messageSizes must be at least 32".into());
+    }
+    if p.is_request_response() && max_size.is_some_and(|m| m > 1_048_576) {
+        return Err("request/response messages are at most 1048576 bytes (1 MiB): sweep.messageSizes of tcp-rr, tcp-crr and udp-rr must be at most 1048576".into());
+    }
+    let burst = u64::from(case.burst.unwrap_or(0));
+    if p == Protocol::TcpRr
+        && burst > 0
+        && max_size.is_some_and(|m| (burst + 1).saturating_mul(u64::from(m)) > 65_536)
+    {
+        return Err("tcp-rr with burst keeps (burst + 1) requests in flight each way: (burst + 1) times requestSize, responseSize and every sweep.messageSizes must be at most 65536 bytes, or both ends could block on full socket buffers".into());
+    }
+    // The schema's lower bounds, again (a spec that did not come through the API server).
+    let positive = [
+        ("streams", Some(case.streams)),
+        ("messageSize", case.message_size),
+        ("requestSize", case.request_size),
+        ("responseSize", case.response_size),
+        ("rate", case.rate),
+        ("packetsPerSecond", case.packets_per_second),
+        ("latencyProbe", case.latency_probe),
+        ("server.port", Some(u32::from(case.server.port))),
+    ];
+    if let Some((field, _)) = positive.iter().find(|(_, v)| *v == Some(0)) {
+        return Err(format!("{field} must be at least 1"));
+    }
     at_most("burst", case.burst.unwrap_or(0).into(), 256)?;
     at_most("rate", case.rate.unwrap_or(0).into(), 1_000_000)?;
     at_most(
@@ -188,9 +225,9 @@ fn egress_case(case: &EgressCase) -> Result<(), String> {
         within(t, MS, 10 * SEC, "timeout must be between 1ms and 10s")?;
     }
     if let Some(b) = &case.bitrate {
-        if crate::cases::bitrate_bits(b).is_none() {
+        if !crate::cases::bitrate_bits(b).is_some_and(|bits| bits == 0.0 || bits >= 1000.0) {
             return Err(format!(
-                "bitrate must be bits per second with an optional k, M or G suffix, at most 100G (got {b:.32})"
+                "bitrate must be bits per second with an optional k, M or G suffix, 0 or at least 1k, at most 100G (got {b:.32})"
             ));
         }
     }
@@ -218,8 +255,14 @@ fn egress_case(case: &EgressCase) -> Result<(), String> {
             }
         }
     }
-    if case.server.service && (case.server.address.is_some() || case.server.host_network) {
-        return Err("server.service reaches a server pod the operator runs: it cannot be combined with server.address or hostNetwork".into());
+    let server = &case.server;
+    if server.service
+        && (server.address.is_some()
+            || server.host_network
+            || server.bind_interface.is_some()
+            || server.bind_address.is_some())
+    {
+        return Err("server.service reaches a server pod the operator runs on its pod address: it cannot be combined with server.address, hostNetwork, bindInterface or bindAddress".into());
     }
     Ok(())
 }

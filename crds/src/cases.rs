@@ -36,9 +36,15 @@ pub struct Measured {
 
 impl EgressBenchmarkSpec {
     /// Every run in order: the cases as listed; a swept case's runs by message size, then
-    /// stream count, each in the order given.
+    /// stream count, each in the order given. At most [`MAX_MEASURED`] + 1: a spec with more
+    /// (the schema cannot sum runs across cases; crate::bounds refuses it) costs no more to
+    /// expand than one just over the limit.
     pub fn measured(&self) -> Vec<Measured> {
-        self.cases.iter().flat_map(EgressCase::measured).collect()
+        self.cases
+            .iter()
+            .flat_map(EgressCase::measured)
+            .take(MAX_MEASURED + 1)
+            .collect()
     }
 
     /// How many runs [`Self::measured`] gives, without building them.
@@ -82,9 +88,12 @@ impl EgressCase {
         } else {
             sweep.streams.iter().copied().map(Some).collect()
         };
-        let mut runs = Vec::with_capacity(sizes.len() * streams.len());
+        let mut runs = Vec::with_capacity(self.runs().min(MAX_MEASURED + 1));
         for size in &sizes {
             for n in &streams {
+                if runs.len() > MAX_MEASURED {
+                    return runs;
+                }
                 let mut spec = self.clone();
                 spec.sweep = None;
                 let mut parts = Vec::new();
@@ -237,5 +246,17 @@ mod tests {
         ] {
             assert_eq!(bitrate_bits(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn an_absurd_sweep_expands_no_further_than_just_past_the_limit() {
+        let sizes: Vec<String> = (1..=5000).map(|i| i.to_string()).collect();
+        let s = spec(&format!(
+            "{{cases: [{{name: a, client: {{}}, server: {{}}, sweep: {{messageSizes: [{}], streams: [{}]}}}}]}}",
+            sizes.join(","),
+            sizes.join(",")
+        ));
+        assert_eq!(s.measured_count(), 25_000_000);
+        assert_eq!(s.measured().len(), MAX_MEASURED + 1);
     }
 }

@@ -92,6 +92,9 @@ pub struct EgressWorkers {
     validation = Rule::new("self.protocol == 'tcp-stream' || !has(self.latencyProbe)").message("latencyProbe applies to protocol tcp-stream only"),
     validation = Rule::new("self.protocol in ['tcp-stream', 'udp-stream'] || !has(self.messageSize)").message("messageSize applies to tcp-stream and udp-stream; request/response protocols take requestSize and responseSize"),
     validation = Rule::new("self.protocol in ['tcp-stream', 'udp-stream'] || self.direction == 'Send'").message("direction applies to tcp-stream and udp-stream only"),
+    validation = Rule::new("self.protocol != 'udp-stream' || ((!has(self.messageSize) || self.messageSize >= 32) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m >= 32)))").message("udp-stream datagrams carry a 32-byte header: messageSize and sweep.messageSizes must be at least 32"),
+    validation = Rule::new("!(self.protocol in ['tcp-rr', 'tcp-crr', 'udp-rr']) || !has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m <= 1048576)").message("request/response messages are at most 1048576 bytes (1 MiB): sweep.messageSizes of tcp-rr, tcp-crr and udp-rr must be at most 1048576"),
+    validation = Rule::new("self.protocol != 'tcp-rr' || !has(self.burst) || self.burst == 0 || ((!has(self.requestSize) || (self.burst + 1) * self.requestSize <= 65536) && (!has(self.responseSize) || (self.burst + 1) * self.responseSize <= 65536) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, (self.burst + 1) * m <= 65536)))").message("tcp-rr with burst keeps (burst + 1) requests in flight each way: (burst + 1) times requestSize, responseSize and every sweep.messageSizes must be at most 65536 bytes, or both ends could block on full socket buffers"),
     validation = Rule::new("!self.protocol.startsWith('udp') || ((!has(self.messageSize) || self.messageSize <= 65507) && (!has(self.requestSize) || self.requestSize <= 65507) && (!has(self.responseSize) || self.responseSize <= 65507) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m <= 65507)))").message("a UDP datagram carries at most 65507 bytes: messageSize, requestSize, responseSize and sweep.messageSizes of udp protocols must be at most 65507"),
 )]
 pub struct EgressCase {
@@ -155,18 +158,20 @@ pub struct EgressCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000000))]
     pub rate: Option<u32>,
-    /// udp-rr: how long a request waits for its answer before it counts as lost, 1ms to 10s.
-    /// Default 100ms.
+    /// udp-rr: how long a request waits for its answer before it counts as lost, 1ms to 10s,
+    /// rounded up to whole milliseconds. Default 100ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('1ms') && duration(self) <= duration('10s')").message("timeout must be between 1ms and 10s"))]
     pub timeout: Option<Duration>,
     /// udp-stream: bits of UDP payload per second of each stream, with an optional k, M or G
-    /// suffix (1000-based), e.g. 500M; 0 sends as fast as possible. At most 100G. Default 1M
-    /// (iperf3's).
+    /// suffix (1000-based), e.g. 500M; 0 sends as fast as possible. At least 1k (1000), at
+    /// most 100G. Default 1M (iperf3's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^(0|[1-9][0-9]{0,11}(\.[0-9]{1,3})?[kMG]?)$"),
+        regex(
+            pattern = r"^(0|[1-9][0-9]{3,11}(\.[0-9]{1,3})?|[1-9][0-9]{0,11}(\.[0-9]{1,3})?[kMG])$"
+        ),
         length(max = 16)
     )]
     pub bitrate: Option<String>,
@@ -257,7 +262,7 @@ pub struct ClientEndpoint {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("!has(self.address) || (!has(self.nodeName) && !has(self.bindInterface) && !has(self.bindAddress) && !self.hostNetwork)").message("server.address (an external tcp-server) cannot be combined with nodeName, hostNetwork, bindInterface or bindAddress"),
-    validation = Rule::new("!has(self.service) || !self.service || (!has(self.address) && !self.hostNetwork)").message("server.service reaches a server pod the operator runs: it cannot be combined with server.address or hostNetwork"),
+    validation = Rule::new("!has(self.service) || !self.service || (!has(self.address) && !self.hostNetwork && !has(self.bindInterface) && !has(self.bindAddress))").message("server.service reaches a server pod the operator runs on its pod address: it cannot be combined with server.address, hostNetwork, bindInterface or bindAddress"),
     validation = Rule::new("!(has(self.bindInterface) && has(self.bindAddress))").message("set bindInterface or bindAddress, not both"),
 )]
 pub struct ServerEndpoint {

@@ -8,6 +8,7 @@
 
 pub mod bounds;
 pub mod cases;
+pub mod changepoint;
 pub mod common;
 pub mod duration;
 pub mod egress;

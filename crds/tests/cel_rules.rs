@@ -416,10 +416,48 @@ fn protocol_fields_go_with_their_protocol_and_the_operator_agrees() {
         &case(json!({"protocol": "udp-rr", "sweep": {"messageSizes": [64, 65536]}})),
         udp,
     );
+    let service = "server.service reaches a server pod the operator runs on its pod address: it cannot be combined with server.address, hostNetwork, bindInterface or bindAddress";
     agree(
         &case(json!({"server": {"address": "198.18.0.2", "service": true}})),
-        "server.service reaches a server pod the operator runs: it cannot be combined with server.address or hostNetwork",
+        service,
     );
+    agree(
+        &case(json!({"server": {"nodeName": "n2", "bindInterface": "vx0", "service": true}})),
+        service,
+    );
+    let udp_header = "udp-stream datagrams carry a 32-byte header: messageSize and sweep.messageSizes must be at least 32";
+    agree(
+        &case(json!({"protocol": "udp-stream", "messageSize": 31})),
+        udp_header,
+    );
+    agree(
+        &case(json!({"protocol": "udp-stream", "sweep": {"messageSizes": [32, 8]}})),
+        udp_header,
+    );
+    ok(&case(json!({"protocol": "udp-stream", "messageSize": 32})));
+    agree(
+        &case(json!({"protocol": "tcp-rr", "sweep": {"messageSizes": [64, 2097152]}})),
+        "request/response messages are at most 1048576 bytes (1 MiB): sweep.messageSizes of tcp-rr, tcp-crr and udp-rr must be at most 1048576",
+    );
+    ok(&case(json!({"sweep": {"messageSizes": [64, 2097152]}})));
+    let pipeline = "tcp-rr with burst keeps (burst + 1) requests in flight each way: (burst + 1) times requestSize, responseSize and every sweep.messageSizes must be at most 65536 bytes, or both ends could block on full socket buffers";
+    agree(
+        &case(json!({"protocol": "tcp-rr", "burst": 1, "responseSize": 32769})),
+        pipeline,
+    );
+    agree(
+        &case(json!({"protocol": "tcp-rr", "burst": 3, "sweep": {"messageSizes": [64, 16385]}})),
+        pipeline,
+    );
+    ok(&case(
+        json!({"protocol": "tcp-rr", "burst": 3, "sweep": {"messageSizes": [64, 16384]}}),
+    ));
+    ok(&case(
+        json!({"protocol": "tcp-rr", "burst": 0, "requestSize": 1048576}),
+    ));
+    ok(&case(
+        json!({"protocol": "udp-rr", "burst": 8, "requestSize": 65507}),
+    ));
     agree(
         &case(json!({"sweep": {}})),
         "sweep must list messageSizes or streams",
@@ -469,6 +507,33 @@ fn protocol_fields_go_with_their_protocol_and_the_operator_agrees() {
         ),
         (json!(16), json!(128.0))
     );
+    // The pattern: 0, or at least 1k (four digits, or a suffix).
+    for low in ["1", "999", "999.9"] {
+        let obj = case(json!({"protocol": "udp-stream", "bitrate": low}));
+        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        assert!(
+            crds::bounds::egress(&spec)
+                .unwrap_err()
+                .contains("at least 1k"),
+            "{low}"
+        );
+    }
+    for fine in ["0", "1000", "1k", "1.5k", "100G"] {
+        ok(&case(json!({"protocol": "udp-stream", "bitrate": fine})));
+    }
+    let pattern = regex::Regex::new(props["bitrate"]["pattern"].as_str().unwrap()).unwrap();
+    for (value, matches) in [
+        ("1", false),
+        ("999", false),
+        ("999.5", false),
+        ("0", true),
+        ("1000", true),
+        ("1.5k", true),
+        ("2G", true),
+        ("0k", false),
+    ] {
+        assert_eq!(pattern.is_match(value), matches, "{value}");
+    }
     // What the pattern lets through beyond 100G, the operator refuses.
     let obj = case(json!({"protocol": "udp-stream", "bitrate": "999999G"}));
     let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();

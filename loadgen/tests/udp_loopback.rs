@@ -268,6 +268,12 @@ fn the_server_counts_crafted_datagrams_exactly() {
         .send(&datagram(1, 0, tag ^ 0xff, 0, 0, 32))
         .unwrap();
     stranger.send(&datagram(1, 7, tag, 0, 0, 32)).unwrap();
+    // A valid open of stream 0 (the tag can be seen on the wire) from another host than the
+    // control connection's: queued before the client's own, it must not point the stream at
+    // that host (the data below would then never be counted).
+    let spoofer = UdpSocket::bind("127.0.0.2:0").unwrap();
+    spoofer.connect(server.addr).unwrap();
+    spoofer.send(&datagram(1, 0, tag, 0, 0, 32)).unwrap();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.connect(server.addr).unwrap();
     // The open datagram may be lost: send it until the server starts the test.

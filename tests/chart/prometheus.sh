@@ -137,6 +137,7 @@ for f in "${bench_files[@]}"; do
         fi
     else
         extra=(--may-be-empty "netbench_egress_[a-z_]+=$name is an IngressBenchmark; egress panels are for EgressBenchmarks")
+        extra+=(--may-be-empty "netbench_live_(transactions_per_second|loss_ratio)=$name is an IngressBenchmark; live transactions and loss are for request/response and UDP egress cases")
         [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.sweep}') ]] ||
             extra+=(--may-be-empty "netbench_ingress_scaling_efficiency=$name has no sweep; efficiency needs two or more steps")
     fi

@@ -214,6 +214,8 @@ fn history(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
             )
         })
         .collect();
+    out.markdown
+        .push_str(&change_points(runs, metric, unit, &series, &labels));
     let title = format!(
         "{}: {metric} per run",
         runs.last().map_or("", |r| r.spec.benchmark.name.as_str())
@@ -226,6 +228,61 @@ fn history(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
         svg,
     );
     Ok(())
+}
+
+/// The change points of each measurement's main figure over the history (crds::changepoint),
+/// as a markdown list; empty when there is no history to judge.
+fn change_points(
+    runs: &[&Loaded],
+    metric: &str,
+    unit: &str,
+    series: &[charts::Series],
+    labels: &[String],
+) -> String {
+    let better = runs
+        .last()
+        .and_then(|r| {
+            figures::sorted(&r.spec)
+                .into_iter()
+                .find_map(|m| figures::metric(m, metric))
+        })
+        .map(|f| f.better);
+    let mut lines = vec![];
+    for s in series {
+        let means: Vec<f64> = s.points.iter().map(|p| p.1).collect();
+        for cp in crds::changepoint::find(&means, crds::changepoint::Options::default()) {
+            let Some(&(run, _, _)) = s.points.get(cp.index) else {
+                continue;
+            };
+            let worse = match better {
+                Some(crds::history::Better::Lower) => cp.after > cp.before,
+                _ => cp.after < cp.before,
+            };
+            lines.push(format!(
+                "- {}: from run {} ({}): {:.2} -> {:.2} {unit} ({:+.1} %, {}; p = {:.4})",
+                crate::text::md_text(&s.name),
+                crate::text::md_text(labels.get(run).map_or("?", String::as_str)),
+                crate::text::md_text(runs.get(run).map_or("?", |r| r.spec.run_id.as_str())),
+                cp.before,
+                cp.after,
+                cp.change_percent,
+                if worse { "worse" } else { "better" },
+                cp.p_value,
+            ));
+        }
+    }
+    if runs.len() < 6 {
+        return String::new();
+    }
+    let mut md = String::from("Change points of the main figure (a two-sample t-test over the history, at most 1 % false alarms per segment searched; docs/results.md):\n\n");
+    if lines.is_empty() {
+        md.push_str("- none: no shift stands out of the run-to-run noise\n");
+    } else {
+        md.push_str(&lines.join("\n"));
+        md.push('\n');
+    }
+    md.push('\n');
+    md
 }
 
 /// Writes report.md and the charts into `dir`.

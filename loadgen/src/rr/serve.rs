@@ -26,7 +26,7 @@ use super::config::validate_sizes;
 use super::{crr, net, tcp_rr, udp};
 use crate::tcp::cpu::CpuMeter;
 use crate::tcp::protocol::{
-    read_message, write_message, Message, PeerStream, RrParams, TestParams, PROTOCOL_VERSION,
+    read_message_by, write_message, Message, PeerStream, RrParams, TestParams, PROTOCOL_VERSION,
 };
 use crate::tcp::server::{refuse, BusyResponder, TcpServer, BUSY, HELLO_TIMEOUT, POLL_INTERVAL};
 use crate::tcp::sys::wait_readable;
@@ -162,10 +162,9 @@ fn await_done(
         if !readable {
             continue;
         }
-        control
-            .set_read_timeout(Some(HELLO_TIMEOUT))
-            .map_err(|e| TcpError::io("configuring the control connection", e))?;
-        return match read_message(control) {
+        // The whole `done` by the deadline (a trickled frame cannot hold the server past it).
+        let by = deadline.min(Instant::now() + HELLO_TIMEOUT);
+        return match read_message_by(control, by) {
             Ok(Message::Done) => Ok(()),
             Ok(other) => Err(TcpError::Protocol(format!(
                 "expected done, got a {} message",

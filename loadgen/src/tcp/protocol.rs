@@ -159,6 +159,38 @@ pub(crate) fn write_message(mut w: impl Write, msg: &Message) -> Result<(), TcpE
         .map_err(|e| TcpError::io(format!("sending {} message", msg.kind()), e))
 }
 
+/// Reads one message from `conn`, all of it before `deadline` (a peer that trickles a frame a
+/// byte at a time cannot hold the reader past it, whatever the per-read timeout).
+pub(crate) fn read_message_by(
+    conn: &std::net::TcpStream,
+    deadline: std::time::Instant,
+) -> Result<Message, TcpError> {
+    read_message(ByDeadline { conn, deadline })
+}
+
+/// A reader whose every read times out at a fixed instant.
+struct ByDeadline<'a> {
+    conn: &'a std::net::TcpStream,
+    deadline: std::time::Instant,
+}
+
+impl Read for ByDeadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the message did not arrive in time",
+            ));
+        }
+        self.conn.set_read_timeout(Some(left))?;
+        let mut conn = self.conn;
+        conn.read(buf)
+    }
+}
+
 pub(crate) fn read_message(mut r: impl Read) -> Result<Message, TcpError> {
     let mut len = [0u8; 4];
     // Frames are below 16 MiB, so a netbench peer's first byte is always 0: anything else (e.g.
@@ -461,5 +493,33 @@ mod props {
             }
             let _ = read_message(&buf[..]);
         }
+    }
+
+    #[test]
+    fn a_trickled_frame_ends_at_the_deadline() {
+        use std::io::Write as _;
+        use std::time::{Duration, Instant};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let writer = std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            // A frame of 1000 bytes announced, then one byte every 20 ms until told to stop.
+            c.write_all(&1000u32.to_be_bytes()).unwrap();
+            while stop_rx.recv_timeout(Duration::from_millis(20)).is_err() {
+                if c.write_all(b" ").is_err() {
+                    break;
+                }
+            }
+        });
+        let (conn, _) = listener.accept().unwrap();
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        let err = read_message_by(&conn, deadline).unwrap_err();
+        // Every read returned data before its own timeout: only the overall deadline ends it.
+        assert!(Instant::now() >= deadline, "{err}");
+        assert!(err.to_string().contains("in time"), "{err}");
+        stop_tx.send(()).unwrap();
+        writer.join().unwrap();
     }
 }

@@ -17,7 +17,7 @@ use super::config::{validate_test, TcpServerConfig};
 use super::cpu::CpuMeter;
 use super::net;
 use super::protocol::{
-    read_message, write_message, Message, PeerStream, TestParams, PROTOCOL_VERSION,
+    read_message_by, write_message, Message, PeerStream, TestParams, PROTOCOL_VERSION,
 };
 use super::stream::{Role, RunningStreams};
 use super::sys::wait_readable;
@@ -155,9 +155,7 @@ impl TcpServer {
         conn: &TcpStream,
         peer: SocketAddr,
     ) -> Result<Option<(String, TestParams)>, TcpError> {
-        conn.set_read_timeout(Some(HELLO_TIMEOUT))
-            .map_err(|e| TcpError::io("configuring a control connection", e))?;
-        let (cookie, test) = match read_message(conn) {
+        let (cookie, test) = match read_message_by(conn, Instant::now() + HELLO_TIMEOUT) {
             Ok(Message::Hello { cookie, test, .. }) => (cookie, test),
             Ok(Message::Data { .. }) => {
                 tracing::debug!(%peer, "dropping a data connection that belongs to no running test");
@@ -371,8 +369,7 @@ impl TcpServer {
             let Some((conn, peer)) = accept(&self.listener, left.min(POLL_INTERVAL))? else {
                 continue;
             };
-            let _ = conn.set_read_timeout(Some(left.min(HELLO_TIMEOUT)));
-            match read_message(&conn) {
+            match read_message_by(&conn, Instant::now() + left.min(HELLO_TIMEOUT)) {
                 Ok(Message::Data {
                     cookie: c, stream, ..
                 }) if c == cookie => match slots.get_mut(stream as usize) {
@@ -469,8 +466,8 @@ impl BusyResponder {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     if let Ok(Some((conn, _))) = accept(&listener, POLL_INTERVAL) {
-                        let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
-                        if let Ok(Message::Hello { .. }) = read_message(&conn) {
+                        let by = Instant::now() + Duration::from_secs(1);
+                        if let Ok(Message::Hello { .. }) = read_message_by(&conn, by) {
                             refuse(&conn, BUSY);
                         }
                     }

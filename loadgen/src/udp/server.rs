@@ -131,6 +131,13 @@ impl UdpTest<'_> {
         setup
             .set_read_timeout(Some(POLL))
             .map_err(|e| TcpError::io("configuring the udp socket", e))?;
+        // Streams open only from the control connection's peer: a datagram from elsewhere (a
+        // spoofed source with the tag seen on the wire) must not point a stream at a victim.
+        let client = control
+            .peer_addr()
+            .map_err(|e| TcpError::io("reading the control connection's peer", e))?
+            .ip()
+            .to_canonical();
         let deadline = Instant::now() + OPEN_TIMEOUT;
         let mut slots: Vec<Option<UdpSocket>> = flows.iter().map(|_| None).collect();
         let mut missing = flows.len();
@@ -161,6 +168,10 @@ impl UdpTest<'_> {
                 Err(e) if is_transient(&e) => continue,
                 Err(e) => return Err(TcpError::io("receiving open datagrams", e)),
             };
+            if peer.ip().to_canonical() != client {
+                tracing::debug!(%peer, "ignoring an open datagram from another host than the client");
+                continue;
+            }
             let Some(id) = opened_stream(buf.get(..n).unwrap_or_default(), tag) else {
                 tracing::debug!(%peer, "ignoring a datagram that opens no stream of this test");
                 continue;

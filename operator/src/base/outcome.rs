@@ -56,6 +56,10 @@ pub enum Reason {
     TargetNotRestored,
     /// The sweep target cannot be read.
     TargetUnavailable,
+    /// A Service of the name a case's Service path needs exists and is not this benchmark's.
+    ServiceConflict,
+    /// The API server refused a case's Service.
+    ServiceRefused,
 
     // What a kind judges of a measurement.
     /// Too many of a step's requests failed.
@@ -68,7 +72,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 22] = [
         Reason::InvalidSpec,
         Reason::NotPermitted,
         Reason::InvalidSchedule,
@@ -86,6 +90,8 @@ impl Reason {
         Reason::RolloutTimeout,
         Reason::TargetNotRestored,
         Reason::TargetUnavailable,
+        Reason::ServiceConflict,
+        Reason::ServiceRefused,
         Reason::RequestsFailed,
         Reason::StreamFailed,
         Reason::NothingTransferred,
@@ -111,6 +117,8 @@ impl Reason {
             Reason::RolloutTimeout => "RolloutTimeout",
             Reason::TargetNotRestored => "TargetNotRestored",
             Reason::TargetUnavailable => "TargetUnavailable",
+            Reason::ServiceConflict => "ServiceConflict",
+            Reason::ServiceRefused => "ServiceRefused",
             Reason::RequestsFailed => "RequestsFailed",
             Reason::StreamFailed => "StreamFailed",
             Reason::NothingTransferred => "NothingTransferred",

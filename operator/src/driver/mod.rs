@@ -95,7 +95,7 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
 
     // 1. The workers stop.
     let selector = labels::benchmark_selector(&kind, &name);
-    pods::delete_workers(&ctx.client, &ns, &selector).await?;
+    pods::delete_workers(&ctx.client, &kind, &ns, &selector).await?;
 
     // 2. The freshest copy of this very object (a re-created one of the same name is not ours).
     let obj = api

@@ -209,7 +209,11 @@ impl Hooks for EgressBenchmark {
     async fn prepare(run: &mut Run<'_, Self>, case: u32) -> Result<Step> {
         let prepared = in_run::prepare(run, case).await?;
         if let (Step::Done, Some(m)) = (&prepared, plan::case_at(run.obj(), case)) {
-            service::ensure(&run.ctx().client, run.obj(), run.id(), run.slot(), &m).await?;
+            let client = &run.ctx().client;
+            let refused = service::ensure(client, run.obj(), run.id(), run.slot(), &m).await?;
+            if let Some(failure) = refused {
+                return Ok(Step::Fail(failure));
+            }
         }
         Ok(prepared)
     }
@@ -301,11 +305,9 @@ impl Hooks for EgressBenchmark {
             offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
         }
         let ns = eb.namespace().unwrap_or_default();
-        let metrics = ctx.metrics.family::<EgressMetrics>();
-        for c in eb.status.iter().flat_map(|s| &s.cases) {
-            let profile = c.offload_profile.as_deref();
-            metrics.forget_case(&ns, &eb.name_any(), &c.name, profile);
-        }
+        ctx.metrics
+            .family::<EgressMetrics>()
+            .keep_cases(&ns, &eb.name_any(), &[]);
         Ok(Step::Done)
     }
 }
@@ -337,6 +339,8 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     for c in &run.status().cases {
         metrics.set_case(run.ns(), run.name(), c);
     }
+    // A new run's first case: the series of the runs before that it does not repeat go.
+    metrics.keep_cases(run.ns(), run.name(), &run.status().cases);
 }
 
 /// "measured/asked", the printer column (a swept case counts each run).

@@ -133,7 +133,9 @@ fn protocol_args(case: &EgressCase) -> Vec<String> {
                 flag("--rate", rate.to_string());
             }
             if let Some(t) = case.timeout {
-                flag("--timeout", t.to_string());
+                // Whole milliseconds, rounded up (what the loadgen takes).
+                let ms = std::time::Duration::from(t).as_nanos().div_ceil(1_000_000);
+                flag("--timeout", format!("{ms}ms"));
             }
         }
     }
@@ -206,6 +208,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
             cpu: resources.and_then(|r| r.cpu.clone()),
             memory: resources.and_then(|r| r.memory.clone()),
             host_network,
+            active_deadline: case_deadline(case, std::time::Duration::ZERO),
         }
     };
     let mut plans = vec![plan(
@@ -403,6 +406,22 @@ spec:
         let roles = worker_roles(&b, "r1", Slot::first(0));
         assert_eq!(roles["e-r1-s0-w1"], Role::Server);
         assert_eq!(roles["e-r1-s0-w0"], Role::Client);
+    }
+
+    #[test]
+    fn a_udp_rr_timeout_goes_as_whole_milliseconds_rounded_up() {
+        for (timeout, flag) in [
+            ("1500us", "--timeout 2ms"),
+            ("1ms", "--timeout 1ms"),
+            ("2.5s", "--timeout 2500ms"),
+        ] {
+            let b = eb(&format!(
+                "{{apiVersion: netbench.io/v1alpha1, kind: EgressBenchmark, metadata: {{name: e, uid: u-1}},
+                  spec: {{cases: [{{name: u, protocol: udp-rr, timeout: '{timeout}', client: {{nodeName: a}}, server: {{nodeName: b}}}}]}}}}"
+            ));
+            let args = workers(&b, "r1", Slot::first(0))[0].args.join(" ");
+            assert!(args.contains(flag), "{timeout}: {args}");
+        }
     }
 
     #[test]

@@ -82,7 +82,11 @@ pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
         .map(|c| (protocol_of(c), c.message_size, c.streams, main_figure(c)))
         .filter(|b| b.3 > 0.0)
         .collect();
-    let swept = bases.len() > 1;
+    // Swept: the baseline case's runs carry their own names ("case/messageSize=N"), whether
+    // one or all of them measured anything (never decided by how many measured).
+    let swept = cases
+        .iter()
+        .any(|c| c.case.as_deref() == Some(baseline) && c.name != baseline);
     for c in cases.iter_mut() {
         let own = c.name == baseline || c.case.as_deref() == Some(baseline);
         let base = bases.iter().find(|(p, size, streams, _)| {
@@ -333,6 +337,25 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_swept_baseline_is_matched_by_size_even_when_one_run_measured() {
+        let run = |name: &str, of: &str, size: u32, bps: f64| CaseResult {
+            case: Some(of.into()),
+            message_size: Some(size),
+            ..case(name, bps)
+        };
+        let mut cases = vec![
+            run("base/messageSize=64", "base", 64, 0.0),
+            run("base/messageSize=1024", "base", 1024, 8e9),
+            run("other/messageSize=64", "other", 64, 1e9),
+            run("other/messageSize=1024", "other", 1024, 4e9),
+        ];
+        set_overheads(&mut cases, "base");
+        // 64 B has no measured baseline run: no overhead, never one against the 1024 B run.
+        assert_eq!(cases[2].overhead_percent, None);
+        assert_eq!(cases[3].overhead_percent, Some(50.0));
     }
 
     #[test]

@@ -18,6 +18,8 @@ use crds::EgressBenchmark;
 
 use super::plan;
 use crate::base::labels;
+use crate::base::outcome::{Failure, Reason};
+use crate::base::text::clip;
 use crate::policy::samples::Slot;
 
 /// The Service in front of the slot's server pod (pure).
@@ -54,27 +56,77 @@ pub fn build(eb: &EgressBenchmark, run: &str, slot: Slot, case: &Measured) -> Se
     }
 }
 
-/// Creates the slot's Service when the case asks for the Service path (idempotent).
+/// Creates the slot's Service when the case asks for the Service path (idempotent). `Ok(Some)`
+/// is a refusal the run ends Failed with: the API server refused the
+/// Service (quota, admission policy, RBAC), or a Service of that name exists that this
+/// benchmark does not own or that selects other pods (someone else's Service would carry the
+/// client's traffic elsewhere; it is never used, never deleted).
 pub async fn ensure(
     client: &kube::Client,
     eb: &EgressBenchmark,
     run: &str,
     slot: Slot,
     case: &Measured,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Failure>, kube::Error> {
     if !case.spec.server.service {
-        return Ok(());
+        return Ok(None);
     }
     let svc = build(eb, run, slot, case);
+    let name = svc.metadata.name.clone().unwrap_or_default();
     let ns = eb.metadata.namespace.clone().unwrap_or_default();
-    match Api::<Service>::namespaced(client.clone(), &ns)
-        .create(&PostParams::default(), &svc)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+    let api = Api::<Service>::namespaced(client.clone(), &ns);
+    match api.create(&PostParams::default(), &svc).await {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let existing = api.get(&name).await?;
+            Ok(conflict(&svc, &existing).map(|why| {
+                Failure::new(
+                    Reason::ServiceConflict,
+                    format!("Service {name} already exists and {why}; delete it or rename the benchmark"),
+                )
+            }))
+        }
+        Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => Ok(Some(Failure::new(
+            Reason::ServiceRefused,
+            format!(
+                "creating Service {name} was refused ({}): {}",
+                e.code,
+                clip(&e.message, 256)
+            ),
+        ))),
         Err(e) => Err(e),
     }
+}
+
+/// Why an existing Service of the wanted name is not the one `wanted` describes (pure): it
+/// must be owned (as controller) by this benchmark's uid, select exactly the server pod, and
+/// be a plain ClusterIP Service.
+pub fn conflict(wanted: &Service, existing: &Service) -> Option<&'static str> {
+    let owner = wanted
+        .metadata
+        .owner_references
+        .as_ref()
+        .and_then(|o| o.first())
+        .map(|o| o.uid.as_str())
+        .filter(|uid| !uid.is_empty());
+    let owned = existing
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == owner);
+    if !owned {
+        return Some("is not owned by this benchmark");
+    }
+    let spec = |s: &Service| {
+        s.spec
+            .as_ref()
+            .map(|s| (s.type_.clone(), s.selector.clone(), s.external_name.clone()))
+    };
+    if spec(wanted) != spec(existing) {
+        return Some("does not select the server pod the way the operator builds it");
+    }
+    None
 }
 
 #[cfg(test)]
@@ -126,5 +178,50 @@ mod tests {
             server.args
         );
         assert!(!client.args.contains(&"-c".to_string()));
+    }
+
+    #[test]
+    fn only_the_benchmarks_own_service_is_used() {
+        let eb: EgressBenchmark = serde_yaml::from_str(
+            "{apiVersion: netbench.io/v1alpha1, kind: EgressBenchmark, metadata: {name: e, namespace: team, uid: u-1},
+              spec: {cases: [{name: svc, protocol: tcp-rr, client: {}, server: {service: true}}]}}",
+        )
+        .unwrap();
+        let case = &eb.spec.measured()[0];
+        let wanted = build(&eb, "r1", Slot::first(0), case);
+        assert_eq!(
+            conflict(&wanted, &wanted),
+            None,
+            "our own, from before a restart"
+        );
+        let mut unowned = wanted.clone();
+        unowned.metadata.owner_references = None;
+        assert_eq!(
+            conflict(&wanted, &unowned),
+            Some("is not owned by this benchmark")
+        );
+        let mut other = wanted.clone();
+        other.metadata.owner_references.as_mut().unwrap()[0].uid = "u-2".into();
+        assert!(
+            conflict(&wanted, &other).is_some(),
+            "another benchmark's uid"
+        );
+        let mut not_controller = wanted.clone();
+        not_controller.metadata.owner_references.as_mut().unwrap()[0].controller = None;
+        assert!(conflict(&wanted, &not_controller).is_some());
+        let mut external = wanted.clone();
+        let spec = external.spec.as_mut().unwrap();
+        spec.type_ = Some("ExternalName".into());
+        spec.external_name = Some("elsewhere.example".into());
+        assert!(conflict(&wanted, &external).unwrap().contains("select"));
+        let mut elsewhere = wanted.clone();
+        elsewhere.spec.as_mut().unwrap().selector =
+            Some(BTreeMap::from([("app".into(), "mine".into())]));
+        assert!(conflict(&wanted, &elsewhere).is_some());
+        // A benchmark without a uid (never from the API server) owns nothing.
+        let mut no_uid = eb.clone();
+        no_uid.metadata.uid = None;
+        let wanted = build(&no_uid, "r1", Slot::first(0), case);
+        assert!(conflict(&wanted, &wanted).is_some());
     }
 }

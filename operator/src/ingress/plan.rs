@@ -93,6 +93,7 @@ pub fn workers(ib: &IngressBenchmark, run: &str, step: u32, host_network: bool) 
             cpu: spec.workers.cpu.clone(),
             memory: spec.workers.memory.clone(),
             host_network,
+            active_deadline: step_deadline(spec, std::time::Duration::ZERO),
         })
         .collect()
 }

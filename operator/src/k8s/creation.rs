@@ -69,6 +69,8 @@ pub fn judge(
 
 /// One step's pods, for [`start`].
 pub struct StepPods<'a> {
+    /// The kind of their benchmark.
+    pub kind: &'a str,
     pub namespace: &'a str,
     /// Selects the step's pods (to remove them when the run cannot start).
     pub selector: &'a str,
@@ -123,7 +125,7 @@ pub async fn start(
             );
         }
         Started::Failed(f) => {
-            pods::delete_workers(client, step.namespace, step.selector).await?;
+            pods::delete_workers(client, step.kind, step.namespace, step.selector).await?;
             let reason = f.reason.as_str();
             conditions::set(
                 &mut run.conditions,

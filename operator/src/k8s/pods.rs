@@ -64,11 +64,13 @@ pub async fn list_pods(
         .items)
 }
 
-/// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark) and the
-/// Services in front of them (egress::service): the only children a benchmark has in its own
-/// namespace (reports: reports; offload Jobs: egress::offload).
+/// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark) of a
+/// benchmark of kind `kind`, and the Services in front of them (egress::service): the only
+/// children a benchmark has in its own namespace (reports: store::reports; offload Jobs:
+/// egress::offload).
 pub async fn delete_workers(
     client: &Client,
+    kind: &str,
     namespace: &str,
     selector: &str,
 ) -> Result<(), kube::Error> {
@@ -76,10 +78,25 @@ pub async fn delete_workers(
     let _ = Api::<Pod>::namespaced(client.clone(), namespace)
         .delete_collection(&DeleteParams::background(), &lp)
         .await?;
-    // Services have no deletecollection.
+    // Services have no deletecollection. Only some kinds have Services (an EgressBenchmark's
+    // Service path): without the permission to list them (a trimmed role), there are none of
+    // ours to delete.
     let services = Api::<Service>::namespaced(client.clone(), namespace);
-    for svc in services.list_metadata(&lp).await?.items {
-        let Some(name) = svc.metadata.name else {
+    let listed = match services.list_metadata(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 403 => vec![],
+        Err(e) => return Err(e),
+    };
+    for svc in listed {
+        // Only the operator's own: a Service someone else labelled like a benchmark's children
+        // is not deleted (its controller is not a benchmark of this kind).
+        let ours = svc
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == kind);
+        let (true, Some(name)) = (ours, svc.metadata.name) else {
             continue;
         };
         match services.delete(&name, &DeleteParams::background()).await {

@@ -48,6 +48,23 @@ pub struct WorkerPlan {
     pub cpu: Option<Quantity>,
     pub memory: Option<Quantity>,
     pub host_network: bool,
+    /// How long the worker's step may take once it started (without the start timeout): the
+    /// pod's activeDeadlineSeconds adds the start timeout and a margin, so a worker the
+    /// operator lost track of (cleanup Never, a peer that holds it) still ends.
+    pub active_deadline: std::time::Duration,
+}
+
+/// What the kubelet allows a worker pod beyond its step's deadline before it kills it (the
+/// operator's own deadline fails the run first).
+const ACTIVE_DEADLINE_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The pod's activeDeadlineSeconds (saturating; at least 1).
+fn active_deadline_seconds(plan: &WorkerPlan, config: &Config) -> i64 {
+    let d = plan
+        .active_deadline
+        .saturating_add(config.worker_start_timeout())
+        .saturating_add(ACTIVE_DEADLINE_MARGIN);
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX).max(1)
 }
 
 /// The worker pod of `plan`: the loadgen image the admin configured (never one from the CR),
@@ -74,6 +91,7 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
             node_selector: (!plan.node_selector.is_empty()).then(|| plan.node_selector.clone()),
             affinity: affinity(plan),
             termination_grace_period_seconds: Some(5),
+            active_deadline_seconds: Some(active_deadline_seconds(plan, config)),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
                 run_as_user: Some(WORKER_UID),
@@ -280,7 +298,20 @@ mod tests {
             cpu: None,
             memory: None,
             host_network: false,
+            active_deadline: std::time::Duration::from_secs(40),
         }
+    }
+
+    #[test]
+    fn a_worker_ends_even_when_the_operator_lost_track_of_it() {
+        let config = Config::for_tests();
+        let spec = pod(&plan(), &config).spec.unwrap();
+        let expected = 40 + config.worker_start_timeout().as_secs() + 60;
+        assert_eq!(spec.active_deadline_seconds, Some(expected as i64));
+        let mut absurd = plan();
+        absurd.active_deadline = std::time::Duration::MAX;
+        let spec = pod(&absurd, &config).spec.unwrap();
+        assert_eq!(spec.active_deadline_seconds, Some(i64::MAX));
     }
 
     #[test]

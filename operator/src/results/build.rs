@@ -158,7 +158,14 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
                     }
                 }
             }
-            histograms.extend(reports.values().filter_map(histogram_of));
+            // Latency is what the clients measured; a server's report adds none (a compromised
+            // server pod cannot add samples to the result's distribution).
+            histograms.extend(
+                reports
+                    .iter()
+                    .filter(|(worker, _)| expected.get(*worker) == Some(&Role::Client))
+                    .filter_map(|(_, r)| histogram_of(r)),
+            );
         }
         let Some(m) = stats.iter().find(|m| m.index == index) else {
             continue;

@@ -208,6 +208,18 @@ async fn absurd_protocol_fields_are_refused_by_the_api_server() {
             "should match",
         ),
         (
+            json!({"protocol": "udp-stream", "bitrate": "999"}),
+            "should match",
+        ),
+        (
+            json!({"protocol": "udp-stream", "messageSize": 20}),
+            "32-byte header",
+        ),
+        (
+            json!({"protocol": "tcp-rr", "burst": 8, "requestSize": 65536}),
+            "both ends could block on full socket buffers",
+        ),
+        (
             json!({"protocol": "udp-stream", "messageSize": 70000}),
             "a UDP datagram carries at most 65507 bytes",
         ),
@@ -233,4 +245,94 @@ async fn absurd_protocol_fields_are_refused_by_the_api_server() {
             .to_string();
         assert!(err.contains(message), "{fields}: {err}");
     }
+}
+
+/// A Service someone else created under the name the operator will use (names are predictable
+/// from the benchmark's uid) is never used: the run ends Failed (ServiceConflict) before any
+/// client connects through it, and the Service is left alone.
+#[tokio::test]
+async fn a_service_the_operator_did_not_create_is_never_used() {
+    use k8s_openapi::api::core::v1::Service;
+    let client = client().await;
+    let restarts = operator_restarts(&client).await;
+    let ns = TestNs::new(&client, "egprotosvc").await;
+    let nodes = json!({"client": {"nodeName": CLIENT_NODE}, "server": {"nodeName": SERVER_NODE}});
+    let rr_case = |name: &str, service: bool, duration: &str| {
+        let mut c = nodes.clone();
+        c["name"] = json!(name);
+        c["protocol"] = json!("tcp-rr");
+        c["duration"] = json!(duration);
+        c["server"]["service"] = json!(service);
+        c
+    };
+    // The first case runs for a while: time to take the second case's Service name.
+    let obj = benchmark(
+        EB,
+        &ns.name,
+        "hijack",
+        json!({"cases": [rr_case("first", false, "4s"), rr_case("svc", true, "2s")]}),
+    );
+    create(&client, &ns.name, &obj).await.unwrap();
+    let created = get_benchmark(&client, EB, &ns.name, "hijack")
+        .await
+        .unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap();
+    let short: String = uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(8)
+        .collect();
+    // Step 1's server (worker 1) is behind nb-<benchmark>-<run>-s1-w1.
+    let name = format!("nb-hijack-{short}-g1-s1-w1");
+    let squatter: Service = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns.name},
+        "spec": {"type": "ExternalName", "externalName": "elsewhere.example"},
+    }))
+    .unwrap();
+    let services = Api::<Service>::namespaced(client.clone(), &ns.name);
+    services
+        .create(&Default::default(), &squatter)
+        .await
+        .unwrap();
+
+    let done = wait_phase(
+        &client,
+        EB,
+        &ns.name,
+        "hijack",
+        FINISHED,
+        Duration::from_secs(300),
+    )
+    .await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Failed", "{st:#}");
+    let ready = condition(&done, "Ready");
+    assert_eq!(ready["reason"], "ServiceConflict", "{ready:#}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&name) && message.contains("not owned by this benchmark"),
+        "{message}"
+    );
+    // The first case ran; the second never had a client.
+    assert!(
+        f(case(st, "first"), "transactionsPerSecond") > 0.0,
+        "{st:#}"
+    );
+    let measured: Vec<_> = st["cases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["name"])
+        .collect();
+    assert!(!measured.contains(&&json!("svc")), "{st:#}");
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+    let kept = services
+        .get(&name)
+        .await
+        .expect("the squatter's Service is left alone");
+    assert_eq!(
+        kept.spec.and_then(|s| s.external_name).as_deref(),
+        Some("elsewhere.example")
+    );
+    assert_eq!(operator_restarts(&client).await, restarts);
 }

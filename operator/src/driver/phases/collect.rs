@@ -105,7 +105,7 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     }
     if run.obj().cleanup_policy() != CleanupPolicy::Never {
         let selector = run.slot_selector(slot);
-        pods::delete_workers(&ctx.client, run.ns(), &selector).await?;
+        pods::delete_workers(&ctx.client, &K::kind(&()), run.ns(), &selector).await?;
     }
     Ok(verdict)
 }

@@ -30,7 +30,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     };
     if !keep_pods {
         let selector = run.selector();
-        pods::delete_workers(&run.ctx().client, run.ns(), &selector).await?;
+        pods::delete_workers(&run.ctx().client, &K::kind(&()), run.ns(), &selector).await?;
     }
     // The result is built from the reports, which stay until it is written (see `apply`).
     let (recorded, outcome) = results::record(run).await;

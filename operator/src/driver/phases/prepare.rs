@@ -55,7 +55,9 @@ async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<St
     let pods = run.obj().pods(run.id(), slot, &ctx.config);
     let selector = run.slot_selector(slot);
     let ns = run.ns().to_string();
+    let kind = K::kind(&());
     let step_pods = creation::StepPods {
+        kind: &kind,
         namespace: &ns,
         selector: &selector,
         pods: &pods,
