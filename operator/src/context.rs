@@ -2,12 +2,17 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::Reporter;
 use kube::Client;
 
-use crate::config::Config;
-use crate::metrics::Metrics;
-use crate::runs::Registry;
+use crate::admin::config::Config;
+use crate::base::events::PendingEvent;
+use crate::base::metrics::Metrics;
+use crate::policy::queue::Contender;
+use crate::store::registry::Registry;
+use crate::store::reports::Store;
 
 pub struct Context {
     pub client: Client,
@@ -17,6 +22,57 @@ pub struct Context {
     pub reporter: Reporter,
     /// Wakes the controller for an object when a worker report arrives.
     pub wake: tokio::sync::mpsc::UnboundedSender<Wake>,
+    /// Every kind the operator runs.
+    pub kinds: Kinds,
+}
+
+/// Every kind the operator runs (main.rs lists them), for what looks across kinds: the queue
+/// (a run waits for runs of any kind that share its target or nodes) and a new leader's pass
+/// over every benchmark.
+#[derive(Clone, Default)]
+pub struct Kinds(pub Vec<KindEntry>);
+
+/// A listing of one kind's benchmarks.
+pub type ListFn<T> = for<'c> fn(&'c Client) -> BoxFuture<'c, Result<T, kube::Error>>;
+
+/// What those passes need of one kind (see `run::kinds::entry`).
+#[derive(Clone, Copy)]
+pub struct KindEntry {
+    /// Every benchmark of the kind, as the queue sees it.
+    pub contenders: ListFn<Vec<Contender>>,
+    /// Every benchmark of the kind, listed for a new leader.
+    pub list: ListFn<Listed>,
+}
+
+/// One kind's benchmarks as a new leader lists them.
+pub struct Listed {
+    /// Their uids (report objects of any other benchmark are orphans).
+    pub uids: Vec<String>,
+    /// Publishes the results their status holds.
+    pub export: Box<dyn FnOnce(&Metrics) + Send>,
+}
+
+impl Kinds {
+    /// Every benchmark of every kind, as contenders of the queue.
+    pub async fn contenders(&self, client: &Client) -> Result<Vec<Contender>, kube::Error> {
+        let mut all = vec![];
+        for kind in &self.0 {
+            all.extend((kind.contenders)(client).await?);
+        }
+        Ok(all)
+    }
+}
+
+impl Context {
+    /// The worker reports, kept in the operator's namespace.
+    pub fn reports(&self) -> Store {
+        Store::new(self.client.clone(), self.config.namespace.clone())
+    }
+
+    /// Publishes and clears `events` about `reference` (see `k8s::events`).
+    pub async fn publish(&self, reference: &ObjectReference, events: &mut Vec<PendingEvent>) {
+        crate::k8s::events::publish(&self.client, &self.reporter, reference, events).await;
+    }
 }
 
 /// A request to reconcile one object now.

@@ -16,15 +16,19 @@ use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{finalizer, Event};
+use kube::runtime::finalizer::{self, finalizer, Event};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use crate::base::error::{Error, Result, Retry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
+
+use crate::base::metrics::{counter, Family};
+use crate::base::outcome::Step;
 use crate::context::Context;
-use crate::driver::{self, Kind};
-use crate::error::{Error, Result, Retry};
-use crate::metrics::ReconcileTimer;
+use crate::driver;
+use crate::run::Hooks;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
@@ -37,7 +41,7 @@ struct Reconciler {
 
 type Guarded<K> = DeserializeGuard<K>;
 
-pub async fn run<K: Kind>(
+pub async fn run<K: Hooks>(
     ctx: Arc<Context>,
     wake: impl Stream<Item = ObjectRef<K>> + Send + 'static,
 ) {
@@ -45,8 +49,8 @@ pub async fn run<K: Kind>(
     let pods = Api::<Pod>::all(ctx.client.clone());
     let owned = watcher::Config::default().labels(&format!(
         "{}={}",
-        crate::labels::MANAGED_BY,
-        crate::labels::OPERATOR
+        crate::base::labels::MANAGED_BY,
+        crate::base::labels::OPERATOR
     ));
     let wake = wake.map(|r| {
         let guarded = ObjectRef::<Guarded<K>>::new(&r.name);
@@ -85,79 +89,198 @@ pub async fn run<K: Kind>(
         run = %run_of(&*obj),
     )
 )]
-async fn reconcile<K: Kind>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
+async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
-    let _timer = ReconcileTimer::start(&ctx.metrics, &kind);
+    let _timer = ReconcileTimer::start(&ctx.metrics.family::<ReconcileMetrics>(), &kind);
     let benchmark = match &obj.0 {
         Ok(b) => Arc::new(b.clone()),
         Err(invalid) => return unreadable::<K>(ctx, &obj, &invalid.error).await,
     };
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let result = finalizer(&api, FINALIZER, benchmark, |event| async {
+    let done = finalizer(&api, FINALIZER, benchmark, |event| async {
         match event {
-            Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api).await,
-            Event::Cleanup(b) => driver::cleanup(b.as_ref(), ctx, &api).await,
+            Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api)
+                .await
+                .map_err(Halt::Error),
+            Event::Cleanup(b) => match driver::cleanup(b.as_ref(), ctx, &api).await {
+                Ok(Step::Done) => Ok(Action::await_change()),
+                Ok(Step::Wait { message, after }) => Err(Halt::Wait { message, after }),
+                // Deletion fails nothing: shown like a wait, and tried again.
+                Ok(Step::Fail(f)) => Err(Halt::Wait {
+                    message: Some(format!("{}: {}", f.reason, f.message)),
+                    after: CLEANUP_RETRY,
+                }),
+                Err(e) => Err(Halt::Error(e)),
+            },
         }
     })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
-    if result.is_ok() {
-        r.backoff.reset(&obj_key(&obj));
+    .await;
+    match done {
+        Ok(action) => {
+            r.backoff.reset(&obj_key(&obj));
+            Ok(action)
+        }
+        Err(e) => settle(e),
     }
-    result
+}
+
+/// What the finalizer's Apply and Cleanup end with besides an action: an error, or a wait
+/// that keeps the finalizer (a deletion waiting for the kind to write back what its runs
+/// changed).
+#[derive(Debug, thiserror::Error)]
+enum Halt {
+    #[error(transparent)]
+    Error(Error),
+    #[error("{}", message.as_deref().unwrap_or("waiting"))]
+    Wait {
+        message: Option<String>,
+        after: Duration,
+    },
+}
+
+/// How soon a deletion whose cleanup said it failed is tried again.
+const CLEANUP_RETRY: Duration = Duration::from_secs(5);
+
+/// A wait is not an error: logged at debug, not counted, the backoff left as it is, tried
+/// again after its time. Anything else is the reconcile's error.
+fn settle(e: finalizer::Error<Halt>) -> Result<Action> {
+    let error = |e: finalizer::Error<Error>| Err(Error::Finalizer(Box::new(e)));
+    match e {
+        finalizer::Error::ApplyFailed(Halt::Wait { message, after })
+        | finalizer::Error::CleanupFailed(Halt::Wait { message, after }) => {
+            tracing::debug!("waiting: {}", message.as_deref().unwrap_or("deletion"));
+            Ok(Action::requeue(after))
+        }
+        finalizer::Error::ApplyFailed(Halt::Error(e)) => error(finalizer::Error::ApplyFailed(e)),
+        finalizer::Error::CleanupFailed(Halt::Error(e)) => {
+            error(finalizer::Error::CleanupFailed(e))
+        }
+        finalizer::Error::AddFinalizer(e) => error(finalizer::Error::AddFinalizer(e)),
+        finalizer::Error::RemoveFinalizer(e) => error(finalizer::Error::RemoveFinalizer(e)),
+        finalizer::Error::UnnamedObject => error(finalizer::Error::UnnamedObject),
+        finalizer::Error::InvalidFinalizer => error(finalizer::Error::InvalidFinalizer),
+    }
 }
 
 /// An object that does not parse as its kind: said once per change (Warning Event, log, metric),
 /// then left alone until it changes. Nothing of it is acted on.
-async fn unreadable<K: Kind>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
+async fn unreadable<K: Hooks>(ctx: &Context, obj: &Guarded<K>, error: &str) -> Result<Action> {
     let kind = K::kind(&());
     // kind, namespace, benchmark and run come with the reconcile's span.
     tracing::warn!("unreadable object: {error}");
     ctx.metrics
-        .reconcile_errors
-        .with_label_values(&[&kind, "Unreadable"])
-        .inc();
+        .family::<ReconcileMetrics>()
+        .error(&kind, "Unreadable");
     let reference = obj.object_ref(&());
     let mut events = vec![(
         EventType::Warning,
         "Unreadable".to_string(),
         format!("the operator cannot read this object ({error}); fix or recreate it"),
     )];
-    crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
+    ctx.publish(&reference, &mut events).await;
     Ok(Action::await_change())
 }
 
 /// The run id of `obj`'s current generation (see `labels::run_id`).
 fn run_of<K: Resource>(obj: &K) -> String {
-    crate::labels::run_id(
+    crate::base::labels::run_id(
         &obj.uid().unwrap_or_default(),
         obj.meta().generation.unwrap_or(1),
     )
 }
 
-fn obj_key<K: Kind>(obj: &Guarded<K>) -> String {
+fn obj_key<K: Hooks>(obj: &Guarded<K>) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
-fn error_policy<K: Kind>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
+fn error_policy<K: Hooks>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler>) -> Action {
     let kind = K::kind(&());
     let key = obj_key(&obj);
-    match error.retry() {
-        Retry::Wait => {
-            tracing::debug!(%kind, benchmark = %key, "waiting: {error}");
-            Action::requeue(Duration::from_secs(5))
+    let category = error.category();
+    tracing::warn!(%kind, benchmark = %key, error = category, "reconcile failed: {error}");
+    r.ctx
+        .metrics
+        .family::<ReconcileMetrics>()
+        .error(&kind, category);
+    let delay = r.backoff.next(&key, error.retry() == Retry::Permanent);
+    Action::requeue(delay)
+}
+
+/// `netbench_reconcile_total`, `netbench_reconcile_errors_total` (each kind's error series
+/// exist at 0 once [`ReconcileMetrics::prepare`]d) and `netbench_reconcile_duration_seconds`.
+pub struct ReconcileMetrics {
+    total: IntCounterVec,
+    errors: IntCounterVec,
+    duration: HistogramVec,
+}
+
+impl Family for ReconcileMetrics {
+    fn register(registry: &Registry) -> Self {
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "netbench_reconcile_duration_seconds",
+                "Duration of one reconcile",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+            &["kind"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(duration.clone()))
+            .expect("unique metric");
+        ReconcileMetrics {
+            total: counter(
+                registry,
+                "netbench_reconcile_total",
+                "Reconciles",
+                &["kind"],
+            ),
+            errors: counter(
+                registry,
+                "netbench_reconcile_errors_total",
+                "Failed reconciles by error",
+                &["kind", "error"],
+            ),
+            duration,
         }
-        retry => {
-            let category = error.category();
-            tracing::warn!(%kind, benchmark = %key, error = category, "reconcile failed: {error}");
-            r.ctx
-                .metrics
-                .reconcile_errors
-                .with_label_values(&[&kind, category])
-                .inc();
-            let delay = r.backoff.next(&key, retry == Retry::Permanent);
-            Action::requeue(delay)
+    }
+}
+
+impl ReconcileMetrics {
+    /// Every known error series of `kind` at 0, so "no errors" reads as a rate of 0 rather
+    /// than as no data.
+    pub fn prepare(&self, kind: &str) {
+        for error in Error::CATEGORIES {
+            self.errors.with_label_values(&[kind, error]);
+        }
+    }
+
+    fn error(&self, kind: &str, category: &str) {
+        self.errors.with_label_values(&[kind, category]).inc();
+    }
+}
+
+/// Observes a reconcile's duration when dropped.
+pub struct ReconcileTimer {
+    timer: Option<prometheus::HistogramTimer>,
+}
+
+impl ReconcileTimer {
+    pub fn start(metrics: &ReconcileMetrics, kind: &str) -> ReconcileTimer {
+        metrics.total.with_label_values(&[kind]).inc();
+        ReconcileTimer {
+            timer: Some(metrics.duration.with_label_values(&[kind]).start_timer()),
+        }
+    }
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.observe_duration();
         }
     }
 }
@@ -213,33 +336,11 @@ fn backoff_delay(failures: u32) -> Duration {
 mod tests {
     use super::*;
 
-    /// An API server that answers every request with a 500 (nothing here reaches it but the
-    /// Event of an unreadable object).
-    fn unreachable_api() -> kube::Client {
-        let svc = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
-            Ok::<_, std::convert::Infallible>(
-                http::Response::builder()
-                    .status(500)
-                    .body(kube::client::Body::empty())
-                    .unwrap(),
-            )
-        });
-        kube::Client::new(svc, "default")
-    }
-
     fn reconciler() -> Arc<Reconciler> {
-        let (wake, _) = tokio::sync::mpsc::unbounded_channel();
-        let ctx = Context {
-            client: unreachable_api(),
-            config: crate::config::Config::for_tests(),
-            metrics: Arc::new(crate::metrics::Metrics::new()),
-            runs: Arc::new(crate::runs::Registry::default()),
-            reporter: kube::runtime::events::Reporter {
-                controller: "netbench-operator".into(),
-                instance: None,
-            },
-            wake,
-        };
+        // An API server that answers every request with a 500 (nothing here reaches it but
+        // the Event of an unreadable object).
+        let client = crate::testing::FakeApi::default().failing();
+        let ctx = crate::testing::context(client, crate::admin::config::Config::for_tests());
         Arc::new(Reconciler {
             ctx: Arc::new(ctx),
             backoff: Backoff::default(),
@@ -259,8 +360,11 @@ mod tests {
             }))
             .unwrap();
         assert!(unreadable.0.is_err(), "the fixture must not parse");
-        let (result, lines) =
-            crate::log_capture::capture(false, reconcile(Arc::new(unreadable), reconciler())).await;
+        let (result, lines) = crate::testing::log_capture::capture(
+            false,
+            reconcile(Arc::new(unreadable), reconciler()),
+        )
+        .await;
         assert!(result.is_ok(), "{result:?}");
         let warning = lines
             .iter()

@@ -1,49 +1,62 @@
 //! netbench-operator: runs IngressBenchmark and EgressBenchmark objects.
 //!
-//! Concerns, one module each: `config` (what the cluster admin allows), `context` (shared handles),
-//! `driver` (the run's phase machine both kinds share), `ingress` and `egress` (what each kind adds
-//! to it: plan, validate, result, sweeps, offload), `workers` (worker pod specs), `runs` (in-memory
-//! barrier state), `reports` (durable worker reports in the operator's namespace), `resume` (what a
-//! new leader does first), `records` (restore records in the operator's namespace: what a restore
-//! needs, never taken from a status), `allow` (the admin's allow-lists: offload
-//! interfaces/features/nodes, sweep pairs), `api` (the worker HTTP API, metrics and health),
-//! `metrics`, `leader` (Lease-based leader election), `conditions`, `creation` (starting worker
-//! pods: refusals fail the run, transient errors retry until the start timeout), `deadline` (every
-//! run's overall deadline from its spec), `caps` (the admin's caps on sizes, durations and
-//! targets).
+//! The crate is in layers; a module imports only from its own layer or the ones below, and no
+//! two modules depend on each other ([`LAYERS`], checked by tests/layers.rs). From the bottom:
 //!
-//! The worker API messages, the reports workers send (validated in full on arrival and again
-//! before a merge, histograms merged exactly) and the offload device state come from the
-//! `protocol` crate, shared with netbench-loadgen; the operator links no load engine.
+//! - `base`: leaves every layer uses: errors, the outcome of a step (`outcome`: `Step`,
+//!   `Failure` and `Reason`, every reason a run fails for), labels, conditions, the metrics
+//!   registry, text and clock helpers.
+//! - `policy`: pure decisions, no client: the queue, deadlines, samples, the schedule, what a
+//!   spec measures.
+//! - `admin`: what the cluster admin allows: the operator's configuration, allow-lists, caps.
+//! - `k8s`, `store`: the cluster, kind-agnostic: worker pods (specs, creation, problems),
+//!   status writes, Events, leader election; worker reports and restore records in the
+//!   operator's namespace, and the in-memory registry of the runs under way.
+//! - `context`: the handles every reconcile shares, and the list of kinds.
+//! - `run`: the run model: `Run` (one reconcile's view of a run, fields private) and what a
+//!   kind adds to the driver (`Plan`, pure; `Hooks`, its own steps).
+//! - `results`: a finished run's BenchmarkResult; reads the run, returns what it recorded.
+//! - `driver`, `ingress`, `egress`: the shared phase machine (`driver/mod.rs` is the reconcile,
+//!   step by step), and everything each kind adds to it (plan, budget, deadlines, queue
+//!   claims, caps, checks, results, metrics; the sweep target, offload).
+//! - `api`, `controller`, `resume`: the worker API, the kube-runtime controllers, what a new
+//!   leader does first. `main.rs` wires them.
+//! - `testing`: the fake API server and test doubles of every operator test.
+//!
+//! Where things go: a new kind is a folder beside `ingress/` and `egress/` implementing
+//! `run::Plan` and `run::Hooks`, added to the kinds in main.rs. A new phase is a variant of
+//! `crds::Phase`, a file in `driver/phases/` and an arm of `driver::machine::handle`. A new
+//! failure reason is a variant of `base::outcome::Reason`.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
-pub mod allow;
+pub mod admin;
 pub mod api;
-pub mod caps;
-pub mod children;
-pub mod conditions;
-pub mod config;
+pub mod base;
 pub mod context;
 pub mod controller;
-pub mod creation;
-pub mod deadline;
 pub mod driver;
 pub mod egress;
-pub mod error;
 pub mod ingress;
-pub mod labels;
-pub mod leader;
-pub mod lifecycle;
-#[cfg(test)]
-mod log_capture;
-pub mod metrics;
-pub mod queue;
-pub mod records;
-pub mod reports;
+pub mod k8s;
+pub mod policy;
 pub mod results;
 pub mod resume;
-pub mod runs;
-pub mod target;
+pub mod run;
+pub mod store;
 pub mod testing;
-pub mod workers;
+
+/// The layers, lowest first: (name, top-level modules). A module imports only from modules of
+/// its own layer or of a lower one, and no import cycle joins two modules (tests/layers.rs).
+pub const LAYERS: &[(&str, &[&str])] = &[
+    ("leaves", &["base"]),
+    ("decisions", &["policy"]),
+    ("admin", &["admin"]),
+    ("cluster", &["k8s", "store"]),
+    ("context", &["context"]),
+    ("run model", &["run"]),
+    ("results", &["results"]),
+    ("run flow", &["driver", "ingress", "egress"]),
+    ("serving", &["api", "controller", "resume"]),
+    ("tests", &["testing"]),
+];

@@ -11,14 +11,18 @@ use clap::Parser;
 use crds::{EgressBenchmark, IngressBenchmark};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
+use kube::Resource;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use operator::admin::config::{Config, LogFormat};
 use operator::api::{self, ApiState};
-use operator::config::{Config, LogFormat};
-use operator::context::Context;
-use operator::leader::Elector;
-use operator::metrics::Metrics;
-use operator::runs::Registry;
+use operator::base::metrics::Metrics;
+use operator::context::{Context, Kinds};
+use operator::controller::ReconcileMetrics;
+use operator::k8s::leader::{Elector, LeaderMetrics};
+use operator::run;
+use operator::store::registry::Registry;
+use operator::store::reports::ReportMetrics;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -26,6 +30,13 @@ async fn main() -> anyhow::Result<()> {
     init_logging(config.log_format);
     let client = kube::Client::try_default().await?;
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let metrics = Arc::new(Metrics::new());
+    // The series that exist at 0 from the start (the others appear with their first value).
+    for kind in [IngressBenchmark::kind(&()), EgressBenchmark::kind(&())] {
+        metrics.family::<ReconcileMetrics>().prepare(&kind);
+    }
+    metrics.family::<LeaderMetrics>();
+    metrics.family::<ReportMetrics>();
     let ctx = Arc::new(Context {
         client,
         reporter: Reporter {
@@ -33,9 +44,14 @@ async fn main() -> anyhow::Result<()> {
             instance: Some(config.pod_name.clone()),
         },
         config: config.clone(),
-        metrics: Arc::new(Metrics::new()),
+        metrics,
         runs: Arc::new(Registry::default()),
         wake: wake_tx,
+        // Every kind the operator runs (the controllers below run the same ones).
+        kinds: Kinds(vec![
+            run::kinds::entry::<IngressBenchmark>(),
+            run::kinds::entry::<EgressBenchmark>(),
+        ]),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let server = serve_api(&ctx, ready.clone()).await?;
@@ -60,8 +76,8 @@ async fn serve_api(
     ready: Arc<AtomicBool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let config = &ctx.config;
-    let sink = operator::reports::ApiSink {
-        store: operator::reports::Store::new(ctx.client.clone(), &config.namespace),
+    let sink = operator::store::reports::ApiSink {
+        store: operator::store::reports::Store::new(ctx.client.clone(), &config.namespace),
         metrics: ctx.metrics.clone(),
         reporter: ctx.reporter.clone(),
     };
@@ -81,7 +97,7 @@ async fn serve_api(
     Ok(tokio::spawn(api::serve(
         listener,
         api::router(state),
-        config.api_limits(),
+        api::ServerLimits::of(config),
         ctx.metrics.clone(),
     )))
 }
@@ -103,7 +119,7 @@ async fn lead(
         elector.acquire().await;
     }
     tracing::info!("leading: starting controllers");
-    ctx.metrics.leader.set(1);
+    ctx.metrics.family::<LeaderMetrics>().leader.set(1);
     ready.store(true, Ordering::Relaxed);
     // Worker reports wake the controller of their benchmark's kind at once.
     let (ingress_wake, egress_wake) = split_wake(wake_rx);

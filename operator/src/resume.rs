@@ -7,14 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
-use kube::ResourceExt;
-
-use crds::{EgressBenchmark, IngressBenchmark};
-
 use crate::context::Context;
-use crate::metrics::Metrics;
-use crate::reports::Store;
 
 /// Longest time the pass may delay the controllers.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,46 +21,29 @@ pub async fn on_leading(ctx: &Context) {
 }
 
 async fn resume(ctx: &Context) -> Result<(), kube::Error> {
-    let lp = ListParams::default();
-    let ingress = Api::<IngressBenchmark>::all(ctx.client.clone())
-        .list(&lp)
-        .await?
-        .items;
-    let egress = Api::<EgressBenchmark>::all(ctx.client.clone())
-        .list(&lp)
-        .await?
-        .items;
-    export_results(&ctx.metrics, &ingress, &egress);
-    // Only with both lists complete: a benchmark missing from them would lose its reports.
-    let live: BTreeSet<String> = ingress
-        .iter()
-        .filter_map(|b| b.uid())
-        .chain(egress.iter().filter_map(|b| b.uid()))
-        .collect();
-    let deleted = Store::of(ctx).delete_orphans(&live).await?;
+    let mut listed = vec![];
+    for kind in &ctx.kinds.0 {
+        listed.push((kind.list)(&ctx.client).await?);
+    }
+    // Only with every list complete: a benchmark missing from them would lose its reports.
+    let mut live = BTreeSet::new();
+    for kind in listed {
+        (kind.export)(&ctx.metrics);
+        live.extend(kind.uids);
+    }
+    let deleted = ctx.reports().delete_orphans(&live).await?;
     if deleted > 0 {
         tracing::info!("deleted {deleted} report object(s) of benchmarks that are gone");
     }
     Ok(())
 }
 
-/// Sets the final-result gauges from each benchmark's status.
-pub fn export_results(metrics: &Metrics, ingress: &[IngressBenchmark], egress: &[EgressBenchmark]) {
-    for b in ingress {
-        if let Some(s) = &b.status {
-            metrics.export_ingress(&b.namespace().unwrap_or_default(), &b.name_any(), s);
-        }
-    }
-    for b in egress {
-        if let Some(s) = &b.status {
-            metrics.export_egress(&b.namespace().unwrap_or_default(), &b.name_any(), s);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+
+    use crate::base::metrics::Metrics;
+    use crate::run::Plan;
+    use crds::{EgressBenchmark, IngressBenchmark};
 
     fn ingress() -> IngressBenchmark {
         serde_yaml::from_str(
@@ -123,7 +99,8 @@ status:
         let m = Metrics::new();
         let before = m.render();
         assert!(!before.contains("netbench_ingress_rps{"), "{before}");
-        export_results(&m, &[ingress()], &[egress()]);
+        ingress().export_results(&m);
+        egress().export_results(&m);
         let out = m.render();
         for line in [
             r#"netbench_ingress_rps{name="sweep",namespace="team-a",step="0"} 1500.5"#,
@@ -143,7 +120,7 @@ status:
         let m = Metrics::new();
         let mut ib = ingress();
         ib.status = None;
-        export_results(&m, &[ib], &[]);
+        ib.export_results(&m);
         assert!(!m.render().contains("netbench_ingress_rps{"));
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use operator::labels::{MANAGED_BY, OPERATOR, ROLE};
+use operator::base::labels::{MANAGED_BY, OPERATOR, ROLE};
 
 fn template() -> String {
     let path = concat!(
@@ -75,12 +75,12 @@ fn every_worker_pod_matches_the_chart_network_policy() {
     pods.extend(operator::egress::plan::workers(
         &eb,
         "run",
-        operator::driver::Slot::first(0),
+        operator::policy::samples::Slot::first(0),
     ));
     pods.extend(operator::egress::plan::workers(
         &eb,
         "run",
-        operator::driver::Slot::first(1),
+        operator::policy::samples::Slot::first(1),
     ));
     let roles: std::collections::BTreeSet<&str> =
         pods.iter().map(|p| p.labels[ROLE].as_str()).collect();

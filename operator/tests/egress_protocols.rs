@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use crds::egress::Protocol;
 use crds::EgressBenchmark;
-use operator::driver::{Kind, Slot};
 use operator::egress::{plan, result};
+use operator::policy::samples::Slot;
+use operator::run::Plan;
 use protocol::worker::{FinalReport, Role};
 use worker_api::Api;
 
@@ -243,7 +244,8 @@ fn refuses_forged(real: &FinalReport, index: u32, forge: impl Fn(&mut serde_json
     assert!(err.contains("400") || err.contains("invalid"), "{err}");
     let rejected = api
         .metrics
-        .api_rejected
+        .family::<operator::api::metrics::ApiMetrics>()
+        .rejected
         .with_label_values(&["invalid_report"])
         .get();
     assert_eq!(rejected, 1, "counted once: {err}");

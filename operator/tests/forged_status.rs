@@ -1,78 +1,17 @@
 //! Status is never a source of privilege: deleting a benchmark whose status names offload
 //! changes or a saved sweep target, with NO record in the operator's namespace, creates no Job
-//! and patches nothing, even where the admin's lists would allow both. The API server is an
-//! in-process fake that answers reads (no record, no Jobs) and logs every request. The real
+//! and patches nothing, even where the admin's lists would allow both. The API server is the
+//! in-process fake (testing::FakeApi) that answers reads (no record, no Jobs) and logs every
+//! request. The real
 //! cluster version is tests/e2e/tests/status_authority.rs.
 
-use std::sync::{Arc, Mutex};
-
-use http::{Request, Response};
 use kube::api::Api;
-use kube::client::Body;
-use kube::runtime::events::Reporter;
 use serde_json::{json, Value};
 
-use operator::allow::{GlobList, NodeSelector, SweepPairs};
-use operator::config::{Config, NamespaceList};
+use operator::admin::allow::{GlobList, NodeSelector, SweepPairs};
+use operator::admin::config::{Config, NamespaceList};
 use operator::context::Context;
-
-type Log = Arc<Mutex<Vec<String>>>;
-
-fn status(code: u16) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "reason": "NotFound", "code": code, "message": "not found"})
-}
-
-/// Reads: the benchmark by name, empty lists for collections, 404 for any other object.
-fn answer(method: &str, path: &str, benchmark: &Value) -> (u16, Value) {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let after_ns = parts
-        .iter()
-        .position(|p| *p == "namespaces")
-        .map(|i| &parts[i + 2..])
-        .unwrap_or(&[]);
-    match (method, after_ns) {
-        ("GET", [_, name]) if Some(*name) == benchmark["metadata"]["name"].as_str() => {
-            (200, benchmark.clone())
-        }
-        ("PATCH", [_, name, "status"]) if Some(*name) == benchmark["metadata"]["name"].as_str() => {
-            (200, benchmark.clone())
-        }
-        ("GET" | "DELETE", [_]) => (
-            200,
-            json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}),
-        ),
-        _ => (404, status(404)),
-    }
-}
-
-fn fake_client(benchmark: Value, log: Log) -> kube::Client {
-    let svc = tower::service_fn(move |req: Request<Body>| {
-        let (log, benchmark) = (log.clone(), benchmark.clone());
-        async move {
-            let (method, path) = (req.method().to_string(), req.uri().path().to_string());
-            let query = req.uri().query().unwrap_or("").to_string();
-            let body = http_body_util::BodyExt::collect(req.into_body())
-                .await
-                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-                .unwrap_or_default();
-            log.lock().unwrap().push(
-                format!("{method} {path} {query} {body}")
-                    .trim_end()
-                    .to_string(),
-            );
-            let (code, body) = answer(&method, &path, &benchmark);
-            Ok::<_, std::convert::Infallible>(
-                Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(Body::from(body.to_string().into_bytes()))
-                    .unwrap(),
-            )
-        }
-    });
-    kube::Client::new(svc, "default")
-}
+use operator::testing::FakeApi;
 
 /// Everything allowed: only the missing record stops a restore.
 fn permissive() -> Config {
@@ -85,24 +24,13 @@ fn permissive() -> Config {
 }
 
 fn context(client: kube::Client) -> Context {
-    let (wake, _) = tokio::sync::mpsc::unbounded_channel();
-    Context {
-        client,
-        config: permissive(),
-        metrics: Arc::new(operator::metrics::Metrics::new()),
-        runs: Arc::new(operator::runs::Registry::default()),
-        reporter: Reporter {
-            controller: "netbench-operator".into(),
-            instance: None,
-        },
-        wake,
-    }
+    operator::testing::context(client, permissive())
 }
 
 /// Requests that would change something: any write but the benchmark's own children's deletes.
-fn writes(log: &Log) -> Vec<String> {
-    log.lock()
-        .unwrap()
+fn writes(api_server: &FakeApi) -> Vec<String> {
+    api_server
+        .requests()
         .iter()
         .filter(|l| !l.starts_with("GET "))
         .filter(|l| !(l.starts_with("DELETE ") && l.contains("/namespaces/team-a/")))
@@ -128,19 +56,23 @@ async fn a_forged_status_offload_runs_no_job() {
             "before": {"tx-checksumming": false}, "restore": {"tx-checksum-ip-generic": false},
             "recorded": true, "restored": false}]},
     });
-    let log = Log::default();
-    let client = fake_client(eb.clone(), log.clone());
+    let api_server = FakeApi::default();
+    let client = api_server.serving(eb.clone());
     let ctx = context(client.clone());
     let api = Api::<crds::EgressBenchmark>::namespaced(client, "team-a");
     let obj: crds::EgressBenchmark = serde_json::from_value(eb).unwrap();
     operator::driver::cleanup(&obj, &ctx, &api).await.unwrap();
-    let all = log.lock().unwrap().clone();
+    let all = api_server.requests();
     assert!(
         all.iter()
             .any(|l| l.contains("/configmaps/netbench-offload-")),
         "the record was looked up: {all:?}"
     );
-    assert_eq!(writes(&log), Vec::<String>::new(), "all requests: {all:?}");
+    assert_eq!(
+        writes(&api_server),
+        Vec::<String>::new(),
+        "all requests: {all:?}"
+    );
 }
 
 #[tokio::test]
@@ -154,13 +86,13 @@ async fn a_forged_saved_target_patches_nothing() {
             "kind": "Deployment", "namespace": "team-b", "name": "victim", "container": "c",
             "containerIndex": 0, "replicas": 9, "resourcesJson": "{}", "restored": false}},
     });
-    let log = Log::default();
-    let client = fake_client(ib.clone(), log.clone());
+    let api_server = FakeApi::default();
+    let client = api_server.serving(ib.clone());
     let ctx = context(client.clone());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
     operator::driver::cleanup(&obj, &ctx, &api).await.unwrap();
-    let all = log.lock().unwrap().clone();
+    let all = api_server.requests();
     assert!(
         all.iter()
             .any(|l| l.contains("/configmaps/netbench-target-")),
@@ -170,18 +102,22 @@ async fn a_forged_saved_target_patches_nothing() {
         !all.iter().any(|l| l.contains("deployments")),
         "the Deployment was not even read: {all:?}"
     );
-    assert_eq!(writes(&log), Vec::<String>::new(), "all requests: {all:?}");
+    assert_eq!(
+        writes(&api_server),
+        Vec::<String>::new(),
+        "all requests: {all:?}"
+    );
 }
 
 /// Applies `ib` (its status forged) once; returns the writes other than Events.
 async fn apply_once(ib: Value) -> Vec<String> {
-    let log = Log::default();
-    let client = fake_client(ib.clone(), log.clone());
+    let api_server = FakeApi::default();
+    let client = api_server.serving(ib.clone());
     let ctx = context(client.clone());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
     operator::driver::apply(&obj, &ctx, &api).await.unwrap();
-    writes(&log)
+    writes(&api_server)
         .into_iter()
         .filter(|l| !l.starts_with("POST /apis/events.k8s.io/"))
         .collect()

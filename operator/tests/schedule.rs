@@ -1,97 +1,32 @@
-//! Scheduled benchmarks through the whole driver against an in-process fake API server (it
-//! answers reads with the benchmark and empty lists, and logs every request): before the first
+//! Scheduled benchmarks through the whole driver against the in-process fake API server
+//! (testing::FakeApi: it answers reads with the benchmark and empty lists, and logs every
+//! request): before the first
 //! scheduled time nothing but the benchmark's own status is written, and a schedule the
 //! operator cannot parse fails the run InvalidSchedule without creating anything. The real
 //! cluster version is tests/e2e/tests/schedule.rs.
 
-use std::sync::{Arc, Mutex};
-
-use http::{Request, Response};
 use kube::api::Api;
-use kube::client::Body;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Reporter;
 use serde_json::{json, Value};
 
-use operator::config::Config;
+use operator::admin::config::Config;
 use operator::context::Context;
-
-type Log = Arc<Mutex<Vec<String>>>;
-
-/// The benchmark by name (also as the answer to its status patch), empty lists, 404 otherwise.
-fn fake_client(benchmark: Value, log: Log) -> kube::Client {
-    let svc = tower::service_fn(move |req: Request<Body>| {
-        let (log, benchmark) = (log.clone(), benchmark.clone());
-        async move {
-            let (method, path) = (req.method().to_string(), req.uri().path().to_string());
-            let body = http_body_util::BodyExt::collect(req.into_body())
-                .await
-                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-                .unwrap_or_default();
-            log.lock().unwrap().push(format!("{method} {path} {body}"));
-            let name = benchmark["metadata"]["name"].as_str().unwrap_or_default();
-            let own = path.ends_with(&format!("/ingressbenchmarks/{name}"))
-                || path.ends_with(&format!("/ingressbenchmarks/{name}/status"));
-            let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-            let collection = match parts.iter().position(|p| *p == "namespaces") {
-                Some(i) => parts.len() == i + 3,
-                None => parts.len() <= 3 || parts.get(1).is_some_and(|v| v.starts_with('v')),
-            };
-            let (code, body) = match method.as_str() {
-                "GET" | "PATCH" if own => (200, benchmark.clone()),
-                "GET" | "DELETE" if collection => (
-                    200,
-                    json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}),
-                ),
-                _ => (
-                    404,
-                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                           "status": "Failure", "reason": "NotFound", "code": 404}),
-                ),
-            };
-            Ok::<_, std::convert::Infallible>(
-                Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(Body::from(body.to_string().into_bytes()))
-                    .unwrap(),
-            )
-        }
-    });
-    kube::Client::new(svc, "default")
-}
-
-fn context(client: kube::Client) -> Context {
-    let (wake, _) = tokio::sync::mpsc::unbounded_channel();
-    Context {
-        client,
-        config: Config::for_tests(),
-        metrics: Arc::new(operator::metrics::Metrics::new()),
-        runs: Arc::new(operator::runs::Registry::default()),
-        reporter: Reporter {
-            controller: "netbench-operator".into(),
-            instance: None,
-        },
-        wake,
-    }
-}
+use operator::testing::{context, FakeApi};
 
 /// Applies `ib` once; returns the action and every request that changes something.
 async fn apply(ib: Value) -> (Action, Vec<String>, Context) {
-    let log = Log::default();
-    let client = fake_client(ib.clone(), log.clone());
-    let ctx = context(client.clone());
+    let api_server = FakeApi::default();
+    let client = api_server.serving(ib.clone());
+    let ctx = context(client.clone(), Config::for_tests());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
     let action = operator::driver::apply(&obj, &ctx, &api).await.unwrap();
-    let writes = log
-        .lock()
-        .unwrap()
-        .iter()
+    let writes = api_server
+        .requests()
+        .into_iter()
         .filter(|l| !l.starts_with("GET "))
         // Clearing the benchmark's own children (none here) is not a change.
         .filter(|l| !(l.starts_with("DELETE ") && l.contains("/namespaces/team-a/")))
-        .cloned()
         .collect();
     (action, writes, ctx)
 }

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use crds::{EgressBenchmark, IngressBenchmark};
-use operator::config::{Config, NamespaceList};
+use operator::admin::config::{Config, NamespaceList};
 
 /// Duration strings as the schema's pattern allows them, including absurd magnitudes.
 fn duration() -> impl Strategy<Value = String> {
@@ -132,8 +132,8 @@ fn configs() -> [Config; 2] {
     let mut open = Config::for_tests();
     open.host_network_namespaces = NamespaceList::parse("*");
     open.offload_namespaces = NamespaceList::parse("*");
-    open.sweep_targets = operator::allow::SweepPairs::parse("*=*");
-    open.offload_interfaces = operator::allow::GlobList::parse("*");
+    open.sweep_targets = operator::admin::allow::SweepPairs::parse("*=*");
+    open.offload_interfaces = operator::admin::allow::GlobList::parse("*");
     [Config::for_tests(), open]
 }
 
@@ -154,7 +154,7 @@ proptest! {
         for config in configs() {
             let _ = operator::ingress::validate::permitted(&ib.spec, "team", &config);
         }
-        let _ = operator::queue::ingress(&ib);
+        let _ = operator::ingress::plan::contender(&ib);
         let deadline = operator::ingress::plan::step_deadline(&ib.spec, Duration::from_secs(120));
         if bounded {
             // What the bounds accept is planned: within them, and fast.
@@ -164,7 +164,7 @@ proptest! {
             let plans = operator::ingress::plan::workers(&ib, "run", 0, false);
             prop_assert!(plans.len() <= 64);
             for plan in &plans {
-                let _ = operator::workers::pod(plan, &Config::for_tests());
+                let _ = operator::k8s::workers::pod(plan, &Config::for_tests());
             }
         }
         if let Some(sweep) = &ib.spec.sweep {
@@ -192,17 +192,17 @@ proptest! {
         for config in configs() {
             let _ = operator::egress::validate::permitted(&eb.spec, "team", &config);
         }
-        let _ = operator::queue::egress(&eb);
+        let _ = operator::egress::plan::contender(&eb);
         let _ = operator::egress::plan::baseline(&eb);
         // A case index read from status may be anything.
-        let _ = operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(case_index));
-        let _ = operator::egress::plan::worker_roles(&eb, "run", operator::driver::Slot::first(case_index));
+        let _ = operator::egress::plan::workers(&eb, "run", operator::policy::samples::Slot::first(case_index));
+        let _ = operator::egress::plan::worker_roles(&eb, "run", operator::policy::samples::Slot::first(case_index));
         if bounded {
             // Every run of every case (sweeps expanded): at most what a result holds.
             let runs = operator::egress::plan::count(&eb);
             prop_assert!(runs as usize <= crds::cases::MAX_MEASURED);
             for index in 0..runs {
-                let plans = operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(index));
+                let plans = operator::egress::plan::workers(&eb, "run", operator::policy::samples::Slot::first(index));
                 prop_assert!(!plans.is_empty(), "run {index} of {runs} has no client");
             }
             for (i, case) in eb.spec.cases.iter().enumerate() {
@@ -212,8 +212,8 @@ proptest! {
                 let _ = operator::egress::plan::client_args(case);
                 let _ = operator::egress::plan::server_args(case, Some("nb-x"));
                 let index = u32::try_from(i).unwrap();
-                for plan in operator::egress::plan::workers(&eb, "run", operator::driver::Slot::first(index)) {
-                    let _ = operator::workers::pod(&plan, &Config::for_tests());
+                for plan in operator::egress::plan::workers(&eb, "run", operator::policy::samples::Slot::first(index)) {
+                    let _ = operator::k8s::workers::pod(&plan, &Config::for_tests());
                 }
             }
         }

@@ -57,7 +57,7 @@ def check(cond, msg):
         failures.append(msg)
 
 
-# The operator's labels on worker pods (operator/src/labels.rs; the operator's
+# The operator's labels on worker pods (operator/src/base/labels.rs; the operator's
 # chart_network_policy test checks the same selector against the pods it plans).
 WORKER_PEER = {"namespaceSelector": {},
                "podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "netbench-operator"},

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use super::refusal::{refuse, registry_refusal, Refusal};
 use super::server::closing;
 use super::ApiState;
-use crate::metrics::Metrics;
-use crate::runs::{Caller, RegistryError};
+use crate::base::metrics::Metrics;
+use crate::store::registry::{Caller, RegistryError};
 
 /// Tells who presents `bearer` for `run` (in the operator: `PodTokens`, a TokenReview).
 pub trait Authenticator: Send + Sync {

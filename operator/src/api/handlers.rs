@@ -12,10 +12,11 @@ use protocol::worker::*;
 use serde::Deserialize;
 
 use super::auth::Authenticated;
+use super::metrics::LiveMetrics;
 use super::refusal::{refuse, registry_refusal, Refusal};
 use super::ApiState;
 use crate::context::Wake;
-use crate::runs::BarrierState;
+use crate::store::registry::BarrierState;
 
 /// Unwraps a JSON body, turning a malformed or oversized one into a counted 4xx.
 fn body<T>(s: &ApiState, body: Result<Json<T>, JsonRejection>) -> Result<T, Refusal> {
@@ -172,7 +173,8 @@ pub async fn progress(
         .authorize(&who.run, &who.caller, &update.worker, update.step)
         .map_err(|e| registry_refusal(&s.metrics, e))?;
     s.metrics
-        .set_live(&spec.namespace, &spec.benchmark, &update);
+        .family::<LiveMetrics>()
+        .set(&spec.namespace, &spec.benchmark, &update);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -210,7 +212,8 @@ pub async fn report(
     }
     tracing::info!(step = report.step, "report stored");
     s.metrics
-        .forget_live(&spec.namespace, &spec.benchmark, &report.worker);
+        .family::<LiveMetrics>()
+        .forget(&spec.namespace, &spec.benchmark, &report.worker);
     let _ = s.wake.send(Wake {
         kind: spec.kind,
         namespace: spec.namespace,

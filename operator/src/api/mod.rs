@@ -6,6 +6,7 @@
 
 mod auth;
 mod handlers;
+pub mod metrics;
 pub mod pod_tokens;
 mod refusal;
 mod server;
@@ -19,17 +20,17 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
-use futures::future::BoxFuture;
-use protocol::worker::FinalReport;
 
 pub use auth::{AuthError, Authenticated, Authenticator};
 pub use pod_tokens::PodTokens;
 pub use refusal::REASONS;
 pub use server::{serve, ServerLimits};
 
+use crate::base::metrics::Metrics;
 use crate::context::Wake;
-use crate::metrics::Metrics;
-use crate::runs::{Registry, RunSpec};
+use crate::store::registry::Registry;
+pub use crate::store::reports::ReportSink;
+use metrics::ApiMetrics;
 
 /// Largest final report accepted: well below the 1 MiB a ConfigMap (where reports are stored)
 /// can hold; an HDR histogram is a few KiB.
@@ -38,16 +39,6 @@ pub const MAX_REPORT_BYTES: usize = 512 * 1024;
 pub const MAX_SMALL_BODY_BYTES: usize = 8 * 1024;
 // A report, JSON-escaped once more into a ConfigMap value, must fit the ConfigMap's 1 MiB.
 const _: () = assert!(MAX_REPORT_BYTES <= 512 * 1024);
-
-/// Where accepted reports go: ConfigMaps in the operator's namespace (`reports::ApiSink`).
-pub trait ReportSink: Send + Sync {
-    fn store<'a>(
-        &'a self,
-        run: &'a str,
-        spec: &'a RunSpec,
-        report: &'a FinalReport,
-    ) -> BoxFuture<'a, Result<(), String>>;
-}
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -62,6 +53,8 @@ pub struct ApiState {
 }
 
 pub fn router(state: ApiState) -> Router {
+    // The refusal series exist at 0 from the start.
+    state.metrics.family::<ApiMetrics>();
     let runs = Router::new()
         .route(
             "/v1/runs/{run}/register",
@@ -165,7 +158,8 @@ async fn count_requests(State(s): State<ApiState>, req: Request, next: Next) -> 
     let resp = next.run(req).await;
     let code = resp.status();
     s.metrics
-        .api_requests
+        .family::<ApiMetrics>()
+        .requests
         .with_label_values(&[&endpoint, code.as_str()])
         .inc();
     resp

@@ -16,11 +16,10 @@ use protocol::worker::Role;
 use tokio::sync::Semaphore;
 
 use super::auth::{AuthError, Authenticator};
-use crate::labels;
-use crate::runs::{Caller, Registry, RunSpec};
+use crate::base::labels;
+use crate::store::registry::{Caller, Registry, RunSpec};
 
-/// The audience worker tokens are issued for (and the only one accepted).
-pub const AUDIENCE: &str = "netbench";
+pub use crate::k8s::workers::AUDIENCE;
 const POD_NAME_KEY: &str = "authentication.kubernetes.io/pod-name";
 const POD_UID_KEY: &str = "authentication.kubernetes.io/pod-uid";
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";

@@ -6,8 +6,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use protocol::worker::ApiError;
 
-use crate::metrics::Metrics;
-use crate::runs::RegistryError;
+use super::metrics::ApiMetrics;
+use crate::base::metrics::Metrics;
+use crate::store::registry::RegistryError;
 
 /// Every reason a request can be refused for (the label values of `netbench_api_rejected_total`;
 /// each series exists at 0 from the start).
@@ -47,7 +48,11 @@ pub fn refuse(
     reason: &'static str,
     message: impl Into<String>,
 ) -> Refusal {
-    metrics.api_rejected.with_label_values(&[reason]).inc();
+    metrics
+        .family::<ApiMetrics>()
+        .rejected
+        .with_label_values(&[reason])
+        .inc();
     let message = message.into();
     // In a handler, the line carries the request's run, benchmark and worker (its span).
     tracing::debug!(reason, code = code.as_u16(), "refused: {message}");

@@ -20,8 +20,10 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::metrics::ApiMetrics;
 use super::refusal::refuse;
-use crate::metrics::Metrics;
+use crate::admin::config::Config;
+use crate::base::metrics::Metrics;
 
 /// Bounds of the API server (operator config: `--api-*` flags).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,6 +36,19 @@ pub struct ServerLimits {
     pub max_connections: usize,
     /// Connections open at once from one IP address.
     pub max_connections_per_peer: usize,
+}
+
+impl ServerLimits {
+    /// The operator's `--api-*` flags.
+    pub fn of(config: &Config) -> ServerLimits {
+        ServerLimits {
+            header_timeout: Duration::from_secs(config.api_header_timeout_s),
+            request_timeout: Duration::from_secs(config.api_request_timeout_s),
+            max_connections: usize::try_from(config.api_max_connections).unwrap_or(1024),
+            max_connections_per_peer: usize::try_from(config.api_max_connections_per_client)
+                .unwrap_or(64),
+        }
+    }
 }
 
 /// Largest request head (request line and headers) a connection buffers.
@@ -69,7 +84,8 @@ pub async fn serve(
         });
         let Some(slot) = slot else {
             metrics
-                .api_rejected
+                .family::<ApiMetrics>()
+                .rejected
                 .with_label_values(&["too_many_connections"])
                 .inc();
             drop(stream);
@@ -98,7 +114,8 @@ async fn serve_connection(
     if let Err(e) = conn.await {
         if e.is_timeout() {
             metrics
-                .api_rejected
+                .family::<ApiMetrics>()
+                .rejected
                 .with_label_values(&["header_timeout"])
                 .inc();
         } else {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::metrics::ApiMetrics;
 use super::tests::{register_body, setup_with_runs};
 use super::*;
 
@@ -60,7 +61,11 @@ async fn closed_after(conn: &mut TcpStream) -> Duration {
 }
 
 fn rejected(metrics: &Metrics, reason: &str) -> u64 {
-    metrics.api_rejected.with_label_values(&[reason]).get()
+    metrics
+        .family::<ApiMetrics>()
+        .rejected
+        .with_label_values(&[reason])
+        .get()
 }
 
 /// A POST head claiming a 100 MiB body, and the first bytes of it.

@@ -11,8 +11,9 @@ use http_body_util::BodyExt;
 use protocol::worker::*;
 use tower::ServiceExt;
 
+use super::metrics::ApiMetrics;
 use super::*;
-use crate::runs::RunSpec;
+use crate::store::registry::RunSpec;
 use crate::testing::{FixedTokens, MemorySink};
 
 fn fixed_tokens() -> FixedTokens {
@@ -236,11 +237,20 @@ async fn refusals_are_4xx_and_counted() {
         ),
     ];
     for (method, uri, token, body, want, reason) in cases {
-        let before = metrics.api_rejected.with_label_values(&[reason]).get();
+        let before = metrics
+            .family::<ApiMetrics>()
+            .rejected
+            .with_label_values(&[reason])
+            .get();
         let (code, text) = call(&app, method, uri, token, body).await;
         assert_eq!(code, want, "{uri} {reason}: {text}");
         assert!(
-            metrics.api_rejected.with_label_values(&[reason]).get() > before,
+            metrics
+                .family::<ApiMetrics>()
+                .rejected
+                .with_label_values(&[reason])
+                .get()
+                > before,
             "{reason} counted"
         );
     }
@@ -298,7 +308,8 @@ async fn invalid_reports_are_400_counted_and_the_worker_can_report_again() {
     ];
     for (report, message) in cases {
         let before = metrics
-            .api_rejected
+            .family::<ApiMetrics>()
+            .rejected
             .with_label_values(&["invalid_report"])
             .get();
         let started = std::time::Instant::now();
@@ -323,7 +334,8 @@ async fn invalid_reports_are_400_counted_and_the_worker_can_report_again() {
         );
         assert_eq!(
             metrics
-                .api_rejected
+                .family::<ApiMetrics>()
+                .rejected
                 .with_label_values(&["invalid_report"])
                 .get(),
             before + 1
@@ -479,7 +491,11 @@ fn run2_spec() -> RunSpec {
 }
 
 fn rejected(metrics: &Metrics, reason: &str) -> u64 {
-    metrics.api_rejected.with_label_values(&[reason]).get()
+    metrics
+        .family::<ApiMetrics>()
+        .rejected
+        .with_label_values(&[reason])
+        .get()
 }
 
 #[tokio::test]
@@ -690,7 +706,7 @@ async fn every_rejection_reason_is_exported_from_the_start() {
 /// span), in both log formats; refusals too, after authentication.
 #[tokio::test]
 async fn handler_log_lines_carry_the_run_benchmark_and_worker() {
-    use crate::log_capture::capture;
+    use crate::testing::log_capture::capture;
     let (app, _, _) = setup();
     let ((code, _), lines) = capture(
         false,

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::events::EventType;
@@ -17,14 +16,19 @@ use crds::egress::CaseResult;
 use crds::history::{MetricTolerance, Repetition};
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
+use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::{plan, readings, result, service, validate};
-use crate::caps::Refusal;
-use crate::config::Config;
+use crate::admin::config::Config;
+use crate::base::error::Result;
+use crate::base::metrics::Metrics;
+use crate::base::outcome::{Failure, Reason, Step, POLL};
 use crate::context::Context;
-use crate::driver::{Collected, Figure, Kind, Prepared, Run, RunState, Slot, WrapUp, POLL};
-use crate::error::Result;
-use crate::{children, deadline, queue, workers};
+use crate::k8s::pods;
+use crate::k8s::workers;
+use crate::policy::queue::Contender;
+use crate::policy::samples::{Figure, Slot};
+use crate::run::{Hooks, Plan, Run, RunState};
 
 impl RunState for EgressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -41,10 +45,8 @@ impl RunState for EgressBenchmarkStatus {
     }
 }
 
-impl Kind for EgressBenchmark {
+impl Plan for EgressBenchmark {
     type Status = EgressBenchmarkStatus;
-    /// The offload records (operator namespace): what restores are driven by.
-    type Extra = Book;
     const MEASUREMENT: &'static str = "case";
 
     fn status_of(&self) -> Option<&EgressBenchmarkStatus> {
@@ -63,14 +65,14 @@ impl Kind for EgressBenchmark {
         self.spec.cleanup
     }
     fn budget(&self, config: &Config) -> Duration {
-        deadline::egress(&self.spec, deadline::Timeouts::from(config))
+        plan::budget(&self.spec, config.timeouts())
     }
     fn deadline(&self, case: u32, config: &Config) -> Duration {
         let start = config.worker_start_timeout();
         plan::case_at(self, case).map_or(start, |m| plan::case_deadline(&m.spec, start))
     }
-    fn contender(&self) -> queue::Contender {
-        queue::egress(self)
+    fn contender(&self) -> Contender {
+        plan::contender(self)
     }
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
         plan::worker_roles(self, run, slot)
@@ -99,7 +101,7 @@ impl Kind for EgressBenchmark {
         let client = plan::client_name(self, run, slot.wire());
         let report = reports
             .get(&client)
-            .ok_or_else(|| format!("case {}: no client report", case.name))?;
+            .ok_or_else(|| format!("case {}: the client's report is gone", case.name))?;
         result::case_result(&case, report, None).map(|(r, _)| result::figures(&r))
     }
     /// Each case is judged by the figures its protocol has (a figure a case lacks is not
@@ -148,162 +150,173 @@ impl Kind for EgressBenchmark {
         }
         p
     }
+    /// The case results its status holds.
+    fn export_results(&self, metrics: &Metrics) {
+        if let Some(s) = &self.status {
+            let ns = self.namespace().unwrap_or_default();
+            metrics
+                .family::<EgressMetrics>()
+                .export(&ns, &self.name_any(), s);
+        }
+    }
+}
+
+impl Hooks for EgressBenchmark {
+    /// The offload records (operator namespace): what restores are driven by.
+    type Extra = Book;
+
     fn before_write(run: &mut Run<'_, Self>) {
-        if let Some(report) = run.extra.report() {
-            run.status.offload = report;
+        if let Some(report) = run.extra().report() {
+            run.status_mut().offload = report;
         }
     }
 
-    fn load_extra<'a>(ctx: &'a Context, eb: &'a EgressBenchmark) -> BoxFuture<'a, Result<Book>> {
-        Box::pin(async move { Book::load(&ctx.client, &ctx.config, eb).await })
+    async fn load_extra(ctx: &Context, eb: &EgressBenchmark) -> Result<Book> {
+        Book::load(&ctx.client, &ctx.config, eb).await
     }
 
-    fn check<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<Refusal>>> {
-        Box::pin(async move {
-            let (spec, config) = (&run.obj.spec, &run.ctx.config);
-            let refusal = match validate::permitted(spec, &run.ns, config) {
-                Err(r) => Some(r),
-                Ok(()) => validate::admitted(&run.ctx.client, spec, config)
-                    .await?
-                    .err(),
-            };
-            if refusal.is_some() {
-                return Ok(refusal);
-            }
-            let offload = in_run::offload_of(run.ctx, run.obj, &run.id);
-            Ok(offload.refusal().await?.map(Refusal::not_permitted))
+    async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
+        let (spec, config) = (&run.obj().spec, &run.ctx().config);
+        if let Err(refusal) = validate::permitted(spec, run.ns(), config) {
+            return Ok(Step::Fail(refusal));
+        }
+        if let Err(refusal) = validate::admitted(&run.ctx().client, spec, config).await? {
+            return Ok(Step::Fail(refusal));
+        }
+        let offload = in_run::offload_of(run.ctx(), run.obj(), run.id());
+        Ok(match offload.refusal().await? {
+            Some(m) => Step::Fail(Failure::not_permitted(m)),
+            None => Step::Done,
         })
     }
 
     /// What earlier runs changed on the nodes is written back before a new run starts; then
     /// their Jobs and records go.
-    fn retire<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>> {
-        Box::pin(async move {
-            if let Some(m) = in_run::restore_open(run, None).await? {
-                return Ok(Some(format!("the spec changed: {m}")));
-            }
-            if run.status.run.run_id.is_some() && in_run::manages_jobs(run.obj, &run.ctx.config) {
-                offload::delete_jobs(&run.ctx.client, &run.ctx.config, run.obj).await?;
-            }
-            run.extra.start_over().await?;
-            Ok(None)
-        })
+    async fn retire(run: &mut Run<'_, Self>) -> Result<Step> {
+        if let Some(m) = in_run::restore_open(run, None).await? {
+            return Ok(Step::wait(format!("the spec changed: {m}")));
+        }
+        let ctx = run.ctx();
+        if run.status().run.run_id.is_some() && in_run::manages_jobs(run.obj(), &ctx.config) {
+            offload::delete_jobs(&ctx.client, &ctx.config, run.obj()).await?;
+        }
+        run.extra_mut().start_over().await?;
+        Ok(Step::Done)
     }
 
     /// The case's offload profile, then (on the Service path) the Service its client reaches
     /// the server through.
-    fn prepare<'a>(run: &'a mut Run<'_, Self>, case: u32) -> BoxFuture<'a, Result<Prepared>> {
-        Box::pin(async move {
-            let prepared = in_run::prepare(run, case).await?;
-            if let (Prepared::Ready, Some(m)) = (&prepared, plan::case_at(run.obj, case)) {
-                let refused =
-                    service::ensure(&run.ctx.client, run.obj, &run.id, run.slot(), &m).await?;
-                if let Some((reason, message)) = refused {
-                    return Ok(Prepared::Failed(reason, message));
-                }
+    async fn prepare(run: &mut Run<'_, Self>, case: u32) -> Result<Step> {
+        let prepared = in_run::prepare(run, case).await?;
+        if let (Step::Done, Some(m)) = (&prepared, plan::case_at(run.obj(), case)) {
+            let client = &run.ctx().client;
+            let refused = service::ensure(client, run.obj(), run.id(), run.slot(), &m).await?;
+            if let Some(failure) = refused {
+                return Ok(Step::Fail(failure));
             }
-            Ok(prepared)
-        })
+        }
+        Ok(prepared)
     }
 
-    fn collect<'a>(
-        run: &'a mut Run<'_, Self>,
+    /// The case's result into status, failing the run when streams ended early or nothing was
+    /// transferred.
+    async fn collect(
+        run: &mut Run<'_, Self>,
         slot: Slot,
-        reports: &'a BTreeMap<String, FinalReport>,
-    ) -> BoxFuture<'a, Result<Collected>> {
-        Box::pin(async move {
-            let case = slot.measurement;
-            let Some(measured) = plan::case_at(run.obj, case) else {
-                return Ok(Collected::Unusable(
-                    "InvalidSpec",
-                    format!("no case {case}"),
-                ));
-            };
-            let spec = &measured;
-            let client = plan::client_name(run.obj, &run.id, slot.wire());
-            let Some(report) = reports.get(&client) else {
-                let m = format!("case {}: the client's report is gone", spec.name);
-                return Ok(Collected::Unusable("BadReport", m));
-            };
-            let server_node = server_node(run, slot).await?;
-            let (measured, stream_errors) = match result::case_result(spec, report, server_node) {
-                Ok(r) => r,
-                Err(e) => return Ok(Collected::Unusable("BadReport", e)),
-            };
-            let idle = result::nothing_transferred(&measured);
-            if let Some(w) = &measured.warning {
-                let m = format!("case {}: {w}", measured.name);
-                run.events
-                    .push((EventType::Warning, "MeasurementLimited".into(), m));
-            }
-            record_case(run, measured);
-            Ok(if !stream_errors.is_empty() {
-                let m = format!(
-                    "case {}: {} stream(s) ended early: {}",
-                    spec.name,
-                    stream_errors.len(),
-                    stream_errors.join("; ")
-                );
-                Collected::RecordedButFailed("StreamFailed", m)
-            } else if let Some(why) = idle {
-                let m = format!("case {}: {why}", spec.name);
-                Collected::RecordedButFailed("NothingTransferred", m)
-            } else {
-                Collected::Recorded
-            })
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> Result<Step> {
+        let case = slot.measurement;
+        let Some(measured) = plan::case_at(run.obj(), case) else {
+            return Ok(Step::Fail(Failure::invalid(format!("no case {case}"))));
+        };
+        let spec = &measured;
+        let client = plan::client_name(run.obj(), run.id(), slot.wire());
+        let Some(report) = reports.get(&client) else {
+            let m = format!("case {}: the client's report is gone", spec.name);
+            return Ok(Step::fail(Reason::BadReport, m));
+        };
+        let server_node = server_node(run, slot).await?;
+        let (measured, stream_errors) = match result::case_result(spec, report, server_node) {
+            Ok(r) => r,
+            Err(e) => return Ok(Step::fail(Reason::BadReport, e)),
+        };
+        let idle = result::nothing_transferred(&measured);
+        if let Some(w) = &measured.warning {
+            let m = format!("case {}: {w}", measured.name);
+            run.event(EventType::Warning, "MeasurementLimited", m);
+        }
+        record_case(run, measured);
+        Ok(if !stream_errors.is_empty() {
+            let m = format!(
+                "case {}: {} stream(s) ended early: {}",
+                spec.name,
+                stream_errors.len(),
+                stream_errors.join("; ")
+            );
+            Step::fail(Reason::StreamFailed, m)
+        } else if let Some(why) = idle {
+            let m = format!("case {}: {why}", spec.name);
+            Step::fail(Reason::NothingTransferred, m)
+        } else {
+            Step::Done
         })
     }
 
     /// The run counts as done only once the nodes are as they were.
-    fn before_success<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>> {
-        Box::pin(async move { in_run::restore_open(run, None).await })
+    async fn before_success(run: &mut Run<'_, Self>) -> Result<Step> {
+        Ok(match in_run::restore_open(run, None).await? {
+            Some(m) => Step::wait(m),
+            None => Step::Done,
+        })
     }
 
     /// Every change written back and verified, then the records and Jobs go (status keeps the
     /// report).
-    fn wrap_up<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<WrapUp>> {
-        Box::pin(async move {
-            if let Some(m) = in_run::restore_open(run, None).await? {
-                return Ok(WrapUp::Retry {
-                    message: Some(format!("{m} (the run has ended)")),
-                    after: POLL,
-                });
-            }
-            // Also when nothing was left open here (e.g. an apply that changed nothing).
-            in_run::note_restore(run, &offload::Stage::Done);
-            run.extra.delete_if_resolved().await?;
-            if in_run::manages_jobs(run.obj, &run.ctx.config) {
-                offload::delete_jobs(&run.ctx.client, &run.ctx.config, run.obj).await?;
-            }
-            Ok(WrapUp::Done)
-        })
+    async fn wrap_up(run: &mut Run<'_, Self>) -> Result<Step> {
+        if let Some(m) = in_run::restore_open(run, None).await? {
+            return Ok(Step::Wait {
+                message: Some(format!("{m} (the run has ended)")),
+                after: POLL,
+            });
+        }
+        // Also when nothing was left open here (e.g. an apply that changed nothing).
+        in_run::note_restore(run, &offload::Stage::Done);
+        run.extra_mut().delete_if_resolved().await?;
+        let ctx = run.ctx();
+        if in_run::manages_jobs(run.obj(), &ctx.config) {
+            offload::delete_jobs(&ctx.client, &ctx.config, run.obj()).await?;
+        }
+        Ok(Step::Done)
     }
 
     /// The finalizer stays until every offload change is written back (a failure is retried
     /// and shown in status); driven by the records in the operator's namespace only.
-    fn on_delete<'a>(
-        ctx: &'a Context,
-        eb: &'a EgressBenchmark,
-        api: &'a Api<EgressBenchmark>,
-        run: &'a str,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            in_run::restore_on_delete(ctx, eb, api, run).await?;
-            if in_run::manages_jobs(eb, &ctx.config) {
-                offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
-            }
-            let ns = eb.namespace().unwrap_or_default();
-            ctx.metrics.keep_egress_cases(&ns, &eb.name_any(), &[]);
-            Ok(())
-        })
+    async fn on_delete(
+        ctx: &Context,
+        eb: &EgressBenchmark,
+        api: &Api<EgressBenchmark>,
+        run: &str,
+    ) -> Result<Step> {
+        let restored = in_run::restore_on_delete(ctx, eb, api, run).await?;
+        if restored != Step::Done {
+            return Ok(restored);
+        }
+        if in_run::manages_jobs(eb, &ctx.config) {
+            offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
+        }
+        let ns = eb.namespace().unwrap_or_default();
+        ctx.metrics
+            .family::<EgressMetrics>()
+            .keep_cases(&ns, &eb.name_any(), &[]);
+        Ok(Step::Done)
     }
 }
 
 /// The node the case's in-cluster server ran on (None for a server outside the cluster).
 async fn server_node(run: &Run<'_, EgressBenchmark>, slot: Slot) -> Result<Option<String>> {
     let selector = run.slot_selector(slot);
-    let pods = children::list_pods(&run.ctx.client, &run.ns, &selector).await?;
-    let server = plan::server_name(run.obj, &run.id, slot.wire());
+    let pods = pods::list_pods(&run.ctx().client, run.ns(), &selector).await?;
+    let server = plan::server_name(run.obj(), run.id(), slot.wire());
     Ok(pods
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(&server))
@@ -314,21 +327,20 @@ async fn server_node(run: &Run<'_, EgressBenchmark>, slot: Slot) -> Result<Optio
 /// summary, metrics and an Event.
 fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     let m = format!("case {}: {}", r.name, result::headline(&r));
-    run.events
-        .push((EventType::Normal, "CaseMeasured".into(), m));
-    let status = &mut run.status;
+    run.event(EventType::Normal, "CaseMeasured", m);
+    let eb = run.obj();
+    let status = run.status_mut();
     status.cases.retain(|c| c.name != r.name);
     status.cases.push(r);
-    result::set_overheads(&mut status.cases, plan::baseline(run.obj));
+    result::set_overheads(&mut status.cases, plan::baseline(eb));
     (status.best, status.overhead) = result::summary(&status.cases);
-    status.cases_summary = Some(cases_summary(run.obj, &status.cases));
-    for c in &run.status.cases {
-        run.ctx.metrics.set_egress_case(&run.ns, &run.name, c);
+    status.cases_summary = Some(cases_summary(eb, &status.cases));
+    let metrics = run.ctx().metrics.family::<EgressMetrics>();
+    for c in &run.status().cases {
+        metrics.set_case(run.ns(), run.name(), c);
     }
     // A new run's first case: the series of the runs before that it does not repeat go.
-    run.ctx
-        .metrics
-        .keep_egress_cases(&run.ns, &run.name, &run.status.cases);
+    metrics.keep_cases(run.ns(), run.name(), &run.status().cases);
 }
 
 /// "measured/asked", the printer column (a swept case counts each run).

@@ -1,11 +1,15 @@
 //! The EgressBenchmark kind: cases one after another (a swept case once per value), each a
 //! server and a client pinned to the case's nodes and running the case's protocol, with the
 //! case's offload profile applied by privileged Jobs before and restored after (also on
-//! failure and deletion). `kind` is what it adds to the shared run driver (crate::driver);
-//! `offload` the Jobs and their records; `service` the Service path; `plan`, `validate`,
-//! `readings` (a report per protocol), `result`.
+//! failure and deletion). `kind` is what it adds to the shared run driver (its `run::Plan`
+//! and `run::Hooks`); `offload` the Jobs and their records; `service` the Service path;
+//! `plan` (worker pods and arguments, case deadlines and the run's budget, its claims in the
+//! queue), `limits` (the admin's caps), `validate`, `readings` (a report per protocol),
+//! `result`, `metrics` (its series on /metrics).
 
 pub mod kind;
+pub mod limits;
+pub mod metrics;
 pub mod offload;
 pub mod plan;
 pub mod readings;

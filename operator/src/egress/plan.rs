@@ -3,17 +3,20 @@
 //! (`EgressBenchmarkSpec::measured`); that list's index = the run's step (labels, registry,
 //! report ConfigMaps), and "case" below means one entry of it.
 
-use crate::driver::Slot;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use protocol::worker::Role;
 use protocol::Protocol;
 
 use crds::cases::Measured;
-use crds::egress::{Direction, EgressBenchmark, EgressCase};
+use crds::egress::{Direction, EgressBenchmark, EgressBenchmarkSpec, EgressCase};
 
-use crate::labels;
-use crate::workers::WorkerPlan;
+use crate::base::labels;
+use crate::k8s::workers::WorkerPlan;
+use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
+use crate::policy::queue::Contender;
+use crate::policy::samples::Slot;
 
 pub const KIND: &str = "EgressBenchmark";
 /// Index of the client and the server among a case's workers (worker name suffix -wN).
@@ -227,10 +230,67 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
     plans
 }
 
-/// How long after its pods were created a case may take: scheduling and start, the
-/// measurement, and reporting.
-pub fn case_deadline(case: &EgressCase, start_timeout: std::time::Duration) -> std::time::Duration {
-    crate::deadline::egress_case(case, start_timeout)
+/// How long one case may run once its pods exist: scheduling and start, the measurement, the
+/// answers still in flight, and reporting.
+pub fn case_deadline(case: &EgressCase, worker_start: Duration) -> Duration {
+    // Request/response tests wait for the answers still in flight at the end, up to their
+    // timeout (udp-rr's, else the engine's 10 s for TCP).
+    let answers = match case.protocol {
+        p if p.is_request_response() => case.timeout.map_or(RR_TCP_TIMEOUT, Duration::from),
+        _ => Duration::ZERO,
+    };
+    sum([worker_start, case.duration.into(), answers, REPORTING])
+}
+
+/// How long netbench-loadgen waits for a TCP request/response answer.
+const RR_TCP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An offload Job's activeDeadlineSeconds (egress::offload), on top of its pod's start.
+const OFFLOAD_JOB: Duration = Duration::from_secs(120);
+
+/// The whole run's budget: every run of every case (a swept case runs once per value), with
+/// an apply and a restore Job around each that names an offload profile, and one more restore
+/// at the end.
+pub fn budget(spec: &EgressBenchmarkSpec, t: Timeouts) -> Duration {
+    let job = sum([t.worker_start, OFFLOAD_JOB]);
+    let cases = spec.measured().into_iter().map(|m| {
+        let offload = if m.spec.offload_profile.is_some() {
+            job.saturating_mul(2)
+        } else {
+            Duration::ZERO
+        };
+        sum([case_deadline(&m.spec, t.worker_start), offload])
+    });
+    with_margin(sum(cases).saturating_add(job))
+}
+
+/// The run as the queue sees it: every case's external server and nodes, and the nodes of its
+/// offload settings.
+pub fn contender(eb: &EgressBenchmark) -> Contender {
+    let mut claims = vec![];
+    for case in &eb.spec.cases {
+        if let Some(a) = &case.server.address {
+            claims.push(format!("target {a}:{}", case.server.port));
+        }
+        for n in [&case.client.node_name, &case.server.node_name]
+            .into_iter()
+            .flatten()
+        {
+            claims.push(format!("node {n}"));
+        }
+    }
+    for p in eb.spec.offload.iter().flat_map(|o| &o.profiles) {
+        for s in &p.settings {
+            claims.extend(s.node_names.iter().map(|n| format!("node {n}")));
+        }
+    }
+    claims.dedup();
+    Contender::of(
+        "EgressBenchmark",
+        eb,
+        eb.status.as_ref().map(|s| &s.run),
+        claims,
+    )
 }
 
 /// The baseline case's name: `baselineCase`, or the first case. A swept baseline case is
@@ -260,6 +320,41 @@ pub fn case_at(eb: &EgressBenchmark, index: u32) -> Option<Measured> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const T: Timeouts = Timeouts {
+        worker_start: Duration::from_secs(120),
+        rollout: Duration::from_secs(300),
+    };
+
+    #[test]
+    fn budget_counts_offload_jobs() {
+        let spec: EgressBenchmarkSpec = serde_yaml::from_str(
+            "{cases: [{name: a, client: {}, server: {}, duration: 10s},
+                      {name: b, client: {}, server: {}, duration: 10s, offloadProfile: off}]}",
+        )
+        .unwrap();
+        // Cases: 2 x (120 + 10 + 30) = 320; b's apply and restore 2 x 240; the last restore 240.
+        let budget_s = 320 + 480 + 240;
+        assert_eq!(budget(&spec, T), Duration::from_secs(budget_s + 300));
+    }
+
+    #[test]
+    fn absurd_durations_saturate_instead_of_overflowing() {
+        let huge = crds::Duration::from(Duration::MAX);
+        let t = Timeouts {
+            worker_start: Duration::MAX,
+            rollout: Duration::MAX,
+        };
+        let mut eg: EgressBenchmarkSpec = serde_yaml::from_str(
+            "{cases: [{name: a, client: {}, server: {}, offloadProfile: p}, {name: b, client: {}, server: {}}]}",
+        )
+        .unwrap();
+        for c in &mut eg.cases {
+            c.duration = huge;
+        }
+        assert_eq!(case_deadline(&eg.cases[0], t.worker_start), Duration::MAX);
+        assert_eq!(budget(&eg, t), Duration::MAX);
+    }
 
     pub fn eb(yaml: &str) -> EgressBenchmark {
         serde_yaml::from_str(yaml).unwrap()

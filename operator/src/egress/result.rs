@@ -9,7 +9,7 @@ use protocol::worker::FinalReport;
 use protocol::Protocol;
 
 use super::readings::{self, round2};
-use crate::driver::Figure;
+use crate::policy::samples::Figure;
 
 /// The case's result; Err when the report is unreadable. Stream errors are returned beside
 /// the result so the run can fail without losing what was measured.

@@ -4,7 +4,7 @@
 //! name (`--advertise`), which the client resolves in its own namespace.
 //!
 //! One Service per sample's server pod, named like it (labels::service_name), selecting exactly
-//! that pod, with the pod's labels: it is deleted with the worker pods (children::delete_workers,
+//! that pod, with the pod's labels: it is deleted with the worker pods (pods::delete_workers,
 //! per the cleanup policy) and owned by the benchmark. Its TCP port carries the control and
 //! the TCP data connections, its UDP port of the same number the datagrams of udp-rr and
 //! udp-stream.
@@ -17,8 +17,10 @@ use crds::cases::Measured;
 use crds::EgressBenchmark;
 
 use super::plan;
-use crate::driver::Slot;
-use crate::labels;
+use crate::base::labels;
+use crate::base::outcome::{Failure, Reason};
+use crate::base::text::clip;
+use crate::policy::samples::Slot;
 
 /// The Service in front of the slot's server pod (pure).
 pub fn build(eb: &EgressBenchmark, run: &str, slot: Slot, case: &Measured) -> Service {
@@ -55,7 +57,7 @@ pub fn build(eb: &EgressBenchmark, run: &str, slot: Slot, case: &Measured) -> Se
 }
 
 /// Creates the slot's Service when the case asks for the Service path (idempotent). `Ok(Some)`
-/// is a refusal the run ends Failed with, (reason, message): the API server refused the
+/// is a refusal the run ends Failed with: the API server refused the
 /// Service (quota, admission policy, RBAC), or a Service of that name exists that this
 /// benchmark does not own or that selects other pods (someone else's Service would carry the
 /// client's traffic elsewhere; it is never used, never deleted).
@@ -65,7 +67,7 @@ pub async fn ensure(
     run: &str,
     slot: Slot,
     case: &Measured,
-) -> Result<Option<(&'static str, String)>, kube::Error> {
+) -> Result<Option<Failure>, kube::Error> {
     if !case.spec.server.service {
         return Ok(None);
     }
@@ -78,18 +80,18 @@ pub async fn ensure(
         Err(kube::Error::Api(e)) if e.code == 409 => {
             let existing = api.get(&name).await?;
             Ok(conflict(&svc, &existing).map(|why| {
-                (
-                    "ServiceConflict",
+                Failure::new(
+                    Reason::ServiceConflict,
                     format!("Service {name} already exists and {why}; delete it or rename the benchmark"),
                 )
             }))
         }
-        Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => Ok(Some((
-            "ServiceRefused",
+        Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => Ok(Some(Failure::new(
+            Reason::ServiceRefused,
             format!(
                 "creating Service {name} was refused ({}): {}",
                 e.code,
-                crate::lifecycle::clip(&e.message, 256)
+                clip(&e.message, 256)
             ),
         ))),
         Err(e) => Err(e),

@@ -8,22 +8,22 @@ use kube::Client;
 
 use crds::egress::{EgressBenchmarkSpec, EgressCase, OffloadProfile};
 
-use crate::caps::{self, lookup};
-use crate::config::Config;
-use crate::error::Result;
+use crate::admin::caps::lookup;
+use crate::admin::config::Config;
+use crate::base::error::Result;
 
-pub use crate::caps::Refusal;
+use crate::base::outcome::Failure;
 
 /// Checks that need no API calls.
 pub fn permitted(
     spec: &EgressBenchmarkSpec,
     namespace: &str,
     config: &Config,
-) -> Result<(), Refusal> {
-    crds::bounds::egress(spec).map_err(Refusal::invalid)?;
+) -> Result<(), Failure> {
+    crds::bounds::egress(spec).map_err(Failure::invalid)?;
     let uses_offload = spec.cases.iter().any(|c| c.offload_profile.is_some());
     if uses_offload && !config.offload_namespaces.allows(namespace) {
-        return Err(Refusal::not_permitted(format!(
+        return Err(Failure::not_permitted(format!(
             "privileged offload Jobs are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.offloadNamespaces)"
         )));
     }
@@ -34,7 +34,7 @@ pub fn permitted(
         .map(|c| c.name.as_str())
         .collect();
     if !host_network.is_empty() && !config.host_network_namespaces.allows(namespace) {
-        return Err(Refusal::not_permitted(format!(
+        return Err(Failure::not_permitted(format!(
             "hostNetwork workers (case {}) are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.hostNetworkNamespaces)",
             host_network.join(", ")
         )));
@@ -43,7 +43,7 @@ pub fn permitted(
         if let Some(profile) = profile_of(spec, case) {
             for s in &profile.settings {
                 if offload_nodes(s, case).is_empty() {
-                    return Err(Refusal::invalid(format!(
+                    return Err(Failure::invalid(format!(
                         "offload profile {}: the setting for {} lists no nodeNames and case {} pins neither client nor server to a node",
                         profile.name, s.interface, case.name
                     )));
@@ -92,9 +92,9 @@ pub async fn admitted(
     client: &Client,
     spec: &EgressBenchmarkSpec,
     config: &Config,
-) -> Result<Result<(), Refusal>> {
-    if let Err(m) = caps::limits::egress(spec, &config.caps) {
-        return Ok(Err(Refusal::not_permitted(m)));
+) -> Result<Result<(), Failure>> {
+    if let Err(m) = super::limits::check(spec, &config.caps) {
+        return Ok(Err(Failure::not_permitted(m)));
     }
     if let Err(r) = nodes_exist(client, spec).await? {
         return Ok(Err(r));
@@ -131,7 +131,7 @@ pub async fn admitted(
 pub async fn nodes_exist(
     client: &Client,
     spec: &EgressBenchmarkSpec,
-) -> Result<Result<(), Refusal>, kube::Error> {
+) -> Result<Result<(), Failure>, kube::Error> {
     let mut names = vec![];
     for c in &spec.cases {
         names.extend(c.client.node_name.iter().cloned());
@@ -142,11 +142,11 @@ pub async fn nodes_exist(
             names.extend(s.node_names.iter().cloned());
         }
     }
-    let missing = crate::workers::missing_nodes(client, &names).await?;
+    let missing = crate::k8s::workers::missing_nodes(client, &names).await?;
     Ok(if missing.is_empty() {
         Ok(())
     } else {
-        Err(Refusal::invalid(format!(
+        Err(Failure::invalid(format!(
             "node {} does not exist",
             missing.join(", ")
         )))
@@ -156,7 +156,7 @@ pub async fn nodes_exist(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::NamespaceList;
+    use crate::admin::config::NamespaceList;
 
     fn spec(yaml: &str) -> EgressBenchmarkSpec {
         serde_yaml::from_str(yaml).unwrap()
@@ -169,7 +169,7 @@ mod tests {
         let s = spec(OFFLOAD);
         let mut c = Config::for_tests();
         let err = permitted(&s, "team-a", &c).unwrap_err();
-        assert_eq!(err.reason, "NotPermitted");
+        assert_eq!(err.reason.as_str(), "NotPermitted");
         assert!(
             err.message
                 .contains("offload Jobs are not enabled for namespace team-a"),
@@ -199,7 +199,7 @@ mod tests {
         let mut c = Config::for_tests();
         c.offload_namespaces = NamespaceList::parse("*");
         let err = permitted(&unpinned, "x", &c).unwrap_err();
-        assert_eq!(err.reason, "InvalidSpec");
+        assert_eq!(err.reason.as_str(), "InvalidSpec");
         assert!(
             err.message.contains("lists no nodeNames"),
             "{}",

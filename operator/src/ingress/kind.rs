@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::events::EventType;
+use kube::ResourceExt;
 use protocol::worker::{FinalReport, Role};
 
 use crds::history::{MetricTolerance, Repetition};
@@ -16,14 +16,18 @@ use crds::ingress::StepResult;
 use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
+use super::metrics::IngressMetrics;
 use super::{plan, result, sweep, validate, verdict};
-use crate::caps::Refusal;
-use crate::conditions::THRESHOLDS_MET;
-use crate::config::Config;
+use crate::admin::config::Config;
+use crate::base::conditions::THRESHOLDS_MET;
+use crate::base::error::Result;
+use crate::base::metrics::Metrics;
+use crate::base::outcome::{Failure, Reason, Step};
 use crate::context::Context;
-use crate::driver::{Collected, Figure, Kind, Prepared, Run, RunState, Slot, WrapUp};
-use crate::error::Result;
-use crate::{deadline, queue, workers};
+use crate::k8s::workers;
+use crate::policy::queue::Contender;
+use crate::policy::samples::{Figure, Slot};
+use crate::run::{Hooks, Plan, Run, RunState};
 
 impl RunState for IngressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -42,9 +46,8 @@ impl RunState for IngressBenchmarkStatus {
     }
 }
 
-impl Kind for IngressBenchmark {
+impl Plan for IngressBenchmark {
     type Status = IngressBenchmarkStatus;
-    type Extra = ();
     const MEASUREMENT: &'static str = "step";
 
     fn status_of(&self) -> Option<&IngressBenchmarkStatus> {
@@ -60,13 +63,13 @@ impl Kind for IngressBenchmark {
         self.spec.cleanup
     }
     fn budget(&self, config: &Config) -> Duration {
-        deadline::ingress(&self.spec, deadline::Timeouts::from(config))
+        plan::budget(&self.spec, config.timeouts())
     }
     fn deadline(&self, _step: u32, config: &Config) -> Duration {
         plan::step_deadline(&self.spec, config.worker_start_timeout())
     }
-    fn contender(&self) -> queue::Contender {
-        queue::ingress(self)
+    fn contender(&self) -> Contender {
+        plan::contender(self)
     }
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
         plan::worker_names(self, run, slot.wire())
@@ -127,126 +130,139 @@ impl Kind for IngressBenchmark {
     fn show_progress(status: &mut IngressBenchmarkStatus, reported: usize, expected: usize) {
         status.workers = Some(format!("{reported}/{expected}"));
     }
+    /// The steps and the sweep's scaling its status holds.
+    fn export_results(&self, metrics: &Metrics) {
+        if let Some(s) = &self.status {
+            let ns = self.namespace().unwrap_or_default();
+            metrics
+                .family::<IngressMetrics>()
+                .export(&ns, &self.name_any(), s);
+        }
+    }
+}
+
+impl Hooks for IngressBenchmark {
+    type Extra = ();
 
     /// The scaling table of a sweep and the thresholds against the last step, on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
-        if run.obj.spec.sweep.is_some() {
-            let steps = result::with_mean_rps(&run.status.steps, &run.status.run.statistics);
-            run.status.scaling = result::scaling(&steps);
-            if let Some(s) = &run.status.scaling {
-                run.ctx.metrics.set_ingress_scaling(&run.ns, &run.name, s);
+        if run.obj().spec.sweep.is_some() {
+            let status = run.status();
+            let steps = result::with_mean_rps(&status.steps, &status.run.statistics);
+            let scaling = result::scaling(&steps);
+            if let Some(s) = &scaling {
+                run.ctx()
+                    .metrics
+                    .family::<IngressMetrics>()
+                    .set_scaling(run.ns(), run.name(), s);
             }
+            run.status_mut().scaling = scaling;
         }
-        if let (Some(t), Some(last)) = (&run.obj.spec.thresholds, run.status.steps.last()) {
+        if let (Some(t), Some(last)) = (&run.obj().spec.thresholds, run.status().steps.last()) {
             let (ok, why) = result::check_thresholds(t, last);
             run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
         }
     }
 
-    fn load_extra<'a>(_ctx: &'a Context, _ib: &'a IngressBenchmark) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { Ok(()) })
+    async fn load_extra(_ctx: &Context, _ib: &IngressBenchmark) -> Result<()> {
+        Ok(())
     }
 
-    fn check<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<Refusal>>> {
-        Box::pin(async move {
-            let (spec, ns, config) = (&run.obj.spec, &run.ns, &run.ctx.config);
-            if let Err(m) = validate::sweep_permitted(spec, ns, config) {
-                return Ok(Some(Refusal::not_permitted(m)));
-            }
-            Ok(match validate::permitted(spec, ns, config) {
-                Err(m) => Some(Refusal::invalid(m)),
-                Ok(()) => validate::admitted(&run.ctx.client, spec, config)
-                    .await?
-                    .err(),
-            })
-        })
+    async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
+        let (spec, ns, config) = (&run.obj().spec, run.ns(), &run.ctx().config);
+        if let Err(m) = validate::sweep_permitted(spec, ns, config) {
+            return Ok(Step::Fail(Failure::not_permitted(m)));
+        }
+        if let Err(m) = validate::permitted(spec, ns, config) {
+            return Ok(Step::Fail(Failure::invalid(m)));
+        }
+        Ok(
+            match validate::admitted(&run.ctx().client, spec, config).await? {
+                Ok(()) => Step::Done,
+                Err(refusal) => Step::Fail(refusal),
+            },
+        )
     }
 
     /// A sweep target an earlier run changed is restored first; its saved spec is kept until
     /// it is (a failure is an error, so the reconcile is retried).
-    fn retire<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<Option<String>>> {
-        Box::pin(async move {
-            sweep::restore_earlier(run.ctx, run.obj, &run.id, &mut run.events).await?;
-            Ok(None)
-        })
+    async fn retire(run: &mut Run<'_, Self>) -> Result<Step> {
+        let events = sweep::restore_earlier(run.ctx(), run.obj(), run.id()).await?;
+        run.events(events);
+        Ok(Step::Done)
     }
 
-    fn prepare<'a>(run: &'a mut Run<'_, Self>, step: u32) -> BoxFuture<'a, Result<Prepared>> {
-        Box::pin(async move { sweep::prepare(run, step).await })
+    async fn prepare(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
+        sweep::prepare(run, step).await
     }
 
-    fn collect<'a>(
-        run: &'a mut Run<'_, Self>,
+    /// The step's result into status, with its verdict on failed requests.
+    async fn collect(
+        run: &mut Run<'_, Self>,
         slot: Slot,
-        reports: &'a BTreeMap<String, FinalReport>,
-    ) -> BoxFuture<'a, Result<Collected>> {
-        Box::pin(async move {
-            let step = slot.measurement;
-            let sweep_step = run
-                .obj
-                .spec
-                .sweep
-                .as_ref()
-                .and_then(|s| s.steps.get(step as usize));
-            let result = match result::step_result(step, sweep_step, reports) {
-                Ok(r) => r,
-                Err(e) => return Ok(Collected::Unusable("BadReport", e)),
-            };
-            let failed = verdict::failed_requests(&result, run.ctx.config.max_error_ratio);
-            record_step(run, result);
-            Ok(match failed {
-                Some(why) => {
-                    Collected::RecordedButFailed(verdict::REASON, format!("step {step}: {why}"))
-                }
-                None => Collected::Recorded,
-            })
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> Result<Step> {
+        let step = slot.measurement;
+        let sweep_step = run
+            .obj()
+            .spec
+            .sweep
+            .as_ref()
+            .and_then(|s| s.steps.get(step as usize));
+        let result = match result::step_result(step, sweep_step, reports) {
+            Ok(r) => r,
+            Err(e) => return Ok(Step::fail(Reason::BadReport, e)),
+        };
+        let failed = verdict::failed_requests(&result, run.ctx().config.max_error_ratio);
+        record_step(run, result);
+        Ok(match failed {
+            Some(why) => Step::fail(Reason::RequestsFailed, format!("step {step}: {why}")),
+            None => Step::Done,
         })
     }
 
-    fn wrap_up<'a>(run: &'a mut Run<'_, Self>) -> BoxFuture<'a, Result<WrapUp>> {
-        Box::pin(async move {
-            Ok(if sweep::restore_at_end(run).await? {
-                WrapUp::Retry {
-                    message: None,
-                    after: Duration::from_secs(10),
-                }
-            } else {
-                WrapUp::Done
-            })
+    async fn wrap_up(run: &mut Run<'_, Self>) -> Result<Step> {
+        Ok(if sweep::restore_at_end(run).await? {
+            Step::Wait {
+                message: None,
+                after: Duration::from_secs(10),
+            }
+        } else {
+            Step::Done
         })
     }
 
     /// From the record in the operator's namespace only, never from status.savedTarget.
-    fn on_delete<'a>(
-        ctx: &'a Context,
-        ib: &'a IngressBenchmark,
-        _api: &'a Api<IngressBenchmark>,
-        run: &'a str,
-    ) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let mut events = vec![];
-            let restored = sweep::restore_earlier(ctx, ib, run, &mut events).await;
-            let reference = kube::Resource::object_ref(ib, &());
-            crate::lifecycle::publish_events(ctx, &reference, &mut events).await;
-            restored
-        })
+    async fn on_delete(
+        ctx: &Context,
+        ib: &IngressBenchmark,
+        _api: &Api<IngressBenchmark>,
+        run: &str,
+    ) -> Result<Step> {
+        let mut events = sweep::restore_earlier(ctx, ib, run).await?;
+        let reference = kube::Resource::object_ref(ib, &());
+        ctx.publish(&reference, &mut events).await;
+        Ok(Step::Done)
     }
 }
 
 /// A step's result into status, metrics and an Event (again on a retry: it replaces itself).
 fn record_step(run: &mut Run<'_, IngressBenchmark>, r: StepResult) {
-    run.ctx.metrics.set_ingress_step(&run.ns, &run.name, &r);
-    run.status.rps = Some((r.rps * 100.0).round() / 100.0);
-    run.status.p99 = Some(result::format_ms(r.latency_ms.p99));
+    run.ctx()
+        .metrics
+        .family::<IngressMetrics>()
+        .set_step(run.ns(), run.name(), &r);
     let m = format!(
         "step {}: {:.1} req/s, p99 {}",
         r.index,
         r.rps,
         result::format_ms(r.latency_ms.p99)
     );
-    run.events
-        .push((EventType::Normal, "StepMeasured".into(), m));
-    run.status.steps.retain(|s| s.index != r.index);
-    run.status.steps.push(r);
-    run.status.steps.sort_by_key(|s| s.index);
+    run.event(EventType::Normal, "StepMeasured", m);
+    let status = run.status_mut();
+    status.rps = Some((r.rps * 100.0).round() / 100.0);
+    status.p99 = Some(result::format_ms(r.latency_ms.p99));
+    status.steps.retain(|s| s.index != r.index);
+    status.steps.push(r);
+    status.steps.sort_by_key(|s| s.index);
 }

@@ -1,11 +1,17 @@
-//! The IngressBenchmark kind: what it adds to the shared run driver (`kind`, see
-//! crate::driver), its plan (`plan`), checks (`validate`), the sweep target in a run (`sweep`,
-//! with its saved spec in `restore`), and the step results (`result`, `verdict`).
+//! The IngressBenchmark kind, all of it: what it adds to the shared run driver (`kind`: its
+//! `run::Plan` and `run::Hooks`), its plan (`plan`: loadgen arguments, worker pods, the step
+//! deadline and the run's budget, its claims in the queue), the admin's caps (`limits`),
+//! checks (`validate`), the sweep target (`target`) in a run (`sweep`, with its saved spec in
+//! `restore`), the step results (`result`, `verdict`) and their series on /metrics
+//! (`metrics`).
 
 pub mod kind;
+pub mod limits;
+pub mod metrics;
 pub mod plan;
 pub mod restore;
 pub mod result;
 pub mod sweep;
+pub mod target;
 pub mod validate;
 pub mod verdict;

@@ -1,11 +1,16 @@
-//! Pure planning: a spec and a step become the loadgen arguments and worker pod plans.
+//! Pure planning: a spec and a step become the loadgen arguments and worker pod plans, the
+//! step's deadline and the run's budget, and what the run claims in the queue.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crds::ingress::{IngressBenchmark, IngressBenchmarkSpec};
+use kube::ResourceExt;
 
-use crate::labels;
-use crate::workers::WorkerPlan;
+use crate::base::labels;
+use crate::k8s::workers::WorkerPlan;
+use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
+use crate::policy::queue::Contender;
 
 pub const KIND: &str = "IngressBenchmark";
 
@@ -98,13 +103,58 @@ pub fn step_count(spec: &IngressBenchmarkSpec) -> u32 {
     spec.sweep.as_ref().map_or(1, |s| s.steps.len() as u32)
 }
 
-/// How long after the workers were created a step may take before it is declared failed:
-/// scheduling and start, warm-up, the measurement, the request timeout, and reporting.
-pub fn step_deadline(
-    spec: &IngressBenchmarkSpec,
-    start_timeout: std::time::Duration,
-) -> std::time::Duration {
-    crate::deadline::ingress_step(spec, start_timeout)
+/// How long one step may run once its workers exist (before it is declared failed):
+/// scheduling and start, warm-up, the measurement, the last requests' timeout, reporting.
+pub fn step_deadline(spec: &IngressBenchmarkSpec, worker_start: Duration) -> Duration {
+    let load = &spec.load;
+    sum([
+        worker_start,
+        load.warmup.into(),
+        load.duration.into(),
+        load.timeout.into(),
+        REPORTING,
+    ])
+}
+
+/// The whole run's budget: every step, with a sweep's rollout and settle time per step.
+pub fn budget(spec: &IngressBenchmarkSpec, t: Timeouts) -> Duration {
+    let step = step_deadline(spec, t.worker_start);
+    let (per_step, steps) = match &spec.sweep {
+        Some(s) => (sum([step, t.rollout, s.settle.into()]), s.steps.len()),
+        None => (step, 1),
+    };
+    let steps = u32::try_from(steps.max(1)).unwrap_or(u32::MAX);
+    with_margin(per_step.saturating_mul(steps))
+}
+
+/// The run as the queue sees it: its sweep target, its target's host and port, its nodes.
+pub fn contender(ib: &IngressBenchmark) -> Contender {
+    let ns = ib.namespace().unwrap_or_default();
+    let mut claims = vec![];
+    if let Some(s) = &ib.spec.sweep {
+        let target_ns = s.target_ref.namespace.as_deref().unwrap_or(&ns);
+        claims.push(format!("sweep target {target_ns}/{}", s.target_ref.name));
+    }
+    if let Ok(u) = url::Url::parse(&ib.spec.target.url) {
+        claims.push(format!(
+            "target {}:{}",
+            u.host_str().unwrap_or(""),
+            u.port_or_known_default().unwrap_or(0)
+        ));
+    }
+    claims.extend(
+        ib.spec
+            .workers
+            .node_names
+            .iter()
+            .map(|n| format!("node {n}")),
+    );
+    Contender::of(
+        "IngressBenchmark",
+        ib,
+        ib.status.as_ref().map(|s| &s.run),
+        claims,
+    )
 }
 
 /// Worker names of a step, for the registry.
@@ -130,6 +180,52 @@ mod tests {
 
     fn ib(yaml: &str) -> IngressBenchmark {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const T: Timeouts = Timeouts {
+        worker_start: Duration::from_secs(120),
+        rollout: Duration::from_secs(300),
+    };
+
+    fn ingress_spec(yaml: &str) -> IngressBenchmarkSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn budget_sums_steps_with_a_margin() {
+        let spec = ingress_spec(
+            "{target: {url: 'http://t/'}, load: {duration: 30s, warmup: 5s, timeout: 2s}}",
+        );
+        // 120 + 5 + 30 + 2 + 30 = 187s, margin max(46s, 300s).
+        assert_eq!(budget(&spec, T), Duration::from_secs(187 + 300));
+        let sweep = ingress_spec(
+            "{target: {url: 'http://t/'}, load: {duration: 30s, warmup: 5s, timeout: 2s},
+              sweep: {targetRef: {name: web}, settle: 10s, steps: [{cpu: '1'}, {cpu: '2'}, {cpu: '4'}, {cpu: '8'}]}}",
+        );
+        // 4 x (187 + 300 rollout + 10 settle) = 1988s, margin 497s.
+        assert_eq!(budget(&sweep, T), Duration::from_secs(1988 + 497));
+    }
+
+    #[test]
+    fn absurd_durations_saturate_instead_of_overflowing() {
+        // What a duration parser may hand over for "99999999999999999h" (or a far-off value
+        // the schema let through): the largest Duration.
+        let huge = crds::Duration::from(Duration::MAX);
+        let mut spec = ingress_spec(
+            "{target: {url: 'http://t/'}, sweep: {targetRef: {name: web}, steps: [{cpu: '1'}, {cpu: '2'}]}}",
+        );
+        spec.load.duration = huge;
+        spec.load.warmup = huge;
+        spec.load.timeout = huge;
+        if let Some(s) = spec.sweep.as_mut() {
+            s.settle = huge;
+        }
+        let t = Timeouts {
+            worker_start: Duration::MAX,
+            rollout: Duration::MAX,
+        };
+        assert_eq!(budget(&spec, t), Duration::MAX);
+        assert_eq!(step_deadline(&spec, Duration::MAX), Duration::MAX);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The sweep target's saved spec, kept in the operator's namespace (crate::records) where
+//! The sweep target's saved spec, kept in the operator's namespace (crate::store::records) where
 //! benchmark authors cannot write: saved before the first patch, the only source of every
 //! restore, re-checked against the admin's sweep pairs (and, for the current run, the spec)
 //! before any patch, and deleted only once a read-back shows the target as saved.
@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use crds::ingress::SavedTarget;
 use crds::IngressBenchmark;
 
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::records::{Owner, Store, Stored};
-use crate::target;
+use crate::admin::config::Config;
+use crate::base::error::{Error, Result};
+use crate::ingress::target;
+use crate::store::records::{Owner, Store, Stored};
 
 /// The stored record: the saved target and the run that saved it.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -37,6 +37,23 @@ pub enum Restore {
     Refused(String),
     /// The patch or the read-back failed; retried later.
     Failed(String),
+}
+
+/// A restore that must be retried.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The patch or the read-back failed.
+    #[error("restoring the sweep target: {0}")]
+    Failed(String),
+    /// The target is restored, but its record could not be deleted.
+    #[error("deleting the target record: {0}")]
+    DeleteRecord(#[source] Error),
+}
+
+impl From<RestoreError> for Error {
+    fn from(e: RestoreError) -> Error {
+        Error::Internal(Box::new(e))
+    }
 }
 
 /// May this benchmark patch the record's target? The admin's pairs always; for the current
@@ -128,14 +145,14 @@ pub async fn restore(
     store(client, config)
         .delete(&Owner::of(ib))
         .await
-        .map_err(|e| Error::Internal(format!("deleting the target record: {e}")))?;
+        .map_err(RestoreError::DeleteRecord)?;
     Ok(Restore::Restored(record.saved))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allow::SweepPairs;
+    use crate::admin::allow::SweepPairs;
 
     fn ib(target: &str) -> IngressBenchmark {
         serde_yaml::from_str(&format!(

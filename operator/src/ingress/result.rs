@@ -10,7 +10,7 @@ use crds::ingress::{
 use crds::result::{Measurement, MeasurementStats};
 use crds::{ErrorCounts, LatencyMillis};
 
-use crate::driver::Figure;
+use crate::policy::samples::Figure;
 use protocol::report::HttpReport;
 use protocol::worker::FinalReport;
 use protocol::worker::{validate_final, CheckedReport};

@@ -10,13 +10,15 @@ use kube::runtime::events::EventType;
 use crds::ingress::{SavedTarget, SweepSpec, SweepStep};
 use crds::IngressBenchmark;
 
-use super::restore::{self, Restore, TargetRecord};
-use crate::conditions::{self, INVALID, TARGET_RESTORED};
+use super::restore::{self, Restore, RestoreError, TargetRecord};
+use crate::base::clock::elapsed_since;
+use crate::base::conditions::{self, INVALID, TARGET_RESTORED};
+use crate::base::error::Result;
+use crate::base::events::PendingEvent;
+use crate::base::outcome::{Failure, Reason, Step};
 use crate::context::Context;
-use crate::driver::{Prepared, Run};
-use crate::error::{Error, Result};
-use crate::lifecycle::{elapsed_since, PendingEvent};
-use crate::target;
+use crate::ingress::target;
+use crate::run::Run;
 
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
 
@@ -25,35 +27,34 @@ type IngressRun<'a> = Run<'a, IngressBenchmark>;
 const MAX_SETTLE_WAIT: Duration = Duration::from_secs(30);
 
 /// Scales the sweep target for `step`, waits for its rollout and the settle time.
-pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Prepared> {
-    let Some(sweep) = &run.obj.spec.sweep else {
-        return Ok(Prepared::Ready);
+pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
+    let Some(sweep) = &run.obj().spec.sweep else {
+        return Ok(Step::Done);
     };
     let Some(step_spec) = sweep.steps.get(step as usize) else {
-        return Ok(Prepared::Failed(
-            "InvalidSpec",
-            format!("no sweep step {step}"),
-        ));
+        return Ok(Step::Fail(Failure::invalid(format!(
+            "no sweep step {step}"
+        ))));
     };
     let saved = match saved_target(run, sweep).await? {
         Ok(saved) => saved,
-        Err((reason, m)) => return Ok(Prepared::Failed(reason, m)),
+        Err(failure) => return Ok(Step::Fail(failure)),
     };
-    if run.status.target_ready_at.is_none() {
+    if run.status().target_ready_at.is_none() {
         if let Some(not_yet) = scale(run, &saved, step, step_spec).await? {
             return Ok(not_yet);
         }
-        run.status.target_ready_at = Some(conditions::now());
+        run.status_mut().target_ready_at = Some(conditions::now());
     }
     let settle = Duration::from(sweep.settle);
-    let waited = elapsed_since(&run.status.target_ready_at);
+    let waited = elapsed_since(&run.status().target_ready_at);
     if waited < settle {
-        return Ok(Prepared::Waiting {
-            message: format!("target ready; settling before step {step}"),
+        return Ok(Step::Wait {
+            message: Some(format!("target ready; settling before step {step}")),
             after: (settle - waited).min(MAX_SETTLE_WAIT),
         });
     }
-    Ok(Prepared::Ready)
+    Ok(Step::Done)
 }
 
 /// Patches the target for `step` and checks its rollout. None once it rolled out.
@@ -62,26 +63,24 @@ async fn scale(
     saved: &SavedTarget,
     step: u32,
     step_spec: &SweepStep,
-) -> Result<Option<Prepared>> {
-    let client = &run.ctx.client;
+) -> Result<Option<Step>> {
+    let client = &run.ctx().client;
     if let Err(e) = target::apply_step(client, saved, step_spec).await {
-        return Ok(Some(Prepared::Failed("TargetPatchFailed", e.to_string())));
+        return Ok(Some(Step::fail(Reason::TargetPatchFailed, e.to_string())));
     }
     let what = format!("{} {}/{}", saved.kind, saved.namespace, saved.name);
     let m = format!("{}/{} scaled for step {step}", saved.namespace, saved.name);
     run.condition(TARGET_RESTORED, false, "Scaled", m);
-    let rolled = target::rolled_out(client, saved)
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?;
+    let rolled = target::rolled_out(client, saved).await?;
     if rolled {
         return Ok(None);
     }
-    if elapsed_since(&run.status.run.phase_since) > run.ctx.config.rollout_timeout() {
+    if elapsed_since(&run.status().run.phase_since) > run.ctx().config.rollout_timeout() {
         let m = format!("{what} did not finish rolling out for step {step}");
-        return Ok(Some(Prepared::Failed("RolloutTimeout", m)));
+        return Ok(Some(Step::fail(Reason::RolloutTimeout, m)));
     }
     let m = format!("waiting for {what} to roll out (step {step})");
-    Ok(Some(Prepared::waiting(m)))
+    Ok(Some(Step::wait(m)))
 }
 
 /// The target's saved spec from the operator's namespace, saved there (and copied to status)
@@ -90,49 +89,50 @@ async fn scale(
 async fn saved_target(
     run: &mut IngressRun<'_>,
     sweep: &SweepSpec,
-) -> Result<std::result::Result<SavedTarget, (&'static str, String)>> {
-    let (client, config) = (&run.ctx.client, &run.ctx.config);
-    let (record, new) = match restore::load(client, config, run.obj).await? {
-        Some(r) if r.run == run.id => (r, false),
+) -> Result<std::result::Result<SavedTarget, Failure>> {
+    let (client, config) = (&run.ctx().client, &run.ctx().config);
+    let (record, new) = match restore::load(client, config, run.obj()).await? {
+        Some(r) if r.run == run.id() => (r, false),
         Some(r) => {
             let m = format!(
                 "the sweep target {}/{} of an earlier run is not restored yet",
                 r.saved.namespace, r.saved.name
             );
-            return Ok(Err(("TargetNotRestored", m)));
+            return Ok(Err(Failure::new(Reason::TargetNotRestored, m)));
         }
         None => {
-            let saved = match target::save(client, &sweep.target_ref, &run.ns).await {
+            let saved = match target::save(client, &sweep.target_ref, run.ns()).await {
                 Ok(saved) => saved,
-                Err(e) => return Ok(Err(("TargetUnavailable", e.to_string()))),
+                Err(e) => return Ok(Err(Failure::new(Reason::TargetUnavailable, e.to_string()))),
             };
             let record = TargetRecord {
-                run: run.id.clone(),
+                run: run.id().to_string(),
                 saved,
             };
             (record, true)
         }
     };
-    if let Err(m) = restore::permitted(&record, run.obj, &run.id, config) {
+    if let Err(m) = restore::permitted(&record, run.obj(), run.id(), config) {
         run.condition(INVALID, true, "NotPermitted", m.clone());
-        return Ok(Err(("NotPermitted", m)));
+        return Ok(Err(Failure::not_permitted(m)));
     }
     if new {
         // The original spec must be durable before the first patch.
-        restore::save(client, config, run.obj, record.clone()).await?;
+        restore::save(client, config, run.obj(), record.clone()).await?;
     }
-    run.status.saved_target = Some(record.saved.clone());
+    run.status_mut().saved_target = Some(record.saved.clone());
     Ok(Ok(record.saved))
 }
 
 /// Restores the target at the end of the run; true to come back (a failed restore).
 pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
-    let outcome = restore::restore(&run.ctx.client, &run.ctx.config, run.obj, &run.id).await?;
+    let outcome =
+        restore::restore(&run.ctx().client, &run.ctx().config, run.obj(), run.id()).await?;
     Ok(match outcome {
         Restore::Nothing => false,
         Restore::Restored(saved) => {
             let m = format!("{} {}/{} restored", saved.kind, saved.namespace, saved.name);
-            run.status.saved_target = Some(SavedTarget {
+            run.status_mut().saved_target = Some(SavedTarget {
                 restored: true,
                 ..saved
             });
@@ -141,8 +141,7 @@ pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
         }
         Restore::Refused(m) => {
             run.condition(TARGET_RESTORED, false, "NotPermitted", m.clone());
-            run.events
-                .push((EventType::Warning, "NotPermitted".into(), m));
+            run.event(EventType::Warning, "NotPermitted", m);
             false
         }
         Restore::Failed(m) => {
@@ -154,21 +153,19 @@ pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
 }
 
 /// Restores a target an earlier run (or this one, on deletion) changed, from the record in the
-/// operator's namespace. A refusal is reported (the record stays for the admin); a failure is
-/// an error, so the caller retries.
+/// operator's namespace. A refusal is reported (an Event; the record stays for the admin); a
+/// failure is an error, so the caller retries.
 pub async fn restore_earlier(
     ctx: &Context,
     ib: &IngressBenchmark,
     current_run: &str,
-    events: &mut Vec<PendingEvent>,
-) -> Result<()> {
+) -> Result<Vec<PendingEvent>> {
     match restore::restore(&ctx.client, &ctx.config, ib, current_run).await? {
-        Restore::Nothing | Restore::Restored(_) => Ok(()),
+        Restore::Nothing | Restore::Restored(_) => Ok(vec![]),
         Restore::Refused(m) => {
             let m = format!("sweep target not restored: {m}");
-            events.push((EventType::Warning, "NotPermitted".into(), m));
-            Ok(())
+            Ok(vec![(EventType::Warning, "NotPermitted".into(), m)])
         }
-        Restore::Failed(m) => Err(Error::Internal(format!("restoring the sweep target: {m}"))),
+        Restore::Failed(m) => Err(RestoreError::Failed(m).into()),
     }
 }

@@ -5,8 +5,9 @@ use kube::Client;
 
 use crds::ingress::IngressBenchmarkSpec;
 
-use crate::caps::{self, lookup, Refusal};
-use crate::config::Config;
+use crate::admin::caps::lookup;
+use crate::admin::config::Config;
+use crate::base::outcome::Failure;
 
 /// Checks that need no API calls. Err is the message for the Invalid condition.
 pub fn permitted(
@@ -50,12 +51,12 @@ pub async fn admitted(
     client: &Client,
     spec: &IngressBenchmarkSpec,
     config: &Config,
-) -> crate::error::Result<Result<(), Refusal>> {
-    if let Err(m) = caps::limits::ingress(spec, &config.caps) {
-        return Ok(Err(Refusal::not_permitted(m)));
+) -> crate::base::error::Result<Result<(), Failure>> {
+    if let Err(m) = super::limits::check(spec, &config.caps) {
+        return Ok(Err(Failure::not_permitted(m)));
     }
     if let Err(m) = nodes_exist(client, spec).await? {
-        return Ok(Err(Refusal::invalid(m)));
+        return Ok(Err(Failure::invalid(m)));
     }
     let policy = match lookup::policy(client, &config.caps).await? {
         Ok(p) => p,
@@ -70,7 +71,7 @@ pub async fn nodes_exist(
     client: &Client,
     spec: &IngressBenchmarkSpec,
 ) -> Result<Result<(), String>, kube::Error> {
-    let missing = crate::workers::missing_nodes(client, &spec.workers.node_names).await?;
+    let missing = crate::k8s::workers::missing_nodes(client, &spec.workers.node_names).await?;
     Ok(if missing.is_empty() {
         Ok(())
     } else {
@@ -84,7 +85,7 @@ pub async fn nodes_exist(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::NamespaceList;
+    use crate::admin::config::NamespaceList;
 
     fn spec(yaml: &str) -> IngressBenchmarkSpec {
         serde_yaml::from_str(yaml).unwrap()
@@ -114,12 +115,12 @@ mod tests {
             sweep_permitted(&s, "team-a", &c).is_err(),
             "the old flat list allows only the own namespace"
         );
-        c.sweep_targets = crate::allow::SweepPairs::parse("team-b=ingress/nginx");
+        c.sweep_targets = crate::admin::allow::SweepPairs::parse("team-b=ingress/nginx");
         assert!(
             sweep_permitted(&s, "team-a", &c).is_err(),
             "another team's pair"
         );
-        c.sweep_targets = crate::allow::SweepPairs::parse("team-a=ingress/nginx");
+        c.sweep_targets = crate::admin::allow::SweepPairs::parse("team-a=ingress/nginx");
         assert!(sweep_permitted(&s, "team-a", &c).is_ok());
         let own = spec(
             "{target: {url: 'http://x/'}, sweep: {targetRef: {name: web}, steps: [{cpu: '1'}]}}",

@@ -1,5 +1,5 @@
 //! Whether a measured step counts as work done. A step in which no request succeeded, or in
-//! which more than the admin's share (`--max-error-ratio`) failed, ends the run Failed with a
+//! which more than the admin's share (`--max-error-ratio`) failed, ends the run Failed (RequestsFailed) with a
 //! message naming the dominant error class; its numbers stay in status (they are true). Pure.
 //!
 //! Counting follows loadgen: `requests` are completed responses (4xx/5xx included, and also
@@ -7,9 +7,6 @@
 
 use crds::ingress::StepResult;
 use crds::ErrorCounts;
-
-/// Condition and Event reason of a step whose requests failed.
-pub const REASON: &str = "RequestsFailed";
 
 /// The error classes as (name, count, what it means), in report order.
 fn classes(e: &ErrorCounts) -> [(&'static str, u64, &'static str); 7] {

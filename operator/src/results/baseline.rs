@@ -10,15 +10,15 @@ use crds::result::{MeasurementStats, Verdict, BENCHMARK_LABEL, KIND_LABEL, SPEC_
 use crds::{BenchmarkResult, BenchmarkResultSpec, Phase};
 
 use super::build::label_value;
-use crate::driver::{Kind, Run};
-use crate::error::Result;
+use crate::base::error::Result;
+use crate::run::{Hooks, Run};
 
 /// None without a baseline in the spec.
-pub async fn judge<K: Kind>(
+pub async fn judge<K: Hooks>(
     run: &Run<'_, K>,
     now: &BenchmarkResultSpec,
 ) -> Result<Option<Verdict>> {
-    let Some(baseline) = run.obj.repetition().baseline.clone() else {
+    let Some(baseline) = run.obj().repetition().baseline.clone() else {
         return Ok(None);
     };
     if now.phase != Phase::Succeeded {
@@ -26,7 +26,7 @@ pub async fn judge<K: Kind>(
             "the run did not succeed, so it is not judged",
         )));
     }
-    let api: Api<BenchmarkResult> = Api::namespaced(run.ctx.client.clone(), &run.ns);
+    let api: Api<BenchmarkResult> = Api::namespaced(run.ctx().client.clone(), run.ns());
     let (what, results) = match (&baseline.result, baseline.previous) {
         (Some(name), _) => (format!("result {name}"), named(&api, name).await?),
         (None, Some(n)) => (

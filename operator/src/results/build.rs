@@ -7,17 +7,17 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use kube::ResourceExt;
 use protocol::worker::{validate_final, FinalReport, Role};
-use sha2::{Digest, Sha256};
 
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
 use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
 
 use super::facts;
-use crate::driver::samples::{self, Slot};
-use crate::driver::{Kind, Run, RunState};
-use crate::error::Result;
-use crate::labels;
-use crate::reports::{Owner, Store};
+use crate::base::error::Result;
+use crate::base::labels;
+use crate::policy::samples::{self, Slot};
+use crate::policy::spec::{spec_hash, spec_of};
+use crate::run::{Hooks, Run, RunState};
+use crate::store::reports::Owner;
 
 /// Largest merged histogram kept in a result (encoded); a larger one is left out.
 const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
@@ -41,42 +41,21 @@ pub fn label_value(text: &str) -> String {
     cut.trim_end_matches(['-', '.', '_']).to_string()
 }
 
-/// SHA-256 of the spec's measurement-defining part, hex: what "the same spec" means for a
-/// baseline of previous results (schedule, history, baseline and cleanup fields left out).
-pub fn spec_hash(spec: &serde_json::Value) -> String {
-    let mut measured = spec.clone();
-    if let Some(map) = measured.as_object_mut() {
-        for key in [
-            "schedule",
-            "suspend",
-            "concurrencyPolicy",
-            "historyLimit",
-            "baseline",
-            "cleanup",
-        ] {
-            map.remove(key);
-        }
-    }
-    let canonical = serde_json::to_string(&measured).unwrap_or_default();
-    let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Everything but the verdict.
-pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResultSpec> {
-    let status = run.status.run();
-    let spec_json = serde_json::to_value(spec_of(run.obj)).unwrap_or_default();
+pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSpec> {
+    let status = run.status().run();
+    let spec_json = serde_json::to_value(spec_of(run.obj())).unwrap_or_default();
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
     let (measurements, nodes) = measurements(run).await?;
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     let mut spec = BenchmarkResultSpec {
         benchmark: BenchmarkRef {
             kind: K::kind(&()).into_owned(),
-            namespace: run.ns.clone(),
-            name: run.name.clone(),
+            namespace: run.ns().to_string(),
+            name: run.name().to_string(),
         },
-        benchmark_uid: run.obj.uid().unwrap_or_default(),
-        run_id: run.id.clone(),
+        benchmark_uid: run.obj().uid().unwrap_or_default(),
+        run_id: run.id().to_string(),
         spec_hash: spec_hash(&spec_json),
         benchmark_spec: if spec_text.len() <= MAX_SPEC_CHARS {
             spec_text
@@ -87,11 +66,11 @@ pub async fn result_spec<K: Kind>(run: &mut Run<'_, K>) -> Result<BenchmarkResul
         message: status
             .message
             .as_deref()
-            .map(|m| crate::lifecycle::clip(m, 4000)),
+            .map(|m| crate::base::text::clip(m, 4000)),
         start_time: status.start_time.clone(),
         completion_time: status.completion_time.clone(),
-        cluster: facts::gather(&run.ctx.client, &nodes).await,
-        scaling: run.obj.scaling(&measurements),
+        cluster: facts::gather(&run.ctx().client, &nodes).await,
+        scaling: run.obj().scaling(&measurements),
         summary: summary(stats.last()),
         measurements,
         verdict: None,
@@ -117,10 +96,14 @@ fn fit(spec: &mut BenchmarkResultSpec, max: usize) {
 }
 
 /// The object, labelled for its benchmark's history.
-pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) -> BenchmarkResult {
+pub fn object<K: Hooks>(
+    run: &Run<'_, K>,
+    name: &str,
+    spec: BenchmarkResultSpec,
+) -> BenchmarkResult {
     let mut labels = BTreeMap::from([
         (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
-        (BENCHMARK_LABEL.to_string(), label_value(&run.name)),
+        (BENCHMARK_LABEL.to_string(), label_value(run.name())),
         (KIND_LABEL.to_string(), K::kind(&()).to_lowercase()),
     ]);
     labels.insert(
@@ -130,7 +113,7 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
     BenchmarkResult {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
-            namespace: Some(run.ns.clone()),
+            namespace: Some(run.ns().to_string()),
             labels: Some(labels),
             ..Default::default()
         },
@@ -138,42 +121,34 @@ pub fn object<K: Kind>(run: &Run<'_, K>, name: &str, spec: BenchmarkResultSpec) 
     }
 }
 
-/// The spec as JSON, from the object (every kind keeps it under "spec").
-pub fn spec_of<K: serde::Serialize>(obj: &K) -> serde_json::Value {
-    serde_json::to_value(obj)
-        .ok()
-        .and_then(|mut v| v.get_mut("spec").map(serde_json::Value::take))
-        .unwrap_or_default()
-}
-
 /// Each measurement's figures over every complete sample found in the store, with its merged
 /// histogram; and the nodes the reports came from, with what a worker saw there.
-async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
-    let store = Store::of(run.ctx);
-    let owner = Owner::of(run.obj);
-    let max = run.obj.repetition().samples().max();
+async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
+    let store = run.ctx().reports();
+    let owner = Owner::of(run.obj());
+    let max = run.obj().repetition().samples().max();
     let mut stats: Vec<MeasurementStats> = vec![];
     let mut out = vec![];
     let mut nodes = facts::Seen::new();
-    for index in 0..run.obj.count().min(samples::STRIDE) {
+    for index in 0..run.obj().count().min(samples::STRIDE) {
         let mut histograms = vec![];
         for sample in 0..max {
             let slot = Slot {
                 measurement: index,
                 sample,
             };
-            let expected = run.obj.workers(&run.id, slot);
+            let expected = run.obj().workers(run.id(), slot);
             let reports = store
-                .load(&owner, &run.id, slot.wire(), &expected)
+                .load(&owner, run.id(), slot.wire(), &expected)
                 .await?
                 .reports;
             if !complete(&expected, &reports) {
                 break;
             }
-            let Ok(figures) = run.obj.figures(&run.id, slot, &reports) else {
+            let Ok(figures) = run.obj().figures(run.id(), slot, &reports) else {
                 break;
             };
-            let name = run.obj.describe(index);
+            let name = run.obj().describe(index);
             samples::record(&mut stats, index, &name, sample, &figures);
             for r in reports.values() {
                 if let Some(node) = &r.node {
@@ -203,7 +178,7 @@ async fn measurements<K: Kind>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, fa
         out.push(Measurement {
             index,
             name: m.name.clone(),
-            parameters: run.obj.parameters(&run.status, index),
+            parameters: run.obj().parameters(run.status(), index),
             metrics: m.metrics.clone(),
             histogram,
         });
@@ -252,7 +227,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_fit_and_hashes_ignore_what_does_not_measure() {
+    fn names_fit() {
         let long = "b".repeat(300);
         let name = result_name(&long, "abcdef12-g3-r4");
         assert!(
@@ -261,12 +236,6 @@ mod tests {
         );
         assert_eq!(result_name("web", "abc-g1"), "web-abc-g1");
         assert_eq!(label_value(&long).len(), 63);
-        let a = serde_json::json!({"target": {"url": "http://x/"}, "schedule": "* * * * *"});
-        let b = serde_json::json!({"target": {"url": "http://x/"}, "historyLimit": 3});
-        let c = serde_json::json!({"target": {"url": "http://y/"}});
-        assert_eq!(spec_hash(&a), spec_hash(&b));
-        assert_ne!(spec_hash(&a), spec_hash(&c));
-        assert_eq!(spec_hash(&a).len(), 64);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod baseline;
 mod build;
 mod facts;
+pub mod metrics;
 
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -14,17 +15,38 @@ use kube::ResourceExt;
 use crds::result::{BENCHMARK_LABEL, KIND_LABEL};
 use crds::BenchmarkResult;
 
-use crate::conditions::REGRESSED;
-use crate::driver::{Kind, Run, RunState};
-use crate::error::Result;
+use crate::base::error::{Error, Result};
+use crate::base::events::PendingEvent;
+use crate::run::{Hooks, Run, RunState};
+use metrics::ResultMetrics;
 
-pub use build::{result_name, spec_hash, spec_of};
+pub use build::result_name;
+
+/// What recording a run's result did, for the driver to put into the run.
+#[derive(Default)]
+pub struct Recorded {
+    /// The name of the result written now (for status.latestResult); None when none is due
+    /// (refused runs, runs finished before results existed) or status already points at it.
+    pub written: Option<String>,
+    /// The Regressed condition (status True, False or Unknown; reason; message), once the
+    /// result is judged against the benchmark's baseline.
+    pub regressed: Option<(String, &'static str, String)>,
+    /// Its Events (a replaced impostor, the verdict, the result).
+    pub events: Vec<PendingEvent>,
+}
 
 /// Writes the run's result unless status already points at it, then the verdict and the
-/// history limit. Runs that never left the queue (refused specs) get none.
-pub async fn record<K: Kind>(run: &mut Run<'_, K>) -> Result<()> {
-    let name = result_name(&run.name, &run.id);
-    let status = run.status.run();
+/// history limit. Runs that never left the queue (refused specs) get none. Reads the run and
+/// returns what it recorded; on an error, what it recorded before it.
+pub async fn record<K: Hooks>(run: &Run<'_, K>) -> (Recorded, Result<()>) {
+    let mut recorded = Recorded::default();
+    let outcome = write(run, &mut recorded).await;
+    (recorded, outcome)
+}
+
+async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()> {
+    let name = result_name(run.name(), run.id());
+    let status = run.status().run();
     // Runs that never left the queue get none, nor runs finished before results existed
     // (their reports are gone).
     let before_results =
@@ -38,30 +60,36 @@ pub async fn record<K: Kind>(run: &mut Run<'_, K>) -> Result<()> {
     let mut spec = build::result_spec(run).await?;
     spec.verdict = baseline::judge(run, &spec).await?;
     let object = build::object(run, &name, spec);
-    let api: Api<BenchmarkResult> = Api::namespaced(run.ctx.client.clone(), &run.ns);
-    create(run, &api, &object).await?;
-    note_verdict(run, object.spec.verdict.as_ref());
-    run.ctx
-        .metrics
-        .set_result(&K::kind(&()), &run.ns, &run.name, &object.spec);
-    let limit = run.obj.repetition().history_limit();
-    prune(&api, &K::kind(&()), &run.name, limit).await?;
-    run.status.run_mut().latest_result = Some(name.clone());
+    let api: Api<BenchmarkResult> = Api::namespaced(run.ctx().client.clone(), run.ns());
+    create(&api, &object, &mut recorded.events).await?;
+    if let Some(v) = &object.spec.verdict {
+        recorded.regressed = Some(verdict(v, &mut recorded.events));
+    }
+    run.ctx().metrics.family::<ResultMetrics>().set(
+        &K::kind(&()),
+        run.ns(),
+        run.name(),
+        &object.spec,
+    );
+    let limit = run.obj().repetition().history_limit();
+    prune(&api, &K::kind(&()), run.name(), limit).await?;
     let m = format!(
         "result {name} written ({})",
         object.spec.summary.as_deref().unwrap_or("no figures")
     );
-    run.events
+    recorded
+        .events
         .push((EventType::Normal, "ResultWritten".into(), m));
+    recorded.written = Some(name);
     Ok(())
 }
 
 /// Creates the result; one already there from this very run (a retried reconcile) is fine, any
 /// other object holding its name is deleted (that object only) and creation retried once.
-async fn create<K: Kind>(
-    run: &mut Run<'_, K>,
+async fn create(
     api: &Api<BenchmarkResult>,
     object: &BenchmarkResult,
+    events: &mut Vec<PendingEvent>,
 ) -> Result<()> {
     let name = object.name_any();
     for _ in 0..2 {
@@ -92,12 +120,9 @@ async fn create<K: Kind>(
         let m = format!(
             "BenchmarkResult {name} held this run's name but was not its result; it was replaced"
         );
-        run.events
-            .push((EventType::Warning, "ResultReplaced".into(), m));
+        events.push((EventType::Warning, "ResultReplaced".into(), m));
     }
-    Err(crate::error::Error::Pending(format!(
-        "BenchmarkResult {name} keeps being taken by another object"
-    )))
+    Err(NameTaken(name).into())
 }
 
 /// Deletes the benchmark's oldest results beyond `limit` (by creation time, which only the API
@@ -137,11 +162,11 @@ fn newest_first(r: &BenchmarkResult) -> (Option<jiff::Timestamp>, String) {
     )
 }
 
-/// The Regressed condition and its Event.
-fn note_verdict<K: Kind>(run: &mut Run<'_, K>, verdict: Option<&crds::result::Verdict>) {
-    let Some(v) = verdict else {
-        return;
-    };
+/// The Regressed condition (status, reason, message) of a verdict; its Event goes to `events`.
+fn verdict(
+    v: &crds::result::Verdict,
+    events: &mut Vec<PendingEvent>,
+) -> (String, &'static str, String) {
     let regressed: Vec<String> = v
         .metrics
         .iter()
@@ -170,7 +195,18 @@ fn note_verdict<K: Kind>(run: &mut Run<'_, K>, verdict: Option<&crds::result::Ve
         ),
         _ => ("NoBaseline", v.baseline.clone(), EventType::Normal),
     };
-    let message = crate::lifecycle::clip(&message, 1000);
-    run.condition_status(REGRESSED, &v.regressed, reason, message.clone());
-    run.events.push((event, reason.into(), message));
+    let message = crate::base::text::clip(&message, 1000);
+    events.push((event, reason.into(), message.clone()));
+    (v.regressed.clone(), reason, message)
+}
+
+/// Another object keeps taking the name of this run's result.
+#[derive(Debug, thiserror::Error)]
+#[error("BenchmarkResult {0} keeps being taken by another object")]
+struct NameTaken(String);
+
+impl From<NameTaken> for Error {
+    fn from(e: NameTaken) -> Error {
+        Error::Internal(Box::new(e))
+    }
 }

@@ -18,9 +18,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use operator::api::metrics::ApiMetrics;
 use operator::api::{router, serve, ApiState, ServerLimits};
-use operator::metrics::Metrics;
-use operator::runs::{BarrierState, Caller, Registry, RegistryError, RunSpec};
+use operator::base::metrics::Metrics;
+use operator::store::registry::{BarrierState, Caller, Registry, RegistryError, RunSpec};
 use operator::testing::{FixedTokens, MemorySink};
 use protocol::worker::Role;
 
@@ -151,7 +152,8 @@ impl Api {
     /// Requests to `endpoint` the API answered with `code`.
     pub fn requests(&self, endpoint: &str, code: &str) -> u64 {
         self.metrics
-            .api_requests
+            .family::<ApiMetrics>()
+            .requests
             .with_label_values(&[endpoint, code])
             .get()
     }

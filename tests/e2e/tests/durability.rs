@@ -19,8 +19,8 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use crds::IngressBenchmark;
-use operator::labels;
-use operator::reports::{object_name, Owner};
+use operator::base::labels;
+use operator::store::reports::{object_name, Owner};
 
 const NAME: &str = "ingress-simple";
 

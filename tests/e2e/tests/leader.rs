@@ -7,7 +7,7 @@ use std::time::Instant;
 use e2e::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use operator::leader::{Elector, LEASE_DURATION, LEASE_NAME, RENEW_EVERY, RETRY_EVERY};
+use operator::k8s::leader::{Elector, LEASE_DURATION, LEASE_NAME, RENEW_EVERY, RETRY_EVERY};
 
 /// The Lease's renewTime, as the API server returns it.
 async fn renewed_at(api: &Api<Lease>) -> Option<String> {

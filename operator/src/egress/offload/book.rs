@@ -1,14 +1,14 @@
 //! A benchmark's offload records as one book: loaded from and saved to the operator's
-//! namespace (crate::records), deleted once every restore is verified, copied to status.
+//! namespace (crate::store::records), deleted once every restore is verified, copied to status.
 
 use kube::Client;
 
 use crds::egress::{EgressBenchmark, OffloadRecord};
 
 use super::record::DeviceRecord;
-use crate::config::Config;
-use crate::error::Result;
-use crate::records::{Owner, Store, Stored};
+use crate::admin::config::Config;
+use crate::base::error::Result;
+use crate::store::records::{Owner, Store, Stored};
 
 /// A benchmark's offload records, kept in the operator's namespace.
 pub struct Book {

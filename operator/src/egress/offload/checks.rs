@@ -8,8 +8,8 @@ use kube::Client;
 use crds::egress::EgressBenchmark;
 
 use super::record::{self, DeviceRecord};
-use crate::config::Config;
-use crate::error::Result;
+use crate::admin::config::Config;
+use crate::base::error::Result;
 
 /// What the node check found.
 pub(super) enum NodeCheck {

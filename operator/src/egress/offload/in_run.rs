@@ -2,6 +2,8 @@
 //! other change written back before (and after) it, the OffloadRestored condition kept true to
 //! what the records say, and the restore a deletion waits for.
 
+use std::time::Duration;
+
 use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -9,14 +11,18 @@ use kube::{Resource, ResourceExt};
 use crds::egress::EgressBenchmark;
 
 use super::{restore_problems, Offload, Stage};
-use crate::conditions::{INVALID, OFFLOAD_RESTORED};
-use crate::config::Config;
+use crate::admin::config::Config;
+use crate::base::conditions::{INVALID, OFFLOAD_RESTORED};
+use crate::base::error::Result;
+use crate::base::outcome::{Failure, Reason, Step};
 use crate::context::Context;
-use crate::driver::{Prepared, Run};
-use crate::error::{Error, Result};
-use crate::lifecycle;
+use crate::k8s::status;
+use crate::run::Run;
 
 type EgressRun<'a> = Run<'a, EgressBenchmark>;
+
+/// How often a deletion looks at the restore Jobs it waits for.
+const DELETE_POLL: Duration = Duration::from_secs(5);
 
 pub fn offload_of<'a>(ctx: &'a Context, eb: &'a EgressBenchmark, run: &'a str) -> Offload<'a> {
     Offload {
@@ -37,32 +43,33 @@ pub fn manages_jobs(eb: &EgressBenchmark, config: &Config) -> bool {
 }
 
 /// Restores the other cases' offload changes, then applies case `case`'s profile.
-pub async fn prepare(run: &mut EgressRun<'_>, case: u32) -> Result<Prepared> {
-    let Some(measured) = super::super::plan::case_at(run.obj, case) else {
-        return Ok(Prepared::Failed("InvalidSpec", format!("no case {case}")));
+pub async fn prepare(run: &mut EgressRun<'_>, case: u32) -> Result<Step> {
+    let Some(measured) = super::super::plan::case_at(run.obj(), case) else {
+        return Ok(Step::Fail(Failure::invalid(format!("no case {case}"))));
     };
     let spec = &measured.spec;
     // Other cases' changes only: this case's records exist before its apply Job does.
     if let Some(m) = restore_open(run, Some(&spec.name)).await? {
-        return Ok(Prepared::waiting(m));
+        return Ok(Step::wait(m));
     }
     if spec.offload_profile.is_none() {
-        return Ok(Prepared::Ready);
+        return Ok(Step::Done);
     }
-    let stage = offload_of(run.ctx, run.obj, &run.id)
-        .apply(spec, &mut run.extra)
+    let (ctx, eb, id) = (run.ctx(), run.obj(), run.id().to_string());
+    let stage = offload_of(ctx, eb, &id)
+        .apply(spec, run.extra_mut())
         .await?;
     Ok(match stage {
-        Stage::Done => Prepared::Ready,
+        Stage::Done => Step::Done,
         Stage::Waiting(m) => {
             let why = "offload settings are changed for a case";
             run.condition(OFFLOAD_RESTORED, false, "Applied", why);
-            Prepared::waiting(m)
+            Step::wait(m)
         }
-        Stage::Failed(m) => Prepared::Failed("OffloadFailed", m),
+        Stage::Failed(m) => Step::fail(Reason::OffloadFailed, m),
         Stage::Refused(m) => {
             run.condition(INVALID, true, "NotPermitted", m.clone());
-            Prepared::Failed("NotPermitted", m)
+            Step::Fail(Failure::not_permitted(m))
         }
     })
 }
@@ -71,11 +78,12 @@ pub async fn prepare(run: &mut EgressRun<'_>, case: u32) -> Result<Prepared> {
 /// records exist before its apply Job does), and keeps OffloadRestored current. Some(what it
 /// waits for) while restore Jobs are at work.
 pub async fn restore_open(run: &mut EgressRun<'_>, skip: Option<&str>) -> Result<Option<String>> {
-    if !run.extra.open() {
+    if !run.extra().open() {
         return Ok(None);
     }
-    let stage = offload_of(run.ctx, run.obj, &run.id)
-        .restore(&mut run.extra, skip)
+    let (ctx, eb, id) = (run.ctx(), run.obj(), run.id().to_string());
+    let stage = offload_of(ctx, eb, &id)
+        .restore(run.extra_mut(), skip)
         .await?;
     note_restore(run, &stage);
     Ok(match stage {
@@ -87,48 +95,52 @@ pub async fn restore_open(run: &mut EgressRun<'_>, skip: Option<&str>) -> Result
 /// OffloadRestored from what the records say after a restore stage: refused, failing, or every
 /// change written back (and verified).
 pub fn note_restore(run: &mut EgressRun<'_>, stage: &Stage) {
-    let problems = restore_problems(run.extra.records());
+    let problems = restore_problems(run.extra().records());
     if let Stage::Refused(m) = stage {
         let m = format!("not restored: {m}");
         run.condition(OFFLOAD_RESTORED, false, "NotPermitted", m.clone());
-        run.events
-            .push((EventType::Warning, "NotPermitted".into(), m));
+        run.event(EventType::Warning, "NotPermitted", m);
     } else if !problems.is_empty() {
         let m = format!("restore failed, retrying: {}", problems.join("; "));
         run.condition(OFFLOAD_RESTORED, false, "RestoreFailed", m);
-    } else if *stage == Stage::Done && !run.extra.records().is_empty() && !run.extra.open() {
+    } else if *stage == Stage::Done && !run.extra().records().is_empty() && !run.extra().open() {
         let m = "every offload change was written back";
         run.condition(OFFLOAD_RESTORED, true, "Restored", m);
     }
 }
 
 /// Deletion: every open change written back, driven by the records in the operator's namespace
-/// only (never by status.offload). Err(Error::Pending) while restore Jobs are at work (status
-/// shows their progress); a refusal leaves the record for the admin and says so in an Event.
+/// only (never by status.offload). Wait while restore Jobs are at work (status shows their
+/// progress; the object and its finalizer stay); a refusal leaves the record for the admin and
+/// says so in an Event.
 pub async fn restore_on_delete(
     ctx: &Context,
     eb: &EgressBenchmark,
     api: &Api<EgressBenchmark>,
     run: &str,
-) -> Result<()> {
+) -> Result<Step> {
     let mut book = super::Book::load(&ctx.client, &ctx.config, eb).await?;
     if book.open() {
         match offload_of(ctx, eb, run).restore(&mut book, None).await? {
             Stage::Waiting(m) => {
                 show_progress(api, eb, &book).await?;
                 let (ns, name) = (eb.namespace().unwrap_or_default(), eb.name_any());
-                return Err(Error::Pending(format!("deleting {ns}/{name}: {m}")));
+                return Ok(Step::Wait {
+                    message: Some(format!("deleting {ns}/{name}: {m}")),
+                    after: DELETE_POLL,
+                });
             }
             // Nothing was run.
             Stage::Refused(m) | Stage::Failed(m) => {
                 let m = format!("offload settings not restored: {m}");
                 let mut events = vec![(EventType::Warning, "NotPermitted".to_string(), m)];
-                lifecycle::publish_events(ctx, &eb.object_ref(&()), &mut events).await;
+                ctx.publish(&eb.object_ref(&()), &mut events).await;
             }
             Stage::Done => {}
         }
     }
-    book.delete_if_resolved().await
+    book.delete_if_resolved().await?;
+    Ok(Step::Done)
 }
 
 /// The restore's progress into status.offload while a deletion waits for it.
@@ -143,7 +155,7 @@ async fn show_progress(
     let mut status = eb.status.clone().unwrap_or_default();
     status.offload = report;
     if Some(&status) != eb.status.as_ref() {
-        lifecycle::write_status(api, &eb.name_any(), &status).await?;
+        status::write(api, &eb.name_any(), &status).await?;
     }
     Ok(())
 }

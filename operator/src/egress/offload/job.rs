@@ -15,9 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crds::egress::EgressBenchmark;
 
 use super::super::plan;
-use crate::config::Config;
-use crate::labels;
-use crate::workers::pin;
+use crate::admin::config::Config;
+use crate::base::labels;
+use crate::k8s::workers::pin;
 
 /// An offload change takes well under a second; a Job still running after this has a problem.
 const JOB_DEADLINE_S: i64 = 120;
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(c.name, "d3");
         assert_eq!(
             c.image.as_deref(),
-            Some(crate::config::DEFAULT_LOADGEN_IMAGE)
+            Some(crate::admin::config::DEFAULT_LOADGEN_IMAGE)
         );
         assert_eq!(
             c.args.clone().unwrap().join(" "),

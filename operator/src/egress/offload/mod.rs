@@ -1,5 +1,5 @@
 //! Offload tuning with privileged Jobs, truthfully:
-//! 1. the records of a case's devices are written to the operator's namespace (crate::records,
+//! 1. the records of a case's devices are written to the operator's namespace (crate::store::records,
 //!    where benchmark authors cannot write), after a check against the spec and the admin's
 //!    allow-lists;
 //! 2. a read Job records each device's whole feature state (`offload get --state`), and that
@@ -30,8 +30,8 @@ use kube::Client;
 
 use crds::egress::{EgressBenchmark, EgressCase};
 
-use crate::config::Config;
-use crate::error::Result;
+use crate::admin::config::Config;
+use crate::base::error::Result;
 pub use book::Book;
 use checks::{check_node, recheck, NodeCheck};
 use job::{Action, Device, JobKey};

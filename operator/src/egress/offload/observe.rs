@@ -15,8 +15,8 @@ use crds::egress::EgressBenchmark;
 use protocol::offload::{parse_state_line, DeviceState};
 
 use super::super::plan;
-use crate::config::Config;
-use crate::labels;
+use crate::admin::config::Config;
+use crate::base::labels;
 
 /// The state line is the last one; a little slack for stderr lines after it.
 const LOG_TAIL_LINES: i64 = 8;

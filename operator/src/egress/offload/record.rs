@@ -1,4 +1,4 @@
-//! The authoritative offload records (kept in the operator's namespace, see crate::records)
+//! The authoritative offload records (kept in the operator's namespace, see crate::store::records)
 //! and their bookkeeping, pure: what a case needs, which devices still need a restore, what a
 //! restore writes, whether a read-back equals the state before, the status report, and the
 //! re-check against the spec and the admin's allow-lists.
@@ -11,7 +11,7 @@ use crds::egress::{EgressBenchmark, EgressCase, OffloadRecord};
 use protocol::offload::DeviceState;
 
 use super::super::validate;
-use crate::config::Config;
+use crate::admin::config::Config;
 
 /// One device (interface on a node) a case's profile changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -278,8 +278,8 @@ pub fn restore_problems(records: &[DeviceRecord]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::allow::{GlobList, NodeSelector};
-    use crate::config::NamespaceList;
+    use crate::admin::allow::{GlobList, NodeSelector};
+    use crate::admin::config::NamespaceList;
 
     pub(crate) fn eb() -> EgressBenchmark {
         serde_yaml::from_str(

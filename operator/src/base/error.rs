@@ -1,0 +1,124 @@
+//! Errors of a reconcile. Each has a stable category: it is the `error` label of
+//! `netbench_reconcile_errors_total` and the reason of the Warning Event, and it says whether a
+//! retry can help (transient) or only a change of the object can (permanent).
+
+use std::time::Duration;
+
+use kube::runtime::finalizer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(Box<finalizer::Error<Error>>),
+    /// A wait on the cluster took longer than the operator allows it.
+    #[error("{what} took longer than {after:?}")]
+    TimedOut { what: &'static str, after: Duration },
+    /// Something the operator stored or changed is not as it left it (a restore record, a sweep
+    /// target): the source is the owning module's own error type (it converts with `?`).
+    #[error(transparent)]
+    Internal(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Whether retrying the same object can succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Retry with exponential backoff (API hiccups, conflicts, a report not readable yet).
+    Transient,
+    /// Refused (invalid, forbidden): retried at most every 30 s (a change of the object, or of
+    /// the policy or permission that refused it, helps; see controller::Backoff).
+    Permanent,
+}
+
+impl Error {
+    /// Every value of [`Error::category`], so the metric's series exist at 0 from the start.
+    /// ("Report" is kept for dashboards and alerts that name it; no error of today has it.)
+    pub const CATEGORIES: [&'static str; 7] = [
+        "KubeApi",
+        "KubeConflict",
+        "KubeRefused",
+        "KubeTransport",
+        "Finalizer",
+        "Report",
+        "Internal",
+    ];
+
+    /// Stable category of what failed: the metric label and the Event reason. A failure inside
+    /// the finalizer's Apply/Cleanup is categorised by its cause, not as "finalizer".
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(e) => kube_category(e),
+            Error::Finalizer(e) => match e.as_ref() {
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
+                    inner.category()
+                }
+                finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+                    kube_category(e)
+                }
+                _ => "Finalizer",
+            },
+            Error::TimedOut { .. } | Error::Internal(_) => "Internal",
+        }
+    }
+
+    pub fn retry(&self) -> Retry {
+        match self.category() {
+            "KubeRefused" => Retry::Permanent,
+            _ => Retry::Transient,
+        }
+    }
+}
+
+fn kube_category(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => "KubeConflict",
+        // Refusals that a retry of the same request will meet again (invalid, forbidden).
+        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 422) => "KubeRefused",
+        kube::Error::Api(_) => "KubeApi",
+        _ => "KubeTransport",
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16) -> Error {
+        Error::Kube(kube::Error::Api(
+            Status::failure("m", "r").with_code(code).boxed(),
+        ))
+    }
+
+    #[test]
+    fn categories_are_listed_and_finalizer_errors_show_their_cause() {
+        for e in [
+            api(409),
+            api(422),
+            api(500),
+            Error::TimedOut {
+                what: "x",
+                after: Duration::ZERO,
+            },
+            Error::Internal("x".into()),
+        ] {
+            assert!(Error::CATEGORIES.contains(&e.category()), "{e}");
+        }
+        let wrapped = Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(api(500))));
+        assert_eq!(wrapped.category(), "KubeApi");
+        let wrapped = Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::Internal(
+            "x".into(),
+        ))));
+        assert_eq!(wrapped.category(), "Internal");
+    }
+
+    #[test]
+    fn refusals_wait_for_a_change() {
+        assert_eq!(api(422).retry(), Retry::Permanent);
+        assert_eq!(api(409).retry(), Retry::Transient);
+        assert_eq!(api(503).retry(), Retry::Transient);
+    }
+}

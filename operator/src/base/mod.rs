@@ -1,0 +1,10 @@
+//! Leaves: what every layer above uses and that uses nothing of the operator.
+
+pub mod clock;
+pub mod conditions;
+pub mod error;
+pub mod events;
+pub mod labels;
+pub mod metrics;
+pub mod outcome;
+pub mod text;

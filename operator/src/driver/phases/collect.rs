@@ -1,0 +1,111 @@
+//! Collecting: the sample's verified reports become its figures (statistics in status) and the
+//! kind's result (once per sample); then another sample, the next measurement, or the end of
+//! the run once the kind has nothing left to write back.
+
+use crds::{CleanupPolicy, Phase};
+
+use super::super::machine::{fail, finish, set_phase, Next};
+use crate::base::conditions::READY;
+use crate::base::error::Result;
+use crate::base::outcome::{Failure, Reason, Step};
+use crate::k8s::pods;
+use crate::policy::samples::{self, Slot};
+use crate::run::{Hooks, Run, RunState};
+use crate::store::reports::Owner;
+
+pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32) -> Result<Next> {
+    let slot = run.slot();
+    if !samples::recorded(&run.status().run().statistics, index, slot.sample) {
+        match collect(run, slot).await? {
+            Step::Done => {}
+            Step::Wait { message, after } => {
+                if let Some(m) = message {
+                    run.say(m);
+                }
+                return Ok(Next::after(after));
+            }
+            Step::Fail(f) => {
+                fail(run, f);
+                return Ok(Next::Continue);
+            }
+        }
+    }
+    let plan = run.obj().repetition().samples();
+    let taken = slot.sample.saturating_add(1);
+    let stats = run
+        .status()
+        .run()
+        .statistics
+        .iter()
+        .find(|m| m.index == index);
+    if samples::wants_another(&plan, stats, taken) {
+        run.status_mut().run_mut().current_sample = Some(taken);
+        let m = format!("{}: sample {} next", run.obj().describe(index), taken + 1);
+        set_phase(run, Phase::Preparing, m);
+        return Ok(Next::Continue);
+    }
+    let next = index.saturating_add(1);
+    if next < run.obj().count() {
+        run.status_mut().set_current(next);
+        run.status_mut().run_mut().current_sample = None;
+        let m = format!("preparing {}", run.obj().describe(next));
+        set_phase(run, Phase::Preparing, m);
+        return Ok(Next::Continue);
+    }
+    let all = format!("all {}s measured", K::MEASUREMENT);
+    match K::before_success(run).await? {
+        Step::Done => {}
+        Step::Wait { message, after } => {
+            if let Some(m) = message {
+                run.say(format!("{all}; {m}"));
+            }
+            return Ok(Next::after(after));
+        }
+        Step::Fail(f) => {
+            fail(run, f);
+            return Ok(Next::Continue);
+        }
+    }
+    run.condition(READY, true, "Succeeded", all);
+    let m = format!("{} {}(s) measured", run.obj().count(), K::MEASUREMENT);
+    finish(run, Phase::Succeeded, m);
+    Ok(Next::Continue)
+}
+
+/// The sample's figures and the kind's result from the verified reports (reports that make no
+/// figures fail the run BadReport, with nothing recorded); the sample's pods go unless the
+/// policy keeps them. A kind's Fail ends the run once the sample is recorded.
+async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
+    let ctx = run.ctx();
+    let expected = run.obj().workers(run.id(), slot);
+    let (reports, forged) = ctx
+        .reports()
+        .load_for_collecting(
+            &ctx.metrics,
+            &Owner::of(run.obj()),
+            run.id(),
+            slot.wire(),
+            &expected,
+        )
+        .await?;
+    run.events(forged);
+    let figures = match run.obj().figures(run.id(), slot, &reports) {
+        Ok(f) => f,
+        Err(e) => return Ok(Step::Fail(Failure::new(Reason::BadReport, e))),
+    };
+    let verdict = K::collect(run, slot, &reports).await?;
+    if let Step::Wait { .. } = verdict {
+        return Ok(verdict);
+    }
+    let name = run.obj().describe(slot.measurement);
+    let stats = &mut run.status_mut().run_mut().statistics;
+    if let Some(m) = samples::record(stats, slot.measurement, &name, slot.sample, &figures) {
+        let m = m.clone();
+        K::show_statistics(run.status_mut(), &m);
+    }
+    if run.obj().cleanup_policy() != CleanupPolicy::Never {
+        let selector = run.slot_selector(slot);
+        pods::delete_workers(&ctx.client, &K::kind(&()), run.ns(), &selector).await?;
+    }
+    Ok(verdict)
+}

@@ -1,0 +1,122 @@
+//! Running: the sample's clients report. The run fails as soon as a report can no longer come
+//! (a worker's check before the barrier failed, its pod failed, a server pod or a node is gone)
+//! or the measurement outlived its deadline, naming who never reported.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use protocol::worker::{FinalReport, Role};
+
+use crds::Phase;
+
+use super::super::machine::{fail, set_phase, Next};
+use super::announce;
+use crate::base::clock::elapsed_since;
+use crate::base::conditions::WORKERS_SCHEDULED;
+use crate::base::error::Result;
+use crate::base::outcome::{Failure, Reason, POLL};
+use crate::base::text::clip;
+use crate::k8s::pods;
+use crate::run::{Hooks, Run, RunState};
+use crate::store::reports::Owner;
+
+pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32) -> Result<Next> {
+    let slot = run.slot();
+    let what = run.describe(slot);
+    let ctx = run.ctx();
+    // After an operator restart the barrier state is gone: announce again.
+    if !ctx.runs.is_announced(run.id(), slot.wire()) {
+        announce(run, slot);
+    }
+    if let Some(m) = preflight_failure(run) {
+        fail(run, Failure::new(Reason::PreflightFailed, m).about(&what));
+        return Ok(Next::Continue);
+    }
+    // Pods first, then reports: a worker exits only after its report is stored, so a
+    // finished pod's report is always in the second list.
+    let selector = run.slot_selector(slot);
+    let pods = pods::list_pods(&ctx.client, run.ns(), &selector).await?;
+    let expected = run.obj().workers(run.id(), slot);
+    let owner = Owner::of(run.obj());
+    let reports = ctx
+        .reports()
+        .load(&owner, run.id(), slot.wire(), &expected)
+        .await?
+        .reports;
+    let awaited: BTreeMap<String, Role> = expected
+        .iter()
+        .filter(|(_, role)| **role == Role::Client)
+        .map(|(w, r)| (w.clone(), *r))
+        .collect();
+    let done = awaited.keys().filter(|w| reports.contains_key(*w)).count();
+    K::show_progress(run.status_mut(), done, awaited.len());
+    if done == awaited.len() {
+        let m = format!("{what}: collecting {} report(s)", reports.len());
+        set_phase(run, Phase::Collecting, m);
+        return Ok(Next::Continue);
+    }
+    note_scheduled(run, &pods, expected.len());
+    if let Some(lost) = lost_worker(run, &expected, &awaited, &pods, &reports).await? {
+        fail(run, lost.about(&what));
+        return Ok(Next::Continue);
+    }
+    let deadline = run.obj().deadline(index, &ctx.config);
+    if elapsed_since(&run.status().run().phase_since) <= deadline {
+        return Ok(Next::after(POLL));
+    }
+    let missing: Vec<String> = awaited
+        .keys()
+        .filter(|w| !reports.contains_key(*w))
+        .map(|w| pods::describe_pod(w, &pods))
+        .collect();
+    let m = format!(
+        "{what}: {} never reported within {}s",
+        missing.join(", "),
+        deadline.as_secs()
+    );
+    fail(run, Failure::new(Reason::WorkerTimeout, m));
+    Ok(Next::Continue)
+}
+
+/// Some(message) when a worker of the run reported that it cannot start (its target does not
+/// resolve or accept a connection, ...): the run ends with that cause before the measurement.
+fn preflight_failure<K: Hooks>(run: &Run<'_, K>) -> Option<String> {
+    let failures = run.ctx().runs.preflight_failures(run.id());
+    let (worker, why) = failures.first()?;
+    Some(format!(
+        "worker {worker} failed its check before the measurement: {}",
+        clip(why, 1000)
+    ))
+}
+
+/// WorkersScheduled: how many of the measurement's pods have a node.
+fn note_scheduled<K: Hooks>(run: &mut Run<'_, K>, pods: &[Pod], expected: usize) {
+    let scheduled = pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count();
+    let m = format!("{scheduled}/{expected} worker(s) scheduled");
+    run.condition(WORKERS_SCHEDULED, scheduled == expected, "Scheduling", m);
+}
+
+/// A worker whose report can no longer come: its pod failed, a server pod is gone
+/// (WorkerFailed), or the node of one that has not reported is gone (NodeLost).
+async fn lost_worker<K: Hooks>(
+    run: &Run<'_, K>,
+    expected: &BTreeMap<String, Role>,
+    awaited: &BTreeMap<String, Role>,
+    pods: &[Pod],
+    reports: &BTreeMap<String, FinalReport>,
+) -> Result<Option<Failure>> {
+    let problem = pods::worker_problem(awaited, pods, reports)
+        .or_else(|| pods::server_problem(expected, pods));
+    if let Some(p) = problem {
+        return Ok(Some(Failure::new(Reason::WorkerFailed, p)));
+    }
+    let unreported: Vec<&String> = expected
+        .keys()
+        .filter(|w| !reports.contains_key(*w))
+        .collect();
+    let lost = pods::node_problem(&run.ctx().client, pods, unreported).await?;
+    Ok(lost.map(|p| Failure::new(Reason::NodeLost, p)))
+}

@@ -1,0 +1,222 @@
+//! An EgressBenchmark against the admin's caps: every run's pods and streams (a swept case's
+//! runs included; they run one after another), and the sum of their durations (see
+//! admin::caps::limits for the rules every kind shares).
+
+use std::time::Duration;
+
+use crds::egress::{Direction, EgressBenchmarkSpec, EgressCase};
+
+use crate::admin::caps::limits::{at_most, run_duration, sampled};
+use crate::admin::config::AdminCaps;
+
+/// Worker pods a case runs at once: the client, and a server pod unless the server is external.
+fn case_workers(case: &EgressCase) -> u64 {
+    if case.server.address.is_some() {
+        1
+    } else {
+        2
+    }
+}
+
+/// Connections (or UDP sockets) a case's client holds open at once: its streams, each way for
+/// Both, and the latency probe's.
+fn case_connections(case: &EgressCase) -> u64 {
+    let streams = u64::from(case.streams);
+    let flows = match case.direction {
+        Direction::Both => streams.saturating_mul(2),
+        Direction::Send | Direction::Receive => streams,
+    };
+    flows.saturating_add(u64::from(case.latency_probe.is_some()))
+}
+
+/// An EgressBenchmark: every run's pods and streams (a swept case's runs included; they run one
+/// after another), and the sum of their durations.
+pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String> {
+    let measured = spec.measured();
+    for m in &measured {
+        let (case, name) = (&m.spec, &m.name);
+        at_most(
+            &format!("case {name}: its worker pods (client and server)"),
+            case_workers(case),
+            caps.max_workers,
+            "worker pods per benchmark",
+            "caps.maxWorkers",
+        )?;
+        let connections = case_connections(case);
+        let what = format!(
+            "case {name}: the client's connections (streams {})",
+            case.streams
+        );
+        at_most(
+            &what,
+            connections,
+            caps.max_connections_per_worker,
+            "connections per worker",
+            "caps.maxConnectionsPerWorker",
+        )?;
+        at_most(
+            &what,
+            connections,
+            caps.max_total_connections,
+            "connections per benchmark",
+            "caps.maxTotalConnections",
+        )?;
+    }
+    let total = measured
+        .iter()
+        .map(|m| Duration::from(m.spec.duration))
+        .fold(Duration::ZERO, Duration::saturating_add);
+    let how = format!("the sum of {} case durations", measured.len());
+    let (total, how) = sampled(total, how, &spec.repetition.samples());
+    run_duration(total, &how, caps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::config::Config;
+
+    fn caps() -> AdminCaps {
+        Config::for_tests().caps
+    }
+
+    fn eb(yaml: &str) -> EgressBenchmarkSpec {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn the_shipped_examples_are_within_the_default_caps() {
+        for file in ["egress-pod-to-pod.yaml", "egress-vxlan-offload.yaml"] {
+            let path = format!("{}/../deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(path).unwrap();
+            let eb: crds::EgressBenchmark = serde_yaml::from_str(&text).unwrap();
+            assert_eq!(check(&eb.spec, &caps()), Ok(()), "{file}");
+        }
+    }
+
+    #[test]
+    fn workers_cap() {
+        let mut c = caps();
+        // An in-cluster server is a second pod; an external one is not.
+        c.max_workers = 1;
+        let pod_server = eb("{cases: [{name: p2p, client: {}, server: {}}]}");
+        let err = check(&pod_server, &c).unwrap_err();
+        assert!(err.starts_with("case p2p: its worker pods (client and server) is 2, above the cluster admin's cap of 1"), "{err}");
+        assert_eq!(
+            check(
+                &eb("{cases: [{name: out, client: {}, server: {address: 198.18.20.2}}]}"),
+                &c
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn connections_per_worker_cap() {
+        let mut c = caps();
+        c.max_connections_per_worker = 100;
+        // Both directions open the streams twice.
+        let both =
+            eb("{cases: [{name: bidir, client: {}, server: {}, streams: 60, direction: Both}]}");
+        let err = check(&both, &c).unwrap_err();
+        assert!(err.starts_with("case bidir: the client's connections (streams 60) is 120, above the cluster admin's cap of 100 connections per worker"), "{err}");
+        let send = eb("{cases: [{name: send, client: {}, server: {}, streams: 60}]}");
+        assert_eq!(check(&send, &c), Ok(()));
+    }
+
+    #[test]
+    fn run_duration_cap_sums_case_durations() {
+        let mut c = caps();
+        c.max_run_seconds = 300;
+        let cases = eb("{cases: [{name: a, client: {}, server: {}, duration: 200s}, {name: b, client: {}, server: {}, duration: 101s}]}");
+        let err = check(&cases, &c).unwrap_err();
+        assert!(
+            err.starts_with("the run would take 301s (the sum of 2 case durations)"),
+            "{err}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::admin::config::Config;
+    use crds::egress::EgressCase;
+    use proptest::prelude::*;
+
+    fn any_duration() -> impl Strategy<Value = crds::Duration> {
+        prop_oneof![
+            (0u64..100_000, 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+            (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+        ]
+        .prop_map(crds::Duration::from)
+    }
+
+    fn any_caps() -> impl Strategy<Value = AdminCaps> {
+        let small_or_any = || prop_oneof![1u64..100_000, 1u64..=u64::MAX];
+        (
+            small_or_any(),
+            small_or_any(),
+            small_or_any(),
+            small_or_any(),
+        )
+            .prop_map(|(workers, per_worker, total, seconds)| {
+                let mut c = Config::for_tests().caps;
+                c.max_workers = workers;
+                c.max_connections_per_worker = per_worker;
+                c.max_total_connections = total;
+                c.max_run_seconds = seconds;
+                c
+            })
+    }
+
+    fn nanos(d: crds::Duration) -> u128 {
+        Duration::from(d).as_nanos()
+    }
+
+    fn cap_nanos(c: &AdminCaps) -> u128 {
+        c.max_run_duration().as_nanos()
+    }
+
+    fn any_case() -> impl Strategy<Value = EgressCase> {
+        (any::<u32>(), 0u8..3, any::<bool>(), any_duration()).prop_map(
+            |(streams, dir, external, duration)| {
+                let mut c: EgressCase =
+                    serde_yaml::from_str("{name: c, client: {}, server: {}}").unwrap();
+                c.streams = streams;
+                c.direction =
+                    [Direction::Send, Direction::Receive, Direction::Both][usize::from(dir)];
+                c.server.address = external.then(|| "198.18.20.2".to_string());
+                c.duration = duration;
+                c
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Never panics, and Ok means every cap holds when recomputed without saturation.
+        #[test]
+        fn egress_caps_hold_when_admitted(
+            cases in proptest::collection::vec(any_case(), 1..20),
+            caps in any_caps(),
+        ) {
+            let mut spec: EgressBenchmarkSpec =
+                serde_yaml::from_str("{cases: [{name: c, client: {}, server: {}}]}").unwrap();
+            spec.cases = cases;
+            if check(&spec, &caps).is_ok() {
+                let mut total = 0u128;
+                for c in &spec.cases {
+                    let ways = if c.direction == Direction::Both { 2 } else { 1 };
+                    let conns = u128::from(c.streams) * ways;
+                    prop_assert!(conns <= u128::from(caps.max_connections_per_worker));
+                    prop_assert!(conns <= u128::from(caps.max_total_connections));
+                    prop_assert!(case_workers(c) <= caps.max_workers);
+                    total += nanos(c.duration);
+                }
+                prop_assert!(total <= cap_nanos(&caps));
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! An EgressBenchmark's figures on /metrics: each finished case's throughput, overhead,
+//! retransmits, transactions, latency quantiles, loss and jitter.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, PoisonError};
+
+use prometheus::{GaugeVec, Registry};
+
+use crate::base::metrics::{gauge, Family};
+
+/// The `quantile` labels of `netbench_egress_latency_seconds`.
+const CASE_QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "1"];
+
+type Published = BTreeMap<(String, String), BTreeSet<(String, Option<String>)>>;
+
+pub struct EgressMetrics {
+    /// The case series published per benchmark (namespace, name) -> {(case, offload profile)}:
+    /// what [`EgressMetrics::keep_cases`] drops when a run no longer has them (a sweep edited
+    /// to other sizes must not leave its old series behind until the operator restarts).
+    published: Mutex<Published>,
+    bits: GaugeVec,
+    overhead: GaugeVec,
+    retransmits: GaugeVec,
+    transactions: GaugeVec,
+    latency: GaugeVec,
+    loss: GaugeVec,
+    jitter: GaugeVec,
+}
+
+impl Family for EgressMetrics {
+    fn register(registry: &Registry) -> Self {
+        let case = ["namespace", "name", "case"];
+        EgressMetrics {
+            published: Mutex::default(),
+            bits: gauge(
+                registry,
+                "netbench_egress_bits_per_second",
+                "Throughput of a finished case",
+                &["namespace", "name", "case", "side", "offload"],
+            ),
+            overhead: gauge(
+                registry,
+                "netbench_egress_overhead_percent",
+                "Throughput lost against the baseline case",
+                &case,
+            ),
+            retransmits: gauge(
+                registry,
+                "netbench_egress_retransmits",
+                "TCP retransmits of a finished case",
+                &case,
+            ),
+            transactions: gauge(
+                registry,
+                "netbench_egress_transactions_per_second",
+                "Transactions per second of a finished request/response case (tcp-rr, tcp-crr, \
+                 udp-rr)",
+                &["namespace", "name", "case", "protocol"],
+            ),
+            latency: gauge(
+                registry,
+                "netbench_egress_latency_seconds",
+                "Latency quantiles (1 = max) of a finished request/response case, or of a \
+                 tcp-stream case's latency probe",
+                &["namespace", "name", "case", "quantile"],
+            ),
+            loss: gauge(
+                registry,
+                "netbench_egress_loss_ratio",
+                "Datagrams lost (0 to 1) in a finished udp-rr or udp-stream case",
+                &case,
+            ),
+            jitter: gauge(
+                registry,
+                "netbench_egress_jitter_seconds",
+                "RFC 3550 interarrival jitter of a finished udp-stream case",
+                &case,
+            ),
+        }
+    }
+}
+
+impl EgressMetrics {
+    /// Publishes every case result an EgressBenchmark's status holds.
+    pub fn export(&self, namespace: &str, name: &str, s: &crds::EgressBenchmarkStatus) {
+        for c in &s.cases {
+            self.set_case(namespace, name, c);
+        }
+    }
+
+    /// Publishes a finished case: sender and receiver throughput, overhead, retransmits.
+    pub fn set_case(&self, namespace: &str, name: &str, c: &crds::egress::CaseResult) {
+        self.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((namespace.to_string(), name.to_string()))
+            .or_default()
+            .insert((c.name.clone(), c.offload_profile.clone()));
+        let offload = c.offload_profile.as_deref().unwrap_or("none");
+        for (side, v) in [
+            ("sender", c.sender_bits_per_second),
+            ("receiver", c.receiver_bits_per_second),
+        ] {
+            self.bits
+                .with_label_values(&[namespace, name, &c.name, side, offload])
+                .set(v);
+        }
+        let labels = [namespace, name, c.name.as_str()];
+        if let Some(o) = c.overhead_percent {
+            self.overhead.with_label_values(&labels).set(o);
+        }
+        self.retransmits
+            .with_label_values(&labels)
+            .set(c.retransmits as f64);
+        if let Some(tps) = c.transactions_per_second {
+            let protocol = c.protocol.unwrap_or_default();
+            self.transactions
+                .with_label_values(&[namespace, name, &c.name, protocol.as_str()])
+                .set(tps);
+        }
+        if let Some(l) = c.latency.as_ref().or(c.probe_latency.as_ref()) {
+            for (q, ms) in CASE_QUANTILES
+                .into_iter()
+                .zip([l.p50, l.p90, l.p99, l.p999, l.max])
+            {
+                self.latency
+                    .with_label_values(&[namespace, name, &c.name, q])
+                    .set(ms / 1000.0);
+            }
+        }
+        if let Some(loss) = c.loss_percent {
+            self.loss.with_label_values(&labels).set(loss / 100.0);
+        }
+        if let Some(j) = c.jitter_ms {
+            self.jitter.with_label_values(&labels).set(j / 1000.0);
+        }
+    }
+
+    /// Drops the case series of benchmark `namespace`/`name` that `current` (its status' cases
+    /// now) no longer has: a run of other cases or sweep values, another offload profile, or
+    /// none at all (`current` empty: the benchmark is deleted). Driven by what this process
+    /// published, never by a stored status.
+    pub fn keep_cases(&self, namespace: &str, name: &str, current: &[crds::egress::CaseResult]) {
+        let keep: BTreeSet<(String, Option<String>)> = current
+            .iter()
+            .map(|c| (c.name.clone(), c.offload_profile.clone()))
+            .collect();
+        let key = (namespace.to_string(), name.to_string());
+        let stale: Vec<(String, Option<String>)> = {
+            let mut published = self
+                .published
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(series) = published.get_mut(&key) else {
+                return;
+            };
+            let stale = series.difference(&keep).cloned().collect();
+            series.retain(|s| keep.contains(s));
+            if series.is_empty() {
+                published.remove(&key);
+            }
+            stale
+        };
+        for (case, profile) in stale {
+            self.forget_case(namespace, name, &case, profile.as_deref());
+        }
+    }
+
+    /// Drops one case's series.
+    fn forget_case(&self, namespace: &str, name: &str, case: &str, profile: Option<&str>) {
+        let offload = profile.unwrap_or("none");
+        for side in ["sender", "receiver"] {
+            let _ = self
+                .bits
+                .remove_label_values(&[namespace, name, case, side, offload]);
+        }
+        let _ = self.overhead.remove_label_values(&[namespace, name, case]);
+        let _ = self
+            .retransmits
+            .remove_label_values(&[namespace, name, case]);
+        for protocol in protocol::Protocol::ALL {
+            let _ =
+                self.transactions
+                    .remove_label_values(&[namespace, name, case, protocol.as_str()]);
+        }
+        for q in CASE_QUANTILES {
+            let _ = self
+                .latency
+                .remove_label_values(&[namespace, name, case, q]);
+        }
+        let _ = self.loss.remove_label_values(&[namespace, name, case]);
+        let _ = self.jitter.remove_label_values(&[namespace, name, case]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::metrics::Metrics;
+    use crds::egress::CaseResult;
+
+    fn case(name: &str, profile: Option<&str>) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            offload_profile: profile.map(Into::into),
+            receiver_bits_per_second: 1e9,
+            transactions_per_second: Some(10.0),
+            loss_percent: Some(1.0),
+            ..Default::default()
+        }
+    }
+
+    fn series_of(m: &Metrics, case: &str) -> usize {
+        m.render()
+            .lines()
+            .filter(|l| {
+                l.starts_with("netbench_egress_") && l.contains(&format!("case=\"{case}\""))
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_run_that_no_longer_has_a_case_drops_its_series() {
+        let metrics = Metrics::new();
+        let m = metrics.family::<EgressMetrics>();
+        let (old, kept) = (
+            case("rr/messageSize=64", None),
+            case("rr/messageSize=1024", None),
+        );
+        m.set_case("team", "eb", &old);
+        m.set_case("team", "eb", &kept);
+        m.set_case("other", "eb", &old);
+        assert!(series_of(&metrics, "rr/messageSize=64") > 0);
+        // The next run measures only 1024 B, with an offload profile now.
+        let now = case("rr/messageSize=1024", Some("off"));
+        m.set_case("team", "eb", &now);
+        m.keep_cases("team", "eb", std::slice::from_ref(&now));
+        let text = metrics.render();
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("namespace=\"team\"")
+                    && l.contains("case=\"rr/messageSize=64\"")),
+            "{text}"
+        );
+        assert!(text
+            .lines()
+            .any(|l| l.contains("namespace=\"team\"") && l.contains("offload=\"off\"")));
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("namespace=\"team\"") && l.contains("offload=\"none\"")),
+            "{text}"
+        );
+        // Another benchmark's series are not touched; a deleted benchmark leaves none.
+        assert!(text.lines().any(|l| l.contains("namespace=\"other\"")));
+        m.keep_cases("team", "eb", &[]);
+        assert!(!metrics
+            .render()
+            .lines()
+            .any(|l| l.starts_with("netbench_egress_") && l.contains("namespace=\"team\"")));
+        assert!(
+            series_of(&metrics, "rr/messageSize=64") > 0,
+            "other/eb keeps its own"
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! An IngressBenchmark's figures on /metrics: each finished step's requests per second,
+//! latency quantiles and errors, and a sweep's scaling efficiency.
+
+use prometheus::{GaugeVec, Registry};
+
+use crate::base::metrics::{gauge, Family};
+
+pub struct IngressMetrics {
+    rps: GaugeVec,
+    latency: GaugeVec,
+    errors: GaugeVec,
+    error_ratio: GaugeVec,
+    efficiency: GaugeVec,
+}
+
+impl Family for IngressMetrics {
+    fn register(registry: &Registry) -> Self {
+        let step = ["namespace", "name", "step"];
+        IngressMetrics {
+            rps: gauge(
+                registry,
+                "netbench_ingress_rps",
+                "Requests per second of a finished step, all workers",
+                &step,
+            ),
+            latency: gauge(
+                registry,
+                "netbench_ingress_latency_seconds",
+                "Latency quantiles of a finished step from the merged histogram",
+                &["namespace", "name", "step", "quantile"],
+            ),
+            errors: gauge(
+                registry,
+                "netbench_ingress_errors",
+                "Failed requests of a finished step by class",
+                &["namespace", "name", "step", "class"],
+            ),
+            error_ratio: gauge(
+                registry,
+                "netbench_ingress_error_ratio",
+                "Failed / all requests of a finished step",
+                &step,
+            ),
+            efficiency: gauge(
+                registry,
+                "netbench_ingress_scaling_efficiency",
+                "Speed-up / size factor against the first step (1 = linear)",
+                &step,
+            ),
+        }
+    }
+}
+
+impl IngressMetrics {
+    /// Publishes a finished step: RPS, latency quantiles, errors by class and their ratio.
+    pub fn set_step(&self, namespace: &str, name: &str, r: &crds::ingress::StepResult) {
+        let step = r.index.to_string();
+        let labels = [namespace, name, step.as_str()];
+        self.rps.with_label_values(&labels).set(r.rps);
+        let l = &r.latency_ms;
+        for (q, v) in [
+            ("0.5", l.p50),
+            ("0.9", l.p90),
+            ("0.99", l.p99),
+            ("0.999", l.p999),
+            ("1", l.max),
+        ] {
+            self.latency
+                .with_label_values(&[namespace, name, &step, q])
+                .set(v / 1000.0);
+        }
+        let e = &r.errors;
+        for (class, v) in [
+            ("connect", e.connect),
+            ("timeout", e.timeout),
+            ("read", e.read),
+            ("write", e.write),
+            ("status4xx", e.status4xx),
+            ("status5xx", e.status5xx),
+            ("parse", e.parse),
+        ] {
+            self.errors
+                .with_label_values(&[namespace, name, &step, class])
+                .set(v as f64);
+        }
+        let all = r.requests as f64 + e.total() as f64;
+        let ratio = if all > 0.0 {
+            e.total() as f64 / all
+        } else {
+            0.0
+        };
+        self.error_ratio.with_label_values(&labels).set(ratio);
+    }
+
+    /// Publishes a sweep's scaling efficiency per step.
+    pub fn set_scaling(&self, namespace: &str, name: &str, s: &crds::ingress::Scaling) {
+        for row in &s.rows {
+            let step = row.index.to_string();
+            self.efficiency
+                .with_label_values(&[namespace, name, &step])
+                .set(row.efficiency);
+        }
+    }
+
+    /// Publishes every result an IngressBenchmark's status holds (after a restart, say).
+    pub fn export(&self, namespace: &str, name: &str, s: &crds::IngressBenchmarkStatus) {
+        for step in &s.steps {
+            self.set_step(namespace, name, step);
+        }
+        if let Some(scaling) = &s.scaling {
+            self.set_scaling(namespace, name, scaling);
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Creating, inspecting and deleting a run's children in the benchmark's namespace: worker
+//! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
+//! store::reports). Creation is idempotent (deterministic names; AlreadyExists is success).
+
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::Client;
+use protocol::worker::FinalReport;
+
+fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A worker pod the API server did not create.
+#[derive(Debug)]
+pub struct PodCreateError {
+    pub pod: String,
+    /// The API server refused it (quota, admission, an invalid field): retrying cannot help.
+    pub refused: bool,
+    pub message: String,
+}
+
+/// A 4xx other than 409 (AlreadyExists) and 429 (TooManyRequests) is the API server's final
+/// word on this object; 5xx, 429 and transport errors may pass.
+pub fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 409 && s.code != 429)
+}
+
+/// Creates the pods in order (AlreadyExists is success); stops at the first failure.
+pub async fn create_pods(
+    client: &Client,
+    namespace: &str,
+    pods: &[Pod],
+) -> Result<(), PodCreateError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    for pod in pods {
+        if let Err(e) = ignore_conflict(api.create(&PostParams::default(), pod).await) {
+            return Err(PodCreateError {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                refused: is_refusal(&e),
+                message: match &e {
+                    kube::Error::Api(s) => s.message.clone(),
+                    other => other.to_string(),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+pub async fn list_pods(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+) -> Result<Vec<Pod>, kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default().labels(selector))
+        .await?
+        .items)
+}
+
+/// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark) of a
+/// benchmark of kind `kind`, and the Services in front of them (egress::service): the only
+/// children a benchmark has in its own namespace (reports: store::reports; offload Jobs:
+/// egress::offload).
+pub async fn delete_workers(
+    client: &Client,
+    kind: &str,
+    namespace: &str,
+    selector: &str,
+) -> Result<(), kube::Error> {
+    let lp = ListParams::default().labels(selector);
+    let _ = Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete_collection(&DeleteParams::background(), &lp)
+        .await?;
+    // Services have no deletecollection. Only some kinds have Services (an EgressBenchmark's
+    // Service path): without the permission to list them (a trimmed role), there are none of
+    // ours to delete.
+    let services = Api::<Service>::namespaced(client.clone(), namespace);
+    let listed = match services.list_metadata(&lp).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 403 => vec![],
+        Err(e) => return Err(e),
+    };
+    for svc in listed {
+        // Only the operator's own: a Service someone else labelled like a benchmark's children
+        // is not deleted (its controller is not a benchmark of this kind).
+        let ours = svc
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == kind);
+        let (true, Some(name)) = (ours, svc.metadata.name) else {
+            continue;
+        };
+        match services.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A worker that can no longer report: deleted, failed, or finished without a stored report.
+pub fn worker_problem(
+    expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
+    pods: &[Pod],
+    reports: &std::collections::BTreeMap<String, FinalReport>,
+) -> Option<String> {
+    for w in expected.keys().filter(|w| !reports.contains_key(*w)) {
+        let Some(pod) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(w)) else {
+            return Some(format!("worker pod {w} was deleted before it reported"));
+        };
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("");
+        if phase == "Failed" || phase == "Succeeded" {
+            let why = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| {
+                    format!(
+                        "exit code {}{}",
+                        t.exit_code,
+                        t.message
+                            .as_deref()
+                            .map(|m| format!(": {}", m.trim()))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_else(|| "no report".into());
+            return Some(format!(
+                "{} ended without a report ({why})",
+                describe_pod(w, pods)
+            ));
+        }
+    }
+    None
+}
+
+/// "worker pod NAME on node N", or with the scheduler's reason when it has no node yet.
+pub fn describe_pod(name: &str, pods: &[Pod]) -> String {
+    let pod = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name));
+    if let Some(n) = pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()) {
+        return format!("worker pod {name} on node {n}");
+    }
+    let unschedulable = pod
+        .and_then(|p| p.status.as_ref()?.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        })
+        .and_then(|c| c.message.as_deref());
+    match unschedulable {
+        Some(why) => format!("worker pod {name} (not scheduled: {})", why.trim()),
+        None => format!("worker pod {name} (not scheduled)"),
+    }
+}
+
+/// Why `node` cannot run a worker any more, if it cannot: its Ready condition is not True
+/// (a stopped kubelet shows as Unknown once the node controller's grace period passed).
+pub fn node_not_ready(node: &Node) -> Option<String> {
+    let name = node.metadata.name.as_deref().unwrap_or("?");
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(format!(
+            "node {name} is not ready (Ready={}{})",
+            c.status,
+            c.message
+                .as_deref()
+                .map(|m| format!(": {}", m.trim()))
+                .unwrap_or_default()
+        )),
+        None => Some(format!("node {name} reports no Ready condition")),
+    }
+}
+
+/// The first of `workers` (pod names) whose node is gone or not ready, described with its node.
+/// Each node is read once.
+pub async fn node_problem<'a>(
+    client: &Client,
+    pods: &[Pod],
+    workers: impl IntoIterator<Item = &'a String>,
+) -> Result<Option<String>, kube::Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut checked = std::collections::BTreeSet::new();
+    for w in workers {
+        let Some(node) = pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(w.as_str()))
+            .and_then(|p| p.spec.as_ref()?.node_name.clone())
+        else {
+            continue;
+        };
+        if !checked.insert(node.clone()) {
+            continue;
+        }
+        let why = match api.get_opt(&node).await? {
+            None => Some(format!("node {node} no longer exists")),
+            Some(n) => node_not_ready(&n),
+        };
+        if let Some(why) = why {
+            return Ok(Some(format!("worker pod {w}: {why}")));
+        }
+    }
+    Ok(None)
+}
+
+/// An in-cluster server that is gone or failed before the client reported.
+pub fn server_problem(
+    expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
+    pods: &[Pod],
+) -> Option<String> {
+    let (server, _) = expected
+        .iter()
+        .find(|(_, r)| **r == protocol::worker::Role::Server)?;
+    let Some(pod) = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(server))
+    else {
+        return Some(format!("server pod {server} was deleted"));
+    };
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    (phase == Some("Failed")).then(|| {
+        let why = pod
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.container_statuses
+                    .as_ref()?
+                    .first()?
+                    .state
+                    .as_ref()?
+                    .terminated
+                    .clone()
+            })
+            .and_then(|t| t.message)
+            .unwrap_or_default();
+        format!("{} failed: {}", describe_pod(server, pods), why.trim())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+
+    fn node(conditions: Option<Vec<(&str, &str, Option<&str>)>>) -> Node {
+        Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some("nb-node1".into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                conditions: conditions.map(|cs| {
+                    cs.into_iter()
+                        .map(|(t, s, m)| NodeCondition {
+                            type_: t.into(),
+                            status: s.into(),
+                            message: m.map(Into::into),
+                            ..Default::default()
+                        })
+                        .collect()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_unschedulable_pod_is_described_with_the_schedulers_reason() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+        let why = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
+        let pod = Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some("w0".into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "False".into(),
+                    message: Some(why.into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            describe_pod("w0", &[pod]),
+            format!("worker pod w0 (not scheduled: {why})")
+        );
+        assert_eq!(describe_pod("w1", &[]), "worker pod w1 (not scheduled)");
+    }
+
+    #[test]
+    fn a_ready_node_has_no_problem() {
+        let n = node(Some(vec![
+            ("MemoryPressure", "False", None),
+            ("Ready", "True", None),
+        ]));
+        assert_eq!(node_not_ready(&n), None);
+    }
+
+    #[test]
+    fn a_node_whose_kubelet_stopped_is_named_with_the_reason() {
+        let n = node(Some(vec![(
+            "Ready",
+            "Unknown",
+            Some("Kubelet stopped posting node status."),
+        )]));
+        assert_eq!(
+            node_not_ready(&n).as_deref(),
+            Some(
+                "node nb-node1 is not ready (Ready=Unknown: Kubelet stopped posting node status.)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_node_without_conditions_is_not_trusted() {
+        assert!(node_not_ready(&node(None)).is_some());
+        assert!(node_not_ready(&node(Some(vec![]))).is_some());
+    }
+}

@@ -1,0 +1,8 @@
+//! Pure decisions, no Kubernetes client: the queue, deadlines, samples, the schedule, what a
+//! spec measures. Each is unit-tested from literals.
+
+pub mod deadline;
+pub mod queue;
+pub mod samples;
+pub mod schedule;
+pub mod spec;

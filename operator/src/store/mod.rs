@@ -1,0 +1,6 @@
+//! What the operator keeps: worker reports and restore records (ConfigMaps in its own
+//! namespace), and the in-memory registry of the runs under way.
+
+pub mod records;
+pub mod registry;
+pub mod reports;

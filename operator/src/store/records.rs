@@ -1,0 +1,249 @@
+//! Restore records: what a restore needs (offload state before a change, a sweep target's spec
+//! before the first patch), kept in a ConfigMap per benchmark in the OPERATOR's namespace,
+//! where benchmark authors cannot write. Written before the change, read to drive every
+//! restore, deleted only once the restore was verified. A benchmark's status carries a copy as
+//! a report and is never read back for a decision.
+//!
+//! The ConfigMap is named after the benchmark's uid and labelled with its kind, namespace, name
+//! and uid; a record whose labels do not name the benchmark asking for it is refused. Writes
+//! carry the resourceVersion read, so two operators (or a stale cache) never overwrite each
+//! other's record.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::base::error::{Error, Result};
+use crate::base::labels;
+
+/// The key of the record's JSON in the ConfigMap.
+const DATA_KEY: &str = "record.json";
+/// Label carrying the benchmark's uid.
+pub const UID: &str = "netbench.io/uid";
+/// Marks restore records (and tells which kind of record).
+pub const RECORD: &str = "netbench.io/record";
+
+/// The benchmark a record belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Owner {
+    /// "egressbenchmark" / "ingressbenchmark".
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl Owner {
+    pub fn of<K: Resource<DynamicType = ()>>(obj: &K) -> Owner {
+        Owner {
+            kind: K::kind(&()).to_lowercase(),
+            namespace: obj.namespace().unwrap_or_default(),
+            name: obj.name_any(),
+            uid: obj.uid().unwrap_or_default(),
+        }
+    }
+
+    /// `netbench-<what>-<uid>`; the uid is the API server's (a UUID), filtered anyway.
+    fn configmap_name(&self, what: &str) -> String {
+        let uid: String = self
+            .uid
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(40)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        format!("netbench-{what}-{uid}")
+    }
+
+    fn labels(&self, what: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
+            (labels::KIND.to_string(), self.kind.clone()),
+            (labels::NAMESPACE.to_string(), self.namespace.clone()),
+            (
+                labels::BENCHMARK.to_string(),
+                labels::truncate(&self.name, 63),
+            ),
+            (UID.to_string(), self.uid.clone()),
+            (RECORD.to_string(), what.to_string()),
+        ])
+    }
+}
+
+/// A record as stored: its data and the resourceVersion it was read or written at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stored<T> {
+    pub data: T,
+    resource_version: Option<String>,
+}
+
+impl<T> Stored<T> {
+    /// A record not written yet.
+    pub fn new(data: T) -> Stored<T> {
+        Stored {
+            data,
+            resource_version: None,
+        }
+    }
+}
+
+/// One kind of record ("offload", "target") of benchmarks, in the operator's namespace.
+pub struct Store {
+    api: Api<ConfigMap>,
+    what: &'static str,
+}
+
+impl Store {
+    pub fn new(client: &Client, operator_namespace: &str, what: &'static str) -> Store {
+        Store {
+            api: Api::namespaced(client.clone(), operator_namespace),
+            what,
+        }
+    }
+
+    /// The owner's record, if there is one; Err if it is not the owner's or cannot be read.
+    pub async fn load<T: DeserializeOwned>(&self, owner: &Owner) -> Result<Option<Stored<T>>> {
+        let name = owner.configmap_name(self.what);
+        let Some(cm) = self.api.get_opt(&name).await? else {
+            return Ok(None);
+        };
+        check_owner(&cm, &owner.labels(self.what)).map_err(RecordError::NotOurs)?;
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(DATA_KEY))
+            .ok_or_else(|| RecordError::Empty(name.clone()))?;
+        let data = serde_json::from_str(text).map_err(|e| RecordError::Unreadable(name, e))?;
+        Ok(Some(Stored {
+            data,
+            resource_version: cm.metadata.resource_version,
+        }))
+    }
+
+    /// Writes the record (creates it the first time); fails on a concurrent change.
+    pub async fn save<T: Serialize>(&self, owner: &Owner, record: &mut Stored<T>) -> Result<()> {
+        let name = owner.configmap_name(self.what);
+        let text = serde_json::to_string(&record.data)
+            .map_err(|e| RecordError::Encoding(name.clone(), e))?;
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(owner.labels(self.what)),
+                resource_version: record.resource_version.clone(),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(DATA_KEY.to_string(), text)])),
+            ..Default::default()
+        };
+        let pp = PostParams::default();
+        let written = match &record.resource_version {
+            None => self.api.create(&pp, &cm).await?,
+            Some(_) => self.api.replace(&name, &pp, &cm).await?,
+        };
+        record.resource_version = written.metadata.resource_version;
+        Ok(())
+    }
+
+    /// Deletes the owner's record (call only once its restore is verified).
+    pub async fn delete(&self, owner: &Owner) -> Result<()> {
+        let name = owner.configmap_name(self.what);
+        match self.api.delete(&name, &DeleteParams::default()).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            r => r.map(drop).map_err(Error::from),
+        }
+    }
+}
+
+/// A record the operator cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Its labels name another benchmark.
+    #[error("{0}")]
+    NotOurs(String),
+    #[error("record {0} holds no {DATA_KEY}")]
+    Empty(String),
+    #[error("record {0} is unreadable: {1}")]
+    Unreadable(String, #[source] serde_json::Error),
+    #[error("encoding record {0}: {1}")]
+    Encoding(String, #[source] serde_json::Error),
+}
+
+impl From<RecordError> for Error {
+    fn from(e: RecordError) -> Error {
+        Error::Internal(Box::new(e))
+    }
+}
+
+/// A record is the owner's only if every identifying label says so.
+fn check_owner(cm: &ConfigMap, want: &BTreeMap<String, String>) -> Result<(), String> {
+    let have = cm.metadata.labels.clone().unwrap_or_default();
+    let wrong: Vec<&str> = want
+        .iter()
+        .filter(|(k, v)| have.get(*k) != Some(v))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "record {} does not belong to this benchmark (labels {} differ); not used",
+            cm.name_any(),
+            wrong.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> Owner {
+        Owner {
+            kind: "egressbenchmark".into(),
+            namespace: "team-a".into(),
+            name: "e".into(),
+            uid: "0b6e1f7c-AAAA-4c1d-9e3f-1234567890ab".into(),
+        }
+    }
+
+    #[test]
+    fn names_and_labels_identify_the_benchmark() {
+        let o = owner();
+        assert_eq!(
+            o.configmap_name("offload"),
+            "netbench-offload-0b6e1f7c-aaaa-4c1d-9e3f-1234567890ab"
+        );
+        let mut hostile = o.clone();
+        hostile.uid = "../x/../../Y".into();
+        assert_eq!(hostile.configmap_name("offload"), "netbench-offload-xy");
+        let l = o.labels("offload");
+        assert_eq!(l[UID], o.uid);
+        assert_eq!(l[labels::NAMESPACE], "team-a");
+        assert_eq!(l[RECORD], "offload");
+    }
+
+    #[test]
+    fn a_record_of_another_benchmark_is_refused() {
+        let o = owner();
+        let mut cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("netbench-offload-x".into()),
+                labels: Some(o.labels("offload")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(check_owner(&cm, &o.labels("offload")), Ok(()));
+        let mut other = o.clone();
+        other.namespace = "team-b".into();
+        let err = check_owner(&cm, &other.labels("offload")).unwrap_err();
+        assert!(err.contains("netbench.io/namespace"), "{err}");
+        cm.metadata.labels = None;
+        assert!(check_owner(&cm, &o.labels("offload")).is_err());
+    }
+}
