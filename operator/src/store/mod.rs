@@ -1,6 +1,7 @@
 //! What the operator keeps: worker reports and restore records (ConfigMaps in its own
 //! namespace), and the in-memory registry of the runs under way.
 
+pub mod owner;
 pub mod records;
 pub mod registry;
 pub mod reports;

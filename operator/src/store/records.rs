@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::base::error::{Error, Result};
 use crate::base::labels;
+pub use crate::store::owner::Owner;
 
 /// The key of the record's JSON in the ConfigMap.
 const DATA_KEY: &str = "record.json";
@@ -28,51 +29,31 @@ pub const UID: &str = "netbench.io/uid";
 /// Marks restore records (and tells which kind of record).
 pub const RECORD: &str = "netbench.io/record";
 
-/// The benchmark a record belongs to.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Owner {
-    /// "egressbenchmark" / "ingressbenchmark".
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
+/// `netbench-<what>-<uid>`; the uid is the API server's (a UUID), filtered anyway.
+fn configmap_name(owner: &Owner, what: &str) -> String {
+    let uid: String = owner
+        .uid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(40)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    format!("netbench-{what}-{uid}")
 }
 
-impl Owner {
-    pub fn of<K: Resource<DynamicType = ()>>(obj: &K) -> Owner {
-        Owner {
-            kind: K::kind(&()).to_lowercase(),
-            namespace: obj.namespace().unwrap_or_default(),
-            name: obj.name_any(),
-            uid: obj.uid().unwrap_or_default(),
-        }
-    }
-
-    /// `netbench-<what>-<uid>`; the uid is the API server's (a UUID), filtered anyway.
-    fn configmap_name(&self, what: &str) -> String {
-        let uid: String = self
-            .uid
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-            .take(40)
-            .collect::<String>()
-            .to_ascii_lowercase();
-        format!("netbench-{what}-{uid}")
-    }
-
-    fn labels(&self, what: &str) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
-            (labels::KIND.to_string(), self.kind.clone()),
-            (labels::NAMESPACE.to_string(), self.namespace.clone()),
-            (
-                labels::BENCHMARK.to_string(),
-                labels::truncate(&self.name, 63),
-            ),
-            (UID.to_string(), self.uid.clone()),
-            (RECORD.to_string(), what.to_string()),
-        ])
-    }
+/// Every label a record of `owner` carries (the kind lowercased: "egressbenchmark").
+fn record_labels(owner: &Owner, what: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::MANAGED_BY.to_string(), labels::OPERATOR.to_string()),
+        (labels::KIND.to_string(), owner.kind.to_lowercase()),
+        (labels::NAMESPACE.to_string(), owner.namespace.clone()),
+        (
+            labels::BENCHMARK.to_string(),
+            labels::truncate(&owner.name, 63),
+        ),
+        (UID.to_string(), owner.uid.clone()),
+        (RECORD.to_string(), what.to_string()),
+    ])
 }
 
 /// A record as stored: its data and the resourceVersion it was read or written at.
@@ -108,11 +89,11 @@ impl Store {
 
     /// The owner's record, if there is one; Err if it is not the owner's or cannot be read.
     pub async fn load<T: DeserializeOwned>(&self, owner: &Owner) -> Result<Option<Stored<T>>> {
-        let name = owner.configmap_name(self.what);
+        let name = configmap_name(owner, self.what);
         let Some(cm) = self.api.get_opt(&name).await? else {
             return Ok(None);
         };
-        check_owner(&cm, &owner.labels(self.what)).map_err(RecordError::NotOurs)?;
+        check_owner(&cm, &record_labels(owner, self.what)).map_err(RecordError::NotOurs)?;
         let text = cm
             .data
             .as_ref()
@@ -127,13 +108,13 @@ impl Store {
 
     /// Writes the record (creates it the first time); fails on a concurrent change.
     pub async fn save<T: Serialize>(&self, owner: &Owner, record: &mut Stored<T>) -> Result<()> {
-        let name = owner.configmap_name(self.what);
+        let name = configmap_name(owner, self.what);
         let text = serde_json::to_string(&record.data)
             .map_err(|e| RecordError::Encoding(name.clone(), e))?;
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: Some(owner.labels(self.what)),
+                labels: Some(record_labels(owner, self.what)),
                 resource_version: record.resource_version.clone(),
                 ..Default::default()
             },
@@ -151,7 +132,7 @@ impl Store {
 
     /// Deletes the owner's record (call only once its restore is verified).
     pub async fn delete(&self, owner: &Owner) -> Result<()> {
-        let name = owner.configmap_name(self.what);
+        let name = configmap_name(owner, self.what);
         match self.api.delete(&name, &DeleteParams::default()).await {
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             r => r.map(drop).map_err(Error::from),
@@ -204,7 +185,7 @@ mod tests {
 
     fn owner() -> Owner {
         Owner {
-            kind: "egressbenchmark".into(),
+            kind: "EgressBenchmark".into(),
             namespace: "team-a".into(),
             name: "e".into(),
             uid: "0b6e1f7c-AAAA-4c1d-9e3f-1234567890ab".into(),
@@ -215,13 +196,13 @@ mod tests {
     fn names_and_labels_identify_the_benchmark() {
         let o = owner();
         assert_eq!(
-            o.configmap_name("offload"),
+            configmap_name(&o, "offload"),
             "netbench-offload-0b6e1f7c-aaaa-4c1d-9e3f-1234567890ab"
         );
         let mut hostile = o.clone();
         hostile.uid = "../x/../../Y".into();
-        assert_eq!(hostile.configmap_name("offload"), "netbench-offload-xy");
-        let l = o.labels("offload");
+        assert_eq!(configmap_name(&hostile, "offload"), "netbench-offload-xy");
+        let l = record_labels(&o, "offload");
         assert_eq!(l[UID], o.uid);
         assert_eq!(l[labels::NAMESPACE], "team-a");
         assert_eq!(l[RECORD], "offload");
@@ -233,17 +214,17 @@ mod tests {
         let mut cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some("netbench-offload-x".into()),
-                labels: Some(o.labels("offload")),
+                labels: Some(record_labels(&o, "offload")),
                 ..Default::default()
             },
             ..Default::default()
         };
-        assert_eq!(check_owner(&cm, &o.labels("offload")), Ok(()));
+        assert_eq!(check_owner(&cm, &record_labels(&o, "offload")), Ok(()));
         let mut other = o.clone();
         other.namespace = "team-b".into();
-        let err = check_owner(&cm, &other.labels("offload")).unwrap_err();
+        let err = check_owner(&cm, &record_labels(&other, "offload")).unwrap_err();
         assert!(err.contains("netbench.io/namespace"), "{err}");
         cm.metadata.labels = None;
-        assert!(check_owner(&cm, &o.labels("offload")).is_err());
+        assert!(check_owner(&cm, &record_labels(&o, "offload")).is_err());
     }
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crds::Phase;
 
-use super::super::machine::{fail, set_phase, Next};
+use super::super::machine::{set_phase, Next};
+use super::after_hook;
 use crate::base::conditions::{self, INVALID, QUEUED};
 use crate::base::error::Result;
 use crate::base::outcome::Step;
@@ -16,24 +17,13 @@ use crate::run::{Hooks, Run, RunState};
 const QUEUE_POLL: Duration = Duration::from_secs(5);
 
 pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
-    match K::check(run).await? {
-        Step::Done => {}
-        Step::Wait { message, after } => {
-            if let Some(m) = message {
-                run.say(m);
-            }
-            return Ok(Next::after(after));
-        }
-        Step::Fail(refusal) => {
-            run.condition(
-                INVALID,
-                true,
-                refusal.reason.as_str(),
-                refusal.message.clone(),
-            );
-            fail(run, refusal);
-            return Ok(Next::Continue);
-        }
+    let checked = K::check(run).await?;
+    if let Step::Fail(refusal) = &checked {
+        let reason = refusal.reason.as_str();
+        run.condition(INVALID, true, reason, refusal.message.clone());
+    }
+    if let Some(next) = after_hook(run, checked) {
+        return Ok(next);
     }
     run.condition(INVALID, false, "Valid", "the spec is valid");
     let ctx = run.ctx();

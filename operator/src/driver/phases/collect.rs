@@ -5,6 +5,7 @@
 use crds::{CleanupPolicy, Phase};
 
 use super::super::machine::{fail, finish, set_phase, Next};
+use super::after_hook;
 use crate::base::conditions::READY;
 use crate::base::error::Result;
 use crate::base::outcome::{Failure, Reason, Step};
@@ -16,18 +17,9 @@ use crate::store::reports::Owner;
 pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32) -> Result<Next> {
     let slot = run.slot();
     if !samples::recorded(&run.status().run().statistics, index, slot.sample) {
-        match collect(run, slot).await? {
-            Step::Done => {}
-            Step::Wait { message, after } => {
-                if let Some(m) = message {
-                    run.say(m);
-                }
-                return Ok(Next::after(after));
-            }
-            Step::Fail(f) => {
-                fail(run, f);
-                return Ok(Next::Continue);
-            }
+        let collected = collect(run, slot).await?;
+        if let Some(next) = after_hook(run, collected) {
+            return Ok(next);
         }
     }
     let plan = run.obj().repetition().samples();

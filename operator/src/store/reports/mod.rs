@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
-use kube::{Client, Resource};
+use kube::Client;
 use prometheus::IntCounterVec;
 use protocol::worker::{FinalReport, Role};
 
@@ -21,6 +21,7 @@ use crate::base::events::PendingEvent;
 use crate::base::labels;
 use crate::base::metrics::{counter, Family, Metrics};
 use crate::base::text::clip;
+pub use crate::store::owner::Owner;
 use crate::store::registry::RunSpec;
 
 mod sink;
@@ -65,57 +66,25 @@ const KEY: &str = "report.json";
 /// Event reason of every forged or shadowed report object.
 pub const FORGED: &str = "ForgedReport";
 
-/// The benchmark a report belongs to, as the operator knows it (never as a report claims).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Owner {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl Owner {
-    pub fn of<K: Resource<DynamicType = ()>>(obj: &K) -> Owner {
-        Owner {
-            kind: K::kind(&()).into_owned(),
-            namespace: obj.meta().namespace.clone().unwrap_or_default(),
-            name: obj.meta().name.clone().unwrap_or_default(),
-            uid: obj.meta().uid.clone().unwrap_or_default(),
-        }
+/// Selects `owner`'s report objects: all, one run's, or one step's.
+fn selector(owner: &Owner, run: Option<&str>, step: Option<u32>) -> String {
+    let mut s = format!(
+        "{}={},{}=true,{}={},{}={}",
+        labels::MANAGED_BY,
+        labels::OPERATOR,
+        labels::REPORT,
+        labels::NAMESPACE,
+        owner.namespace,
+        labels::BENCHMARK_UID,
+        owner.uid
+    );
+    if let Some(run) = run {
+        s.push_str(&format!(",{}={run}", labels::RUN));
     }
-
-    /// The benchmark as an Event's subject.
-    pub fn reference(&self) -> ObjectReference {
-        ObjectReference {
-            api_version: Some("netbench.io/v1alpha1".into()),
-            kind: Some(self.kind.clone()),
-            namespace: Some(self.namespace.clone()),
-            name: Some(self.name.clone()),
-            uid: Some(self.uid.clone()),
-            ..Default::default()
-        }
+    if let Some(step) = step {
+        s.push_str(&format!(",{}={step}", labels::STEP));
     }
-
-    /// Selects this benchmark's report objects: all, one run's, or one step's.
-    fn selector(&self, run: Option<&str>, step: Option<u32>) -> String {
-        let mut s = format!(
-            "{}={},{}=true,{}={},{}={}",
-            labels::MANAGED_BY,
-            labels::OPERATOR,
-            labels::REPORT,
-            labels::NAMESPACE,
-            self.namespace,
-            labels::BENCHMARK_UID,
-            self.uid
-        );
-        if let Some(run) = run {
-            s.push_str(&format!(",{}={run}", labels::RUN));
-        }
-        if let Some(step) = step {
-            s.push_str(&format!(",{}={step}", labels::STEP));
-        }
-        s
-    }
+    s
 }
 
 /// Every label a report object of `worker` (step `step` of `run`) carries.
@@ -346,7 +315,7 @@ impl Store {
         step: u32,
         expected: &BTreeMap<String, Role>,
     ) -> Result<Loaded, kube::Error> {
-        let selector = owner.selector(Some(run), Some(step));
+        let selector = selector(owner, Some(run), Some(step));
         let mut out = Loaded::default();
         for cm in self
             .api()
@@ -369,7 +338,7 @@ impl Store {
 
     /// Deletes the report objects of one run, or of every run of the benchmark.
     pub async fn delete(&self, owner: &Owner, run: Option<&str>) -> Result<(), kube::Error> {
-        let lp = ListParams::default().labels(&owner.selector(run, None));
+        let lp = ListParams::default().labels(&selector(owner, run, None));
         self.api()
             .delete_collection(&DeleteParams::background(), &lp)
             .await

@@ -135,12 +135,12 @@ fn a_renamed_copy_or_unreadable_content_is_rejected() {
 #[test]
 fn selectors_scope_to_benchmark_run_and_step() {
     let o = owner();
-    let all = o.selector(None, None);
+    let all = selector(&o, None, None);
     assert!(all.contains("netbench.io/namespace=team-a"), "{all}");
     assert!(all.contains(&format!("netbench.io/benchmark-uid={}", o.uid)));
     assert!(all.contains("netbench.io/report=true"));
     assert!(!all.contains("netbench.io/run"));
-    let step = o.selector(Some(RUN), Some(2));
+    let step = selector(&o, Some(RUN), Some(2));
     assert!(
         step.ends_with(&format!("netbench.io/run={RUN},netbench.io/step=2")),
         "{step}"
