@@ -636,6 +636,13 @@ fn the_command_line_prints_text_and_json() {
     ] {
         assert!(text.contains(needle), "{needle:?} not in {text}");
     }
+    // Open loop: the schedule is accounted for in words (100/s for 0.3 s: 30 send times, each
+    // sent or skipped, whatever the load).
+    let text = run(&["--protocol", "tcp-rr", "--rate", "100"]);
+    assert!(
+        text.contains("schedule      30 intended sends in the window: "),
+        "{text}"
+    );
     let json = run(&["--protocol", "udp-rr", "--request-size", "64", "--json"]);
     let r: RrReport = serde_json::from_str(&json).unwrap();
     validate_rr(&r).unwrap();

@@ -39,7 +39,7 @@ pub fn render_text(r: &RrReport) -> String {
     if s.rate_per_stream.is_some() {
         let _ = writeln!(
             out,
-            "schedule      {} intended sends in the window: {} sent, {} skipped (behind schedule)",
+            "schedule      {} intended sends in the window: {} sent, {} skipped (not sent by its end)",
             c.attempted.saturating_add(c.skipped),
             c.attempted,
             c.skipped
