@@ -140,43 +140,9 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
-    use crate::admin::config::Config;
+    use crate::admin::caps::limits::strategies::{any_caps, any_duration, cap_nanos, nanos};
     use crds::egress::EgressCase;
     use proptest::prelude::*;
-
-    fn any_duration() -> impl Strategy<Value = crds::Duration> {
-        prop_oneof![
-            (0u64..100_000, 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
-            (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
-        ]
-        .prop_map(crds::Duration::from)
-    }
-
-    fn any_caps() -> impl Strategy<Value = AdminCaps> {
-        let small_or_any = || prop_oneof![1u64..100_000, 1u64..=u64::MAX];
-        (
-            small_or_any(),
-            small_or_any(),
-            small_or_any(),
-            small_or_any(),
-        )
-            .prop_map(|(workers, per_worker, total, seconds)| {
-                let mut c = Config::for_tests().caps;
-                c.max_workers = workers;
-                c.max_connections_per_worker = per_worker;
-                c.max_total_connections = total;
-                c.max_run_seconds = seconds;
-                c
-            })
-    }
-
-    fn nanos(d: crds::Duration) -> u128 {
-        Duration::from(d).as_nanos()
-    }
-
-    fn cap_nanos(c: &AdminCaps) -> u128 {
-        c.max_run_duration().as_nanos()
-    }
 
     fn any_case() -> impl Strategy<Value = EgressCase> {
         (any::<u32>(), 0u8..3, any::<bool>(), any_duration()).prop_map(

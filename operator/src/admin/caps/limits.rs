@@ -46,3 +46,47 @@ pub fn sampled(once: Duration, how: String, plan: &crds::history::Samples) -> (D
     );
     (total, how)
 }
+
+/// Property-test strategies for the caps and durations every kind's limits are checked with.
+#[cfg(test)]
+pub(crate) mod strategies {
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use crate::admin::config::{AdminCaps, Config};
+
+    pub fn any_duration() -> impl Strategy<Value = crds::Duration> {
+        prop_oneof![
+            (0u64..100_000, 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+            (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+        ]
+        .prop_map(crds::Duration::from)
+    }
+
+    pub fn any_caps() -> impl Strategy<Value = AdminCaps> {
+        let small_or_any = || prop_oneof![1u64..100_000, 1u64..=u64::MAX];
+        (
+            small_or_any(),
+            small_or_any(),
+            small_or_any(),
+            small_or_any(),
+        )
+            .prop_map(|(workers, per_worker, total, seconds)| {
+                let mut c = Config::for_tests().caps;
+                c.max_workers = workers;
+                c.max_connections_per_worker = per_worker;
+                c.max_total_connections = total;
+                c.max_run_seconds = seconds;
+                c
+            })
+    }
+
+    pub fn nanos(d: crds::Duration) -> u128 {
+        Duration::from(d).as_nanos()
+    }
+
+    pub fn cap_nanos(c: &AdminCaps) -> u128 {
+        c.max_run_duration().as_nanos()
+    }
+}
