@@ -152,20 +152,17 @@ fn egress_case(case: &EgressCase) -> Result<(), String> {
     if p.is_request_response() && case.direction != Direction::Send {
         return Err("direction applies to tcp-stream and udp-stream only".into());
     }
-    let sweep_sizes = case.sweep.iter().flat_map(|s| &s.message_sizes);
-    let sizes = [case.message_size, case.request_size, case.response_size];
-    let max_size = sizes
-        .into_iter()
-        .flatten()
-        .chain(sweep_sizes.copied())
-        .max();
-    let udp_rr_sizes = [case.request_size, case.response_size];
-    let udp_rr_min = udp_rr_sizes.into_iter().flatten().chain(
+    // The message sizes the sweep runs, besides the case's own.
+    let swept = || {
         case.sweep
             .iter()
-            .flat_map(|s| s.message_sizes.iter().copied()),
-    );
-    if p == Protocol::UdpRr && udp_rr_min.min().is_some_and(|m| m < 8) {
+            .flat_map(|s| s.message_sizes.iter().copied())
+    };
+    let sizes = [case.message_size, case.request_size, case.response_size];
+    let max_size = sizes.into_iter().flatten().chain(swept()).max();
+    let rr_sizes = [case.request_size, case.response_size];
+    let udp_rr_min = rr_sizes.into_iter().flatten().chain(swept()).min();
+    if p == Protocol::UdpRr && udp_rr_min.is_some_and(|m| m < 8) {
         return Err("udp-rr carries an 8-byte sequence number in every datagram: requestSize, responseSize and sweep.messageSizes must be at least 8".into());
     }
     let limit = if p.is_udp() { 65_507 } else { 16_777_216 };
@@ -176,17 +173,7 @@ fn egress_case(case: &EgressCase) -> Result<(), String> {
             format!("message sizes must be at most {limit}")
         });
     }
-    if p == Protocol::UdpStream
-        && case
-            .message_size
-            .into_iter()
-            .chain(
-                case.sweep
-                    .iter()
-                    .flat_map(|s| s.message_sizes.iter().copied()),
-            )
-            .any(|m| m < 32)
-    {
+    if p == Protocol::UdpStream && case.message_size.into_iter().chain(swept()).any(|m| m < 32) {
         return Err("udp-stream datagrams carry a 32-byte header: messageSize and sweep.messageSizes must be at least 32".into());
     }
     if p.is_request_response() && max_size.is_some_and(|m| m > 1_048_576) {
