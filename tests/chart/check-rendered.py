@@ -26,7 +26,7 @@ BASE_RULES = [
     (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
     (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
     (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
-    (("",), ("services",), ("list", "create", "delete")),
+    (("",), ("services",), ("get", "list", "create", "delete")),
     (("",), ("configmaps",), ("list",)),
     (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
