@@ -10,6 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{CleanupPolicy, Duration, LatencyMillis, RunStatus};
+pub use crate::topology::{Matrix, NodeSet, PairAggregate, PairResult, Topology};
 pub use protocol::Protocol;
 
 /// Measure TCP stream throughput for several cases (node->node, vxlan->vxlan,
@@ -95,6 +96,9 @@ pub struct EgressWorkers {
     validation = Rule::new("self.protocol != 'udp-stream' || ((!has(self.messageSize) || self.messageSize >= 32) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m >= 32)))").message("udp-stream datagrams carry a 32-byte header: messageSize and sweep.messageSizes must be at least 32"),
     validation = Rule::new("!(self.protocol in ['tcp-rr', 'tcp-crr', 'udp-rr']) || !has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m <= 1048576)").message("request/response messages are at most 1048576 bytes (1 MiB): sweep.messageSizes of tcp-rr, tcp-crr and udp-rr must be at most 1048576"),
     validation = Rule::new("self.protocol != 'tcp-rr' || !has(self.burst) || self.burst == 0 || ((!has(self.requestSize) || (self.burst + 1) * self.requestSize <= 65536) && (!has(self.responseSize) || (self.burst + 1) * self.responseSize <= 65536) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, (self.burst + 1) * m <= 65536)))").message("tcp-rr with burst keeps (burst + 1) requests in flight each way: (burst + 1) times requestSize, responseSize and every sweep.messageSizes must be at most 65536 bytes, or both ends could block on full socket buffers"),
+    validation = Rule::new("!has(self.topology) || (!has(self.client.nodeName) && !has(self.server.nodeName))").message("a case with a topology places its workers with topology.clientNodes and topology.serverNodes, not client.nodeName or server.nodeName"),
+    validation = Rule::new("!has(self.topology) || (!has(self.server.address) && !(has(self.server.service) && self.server.service))").message("a topology runs a server pod per pair on its pod or host address: server.address and server.service do not go with it"),
+    validation = Rule::new("!has(self.topology) || !has(self.sweep)").message("a case with a topology cannot also have a sweep: make one case per value"),
     validation = Rule::new("!self.protocol.startsWith('udp') || ((!has(self.messageSize) || self.messageSize <= 65507) && (!has(self.requestSize) || self.requestSize <= 65507) && (!has(self.responseSize) || self.responseSize <= 65507) && (!has(self.sweep) || !has(self.sweep.messageSizes) || self.sweep.messageSizes.all(m, m <= 65507)))").message("a UDP datagram carries at most 65507 bytes: messageSize, requestSize, responseSize and sweep.messageSizes of udp protocols must be at most 65507"),
 )]
 pub struct EgressCase {
@@ -193,6 +197,10 @@ pub struct EgressCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
     pub offload_profile: Option<String>,
+    /// Many client/server pairs at once: pairs, fanIn, fanOut or a node-pair matrix. Absent:
+    /// one client and one server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
 }
 
 fn default_streams() -> u32 {
@@ -452,6 +460,13 @@ pub struct CaseResult {
     /// What the measurement warns about, e.g. ephemeral ports exhausted (tcp-crr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// A case with a topology: one row per pair (the case's own figures are their sum and
+    /// exact merge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<PairResult>,
+    /// A case with a topology: the main figure across its pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<PairAggregate>,
 }
 
 /// Offload bookkeeping for one interface on one node.

@@ -17,6 +17,7 @@ pub mod ingress;
 pub mod manifests;
 pub mod result;
 pub mod stats;
+pub mod topology;
 
 pub use common::{
     BenchmarkRef, CleanupPolicy, Duration, ErrorCounts, LatencyMillis, Phase, QueueStatus,

@@ -567,3 +567,101 @@ fn the_operator_refuses_more_runs_than_a_result_holds() {
         serde_json::from_value(with(&obj, "spec.cases", json!(four))["spec"].clone()).unwrap();
     assert_eq!(crds::bounds::egress(&spec), Ok(()));
 }
+
+#[test]
+fn topologies_are_one_of_four_with_their_nodes_and_the_operator_agrees() {
+    let case = |fields: Value| {
+        let mut c = json!({"name": "c", "client": {}, "server": {}});
+        for (k, v) in fields.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        with(
+            &with(&egress(), "spec.cases", json!([c])),
+            "spec.baselineCase",
+            json!("c"),
+        )
+    };
+    let agree = |obj: &Value, message: &str| {
+        assert_rejected(obj, message);
+        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        let err = crds::bounds::egress(&spec).unwrap_err();
+        assert!(
+            err.contains(message),
+            "operator said {err:?}, want {message:?}"
+        );
+    };
+    let ok = |obj: &Value| {
+        assert_eq!(support::cel_errors(obj), Vec::<String>::new(), "{obj}");
+        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        assert_eq!(crds::bounds::egress(&spec), Ok(()), "{obj}");
+    };
+    let t = |topology: Value| case(json!({ "topology": topology }));
+    ok(&t(json!({"pairs": 4})));
+    ok(&t(
+        json!({"pairs": 2, "clientNodes": {"selector": {"zone": "a"}}, "serverNodes": {"names": ["n1", "n2"]}}),
+    ));
+    ok(&t(
+        json!({"fanIn": 8, "serverNodes": {"names": ["n1"]}, "clientNodes": {"selector": {"pool": "x"}}}),
+    ));
+    ok(&t(json!({"fanOut": 3, "clientNodes": {"names": ["n1"]}})));
+    ok(&t(
+        json!({"matrix": {"concurrency": 1, "sample": 4}, "clientNodes": {"names": ["n1", "n2", "n3"]}}),
+    ));
+    ok(&case(
+        json!({"protocol": "tcp-rr", "topology": {"pairs": 2}, "client": {"hostNetwork": true}}),
+    ));
+
+    let one = "topology: set exactly one of pairs, fanIn, fanOut and matrix";
+    agree(&t(json!({})), one);
+    agree(
+        &t(json!({"pairs": 2, "fanOut": 2, "clientNodes": {"names": ["n1"]}})),
+        one,
+    );
+    agree(
+        &t(json!({"fanIn": 2, "serverNodes": {"names": ["n1", "n2"]}})),
+        "topology.fanIn runs every server on one node: name it in serverNodes.names (exactly one name)",
+    );
+    agree(
+        &t(json!({"fanOut": 2, "clientNodes": {"selector": {"a": "b"}}})),
+        "topology.fanOut runs every client on one node: name it in clientNodes.names (exactly one name)",
+    );
+    agree(
+        &t(json!({"matrix": {}, "clientNodes": {"selector": {"a": "b"}}})),
+        "topology.matrix pairs named nodes: list them in clientNodes.names (and serverNodes.names, or every pair within clientNodes)",
+    );
+    agree(
+        &t(json!({"pairs": 2, "clientNodes": {"names": ["n1"], "selector": {"a": "b"}}})),
+        "a node set lists names or a selector, one of the two",
+    );
+    agree(
+        &t(json!({"pairs": 2, "clientNodes": {"names": ["n1", "n1"]}})),
+        "node names must not repeat",
+    );
+    agree(
+        &case(json!({"topology": {"pairs": 2}, "client": {"nodeName": "n1"}})),
+        "a case with a topology places its workers with topology.clientNodes and topology.serverNodes, not client.nodeName or server.nodeName",
+    );
+    let server = "a topology runs a server pod per pair on its pod or host address: server.address and server.service do not go with it";
+    agree(
+        &case(json!({"topology": {"pairs": 2}, "server": {"address": "198.18.0.2"}})),
+        server,
+    );
+    agree(
+        &case(json!({"topology": {"pairs": 2}, "server": {"service": true}})),
+        server,
+    );
+    agree(
+        &case(json!({"topology": {"pairs": 2}, "sweep": {"streams": [1, 2]}})),
+        "a case with a topology cannot also have a sweep: make one case per value",
+    );
+    // The schema's ranges (no CEL message): the API server refuses them, so does the operator.
+    for bad in [
+        json!({"pairs": 0}),
+        json!({"pairs": 129}),
+        json!({"fanIn": 1, "serverNodes": {"names": ["n1"]}}),
+    ] {
+        let spec: crds::EgressBenchmarkSpec =
+            serde_json::from_value(t(bad.clone())["spec"].clone()).unwrap();
+        assert!(crds::bounds::egress(&spec).is_err(), "{bad}");
+    }
+}

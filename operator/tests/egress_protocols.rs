@@ -78,8 +78,15 @@ fn run_case_keeping_report(
     assert_eq!(stored.len(), 1, "the client's report only");
     assert_eq!(stored[0].report["kind"], kind);
     let measured = plan::case_at(&eb, index).unwrap();
-    let (r, errors) = result::case_result(&measured, &stored[0], Some("node-b".into()))
-        .unwrap_or_else(|e| panic!("case {index}: {e}"));
+    let pair = result::PairReport {
+        pair: 0,
+        wave: 0,
+        client: &stored[0],
+        client_node: None,
+        server_node: Some("node-b".into()),
+    };
+    let (r, errors) =
+        result::case_result(&measured, &[pair]).unwrap_or_else(|e| panic!("case {index}: {e}"));
     assert_eq!(errors, Vec::<String>::new(), "case {index}");
     assert_eq!(result::nothing_transferred(&r), None, "case {index}: {r:?}");
     let names = result::figures(&r).iter().map(|f| f.name).collect();

@@ -264,6 +264,7 @@ mod tests {
                 ("w-server".into(), Role::Server),
             ]),
             report_kind: "tcp",
+            pairing: Default::default(),
         }
     }
 

@@ -42,6 +42,7 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
             step: 0,
             workers: BTreeMap::from([("w0".into(), Role::Client)]),
             report_kind: "http",
+            pairing: Default::default(),
         },
     );
     runs.announce("run2", run2_spec());
@@ -487,6 +488,7 @@ fn run2_spec() -> RunSpec {
             ("r2-w1".into(), Role::Client),
         ]),
         report_kind: "http",
+        pairing: Default::default(),
     }
 }
 

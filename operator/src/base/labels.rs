@@ -9,6 +9,8 @@ pub const KIND: &str = "netbench.io/kind";
 pub const RUN: &str = "netbench.io/run";
 pub const STEP: &str = "netbench.io/step";
 pub const ROLE: &str = "netbench.io/role";
+/// The pair of a case with a topology a worker belongs to (0 without one).
+pub const PAIR: &str = "netbench.io/pair";
 /// Namespace of the benchmark an object belongs to, on objects kept in the operator's namespace.
 pub const NAMESPACE: &str = "netbench.io/namespace";
 /// Marks ConfigMaps that hold a worker's final report.

@@ -18,6 +18,7 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
 use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
+use super::result::PairReport;
 use super::{plan, readings, result, service, validate};
 use crate::admin::config::Config;
 use crate::base::error::Result;
@@ -29,6 +30,7 @@ use crate::k8s::workers;
 use crate::policy::queue::Contender;
 use crate::policy::samples::{Figure, Slot};
 use crate::run::{Hooks, Plan, Run, RunState};
+use crate::store::registry::Pairing;
 
 impl RunState for EgressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -77,6 +79,9 @@ impl Plan for EgressBenchmark {
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
         plan::worker_roles(self, run, slot)
     }
+    fn pairing(&self, run: &str, slot: Slot) -> Pairing {
+        plan::pairing(self, run, slot)
+    }
     fn report_kind(&self, case: u32) -> &'static str {
         let protocol = plan::case_at(self, case).map(|m| m.spec.protocol);
         readings::report_kind(protocol.unwrap_or_default())
@@ -98,11 +103,8 @@ impl Plan for EgressBenchmark {
     ) -> std::result::Result<Vec<Figure>, String> {
         let case = plan::case_at(self, slot.measurement)
             .ok_or_else(|| format!("no case {}", slot.measurement))?;
-        let client = plan::client_name(self, run, slot.wire());
-        let report = reports
-            .get(&client)
-            .ok_or_else(|| format!("case {}: the client's report is gone", case.name))?;
-        result::case_result(&case, report, None).map(|(r, _)| result::figures(&r))
+        let pairs = pair_reports(self, run, slot, reports, &[])?;
+        result::case_result(&case, &pairs).map(|(r, _)| result::figures(&r))
     }
     /// Each case is judged by the figures its protocol has (a figure a case lacks is not
     /// expected of it).
@@ -230,13 +232,13 @@ impl Hooks for EgressBenchmark {
             return Ok(Step::Fail(Failure::invalid(format!("no case {case}"))));
         };
         let spec = &measured;
-        let client = plan::client_name(run.obj(), run.id(), slot.wire());
-        let Some(report) = reports.get(&client) else {
-            let m = format!("case {}: the client's report is gone", spec.name);
-            return Ok(Step::fail(Reason::BadReport, m));
+        let selector = run.slot_selector(slot);
+        let pods = pods::list_pods(&run.ctx().client, run.ns(), &selector).await?;
+        let pairs = match pair_reports(run.obj(), run.id(), slot, reports, &pods) {
+            Ok(p) => p,
+            Err(m) => return Ok(Step::fail(Reason::BadReport, m)),
         };
-        let server_node = server_node(run, slot).await?;
-        let (measured, stream_errors) = match result::case_result(spec, report, server_node) {
+        let (measured, stream_errors) = match result::case_result(spec, &pairs) {
             Ok(r) => r,
             Err(e) => return Ok(Step::fail(Reason::BadReport, e)),
         };
@@ -312,15 +314,43 @@ impl Hooks for EgressBenchmark {
     }
 }
 
-/// The node the case's in-cluster server ran on (None for a server outside the cluster).
-async fn server_node(run: &Run<'_, EgressBenchmark>, slot: Slot) -> Result<Option<String>> {
-    let selector = run.slot_selector(slot);
-    let pods = pods::list_pods(&run.ctx().client, run.ns(), &selector).await?;
-    let server = plan::server_name(run.obj(), run.id(), slot.wire());
-    Ok(pods
+/// The client reports of a sample pair by pair, with the nodes of the pair's pods (the
+/// operator's own, never what a report says); Err names a client whose report is missing.
+fn pair_reports<'a>(
+    eb: &EgressBenchmark,
+    run: &str,
+    slot: Slot,
+    reports: &'a BTreeMap<String, FinalReport>,
+    pods: &[Pod],
+) -> std::result::Result<Vec<PairReport<'a>>, String> {
+    let node_of = |name: &str| {
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .and_then(|p| p.spec.as_ref()?.node_name.clone())
+    };
+    let case = plan::case_at(eb, slot.measurement)
+        .map(|m| m.name)
+        .unwrap_or_default();
+    plan::pairs_at(eb, slot)
         .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(&server))
-        .and_then(|p| p.spec.as_ref()?.node_name.clone()))
+        .map(|p| {
+            let client = plan::client_name(eb, run, slot.wire(), p.index);
+            let server = plan::server_name(eb, run, slot.wire(), p.index);
+            let report = reports.get(&client).ok_or_else(|| {
+                format!(
+                    "case {case}: the report of client {client} (pair {}) is gone",
+                    p.index
+                )
+            })?;
+            Ok(PairReport {
+                pair: p.index,
+                wave: p.wave,
+                client: report,
+                client_node: node_of(&client),
+                server_node: node_of(&server),
+            })
+        })
+        .collect()
 }
 
 /// A case's result into status (replacing an earlier one of the same name), the overheads and

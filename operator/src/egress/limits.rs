@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use crds::egress::{Direction, EgressBenchmarkSpec, EgressCase};
 
+use super::topology;
 use crate::admin::caps::limits::{at_most, run_duration, sampled};
 use crate::admin::config::AdminCaps;
 
-/// Worker pods a case runs at once: the client, and a server pod unless the server is external.
+/// Worker pods a case runs at once: per pair the client, and a server pod unless the server is
+/// external (a matrix's waves included: their pods exist together).
 fn case_workers(case: &EgressCase) -> u64 {
-    if case.server.address.is_some() {
-        1
-    } else {
-        2
-    }
+    let per_pair = if case.server.address.is_some() { 1 } else { 2 };
+    topology::count(case).saturating_mul(per_pair)
 }
 
 /// Connections (or UDP sockets) a case's client holds open at once: its streams, each way for
@@ -36,7 +35,7 @@ pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String>
     for m in &measured {
         let (case, name) = (&m.spec, &m.name);
         at_most(
-            &format!("case {name}: its worker pods (client and server)"),
+            &format!("case {name}: its worker pods (a client and a server per pair)"),
             case_workers(case),
             caps.max_workers,
             "worker pods per benchmark",
@@ -54,9 +53,14 @@ pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String>
             "connections per worker",
             "caps.maxConnectionsPerWorker",
         )?;
+        let pairs = topology::count(case);
+        let all = format!(
+            "case {name}: the connections of its {pairs} client(s) (streams {} each)",
+            case.streams
+        );
         at_most(
-            &what,
-            connections,
+            &all,
+            connections.saturating_mul(pairs),
             caps.max_total_connections,
             "connections per benchmark",
             "caps.maxTotalConnections",
@@ -101,13 +105,36 @@ mod tests {
         c.max_workers = 1;
         let pod_server = eb("{cases: [{name: p2p, client: {}, server: {}}]}");
         let err = check(&pod_server, &c).unwrap_err();
-        assert!(err.starts_with("case p2p: its worker pods (client and server) is 2, above the cluster admin's cap of 1"), "{err}");
+        assert!(err.starts_with("case p2p: its worker pods (a client and a server per pair) is 2, above the cluster admin's cap of 1"), "{err}");
         assert_eq!(
             check(
                 &eb("{cases: [{name: out, client: {}, server: {address: 198.18.20.2}}]}"),
                 &c
             ),
             Ok(())
+        );
+    }
+
+    #[test]
+    fn a_topology_counts_every_pair_before_any_pod_exists() {
+        let mut c = caps();
+        c.max_workers = 64;
+        let names: Vec<String> = (0..9).map(|i| format!("n{i}")).collect();
+        // 9 nodes: 72 ordered pairs, 144 pods (in waves of 4, but created together).
+        let matrix = eb(&format!(
+            "{{cases: [{{name: m, client: {{}}, server: {{}}, topology: {{matrix: {{concurrency: 4}}, clientNodes: {{names: [{}]}}}}}}]}}",
+            names.join(", ")
+        ));
+        let err = check(&matrix, &c).unwrap_err();
+        assert!(err.starts_with("case m: its worker pods (a client and a server per pair) is 144, above the cluster admin's cap of 64"), "{err}");
+        let pairs =
+            eb("{cases: [{name: p, streams: 8, client: {}, server: {}, topology: {pairs: 32}}]}");
+        assert_eq!(check(&pairs, &c), Ok(()));
+        c.max_total_connections = 100;
+        let err = check(&pairs, &c).unwrap_err();
+        assert!(
+            err.starts_with("case p: the connections of its 32 client(s) (streams 8 each) is 256"),
+            "{err}"
         );
     }
 

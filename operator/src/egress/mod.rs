@@ -15,4 +15,5 @@ pub mod plan;
 pub mod readings;
 pub mod result;
 pub mod service;
+pub mod topology;
 pub mod validate;

@@ -12,49 +12,99 @@ use protocol::Protocol;
 use crds::cases::Measured;
 use crds::egress::{Direction, EgressBenchmark, EgressBenchmarkSpec, EgressCase};
 
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PodAffinityTerm, PodAntiAffinity,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::topology::{self, PairPlan, Place};
 use crate::base::labels;
 use crate::k8s::workers::WorkerPlan;
 use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
 use crate::policy::queue::Contender;
 use crate::policy::samples::Slot;
+use crate::store::registry::Pairing;
 
 pub const KIND: &str = "EgressBenchmark";
-/// Index of the client and the server among a case's workers (worker name suffix -wN).
-const CLIENT: u32 = 0;
-const SERVER: u32 = 1;
+/// Index of pair i's client and server among a case's workers (worker name suffix -wN).
+fn client_index(pair: u32) -> u32 {
+    pair.saturating_mul(2)
+}
+fn server_index(pair: u32) -> u32 {
+    pair.saturating_mul(2).saturating_add(1)
+}
 
 /// The operator runs the server unless the case names an external `address`.
 pub fn server_in_cluster(case: &EgressCase) -> bool {
     case.server.address.is_none()
 }
 
-pub fn client_name(eb: &EgressBenchmark, run: &str, case: u32) -> String {
-    labels::worker_name(
-        &eb.metadata.name.clone().unwrap_or_default(),
-        run,
-        case,
-        CLIENT,
-    )
+/// Pair `pair`'s client in step `case` (pair 0 without a topology).
+pub fn client_name(eb: &EgressBenchmark, run: &str, case: u32, pair: u32) -> String {
+    let name = eb.metadata.name.clone().unwrap_or_default();
+    labels::worker_name(&name, run, case, client_index(pair))
 }
 
-pub fn server_name(eb: &EgressBenchmark, run: &str, case: u32) -> String {
-    labels::worker_name(
-        &eb.metadata.name.clone().unwrap_or_default(),
-        run,
-        case,
-        SERVER,
-    )
+/// Pair `pair`'s server in step `case`.
+pub fn server_name(eb: &EgressBenchmark, run: &str, case: u32, pair: u32) -> String {
+    let name = eb.metadata.name.clone().unwrap_or_default();
+    labels::worker_name(&name, run, case, server_index(pair))
 }
 
-/// Workers of a case with their roles, for the registry (the server registers its address and
-/// the client gets it at the barrier).
+/// The pairs of the case at `slot` (none when the case is unknown or cannot be placed: the
+/// run was refused before any pod for it, see `validate`).
+pub fn pairs_at(eb: &EgressBenchmark, slot: Slot) -> Vec<PairPlan> {
+    case_at(eb, slot.measurement)
+        .and_then(|m| topology::pairs(&m.spec).ok())
+        .unwrap_or_default()
+}
+
+/// Workers of a case with their roles, for the registry (each server registers its address
+/// and its pair's client gets it at the barrier).
 pub fn worker_roles(eb: &EgressBenchmark, run: &str, slot: Slot) -> BTreeMap<String, Role> {
     let wire = slot.wire();
-    let mut roles = BTreeMap::from([(client_name(eb, run, wire), Role::Client)]);
-    if case_at(eb, slot.measurement).is_some_and(|m| server_in_cluster(&m.spec)) {
-        roles.insert(server_name(eb, run, wire), Role::Server);
+    let external = case_at(eb, slot.measurement).is_some_and(|m| !server_in_cluster(&m.spec));
+    let mut roles = BTreeMap::new();
+    for p in pairs_at(eb, slot) {
+        roles.insert(client_name(eb, run, wire, p.index), Role::Client);
+        if !external {
+            roles.insert(server_name(eb, run, wire, p.index), Role::Server);
+        }
     }
     roles
+}
+
+/// Who each client connects to (its pair's server) and when each worker starts after the
+/// barrier opens (its pair's wave).
+pub fn pairing(eb: &EgressBenchmark, run: &str, slot: Slot) -> Pairing {
+    let wire = slot.wire();
+    let Some(measured) = case_at(eb, slot.measurement) else {
+        return Pairing::default();
+    };
+    let wave = wave_length(&measured.spec);
+    let mut pairing = Pairing::default();
+    for p in pairs_at(eb, slot) {
+        let (client, server) = (
+            client_name(eb, run, wire, p.index),
+            server_name(eb, run, wire, p.index),
+        );
+        let offset = wave.saturating_mul(p.wave);
+        let ms = u64::try_from(offset.as_millis()).unwrap_or(u64::MAX);
+        if ms > 0 {
+            pairing.offsets_ms.insert(client.clone(), ms);
+            pairing.offsets_ms.insert(server.clone(), ms);
+        }
+        if server_in_cluster(&measured.spec) {
+            pairing.peers.insert(client, server);
+        }
+    }
+    pairing
+}
+
+/// One wave of a matrix: the measurement, the answers still in flight, and a gap.
+fn wave_length(case: &EgressCase) -> Duration {
+    sum([case.duration.into(), answers(case), topology::WAVE_GAP])
 }
 
 /// `netbench-loadgen tcp-client --protocol P ...`: an external server is named here; an
@@ -166,7 +216,7 @@ pub fn server_args(case: &EgressCase, service: Option<&str>) -> Vec<String> {
 /// The Service of a case's server on the Service path: a DNS label that starts with a letter
 /// (a Service name must), unique per run and slot like the server pod it selects.
 pub fn service_name(eb: &EgressBenchmark, run: &str, slot: Slot) -> String {
-    labels::service_name(&server_name(eb, run, slot.wire()))
+    labels::service_name(&server_name(eb, run, slot.wire(), 0))
 }
 
 /// The labels of a sample's worker pod in `role` ("client" or "server").
@@ -183,7 +233,7 @@ pub fn server_labels(eb: &EgressBenchmark, run: &str, slot: Slot) -> BTreeMap<St
     pod_labels(eb, run, slot, "server")
 }
 
-/// The pods of one sample of a case: the client, and the server unless it is external.
+/// The pods of one sample of a case: per pair a client, and a server unless it is external.
 pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
     let Some(measured) = case_at(eb, slot.measurement) else {
         return vec![];
@@ -192,8 +242,9 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
     let service = case.server.service.then(|| service_name(eb, run, slot));
     let index = slot.wire();
     let resources = eb.spec.workers.as_ref();
-    let plan = |worker: String, role: &str, args, node: &Option<String>, host_network| {
-        let labels = pod_labels(eb, run, slot, role);
+    let plan = |worker: String, role: &str, pair: u32, args, place: &Place, host_network| {
+        let mut labels = pod_labels(eb, run, slot, role);
+        labels.insert(labels::PAIR.into(), pair.to_string());
         WorkerPlan {
             name: worker,
             labels,
@@ -201,9 +252,9 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
             args,
             step: index,
             run: run.to_string(),
-            node_name: node.clone(),
-            node_selector: BTreeMap::new(),
-            affinity: None,
+            node_name: place.node.clone(),
+            node_selector: place.selector.clone(),
+            affinity: placement_affinity(place, run, index, pair),
             spread: false,
             cpu: resources.and_then(|r| r.cpu.clone()),
             memory: resources.and_then(|r| r.memory.clone()),
@@ -211,35 +262,92 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
             active_deadline: case_deadline(case, std::time::Duration::ZERO),
         }
     };
-    let mut plans = vec![plan(
-        client_name(eb, run, index),
-        "client",
-        client_args(case),
-        &case.client.node_name,
-        case.client.host_network,
-    )];
-    if server_in_cluster(case) {
+    let mut plans = vec![];
+    for p in pairs_at(eb, slot) {
         plans.push(plan(
-            server_name(eb, run, index),
-            "server",
-            server_args(case, service.as_deref()),
-            &case.server.node_name,
-            case.server.host_network,
+            client_name(eb, run, index, p.index),
+            "client",
+            p.index,
+            client_args(case),
+            &p.client,
+            case.client.host_network,
         ));
+        if server_in_cluster(case) {
+            plans.push(plan(
+                server_name(eb, run, index, p.index),
+                "server",
+                p.index,
+                server_args(case, service.as_deref()),
+                &p.server,
+                case.server.host_network,
+            ));
+        }
     }
     plans
+}
+
+/// What the scheduler is told beyond a pinned node: never the node to avoid, and never the
+/// node of the other worker of the pair.
+fn placement_affinity(place: &Place, run: &str, step: u32, pair: u32) -> Option<Affinity> {
+    let mut affinity = Affinity::default();
+    if let Some(node) = &place.avoid {
+        let term = NodeSelectorTerm {
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "NotIn".into(),
+                values: Some(vec![node.clone()]),
+            }]),
+            ..Default::default()
+        };
+        affinity.node_affinity = Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![term],
+            }),
+            ..Default::default()
+        });
+    }
+    if place.apart_from_peer {
+        let peer = LabelSelector {
+            match_labels: Some(BTreeMap::from([
+                (labels::RUN.to_string(), run.to_string()),
+                (labels::STEP.to_string(), step.to_string()),
+                (labels::PAIR.to_string(), pair.to_string()),
+            ])),
+            ..Default::default()
+        };
+        affinity.pod_anti_affinity = Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(peer),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+    }
+    (affinity != Affinity::default()).then_some(affinity)
 }
 
 /// How long one case may run once its pods exist: scheduling and start, the measurement, the
 /// answers still in flight, and reporting.
 pub fn case_deadline(case: &EgressCase, worker_start: Duration) -> Duration {
-    // Request/response tests wait for the answers still in flight at the end, up to their
-    // timeout (udp-rr's, else the engine's 10 s for TCP).
-    let answers = match case.protocol {
+    // A matrix in waves: every wave but the last is one wave length; the last measures.
+    let earlier = wave_length(case).saturating_mul(topology::waves(case).saturating_sub(1));
+    sum([
+        worker_start,
+        earlier,
+        case.duration.into(),
+        answers(case),
+        REPORTING,
+    ])
+}
+
+/// Request/response tests wait for the answers still in flight at the end, up to their
+/// timeout (udp-rr's, else the engine's 10 s for TCP).
+fn answers(case: &EgressCase) -> Duration {
+    match case.protocol {
         p if p.is_request_response() => case.timeout.map_or(RR_TCP_TIMEOUT, Duration::from),
         _ => Duration::ZERO,
-    };
-    sum([worker_start, case.duration.into(), answers, REPORTING])
+    }
 }
 
 /// How long netbench-loadgen waits for a TCP request/response answer.
@@ -275,6 +383,7 @@ pub fn contender(eb: &EgressBenchmark) -> Contender {
         for n in [&case.client.node_name, &case.server.node_name]
             .into_iter()
             .flatten()
+            .chain(&topology::named_nodes(case))
         {
             claims.push(format!("node {n}"));
         }

@@ -43,6 +43,64 @@ pub fn read(p: Protocol, client: &FinalReport, r: &mut CaseResult) -> Result<Err
     }
 }
 
+/// Fills `r` from the reports of clients that ran at the same time (a topology's pairs), merged
+/// exactly: rates and counts add up, latency histograms merge, percentiles are recomputed.
+/// One report is read as it is.
+pub fn read_all(
+    p: Protocol,
+    clients: &[&FinalReport],
+    r: &mut CaseResult,
+) -> Result<Errors, String> {
+    if let [one] = clients {
+        return read(p, one, r);
+    }
+    let mut checked = Vec::with_capacity(clients.len());
+    for c in clients {
+        let report = validate_final(c, report_kind(p))
+            .map_err(|e| format!("report of worker {:.253}: {e}", c.worker))?;
+        checked.push(report);
+    }
+    let merge_failed = |e: String| format!("merging the reports of {} clients: {e}", clients.len());
+    match p {
+        Protocol::TcpStream => {
+            let all: Vec<TcpReport> = checked
+                .into_iter()
+                .filter_map(|c| match c {
+                    CheckedReport::Tcp(t) => Some(*t),
+                    _ => None,
+                })
+                .collect();
+            let merged = protocol::tcp::merge(&all).map_err(|e| merge_failed(e.to_string()))?;
+            Ok(stream(&merged, r))
+        }
+        Protocol::UdpStream => {
+            let all: Vec<UdpReport> = checked
+                .into_iter()
+                .filter_map(|c| match c {
+                    CheckedReport::Udp(u) => Some(*u),
+                    _ => None,
+                })
+                .collect();
+            let merged = protocol::udp::merge(&all).map_err(|e| merge_failed(e.to_string()))?;
+            Ok(datagrams(&merged, r))
+        }
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
+            let all: Vec<RrReport> = checked
+                .into_iter()
+                .filter_map(|c| match c {
+                    CheckedReport::Rr(rr) if rr.setup.mode == p => Some(*rr),
+                    _ => None,
+                })
+                .collect();
+            if all.len() != clients.len() {
+                return Err(format!("a client's report measured another test than {p}"));
+            }
+            let merged = protocol::rr::merge(&all).map_err(|e| merge_failed(e.to_string()))?;
+            Ok(request_response(&merged, r))
+        }
+    }
+}
+
 fn stream(t: &TcpReport, r: &mut CaseResult) -> Errors {
     r.sender_bits_per_second = round(t.sender.bits_per_second);
     r.receiver_bits_per_second = round(t.receiver.bits_per_second);

@@ -3,7 +3,9 @@
 //! printer columns. Pure.
 
 use crds::cases::Measured;
-use crds::egress::CaseResult;
+use std::collections::BTreeMap;
+
+use crds::egress::{CaseResult, PairAggregate, PairResult};
 use crds::history::Better;
 use protocol::worker::FinalReport;
 use protocol::Protocol;
@@ -11,19 +13,31 @@ use protocol::Protocol;
 use super::readings::{self, round2};
 use crate::policy::samples::Figure;
 
-/// The case's result; Err when the report is unreadable. Stream errors are returned beside
-/// the result so the run can fail without losing what was measured.
+/// One pair's client report, with where the pair ran (from the pods the operator created).
+pub struct PairReport<'a> {
+    pub pair: u32,
+    pub wave: u32,
+    pub client: &'a FinalReport,
+    pub client_node: Option<String>,
+    pub server_node: Option<String>,
+}
+
+/// A pair below this share of the median pair's main figure is named an outlier.
+const OUTLIER_SHARE: f64 = 0.8;
+/// Most outliers named in a case's aggregate (slowest first).
+const MAX_OUTLIERS: usize = 16;
+
+/// The case's result; Err when a report is unreadable. Stream errors are returned beside
+/// the result so the run can fail without losing what was measured. A case with a topology
+/// gets the exact merge of its pairs' reports, a row per pair and the aggregate across them.
 pub fn case_result(
     case: &Measured,
-    client: &FinalReport,
-    server_node: Option<String>,
+    pairs: &[PairReport<'_>],
 ) -> Result<(CaseResult, Vec<String>), String> {
     let spec = &case.spec;
     let mut result = CaseResult {
         name: case.name.clone(),
         offload_profile: spec.offload_profile.clone(),
-        client_node: client.node.clone(),
-        server_node,
         protocol: Some(spec.protocol),
         case: (case.case != case.name).then(|| case.case.clone()),
         message_size: spec.shown_message_size(),
@@ -31,9 +45,112 @@ pub fn case_result(
         path: Some(spec.path().to_string()),
         ..Default::default()
     };
-    let errors = readings::read(spec.protocol, client, &mut result)
+    let clients: Vec<&FinalReport> = pairs.iter().map(|p| p.client).collect();
+    let errors = readings::read_all(spec.protocol, &clients, &mut result)
         .map_err(|e| format!("case {}: {e}", case.name))?;
+    if spec.topology.is_none() {
+        if let Some(only) = pairs.first() {
+            result.client_node = only
+                .client_node
+                .clone()
+                .or_else(|| only.client.node.clone());
+            result.server_node = only.server_node.clone();
+        }
+        return Ok((result, errors));
+    }
+    let mut rows = Vec::with_capacity(pairs.len());
+    for p in pairs {
+        let mut one = CaseResult::default();
+        readings::read(spec.protocol, p.client, &mut one)
+            .map_err(|e| format!("case {}: {e}", case.name))?;
+        rows.push(PairResult {
+            pair: p.pair,
+            client_node: p.client_node.clone(),
+            server_node: p.server_node.clone(),
+            value: main_figure(&one),
+            p99_ms: one.latency.as_ref().map(|l| l.p99),
+            loss_percent: one.loss_percent,
+            start_lateness_ms: 0.0,
+            outlier: false,
+        });
+    }
+    let spread = set_lateness(&mut rows, pairs);
+    result.aggregate = Some(aggregate(&mut rows, spread));
+    result.pairs = rows;
     Ok((result, errors))
+}
+
+/// Each pair's start lateness against the earliest client of its wave; returns the largest
+/// spread of a wave (ms).
+fn set_lateness(rows: &mut [PairResult], pairs: &[PairReport<'_>]) -> f64 {
+    let mut earliest: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for p in pairs {
+        let t = p.client.started_at_unix_ms;
+        let e = earliest.entry(p.wave).or_insert((t, t));
+        *e = (e.0.min(t), e.1.max(t));
+    }
+    for (row, p) in rows.iter_mut().zip(pairs) {
+        let first = earliest.get(&p.wave).map_or(0, |e| e.0);
+        row.start_lateness_ms = ms(p.client.started_at_unix_ms.saturating_sub(first));
+    }
+    earliest
+        .values()
+        .map(|(first, last)| ms(last.saturating_sub(*first)))
+        .fold(0.0, f64::max)
+}
+
+fn ms(v: u64) -> f64 {
+    // Exact below 2^53 ms (285 000 years).
+    v as f64
+}
+
+/// Sum, median, p05/p95 (nearest rank) and extremes of the pairs' main figure; marks and names
+/// the outliers (below 80 % of the median), slowest first.
+pub fn aggregate(rows: &mut [PairResult], start_spread_ms: f64) -> PairAggregate {
+    let mut values: Vec<f64> = rows
+        .iter()
+        .map(|r| r.value)
+        .filter(|v| v.is_finite())
+        .collect();
+    values.sort_by(f64::total_cmp);
+    let rank = |q: f64| -> f64 {
+        // Nearest rank: the smallest value with at least q of the values at or below it.
+        let n = values.len();
+        let k = (q * n as f64).ceil().max(1.0) as usize;
+        values
+            .get(k.min(n).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let median = rank(0.5);
+    let mut slow: Vec<&mut PairResult> = rows
+        .iter_mut()
+        .filter(|r| median > 0.0 && r.value < OUTLIER_SHARE * median)
+        .collect();
+    slow.sort_by(|a, b| a.value.total_cmp(&b.value));
+    let mut outliers = Vec::new();
+    for r in slow {
+        r.outlier = true;
+        if outliers.len() < MAX_OUTLIERS {
+            let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "?".into());
+            outliers.push(format!(
+                "{}->{}",
+                node(&r.client_node),
+                node(&r.server_node)
+            ));
+        }
+    }
+    PairAggregate {
+        pairs: u32::try_from(rows.len()).unwrap_or(u32::MAX),
+        sum: round2(values.iter().sum()),
+        median,
+        p05: rank(0.05),
+        p95: rank(0.95),
+        min: values.first().copied().unwrap_or(0.0),
+        max: values.last().copied().unwrap_or(0.0),
+        start_spread_ms,
+        outliers,
+    }
 }
 
 /// Some(why) when the case measured nothing: no byte reached its receiver, or no transaction
@@ -299,38 +416,119 @@ mod tests {
         assert_eq!(overhead.unwrap(), "75.0% (csum-off)");
     }
 
-    #[test]
-    fn an_invalid_stored_report_fails_the_case_naming_its_worker() {
-        let t = serde_json::json!({"bytes": 10, "seconds": 1.0, "bits_per_second": 80.0});
+    /// A one-stream tcp-stream client report that moved `bytes` in one second, started at
+    /// `started` (Unix ms).
+    fn tcp_client(worker: &str, bytes: u64, started: u64) -> FinalReport {
+        let bits = bytes as f64 * 8.0;
+        let t = serde_json::json!({"bytes": bytes, "seconds": 1.0, "bits_per_second": bits});
         let cpu =
             serde_json::json!({"user_percent": 1.0, "system_percent": 2.0, "total_percent": 3.0});
         let run = serde_json::json!({"client": "a", "server": "b", "streams": 1,
-            "duration_secs": 1.0, "len": 1000, "direction": "send", "started_at_unix_ms": 1,
-            "ended_at_unix_ms": 2, "cpu": {"client": cpu, "server": cpu}});
+            "duration_secs": 1.0, "len": 1000, "direction": "send", "started_at_unix_ms": started,
+            "ended_at_unix_ms": started + 1000, "cpu": {"client": cpu, "server": cpu}});
         let stream = serde_json::json!({"run": 0, "id": 0, "flow": "client_to_server",
             "sender": t, "receiver": t, "tcp": null, "error": null});
-        let report = serde_json::json!({"version": 1, "kind": "tcp", "started_at_unix_ms": 1,
-            "ended_at_unix_ms": 2, "sender": t, "receiver": t, "retransmits": 0,
+        let report = serde_json::json!({"version": 1, "kind": "tcp", "started_at_unix_ms": started,
+            "ended_at_unix_ms": started + 1000, "sender": t, "receiver": t, "retransmits": 0,
             "mean_rtt_us": null, "cpu": {"client": cpu, "server": cpu}, "runs": [run],
             "streams": [stream]});
+        FinalReport {
+            version: 1,
+            worker: worker.into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: started,
+            report,
+            host: None,
+        }
+    }
+
+    fn one_pair(client: &FinalReport) -> Vec<PairReport<'_>> {
+        vec![PairReport {
+            pair: 0,
+            wave: 0,
+            client,
+            client_node: None,
+            server_node: None,
+        }]
+    }
+
+    #[test]
+    fn pairs_add_up_with_a_row_each_the_aggregate_and_the_outlier_named() {
+        let spec: crds::egress::EgressCase =
+            serde_yaml::from_str("{name: p, client: {}, server: {}, topology: {pairs: 3}}")
+                .unwrap();
+        let case = spec.measured().remove(0);
+        let reports = [
+            tcp_client("w0", 1000, 5_000),
+            tcp_client("w2", 1200, 5_003),
+            tcp_client("w4", 100, 5_040),
+        ];
+        let pairs: Vec<PairReport<'_>> = reports
+            .iter()
+            .zip(0u32..)
+            .map(|(client, i)| PairReport {
+                pair: i,
+                wave: 0,
+                client,
+                client_node: Some(format!("c{i}")),
+                server_node: Some(format!("s{i}")),
+            })
+            .collect();
+        let (r, errors) = case_result(&case, &pairs).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        // The case's figure is the exact sum of the pairs' (2300 bytes in 1 s).
+        assert_eq!(r.receiver_bits_per_second, 18_400.0);
+        let values: Vec<f64> = r.pairs.iter().map(|p| p.value).collect();
+        assert_eq!(values, [8_000.0, 9_600.0, 800.0]);
+        let a = r.aggregate.unwrap();
+        assert_eq!((a.pairs, a.sum, a.median), (3, 18_400.0, 8_000.0));
+        assert_eq!(
+            (a.min, a.max, a.p05, a.p95),
+            (800.0, 9_600.0, 800.0, 9_600.0)
+        );
+        assert_eq!(a.outliers, ["c2->s2"]);
+        assert!(r.pairs[2].outlier && !r.pairs[0].outlier);
+        let lateness: Vec<f64> = r.pairs.iter().map(|p| p.start_lateness_ms).collect();
+        assert_eq!(lateness, [0.0, 3.0, 40.0]);
+        assert_eq!(a.start_spread_ms, 40.0);
+        assert_eq!(r.pairs[1].client_node.as_deref(), Some("c1"));
+        // Waves are judged apart: a later wave's start is not lateness.
+        let mut waved = pairs;
+        waved[2].wave = 1;
+        let (r, _) = case_result(&case, &waved).unwrap();
+        assert_eq!(r.aggregate.unwrap().start_spread_ms, 3.0);
+        assert_eq!(r.pairs[2].start_lateness_ms, 0.0);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles_across_pairs() {
+        let mut rows: Vec<PairResult> = (1..=20)
+            .map(|v| PairResult {
+                value: f64::from(v),
+                ..Default::default()
+            })
+            .collect();
+        let a = aggregate(&mut rows, 0.0);
+        assert_eq!((a.p05, a.median, a.p95, a.sum), (1.0, 10.0, 19.0, 210.0));
+        // Below 80 % of the median (8): 1..=7.
+        assert_eq!(rows.iter().filter(|r| r.outlier).count(), 7);
+        assert_eq!(a.outliers.len(), 7);
+        assert_eq!(aggregate(&mut [], 0.0).median, 0.0);
+    }
+
+    #[test]
+    fn an_invalid_stored_report_fails_the_case_naming_its_worker() {
         let spec: crds::egress::EgressCase =
             serde_json::from_value(serde_json::json!({"name": "c", "client": {}, "server": {}}))
                 .unwrap();
         let case = spec.measured().remove(0);
-        let mut client = FinalReport {
-            version: 1,
-            worker: "eb-c0-client".into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: 1,
-            report,
-            host: None,
-        };
-        let (measured, _) = case_result(&case, &client, None).unwrap();
+        let mut client = tcp_client("eb-c0-client", 10, 1);
+        let (measured, _) = case_result(&case, &one_pair(&client)).unwrap();
         assert_eq!(measured.receiver_bits_per_second, 80.0);
         // A forged throughput that the bytes do not back.
         client.report["receiver"]["bits_per_second"] = 9.4e9.into();
-        let err = case_result(&case, &client, None).unwrap_err();
+        let err = case_result(&case, &one_pair(&client)).unwrap_err();
         assert!(
             err.contains(
                 "report of worker eb-c0-client: invalid report: report.receiver.bits_per_second"

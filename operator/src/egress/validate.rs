@@ -40,6 +40,11 @@ pub fn permitted(
         )));
     }
     for case in &spec.cases {
+        let pairs = super::topology::pairs(case)
+            .map_err(|m| Failure::invalid(format!("case {}: {m}", case.name)))?;
+        if let Some(m) = super::topology::unplaceable(&pairs) {
+            return Err(Failure::invalid(format!("case {}: {m}", case.name)));
+        }
         if let Some(profile) = profile_of(spec, case) {
             for s in &profile.settings {
                 if offload_nodes(s, case).is_empty() {
@@ -67,7 +72,7 @@ pub fn profile_of<'a>(
 }
 
 /// The nodes one setting changes for a case: its nodeNames, or the case's pinned client and
-/// in-cluster server nodes.
+/// in-cluster server nodes (with a topology: the nodes it names).
 pub fn offload_nodes(setting: &crds::egress::OffloadSetting, case: &EgressCase) -> Vec<String> {
     if !setting.node_names.is_empty() {
         return setting.node_names.clone();
@@ -82,6 +87,7 @@ pub fn offload_nodes(setting: &crds::egress::OffloadSetting, case: &EgressCase) 
         .into_iter()
         .flatten()
         .cloned()
+        .chain(super::topology::named_nodes(case))
         .collect();
     nodes.into_iter().collect()
 }
@@ -136,6 +142,7 @@ pub async fn nodes_exist(
     for c in &spec.cases {
         names.extend(c.client.node_name.iter().cloned());
         names.extend(c.server.node_name.iter().cloned());
+        names.extend(super::topology::named_nodes(c));
     }
     for p in spec.offload.iter().flat_map(|o| &o.profiles) {
         for s in &p.settings {

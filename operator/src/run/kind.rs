@@ -28,6 +28,7 @@ use crate::base::outcome::Step;
 use crate::context::Context;
 use crate::policy::queue::Contender;
 use crate::policy::samples::{Figure, Slot};
+use crate::store::registry::Pairing;
 
 /// A kind's status: the run bookkeeping every kind has, and which measurement is under way.
 pub trait RunState:
@@ -70,6 +71,11 @@ pub trait Plan:
     /// The workers of one sample of a measurement by pod name (named and labelled after the
     /// slot). Clients end the sample with their reports; servers serve until then.
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role>;
+    /// Which server each client of the sample connects to and who starts later (none: every
+    /// client gets every server, all start together).
+    fn pairing(&self, _run: &str, _slot: Slot) -> Pairing {
+        Pairing::default()
+    }
     /// The kind of report measurement `index`'s clients deliver ("http", "tcp", "rr", "udp").
     fn report_kind(&self, index: u32) -> &'static str;
     /// Their pods.

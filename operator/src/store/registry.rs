@@ -25,6 +25,18 @@ pub struct RunSpec {
     /// The kind of report this step's clients deliver ("http", "tcp", "rr", "udp"); any other
     /// is refused on arrival.
     pub report_kind: &'static str,
+    /// Which server each client connects to, and who starts later than the others.
+    pub pairing: Pairing,
+}
+
+/// A step's clients and servers in pairs (an EgressBenchmark topology). Empty: every client
+/// gets every registered server, and all start together.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pairing {
+    /// Client worker -> the server worker it connects to.
+    pub peers: BTreeMap<String, String>,
+    /// Worker -> how long after the common start it starts (a matrix's later waves).
+    pub offsets_ms: BTreeMap<String, u64>,
 }
 
 #[derive(Debug)]
@@ -164,6 +176,7 @@ impl Registry {
             return Err(RegistryError::WrongRole);
         }
         let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
+        let req_worker = req.worker.clone();
         state.registered.insert(req.worker.clone(), req);
         // A worker that cannot reach its target will not start: the barrier stays closed.
         let all_ready = state.registered.len() == state.spec.workers.len()
@@ -174,7 +187,7 @@ impl Registry {
         if state.start_at_unix_ms.is_none() && all_ready {
             state.start_at_unix_ms = Some(now_unix_ms.saturating_add(START_DELAY_MS));
         }
-        Ok(barrier_of(state))
+        Ok(barrier_of(state, &req_worker))
     }
 
     /// The barrier as `worker` sees it, checked as `authorize`; `Unregistered` until the worker
@@ -189,7 +202,7 @@ impl Registry {
         let runs = self.lock();
         let state = member(&runs, run, caller, worker, step)?;
         if state.registered.contains_key(worker) {
-            Ok(barrier_of(state))
+            Ok(barrier_of(state, worker))
         } else {
             Err(RegistryError::Unregistered)
         }
@@ -233,16 +246,21 @@ fn member<'a>(
     Ok(state)
 }
 
-fn barrier_of(state: &RunState) -> BarrierState {
+/// The barrier as `worker` sees it: its own start (the common one, plus its wave's offset)
+/// and the servers it may connect to (its pair's, or every one).
+fn barrier_of(state: &RunState, worker: &str) -> BarrierState {
+    let pairing = &state.spec.pairing;
+    let offset = pairing.offsets_ms.get(worker).copied().unwrap_or(0);
+    let peer = pairing.peers.get(worker);
     BarrierState {
         registered: count(state.registered.len()),
         expected: count(state.spec.workers.len()),
-        start_at_unix_ms: state.start_at_unix_ms,
+        start_at_unix_ms: state.start_at_unix_ms.map(|t| t.saturating_add(offset)),
         servers: state
             .registered
-            .values()
-            .filter(|r| r.role == Role::Server)
-            .filter_map(|r| r.listen.clone())
+            .iter()
+            .filter(|(name, r)| r.role == Role::Server && peer.is_none_or(|p| p == *name))
+            .filter_map(|(_, r)| r.listen.clone())
             .collect(),
     }
 }
@@ -265,6 +283,7 @@ mod tests {
             step,
             workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
             report_kind: "http",
+            pairing: Default::default(),
         }
     }
 
@@ -437,5 +456,48 @@ mod tests {
             assert_eq!(ok + unknown, 2000, "every call answered");
         }
         assert!(r.register("run", &caller("w0"), reg("w0"), 1).is_ok());
+    }
+
+    #[test]
+    fn a_paired_client_gets_only_its_server_and_its_wave_starts_later() {
+        let r = Registry::default();
+        let workers = ["c0", "s0", "c1", "s1"];
+        let mut spec = spec(0);
+        spec.workers = workers
+            .iter()
+            .map(|w| {
+                let role = if w.starts_with('s') {
+                    Role::Server
+                } else {
+                    Role::Client
+                };
+                (w.to_string(), role)
+            })
+            .collect();
+        spec.pairing = Pairing {
+            peers: BTreeMap::from([("c0".into(), "s0".into()), ("c1".into(), "s1".into())]),
+            offsets_ms: BTreeMap::from([("c1".into(), 12_000), ("s1".into(), 12_000)]),
+        };
+        r.announce("run", spec);
+        for w in workers {
+            let mut req = reg(w);
+            if w.starts_with('s') {
+                req.role = Role::Server;
+                req.listen = Some(format!("{w}.ip:5201"));
+            }
+            r.register("run", &caller(w), req, 1000).unwrap();
+        }
+        let c0 = r.barrier("run", &caller("c0"), "c0", 0).unwrap();
+        let c1 = r.barrier("run", &caller("c1"), "c1", 0).unwrap();
+        let s1 = r.barrier("run", &caller("s1"), "s1", 0).unwrap();
+        assert_eq!(c0.servers, ["s0.ip:5201"]);
+        assert_eq!(c1.servers, ["s1.ip:5201"]);
+        let start = 1000 + START_DELAY_MS;
+        assert_eq!(c0.start_at_unix_ms, Some(start));
+        assert_eq!(c1.start_at_unix_ms, Some(start + 12_000));
+        assert_eq!(
+            s1.start_at_unix_ms, c1.start_at_unix_ms,
+            "a pair starts together"
+        );
     }
 }

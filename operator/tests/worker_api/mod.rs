@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use operator::api::metrics::ApiMetrics;
 use operator::api::{router, serve, ApiState, ServerLimits};
 use operator::base::metrics::Metrics;
-use operator::store::registry::{BarrierState, Caller, Registry, RegistryError, RunSpec};
+use operator::store::registry::{BarrierState, Caller, Pairing, Registry, RegistryError, RunSpec};
 use operator::testing::{FixedTokens, MemorySink};
 use protocol::worker::Role;
 
@@ -61,6 +61,17 @@ impl Api {
         workers: &[(&str, Role)],
         report_kind: &'static str,
     ) -> Api {
+        Api::start_paired(kind, benchmark, workers, report_kind, Pairing::default())
+    }
+
+    /// [`Api::start_taking`] with clients paired to servers (an EgressBenchmark topology).
+    pub fn start_paired(
+        kind: &str,
+        benchmark: &str,
+        workers: &[(&str, Role)],
+        report_kind: &'static str,
+        pairing: Pairing,
+    ) -> Api {
         let runs = Arc::new(Registry::default());
         runs.announce(
             RUN,
@@ -75,6 +86,7 @@ impl Api {
                     .map(|(w, role)| (w.to_string(), *role))
                     .collect::<BTreeMap<_, _>>(),
                 report_kind,
+                pairing,
             },
         );
         let sink = Arc::new(MemorySink::default());

@@ -36,6 +36,7 @@ pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
         step: slot.wire(),
         workers: obj.workers(run.id(), slot),
         report_kind: obj.report_kind(slot.measurement),
+        pairing: obj.pairing(run.id(), slot),
     };
     run.ctx().runs.announce(run.id(), spec);
 }
