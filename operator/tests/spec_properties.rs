@@ -210,7 +210,7 @@ proptest! {
                 // Start, at most 24 h of measurement, up to 10 s for answers in flight, reporting.
                 prop_assert!(deadline <= Duration::from_secs(120 + 24 * 3600 + 10 + 30));
                 let _ = operator::egress::plan::client_args(case);
-                let _ = operator::egress::plan::server_args(case, Some("nb-x"));
+                let _ = operator::egress::plan::server_args(case, Some("nb-x"), 0);
                 let index = u32::try_from(i).unwrap();
                 for plan in operator::egress::plan::workers(&eb, "run", operator::policy::samples::Slot::first(index)) {
                     let _ = operator::k8s::workers::pod(&plan, &Config::for_tests());

@@ -28,6 +28,10 @@ fn case_connections(case: &EgressCase) -> u64 {
     flows.saturating_add(u64::from(case.latency_probe.is_some()))
 }
 
+fn len(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
 /// An EgressBenchmark: every run's pods and streams (a swept case's runs included; they run one
 /// after another), and the sum of their durations.
 pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String> {
@@ -66,11 +70,20 @@ pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String>
             "caps.maxTotalConnections",
         )?;
     }
+    // A matrix in waves measures one case duration per wave.
     let total = measured
         .iter()
-        .map(|m| Duration::from(m.spec.duration))
+        .map(|m| Duration::from(m.spec.duration).saturating_mul(topology::waves(&m.spec)))
         .fold(Duration::ZERO, Duration::saturating_add);
-    let how = format!("the sum of {} case durations", measured.len());
+    let waves: u64 = measured
+        .iter()
+        .map(|m| u64::from(topology::waves(&m.spec)))
+        .sum();
+    let how = if waves > len(measured.len()) {
+        format!("the sum of {waves} case durations, one per wave of a matrix")
+    } else {
+        format!("the sum of {} case durations", measured.len())
+    };
     let (total, how) = sampled(total, how, &spec.repetition.samples());
     run_duration(total, &how, caps)
 }
@@ -130,6 +143,12 @@ mod tests {
         let pairs =
             eb("{cases: [{name: p, streams: 8, client: {}, server: {}, topology: {pairs: 32}}]}");
         assert_eq!(check(&pairs, &c), Ok(()));
+        let waves = eb("{cases: [{name: m, duration: 1h, client: {}, server: {}, topology: {matrix: {concurrency: 1}, clientNodes: {names: [a, b, c]}}}]}");
+        let err = check(&waves, &c).unwrap_err();
+        assert!(
+            err.contains("21600s (the sum of 6 case durations, one per wave of a matrix)"),
+            "6 pairs one after another measure 6 case durations: {err}"
+        );
         c.max_total_connections = 100;
         let err = check(&pairs, &c).unwrap_err();
         assert!(

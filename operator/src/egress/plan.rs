@@ -195,11 +195,11 @@ fn protocol_args(case: &EgressCase) -> Vec<String> {
 /// `netbench-loadgen server ...`: serves the one test of this case (any protocol), then exits.
 /// On the Service path it registers its Service's name instead of its own address, so the
 /// client's connections go through the Service.
-pub fn server_args(case: &EgressCase, service: Option<&str>) -> Vec<String> {
+pub fn server_args(case: &EgressCase, service: Option<&str>, pair: u32) -> Vec<String> {
     let mut args = vec![
         "server".to_string(),
         "-p".into(),
-        case.server.port.to_string(),
+        server_port(case, pair).to_string(),
     ];
     if let Some(name) = service {
         args.extend(["--advertise".into(), name.to_string()]);
@@ -211,6 +211,18 @@ pub fn server_args(case: &EgressCase, service: Option<&str>) -> Vec<String> {
         args.extend(["-B".into(), addr.clone()]);
     }
     args
+}
+
+/// The port pair `pair`'s server listens on: the case's port, or on the host network (where
+/// several servers of a topology may share a node) the case's port plus the pair's index.
+/// `validate` refuses a topology whose ports would pass 65535.
+pub fn server_port(case: &EgressCase, pair: u32) -> u32 {
+    let port = u32::from(case.server.port);
+    if case.server.host_network && case.topology.is_some() {
+        port.saturating_add(pair)
+    } else {
+        port
+    }
 }
 
 /// The Service of a case's server on the Service path: a DNS label that starts with a letter
@@ -277,7 +289,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
                 server_name(eb, run, index, p.index),
                 "server",
                 p.index,
-                server_args(case, service.as_deref()),
+                server_args(case, service.as_deref(), p.index),
                 &p.server,
                 case.server.host_network,
             ));

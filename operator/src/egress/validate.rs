@@ -45,6 +45,14 @@ pub fn permitted(
         if let Some(m) = super::topology::unplaceable(&pairs) {
             return Err(Failure::invalid(format!("case {}: {m}", case.name)));
         }
+        let last = u32::try_from(pairs.len().saturating_sub(1)).unwrap_or(u32::MAX);
+        if super::plan::server_port(case, last) > 65_535 {
+            return Err(Failure::invalid(format!(
+                "case {}: its {} hostNetwork servers listen on server.port plus their pair's index, past 65535: choose a lower server.port",
+                case.name,
+                pairs.len()
+            )));
+        }
         if let Some(profile) = profile_of(spec, case) {
             for s in &profile.settings {
                 if offload_nodes(s, case).is_empty() {
