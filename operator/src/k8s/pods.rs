@@ -226,37 +226,40 @@ pub async fn node_problem<'a>(
     Ok(None)
 }
 
-/// An in-cluster server that is gone or failed before the client reported.
+/// The first in-cluster server (a topology has one per pair) that is gone or failed before
+/// the clients reported.
 pub fn server_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
     pods: &[Pod],
 ) -> Option<String> {
-    let (server, _) = expected
+    let servers = expected
         .iter()
-        .find(|(_, r)| **r == protocol::worker::Role::Server)?;
-    let Some(pod) = pods
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(server))
-    else {
-        return Some(format!("server pod {server} was deleted"));
-    };
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    (phase == Some("Failed")).then(|| {
-        let why = pod
-            .status
-            .as_ref()
-            .and_then(|s| {
-                s.container_statuses
-                    .as_ref()?
-                    .first()?
-                    .state
-                    .as_ref()?
-                    .terminated
-                    .clone()
-            })
-            .and_then(|t| t.message)
-            .unwrap_or_default();
-        format!("{} failed: {}", describe_pod(server, pods), why.trim())
+        .filter(|(_, r)| **r == protocol::worker::Role::Server);
+    servers.into_iter().find_map(|(server, _)| {
+        let Some(pod) = pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(server))
+        else {
+            return Some(format!("server pod {server} was deleted"));
+        };
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        (phase == Some("Failed")).then(|| {
+            let why = pod
+                .status
+                .as_ref()
+                .and_then(|s| {
+                    s.container_statuses
+                        .as_ref()?
+                        .first()?
+                        .state
+                        .as_ref()?
+                        .terminated
+                        .clone()
+                })
+                .and_then(|t| t.message)
+                .unwrap_or_default();
+            format!("{} failed: {}", describe_pod(server, pods), why.trim())
+        })
     })
 }
 
@@ -343,5 +346,34 @@ mod tests {
     fn a_node_without_conditions_is_not_trusted() {
         assert!(node_not_ready(&node(None)).is_some());
         assert!(node_not_ready(&node(Some(vec![]))).is_some());
+    }
+
+    #[test]
+    fn every_server_of_a_topology_is_watched_not_only_the_first() {
+        use protocol::worker::Role;
+        let expected = std::collections::BTreeMap::from([
+            ("c0".to_string(), Role::Client),
+            ("s0".to_string(), Role::Server),
+            ("c1".to_string(), Role::Client),
+            ("s1".to_string(), Role::Server),
+        ]);
+        let pod = |name: &str, phase: &str| {
+            serde_json::from_value::<Pod>(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"nodeName": "n1", "containers": []},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        let running = [pod("s0", "Running"), pod("s1", "Running")];
+        assert_eq!(server_problem(&expected, &running), None);
+        let second_failed = [pod("s0", "Running"), pod("s1", "Failed")];
+        let why = server_problem(&expected, &second_failed).unwrap();
+        assert!(why.starts_with("worker pod s1 on node n1 failed"), "{why}");
+        let second_gone = [pod("s0", "Running")];
+        assert_eq!(
+            server_problem(&expected, &second_gone).as_deref(),
+            Some("server pod s1 was deleted")
+        );
     }
 }
