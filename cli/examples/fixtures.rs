@@ -89,6 +89,7 @@ fn step(index: u32, cpu: &str, rps: [f64; 3], p50: f64) -> Measurement {
             metric("errorRate", "ratio", Better::Lower, vec![0.0, 0.0001, 0.0]),
         ],
         histogram: Some(histogram(requests, p50)),
+        pairs: vec![],
     }
 }
 
@@ -218,6 +219,7 @@ fn case(
             metric("retransmits", "count", Better::Lower, rtx.to_vec()),
         ],
         histogram: None,
+        pairs: vec![],
     }
 }
 
@@ -316,6 +318,7 @@ fn rr(index: u32, name: &str, params: &[(&str, &str)], tps: f64, p50_us: f64) ->
         parameters,
         metrics,
         histogram: Some(known_samples(100_000, p50_us)),
+        pairs: vec![],
     }
 }
 

@@ -183,6 +183,11 @@ pub struct Measurement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 262144))]
     pub histogram: Option<String>,
+    /// A case with a topology: a row per client/server pair of its last sample (from the
+    /// clients' reports; nodes as the workers reported them), for the node-pair matrix.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 128))]
+    pub pairs: Vec<crate::topology::PairResult>,
 }
 
 /// One figure over the samples of a step or case.

@@ -63,7 +63,7 @@ pub fn section(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
             }
         }
     }
-    Ok(())
+    super::pairs::section(number, &r.spec.benchmark.name, &r.spec.measurements, out)
 }
 
 /// The merged-latency table and the distribution charts of some cases.

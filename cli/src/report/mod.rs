@@ -6,6 +6,7 @@ pub mod charts;
 pub mod egress;
 pub mod latency;
 pub mod markdown;
+mod pairs;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use protocol::worker::{FinalReport, Role};
 
-use crds::egress::CaseResult;
+use crds::egress::{CaseResult, PairResult};
 use crds::history::{MetricTolerance, Repetition};
 use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
@@ -105,6 +105,29 @@ impl Plan for EgressBenchmark {
             .ok_or_else(|| format!("no case {}", slot.measurement))?;
         let pairs = pair_reports(self, run, slot, reports, &[])?;
         result::case_result(&case, &pairs).map(|(r, _)| result::figures(&r))
+    }
+    fn pair_rows(
+        &self,
+        run: &str,
+        slot: Slot,
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> Vec<PairResult> {
+        let Some(case) = plan::case_at(self, slot.measurement) else {
+            return vec![];
+        };
+        if case.spec.topology.is_none() {
+            return vec![];
+        }
+        // Nodes as the workers reported them (the result is made of reports only).
+        let Ok(mut pairs) = pair_reports(self, run, slot, reports, &[]) else {
+            return vec![];
+        };
+        for p in &mut pairs {
+            p.client_node = p.client.node.clone();
+            let server = plan::server_name(self, run, slot.wire(), p.pair);
+            p.server_node = reports.get(&server).and_then(|r| r.node.clone());
+        }
+        result::case_result(&case, &pairs).map_or_else(|_| vec![], |(r, _)| r.pairs)
     }
     /// Each case is judged by the figures its protocol has (a figure a case lacks is not
     /// expected of it).

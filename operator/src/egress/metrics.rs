@@ -12,12 +12,15 @@ use crate::base::metrics::{gauge, Family};
 const CASE_QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "1"];
 
 type Published = BTreeMap<(String, String), BTreeSet<(String, Option<String>)>>;
+/// (namespace, name, case) -> the (client node, server node) of its pair series.
+type PairSeries = BTreeMap<(String, String, String), Vec<(String, String)>>;
 
 pub struct EgressMetrics {
     /// The case series published per benchmark (namespace, name) -> {(case, offload profile)}:
     /// what [`EgressMetrics::keep_cases`] drops when a run no longer has them (a sweep edited
     /// to other sizes must not leave its old series behind until the operator restarts).
     published: Mutex<Published>,
+    pair_series: Mutex<PairSeries>,
     bits: GaugeVec,
     overhead: GaugeVec,
     retransmits: GaugeVec,
@@ -25,6 +28,7 @@ pub struct EgressMetrics {
     latency: GaugeVec,
     loss: GaugeVec,
     jitter: GaugeVec,
+    pair: GaugeVec,
 }
 
 impl Family for EgressMetrics {
@@ -32,6 +36,7 @@ impl Family for EgressMetrics {
         let case = ["namespace", "name", "case"];
         EgressMetrics {
             published: Mutex::default(),
+            pair_series: Mutex::default(),
             bits: gauge(
                 registry,
                 "netbench_egress_bits_per_second",
@@ -75,6 +80,13 @@ impl Family for EgressMetrics {
                 "netbench_egress_jitter_seconds",
                 "RFC 3550 interarrival jitter of a finished udp-stream case",
                 &case,
+            ),
+            pair: gauge(
+                registry,
+                "netbench_egress_pair_value",
+                "A topology's pair: the case's main figure (receiver bits/s, or transactions/s \
+                 for request/response) between two nodes (the node-pair heatmap)",
+                &["namespace", "name", "case", "client_node", "server_node"],
             ),
         }
     }
@@ -134,6 +146,41 @@ impl EgressMetrics {
         if let Some(j) = c.jitter_ms {
             self.jitter.with_label_values(&labels).set(j / 1000.0);
         }
+        self.forget_pairs(namespace, name, &c.name);
+        let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "unknown".into());
+        let nodes: Vec<(String, String)> = c
+            .pairs
+            .iter()
+            .map(|p| (node(&p.client_node), node(&p.server_node)))
+            .collect();
+        for (p, (client, server)) in c.pairs.iter().zip(&nodes) {
+            self.pair
+                .with_label_values(&[namespace, name, &c.name, client, server])
+                .set(p.value);
+        }
+        if !nodes.is_empty() {
+            let key = (namespace.to_string(), name.to_string(), c.name.clone());
+            self.pair_series
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key, nodes);
+        }
+    }
+
+    /// Drops the pair series a case published before.
+    fn forget_pairs(&self, namespace: &str, name: &str, case: &str) {
+        let key = (namespace.to_string(), name.to_string(), case.to_string());
+        let old = self
+            .pair_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key)
+            .unwrap_or_default();
+        for (client, server) in old {
+            let _ = self
+                .pair
+                .remove_label_values(&[namespace, name, case, &client, &server]);
+        }
     }
 
     /// Drops the case series of benchmark `namespace`/`name` that `current` (its status' cases
@@ -190,6 +237,7 @@ impl EgressMetrics {
         }
         let _ = self.loss.remove_label_values(&[namespace, name, case]);
         let _ = self.jitter.remove_label_values(&[namespace, name, case]);
+        self.forget_pairs(namespace, name, case);
     }
 }
 
@@ -263,5 +311,38 @@ mod tests {
             series_of(&metrics, "rr/messageSize=64") > 0,
             "other/eb keeps its own"
         );
+    }
+
+    #[test]
+    fn pair_series_follow_the_latest_rows_and_go_with_the_case() {
+        let metrics = Metrics::new();
+        let m = metrics.family::<EgressMetrics>();
+        let row = |c: &str, s: &str, v: f64| crds::egress::PairResult {
+            client_node: Some(c.into()),
+            server_node: Some(s.into()),
+            value: v,
+            ..Default::default()
+        };
+        let mut matrix = case("matrix", None);
+        matrix.pairs = vec![row("a", "b", 5.0), row("b", "a", 7.0)];
+        m.set_case("team", "eb", &matrix);
+        let pairs = |text: &str| {
+            text.lines()
+                .filter(|l| l.starts_with("netbench_egress_pair_value{"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let text = metrics.render();
+        assert_eq!(pairs(&text).len(), 2, "{text}");
+        assert!(text.contains(
+            "netbench_egress_pair_value{case=\"matrix\",client_node=\"b\",name=\"eb\",namespace=\"team\",server_node=\"a\"} 7"
+        ), "{text}");
+        // The next run placed the pair elsewhere: only its rows remain.
+        matrix.pairs = vec![row("a", "c", 6.0)];
+        m.set_case("team", "eb", &matrix);
+        let text = metrics.render();
+        assert_eq!(pairs(&text).len(), 1, "{text}");
+        m.keep_cases("team", "eb", &[]);
+        assert!(pairs(&metrics.render()).is_empty());
     }
 }

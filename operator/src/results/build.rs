@@ -132,6 +132,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
     let mut nodes = facts::Seen::new();
     for index in 0..run.obj().count().min(samples::STRIDE) {
         let mut histograms = vec![];
+        let mut pairs = vec![];
         for sample in 0..max {
             let slot = Slot {
                 measurement: index,
@@ -150,6 +151,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
             };
             let name = run.obj().describe(index);
             samples::record(&mut stats, index, &name, sample, &figures);
+            pairs = run.obj().pair_rows(run.id(), slot, &reports);
             for r in reports.values() {
                 if let Some(node) = &r.node {
                     let host = nodes.entry(node.clone()).or_default();
@@ -181,6 +183,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
             parameters: run.obj().parameters(run.status(), index),
             metrics: m.metrics.clone(),
             histogram,
+            pairs,
         });
     }
     Ok((out, nodes))

@@ -71,6 +71,16 @@ pub trait Plan:
     /// The workers of one sample of a measurement by pod name (named and labelled after the
     /// slot). Clients end the sample with their reports; servers serve until then.
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role>;
+    /// A case with a topology: a row per pair of one sample, from its verified reports (for the
+    /// BenchmarkResult's node-pair matrix). None by default.
+    fn pair_rows(
+        &self,
+        _run: &str,
+        _slot: Slot,
+        _reports: &BTreeMap<String, FinalReport>,
+    ) -> Vec<crds::egress::PairResult> {
+        vec![]
+    }
     /// Which server each client of the sample connects to and who starts later (none: every
     /// client gets every server, all start together).
     fn pairing(&self, _run: &str, _slot: Slot) -> Pairing {

@@ -6,12 +6,14 @@
 
 mod bars;
 mod distribution;
+mod heatmap;
 mod history;
 mod scaling;
 mod sweep;
 
 pub use bars::{bars, Bar};
 pub use distribution::{distribution, Curve};
+pub use heatmap::{heatmap, Cell};
 pub use history::{history, Series};
 pub use scaling::scaling;
 pub use sweep::{sweep, Line, Panel, XAxis};
