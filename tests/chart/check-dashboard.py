@@ -131,6 +131,8 @@ def main():
         dash = json.load(f)
     values = dict(v.split("=", 1) for v in a.var)
     values.setdefault("datasource", "prometheus")
+    # The node-pair panel's case picker: every case unless one is chosen.
+    values.setdefault("pair_case", ".*")
     if a.static:
         values.setdefault("namespace", ".*")
         values.setdefault("benchmark", ".*")

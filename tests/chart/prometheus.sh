@@ -132,6 +132,8 @@ for f in "${bench_files[@]}"; do
     if [[ $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.kind}') == EgressBenchmark ]]; then
         extra=(--may-be-empty "netbench_ingress_[a-z_]+=$name is an EgressBenchmark; ingress panels are for IngressBenchmarks")
         protocols=$(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].protocol}')
+        [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].topology}') ]] ||
+            extra+=(--may-be-empty "netbench_egress_pair_value=$name has no case with a topology; the node-pair matrix is for those")
         if ! grep -qE 'rr|udp' <<<"$protocols"; then
             extra+=(--may-be-empty "netbench_(egress_transactions_per_second|egress_latency_seconds|egress_loss_ratio|egress_jitter_seconds|live_transactions_per_second)=$name measures TCP streams only (protocols: $protocols)")
         fi
@@ -157,6 +159,9 @@ done
 all="($(IFS='|'; echo "${names[*]}"))"
 log "dashboard with namespace=$bench_ns benchmark=$all"
 errors_explained=(--may-be-empty "netbench_regression=none of the benchmarks here has a baseline")
+topologies=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].topology}' 2>/dev/null; done)
+[[ -n $topologies ]] ||
+    errors_explained+=(--may-be-empty "netbench_egress_pair_value=none of the benchmarks here has a case with a topology")
 [[ ${#may_be_empty[@]} -gt 0 && ${may_be_empty[-1]} == netbench_reconcile_errors_total=* ]] &&
     errors_explained+=(--may-be-empty "${may_be_empty[-1]}")
 "$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \

@@ -118,14 +118,18 @@ impl Plan for EgressBenchmark {
         if case.spec.topology.is_none() {
             return vec![];
         }
-        // Nodes as the workers reported them (the result is made of reports only).
         let Ok(mut pairs) = pair_reports(self, run, slot, reports, &[]) else {
             return vec![];
         };
+        // The nodes the plan pinned the pair to (the pods could run nowhere else); else the
+        // client's node as its report says, and no server node (a server sends no report).
+        let plans = plan::pairs_at(self, slot);
         for p in &mut pairs {
-            p.client_node = p.client.node.clone();
-            let server = plan::server_name(self, run, slot.wire(), p.pair);
-            p.server_node = reports.get(&server).and_then(|r| r.node.clone());
+            let placed = plans.iter().find(|q| q.index == p.pair);
+            p.client_node = placed
+                .and_then(|q| q.client.node.clone())
+                .or_else(|| p.client.node.clone());
+            p.server_node = placed.and_then(|q| q.server.node.clone());
         }
         result::case_result(&case, &pairs).map_or_else(|_| vec![], |(r, _)| r.pairs)
     }

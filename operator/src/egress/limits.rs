@@ -70,10 +70,11 @@ pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String>
             "caps.maxTotalConnections",
         )?;
     }
-    // A matrix in waves measures one case duration per wave.
+    // A matrix in waves takes a wave length (duration, answers in flight, the gap) per wave
+    // before the last.
     let total = measured
         .iter()
-        .map(|m| Duration::from(m.spec.duration).saturating_mul(topology::waves(&m.spec)))
+        .map(|m| super::plan::measuring(&m.spec))
         .fold(Duration::ZERO, Duration::saturating_add);
     let waves: u64 = measured
         .iter()
@@ -146,7 +147,7 @@ mod tests {
         let waves = eb("{cases: [{name: m, duration: 1h, client: {}, server: {}, topology: {matrix: {concurrency: 1}, clientNodes: {names: [a, b, c]}}}]}");
         let err = check(&waves, &c).unwrap_err();
         assert!(
-            err.contains("21600s (the sum of 6 case durations, one per wave of a matrix)"),
+            err.contains("21610s (the sum of 6 case durations, one per wave of a matrix)"),
             "6 pairs one after another measure 6 case durations: {err}"
         );
         c.max_total_connections = 100;

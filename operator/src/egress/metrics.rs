@@ -12,8 +12,8 @@ use crate::base::metrics::{gauge, Family};
 const CASE_QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "1"];
 
 type Published = BTreeMap<(String, String), BTreeSet<(String, Option<String>)>>;
-/// (namespace, name, case) -> the (client node, server node) of its pair series.
-type PairSeries = BTreeMap<(String, String, String), Vec<(String, String)>>;
+/// (namespace, name, case) -> the (pair, client node, server node) of its pair series.
+type PairSeries = BTreeMap<(String, String, String), Vec<(String, String, String)>>;
 
 pub struct EgressMetrics {
     /// The case series published per benchmark (namespace, name) -> {(case, offload profile)}:
@@ -86,7 +86,14 @@ impl Family for EgressMetrics {
                 "netbench_egress_pair_value",
                 "A topology's pair: the case's main figure (receiver bits/s, or transactions/s \
                  for request/response) between two nodes (the node-pair heatmap)",
-                &["namespace", "name", "case", "client_node", "server_node"],
+                &[
+                    "namespace",
+                    "name",
+                    "case",
+                    "pair",
+                    "client_node",
+                    "server_node",
+                ],
             ),
         }
     }
@@ -148,14 +155,20 @@ impl EgressMetrics {
         }
         self.forget_pairs(namespace, name, &c.name);
         let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "unknown".into());
-        let nodes: Vec<(String, String)> = c
+        let nodes: Vec<(String, String, String)> = c
             .pairs
             .iter()
-            .map(|p| (node(&p.client_node), node(&p.server_node)))
+            .map(|p| {
+                (
+                    p.pair.to_string(),
+                    node(&p.client_node),
+                    node(&p.server_node),
+                )
+            })
             .collect();
-        for (p, (client, server)) in c.pairs.iter().zip(&nodes) {
+        for (p, (pair, client, server)) in c.pairs.iter().zip(&nodes) {
             self.pair
-                .with_label_values(&[namespace, name, &c.name, client, server])
+                .with_label_values(&[namespace, name, &c.name, pair, client, server])
                 .set(p.value);
         }
         if !nodes.is_empty() {
@@ -176,10 +189,10 @@ impl EgressMetrics {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key)
             .unwrap_or_default();
-        for (client, server) in old {
+        for (pair, client, server) in old {
             let _ = self
                 .pair
-                .remove_label_values(&[namespace, name, case, &client, &server]);
+                .remove_label_values(&[namespace, name, case, &pair, &client, &server]);
         }
     }
 
@@ -335,7 +348,7 @@ mod tests {
         let text = metrics.render();
         assert_eq!(pairs(&text).len(), 2, "{text}");
         assert!(text.contains(
-            "netbench_egress_pair_value{case=\"matrix\",client_node=\"b\",name=\"eb\",namespace=\"team\",server_node=\"a\"} 7"
+            "netbench_egress_pair_value{case=\"matrix\",client_node=\"b\",name=\"eb\",namespace=\"team\",pair=\"0\",server_node=\"a\"} 7"
         ), "{text}");
         // The next run placed the pair elsewhere: only its rows remain.
         matrix.pairs = vec![row("a", "c", 6.0)];

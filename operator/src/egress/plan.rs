@@ -342,15 +342,14 @@ fn placement_affinity(place: &Place, run: &str, step: u32, pair: u32) -> Option<
 /// How long one case may run once its pods exist: scheduling and start, the measurement, the
 /// answers still in flight, and reporting.
 pub fn case_deadline(case: &EgressCase, worker_start: Duration) -> Duration {
-    // A matrix in waves: every wave but the last is one wave length; the last measures.
+    sum([worker_start, measuring(case), answers(case), REPORTING])
+}
+
+/// How long a case measures: its duration, and in a matrix in waves a wave length (the
+/// duration, the answers in flight and the gap) for every wave before the last.
+pub fn measuring(case: &EgressCase) -> Duration {
     let earlier = wave_length(case).saturating_mul(topology::waves(case).saturating_sub(1));
-    sum([
-        worker_start,
-        earlier,
-        case.duration.into(),
-        answers(case),
-        REPORTING,
-    ])
+    earlier.saturating_add(case.duration.into())
 }
 
 /// Request/response tests wait for the answers still in flight at the end, up to their

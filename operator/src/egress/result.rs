@@ -80,28 +80,58 @@ pub fn case_result(
     Ok((result, errors))
 }
 
-/// Each pair's start lateness against the earliest client of its wave; returns the largest
-/// spread of a wave (ms).
+/// A client's start more than this before its wave's median start is not believed (one
+/// barrier instant released them all): it counts as the median, so one client's report cannot
+/// make every other pair look late. Later starts are believed up to an hour.
+const EARLIEST_BELIEVED_MS: u64 = 10_000;
+const LATEST_BELIEVED_MS: u64 = 3_600_000;
+
+/// Each pair's start lateness against the earliest (believable) client start of its wave;
+/// returns the largest spread of a wave (ms). Each start is the client's own clock, so clock
+/// skew between nodes is not in these figures.
 fn set_lateness(rows: &mut [PairResult], pairs: &[PairReport<'_>]) -> f64 {
-    let mut earliest: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut by_wave: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for p in pairs {
-        let t = p.client.started_at_unix_ms;
-        let e = earliest.entry(p.wave).or_insert((t, t));
+        by_wave
+            .entry(p.wave)
+            .or_default()
+            .push(p.client.started_at_unix_ms);
+    }
+    let believed: BTreeMap<u32, (u64, u64)> = by_wave
+        .into_iter()
+        .map(|(wave, mut starts)| {
+            starts.sort_unstable();
+            let median = starts.get(starts.len() / 2).copied().unwrap_or(0);
+            (wave, (median.saturating_sub(EARLIEST_BELIEVED_MS), median))
+        })
+        .collect();
+    let clamp = |wave: u32, t: u64| {
+        let (low, median) = believed.get(&wave).copied().unwrap_or((t, t));
+        if t < low {
+            median
+        } else {
+            t.min(median.saturating_add(LATEST_BELIEVED_MS))
+        }
+    };
+    let mut span: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for p in pairs {
+        let t = clamp(p.wave, p.client.started_at_unix_ms);
+        let e = span.entry(p.wave).or_insert((t, t));
         *e = (e.0.min(t), e.1.max(t));
     }
     for (row, p) in rows.iter_mut().zip(pairs) {
-        let first = earliest.get(&p.wave).map_or(0, |e| e.0);
-        row.start_lateness_ms = ms(p.client.started_at_unix_ms.saturating_sub(first));
+        let first = span.get(&p.wave).map_or(0, |e| e.0);
+        row.start_lateness_ms =
+            ms(clamp(p.wave, p.client.started_at_unix_ms).saturating_sub(first));
     }
-    earliest
-        .values()
+    span.values()
         .map(|(first, last)| ms(last.saturating_sub(*first)))
         .fold(0.0, f64::max)
 }
 
 fn ms(v: u64) -> f64 {
-    // Exact below 2^53 ms (285 000 years).
-    v as f64
+    // At most LATEST_BELIEVED_MS plus EARLIEST_BELIEVED_MS here: exact in an f64.
+    v.min(1 << 52) as f64
 }
 
 /// Sum, median, p05/p95 (nearest rank) and extremes of the pairs' main figure; marks and names
@@ -190,8 +220,9 @@ fn protocol_of(r: &CaseResult) -> Protocol {
 }
 
 /// Sets every non-baseline case's overheadPercent: the main figure it lost against the
-/// baseline (negative when better), between cases of the same protocol only. A swept baseline
-/// case is matched by message size and streams. Without a measured baseline nothing is set.
+/// baseline (negative when better), between cases of the same protocol only, never for a case
+/// with a topology or against one (a sum over pairs). A swept baseline case is matched by
+/// message size and streams. Without a measured baseline nothing is set.
 pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
     let bases: Vec<(Protocol, Option<u32>, Option<u32>, f64)> = cases
         .iter()
@@ -204,13 +235,18 @@ pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
     let swept = cases
         .iter()
         .any(|c| c.case.as_deref() == Some(baseline) && c.name != baseline);
+    let base_is_many = cases
+        .iter()
+        .any(|c| c.name == baseline && !c.pairs.is_empty());
     for c in cases.iter_mut() {
         let own = c.name == baseline || c.case.as_deref() == Some(baseline);
         let base = bases.iter().find(|(p, size, streams, _)| {
             *p == protocol_of(c) && (!swept || (*size == c.message_size && *streams == c.streams))
         });
+        // A topology's figure is a sum over its pairs: not comparable with one pair's.
+        let many = !c.pairs.is_empty() || base_is_many;
         c.overhead_percent = match (own, base) {
-            (false, Some(b)) => Some(round2((1.0 - main_figure(c) / b.3) * 100.0)),
+            (false, Some(b)) if !many => Some(round2((1.0 - main_figure(c) / b.3) * 100.0)),
             _ => None,
         };
     }
@@ -493,6 +529,31 @@ mod tests {
         assert_eq!(lateness, [0.0, 3.0, 40.0]);
         assert_eq!(a.start_spread_ms, 40.0);
         assert_eq!(r.pairs[1].client_node.as_deref(), Some("c1"));
+        // A client claiming to have started at 1970 cannot make the others late.
+        let forged = [
+            tcp_client("w0", 1000, 0),
+            tcp_client("w2", 1200, 100_003),
+            tcp_client("w4", 100, 100_040),
+        ];
+        let forged_pairs: Vec<PairReport<'_>> = forged
+            .iter()
+            .zip(0u32..)
+            .map(|(client, i)| PairReport {
+                pair: i,
+                wave: 0,
+                client,
+                client_node: None,
+                server_node: None,
+            })
+            .collect();
+        let (r, _) = case_result(&case, &forged_pairs).unwrap();
+        let lateness: Vec<f64> = r.pairs.iter().map(|p| p.start_lateness_ms).collect();
+        assert_eq!(
+            lateness,
+            [0.0, 0.0, 37.0],
+            "the forged start counts as the median"
+        );
+        assert_eq!(r.aggregate.unwrap().start_spread_ms, 37.0);
         // Waves are judged apart: a later wave's start is not lateness.
         let mut waved = pairs;
         waved[2].wave = 1;
@@ -554,6 +615,22 @@ mod tests {
         // 64 B has no measured baseline run: no overhead, never one against the 1024 B run.
         assert_eq!(cases[2].overhead_percent, None);
         assert_eq!(cases[3].overhead_percent, Some(50.0));
+    }
+
+    #[test]
+    fn a_topology_case_gets_no_overhead_either_way() {
+        let mut many = case("pairs", 18e9);
+        many.pairs = vec![PairResult::default(); 2];
+        let mut cases = vec![case("one", 10e9), many.clone(), case("other", 9e9)];
+        set_overheads(&mut cases, "one");
+        assert_eq!(
+            cases[1].overhead_percent, None,
+            "a sum over pairs against one pair"
+        );
+        assert_eq!(cases[2].overhead_percent, Some(10.0));
+        let mut cases = vec![many, case("one", 10e9)];
+        set_overheads(&mut cases, "pairs");
+        assert_eq!(cases[1].overhead_percent, None, "one pair against a sum");
     }
 
     #[test]

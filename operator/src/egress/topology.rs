@@ -69,10 +69,10 @@ pub fn pairs(case: &EgressCase) -> Result<Vec<PairPlan>, String> {
     Ok(plans)
 }
 
-/// How many pairs a case runs (1 without a topology; 0 when it cannot be placed, which
-/// `validate` refuses first).
+/// How many pairs a case runs (1 without a topology).
 pub fn count(case: &EgressCase) -> u64 {
-    pairs(case).map_or(0, |p| u64::try_from(p.len()).unwrap_or(u64::MAX))
+    // A case that cannot be placed counts as too many (the caps fail closed).
+    pairs(case).map_or(u64::MAX, |p| u64::try_from(p.len()).unwrap_or(u64::MAX))
 }
 
 /// The nodes a case's topology names (for the queue, offload settings and the existence check).
@@ -144,11 +144,15 @@ fn matrix(t: &Topology) -> Result<Vec<PairPlan>, String> {
         Some(s) => s.names.clone(),
         None => clients.clone(),
     };
-    let all: Vec<(String, String)> = clients
-        .iter()
-        .flat_map(|c| servers.iter().map(move |s| (c.clone(), s.clone())))
-        .filter(|(c, s)| t.same_node || c != s)
-        .collect();
+    let all: Vec<(String, String)> = if t.server_nodes.is_none() {
+        rotations(&clients, t.same_node)
+    } else {
+        clients
+            .iter()
+            .flat_map(|c| servers.iter().map(move |s| (c.clone(), s.clone())))
+            .filter(|(c, s)| t.same_node || c != s)
+            .collect()
+    };
     let options = t.matrix.clone().unwrap_or_default();
     let chosen = match options.sample {
         Some(k) => sample(&all, usize::try_from(k).unwrap_or(usize::MAX)),
@@ -181,6 +185,22 @@ fn matrix(t: &Topology) -> Result<Vec<PairPlan>, String> {
             }
         })
         .collect())
+}
+
+/// Every ordered pair of `nodes`, by rotation: first each node to the next one, then to the one
+/// after, ... so that any `nodes.len()` consecutive pairs use every node once as a client and
+/// once as a server (a wave of that many contends on no node's NIC from one side twice).
+fn rotations(nodes: &[String], same_node: bool) -> Vec<(String, String)> {
+    let n = nodes.len();
+    let first = if same_node { 0 } else { 1 };
+    (first..n)
+        .flat_map(|d| {
+            nodes.iter().enumerate().filter_map(move |(i, c)| {
+                let s = nodes.get(i.saturating_add(d).checked_rem(n)?)?;
+                Some((c.clone(), s.clone()))
+            })
+        })
+        .collect()
 }
 
 /// `k` of `all`, spread evenly (the first, then every len/k-th).
@@ -372,24 +392,35 @@ mod tests {
     fn a_matrix_has_every_ordered_pair_in_waves() {
         let t = "{matrix: {concurrency: 2}, clientNodes: {names: [a, b, c]}}";
         let p = pairs(&case(t)).unwrap();
-        assert_eq!(
-            nodes(&p),
-            v(&[
-                ("a", "b"),
-                ("a", "c"),
-                ("b", "a"),
-                ("b", "c"),
-                ("c", "a"),
-                ("c", "b")
-            ])
-        );
-        assert_eq!(
-            p.iter().map(|p| p.wave).collect::<Vec<_>>(),
-            [0, 0, 1, 1, 2, 2]
-        );
+        // By rotation: a->b, b->c, c->a, then a->c, b->a, c->b.
+        let rotated = [
+            ("a", "b"),
+            ("b", "c"),
+            ("c", "a"),
+            ("a", "c"),
+            ("b", "a"),
+            ("c", "b"),
+        ];
+        assert_eq!(nodes(&p), v(&rotated));
+        let waves_of = |p: &[PairPlan]| p.iter().map(|p| p.wave).collect::<Vec<_>>();
+        assert_eq!(waves_of(&p), [0, 0, 1, 1, 2, 2]);
         assert_eq!(waves(&case(t)), 3);
+        // Waves of 3: every node once a client and once a server in each.
+        let t3 = "{matrix: {concurrency: 3}, clientNodes: {names: [a, b, c]}}";
+        let p3 = pairs(&case(t3)).unwrap();
+        for wave in 0..2 {
+            let w: Vec<&PairPlan> = p3.iter().filter(|p| p.wave == wave).collect();
+            let side = |f: fn(&PairPlan) -> Option<String>| {
+                w.iter()
+                    .map(|p| f(p))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+            };
+            assert_eq!(side(|p| p.client.node.clone()), 3, "wave {wave}");
+            assert_eq!(side(|p| p.server.node.clone()), 3, "wave {wave}");
+        }
         let sampled = "{matrix: {sample: 3}, clientNodes: {names: [a, b, c]}}";
-        assert_eq!(pairs_of(sampled), v(&[("a", "b"), ("b", "a"), ("c", "a")]));
+        assert_eq!(pairs_of(sampled), v(&[("a", "b"), ("c", "a"), ("b", "a")]));
         let across = "{matrix: {}, clientNodes: {names: [a, b]}, serverNodes: {names: [b, x]}}";
         assert_eq!(pairs_of(across), v(&[("a", "b"), ("a", "x"), ("b", "x")]));
     }

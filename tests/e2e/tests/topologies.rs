@@ -80,17 +80,10 @@ async fn pairs_fan_in_and_a_three_node_matrix_are_placed_as_asked() {
         c["duration"] = json!("3s");
     }
     let names = |list: &[&str]| json!({"names": list});
-    set(
-        &mut eb,
-        "/spec/cases/1/topology/serverNodes",
-        names(&[NODES[1]]),
-    );
-    set(
-        &mut eb,
-        "/spec/cases/1/topology/clientNodes",
-        names(&[NODES[0], NODES[2]]),
-    );
-    set(&mut eb, "/spec/cases/2/topology/clientNodes", names(&NODES));
+    let cases = eb["spec"]["cases"].as_array_mut().unwrap();
+    cases[1]["topology"]["serverNodes"] = names(&[NODES[1]]);
+    cases[1]["topology"]["clientNodes"] = names(&[NODES[0], NODES[2]]);
+    cases[2]["topology"]["clientNodes"] = names(&NODES);
     let done = create_and_wait(&client, &eb, FINISHED, Duration::from_secs(420)).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");

@@ -47,8 +47,8 @@ pub fn heatmap(
     let height = u32::try_from(rows.saturating_mul(44).saturating_add(160))
         .unwrap_or(u32::MAX)
         .clamp(300, 2400);
-    let last_column = i32::try_from(columns).unwrap_or(i32::MAX).saturating_sub(1);
-    let last_row = i32::try_from(rows).unwrap_or(i32::MAX).saturating_sub(1);
+    // A segment per node, and one past the last: a range of one value would have no width.
+    let (column_end, row_end) = (index(columns), index(rows));
     let caption = format!(
         "{title} ({}; rows: client node, columns: server node)",
         text::label(unit)
@@ -56,8 +56,8 @@ pub fn heatmap(
     draw((width, height), |root| {
         let mut chart = frame(root, &caption, 160)
             .build_cartesian_2d(
-                (0..last_column).into_segmented(),
-                (0..last_row).into_segmented(),
+                (0..column_end).into_segmented(),
+                (0..row_end).into_segmented(),
             )
             .map_err(err)?;
         chart
@@ -182,5 +182,34 @@ mod tests {
         ];
         let svg = heatmap("t", "u", &nodes, &nodes, &cells).unwrap();
         assert!(!svg.contains("<script>"));
+    }
+
+    /// The widths of the drawn cells (every rect but the white canvas) in `svg`.
+    fn cell_widths(svg: &str) -> Vec<f64> {
+        svg.split("<rect")
+            .skip(1)
+            .filter(|r| !r.contains("fill=\"#FFFFFF\""))
+            .filter_map(|r| {
+                let w = r.split("width=\"").nth(1)?.split('"').next()?;
+                w.parse().ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fan_in_of_one_column_has_cells_of_full_width() {
+        let clients: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let servers = vec!["s".to_string()];
+        let cells: Vec<Cell> = (0..3)
+            .map(|row| Cell {
+                row,
+                column: 0,
+                value: 1.0 + row as f64,
+            })
+            .collect();
+        let svg = heatmap("fan-in", "Gbit/s", &clients, &servers, &cells).unwrap();
+        let widths = cell_widths(&svg);
+        assert_eq!(widths.len(), 3, "{svg}");
+        assert!(widths.iter().all(|w| *w > 50.0), "{widths:?}");
     }
 }
