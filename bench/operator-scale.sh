@@ -245,12 +245,16 @@ restarts() {
 }
 
 log "starting netbench-sim"
-"$sim_bin" run --record "$work/record" --namespace-prefix "scale-$tag-" \
+KUBECONFIG=$NB_KUBECONFIG RUST_BACKTRACE=0 "$sim_bin" run --record "$work/record" --namespace-prefix "scale-$tag-" \
     --lie-namespace "scale-$tag-lies-0" --late-namespace "scale-$tag-late-0" \
     --lies "$work/lies.jsonl" 2>"$work/sim.log" &
 sim_pid=$!
 # The simulator watches before anything is applied: its first line says so.
-wait_for "netbench-sim watching" 60 grep -q "watching worker pods" "$work/sim.log"
+sim_watching() {
+    kill -0 "$sim_pid" 2>/dev/null || die "netbench-sim exited: $(grep -v '^ ' "$work/sim.log" | tail -n 5)"
+    grep -q "watching worker pods" "$work/sim.log"
+}
+wait_for "netbench-sim watching" 60 sim_watching
 
 pid=$(op_pid) || die "cannot find the operator's process in /proc"
 ip=$(op_ip)
@@ -298,7 +302,7 @@ row() {
     local p50 max
     p50=$(awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}' <<<"$overheads")
     max=$(tail -n1 <<<"$overheads")
-    "$sim_bin" check -l "netbench.io/scale-row=$tag-$name" --record "$work/record" >"$work/$name.check" 2>>"$work/sim.log" || true
+    KUBECONFIG=$NB_KUBECONFIG "$sim_bin" check -l "netbench.io/scale-row=$tag-$name" --record "$work/record" >"$work/$name.check" 2>>"$work/sim.log" || true
     local checked exact spread
     checked=$(grep -c . "$work/$name.check" || true)
     exact=$(grep -c '"exact":true' "$work/$name.check" || true)

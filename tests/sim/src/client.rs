@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Semaphore;
 
 #[derive(Clone)]
@@ -26,7 +26,11 @@ impl Api {
     pub fn new(max_in_flight: usize) -> Api {
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(max_in_flight)
+            // Idle connections close well before the operator's header timeout (10 s), which
+            // counts an idle keep-alive connection it closes as a refusal (`header_timeout`).
+            // Without a timer the pool never reaps them.
             .pool_idle_timeout(Duration::from_secs(5))
+            .pool_timer(TokioTimer::new())
             .build_http();
         Api {
             client,

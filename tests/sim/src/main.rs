@@ -50,8 +50,9 @@ struct RunArgs {
     #[arg(long)]
     operator_url: Option<String>,
     /// Requests in flight at once, all workers together (the operator allows 64 connections
-    /// per client address by default, and this process is one address).
-    #[arg(long, default_value_t = 48)]
+    /// per client address by default, and this process is one address; connections being
+    /// closed still count there for a moment, hence the margin).
+    #[arg(long, default_value_t = 32)]
     max_in_flight: usize,
     /// Most latency samples one worker sends.
     #[arg(long, default_value_t = 20_000)]
