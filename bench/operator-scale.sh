@@ -322,7 +322,10 @@ print(max(v) if v else "n/a")' "$work/$name.check")
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
         "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
     log "row $name: $failed failed, $exact/$checked exact, $reconciles reconciles, refusals: $refusals"
-    ((failed == 0)) || failures+=("row $name: $failed benchmark(s) did not succeed")
+    if ((failed > 0)); then
+        failures+=("row $name: $failed benchmark(s) did not succeed")
+        grep -v '"phase":"Succeeded"' "$work/$name.check" | head -n 3 | cut -c1-400 >&2
+    fi
     ((exact == count && checked == count)) || failures+=("row $name: merged percentiles exact for $exact of $count")
     [[ $refusals == - ]] || failures+=("row $name: honest workers were refused: $refusals")
     if wait_for_quietly 120 nothing_left "$name"; then :; else

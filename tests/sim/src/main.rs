@@ -305,7 +305,8 @@ async fn check(a: CheckArgs) -> Result<()> {
         all_good &= exact;
         println!(
             "{}",
-            json!({"namespace": ns, "name": name, "phase": phase, "run": run, "exact": exact, "steps": steps})
+            json!({"namespace": ns, "name": name, "phase": phase, "run": run, "exact": exact,
+                   "message": status["message"], "steps": steps})
         );
     }
     if a.strict && !all_good {
