@@ -278,10 +278,29 @@ async fn check(a: CheckArgs) -> Result<()> {
         let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
         let phase = status["phase"].as_str().unwrap_or("").to_string();
         let run = status["runId"].as_str().unwrap_or("").to_string();
-        let records = read_records(&a.record, &ns, &name).map_err(anyhow::Error::msg)?;
+        let status_steps = status["steps"].as_array().cloned().unwrap_or_default();
+        // The operator may finish the run before this simulator has recorded the answer to
+        // the last report: wait (bounded) until every worker in status is in the record.
+        let reported = |records: &[StepRecord]| {
+            status_steps.iter().all(|step| {
+                let workers = step["workers"].as_array().map_or(0, Vec::len);
+                records.iter().any(|r| {
+                    r.run == run
+                        && Some(u64::from(r.step)) == step["index"].as_u64()
+                        && r.reports as usize >= workers
+                })
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        let records = loop {
+            let records = read_records(&a.record, &ns, &name).map_err(anyhow::Error::msg)?;
+            if reported(&records) || std::time::Instant::now() >= deadline {
+                break records;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
         let mut steps = vec![];
         let mut exact = phase == "Succeeded";
-        let status_steps = status["steps"].as_array().cloned().unwrap_or_default();
         if status_steps.is_empty() {
             exact = false;
         }
