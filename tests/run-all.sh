@@ -14,7 +14,9 @@
 #  6. end-to-end: the operator and loadgen images built by the release script (.ci/release.sh:
 #     static binaries, buildah FROM scratch) and imported into the nodes, Traefik as ingress
 #     controller, the e2e tests (both kinds across the nodes, node failures, the seed ingress
-#     sweep, the target host's tcp-server from tests/e2e/egress-net.sh)
+#     sweep, the target host's tcp-server from tests/e2e/egress-net.sh); then the operator at
+#     scale in its short form (bench/operator-scale.sh --short: kwok nodes, netbench-sim workers,
+#     correctness asserted, not speed)
 #  7. the release pipeline for this architecture (tests/release/check.sh: actionlint, every
 #     .ci/release.sh command, reproducible images)
 #  8. the chart and plain manifests installed for real (helm upgrade from the previous version,
@@ -49,6 +51,7 @@ cargo test --workspace --exclude e2e --no-fail-fast "${system[@]}" 2>&1
 # them built).
 step "compile ahead: e2e tests, release binaries (image profile)"
 cargo test -p e2e --no-run 2>&1
+cargo build -p sim --bin netbench-sim 2>&1
 NB_PROFILE=image .ci/release.sh binaries host
 
 step "Go build of the cluster and tools (started after the dependencies)"
@@ -73,6 +76,9 @@ step "end-to-end tests"
 trap 'tests/e2e/egress-net.sh down >/dev/null 2>&1 || true; tests/cluster/down.sh >/dev/null 2>&1 || true' EXIT
 eval "$(tests/e2e/setup.sh)"
 cargo test -p e2e --no-fail-fast -- --test-threads=1 2>&1
+
+step "operator at scale, short form: 64 simulated workers in one run, 20 concurrent benchmarks, lying workers"
+bench/operator-scale.sh --short
 
 step "release pipeline: actionlint, .ci/release.sh for this architecture, reproducible images"
 tests/release/check.sh

@@ -15,12 +15,16 @@ memory=${3:-32Gi}
 [[ -f $NB_KUBECONFIG ]] || die "cluster not up (run up.sh first)"
 
 BIN=$("$NB_CLUSTER_DIR/build.sh" --with-kwok)
+# Node Leases renewed every 10 s (a quarter of 40 s): the heartbeat stage alone updates node
+# status only every 20-45 s, longer than the controller-manager's 20 s grace period
+# (up.sh), so without leases fake nodes flap NotReady and the operator fails runs on them
+# (NodeLost).
 start_component kwok "$BIN/kwok" --kubeconfig "$NB_KUBECONFIG" \
     --config "$BIN/kwok-stages.yaml" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --node-ip 198.19.253.1 --cidr 198.19.240.0/21 \
-    --node-lease-duration-seconds 0 --server-address ""
+    --node-lease-duration-seconds 40 --server-address ""
 sleep 1
 [[ -n $(component_pid kwok) ]] || fail_with_log kwok "kwok exited"
 

@@ -1,0 +1,419 @@
+#!/usr/bin/env bash
+# The operator at scale: the REAL operator and API server with workers on kwok fake nodes, played
+# by netbench-sim (tests/sim: the real worker protocol, pod-bound tokens, realistic reports).
+#
+#   bench/operator-scale.sh            the table: 1 and 64 workers in one run, 1, 50 and 200
+#                                      concurrent benchmarks of one worker; then the hostile block
+#   bench/operator-scale.sh --short    CI: 64 workers in one run and 20 concurrent benchmarks, then
+#                                      the hostile block; ASSERTS correctness (all Succeeded,
+#                                      merged percentiles exact, nothing left behind, every lie
+#                                      refused and counted, operator restartCount 0), not speed
+#
+# Needs the test cluster with the operator deployed (tests/cluster/up.sh, tests/e2e/setup.sh).
+# Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a policy giving
+# worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
+# that counts the operator's API requests), and uses namespaces scale-<tag>-*, all removed at exit.
+# The operator's cap on workers per run (NETBENCH_MAX_WORKERS, default 16) is raised to 64 for the
+# run and restored at exit: BOTH REDEPLOY THE OPERATOR (do not run beside the e2e tests).
+# 256 workers in one run: IngressBenchmark's workers.replicas is at most 64 (schema and
+# crds::bounds), so that row waits for EgressBenchmark topologies (pairs); printed as "n/a".
+#
+# Per row: apply -> Succeeded minus the measured time (operator overhead; p50 and max over the
+# benchmarks, polled every 0.2 s), start spread (status.steps[].startSkewMs: latest worker start
+# minus earliest), reconcile p99 (netbench_reconcile_duration_seconds over the row, interpolated
+# in its buckets), the operator process's RSS (before the row, peak during it) and CPU seconds
+# (from /proc on this machine), the operator's API requests per benchmark (the API server's
+# apiserver_flowcontrol_dispatched_requests_total of its FlowSchema), and whether every status's
+# merged percentiles equal those of one histogram of all samples the simulator sent.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+source "$repo/tests/cluster/lib.sh"
+
+short=false
+case ${1:-} in
+    --short) short=true ;;
+    "") ;;
+    *) die "usage: bench/operator-scale.sh [--short]" ;;
+esac
+fake_nodes=${NB_SCALE_FAKE_NODES:-8}
+duration_ms=${NB_SCALE_DURATION_MS:-2000}
+need_workers=64
+
+[[ -f $NB_KUBECONFIG ]] || die "the test cluster is not up (tests/cluster/up.sh, then tests/e2e/setup.sh)"
+kc -n netbench-system get deployment netbench-operator >/dev/null 2>&1 ||
+    die "the operator is not deployed (tests/e2e/setup.sh)"
+need_cmds curl python3
+
+log "building netbench-sim"
+(cd "$repo" && cargo build -q -p sim --bin netbench-sim)
+sim_bin=${CARGO_TARGET_DIR:-$repo/target}/debug/netbench-sim
+
+"$NB_CLUSTER_DIR/fake-nodes.sh" "$fake_nodes" >&2
+tag=$(printf '%04x' $((RANDOM * 2 % 65536)))
+work=$(mktemp -d /tmp/netbench-scale.XXXXXX)
+sim_pid=
+max_workers_before=
+clk_tck=$(getconf CLK_TCK)
+
+now_ms() { date +%s%3N; }
+
+cleanup() {
+    local rc=$?
+    if [[ -n $sim_pid ]]; then
+        kill "$sim_pid" 2>/dev/null || true
+        wait "$sim_pid" 2>/dev/null || true
+    fi
+    kc delete namespace -l "netbench.io/scale-tag=$tag" --wait=false >/dev/null 2>&1 || true
+    local deadline=$((SECONDS + 180))
+    while [[ -n $(kc get namespace -l "netbench.io/scale-tag=$tag" -o name 2>/dev/null) ]]; do
+        ((SECONDS < deadline)) || {
+            log "namespaces of tag $tag still terminating after 180 s"
+            break
+        }
+        sleep 1
+    done
+    if [[ -n $max_workers_before ]]; then
+        log "restoring NETBENCH_MAX_WORKERS=$max_workers_before (redeploys the operator)"
+        kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$max_workers_before" >/dev/null || true
+        kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null || true
+    fi
+    kc delete -f "$repo/bench/operator-scale.yaml" --ignore-not-found >/dev/null 2>&1 || true
+    if ((rc != 0)); then
+        log "failed; the simulator's log ends:"
+        tail -n 30 "$work/sim.log" >&2 || true
+    fi
+    rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+
+kc apply -f "$repo/bench/operator-scale.yaml" >/dev/null
+
+# The cap on workers per run, raised for the run (the operator re-reads it only on start).
+current=$(kc -n netbench-system get deployment netbench-operator \
+    -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="NETBENCH_MAX_WORKERS")].value}')
+if ((${current:-16} < need_workers)); then
+    max_workers_before=${current:-16}
+    log "raising NETBENCH_MAX_WORKERS $max_workers_before -> $need_workers (redeploys the operator)"
+    kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$need_workers" >/dev/null
+fi
+kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null
+
+op_pod() {
+    kc -n netbench-system get pods -l app.kubernetes.io/component=operator \
+        --field-selector=status.phase=Running -o jsonpath='{.items[0].metadata.name}'
+}
+op_ip() { kc -n netbench-system get pod "$(op_pod)" -o jsonpath='{.status.podIP}'; }
+# The operator's process on this machine: the process of its pod's cgroup that is not pause.
+op_pid() {
+    local uid pid
+    uid=$(kc -n netbench-system get pod "$(op_pod)" -o jsonpath='{.metadata.uid}')
+    while read -r pid; do
+        [[ $(cat "/proc/$pid/comm" 2>/dev/null) == pause ]] && continue
+        echo "$pid"
+        return 0
+    done < <(grep -l -e "$uid" -e "${uid//-/_}" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3)
+    return 1
+}
+cpu_seconds() { awk -v t="$clk_tck" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
+rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+op_metrics() { curl -sf --max-time 10 "http://$1:8080/metrics"; }
+api_metrics() { kc get --raw /metrics | grep '^apiserver_flowcontrol_dispatched_requests_total' || true; }
+
+# deltas BEFORE_OP AFTER_OP BEFORE_API AFTER_API: "reconcile_p99_ms reconciles requests" and the
+# refusals by reason.
+deltas() {
+    python3 - "$@" <<'PY'
+import re, sys
+def parse(path):
+    out = {}
+    for line in open(path):
+        if line.startswith('#') or not line.strip():
+            continue
+        m = re.match(r'([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)', line)
+        if m:
+            out[(m.group(1), m.group(2) or '')] = float(m.group(3))
+    return out
+b, a, ab, aa = (parse(p) for p in sys.argv[1:5])
+d = lambda k: a.get(k, 0.0) - b.get(k, 0.0)
+buckets = {}
+for (name, labels) in a:
+    if name == 'netbench_reconcile_duration_seconds_bucket':
+        le = re.search(r'le="([^"]+)"', labels).group(1)
+        buckets[float(le)] = buckets.get(float(le), 0.0) + d((name, labels))
+bounds = sorted(buckets)
+total = buckets.get(float('inf'), 0.0)
+p99 = float('nan')
+if total > 0:
+    rank, prev_bound, prev_count = 0.99 * total, 0.0, 0.0
+    for bound in bounds:
+        if buckets[bound] >= rank:
+            if bound == float('inf'):
+                p99 = prev_bound
+            else:
+                p99 = prev_bound + (bound - prev_bound) * (rank - prev_count) / max(buckets[bound] - prev_count, 1e-9)
+            break
+        prev_bound, prev_count = bound, buckets[bound]
+req = sum(aa.get(k, 0.0) - ab.get(k, 0.0) for k in aa if k[0] == 'apiserver_flowcontrol_dispatched_requests_total' and 'flow_schema="netbench-operator-scale"' in k[1])
+rej = {re.search(r'reason="([^"]+)"', l).group(1): int(d((n, l))) for (n, l) in a if n == 'netbench_api_rejected_total' and d((n, l)) > 0}
+print(f"{p99 * 1000:.1f} {int(total)} {int(req)}")
+print(' '.join(f"{k}={v}" for k, v in sorted(rej.items())) or '-')
+PY
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: until COMMAND succeeds, or die.
+wait_for() {
+    local what=$1 limit=$2 deadline=$((SECONDS + $2))
+    shift 2
+    until "$@"; do
+        ((SECONDS < deadline)) || die "$what: not within ${limit}s"
+        sleep 0.5
+    done
+}
+
+# make_namespaces ROW COUNT: namespaces scale-<tag>-ROW-<i>, each with a Service "target" (no
+# endpoints: the simulator makes no request) as the benchmark's target.
+make_namespaces() {
+    local row=$1 count=$2 i ns
+    for ((i = 0; i < count; i++)); do
+        ns=scale-$tag-$row-$i
+        cat <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $ns
+  labels: {netbench.io/scale: "true", netbench.io/scale-tag: "$tag", netbench.io/scale-row: "$tag-$row"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: target, namespace: $ns}
+spec: {ports: [{port: 80, targetPort: 8080}]}
+---
+EOF
+    done | kc apply -f - >/dev/null
+    wait_for "ServiceAccount default in the row's $count namespaces" 120 service_accounts_ready "$row" "$count"
+}
+service_accounts_ready() {
+    local n
+    n=$(kc get serviceaccounts -A --field-selector metadata.name=default \
+        -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | grep -c "^scale-$tag-$1-" || true)
+    ((n == $2))
+}
+
+# benchmarks ROW COUNT WORKERS: one IngressBenchmark per namespace of the row.
+benchmarks() {
+    local row=$1 count=$2 workers=$3 i
+    for ((i = 0; i < count; i++)); do
+        cat <<EOF
+apiVersion: netbench.io/v1alpha1
+kind: IngressBenchmark
+metadata:
+  name: b
+  namespace: scale-$tag-$row-$i
+  labels: {netbench.io/scale-row: "$tag-$row"}
+spec:
+  target: {url: "http://target.scale-$tag-$row-$i.svc/"}
+  load: {connections: 4, threads: 2, duration: ${duration_ms}ms, warmup: 0s, timeout: 1s}
+  workers:
+    replicas: $workers
+    nodeSelector: {netbench.io/fake-node: "true"}
+---
+EOF
+    done
+}
+
+# phases ROW: "namespace phase" per benchmark of the row.
+phases() {
+    kc get ingressbenchmarks -A -l "netbench.io/scale-row=$tag-$1" \
+        -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.status.phase}{"\n"}{end}'
+}
+
+# nothing_left ROW: no worker pod in the row's namespaces, no report ConfigMap kept for them.
+nothing_left() {
+    local pods reports
+    pods=$(kc get pods -A -l app.kubernetes.io/managed-by=netbench-operator \
+        -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | grep -c "^scale-$tag-$1-" || true)
+    reports=$(kc -n netbench-system get configmaps -l netbench.io/report=true \
+        -o jsonpath='{range .items[*]}{.metadata.labels.netbench\.io/namespace}{"\n"}{end}' | grep -c "^scale-$tag-$1-" || true)
+    ((pods == 0 && reports == 0))
+}
+
+restarts() {
+    kc -n netbench-system get pods -l app.kubernetes.io/component=operator \
+        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{"\n"}{end}' |
+        awk '{s += $1} END {print s + 0}'
+}
+
+log "starting netbench-sim"
+KUBECONFIG=$NB_KUBECONFIG RUST_BACKTRACE=0 "$sim_bin" run --record "$work/record" --namespace-prefix "scale-$tag-" \
+    --lie-namespace "scale-$tag-lies-0" --late-namespace "scale-$tag-late-0" \
+    --lies "$work/lies.jsonl" 2>"$work/sim.log" &
+sim_pid=$!
+# The simulator watches before anything is applied: its first line says so.
+sim_watching() {
+    kill -0 "$sim_pid" 2>/dev/null || die "netbench-sim exited: $(grep -v '^ ' "$work/sim.log" | tail -n 5)"
+    grep -q "watching worker pods" "$work/sim.log"
+}
+wait_for "netbench-sim watching" 60 sim_watching
+
+pid=$(op_pid) || die "cannot find the operator's process in /proc"
+ip=$(op_ip)
+printf '| workers per run | benchmarks | overhead p50 / max (s) | start spread max (ms) | reconcile p99 (ms) | RSS before / peak (MiB) | operator CPU (s) | API requests per benchmark | per worker | merged = all samples |\n' >"$work/table"
+printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
+failures=()
+
+# row NAME WORKERS BENCHMARKS
+row() {
+    local name=$1 workers=$2 count=$3
+    log "row $name: $count benchmark(s) of $workers worker(s)"
+    make_namespaces "$name" "$count"
+    pid=$(op_pid) || die "cannot find the operator's process in /proc"
+    ip=$(op_ip)
+    local rss_before cpu_before peak t0
+    rss_before=$(rss_mib "$pid")
+    cpu_before=$(cpu_seconds "$pid")
+    peak=$rss_before
+    op_metrics "$ip" >"$work/op.before"
+    api_metrics >"$work/api.before"
+    benchmarks "$name" "$count" "$workers" >"$work/$name.yaml"
+    t0=$(now_ms)
+    kc apply -f "$work/$name.yaml" >/dev/null
+    declare -A done_at=()
+    local deadline=$((SECONDS + 900)) ns phase now rss
+    while ((${#done_at[@]} < count)); do
+        ((SECONDS < deadline)) || die "row $name: ${#done_at[@]}/$count benchmarks ended within 900 s"
+        now=$(now_ms)
+        while read -r ns phase; do
+            [[ -n $ns && -z ${done_at[$ns]:-} ]] || continue
+            [[ $phase == Succeeded || $phase == Failed ]] && done_at[$ns]="$now $phase"
+        done < <(phases "$name")
+        rss=$(rss_mib "$pid")
+        peak=$(awk -v a="$peak" -v b="$rss" 'BEGIN {print (b > a) ? b : a}')
+        sleep 0.2
+    done
+    op_metrics "$ip" >"$work/op.after"
+    api_metrics >"$work/api.after"
+    local cpu_after
+    cpu_after=$(cpu_seconds "$pid")
+    local overheads failed
+    overheads=$(for v in "${done_at[@]}"; do echo "${v% *}"; done |
+        awk -v t0="$t0" -v d="$duration_ms" '{print ($1 - t0 - d) / 1000}' | sort -n)
+    failed=$(for v in "${done_at[@]}"; do echo "${v#* }"; done | grep -vc Succeeded || true)
+    local p50 max
+    p50=$(awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}' <<<"$overheads")
+    max=$(tail -n1 <<<"$overheads")
+    KUBECONFIG=$NB_KUBECONFIG "$sim_bin" check -l "netbench.io/scale-row=$tag-$name" --record "$work/record" >"$work/$name.check" 2>>"$work/sim.log" || true
+    local checked exact spread
+    checked=$(grep -c . "$work/$name.check" || true)
+    exact=$(grep -c '"exact":true' "$work/$name.check" || true)
+    spread=$(python3 -c '
+import json, sys
+v = [s["startSkewMs"][0] for l in open(sys.argv[1]) for s in json.loads(l).get("steps", []) if s.get("startSkewMs", [None])[0] is not None]
+print(max(v) if v else "n/a")' "$work/$name.check")
+    local d reconcile reconciles requests refusals
+    d=$(deltas "$work/op.before" "$work/op.after" "$work/api.before" "$work/api.after")
+    read -r reconcile reconciles requests <<<"$(head -n1 <<<"$d")"
+    refusals=$(tail -n1 <<<"$d")
+    local per_bench per_worker
+    per_bench=$(awk -v r="$requests" -v n="$count" 'BEGIN {printf "%.0f", r / n}')
+    per_worker=$(awk -v r="$requests" -v n="$count" -v w="$workers" 'BEGIN {printf "%.1f", r / n / w}')
+    printf '| %s | %s | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
+        "$workers" "$count" "$p50" "$max" "$spread" "$reconcile" "$rss_before" "$peak" \
+        "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
+        "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
+    log "row $name: $failed failed, $exact/$checked exact, $reconciles reconciles, refusals: $refusals"
+    if ((failed > 0)); then
+        failures+=("row $name: $failed benchmark(s) did not succeed")
+        grep -v '"phase":"Succeeded"' "$work/$name.check" | head -n 3 | cut -c1-400 >&2
+    fi
+    ((exact == count && checked == count)) || failures+=("row $name: merged percentiles exact for $exact of $count")
+    [[ $refusals == - ]] || failures+=("row $name: honest workers were refused: $refusals")
+    if wait_for_quietly 120 nothing_left "$name"; then :; else
+        failures+=("row $name: worker pods or report ConfigMaps left 120 s after the end")
+    fi
+    kc delete namespace -l "netbench.io/scale-row=$tag-$name" --wait=false >/dev/null
+}
+
+wait_for_quietly() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.5
+    done
+}
+
+# The hostile block: in namespace lies-0 worker w0 (of 2) posts a report for w1, one for step 1,
+# one for another run, and (after the run succeeded) its report again; in late-0 worker w0
+# withholds its report until the run failed at its deadline, then posts it. The runs must end
+# Succeeded and Failed; every lie must get a 4xx and be counted in netbench_api_rejected_total.
+hostile() {
+    log "hostile: lying workers (the late one waits for the run's deadline, about 1.5 min)"
+    make_namespaces lies 1
+    make_namespaces late 1
+    ip=$(op_ip)
+    op_metrics "$ip" >"$work/op.before"
+    { benchmarks lies 1 2; benchmarks late 1 1; } | kc apply -f - >/dev/null
+    wait_for "the lying workers' runs ending" 600 hostile_ended
+    wait_for "five lies answered" 120 lies_answered
+    op_metrics "$ip" >"$work/op.after"
+    local d refusals
+    d=$(deltas "$work/op.before" "$work/op.after" /dev/null /dev/null)
+    refusals=$(tail -n1 <<<"$d")
+    local lies_phase late_phase
+    lies_phase=$(phases lies | awk '{print $2}')
+    late_phase=$(phases late | awk '{print $2}')
+    python3 - "$work/lies.jsonl" "$refusals" "$lies_phase" "$late_phase" >"$work/hostile" <<'PY' || failures+=("hostile: $(tail -n1 "$work/hostile")")
+import json, sys
+lies = [json.loads(l) for l in open(sys.argv[1])]
+counted = dict(kv.split('=') for kv in sys.argv[2].split()) if sys.argv[2] != '-' else {}
+print('| lie | answer | refused |')
+print('| --- | --- | --- |')
+for l in lies:
+    print(f"| {l['lie']} | {l['status']} {l['answer'][:70]} | {l['refused']} |")
+total = sum(int(v) for v in counted.values())
+print(f"\nrefusals counted by the operator (netbench_api_rejected_total): {sys.argv[2]}; lying run {sys.argv[3]}, late run {sys.argv[4]}")
+bad = [l['lie'] for l in lies if not l['refused']]
+if bad or len(lies) < 5 or total < len(lies) or sys.argv[3] != 'Succeeded' or sys.argv[4] != 'Failed':
+    print(f"FAIL: not refused: {bad}; lies {len(lies)}; counted {total}; phases {sys.argv[3]}/{sys.argv[4]}")
+    sys.exit(1)
+PY
+    wait_for_quietly 120 nothing_left lies || failures+=("hostile: children of the lying run left")
+    wait_for_quietly 120 nothing_left late || failures+=("hostile: children of the late run left")
+}
+hostile_ended() {
+    [[ $(phases lies | awk '{print $2}') =~ ^(Succeeded|Failed)$ ]] &&
+        [[ $(phases late | awk '{print $2}') =~ ^(Succeeded|Failed)$ ]]
+}
+lies_answered() { [[ -f $work/lies.jsonl ]] && (($(grep -c . "$work/lies.jsonl") >= 5)); }
+
+restarts_before=$(restarts)
+if $short; then
+    row w64 64 1
+    row b20 1 20
+else
+    row w1 1 1
+    row w64 64 1
+    row b50 1 50
+    row b200 1 200
+fi
+hostile
+restarts_after=$(restarts)
+((restarts_after == restarts_before)) || failures+=("the operator restarted ($restarts_before -> $restarts_after)")
+
+echo
+echo "Operator at scale ($(date -u +%Y-%m-%d), $fake_nodes kwok nodes, ${duration_ms} ms runs, workers played by netbench-sim):"
+echo
+cat "$work/table"
+$short || echo "| 256 | 1 | n/a: workers.replicas is at most 64 | | | | | | | |"
+echo
+echo "Goals: overhead < 5 s at 256 workers; start spread < 100 ms at 64; reconcile p99 < 50 ms;"
+echo "RSS < 64 MiB idle, < 160 MiB with 200 benchmarks; API requests per run linear in workers."
+echo
+cat "$work/hostile"
+if ((${#failures[@]} > 0)); then
+    printf 'FAILED: %s\n' "${failures[@]}" >&2
+    exit 1
+fi
+echo
+echo "all checks passed"

@@ -1,0 +1,84 @@
+//! The worker API as the simulated workers call it: one HTTP/1.1 client shared by every worker,
+//! with at most `max_in_flight` requests at once. The simulator is ONE client address to the
+//! operator, whose worker API allows 64 connections per client by default
+//! (`NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT`); real pods each have their own address.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::Semaphore;
+
+#[derive(Clone)]
+pub struct Api {
+    client: Client<HttpConnector, Full<Bytes>>,
+    permits: Arc<Semaphore>,
+}
+
+/// One answer: status and body (or why there was none).
+pub type Answer = Result<(u16, Bytes), String>;
+
+impl Api {
+    pub fn new(max_in_flight: usize) -> Api {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(max_in_flight)
+            // Idle connections close well before the operator's header timeout (10 s), which
+            // counts an idle keep-alive connection it closes as a refusal (`header_timeout`).
+            // Without a timer the pool never reaps them.
+            .pool_idle_timeout(Duration::from_secs(5))
+            .pool_timer(TokioTimer::new())
+            .build_http();
+        Api {
+            client,
+            permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
+        }
+    }
+
+    /// `method url` with the bearer token and an optional JSON body, within `timeout`.
+    pub async fn call(
+        &self,
+        method: http::Method,
+        url: &str,
+        token: &str,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Answer {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| format!("client closed: {e}"))?;
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(url)
+            .header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        if body.is_some() {
+            req = req.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| format!("request: {e}"))?;
+        let exchange = async {
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("reading the answer: {e}"))?
+                .to_bytes();
+            Ok((status, body))
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+    }
+}
