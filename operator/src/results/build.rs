@@ -79,7 +79,8 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
     Ok(spec)
 }
 
-/// Leaves out histograms, largest first, until the result's JSON is at most `max` bytes.
+/// Leaves out histograms, largest first, then the pair rows of the measurement with the most,
+/// until the result's JSON is at most `max` bytes.
 fn fit(spec: &mut BenchmarkResultSpec, max: usize) {
     let size = |s: &BenchmarkResultSpec| serde_json::to_vec(s).map_or(usize::MAX, |v| v.len());
     while size(spec) > max {
@@ -88,8 +89,17 @@ fn fit(spec: &mut BenchmarkResultSpec, max: usize) {
             .iter_mut()
             .filter(|m| m.histogram.is_some())
             .max_by_key(|m| m.histogram.as_ref().map_or(0, String::len));
-        match largest {
-            Some(m) => m.histogram = None,
+        if let Some(m) = largest {
+            m.histogram = None;
+            continue;
+        }
+        let most_pairs = spec
+            .measurements
+            .iter_mut()
+            .filter(|m| !m.pairs.is_empty())
+            .max_by_key(|m| m.pairs.len());
+        match most_pairs {
+            Some(m) => m.pairs.clear(),
             None => return,
         }
     }
@@ -264,6 +274,42 @@ mod tests {
         assert_eq!(kept, [true, true, false]);
         fit(&mut spec, 100);
         assert!(spec.measurements.iter().all(|m| m.histogram.is_none()));
+    }
+
+    #[test]
+    fn pair_rows_go_after_the_histograms_most_first() {
+        let row = crds::topology::PairResult {
+            client_node: Some("n".repeat(253)),
+            server_node: Some("n".repeat(253)),
+            ..Default::default()
+        };
+        let m = |index, rows: usize| Measurement {
+            index,
+            histogram: Some("h".repeat(1000)),
+            pairs: vec![row.clone(); rows],
+            ..Default::default()
+        };
+        let mut spec: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
+            "benchmark": {"kind": "EgressBenchmark", "namespace": "a", "name": "b"},
+            "benchmarkUid": "u", "runId": "r", "specHash": "h", "benchmarkSpec": "{}",
+            "phase": "Succeeded"
+        }))
+        .unwrap();
+        // 16 cases of 128 forged rows of long node names: over 1 MiB.
+        spec.measurements = (0..16).map(|i| m(i, 128)).collect();
+        fit(&mut spec, MAX_RESULT_BYTES);
+        let size = serde_json::to_vec(&spec).unwrap().len();
+        assert!(size <= MAX_RESULT_BYTES, "{size}");
+        assert!(spec.measurements.iter().all(|m| m.histogram.is_none()));
+        let kept = spec
+            .measurements
+            .iter()
+            .filter(|m| !m.pairs.is_empty())
+            .count();
+        assert!(
+            (1..16).contains(&kept),
+            "as many cases keep their rows as fit: {kept}"
+        );
     }
 
     #[test]
