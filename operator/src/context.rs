@@ -1,6 +1,6 @@
 //! Handles shared by the controllers and the worker API.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -35,11 +35,20 @@ pub struct Kinds(pub Vec<KindEntry>);
 /// A listing of one kind's benchmarks.
 pub type ListFn<T> = for<'c> fn(&'c Client) -> BoxFuture<'c, Result<T, kube::Error>>;
 
+/// The queue's view of one kind from its controller's cache: None until the cache has its
+/// first complete listing.
+pub type CachedFn = Arc<dyn Fn() -> Option<Vec<Contender>> + Send + Sync>;
+
 /// What those passes need of one kind (see `run::kinds::entry`).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct KindEntry {
-    /// Every benchmark of the kind, as the queue sees it.
+    /// The kind's name ("IngressBenchmark").
+    pub kind: String,
+    /// Every benchmark of the kind, as the queue sees it, listed from the API server.
     pub contenders: ListFn<Vec<Contender>>,
+    /// The same from the kind's controller cache, once its controller runs
+    /// (`controller::run` sets it): no list of every benchmark per reconcile.
+    pub cached: Arc<OnceLock<CachedFn>>,
     /// Every benchmark of the kind, listed for a new leader.
     pub list: ListFn<Listed>,
 }
@@ -57,9 +66,19 @@ impl Kinds {
     pub async fn contenders(&self, client: &Client) -> Result<Vec<Contender>, kube::Error> {
         let mut all = vec![];
         for kind in &self.0 {
-            all.extend((kind.contenders)(client).await?);
+            match kind.cached.get().and_then(|cached| cached()) {
+                Some(cached) => all.extend(cached),
+                None => all.extend((kind.contenders)(client).await?),
+            }
         }
         Ok(all)
+    }
+
+    /// Hands kind `kind`'s controller cache to the queue (once; later calls change nothing).
+    pub fn cache(&self, kind: &str, cached: CachedFn) {
+        if let Some(entry) = self.0.iter().find(|e| e.kind == kind) {
+            let _ = entry.cached.set(cached);
+        }
     }
 }
 

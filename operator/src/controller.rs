@@ -63,7 +63,14 @@ pub async fn run<K: Hooks>(
         ctx,
         backoff: Backoff::default(),
     });
-    Controller::new(benchmarks, watcher::Config::default())
+    let controller = Controller::new(benchmarks, watcher::Config::default());
+    // The queue reads every benchmark of this kind from the controller's cache from now on.
+    let kinds = &reconciler.ctx.kinds;
+    kinds.cache(
+        &K::kind(&()),
+        crate::run::kinds::cached::<K>(controller.store()),
+    );
+    controller
         .owns(pods, owned)
         .reconcile_on(wake)
         .shutdown_on_signal()

@@ -30,26 +30,47 @@ pub fn is_refusal(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 409 && s.code != 429)
 }
 
-/// Creates the pods in order (AlreadyExists is success); stops at the first failure.
+/// Pod creations in flight at once: a 256-worker step is not 256 round trips one after
+/// another, and the API server is not sent them all at once either.
+const CREATE_AT_ONCE: usize = 16;
+
+/// Creates the pods, several at a time (AlreadyExists is success); every pod is tried, and the
+/// first refusal (which retrying cannot help) is returned before any other failure.
 pub async fn create_pods(
     client: &Client,
     namespace: &str,
     pods: &[Pod],
 ) -> Result<(), PodCreateError> {
+    use futures::StreamExt;
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    for pod in pods {
-        if let Err(e) = ignore_conflict(api.create(&PostParams::default(), pod).await) {
-            return Err(PodCreateError {
-                pod: pod.metadata.name.clone().unwrap_or_default(),
-                refused: is_refusal(&e),
-                message: match &e {
-                    kube::Error::Api(s) => s.message.clone(),
-                    other => other.to_string(),
-                },
-            });
+    let create = |pod: &Pod| {
+        let api = api.clone();
+        let pod = pod.clone();
+        async move {
+            ignore_conflict(api.create(&PostParams::default(), &pod).await).map_err(|e| {
+                PodCreateError {
+                    pod: pod.metadata.name.clone().unwrap_or_default(),
+                    refused: is_refusal(&e),
+                    message: match &e {
+                        kube::Error::Api(s) => s.message.clone(),
+                        other => other.to_string(),
+                    },
+                }
+            })
         }
+    };
+    let results: Vec<Result<(), PodCreateError>> = futures::stream::iter(pods)
+        .map(create)
+        .buffer_unordered(CREATE_AT_ONCE)
+        .collect()
+        .await;
+    let mut failed: Vec<PodCreateError> = results.into_iter().filter_map(Result::err).collect();
+    // A refusal first, then in the order of the pods' names (deterministic messages).
+    failed.sort_by(|a, b| (!a.refused, &a.pod).cmp(&(!b.refused, &b.pod)));
+    match failed.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 pub async fn list_pods(
@@ -374,6 +395,50 @@ mod tests {
         assert_eq!(
             server_problem(&expected, &second_gone).as_deref(),
             Some("server pod s1 was deleted")
+        );
+    }
+
+    #[tokio::test]
+    async fn every_pod_is_tried_and_a_refusal_is_named_before_other_failures() {
+        use crate::testing::fake_api::{status, FakeApi};
+        let fake = FakeApi::default();
+        // w07 is refused (quota), w03 fails with a 500 (may pass), the rest exist already or
+        // are created.
+        let client = fake.client(|seen| {
+            if seen.body.contains("\"w07\"") {
+                (403, status(403, "Forbidden"))
+            } else if seen.body.contains("\"w03\"") {
+                (500, status(500, "InternalError"))
+            } else if seen.body.contains("\"w1") {
+                (409, status(409, "AlreadyExists"))
+            } else {
+                (201, serde_json::json!({"metadata": {"name": "x"}}))
+            }
+        });
+        let pods: Vec<Pod> = (0..40)
+            .map(|i| Pod {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(format!("w{i:02}")),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .collect();
+        let err = create_pods(&client, "team", &pods).await.unwrap_err();
+        assert_eq!((err.pod.as_str(), err.refused), ("w07", true));
+        let posts = fake
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with("POST"))
+            .count();
+        assert_eq!(posts, 40, "every pod tried");
+        let ok: Vec<Pod> = pods
+            .into_iter()
+            .filter(|p| p.metadata.name.as_deref() > Some("w10"))
+            .collect();
+        assert!(
+            create_pods(&client, "team", &ok).await.is_ok(),
+            "AlreadyExists is success"
         );
     }
 }
