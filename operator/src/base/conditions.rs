@@ -13,6 +13,10 @@ pub const OFFLOAD_RESTORED: &str = "OffloadRestored";
 /// True when a run regressed against the benchmark's baseline; Unknown without a baseline to
 /// compare with.
 pub const REGRESSED: &str = "Regressed";
+/// True when the newest runs of a benchmark start a new regime (a change point over its
+/// history of succeeded results of the same spec, at most a few runs back); False when there
+/// is none recently; Unknown with too few results or after a failed run.
+pub const NEW_REGIME: &str = "NewRegime";
 
 pub fn set(
     conditions: &mut Vec<Condition>,

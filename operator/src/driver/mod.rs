@@ -30,7 +30,7 @@ use crate::base::labels;
 use crate::base::outcome::Step;
 use crate::context::Context;
 use crate::k8s::pods;
-use crate::results::metrics::ResultMetrics;
+use crate::results::metrics::{RegimeMetrics, ResultMetrics};
 use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
 use metrics::RunMetrics;
@@ -119,6 +119,9 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     ctx.metrics.family::<RunMetrics>().forget(&kind, &ns, &name);
     ctx.metrics
         .family::<ResultMetrics>()
+        .forget(&kind, &ns, &name);
+    ctx.metrics
+        .family::<RegimeMetrics>()
         .forget(&kind, &ns, &name);
     Ok(Step::Done)
 }

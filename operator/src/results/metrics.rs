@@ -1,5 +1,6 @@
 //! A finished run's result on /metrics: `netbench_result_mean`, `netbench_result_ci95` and
-//! `netbench_regression`, per figure of the latest BenchmarkResult.
+//! `netbench_regression`, per figure of the latest BenchmarkResult; and
+//! `netbench_change_point_runs_ago` over the benchmark's history.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -69,5 +70,133 @@ impl ResultMetrics {
         for g in [&self.regression, &self.mean, &self.ci95] {
             remove_benchmark(g, kind, namespace, name);
         }
+    }
+}
+
+/// `netbench_change_point_runs_ago`: per step or case, the runs since the newest change point
+/// of its main figure over the benchmark's history (see super::regime).
+pub struct RegimeMetrics {
+    runs_ago: GaugeVec,
+}
+
+impl Family for RegimeMetrics {
+    fn register(registry: &Registry) -> Self {
+        RegimeMetrics {
+            runs_ago: gauge(
+                registry,
+                "netbench_change_point_runs_ago",
+                "Runs since the newest change point of a step's or case's main figure over the \
+                 benchmark's succeeded results of the same spec (0: it began at the newest run); \
+                 direction better or worse; no series without a change point",
+                &[
+                    "kind",
+                    "namespace",
+                    "name",
+                    "measurement",
+                    "figure",
+                    "direction",
+                ],
+            ),
+        }
+    }
+}
+
+impl RegimeMetrics {
+    /// Publishes the newest change points of a benchmark; its other series go (a step without
+    /// one now, a shift whose direction changed).
+    pub fn set(&self, kind: &str, namespace: &str, name: &str, regime: &super::regime::Regime) {
+        self.forget(kind, namespace, name);
+        for s in &regime.shifts {
+            let labels = [
+                kind,
+                namespace,
+                name,
+                s.measurement.as_str(),
+                s.figure.as_str(),
+                s.direction.as_str(),
+            ];
+            let runs = u32::try_from(s.runs_ago).unwrap_or(u32::MAX);
+            self.runs_ago
+                .with_label_values(&labels)
+                .set(f64::from(runs));
+        }
+    }
+
+    /// Drops every series of a benchmark.
+    pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        remove_benchmark(&self.runs_ago, kind, namespace, name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::regime::{Direction, Regime, Shift};
+    use super::*;
+    use crate::base::metrics::Metrics;
+
+    fn shift(measurement: &str, direction: Direction, runs_ago: usize) -> Shift {
+        Shift {
+            measurement: measurement.into(),
+            figure: "rps".into(),
+            unit: "req/s".into(),
+            direction,
+            before: 100.0,
+            after: 90.0,
+            change_percent: -10.0,
+            p_value: 0.001,
+            started_at: "web-r7".into(),
+            runs_ago,
+            new: true,
+        }
+    }
+
+    #[test]
+    fn change_point_series_follow_the_newest_judgement_and_go_with_the_benchmark() {
+        let m = Metrics::new();
+        let g = m.family::<RegimeMetrics>();
+        let regime = |shifts| Regime {
+            results: 10,
+            shifts,
+        };
+        g.set(
+            "IngressBenchmark",
+            "team",
+            "web",
+            &regime(vec![
+                shift("step 0", Direction::Worse, 2),
+                shift("step 1", Direction::Better, 7),
+            ]),
+        );
+        g.set(
+            "IngressBenchmark",
+            "team",
+            "other",
+            &regime(vec![shift("step 0", Direction::Worse, 0)]),
+        );
+        let text = m.render();
+        assert!(
+            text.contains(r#"netbench_change_point_runs_ago{direction="worse",figure="rps",kind="IngressBenchmark",measurement="step 0",name="web",namespace="team"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"measurement="step 1",name="web",namespace="team"} 7"#));
+        // The next run: step 1 has no change point any more, step 0's turned better.
+        g.set(
+            "IngressBenchmark",
+            "team",
+            "web",
+            &regime(vec![shift("step 0", Direction::Better, 3)]),
+        );
+        let text = m.render();
+        assert!(
+            !text.contains(r#"measurement="step 1",name="web""#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"direction="worse",figure="rps",kind="IngressBenchmark",measurement="step 0",name="web""#));
+        assert!(text.contains(r#"direction="better",figure="rps",kind="IngressBenchmark",measurement="step 0",name="web",namespace="team"} 3"#));
+        // Deleted: its series go, the other benchmark's stay.
+        g.forget("IngressBenchmark", "team", "web");
+        let text = m.render();
+        assert!(!text.contains(r#"name="web""#), "{text}");
+        assert!(text.contains(r#"name="other""#));
     }
 }

@@ -1,24 +1,26 @@
 //! A finished run's BenchmarkResult: built from the run's stored reports (never from status,
 //! which others can write), written once in the benchmark's namespace, judged against the
-//! benchmark's baseline, and the history trimmed to `historyLimit`. Results carry no owner
-//! reference: they outlive the benchmark.
+//! benchmark's baseline, and the history trimmed to `historyLimit`; the history kept is then
+//! searched for a new regime (`regime`). Results carry no owner reference: they outlive the
+//! benchmark.
 
 mod baseline;
 mod build;
 mod facts;
 pub mod metrics;
+pub mod regime;
 
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
 use crds::result::{BENCHMARK_LABEL, KIND_LABEL};
-use crds::BenchmarkResult;
+use crds::{BenchmarkResult, Phase};
 
 use crate::base::error::{Error, Result};
 use crate::base::events::PendingEvent;
 use crate::run::{Hooks, Run, RunState};
-use metrics::ResultMetrics;
+use metrics::{RegimeMetrics, ResultMetrics};
 
 pub use build::result_name;
 
@@ -31,6 +33,8 @@ pub struct Recorded {
     /// The Regressed condition (status True, False or Unknown; reason; message), once the
     /// result is judged against the benchmark's baseline.
     pub regressed: Option<(String, &'static str, String)>,
+    /// The NewRegime condition (status, reason, message), once the history is judged.
+    pub new_regime: Option<(&'static str, &'static str, String)>,
     /// Its Events (a replaced impostor, the verdict, the result).
     pub events: Vec<PendingEvent>,
 }
@@ -72,7 +76,21 @@ async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()
         &object.spec,
     );
     let limit = run.obj().repetition().history_limit();
-    prune(&api, &K::kind(&()), run.name(), limit).await?;
+    let kept = prune(&api, &K::kind(&()), run.name(), limit).await?;
+    if object.spec.phase == Phase::Succeeded {
+        let judged = regime::judge(&history(&kept, &object));
+        recorded.new_regime = Some(judged.condition());
+        recorded.events.extend(judged.event());
+        run.ctx().metrics.family::<RegimeMetrics>().set(
+            &K::kind(&()),
+            run.ns(),
+            run.name(),
+            &judged,
+        );
+    } else {
+        let m = "the run did not succeed; its history is judged after the next run that does";
+        recorded.new_regime = Some(("Unknown", "NotJudged", m.into()));
+    }
     let m = format!(
         "result {name} written ({})",
         object.spec.summary.as_deref().unwrap_or("no figures")
@@ -126,8 +144,13 @@ async fn create(
 }
 
 /// Deletes the benchmark's oldest results beyond `limit` (by creation time, which only the API
-/// server writes).
-async fn prune(api: &Api<BenchmarkResult>, kind: &str, benchmark: &str, limit: u32) -> Result<()> {
+/// server writes); returns the ones kept, newest first.
+async fn prune(
+    api: &Api<BenchmarkResult>,
+    kind: &str,
+    benchmark: &str,
+    limit: u32,
+) -> Result<Vec<BenchmarkResult>> {
     let selector = format!(
         "{BENCHMARK_LABEL}={},{KIND_LABEL}={}",
         build::label_value(benchmark),
@@ -141,17 +164,43 @@ async fn prune(api: &Api<BenchmarkResult>, kind: &str, benchmark: &str, limit: u
         .filter(|r| r.spec.benchmark.name == benchmark && r.spec.benchmark.kind == kind)
         .collect();
     all.sort_by_key(|r| std::cmp::Reverse(newest_first(r)));
-    for old in all
-        .iter()
-        .skip(usize::try_from(limit).unwrap_or(usize::MAX))
-    {
+    let old = all.split_off(usize::try_from(limit).unwrap_or(usize::MAX).min(all.len()));
+    for old in &old {
         match api.delete(&old.name_any(), &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(())
+    Ok(all)
+}
+
+/// The history the NewRegime condition judges, oldest first: of the results kept (newest
+/// first), those of this benchmark that succeeded with the same spec, as `baseline` chooses
+/// them, then `now` (this run's, as written; not as listed) as the newest.
+fn history<'a>(kept: &'a [BenchmarkResult], now: &'a BenchmarkResult) -> Vec<regime::Entry<'a>> {
+    let n = &now.spec;
+    let mut entries: Vec<regime::Entry<'a>> = kept
+        .iter()
+        .take(crds::changepoint::MAX_SERIES)
+        .filter(|r| {
+            let s = &r.spec;
+            s.benchmark == n.benchmark
+                && s.spec_hash == n.spec_hash
+                && s.phase == Phase::Succeeded
+                && s.run_id != n.run_id
+        })
+        .map(|r| regime::Entry {
+            name: r.metadata.name.as_deref().unwrap_or_default(),
+            spec: &r.spec,
+        })
+        .collect();
+    entries.reverse();
+    entries.push(regime::Entry {
+        name: now.metadata.name.as_deref().unwrap_or_default(),
+        spec: n,
+    });
+    entries
 }
 
 /// Sort key: creation time, then name.
@@ -208,5 +257,61 @@ struct NameTaken(String);
 impl From<NameTaken> for Error {
     fn from(e: NameTaken) -> Error {
         Error::Internal(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crds::BenchmarkResultSpec;
+
+    fn result(name: &str, run: &str, hash: &str, phase: Phase) -> BenchmarkResult {
+        let spec = BenchmarkResultSpec {
+            benchmark: crds::BenchmarkRef {
+                kind: "IngressBenchmark".into(),
+                namespace: "team".into(),
+                name: "web".into(),
+            },
+            benchmark_uid: "u1".into(),
+            run_id: run.into(),
+            spec_hash: hash.into(),
+            benchmark_spec: "{}".into(),
+            phase,
+            message: None,
+            start_time: None,
+            completion_time: None,
+            cluster: Default::default(),
+            measurements: vec![],
+            scaling: None,
+            summary: None,
+            verdict: None,
+        };
+        BenchmarkResult::new(name, spec)
+    }
+
+    #[test]
+    fn the_history_is_this_benchmarks_succeeded_results_of_the_spec_then_this_run() {
+        let now = result("web-r9", "r9", "h", Phase::Succeeded);
+        let mut other_benchmark = result("api-r8", "r8", "h", Phase::Succeeded);
+        other_benchmark.spec.benchmark.name = "api".into();
+        let mut forged_now = result("web-r9", "r9", "h", Phase::Succeeded);
+        forged_now.spec.summary = Some("listed copy".into());
+        // As prune returns them: newest first.
+        let kept = vec![
+            forged_now,
+            result("web-r8", "r8", "h", Phase::Succeeded),
+            result("web-r7", "r7", "h", Phase::Failed),
+            other_benchmark,
+            result("web-r6", "r6", "other-spec", Phase::Succeeded),
+            result("web-r5", "r5", "h", Phase::Succeeded),
+        ];
+        let h = history(&kept, &now);
+        let names: Vec<&str> = h.iter().map(|e| e.name).collect();
+        assert_eq!(names, ["web-r5", "web-r8", "web-r9"]);
+        assert_eq!(
+            h.last().map(|e| e.spec),
+            Some(&now.spec),
+            "this run as written"
+        );
     }
 }

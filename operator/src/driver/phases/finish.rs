@@ -11,7 +11,7 @@ use kube::runtime::events::EventType;
 use crds::{CleanupPolicy, Phase};
 
 use super::super::machine::{fail, Next};
-use crate::base::conditions::REGRESSED;
+use crate::base::conditions::{NEW_REGIME, REGRESSED};
 use crate::base::error::Result;
 use crate::base::outcome::Step;
 use crate::k8s::pods;
@@ -36,6 +36,9 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     let (recorded, outcome) = results::record(run).await;
     if let Some((status, reason, message)) = recorded.regressed {
         run.condition_status(REGRESSED, &status, reason, message);
+    }
+    if let Some((status, reason, message)) = recorded.new_regime {
+        run.condition_status(NEW_REGIME, status, reason, message);
     }
     if let Some(name) = recorded.written {
         run.status_mut().run_mut().latest_result = Some(name);
