@@ -325,3 +325,71 @@ fn a_shift_in_the_history_is_named_as_a_change_point() {
         "{calm}"
     );
 }
+
+/// The same shifted history: the chart has a dashed red line between runs 4 and 5, labelled
+/// with the direction and size, and the calm history's chart has none.
+#[test]
+fn a_change_point_is_marked_on_the_history_chart() {
+    let base = fixtures(&["ingress-one-step.yaml"]).remove(0);
+    let history = |drop: bool| -> Vec<netbench_cli::source::Loaded> {
+        (0..10usize)
+            .map(|i| {
+                let mut r = base.clone();
+                r.name = format!("nightly-{i}");
+                r.spec.run_id = format!("run-{i}");
+                let noise = [0.4, -0.9, 1.1, -0.2, 0.7, -1.0, 0.3, 0.9, -0.6, 0.1][i];
+                let level = if drop && i >= 5 { 0.88 } else { 1.0 };
+                for m in &mut r.spec.measurements {
+                    for f in &mut m.metrics {
+                        if f.name == "rps" {
+                            f.mean = f.mean * level * (1.0 + noise / 100.0);
+                        }
+                    }
+                }
+                r
+            })
+            .collect()
+    };
+    // The vertical dashes of the mark (2-point polylines of one x) in its colour.
+    let dashes = |doc: &roxmltree::Document<'_>| -> Vec<f64> {
+        elements(doc, "polyline")
+            .into_iter()
+            .filter(|p| p.attribute("stroke") == Some("#B2182B"))
+            .filter_map(|p| {
+                let xs: Vec<f64> = p
+                    .attribute("points")?
+                    .split_whitespace()
+                    .filter_map(|xy| xy.split(',').next()?.parse().ok())
+                    .collect();
+                (xs.len() == 2 && xs[0] == xs[1]).then_some(xs[0])
+            })
+            .collect()
+    };
+    let shifted = report::render(&history(true)).unwrap();
+    let doc = xml(chart(&shifted, "-history.svg"));
+    let xs = dashes(&doc);
+    assert!(xs.len() >= 10, "a dashed line of many dashes: {xs:?}");
+    assert!(xs.iter().all(|&x| x == xs[0]), "one vertical line: {xs:?}");
+    // Between the 5th and the 6th run's points (the dots of the one series, oldest first).
+    let mut runs: Vec<f64> = elements(&doc, "circle")
+        .iter()
+        .filter_map(|c| c.attribute("cx")?.parse().ok())
+        .collect();
+    runs.sort_by(f64::total_cmp);
+    runs.dedup();
+    assert_eq!(runs.len(), 10, "{runs:?}");
+    assert!(
+        runs[4] < xs[0] && xs[0] < runs[5],
+        "{} not between {runs:?}",
+        xs[0]
+    );
+    assert!(
+        texts(&doc).iter().any(|t| t == "step 0: worse -12%"),
+        "{:?}",
+        texts(&doc)
+    );
+    let calm = report::render(&history(false)).unwrap();
+    let doc = xml(chart(&calm, "-history.svg"));
+    assert!(dashes(&doc).is_empty());
+    assert!(!texts(&doc).iter().any(|t| t.contains("worse")));
+}

@@ -215,13 +215,13 @@ fn history(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
             )
         })
         .collect();
-    out.markdown
-        .push_str(&change_points(runs, metric, unit, &series, &labels));
+    let (list, marks) = change_points(runs, metric, unit, &series, &labels);
+    out.markdown.push_str(&list);
     let title = format!(
         "{}: {metric} per run",
         runs.last().map_or("", |r| r.spec.benchmark.name.as_str())
     );
-    let svg = charts::history(&title, unit, &labels, &series)?;
+    let svg = charts::history(&title, unit, &labels, &series, &marks)?;
     push_chart(
         out,
         format!("{number}-history.svg"),
@@ -231,15 +231,15 @@ fn history(number: usize, runs: &[&Loaded], out: &mut Rendered) -> Result<()> {
     Ok(())
 }
 
-/// The change points of each measurement's main figure over the history (crds::changepoint),
-/// as a markdown list; empty when there is no history to judge.
+/// The change points of each measurement's main figure over the history (crds::changepoint):
+/// a markdown list (empty when there is no history to judge) and the chart's marks.
 fn change_points(
     runs: &[&Loaded],
     metric: &str,
     unit: &str,
     series: &[charts::Series],
     labels: &[String],
-) -> String {
+) -> (String, Vec<charts::Mark>) {
     let better = runs
         .last()
         .and_then(|r| {
@@ -249,33 +249,41 @@ fn change_points(
         })
         .map(|f| f.better);
     let mut lines = vec![];
+    let mut marks = vec![];
     for s in series {
-        let means: Vec<f64> = s.points.iter().map(|p| p.1).collect();
+        // Only finite means: a change point's index is then the index of its point.
+        let points: Vec<&(usize, f64, f64)> = s.points.iter().filter(|p| p.1.is_finite()).collect();
+        let means: Vec<f64> = points.iter().map(|p| p.1).collect();
         for cp in crds::changepoint::find(&means, crds::changepoint::Options::default()) {
-            let Some(&(run, _, _)) = s.points.get(cp.index) else {
+            let Some(&&(run, _, _)) = points.get(cp.index) else {
                 continue;
             };
             let worse = match better {
                 Some(crds::history::Better::Lower) => cp.after > cp.before,
                 _ => cp.after < cp.before,
             };
+            let direction = if worse { "worse" } else { "better" };
             lines.push(format!(
-                "- {}: from run {} ({}): {:.2} -> {:.2} {unit} ({:+.1} %, {}; p = {:.4})",
+                "- {}: from run {} ({}): {:.2} -> {:.2} {unit} ({:+.1} %, {direction}; p = {:.4})",
                 crate::text::md_text(&s.name),
                 crate::text::md_text(labels.get(run).map_or("?", String::as_str)),
                 crate::text::md_text(runs.get(run).map_or("?", |r| r.spec.run_id.as_str())),
                 cp.before,
                 cp.after,
                 cp.change_percent,
-                if worse { "worse" } else { "better" },
                 cp.p_value,
             ));
+            marks.push(charts::Mark {
+                run,
+                label: format!("{}: {direction} {:+.0}%", s.name, cp.change_percent),
+                worse,
+            });
         }
     }
     if runs.len() < 6 {
-        return String::new();
+        return (String::new(), vec![]);
     }
-    let mut md = String::from("Change points of the main figure (a two-sample t-test over the history, at most 1 % false alarms per segment searched; docs/results.md):\n\n");
+    let mut md = String::from("Change points of the main figure (a two-sample t-test over the history, at most 1 % false alarms per segment searched; docs/results.md), marked on the chart below by a dashed line at the first run of the new regime:\n\n");
     if lines.is_empty() {
         md.push_str("- none: no shift stands out of the run-to-run noise\n");
     } else {
@@ -283,7 +291,7 @@ fn change_points(
         md.push('\n');
     }
     md.push('\n');
-    md
+    (md, marks)
 }
 
 /// Writes report.md and the charts into `dir`.

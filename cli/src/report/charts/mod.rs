@@ -14,7 +14,7 @@ mod sweep;
 pub use bars::{bars, Bar};
 pub use distribution::{distribution, Curve};
 pub use heatmap::{heatmap, Cell};
-pub use history::{history, Series};
+pub use history::{history, Mark, Series};
 pub use scaling::scaling;
 pub use sweep::{sweep, Line, Panel, XAxis};
 
