@@ -413,3 +413,81 @@ async fn netbench_status(args: &[&str]) -> bool {
     }
     .unwrap_or_else(|e| panic!("netbench {args:?}: {e:#}"))
 }
+
+/// Six runs of one spec (only `cleanup`, which the spec hash leaves out, changes between
+/// them), the target held to a twentieth of a CPU from the 4th on: the 6th run's result starts
+/// a new regime at the 4th, worse, 2 runs ago; condition, Event and gauge say so. The 5 runs
+/// before it are too few to judge.
+#[tokio::test]
+async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "regime").await;
+    let (web, web_svc) = nginx("web", "100m");
+    for obj in [&web, &web_svc] {
+        create(&client, &ns.name, obj).await.unwrap();
+    }
+    let rollout = || {
+        kubectl(&[
+            "-n",
+            &ns.name,
+            "rollout",
+            "status",
+            "deployment/web",
+            "--timeout=120s",
+        ])
+        .unwrap()
+    };
+    rollout();
+    let url = format!("http://web.{}.svc.cluster.local/", ns.name);
+    let ib = sampled(&ns.name, "nightly", &url, 1);
+    let mut last = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT).await;
+    let mut results = vec![];
+    for run in 1..=6 {
+        if run > 1 {
+            if run == 4 {
+                let limits = ["-n", &ns.name, "set", "resources", "deployment/web"];
+                kubectl(&[&limits[..], &["--limits=cpu=50m"]].concat()).unwrap();
+                rollout();
+            }
+            let cleanup = if run % 2 == 0 { "OnSuccess" } else { "Always" };
+            last = rerun(&client, &ns.name, "nightly", json!({"cleanup": cleanup})).await;
+        }
+        assert_phase(&last, "Succeeded");
+        results.push(last["status"]["latestResult"].as_str().unwrap().to_string());
+        if run < 6 {
+            let c = condition(&last, "NewRegime");
+            assert_eq!(
+                (&c["status"], &c["reason"]),
+                (&json!("Unknown"), &json!("TooFewResults")),
+                "run {run}: {:#}",
+                last["status"]
+            );
+        }
+    }
+    let c = condition(&last, "NewRegime");
+    assert_eq!(c["status"], "True", "{:#}", last["status"]);
+    let message = c["message"].as_str().unwrap();
+    let since = format!("since {} (2 runs ago", results[3]);
+    assert!(
+        message.contains("step 0 rps worse -") && message.contains(&since),
+        "{message}"
+    );
+    let events = kubectl(&[
+        "-n",
+        &ns.name,
+        "get",
+        "events",
+        "--field-selector",
+        "reason=NewRegime",
+        "-o",
+        "jsonpath={.items[*].type}",
+    ])
+    .unwrap();
+    assert_eq!(events.trim(), "Warning", "one Event, for the worse");
+    let metrics = operator_metrics(&client).await.unwrap();
+    let series = format!(
+        "netbench_change_point_runs_ago{{direction=\"worse\",figure=\"rps\",kind=\"IngressBenchmark\",measurement=\"step 0\",name=\"nightly\",namespace=\"{}\"}} 2",
+        ns.name
+    );
+    assert!(metrics.contains(&series), "{metrics}");
+}
