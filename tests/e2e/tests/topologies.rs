@@ -224,3 +224,44 @@ async fn a_pair_that_cannot_be_placed_or_too_many_pods_are_refused_before_any_po
     );
     assert_eq!(operator_restarts(&client).await, restarts);
 }
+
+#[tokio::test]
+async fn host_network_servers_of_a_fan_in_share_their_node_on_ports_of_their_own() {
+    let client = client().await;
+    // e2e-egpriv-*: where setup.sh lets the admin's opt-in allow hostNetwork workers.
+    let ns = TestNs::new(&client, "egpriv").await;
+    let eb = benchmark(
+        EB,
+        &ns.name,
+        "fanin-host",
+        json!({"cleanup": "Never", "cases": [{
+            "name": "fan-in", "protocol": "tcp-rr", "rate": 200, "duration": "2s",
+            "client": {"hostNetwork": true}, "server": {"hostNetwork": true, "port": 5301},
+            "topology": {"fanIn": 3, "serverNodes": {"names": [NODES[1]]},
+                         "clientNodes": {"names": [NODES[0], NODES[2]]}},
+        }]}),
+    );
+    let done = create_and_wait(&client, &eb, FINISHED, Duration::from_secs(240)).await;
+    let st = &done["status"];
+    // Three servers in one network namespace: on one port the second and third could not
+    // listen and the run would fail.
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let pods = worker_pods(&client, &ns.name).await.unwrap();
+    let mut ports: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.labels.as_ref().unwrap()["netbench.io/role"] == "server")
+        .map(|p| {
+            let args = p.spec.as_ref().unwrap().containers[0].args.clone().unwrap();
+            let at = args.iter().position(|a| a == "-p").unwrap();
+            args[at + 1].clone()
+        })
+        .collect();
+    ports.sort();
+    assert_eq!(ports, ["5301", "5302", "5303"]);
+    let c = case(st, "fan-in");
+    assert_eq!(c["aggregate"]["pairs"], json!(3));
+    assert!(
+        rows(c).iter().all(|r| r.2 == NODES[1] && r.3 > 0.0),
+        "{c:#}"
+    );
+}
