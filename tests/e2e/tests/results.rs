@@ -438,6 +438,7 @@ async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
         .unwrap()
     };
     rollout();
+    endpoints_settled(&ns.name, "web").await;
     let url = format!("http://web.{}.svc.cluster.local/", ns.name);
     let ib = sampled(&ns.name, "nightly", &url, 1);
     let mut last = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT).await;
@@ -446,8 +447,10 @@ async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
         if run > 1 {
             if run == 4 {
                 let limits = ["-n", &ns.name, "set", "resources", "deployment/web"];
-                kubectl(&[&limits[..], &["--limits=cpu=50m"]].concat()).unwrap();
+                kubectl(&[&limits[..], &["--limits=cpu=50m", "--requests=cpu=50m"]].concat())
+                    .unwrap();
                 rollout();
+                endpoints_settled(&ns.name, "web").await;
             }
             let cleanup = if run % 2 == 0 { "OnSuccess" } else { "Always" };
             last = rerun(&client, &ns.name, "nightly", json!({"cleanup": cleanup})).await;
@@ -490,4 +493,37 @@ async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
         ns.name
     );
     assert!(metrics.contains(&series), "{metrics}");
+}
+
+/// Waits until Service `service`'s endpoints are exactly its ready pods, none terminating: a
+/// run started while the Service still leads to the pod a rollout replaced fails its preflight.
+async fn endpoints_settled(ns: &str, service: &str) {
+    eventually(Duration::from_secs(60), async || {
+        let get = |args: &[&str]| kubectl(&[&["-n", ns][..], args].concat()).unwrap_or_default();
+        let selector = format!("kubernetes.io/service-name={service}");
+        let serving = get(&[
+            "get", "endpointslices", "-l", &selector, "-o",
+            "jsonpath={range .items[*].endpoints[*]}{.addresses[0]} {.conditions.ready} {.conditions.terminating}{\"\\n\"}{end}",
+        ]);
+        let mut ready: Vec<&str> = serving
+            .lines()
+            .filter(|l| l.ends_with(" true false") || l.ends_with(" true "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let listed = serving.lines().filter(|l| !l.is_empty()).count();
+        let pods = get(&[
+            "get", "pods", "-l", &format!("app={service}"), "-o",
+            "jsonpath={range .items[?(@.metadata.deletionTimestamp)]}x{end}{range .items[*]}{.status.podIP}{\" \"}{end}",
+        ]);
+        let (terminating, ips) = pods.split_at(pods.chars().take_while(|c| *c == 'x').count());
+        let mut ips: Vec<&str> = ips.split_whitespace().collect();
+        ready.sort_unstable();
+        ips.sort_unstable();
+        if terminating.is_empty() && listed == ready.len() && !ready.is_empty() && ready == ips {
+            Ok(())
+        } else {
+            Err(format!("Service {service}: endpoints {serving:?}, pods {pods:?}"))
+        }
+    })
+    .await;
 }
