@@ -422,7 +422,7 @@ async fn netbench_status(args: &[&str]) -> bool {
 async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
     let client = client().await;
     let ns = TestNs::new(&client, "regime").await;
-    let (web, web_svc) = nginx("web", "100m");
+    let (web, web_svc) = nginx("web", "500m");
     for obj in [&web, &web_svc] {
         create(&client, &ns.name, obj).await.unwrap();
     }
