@@ -8,7 +8,7 @@ use protocol::tcp::Direction;
 use protocol::worker::{validate_final, CheckedReport};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use sim::record::{Recorder, StepKey};
+use sim::record::{Recorder, Sent, StepKey};
 use sim::report::{
     final_report, http_json, http_report, sample_latencies, tcp_json, tcp_report, HttpShape,
     LatencyModel, TcpShape,
@@ -118,10 +118,12 @@ fn merged_percentiles_equal_one_histogram_of_every_sample() {
             recorder
                 .add(
                     &key,
-                    &samples,
-                    0,
-                    Some(1_700_000_000_000),
-                    1_700_000_000_000 + w,
+                    &Sent {
+                        samples: &samples,
+                        start_at_unix_ms: Some(1_700_000_000_000),
+                        started_at_unix_ms: 1_700_000_000_000 + w,
+                        ..Sent::default()
+                    },
                 )
                 .unwrap(),
         );
