@@ -148,10 +148,12 @@ impl Recorder {
         }
         r.latency = LatencySummary::from_histogram(&tally.samples);
         let record = r.clone();
-        drop(steps);
+        // Written under the lock: two reports of one step written at once would share the
+        // temporary file, and the second rename would find it gone.
         if let Some(dir) = &self.dir {
             write_atomically(&dir.join(key.file_name()), &record)?;
         }
+        drop(steps);
         Ok(record)
     }
 }
