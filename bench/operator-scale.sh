@@ -3,28 +3,37 @@
 # by netbench-sim (tests/sim: the real worker protocol, pod-bound tokens, realistic reports).
 #
 #   bench/operator-scale.sh            the table: 1 and 64 workers in one run, 1, 50 and 200
-#                                      concurrent benchmarks of one worker; then the hostile block
-#   bench/operator-scale.sh --short    CI: 64 workers in one run and 20 concurrent benchmarks, then
-#                                      the hostile block; ASSERTS correctness (all Succeeded,
-#                                      merged percentiles exact, nothing left behind, every lie
-#                                      refused and counted, operator restartCount 0), not speed
+#                                      concurrent benchmarks of one worker (IngressBenchmark);
+#                                      64 and 256 workers in one run (EgressBenchmark, one
+#                                      tcp-stream case with topology pairs: 32 and 128); then the
+#                                      hostile block
+#   bench/operator-scale.sh --short    CI: 64 workers in one run, 20 concurrent benchmarks and
+#                                      128 egress workers in one run (pairs: 64), then the
+#                                      hostile block; ASSERTS correctness (all Succeeded,
+#                                      merged percentiles exact, pairs and sums as sent, nothing
+#                                      left behind, every lie refused and counted, operator
+#                                      restartCount 0), not speed
 #
 # Needs the test cluster with the operator deployed (tests/cluster/up.sh, tests/e2e/setup.sh).
 # Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a policy giving
 # worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
 # that counts the operator's API requests), and uses namespaces scale-<tag>-*, all removed at exit.
-# The operator's cap on workers per run (NETBENCH_MAX_WORKERS, default 16) is raised to 64 for the
-# run and restored at exit: BOTH REDEPLOY THE OPERATOR (do not run beside the e2e tests).
-# 256 workers in one run: IngressBenchmark's workers.replicas is at most 64 (schema and
-# crds::bounds), so that row waits for EgressBenchmark topologies (pairs); printed as "n/a".
+# The operator's cap on workers per run (NETBENCH_MAX_WORKERS, default 16) is raised to 256 (128
+# with --short) for the run and restored at exit: BOTH REDEPLOY THE OPERATOR (do not run beside
+# the e2e tests). 256 workers in one run are an EgressBenchmark (IngressBenchmark's
+# workers.replicas is at most 64): pairs: 128, clients round-robin on the first half of the fake
+# nodes, servers on the second half, each client given only its own server at the barrier.
 #
 # Per row: apply -> Succeeded minus the measured time (operator overhead; p50 and max over the
-# benchmarks, polled every 0.2 s), start spread (status.steps[].startSkewMs: latest worker start
-# minus earliest), reconcile p99 (netbench_reconcile_duration_seconds over the row, interpolated
+# benchmarks, polled every 0.2 s), start spread (status.steps[].startSkewMs, or for egress
+# status.cases[0].aggregate.startSpreadMs: latest client start minus earliest), reconcile p99 (netbench_reconcile_duration_seconds over the row, interpolated
 # in its buckets), the operator process's RSS (before the row, peak during it) and CPU seconds
 # (from /proc on this machine), the operator's API requests per benchmark (the API server's
 # apiserver_flowcontrol_dispatched_requests_total of its FlowSchema), and whether every status's
-# merged percentiles equal those of one histogram of all samples the simulator sent.
+# merged percentiles equal those of one histogram of all samples the simulator sent (egress: the
+# case has a row per pair, each pair on its named nodes, aggregate.sum = the sum of the rows =
+# what the clients sent, every client given exactly its own server; netbench-sim check --kind
+# egress).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 source "$repo/tests/cluster/lib.sh"
@@ -37,7 +46,9 @@ case ${1:-} in
 esac
 fake_nodes=${NB_SCALE_FAKE_NODES:-8}
 duration_ms=${NB_SCALE_DURATION_MS:-2000}
-need_workers=64
+need_workers=256
+$short && need_workers=128
+((fake_nodes >= 2)) || die "NB_SCALE_FAKE_NODES must be at least 2 (clients and servers on separate halves)"
 
 [[ -f $NB_KUBECONFIG ]] || die "the test cluster is not up (tests/cluster/up.sh, then tests/e2e/setup.sh)"
 kc -n netbench-system get deployment netbench-operator >/dev/null 2>&1 ||
@@ -200,10 +211,15 @@ service_accounts_ready() {
     ((n == $2))
 }
 
-# benchmarks ROW COUNT WORKERS: one IngressBenchmark per namespace of the row.
+# benchmarks ROW COUNT WORKERS [KIND]: one IngressBenchmark (or EgressBenchmark) per namespace of
+# the row.
 benchmarks() {
-    local row=$1 count=$2 workers=$3 i
+    local row=$1 count=$2 workers=$3 kind=${4:-ingress} i
     for ((i = 0; i < count; i++)); do
+        if [[ $kind == egress ]]; then
+            egress_benchmark "scale-$tag-$row-$i" "$row" $((workers / 2))
+            continue
+        fi
         cat <<EOF
 apiVersion: netbench.io/v1alpha1
 kind: IngressBenchmark
@@ -222,9 +238,43 @@ EOF
     done
 }
 
-# phases ROW: "namespace phase" per benchmark of the row.
+# node_list FROM TO: fake nodes FROM..TO-1 as a YAML flow list.
+node_list() {
+    local from=$1 to=$2 i out=()
+    for ((i = from; i < to; i++)); do out+=("nb-fake-$i"); done
+    local IFS=,
+    echo "[${out[*]}]"
+}
+
+# egress_benchmark NAMESPACE ROW PAIRS: one tcp-stream case of PAIRS client/server pairs, clients
+# on the first half of the fake nodes and servers on the second (2 x PAIRS worker pods).
+egress_benchmark() {
+    local half=$((fake_nodes / 2))
+    cat <<EOF
+apiVersion: netbench.io/v1alpha1
+kind: EgressBenchmark
+metadata:
+  name: b
+  namespace: $1
+  labels: {netbench.io/scale-row: "$tag-$2"}
+spec:
+  cases:
+    - name: pairs
+      protocol: tcp-stream
+      client: {}
+      server: {}
+      duration: ${duration_ms}ms
+      topology:
+        pairs: $3
+        clientNodes: {names: $(node_list 0 "$half")}
+        serverNodes: {names: $(node_list "$half" "$fake_nodes")}
+---
+EOF
+}
+
+# phases ROW [KIND]: "namespace phase" per benchmark of the row.
 phases() {
-    kc get ingressbenchmarks -A -l "netbench.io/scale-row=$tag-$1" \
+    kc get "${2:-ingress}benchmarks" -A -l "netbench.io/scale-row=$tag-$1" \
         -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.status.phase}{"\n"}{end}'
 }
 
@@ -262,10 +312,10 @@ printf '| workers per run | benchmarks | overhead p50 / max (s) | start spread m
 printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
 failures=()
 
-# row NAME WORKERS BENCHMARKS
+# row NAME WORKERS BENCHMARKS [KIND]: KIND ingress (default) or egress (WORKERS/2 pairs).
 row() {
-    local name=$1 workers=$2 count=$3
-    log "row $name: $count benchmark(s) of $workers worker(s)"
+    local name=$1 workers=$2 count=$3 kind=${4:-ingress}
+    log "row $name: $count $kind benchmark(s) of $workers worker(s)"
     make_namespaces "$name" "$count"
     pid=$(op_pid) || die "cannot find the operator's process in /proc"
     ip=$(op_ip)
@@ -275,7 +325,7 @@ row() {
     peak=$rss_before
     op_metrics "$ip" >"$work/op.before"
     api_metrics >"$work/api.before"
-    benchmarks "$name" "$count" "$workers" >"$work/$name.yaml"
+    benchmarks "$name" "$count" "$workers" "$kind" >"$work/$name.yaml"
     t0=$(now_ms)
     kc apply -f "$work/$name.yaml" >/dev/null
     declare -A done_at=()
@@ -286,7 +336,7 @@ row() {
         while read -r ns phase; do
             [[ -n $ns && -z ${done_at[$ns]:-} ]] || continue
             [[ $phase == Succeeded || $phase == Failed ]] && done_at[$ns]="$now $phase"
-        done < <(phases "$name")
+        done < <(phases "$name" "$kind")
         rss=$(rss_mib "$pid")
         peak=$(awk -v a="$peak" -v b="$rss" 'BEGIN {print (b > a) ? b : a}')
         sleep 0.2
@@ -302,7 +352,8 @@ row() {
     local p50 max
     p50=$(awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}' <<<"$overheads")
     max=$(tail -n1 <<<"$overheads")
-    KUBECONFIG=$NB_KUBECONFIG "$sim_bin" check -l "netbench.io/scale-row=$tag-$name" --record "$work/record" >"$work/$name.check" 2>>"$work/sim.log" || true
+    KUBECONFIG=$NB_KUBECONFIG "$sim_bin" check --kind "$kind" -l "netbench.io/scale-row=$tag-$name" \
+        --record "$work/record" >"$work/$name.check" 2>>"$work/sim.log" || true
     local checked exact spread
     checked=$(grep -c . "$work/$name.check" || true)
     exact=$(grep -c '"exact":true' "$work/$name.check" || true)
@@ -317,8 +368,10 @@ print(max(v) if v else "n/a")' "$work/$name.check")
     local per_bench per_worker
     per_bench=$(awk -v r="$requests" -v n="$count" 'BEGIN {printf "%.0f", r / n}')
     per_worker=$(awk -v r="$requests" -v n="$count" -v w="$workers" 'BEGIN {printf "%.1f", r / n / w}')
+    local label=$workers
+    [[ $kind == egress ]] && label="$workers (egress, $((workers / 2)) pairs)"
     printf '| %s | %s | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
-        "$workers" "$count" "$p50" "$max" "$spread" "$reconcile" "$rss_before" "$peak" \
+        "$label" "$count" "$p50" "$max" "$spread" "$reconcile" "$rss_before" "$peak" \
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
         "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
     log "row $name: $failed failed, $exact/$checked exact, $reconciles reconciles, refusals: $refusals"
@@ -326,7 +379,10 @@ print(max(v) if v else "n/a")' "$work/$name.check")
         failures+=("row $name: $failed benchmark(s) did not succeed")
         grep -v '"phase":"Succeeded"' "$work/$name.check" | head -n 3 | cut -c1-400 >&2
     fi
-    ((exact == count && checked == count)) || failures+=("row $name: merged percentiles exact for $exact of $count")
+    if ((exact != count || checked != count)); then
+        failures+=("row $name: status as sent for $exact of $count")
+        grep -v '"exact":true' "$work/$name.check" | head -n 3 | cut -c1-600 >&2 || true
+    fi
     [[ $refusals == - ]] || failures+=("row $name: honest workers were refused: $refusals")
     if wait_for_quietly 120 nothing_left "$name"; then :; else
         failures+=("row $name: worker pods or report ConfigMaps left 120 s after the end")
@@ -391,11 +447,14 @@ restarts_before=$(restarts)
 if $short; then
     row w64 64 1
     row b20 1 20
+    row e128 128 1 egress
 else
     row w1 1 1
     row w64 64 1
     row b50 1 50
     row b200 1 200
+    row e64 64 1 egress
+    row e256 256 1 egress
 fi
 hostile
 restarts_after=$(restarts)
@@ -405,7 +464,6 @@ echo
 echo "Operator at scale ($(date -u +%Y-%m-%d), $fake_nodes kwok nodes, ${duration_ms} ms runs, workers played by netbench-sim):"
 echo
 cat "$work/table"
-$short || echo "| 256 | 1 | n/a: workers.replicas is at most 64 | | | | | | | |"
 echo
 echo "Goals: overhead < 5 s at 256 workers; start spread < 100 ms at 64; reconcile p99 < 50 ms;"
 echo "RSS < 64 MiB idle, < 160 MiB with 200 benchmarks; API requests per run linear in workers."

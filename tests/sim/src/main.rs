@@ -1,5 +1,6 @@
 //! `netbench-sim run`: plays every netbench worker pod placed on a kwok fake node.
-//! `netbench-sim check`: compares what IngressBenchmarks' status says with what was sent.
+//! `netbench-sim check`: compares what IngressBenchmarks' status says with what was sent, or
+//! checks EgressBenchmark topology cases (pairs, their nodes, the sums) against what was sent.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -33,7 +34,8 @@ struct Cli {
 enum Command {
     /// Play every worker pod on a fake node (label netbench.io/fake-node=true) until stopped.
     Run(RunArgs),
-    /// Compare IngressBenchmarks' merged percentiles and start skew with what was sent.
+    /// Compare IngressBenchmarks' merged percentiles and start skew with what was sent, or
+    /// (--kind egress) EgressBenchmark topology cases' pairs and sums.
     Check(CheckArgs),
 }
 
@@ -81,12 +83,21 @@ struct CheckArgs {
     /// Directory of the records written by `run --record`.
     #[arg(long)]
     record: PathBuf,
-    /// IngressBenchmarks to check, by label selector (all namespaces).
+    /// Benchmarks to check, by label selector (all namespaces).
     #[arg(long, short = 'l')]
     selector: String,
+    /// Which kind: ingress (IngressBenchmark) or egress (EgressBenchmark topology cases).
+    #[arg(long, value_enum, default_value_t = Kind::Ingress)]
+    kind: Kind,
     /// Exit 1 unless every benchmark Succeeded with status equal to what was sent.
     #[arg(long)]
     strict: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Kind {
+    Ingress,
+    Egress,
 }
 
 #[tokio::main]
@@ -260,17 +271,47 @@ fn compare(step: &Value, record: &StepRecord) -> (bool, Value) {
     (exact, Value::Object(figures))
 }
 
-async fn check(a: CheckArgs) -> Result<()> {
-    let kube = kube::Client::try_default().await?;
+/// The records of one benchmark's run, waiting (bounded) until `done` says every report the
+/// status counts is in them: the operator may finish the run before this simulator has
+/// recorded the answer to the last report.
+async fn records_when(
+    dir: &std::path::Path,
+    ns: &str,
+    name: &str,
+    done: impl Fn(&[StepRecord]) -> bool,
+) -> Result<Vec<StepRecord>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let records = read_records(dir, ns, name).map_err(anyhow::Error::msg)?;
+        if done(&records) || std::time::Instant::now() >= deadline {
+            return Ok(records);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn benchmarks_api(kube: kube::Client, kind: Kind) -> Api<DynamicObject> {
+    let (kind, plural) = match kind {
+        Kind::Ingress => ("IngressBenchmark", "ingressbenchmarks"),
+        Kind::Egress => ("EgressBenchmark", "egressbenchmarks"),
+    };
     let resource = ApiResource {
         group: "netbench.io".into(),
         version: "v1alpha1".into(),
         api_version: "netbench.io/v1alpha1".into(),
-        kind: "IngressBenchmark".into(),
-        plural: "ingressbenchmarks".into(),
+        kind: kind.into(),
+        plural: plural.into(),
     };
-    let api: Api<DynamicObject> = Api::all_with(kube, &resource);
+    Api::all_with(kube, &resource)
+}
+
+async fn check(a: CheckArgs) -> Result<()> {
+    let kube = kube::Client::try_default().await?;
+    let api = benchmarks_api(kube, a.kind);
     let list = api.list(&ListParams::default().labels(&a.selector)).await?;
+    if a.kind == Kind::Egress {
+        return check_egress(&a, &list.items).await;
+    }
     let mut all_good = !list.items.is_empty();
     for obj in &list.items {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
@@ -279,8 +320,6 @@ async fn check(a: CheckArgs) -> Result<()> {
         let phase = status["phase"].as_str().unwrap_or("").to_string();
         let run = status["runId"].as_str().unwrap_or("").to_string();
         let status_steps = status["steps"].as_array().cloned().unwrap_or_default();
-        // The operator may finish the run before this simulator has recorded the answer to
-        // the last report: wait (bounded) until every worker in status is in the record.
         let reported = |records: &[StepRecord]| {
             status_steps.iter().all(|step| {
                 let workers = step["workers"].as_array().map_or(0, Vec::len);
@@ -291,14 +330,7 @@ async fn check(a: CheckArgs) -> Result<()> {
                 })
             })
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        let records = loop {
-            let records = read_records(&a.record, &ns, &name).map_err(anyhow::Error::msg)?;
-            if reported(&records) || std::time::Instant::now() >= deadline {
-                break records;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        };
+        let records = records_when(&a.record, &ns, &name, reported).await?;
         let mut steps = vec![];
         let mut exact = phase == "Succeeded";
         if status_steps.is_empty() {
@@ -332,4 +364,245 @@ async fn check(a: CheckArgs) -> Result<()> {
         bail!("not every benchmark Succeeded with status equal to what the simulator sent");
     }
     Ok(())
+}
+
+/// Node `i` of a topology's node list used round-robin (docs/topologies.md), if it names
+/// nodes.
+fn round_robin(set: &Value, i: usize) -> Option<String> {
+    let names = set["names"].as_array()?;
+    let n = names.len();
+    (n > 0)
+        .then(|| names[i % n].as_str().map(str::to_string))
+        .flatten()
+}
+
+/// One topology case (`pairs: N` with two distinct node lists, or a selector) of status
+/// against its spec and its record: N pair rows, each pair once, nodes round-robin from the
+/// named lists, aggregate.sum = the sum of the rows = what the clients' receivers sent, every
+/// client given exactly its own server at the barrier.
+fn compare_case(case: &Value, spec: &Value, record: Option<&StepRecord>) -> (bool, Value) {
+    let topology = &spec["topology"];
+    let expected = topology["pairs"].as_u64().unwrap_or(0) as usize;
+    let rows = case["pairs"].as_array().cloned().unwrap_or_default();
+    let aggregate = &case["aggregate"];
+    let mut problems: Vec<String> = vec![];
+    if expected == 0 {
+        problems.push("the case's spec has no topology.pairs".into());
+    }
+    if rows.len() != expected {
+        problems.push(format!("{} pair rows, {expected} pairs asked", rows.len()));
+    }
+    if aggregate["pairs"].as_u64() != Some(expected as u64) {
+        problems.push(format!("aggregate.pairs is {}", aggregate["pairs"]));
+    }
+    let mut seen = vec![false; expected];
+    let mut wrong_nodes = vec![];
+    // Two distinct lists: pair i is on client list[i], server list[i] (one shared list
+    // shifts the server by one: not checked here).
+    let named = topology["clientNodes"] != topology["serverNodes"];
+    for row in &rows {
+        let Some(i) = row["pair"].as_u64().map(|i| i as usize) else {
+            problems.push(format!("a pair row without its index: {row}"));
+            continue;
+        };
+        match seen.get_mut(i) {
+            Some(s) if !*s => *s = true,
+            _ => problems.push(format!("pair {i} twice or out of range")),
+        }
+        if !named {
+            continue;
+        }
+        for (side, list, field) in [
+            ("client", &topology["clientNodes"], "clientNode"),
+            ("server", &topology["serverNodes"], "serverNode"),
+        ] {
+            if let Some(want) = round_robin(list, i) {
+                if row[field].as_str() != Some(want.as_str()) {
+                    wrong_nodes.push(format!("pair {i} {side} on {} not {want}", row[field]));
+                }
+            }
+        }
+    }
+    if !wrong_nodes.is_empty() {
+        problems.push(format!(
+            "{} pair ends on the wrong node, first: {}",
+            wrong_nodes.len(),
+            wrong_nodes[0]
+        ));
+    }
+    let row_sum: f64 = rows.iter().filter_map(|r| r["value"].as_f64()).sum();
+    let sum = aggregate["sum"].as_f64();
+    // The operator rounds each row to whole bits/s and the sum to 0.01: equal exactly.
+    if sum.is_none_or(|s| (s - row_sum).abs() > 1e-6 * row_sum.abs().max(1.0)) {
+        problems.push(format!(
+            "aggregate.sum {sum:?} != sum of the rows {row_sum}"
+        ));
+    }
+    let sent = record.map(|r| r.receiver_bits_per_second);
+    match record {
+        None => problems.push("nothing recorded for this case".into()),
+        Some(r) => {
+            // Each row is rounded to whole bits/s: at most 0.5 off per pair.
+            let slack = 0.5 * expected as f64 + 1e-9 * r.receiver_bits_per_second;
+            if (row_sum - r.receiver_bits_per_second).abs() > slack {
+                problems.push(format!(
+                    "the rows sum to {row_sum}, the clients sent {}",
+                    r.receiver_bits_per_second
+                ));
+            }
+            if r.reports as usize != expected {
+                problems.push(format!("{} reports stored, {expected} clients", r.reports));
+            }
+            if r.paired as usize != expected || !r.misdirected.is_empty() {
+                problems.push(format!(
+                    "{} of {expected} clients given exactly their own server; {:?}",
+                    r.paired,
+                    r.misdirected.iter().take(3).collect::<Vec<_>>()
+                ));
+            }
+        }
+    }
+    let exact = problems.is_empty();
+    let figures = json!({
+        "case": case["name"],
+        "pairs": [rows.len(), expected],
+        "sum": [sum, row_sum, sent],
+        "paired": record.map(|r| r.paired),
+        // The ingress steps' field name, so the scale script reads both alike.
+        "startSkewMs": [aggregate["startSpreadMs"], record.and_then(StepRecord::start_spread_ms)],
+        "maxLatenessMs": record.and_then(StepRecord::max_lateness_ms),
+        "reports": record.map(|r| r.reports),
+        "problems": problems,
+        "exact": exact,
+    });
+    (exact, figures)
+}
+
+/// `check --kind egress`: every topology case of every benchmark, one JSON line each
+/// benchmark (its cases in "steps", as for ingress).
+async fn check_egress(a: &CheckArgs, items: &[DynamicObject]) -> Result<()> {
+    let mut all_good = !items.is_empty();
+    for obj in items {
+        let ns = obj.metadata.namespace.clone().unwrap_or_default();
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        let spec_cases = obj.data["spec"]["cases"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let phase = status["phase"].as_str().unwrap_or("").to_string();
+        let run = status["runId"].as_str().unwrap_or("").to_string();
+        let cases = status["cases"].as_array().cloned().unwrap_or_default();
+        let clients: u64 = spec_cases
+            .iter()
+            .filter_map(|c| c["topology"]["pairs"].as_u64())
+            .sum();
+        let records = records_when(&a.record, &ns, &name, |records| {
+            records
+                .iter()
+                .filter(|r| r.run == run)
+                .map(|r| u64::from(r.reports))
+                .sum::<u64>()
+                >= clients
+        })
+        .await?;
+        let ours: Vec<&StepRecord> = records.iter().filter(|r| r.run == run).collect();
+        let mut exact = phase == "Succeeded" && !cases.is_empty();
+        let mut steps = vec![];
+        for (i, case) in cases.iter().enumerate() {
+            let spec = spec_cases
+                .iter()
+                .find(|c| c["name"] == case["name"])
+                .cloned()
+                .unwrap_or(Value::Null);
+            // A case's step is its index (one sample per case here); a lone record is it.
+            let record = ours
+                .iter()
+                .find(|r| r.step as usize == i)
+                .or_else(|| ours.first().filter(|_| ours.len() == 1))
+                .copied();
+            let (ok, figures) = compare_case(case, &spec, record);
+            exact &= ok;
+            steps.push(figures);
+        }
+        all_good &= exact;
+        println!(
+            "{}",
+            json!({"namespace": ns, "name": name, "phase": phase, "run": run, "exact": exact,
+                   "message": status["message"], "steps": steps})
+        );
+    }
+    if a.strict && !all_good {
+        bail!("not every EgressBenchmark Succeeded with pairs and sums as sent");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(pairs: u64) -> Value {
+        json!({"name": "pairs", "topology": {"pairs": pairs,
+            "clientNodes": {"names": ["c0", "c1"]}, "serverNodes": {"names": ["s0", "s1", "s2"]}}})
+    }
+
+    fn status(values: &[f64]) -> Value {
+        let rows: Vec<Value> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                json!({"pair": i, "clientNode": format!("c{}", i % 2),
+                       "serverNode": format!("s{}", i % 3), "value": v})
+            })
+            .collect();
+        json!({"name": "pairs", "pairs": rows,
+               "aggregate": {"pairs": values.len(), "sum": values.iter().sum::<f64>(), "startSpreadMs": 3.0}})
+    }
+
+    fn record(pairs: u32, bps: f64) -> StepRecord {
+        StepRecord {
+            reports: pairs,
+            paired: pairs,
+            receiver_bits_per_second: bps,
+            started_at_unix_ms: vec![1000, 1003],
+            ..StepRecord::default()
+        }
+    }
+
+    #[test]
+    fn a_topology_case_as_sent_is_exact() {
+        let (ok, figures) = compare_case(
+            &status(&[1e9, 2e9, 3e9, 4e9]),
+            &spec(4),
+            Some(&record(4, 1e10 + 1.5)),
+        );
+        assert!(ok, "{figures}");
+        assert_eq!(figures["startSkewMs"], json!([3.0, 3]));
+    }
+
+    #[test]
+    fn wrong_rows_sums_nodes_and_pairings_are_found() {
+        let good = status(&[1e9, 2e9, 3e9]);
+        let check = |case: &Value, r: &StepRecord| compare_case(case, &spec(3), Some(r)).0;
+        assert!(check(&good, &record(3, 6e9)));
+        // A missing row, a sum that is not the rows', a pair on another node.
+        assert!(!check(&status(&[1e9, 2e9]), &record(3, 6e9)));
+        let mut sum = good.clone();
+        sum["aggregate"]["sum"] = json!(7e9);
+        assert!(!check(&sum, &record(3, 6e9)));
+        let mut moved = good.clone();
+        moved["pairs"][1]["serverNode"] = json!("s0");
+        assert!(!check(&moved, &record(3, 6e9)));
+        let mut twice = good.clone();
+        twice["pairs"][2]["pair"] = json!(1);
+        assert!(!check(&twice, &record(3, 6e9)));
+        // Not what the clients sent; a client given another server; nothing recorded.
+        assert!(!check(&good, &record(3, 6.1e9)));
+        let mut misdirected = record(3, 6e9);
+        misdirected.paired = 2;
+        misdirected.misdirected = vec!["w2: given [\"x:5201\"]".into()];
+        assert!(!check(&good, &misdirected));
+        assert!(!compare_case(&good, &spec(3), None).0);
+    }
 }

@@ -15,6 +15,9 @@ pub const RUN: &str = "netbench.io/run";
 pub const ROLE: &str = "netbench.io/role";
 pub const KIND: &str = "netbench.io/kind";
 pub const BENCHMARK: &str = "netbench.io/benchmark";
+/// The pair of an EgressBenchmark topology case a worker belongs to (its client is worker
+/// 2i, its server 2i+1).
+pub const PAIR: &str = "netbench.io/pair";
 /// The label selector of worker pods.
 pub const WORKER_SELECTOR: &str = "app.kubernetes.io/managed-by=netbench-operator,netbench.io/run";
 /// The label of kwok fake nodes (tests/cluster/fake-nodes.sh).
@@ -38,6 +41,8 @@ pub struct WorkerPod {
     /// The benchmark's kind as labelled (`ingressbenchmark`, `egressbenchmark`) and name.
     pub kind: String,
     pub benchmark: String,
+    /// The worker's pair (EgressBenchmark: every case's workers are labelled with theirs).
+    pub pair: Option<u32>,
     pub work: Work,
 }
 
@@ -135,6 +140,7 @@ pub fn worker_pod(pod: &Pod) -> Result<WorkerPod, Skip> {
         role,
         kind: label(KIND).unwrap_or_default(),
         benchmark: label(BENCHMARK).unwrap_or_default(),
+        pair: label(PAIR).and_then(|p| p.parse().ok()),
         work: work_of(&args),
     })
 }
@@ -153,6 +159,17 @@ impl WorkerPod {
     /// The worker's index within its step ("...-w3" -> 3), if its name says.
     pub fn index(&self) -> Option<u32> {
         self.worker.rsplit_once("-w")?.1.parse().ok()
+    }
+
+    /// The server of this client's pair: worker 2i+1 of the same step for client 2i
+    /// (operator/src/egress/plan.rs), if this is a paired client whose name says its index.
+    pub fn pair_server(&self) -> Option<String> {
+        let pair = self.pair?;
+        if self.role != Role::Client || self.index()? != pair.checked_mul(2)? {
+            return None;
+        }
+        let (stem, _) = self.worker.rsplit_once("-w")?;
+        Some(format!("{stem}-w{}", pair.checked_mul(2)?.checked_add(1)?))
     }
 }
 
@@ -209,5 +226,19 @@ mod tests {
         );
         let w = worker_pod(&pod(&server)).unwrap();
         assert_eq!(w.listen().as_deref(), Some("198.19.240.7:5301"));
+    }
+
+    #[test]
+    fn a_paired_client_knows_its_servers_name() {
+        let paired = WORKER.replace(
+            r#""netbench.io/benchmark": "b""#,
+            r#""netbench.io/benchmark": "b", "netbench.io/pair": "1""#,
+        );
+        let w = worker_pod(&pod(&paired.replace("-w3", "-w2"))).unwrap();
+        assert_eq!(w.pair, Some(1));
+        assert_eq!(w.pair_server().as_deref(), Some("b-abc-g1-s0-w3"));
+        // Not client 2i of its pair, or not paired at all: no server to expect.
+        assert_eq!(worker_pod(&pod(&paired)).unwrap().pair_server(), None);
+        assert_eq!(worker_pod(&pod(WORKER)).unwrap().pair_server(), None);
     }
 }

@@ -48,6 +48,16 @@ pub struct StepRecord {
     pub started_at_unix_ms: Vec<u64>,
     /// Bytes the TCP clients' receivers counted (tcp steps).
     pub receiver_bytes: u64,
+    /// The TCP clients' receiver bits/s, summed (what a topology case's aggregate.sum is).
+    #[serde(default)]
+    pub receiver_bits_per_second: f64,
+    /// Paired clients (EgressBenchmark topologies) whose barrier named exactly one server: the
+    /// address their own pair's server registered.
+    #[serde(default)]
+    pub paired: u32,
+    /// Paired clients given anything else, as "worker: servers given (expected)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub misdirected: Vec<String>,
 }
 
 impl StepRecord {
@@ -64,6 +74,21 @@ impl StepRecord {
         let max = self.started_at_unix_ms.iter().max()?;
         Some(max.saturating_sub(at))
     }
+}
+
+/// What one worker sent in its stored report.
+#[derive(Clone, Debug, Default)]
+pub struct Sent<'a> {
+    /// Every latency sample (microseconds).
+    pub samples: &'a [u64],
+    /// TCP: bytes and bits/s its receivers counted.
+    pub receiver_bytes: u64,
+    pub receiver_bits_per_second: f64,
+    /// The barrier's common start and this worker's actual start (Unix ms).
+    pub start_at_unix_ms: Option<u64>,
+    pub started_at_unix_ms: u64,
+    /// A paired client: Ok if the barrier named exactly its own server, else what it got.
+    pub pairing: Option<Result<(), String>>,
 }
 
 struct Tally {
@@ -89,14 +114,7 @@ impl Recorder {
     }
 
     /// Adds one worker's stored report: its samples, recorded one by one, and its start.
-    pub fn add(
-        &self,
-        key: &StepKey,
-        samples: &[u64],
-        receiver_bytes: u64,
-        start_at_unix_ms: Option<u64>,
-        started_at_unix_ms: u64,
-    ) -> Result<StepRecord, String> {
+    pub fn add(&self, key: &StepKey, sent: &Sent<'_>) -> Result<StepRecord, String> {
         let mut steps = self
             .steps
             .lock()
@@ -111,7 +129,7 @@ impl Recorder {
             },
             samples: new_latency_histogram(),
         });
-        for &v in samples {
+        for &v in sent.samples {
             tally
                 .samples
                 .record(v)
@@ -119,15 +137,23 @@ impl Recorder {
         }
         let r = &mut tally.record;
         r.reports += 1;
-        r.receiver_bytes = r.receiver_bytes.saturating_add(receiver_bytes);
-        r.start_at_unix_ms = r.start_at_unix_ms.or(start_at_unix_ms);
-        r.started_at_unix_ms.push(started_at_unix_ms);
+        r.receiver_bytes = r.receiver_bytes.saturating_add(sent.receiver_bytes);
+        r.receiver_bits_per_second += sent.receiver_bits_per_second;
+        r.start_at_unix_ms = r.start_at_unix_ms.or(sent.start_at_unix_ms);
+        r.started_at_unix_ms.push(sent.started_at_unix_ms);
+        match &sent.pairing {
+            Some(Ok(())) => r.paired += 1,
+            Some(Err(why)) => r.misdirected.push(why.clone()),
+            None => {}
+        }
         r.latency = LatencySummary::from_histogram(&tally.samples);
         let record = r.clone();
-        drop(steps);
+        // Written under the lock: two reports of one step written at once would share the
+        // temporary file, and the second rename would find it gone.
         if let Some(dir) = &self.dir {
             write_atomically(&dir.join(key.file_name()), &record)?;
         }
+        drop(steps);
         Ok(record)
     }
 }

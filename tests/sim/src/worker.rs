@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::args::Work;
 use crate::client::{Answer, Api};
 use crate::pod::WorkerPod;
-use crate::record::{Recorder, StepKey};
+use crate::record::{Recorder, Sent, StepKey};
 use crate::report::{self, LatencyModel};
 
 /// The audience of worker tokens (operator/src/k8s/workers.rs).
@@ -70,6 +70,8 @@ pub struct Sim {
     pub lies_file: Option<PathBuf>,
     resolved: Mutex<HashMap<String, String>>,
     lies: Mutex<()>,
+    /// The address each simulated server registered, by (namespace, worker).
+    listens: Mutex<HashMap<(String, String), String>>,
 }
 
 /// One lie and the operator's answer.
@@ -113,7 +115,38 @@ impl Sim {
             lies_file,
             resolved: Mutex::new(HashMap::new()),
             lies: Mutex::new(()),
+            listens: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Notes the address a server registers (before it registers: the barrier opens only once
+    /// every server did, so its clients find it here).
+    fn note_listen(&self, w: &WorkerPod) {
+        if let Some(listen) = w.listen() {
+            self.listens
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert((w.namespace.clone(), w.worker.clone()), listen);
+        }
+    }
+
+    /// A paired client: whether the barrier named exactly its own pair's server. None for
+    /// workers that are not paired clients.
+    fn pairing(&self, w: &WorkerPod, servers: &[String]) -> Option<Result<(), String>> {
+        let server = w.pair_server()?;
+        let expected = self
+            .listens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(w.namespace.clone(), server.clone()))
+            .cloned();
+        Some(match expected {
+            Some(e) if servers == std::slice::from_ref(&e) => Ok(()),
+            e => Err(format!(
+                "{}: given {servers:?}, its server {server} registered {e:?}",
+                w.worker
+            )),
+        })
     }
 
     /// The pod's token: a TokenRequest for its ServiceAccount, audience `netbench`, bound to
@@ -430,6 +463,7 @@ struct Measured {
     report: serde_json::Value,
     samples: Vec<u64>,
     receiver_bytes: u64,
+    receiver_bits_per_second: f64,
 }
 
 /// Plays one worker pod to the end. Ok(what happened) or Err(why it stopped).
@@ -455,9 +489,11 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
         }
         _ => vec![],
     };
+    sim.note_listen(&w);
     session.register().await?;
     let barrier = session.barrier().await?;
     let started_at = now_unix_ms();
+    let pairing = sim.pairing(&w, &barrier.servers);
     if w.role == Role::Server {
         return Ok("served (servers send no report)".into());
     }
@@ -537,10 +573,14 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
     };
     sim.recorder.add(
         &key,
-        &measured.samples,
-        measured.receiver_bytes,
-        barrier.start_at_unix_ms,
-        started_at,
+        &Sent {
+            samples: &measured.samples,
+            receiver_bytes: measured.receiver_bytes,
+            receiver_bits_per_second: measured.receiver_bits_per_second,
+            start_at_unix_ms: barrier.start_at_unix_ms,
+            started_at_unix_ms: started_at,
+            pairing,
+        },
     )?;
     if lying {
         let phase = sim.wait_run_end(&w).await?;
@@ -575,6 +615,7 @@ fn measure(
                 report: report::http_json(&r)?,
                 samples,
                 receiver_bytes: 0,
+                receiver_bits_per_second: 0.0,
             })
         }
         Work::Tcp(t) => {
@@ -588,6 +629,7 @@ fn measure(
                 report: report::tcp_json(&r)?,
                 samples,
                 receiver_bytes: r.receiver.bytes,
+                receiver_bits_per_second: r.receiver.bits_per_second,
             })
         }
         Work::Server { .. } | Work::Unsupported(_) => Err("nothing to report".into()),

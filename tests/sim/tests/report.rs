@@ -8,7 +8,7 @@ use protocol::tcp::Direction;
 use protocol::worker::{validate_final, CheckedReport};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use sim::record::{Recorder, StepKey};
+use sim::record::{read_records, Recorder, Sent, StepKey};
 use sim::report::{
     final_report, http_json, http_report, sample_latencies, tcp_json, tcp_report, HttpShape,
     LatencyModel, TcpShape,
@@ -118,10 +118,12 @@ fn merged_percentiles_equal_one_histogram_of_every_sample() {
             recorder
                 .add(
                     &key,
-                    &samples,
-                    0,
-                    Some(1_700_000_000_000),
-                    1_700_000_000_000 + w,
+                    &Sent {
+                        samples: &samples,
+                        start_at_unix_ms: Some(1_700_000_000_000),
+                        started_at_unix_ms: 1_700_000_000_000 + w,
+                        ..Sent::default()
+                    },
                 )
                 .unwrap(),
         );
@@ -168,4 +170,43 @@ fn tcp_reports_pass_the_operators_validation() {
             validate_final(&fr, "tcp")
         );
     }
+}
+
+#[test]
+fn reports_of_one_step_recorded_at_once_are_all_kept() {
+    let dir = std::env::temp_dir().join(format!("nb-sim-record-many-{}", std::process::id()));
+    let recorder = Recorder::new(Some(dir.clone())).unwrap();
+    let key = StepKey {
+        namespace: "scale-2".into(),
+        benchmark: "b".into(),
+        run: "abc-g1".into(),
+        step: 0,
+    };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..64u64)
+            .map(|w| {
+                let (recorder, key) = (&recorder, &key);
+                s.spawn(move || {
+                    recorder.add(
+                        key,
+                        &Sent {
+                            receiver_bits_per_second: 1e9,
+                            started_at_unix_ms: 1_700_000_000_000 + w,
+                            pairing: Some(Ok(())),
+                            ..Sent::default()
+                        },
+                    )
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+    });
+    let records = read_records(&dir, "scale-2", "b").unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!((records[0].reports, records[0].paired), (64, 64));
+    assert_eq!(records[0].receiver_bits_per_second, 64e9);
+    assert_eq!(records[0].start_spread_ms(), Some(63));
 }
