@@ -323,36 +323,44 @@ fn quantities_must_parse_and_stay_in_range() {
     );
 }
 
+/// An EgressBenchmark whose only case is `base` with `fields` set (and the baseline).
+fn one_case(base: Value, fields: Value) -> Value {
+    let mut c = base;
+    for (k, v) in fields.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    with(
+        &with(&egress(), "spec.cases", json!([c])),
+        "spec.baselineCase",
+        json!("c"),
+    )
+}
+
+/// The API server (CEL) refuses `obj` with `message`, and so does the operator (crds::bounds).
+fn both_refuse(obj: &Value, message: &str) {
+    assert_rejected(obj, message);
+    let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+    let err = crds::bounds::egress(&spec).unwrap_err();
+    assert!(
+        err.contains(message),
+        "operator said {err:?}, want {message:?}"
+    );
+}
+
+/// Both accept `obj`.
+fn both_accept(obj: &Value) {
+    assert_eq!(support::cel_errors(obj), Vec::<String>::new(), "{obj}");
+    let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::egress(&spec), Ok(()), "{obj}");
+}
+
 /// Each protocol rule, from the API server's side (CEL) and the operator's (crds::bounds): a
 /// field of another protocol is refused with the same message by both.
 #[test]
 fn protocol_fields_go_with_their_protocol_and_the_operator_agrees() {
-    let case = |fields: Value| {
-        let mut c =
-            json!({"name": "c", "client": {"nodeName": "n1"}, "server": {"nodeName": "n2"}});
-        for (k, v) in fields.as_object().unwrap() {
-            c[k] = v.clone();
-        }
-        with(
-            &with(&egress(), "spec.cases", json!([c])),
-            "spec.baselineCase",
-            json!("c"),
-        )
-    };
-    let agree = |obj: &Value, message: &str| {
-        assert_rejected(obj, message);
-        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
-        let err = crds::bounds::egress(&spec).unwrap_err();
-        assert!(
-            err.contains(message),
-            "operator said {err:?}, want {message:?}"
-        );
-    };
-    let ok = |obj: &Value| {
-        assert_eq!(support::cel_errors(obj), Vec::<String>::new(), "{obj}");
-        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
-        assert_eq!(crds::bounds::egress(&spec), Ok(()), "{obj}");
-    };
+    let pinned = json!({"name": "c", "client": {"nodeName": "n1"}, "server": {"nodeName": "n2"}});
+    let case = |fields: Value| one_case(pinned.clone(), fields);
+    let (agree, ok) = (both_refuse, both_accept);
     ok(&case(
         json!({"protocol": "tcp-rr", "requestSize": 64, "responseSize": 1024, "burst": 8, "rate": 1000}),
     ));
@@ -570,31 +578,8 @@ fn the_operator_refuses_more_runs_than_a_result_holds() {
 
 #[test]
 fn topologies_are_one_of_four_with_their_nodes_and_the_operator_agrees() {
-    let case = |fields: Value| {
-        let mut c = json!({"name": "c", "client": {}, "server": {}});
-        for (k, v) in fields.as_object().unwrap() {
-            c[k] = v.clone();
-        }
-        with(
-            &with(&egress(), "spec.cases", json!([c])),
-            "spec.baselineCase",
-            json!("c"),
-        )
-    };
-    let agree = |obj: &Value, message: &str| {
-        assert_rejected(obj, message);
-        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
-        let err = crds::bounds::egress(&spec).unwrap_err();
-        assert!(
-            err.contains(message),
-            "operator said {err:?}, want {message:?}"
-        );
-    };
-    let ok = |obj: &Value| {
-        assert_eq!(support::cel_errors(obj), Vec::<String>::new(), "{obj}");
-        let spec: crds::EgressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
-        assert_eq!(crds::bounds::egress(&spec), Ok(()), "{obj}");
-    };
+    let case = |fields: Value| one_case(json!({"name": "c", "client": {}, "server": {}}), fields);
+    let (agree, ok) = (both_refuse, both_accept);
     let t = |topology: Value| case(json!({ "topology": topology }));
     ok(&t(json!({"pairs": 4})));
     ok(&t(

@@ -489,6 +489,21 @@ mod tests {
         }]
     }
 
+    /// Pair i of `reports`: client i on node "ci", its server on "si", all in wave 0.
+    fn in_pairs(reports: &[FinalReport]) -> Vec<PairReport<'_>> {
+        reports
+            .iter()
+            .zip(0u32..)
+            .map(|(client, i)| PairReport {
+                pair: i,
+                wave: 0,
+                client,
+                client_node: Some(format!("c{i}")),
+                server_node: Some(format!("s{i}")),
+            })
+            .collect()
+    }
+
     #[test]
     fn pairs_add_up_with_a_row_each_the_aggregate_and_the_outlier_named() {
         let spec: crds::egress::EgressCase =
@@ -500,17 +515,7 @@ mod tests {
             tcp_client("w2", 1200, 5_003),
             tcp_client("w4", 100, 5_040),
         ];
-        let pairs: Vec<PairReport<'_>> = reports
-            .iter()
-            .zip(0u32..)
-            .map(|(client, i)| PairReport {
-                pair: i,
-                wave: 0,
-                client,
-                client_node: Some(format!("c{i}")),
-                server_node: Some(format!("s{i}")),
-            })
-            .collect();
+        let pairs = in_pairs(&reports);
         let (r, errors) = case_result(&case, &pairs).unwrap();
         assert!(errors.is_empty(), "{errors:?}");
         // The case's figure is the exact sum of the pairs' (2300 bytes in 1 s).
@@ -535,18 +540,7 @@ mod tests {
             tcp_client("w2", 1200, 100_003),
             tcp_client("w4", 100, 100_040),
         ];
-        let forged_pairs: Vec<PairReport<'_>> = forged
-            .iter()
-            .zip(0u32..)
-            .map(|(client, i)| PairReport {
-                pair: i,
-                wave: 0,
-                client,
-                client_node: None,
-                server_node: None,
-            })
-            .collect();
-        let (r, _) = case_result(&case, &forged_pairs).unwrap();
+        let (r, _) = case_result(&case, &in_pairs(&forged)).unwrap();
         let lateness: Vec<f64> = r.pairs.iter().map(|p| p.start_lateness_ms).collect();
         assert_eq!(
             lateness,
