@@ -24,14 +24,22 @@ pub fn report_kind(p: Protocol) -> &'static str {
 /// What a reader gives: the figures into `r`, and why streams ended early (if they did).
 pub type Errors = Vec<String>;
 
-/// Fills `r` from `client`'s report, which must be of the kind `p` delivers.
-pub fn read(p: Protocol, client: &FinalReport, r: &mut CaseResult) -> Result<Errors, String> {
+/// A client's report, validated, of a kind an egress case reads.
+pub enum EgressReport {
+    Tcp(Box<TcpReport>),
+    Udp(Box<UdpReport>),
+    Rr(Box<RrReport>),
+}
+
+/// `client`'s report validated as one of protocol `p`: the kind `p` delivers, and for
+/// request/response the test `p` names.
+pub fn check(p: Protocol, client: &FinalReport) -> Result<EgressReport, String> {
     let checked = validate_final(client, report_kind(p))
         .map_err(|e| format!("report of worker {:.253}: {e}", client.worker))?;
     match checked {
-        CheckedReport::Tcp(t) => Ok(stream(&t, r)),
-        CheckedReport::Rr(rr) if rr.setup.mode == p => Ok(request_response(&rr, r)),
-        CheckedReport::Udp(u) => Ok(datagrams(&u, r)),
+        CheckedReport::Tcp(t) => Ok(EgressReport::Tcp(t)),
+        CheckedReport::Udp(u) => Ok(EgressReport::Udp(u)),
+        CheckedReport::Rr(rr) if rr.setup.mode == p => Ok(EgressReport::Rr(rr)),
         CheckedReport::Rr(rr) => Err(format!(
             "report of worker {:.253} measured {}, the case asks for {p}",
             client.worker, rr.setup.mode
@@ -43,57 +51,65 @@ pub fn read(p: Protocol, client: &FinalReport, r: &mut CaseResult) -> Result<Err
     }
 }
 
-/// Fills `r` from the reports of clients that ran at the same time (a topology's pairs), merged
-/// exactly: rates and counts add up, latency histograms merge, percentiles are recomputed.
-/// One report is read as it is.
-pub fn read_all(
-    p: Protocol,
-    clients: &[&FinalReport],
-    r: &mut CaseResult,
-) -> Result<Errors, String> {
-    if let [one] = clients {
-        return read(p, one, r);
+/// Fills `r` from one checked report; returns why streams ended early (if they did).
+pub fn fill(report: &EgressReport, r: &mut CaseResult) -> Errors {
+    match report {
+        EgressReport::Tcp(t) => stream(t, r),
+        EgressReport::Udp(u) => datagrams(u, r),
+        EgressReport::Rr(rr) => request_response(rr, r),
     }
-    let mut checked = Vec::with_capacity(clients.len());
-    for c in clients {
-        let report = validate_final(c, report_kind(p))
-            .map_err(|e| format!("report of worker {:.253}: {e}", c.worker))?;
-        checked.push(report);
+}
+
+/// Fills `r` from the checked reports of clients that ran at the same time (a topology's
+/// pairs), merged exactly: rates and counts add up, latency histograms merge, percentiles are
+/// recomputed. One report is read as it is.
+pub fn read_all(reports: Vec<EgressReport>, r: &mut CaseResult) -> Result<Errors, String> {
+    let n = reports.len();
+    if let [one] = reports.as_slice() {
+        return Ok(fill(one, r));
     }
-    let merge_failed = |e: String| format!("merging the reports of {} clients: {e}", clients.len());
-    match p {
-        Protocol::TcpStream => {
-            let all: Vec<TcpReport> = checked
+    let merge_failed = |e: String| format!("merging the reports of {n} clients: {e}");
+    let mismatched = || "the clients' reports are of different kinds".to_string();
+    match reports.first() {
+        None => Err("no client report to read".into()),
+        Some(EgressReport::Tcp(_)) => {
+            let all: Vec<TcpReport> = reports
                 .into_iter()
                 .filter_map(|c| match c {
-                    CheckedReport::Tcp(t) => Some(*t),
+                    EgressReport::Tcp(t) => Some(*t),
                     _ => None,
                 })
                 .collect();
+            if all.len() != n {
+                return Err(mismatched());
+            }
             let merged = protocol::tcp::merge(&all).map_err(|e| merge_failed(e.to_string()))?;
             Ok(stream(&merged, r))
         }
-        Protocol::UdpStream => {
-            let all: Vec<UdpReport> = checked
+        Some(EgressReport::Udp(_)) => {
+            let all: Vec<UdpReport> = reports
                 .into_iter()
                 .filter_map(|c| match c {
-                    CheckedReport::Udp(u) => Some(*u),
+                    EgressReport::Udp(u) => Some(*u),
                     _ => None,
                 })
                 .collect();
+            if all.len() != n {
+                return Err(mismatched());
+            }
             let merged = protocol::udp::merge(&all).map_err(|e| merge_failed(e.to_string()))?;
             Ok(datagrams(&merged, r))
         }
-        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
-            let all: Vec<RrReport> = checked
+        Some(EgressReport::Rr(_)) => {
+            let all: Vec<RrReport> = reports
                 .into_iter()
                 .filter_map(|c| match c {
-                    CheckedReport::Rr(rr) if rr.setup.mode == p => Some(*rr),
+                    EgressReport::Rr(rr) => Some(*rr),
                     _ => None,
                 })
                 .collect();
-            if all.len() != clients.len() {
-                return Err(format!("a client's report measured another test than {p}"));
+            if all.len() != n {
+                return Err(mismatched());
             }
             let merged = protocol::rr::merge(&all).map_err(|e| merge_failed(e.to_string()))?;
             Ok(request_response(&merged, r))

@@ -45,9 +45,31 @@ pub fn case_result(
         path: Some(spec.path().to_string()),
         ..Default::default()
     };
-    let clients: Vec<&FinalReport> = pairs.iter().map(|p| p.client).collect();
-    let errors = readings::read_all(spec.protocol, &clients, &mut result)
+    // Each report validated once: for its row, then for the exact merge of all.
+    let reports = pairs
+        .iter()
+        .map(|p| readings::check(spec.protocol, p.client))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("case {}: {e}", case.name))?;
+    let mut rows = Vec::new();
+    if spec.topology.is_some() {
+        for (p, report) in pairs.iter().zip(&reports) {
+            let mut one = CaseResult::default();
+            readings::fill(report, &mut one);
+            rows.push(PairResult {
+                pair: p.pair,
+                client_node: p.client_node.clone(),
+                server_node: p.server_node.clone(),
+                value: main_figure(&one),
+                p99_ms: one.latency.as_ref().map(|l| l.p99),
+                loss_percent: one.loss_percent,
+                start_lateness_ms: 0.0,
+                outlier: false,
+            });
+        }
+    }
+    let errors =
+        readings::read_all(reports, &mut result).map_err(|e| format!("case {}: {e}", case.name))?;
     if spec.topology.is_none() {
         if let Some(only) = pairs.first() {
             result.client_node = only
@@ -57,22 +79,6 @@ pub fn case_result(
             result.server_node = only.server_node.clone();
         }
         return Ok((result, errors));
-    }
-    let mut rows = Vec::with_capacity(pairs.len());
-    for p in pairs {
-        let mut one = CaseResult::default();
-        readings::read(spec.protocol, p.client, &mut one)
-            .map_err(|e| format!("case {}: {e}", case.name))?;
-        rows.push(PairResult {
-            pair: p.pair,
-            client_node: p.client_node.clone(),
-            server_node: p.server_node.clone(),
-            value: main_figure(&one),
-            p99_ms: one.latency.as_ref().map(|l| l.p99),
-            loss_percent: one.loss_percent,
-            start_lateness_ms: 0.0,
-            outlier: false,
-        });
     }
     let spread = set_lateness(&mut rows, pairs);
     result.aggregate = Some(aggregate(&mut rows, spread));
