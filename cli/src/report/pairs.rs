@@ -5,6 +5,7 @@
 use anyhow::Result;
 use crds::result::Measurement;
 use crds::topology::PairResult;
+use protocol::Protocol;
 
 use super::{charts, push_chart, Rendered};
 use crate::text::{md_text, num};
@@ -47,7 +48,8 @@ fn unit_of(m: &Measurement) -> (&'static str, f64) {
     let rr = m
         .parameters
         .get("protocol")
-        .is_some_and(|p| p.ends_with("-rr") || p.ends_with("-crr"));
+        .and_then(|p| p.parse::<Protocol>().ok())
+        .is_some_and(Protocol::is_request_response);
     if rr {
         ("transactions/s", 1.0)
     } else {
@@ -150,6 +152,12 @@ mod tests {
             out.markdown
         );
         assert!(out.markdown.contains("slow: below 80 % of the median"));
+        assert!(out.markdown.contains("| Gbit/s |"), "tcp-stream by default");
+        for (protocol, unit) in [("tcp-crr", "transactions/s"), ("udp-stream", "Gbit/s")] {
+            let mut p = m.clone();
+            p.parameters.insert("protocol".into(), protocol.into());
+            assert_eq!(unit_of(&p).0, unit, "{protocol}");
+        }
         let (clients, servers, cells) = matrix(&m.pairs, 1.0);
         assert_eq!(
             (clients, servers),
