@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde_json::{json, Value};
 
@@ -291,17 +291,7 @@ async fn records_when(
 }
 
 fn benchmarks_api(kube: kube::Client, kind: Kind) -> Api<DynamicObject> {
-    let (kind, plural) = match kind {
-        Kind::Ingress => ("IngressBenchmark", "ingressbenchmarks"),
-        Kind::Egress => ("EgressBenchmark", "egressbenchmarks"),
-    };
-    let resource = ApiResource {
-        group: "netbench.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "netbench.io/v1alpha1".into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
+    let resource = sim::worker::benchmark_resource(matches!(kind, Kind::Egress));
     Api::all_with(kube, &resource)
 }
 

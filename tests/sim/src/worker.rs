@@ -255,23 +255,15 @@ impl Sim {
     /// The phase of the worker's benchmark while it is still at `run`; None once it is gone
     /// or at another run.
     async fn phase(&self, w: &WorkerPod) -> Result<Option<String>, String> {
-        let (kind, plural) = match w.kind.as_str() {
-            "egressbenchmark" => ("EgressBenchmark", "egressbenchmarks"),
-            _ => ("IngressBenchmark", "ingressbenchmarks"),
-        };
-        let resource = ApiResource {
-            group: "netbench.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "netbench.io/v1alpha1".into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
+        let resource = benchmark_resource(w.kind == "egressbenchmark");
         let api: KubeApi<DynamicObject> =
             KubeApi::namespaced_with(self.kube.clone(), &w.namespace, &resource);
-        let Some(obj) = api
-            .get_opt(&w.benchmark)
-            .await
-            .map_err(|e| format!("reading {kind} {}/{}: {e}", w.namespace, w.benchmark))?
+        let Some(obj) = api.get_opt(&w.benchmark).await.map_err(|e| {
+            format!(
+                "reading {} {}/{}: {e}",
+                resource.kind, w.namespace, w.benchmark
+            )
+        })?
         else {
             return Ok(None);
         };
@@ -633,6 +625,22 @@ fn measure(
             })
         }
         Work::Server { .. } | Work::Unsupported(_) => Err("nothing to report".into()),
+    }
+}
+
+/// The API resource of IngressBenchmark, or EgressBenchmark when `egress`, for untyped access.
+pub fn benchmark_resource(egress: bool) -> ApiResource {
+    let (kind, plural) = if egress {
+        ("EgressBenchmark", "egressbenchmarks")
+    } else {
+        ("IngressBenchmark", "ingressbenchmarks")
+    };
+    ApiResource {
+        group: "netbench.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "netbench.io/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
     }
 }
 
