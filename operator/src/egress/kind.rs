@@ -103,7 +103,7 @@ impl Plan for EgressBenchmark {
     ) -> std::result::Result<Vec<Figure>, String> {
         let case = plan::case_at(self, slot.measurement)
             .ok_or_else(|| format!("no case {}", slot.measurement))?;
-        let pairs = pair_reports(self, run, slot, reports, &[])?;
+        let pairs = pair_reports(self, run, slot, reports, Nodes::Pinned)?;
         result::case_result(&case, &pairs).map(|(r, _)| result::figures(&r))
     }
     fn pair_rows(
@@ -118,19 +118,9 @@ impl Plan for EgressBenchmark {
         if case.spec.topology.is_none() {
             return vec![];
         }
-        let Ok(mut pairs) = pair_reports(self, run, slot, reports, &[]) else {
+        let Ok(pairs) = pair_reports(self, run, slot, reports, Nodes::Pinned) else {
             return vec![];
         };
-        // The nodes the plan pinned the pair to (the pods could run nowhere else); else the
-        // client's node as its report says, and no server node (a server sends no report).
-        let plans = plan::pairs_at(self, slot);
-        for p in &mut pairs {
-            let placed = plans.iter().find(|q| q.index == p.pair);
-            p.client_node = placed
-                .and_then(|q| q.client.node.clone())
-                .or_else(|| p.client.node.clone());
-            p.server_node = placed.and_then(|q| q.server.node.clone());
-        }
         result::case_result(&case, &pairs).map_or_else(|_| vec![], |(r, _)| r.pairs)
     }
     /// Each case is judged by the figures its protocol has (a figure a case lacks is not
@@ -261,7 +251,7 @@ impl Hooks for EgressBenchmark {
         let spec = &measured;
         let selector = run.slot_selector(slot);
         let pods = pods::list_pods(&run.ctx().client, run.ns(), &selector).await?;
-        let pairs = match pair_reports(run.obj(), run.id(), slot, reports, &pods) {
+        let pairs = match pair_reports(run.obj(), run.id(), slot, reports, Nodes::Pods(&pods)) {
             Ok(p) => p,
             Err(m) => return Ok(Step::fail(Reason::BadReport, m)),
         };
@@ -341,16 +331,26 @@ impl Hooks for EgressBenchmark {
     }
 }
 
-/// The client reports of a sample pair by pair, with the nodes of the pair's pods (the
-/// operator's own, never what a report says); Err names a client whose report is missing.
+/// Where the workers of a pair ran, as far as the caller can tell.
+enum Nodes<'p> {
+    /// The pods the operator created for the sample (status: while they exist).
+    Pods(&'p [Pod]),
+    /// The nodes the plan pinned the pair to (the pods could run nowhere else); else the
+    /// client's node as its report says, and no server node (a server sends no report). For
+    /// results, made of reports after the pods are gone.
+    Pinned,
+}
+
+/// The client reports of a sample pair by pair, with their nodes (`nodes`); Err names a
+/// client whose report is missing.
 fn pair_reports<'a>(
     eb: &EgressBenchmark,
     run: &str,
     slot: Slot,
     reports: &'a BTreeMap<String, FinalReport>,
-    pods: &[Pod],
+    nodes: Nodes<'_>,
 ) -> std::result::Result<Vec<PairReport<'a>>, String> {
-    let node_of = |name: &str| {
+    let node_of = |pods: &[Pod], name: &str| {
         pods.iter()
             .find(|p| p.metadata.name.as_deref() == Some(name))
             .and_then(|p| p.spec.as_ref()?.node_name.clone())
@@ -369,12 +369,19 @@ fn pair_reports<'a>(
                     p.index
                 )
             })?;
+            let (client_node, server_node) = match nodes {
+                Nodes::Pods(pods) => (node_of(pods, &client), node_of(pods, &server)),
+                Nodes::Pinned => (
+                    p.client.node.clone().or_else(|| report.node.clone()),
+                    p.server.node.clone(),
+                ),
+            };
             Ok(PairReport {
                 pair: p.index,
                 wave: p.wave,
                 client: report,
-                client_node: node_of(&client),
-                server_node: node_of(&server),
+                client_node,
+                server_node,
             })
         })
         .collect()
