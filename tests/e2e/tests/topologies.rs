@@ -171,6 +171,34 @@ async fn pairs_fan_in_and_a_three_node_matrix_are_placed_as_asked() {
         latency["p99"].as_f64().unwrap() > 0.0,
         "merged latency: {latency}"
     );
+
+    // The BenchmarkResult keeps the rows, made of the reports: a pinned pair's nodes are its
+    // pins, an unpinned pair has its client's node and no server node (servers send no report).
+    let name = st["latestResult"].as_str().expect("a result");
+    let result = kube::Api::<crds::BenchmarkResult>::namespaced(client.clone(), &ns.name)
+        .get(name)
+        .await
+        .unwrap();
+    let kept = |index: u32| -> BTreeSet<(Option<String>, Option<String>)> {
+        let m = result
+            .spec
+            .measurements
+            .iter()
+            .find(|m| m.index == index)
+            .unwrap();
+        m.pairs
+            .iter()
+            .map(|p| (p.client_node.clone(), p.server_node.clone()))
+            .collect()
+    };
+    let some = |(c, s): &(String, String)| (Some(c.clone()), Some(s.clone()));
+    assert_eq!(kept(2), all.iter().map(some).collect());
+    assert_eq!(kept(1), fan.iter().map(some).collect());
+    let unpinned = kept(0);
+    assert!(
+        !unpinned.is_empty() && unpinned.iter().all(|(c, s)| c.is_some() && s.is_none()),
+        "{unpinned:?}"
+    );
     assert_eq!(operator_restarts(&client).await, restarts);
 }
 
