@@ -221,4 +221,23 @@ mod tests {
             err.message
         );
     }
+
+    #[test]
+    fn host_network_servers_whose_ports_would_pass_65535_are_refused() {
+        let mut c = Config::for_tests();
+        c.host_network_namespaces = NamespaceList::parse("*");
+        let yaml = |port: u32| {
+            format!("{{cases: [{{name: f, client: {{hostNetwork: true}}, server: {{hostNetwork: true, port: {port}}}, topology: {{pairs: 100}}}}]}}")
+        };
+        // Pair 99 listens on port + 99.
+        assert_eq!(permitted(&spec(&yaml(65_436)), "x", &c), Ok(()));
+        let err = permitted(&spec(&yaml(65_437)), "x", &c).unwrap_err();
+        assert_eq!(err.reason.as_str(), "InvalidSpec");
+        assert!(
+            err.message
+                .contains("past 65535: choose a lower server.port"),
+            "{}",
+            err.message
+        );
+    }
 }
