@@ -310,11 +310,8 @@ fn topology(t: &Topology) -> Result<(), String> {
     if t.fan_out.is_some() && !one_name(&t.client_nodes) {
         return Err("topology.fanOut runs every client on one node: name it in clientNodes.names (exactly one name)".into());
     }
-    let named = |set: &Option<NodeSet>| set.as_ref().is_some_and(|s| !s.names.is_empty());
-    if t.matrix.is_some()
-        && (!named(&t.client_nodes) || (t.server_nodes.is_some() && !named(&t.server_nodes)))
-    {
-        return Err("topology.matrix pairs named nodes: list them in clientNodes.names (and serverNodes.names, or every pair within clientNodes)".into());
+    if t.matrix.is_some() && t.client_nodes.is_none() {
+        return Err("topology.matrix pairs the nodes of clientNodes (names or a selector) with those of serverNodes, or with each other when serverNodes is absent: set clientNodes".into());
     }
     let (min, max): (u64, u64) = (
         if t.fan_in.or(t.fan_out).is_some() {

@@ -20,7 +20,7 @@ pub const MAX_PAIRS: u32 = 128;
     validation = Rule::new("(has(self.pairs) ? 1 : 0) + (has(self.fanIn) ? 1 : 0) + (has(self.fanOut) ? 1 : 0) + (has(self.matrix) ? 1 : 0) == 1").message("topology: set exactly one of pairs, fanIn, fanOut and matrix"),
     validation = Rule::new("!has(self.fanIn) || (has(self.serverNodes) && has(self.serverNodes.names) && size(self.serverNodes.names) == 1 && !has(self.serverNodes.selector))").message("topology.fanIn runs every server on one node: name it in serverNodes.names (exactly one name)"),
     validation = Rule::new("!has(self.fanOut) || (has(self.clientNodes) && has(self.clientNodes.names) && size(self.clientNodes.names) == 1 && !has(self.clientNodes.selector))").message("topology.fanOut runs every client on one node: name it in clientNodes.names (exactly one name)"),
-    validation = Rule::new("!has(self.matrix) || (has(self.clientNodes) && has(self.clientNodes.names) && !has(self.clientNodes.selector) && (!has(self.serverNodes) || (has(self.serverNodes.names) && !has(self.serverNodes.selector))))").message("topology.matrix pairs named nodes: list them in clientNodes.names (and serverNodes.names, or every pair within clientNodes)"),
+    validation = Rule::new("!has(self.matrix) || has(self.clientNodes)").message("topology.matrix pairs the nodes of clientNodes (names or a selector) with those of serverNodes, or with each other when serverNodes is absent: set clientNodes"),
 )]
 pub struct Topology {
     /// N client/server pairs measuring at once, each client on another node than its server
@@ -38,8 +38,10 @@ pub struct Topology {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 2, max = 128))]
     pub fan_out: Option<u32>,
-    /// Every ordered pair of clientNodes.names x serverNodes.names (or of clientNodes.names
-    /// with itself), a client never on its server's node unless sameNode.
+    /// Every ordered pair of clientNodes x serverNodes (or of clientNodes with itself), a
+    /// client never on its server's node unless sameNode. A selector stands for the nodes it
+    /// matches when the run begins that a worker can use (Ready, not cordoned, no NoSchedule
+    /// or NoExecute taint), in name order, at most 64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix: Option<Matrix>,
     /// Where the clients run; absent: wherever the scheduler puts them.

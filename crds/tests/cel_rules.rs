@@ -610,9 +610,15 @@ fn topologies_are_one_of_four_with_their_nodes_and_the_operator_agrees() {
         &t(json!({"fanOut": 2, "clientNodes": {"selector": {"a": "b"}}})),
         "topology.fanOut runs every client on one node: name it in clientNodes.names (exactly one name)",
     );
+    ok(&t(
+        json!({"matrix": {}, "clientNodes": {"selector": {"a": "b"}}}),
+    ));
+    ok(&t(
+        json!({"matrix": {"sample": 4}, "clientNodes": {"selector": {"a": "b"}}, "serverNodes": {"names": ["n1"]}}),
+    ));
     agree(
-        &t(json!({"matrix": {}, "clientNodes": {"selector": {"a": "b"}}})),
-        "topology.matrix pairs named nodes: list them in clientNodes.names (and serverNodes.names, or every pair within clientNodes)",
+        &t(json!({"matrix": {}, "serverNodes": {"names": ["n1", "n2"]}})),
+        "topology.matrix pairs the nodes of clientNodes (names or a selector) with those of serverNodes, or with each other when serverNodes is absent: set clientNodes",
     );
     agree(
         &t(json!({"pairs": 2, "clientNodes": {"names": ["n1"], "selector": {"a": "b"}}})),

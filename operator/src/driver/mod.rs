@@ -44,7 +44,8 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     // 2. What the schedule says now, and so which run the object should have.
     let decision = scheduled::decide_for(&obj, before.run(), jiff::Timestamp::now());
     let id = scheduled::run_id(&decision, &obj);
-    let extra = K::load_extra(ctx, &obj).await?;
+    let extra = K::load_extra(ctx, &obj, &id).await?;
+    let obj = K::resolve(obj, &extra);
     let mut run = Run::new(&obj, ctx, id, before.clone(), decision, extra);
 
     let action = 'moved: {

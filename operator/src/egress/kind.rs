@@ -19,7 +19,7 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::result::PairReport;
-use super::{plan, readings, result, service, validate};
+use super::{nodes, plan, readings, result, service, validate};
 use crate::admin::config::Config;
 use crate::base::error::Result;
 use crate::base::metrics::Metrics;
@@ -180,21 +180,38 @@ impl Plan for EgressBenchmark {
     }
 }
 
+/// What an EgressBenchmark's run keeps in the operator's namespace (read once per reconcile).
+pub struct Records {
+    /// The offload records: what restores are driven by.
+    pub offload: Book,
+    /// What the matrix node selectors matched when the run began.
+    pub nodes: nodes::Resolved,
+}
+
 impl Hooks for EgressBenchmark {
-    /// The offload records (operator namespace): what restores are driven by.
-    type Extra = Book;
+    type Extra = Records;
 
     fn before_write(run: &mut Run<'_, Self>) {
-        if let Some(report) = run.extra().report() {
+        if let Some(report) = run.extra().offload.report() {
             run.status_mut().offload = report;
         }
     }
 
-    async fn load_extra(ctx: &Context, eb: &EgressBenchmark) -> Result<Book> {
-        Book::load(&ctx.client, &ctx.config, eb).await
+    async fn load_extra(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<Records> {
+        Ok(Records {
+            offload: Book::load(&ctx.client, &ctx.config, eb).await?,
+            nodes: nodes::load(ctx, eb, run).await?,
+        })
+    }
+
+    fn resolve(eb: EgressBenchmark, extra: &Records) -> EgressBenchmark {
+        nodes::apply(eb, &extra.nodes)
     }
 
     async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
+        if let Some(m) = nodes::refusal(run.obj(), &run.extra().nodes) {
+            return Ok(Step::Fail(Failure::invalid(m)));
+        }
         let (spec, config) = (&run.obj().spec, &run.ctx().config);
         if let Err(refusal) = validate::permitted(spec, run.ns(), config) {
             return Ok(Step::Fail(refusal));
@@ -219,7 +236,7 @@ impl Hooks for EgressBenchmark {
         if run.status().run.run_id.is_some() && in_run::manages_jobs(run.obj(), &ctx.config) {
             offload::delete_jobs(&ctx.client, &ctx.config, run.obj()).await?;
         }
-        run.extra_mut().start_over().await?;
+        run.extra_mut().offload.start_over().await?;
         Ok(Step::Done)
     }
 
@@ -300,7 +317,7 @@ impl Hooks for EgressBenchmark {
         }
         // Also when nothing was left open here (e.g. an apply that changed nothing).
         in_run::note_restore(run, &offload::Stage::Done);
-        run.extra_mut().delete_if_resolved().await?;
+        run.extra_mut().offload.delete_if_resolved().await?;
         let ctx = run.ctx();
         if in_run::manages_jobs(run.obj(), &ctx.config) {
             offload::delete_jobs(&ctx.client, &ctx.config, run.obj()).await?;
@@ -323,6 +340,7 @@ impl Hooks for EgressBenchmark {
         if in_run::manages_jobs(eb, &ctx.config) {
             offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
         }
+        nodes::forget(ctx, eb).await?;
         let ns = eb.namespace().unwrap_or_default();
         ctx.metrics
             .family::<EgressMetrics>()

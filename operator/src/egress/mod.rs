@@ -10,6 +10,7 @@
 pub mod kind;
 pub mod limits;
 pub mod metrics;
+pub mod nodes;
 pub mod offload;
 pub mod plan;
 pub mod readings;

@@ -22,7 +22,7 @@ use super::topology::{self, PairPlan, Place};
 use crate::base::labels;
 use crate::k8s::workers::WorkerPlan;
 use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
-use crate::policy::queue::Contender;
+use crate::policy::queue::{self, Contender};
 use crate::policy::samples::Slot;
 use crate::store::registry::Pairing;
 
@@ -397,6 +397,9 @@ pub fn contender(eb: &EgressBenchmark) -> Contender {
             .chain(&topology::named_nodes(case))
         {
             claims.push(format!("node {n}"));
+        }
+        if topology::selects_nodes_at_start(case) {
+            claims.push(queue::ANY_NODE.to_string());
         }
     }
     for p in eb.spec.offload.iter().flat_map(|o| &o.profiles) {

@@ -87,6 +87,18 @@ pub fn named_nodes(case: &EgressCase) -> Vec<String> {
         .collect()
 }
 
+/// A matrix by node selector, not resolved yet (see egress::nodes): its nodes are known only
+/// once its run begins.
+pub fn selects_nodes_at_start(case: &EgressCase) -> bool {
+    case.topology.as_ref().is_some_and(|t| {
+        t.matrix.is_some()
+            && [&t.client_nodes, &t.server_nodes]
+                .into_iter()
+                .flatten()
+                .any(|s| s.names.is_empty())
+    })
+}
+
 /// How many waves the pairs run in (1 unless a matrix sets concurrency).
 pub fn waves(case: &EgressCase) -> u32 {
     pairs(case)

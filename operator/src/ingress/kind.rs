@@ -164,7 +164,7 @@ impl Hooks for IngressBenchmark {
         }
     }
 
-    async fn load_extra(_ctx: &Context, _ib: &IngressBenchmark) -> Result<()> {
+    async fn load_extra(_ctx: &Context, _ib: &IngressBenchmark, _run: &str) -> Result<()> {
         Ok(())
     }
 

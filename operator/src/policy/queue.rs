@@ -126,8 +126,18 @@ impl<'a> Queue<'a> {
     }
 }
 
+/// A claim on every node: a run whose nodes are not known before it begins (a matrix by node
+/// selector) shares a node with every run that claims one.
+pub const ANY_NODE: &str = "any node (a matrix by node selector)";
+
 fn shared<'c>(me: &'c Contender, other: &Contender) -> Option<&'c String> {
-    me.claims.iter().find(|c| other.claims.contains(c))
+    let any = |claims: &[String]| claims.iter().any(|c| c == ANY_NODE);
+    let node = |c: &String| c.starts_with("node ");
+    me.claims.iter().find(|c| {
+        other.claims.contains(c)
+            || (node(c) && any(&other.claims))
+            || (c.as_str() == ANY_NODE && other.claims.iter().any(node))
+    })
 }
 
 /// Whether `me` must wait, for what, and where it stands; None when it may start now.
@@ -383,6 +393,31 @@ mod tests {
             started: None,
             claims: claims.iter().map(|c| c.to_string()).collect(),
         }
+    }
+
+    /// A matrix by node selector claims every node: it waits for (and holds up) every run
+    /// that claims a node, not one that claims only a target.
+    #[test]
+    fn a_claim_on_any_node_shares_every_node_and_nothing_else() {
+        let mut matrix = contender("a", "m", 0, &[ANY_NODE]);
+        matrix.phase = Some(Phase::Running);
+        let pinned = contender("b", "p", 1, &["node n7"]);
+        let target = contender("c", "t", 2, &["target t:80"]);
+        let all = [matrix.clone(), pinned.clone(), target.clone()];
+        let w = wait(&pinned, &all, u32::MAX).expect("waits for the matrix");
+        assert_eq!(
+            w.status.blocked_by.as_ref().map(|r| r.name.as_str()),
+            Some("m")
+        );
+        assert!(wait(&target, &all, u32::MAX).is_none());
+        let other = contender("d", "m2", 3, &[ANY_NODE]);
+        assert!(wait(&other, &[matrix.clone(), other.clone()], u32::MAX).is_some());
+        assert_eq!(shared(&matrix, &pinned).map(String::as_str), Some(ANY_NODE));
+        assert_eq!(
+            shared(&pinned, &matrix).map(String::as_str),
+            Some("node n7")
+        );
+        assert_eq!(shared(&matrix, &target), None);
     }
 
     /// The case: team a queued ten runs on a target before team b queued one; b's run

@@ -131,10 +131,20 @@ pub trait Plan:
 /// and converges), and each says what comes next with one [`Step`]. Written as plain `async
 /// fn` in the kinds.
 pub trait Hooks: Plan {
-    /// What the kind reads once per reconcile besides the object (egress: its offload records).
+    /// What the kind reads once per reconcile besides the object (egress: its offload records
+    /// and what its node selectors matched for run `run`).
     type Extra: Send + Sync;
 
-    fn load_extra(ctx: &Context, obj: &Self) -> impl Future<Output = Result<Self::Extra>> + Send;
+    fn load_extra(
+        ctx: &Context,
+        obj: &Self,
+        run: &str,
+    ) -> impl Future<Output = Result<Self::Extra>> + Send;
+    /// The object as the run sees it, from what `load_extra` read (egress: a matrix's node
+    /// selectors replaced by the nodes they matched when the run began). Never written back.
+    fn resolve(obj: Self, _extra: &Self::Extra) -> Self {
+        obj
+    }
     /// The spec against the admin's lists and caps and against the cluster; Fail refuses it
     /// (its reason also goes on the Invalid condition).
     fn check(run: &mut Run<'_, Self>) -> impl Future<Output = Result<Step>> + Send;

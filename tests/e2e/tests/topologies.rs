@@ -1,6 +1,6 @@
 //! deploy/examples/egress-topologies.yaml on the real 3-node test cluster: a `pairs: 2` case,
 //! a fan-in of 3 clients to one server node and the node-pair matrix of the 3 nodes (6 ordered
-//! pairs). Placement exactly as asked, checked from the pods' nodes; a row per pair whose nodes
+//! pairs), its nodes chosen by a node selector. Placement exactly as asked, checked from the pods' nodes; a row per pair whose nodes
 //! are the pods'; aggregates equal to a recomputation from the rows. And the refusals: a pair
 //! that cannot be placed, and a topology that would create more pods than the admin allows,
 //! are refused with a clear message before any pod exists.
@@ -83,7 +83,7 @@ async fn pairs_fan_in_and_a_three_node_matrix_are_placed_as_asked() {
     let cases = eb["spec"]["cases"].as_array_mut().unwrap();
     cases[1]["topology"]["serverNodes"] = names(&[NODES[1]]);
     cases[1]["topology"]["clientNodes"] = names(&[NODES[0], NODES[2]]);
-    cases[2]["topology"]["clientNodes"] = names(&NODES);
+    // The matrix keeps the example's selector (kubernetes.io/os: linux): the 3 nodes.
     let done = create_and_wait(&client, &eb, FINISHED, Duration::from_secs(420)).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
@@ -199,6 +199,34 @@ async fn pairs_fan_in_and_a_three_node_matrix_are_placed_as_asked() {
         !unpinned.is_empty() && unpinned.iter().all(|(c, s)| c.is_some() && s.is_none()),
         "{unpinned:?}"
     );
+
+    // What the selector matched is kept in the operator's namespace while the benchmark
+    // exists (never in status), and goes with it.
+    let uid = done["metadata"]["uid"].as_str().unwrap().to_string();
+    let record = format!("netbench-nodes-{uid}");
+    let cms = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client.clone(),
+        OPERATOR_NAMESPACE,
+    );
+    let kept_nodes = cms.get(&record).await.expect("the node selector record");
+    let text = &kept_nodes.data.unwrap()["record.json"];
+    assert!(NODES.iter().all(|n| text.contains(n)), "{text}");
+    kubectl(&[
+        "delete",
+        "egressbenchmark",
+        "-n",
+        &ns.name,
+        "egress-topologies",
+        "--wait=true",
+    ])
+    .unwrap();
+    eventually(Duration::from_secs(60), async || {
+        match cms.get_opt(&record).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{record} outlived its benchmark: {other:?}")),
+        }
+    })
+    .await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }
 
@@ -233,6 +261,22 @@ async fn a_pair_that_cannot_be_placed_or_too_many_pods_are_refused_before_any_po
     let message = done["status"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("its worker pods (a client and a server per pair) is 18, above the cluster admin's cap of 16"),
+        "{message}"
+    );
+    assert!(
+        worker_pods(&client, &ns.name).await.unwrap().is_empty(),
+        "no pod was created"
+    );
+    // A matrix whose selector matches no node is refused, naming the selector.
+    let nowhere = one(
+        "nowhere",
+        json!({"matrix": {}, "clientNodes": {"selector": {"netbench.io/e2e-no-such-pool": "x"}}}),
+    );
+    let done = create_and_wait(&client, &nowhere, FINISHED, Duration::from_secs(60)).await;
+    assert_eq!(done["status"]["phase"], "Failed");
+    let message = done["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("case c: topology.clientNodes.selector netbench.io/e2e-no-such-pool=x matches 0 usable node(s) of 0"),
         "{message}"
     );
     assert!(

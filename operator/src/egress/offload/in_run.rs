@@ -57,7 +57,7 @@ pub async fn prepare(run: &mut EgressRun<'_>, case: u32) -> Result<Step> {
     }
     let (ctx, eb, id) = (run.ctx(), run.obj(), run.id().to_string());
     let stage = offload_of(ctx, eb, &id)
-        .apply(spec, run.extra_mut())
+        .apply(spec, &mut run.extra_mut().offload)
         .await?;
     Ok(match stage {
         Stage::Done => Step::Done,
@@ -78,12 +78,12 @@ pub async fn prepare(run: &mut EgressRun<'_>, case: u32) -> Result<Step> {
 /// records exist before its apply Job does), and keeps OffloadRestored current. Some(what it
 /// waits for) while restore Jobs are at work.
 pub async fn restore_open(run: &mut EgressRun<'_>, skip: Option<&str>) -> Result<Option<String>> {
-    if !run.extra().open() {
+    if !run.extra().offload.open() {
         return Ok(None);
     }
     let (ctx, eb, id) = (run.ctx(), run.obj(), run.id().to_string());
     let stage = offload_of(ctx, eb, &id)
-        .restore(run.extra_mut(), skip)
+        .restore(&mut run.extra_mut().offload, skip)
         .await?;
     note_restore(run, &stage);
     Ok(match stage {
@@ -95,7 +95,7 @@ pub async fn restore_open(run: &mut EgressRun<'_>, skip: Option<&str>) -> Result
 /// OffloadRestored from what the records say after a restore stage: refused, failing, or every
 /// change written back (and verified).
 pub fn note_restore(run: &mut EgressRun<'_>, stage: &Stage) {
-    let problems = restore_problems(run.extra().records());
+    let problems = restore_problems(run.extra().offload.records());
     if let Stage::Refused(m) = stage {
         let m = format!("not restored: {m}");
         run.condition(OFFLOAD_RESTORED, false, "NotPermitted", m.clone());
@@ -103,7 +103,10 @@ pub fn note_restore(run: &mut EgressRun<'_>, stage: &Stage) {
     } else if !problems.is_empty() {
         let m = format!("restore failed, retrying: {}", problems.join("; "));
         run.condition(OFFLOAD_RESTORED, false, "RestoreFailed", m);
-    } else if *stage == Stage::Done && !run.extra().records().is_empty() && !run.extra().open() {
+    } else if *stage == Stage::Done
+        && !run.extra().offload.records().is_empty()
+        && !run.extra().offload.open()
+    {
         let m = "every offload change was written back";
         run.condition(OFFLOAD_RESTORED, true, "Restored", m);
     }
