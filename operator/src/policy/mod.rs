@@ -1,6 +1,7 @@
 //! Pure decisions, no Kubernetes client: the queue, deadlines, samples, the schedule, what a
-//! spec measures. Each is unit-tested from literals.
+//! spec measures, how soon a failed reconcile is retried. Each is unit-tested from literals.
 
+pub mod backoff;
 pub mod deadline;
 pub mod queue;
 pub mod samples;
