@@ -22,6 +22,7 @@ use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use crate::base::error::{Error, Result, Retry};
+use crate::policy::backoff;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
 
 use crate::base::metrics::{counter, Family};
@@ -210,7 +211,7 @@ fn error_policy<K: Hooks>(obj: Arc<Guarded<K>>, error: &Error, r: Arc<Reconciler
         .metrics
         .family::<ReconcileMetrics>()
         .error(&kind, category);
-    let delay = r.backoff.next(&key, error.retry() == Retry::Permanent);
+    let delay = r.backoff.next(&key, error.retry());
     Action::requeue(delay)
 }
 
@@ -292,34 +293,23 @@ impl Drop for ReconcileTimer {
     }
 }
 
-/// Exponential backoff with jitter per object: 1 s, 2 s, 4 s ... capped at 5 min; refusals
-/// (403, 422: RBAC, an admission policy, an invalid write) capped at 30 s: a change of the
-/// object wakes it at once anyway, but a policy or a permission can be lifted without one, and
-/// a status write refused for a moment must cost seconds, not minutes.
+/// Per-object backoff: consecutive failures counted by object, reset by a successful reconcile;
+/// the delay after them is `policy::backoff`'s (API errors within 10 s, others up to 5 min),
+/// jittered.
 #[derive(Default)]
 struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
 }
 
-const BACKOFF_BASE: Duration = Duration::from_secs(1);
-const BACKOFF_CAP: Duration = Duration::from_secs(300);
-const REFUSED_CAP: Duration = Duration::from_secs(30);
-
 impl Backoff {
-    fn next(&self, key: &str, permanent: bool) -> Duration {
+    fn next(&self, key: &str, retry: Retry) -> Duration {
         let n = {
             let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
             let n = failures.entry(key.to_string()).or_insert(0);
             *n = n.saturating_add(1);
             *n
         };
-        let base = if permanent {
-            backoff_delay(n).min(REFUSED_CAP)
-        } else {
-            backoff_delay(n)
-        };
-        // Jitter in [0.5, 1.0) of the delay, so objects that failed together do not retry together.
-        base.mul_f64(rand::random_range(0.5..1.0))
+        backoff::jittered(backoff::delay(n, retry), rand::random_range(0.5..1.0))
     }
 
     fn reset(&self, key: &str) {
@@ -328,15 +318,6 @@ impl Backoff {
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
     }
-}
-
-/// The un-jittered delay after `failures` consecutive failures.
-fn backoff_delay(failures: u32) -> Duration {
-    let exp = failures.saturating_sub(1).min(16);
-    BACKOFF_BASE
-        .checked_mul(1u32 << exp)
-        .unwrap_or(BACKOFF_CAP)
-        .min(BACKOFF_CAP)
 }
 
 #[cfg(test)]
@@ -388,34 +369,27 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        assert_eq!(backoff_delay(1), Duration::from_secs(1));
-        assert_eq!(backoff_delay(2), Duration::from_secs(2));
-        assert_eq!(backoff_delay(5), Duration::from_secs(16));
-        assert_eq!(backoff_delay(9), Duration::from_secs(256));
-        assert_eq!(backoff_delay(10), BACKOFF_CAP);
-        assert_eq!(backoff_delay(u32::MAX), BACKOFF_CAP);
-    }
-
-    #[test]
     fn backoff_is_jittered_per_object_and_reset_by_success() {
         let b = Backoff::default();
         for _ in 0..4 {
-            b.next("ns/a", false);
+            b.next("ns/a", Retry::Slowly);
         }
-        let d = b.next("ns/a", false);
+        let d = b.next("ns/a", Retry::Slowly);
         assert!(
-            d >= Duration::from_secs(8) && d < Duration::from_secs(16),
+            d >= Duration::from_secs(8) && d <= Duration::from_secs(16),
             "{d:?}"
         );
-        let other = b.next("ns/b", false);
-        assert!(other < Duration::from_secs(1), "{other:?}");
+        let other = b.next("ns/b", Retry::Slowly);
+        assert!(other <= Duration::from_secs(1), "{other:?}");
         b.reset("ns/a");
-        assert!(b.next("ns/a", false) < Duration::from_secs(1));
-        // Refusals: retried, but at most every 30 s.
-        let refused: Vec<Duration> = (0..12).map(|_| b.next("ns/c", true)).collect();
-        assert!(refused[0] < Duration::from_secs(1), "{refused:?}");
-        assert!(refused.iter().all(|d| *d < REFUSED_CAP), "{refused:?}");
-        assert!(refused[11] >= REFUSED_CAP / 2, "{refused:?}");
+        assert!(b.next("ns/a", Retry::Slowly) <= Duration::from_secs(1));
+        // A refused write: retried every 5-10 s at most, however long the refusal lasts.
+        let refused: Vec<Duration> = (0..12).map(|_| b.next("ns/c", Retry::Soon)).collect();
+        assert!(refused[0] <= Duration::from_secs(1), "{refused:?}");
+        assert!(
+            refused.iter().all(|d| *d <= backoff::SOON_CAP),
+            "{refused:?}"
+        );
+        assert!(refused[11] >= backoff::SOON_CAP / 2, "{refused:?}");
     }
 }

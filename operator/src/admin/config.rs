@@ -125,6 +125,12 @@ pub struct Config {
     /// How long a sweep target may take to roll out, in seconds.
     #[arg(long, env = "NETBENCH_ROLLOUT_TIMEOUT", default_value_t = 300)]
     pub rollout_timeout_s: u64,
+    /// How long a finished run keeps trying to write its BenchmarkResult, in seconds from the
+    /// first failure (every 10 s); then it gives up with ResultRecorded=False and a Warning
+    /// Event, keeps its reports, and tries again only when the benchmark is reconciled again.
+    #[arg(long, env = "NETBENCH_RESULT_WRITE_TIMEOUT", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub result_write_timeout_s: u64,
     /// How long a worker API connection may take to send a request head, in seconds; also how
     /// long an idle keep-alive connection stays open.
     #[arg(long, env = "NETBENCH_API_HEADER_TIMEOUT", default_value_t = 10,
@@ -164,6 +170,9 @@ impl Config {
     }
     pub fn rollout_timeout(&self) -> Duration {
         Duration::from_secs(self.rollout_timeout_s)
+    }
+    pub fn result_write_timeout(&self) -> Duration {
+        Duration::from_secs(self.result_write_timeout_s)
     }
     /// The operator's timeouts a run's deadline depends on.
     pub fn timeouts(&self) -> Timeouts {

@@ -17,6 +17,10 @@ pub const REGRESSED: &str = "Regressed";
 /// history of succeeded results of the same spec, at most a few runs back); False when there
 /// is none recently; Unknown with too few results or after a failed run.
 pub const NEW_REGIME: &str = "NewRegime";
+/// True once the finished run's BenchmarkResult was created (reason ResultWritten); False while
+/// writing it fails (ResultWritePending, retried) and once the operator gave up
+/// (ResultWriteFailed: the run's reports are kept and a later reconcile tries again).
+pub const RESULT_RECORDED: &str = "ResultRecorded";
 
 pub fn set(
     conditions: &mut Vec<Condition>,

@@ -21,14 +21,17 @@ pub enum Error {
     Internal(Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Whether retrying the same object can succeed.
+/// How soon a failed reconcile is tried again (the schedule is `policy::backoff`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {
-    /// Retry with exponential backoff (API hiccups, conflicts, a report not readable yet).
-    Transient,
-    /// Refused (invalid, forbidden): retried at most every 30 s (a change of the object, or of
-    /// the policy or permission that refused it, helps; see controller::Backoff).
-    Permanent,
+    /// The API server refused the request (400/403/404/422: RBAC, an admission policy or
+    /// webhook, an invalid write), had a conflict, was overloaded or failed (409, 429, 5xx), or
+    /// did not answer: backoff capped at seconds. A refusal is often lifted without a change of
+    /// the object (a policy removed, a permission granted), and a change wakes it at once anyway.
+    Soon,
+    /// Something the operator stored or changed is not as it left it, or a wait timed out:
+    /// backoff up to minutes.
+    Slowly,
 }
 
 impl Error {
@@ -64,8 +67,8 @@ impl Error {
 
     pub fn retry(&self) -> Retry {
         match self.category() {
-            "KubeRefused" => Retry::Permanent,
-            _ => Retry::Transient,
+            "KubeApi" | "KubeConflict" | "KubeRefused" | "KubeTransport" => Retry::Soon,
+            _ => Retry::Slowly,
         }
     }
 }
@@ -116,9 +119,20 @@ mod tests {
     }
 
     #[test]
-    fn refusals_wait_for_a_change() {
-        assert_eq!(api(422).retry(), Retry::Permanent);
-        assert_eq!(api(409).retry(), Retry::Transient);
-        assert_eq!(api(503).retry(), Retry::Transient);
+    fn api_errors_are_retried_soon_the_operators_own_slowly() {
+        for code in [400, 403, 404, 409, 422, 429, 500, 503] {
+            assert_eq!(api(code).retry(), Retry::Soon, "{code}");
+        }
+        let transport = Error::Kube(kube::Error::LinesCodecMaxLineLengthExceeded);
+        assert_eq!(transport.retry(), Retry::Soon);
+        let refused_in_cleanup =
+            Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(api(403))));
+        assert_eq!(refused_in_cleanup.retry(), Retry::Soon);
+        assert_eq!(Error::Internal("x".into()).retry(), Retry::Slowly);
+        let timed_out = Error::TimedOut {
+            what: "x",
+            after: Duration::ZERO,
+        };
+        assert_eq!(timed_out.retry(), Retry::Slowly);
     }
 }

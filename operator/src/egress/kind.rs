@@ -138,9 +138,16 @@ impl Plan for EgressBenchmark {
             judged("lossPercent", 50.0),
         ]
     }
-    fn parameters(&self, status: &EgressBenchmarkStatus, case: u32) -> BTreeMap<String, String> {
+    /// The case's nodes come from the plan's pins and the sample's verified reports (as its
+    /// pair rows do), never from status.cases, which a benchmark author can write.
+    fn parameters(
+        &self,
+        run: &str,
+        slot: Slot,
+        reports: &BTreeMap<String, FinalReport>,
+    ) -> BTreeMap<String, String> {
         let mut p = BTreeMap::new();
-        let Some(m) = plan::case_at(self, case) else {
+        let Some(m) = plan::case_at(self, slot.measurement) else {
             return p;
         };
         let c = &m.spec;
@@ -154,13 +161,11 @@ impl Plan for EgressBenchmark {
         if let Some(profile) = &c.offload_profile {
             p.insert("offloadProfile".to_string(), profile.clone());
         }
-        if let Some(r) = status.cases.iter().find(|r| r.name == m.name) {
-            for (key, node) in [
-                ("clientNode", &r.client_node),
-                ("serverNode", &r.server_node),
-            ] {
+        if c.topology.is_none() {
+            let (client, server) = case_nodes(self, run, slot, reports);
+            for (key, node) in [("clientNode", client), ("serverNode", server)] {
                 if let Some(n) = node {
-                    p.insert(key.to_string(), n.clone());
+                    p.insert(key.to_string(), n);
                 }
             }
         }
@@ -405,6 +410,28 @@ fn pair_reports<'a>(
         .collect()
 }
 
+/// Where the single pair of a case without a topology ran: each end's pinned node, or else
+/// the node its own verified report names.
+fn case_nodes(
+    eb: &EgressBenchmark,
+    run: &str,
+    slot: Slot,
+    reports: &BTreeMap<String, FinalReport>,
+) -> (Option<String>, Option<String>) {
+    let Ok(pairs) = pair_reports(eb, run, slot, reports, Nodes::Pinned) else {
+        return (None, None);
+    };
+    let Some(only) = pairs.first() else {
+        return (None, None);
+    };
+    let server = plan::server_name(eb, run, slot.wire(), only.pair);
+    let server_node = only
+        .server_node
+        .clone()
+        .or_else(|| reports.get(&server).and_then(|r| r.node.clone()));
+    (only.client_node.clone(), server_node)
+}
+
 /// A case's result into status (replacing an earlier one of the same name), the overheads and
 /// summary, metrics and an Event.
 fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
@@ -428,4 +455,75 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
 /// "measured/asked", the printer column (a swept case counts each run).
 fn cases_summary(eb: &EgressBenchmark, measured: &[CaseResult]) -> String {
     format!("{}/{}", measured.len(), plan::count(eb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_CASES: &str = r#"
+apiVersion: netbench.io/v1alpha1
+kind: EgressBenchmark
+metadata: {name: e, uid: u-1}
+spec:
+  cases:
+    - name: pinned
+      client: {nodeName: a}
+      server: {nodeName: b}
+    - name: placed
+      client: {}
+      server: {}
+"#;
+
+    fn report(worker: &str, node: &str) -> (String, FinalReport) {
+        let r = FinalReport {
+            version: 1,
+            worker: worker.into(),
+            node: Some(node.into()),
+            step: 0,
+            started_at_unix_ms: 1,
+            report: serde_json::json!({}),
+            host: None,
+        };
+        (worker.to_string(), r)
+    }
+
+    /// A result's nodes: the pins, else each end's own report; status.cases (forged here) is
+    /// never read.
+    #[test]
+    fn a_cases_nodes_come_from_pins_and_reports_never_from_status() {
+        let mut eb: EgressBenchmark = serde_yaml::from_str(TWO_CASES).unwrap();
+        let forged = |name: &str| CaseResult {
+            name: name.into(),
+            client_node: Some("forged-client".into()),
+            server_node: Some("forged-server".into()),
+            ..Default::default()
+        };
+        eb.status = Some(EgressBenchmarkStatus {
+            cases: vec![forged("pinned"), forged("placed")],
+            ..Default::default()
+        });
+        let run = "u1-g1";
+        let nodes = |slot: Slot, reports: &BTreeMap<String, FinalReport>| {
+            let p = eb.parameters(run, slot, reports);
+            (p.get("clientNode").cloned(), p.get("serverNode").cloned())
+        };
+        let some = |a: &str, b: &str| (Some(a.to_string()), Some(b.to_string()));
+        // Pinned: the pins win over what a report says.
+        let slot = Slot::first(0);
+        let reports = BTreeMap::from([
+            report(&plan::client_name(&eb, run, 0, 0), "elsewhere"),
+            report(&plan::server_name(&eb, run, 0, 0), "elsewhere"),
+        ]);
+        assert_eq!(nodes(slot, &reports), some("a", "b"));
+        // Placed by the scheduler: each end's own report.
+        let slot = Slot::first(1);
+        let reports = BTreeMap::from([
+            report(&plan::client_name(&eb, run, 1, 0), "n1"),
+            report(&plan::server_name(&eb, run, 1, 0), "n2"),
+        ]);
+        assert_eq!(nodes(slot, &reports), some("n1", "n2"));
+        // No report: no node (not status's).
+        assert_eq!(nodes(slot, &BTreeMap::new()), (None, None));
+    }
 }

@@ -102,7 +102,13 @@ impl Plan for IngressBenchmark {
         };
         vec![tolerance("rps", 10.0), tolerance("p99Ms", 20.0)]
     }
-    fn parameters(&self, _status: &IngressBenchmarkStatus, step: u32) -> BTreeMap<String, String> {
+    fn parameters(
+        &self,
+        _run: &str,
+        slot: Slot,
+        _reports: &BTreeMap<String, FinalReport>,
+    ) -> BTreeMap<String, String> {
+        let step = slot.measurement;
         let sweep_step = self
             .spec
             .sweep

@@ -1,8 +1,10 @@
 //! Pure decisions, no Kubernetes client: the queue, deadlines, samples, the schedule, what a
-//! spec measures. Each is unit-tested from literals.
+//! spec measures, how soon a failed reconcile or result write is retried. Each is unit-tested from literals.
 
+pub mod backoff;
 pub mod deadline;
 pub mod queue;
+pub mod result_write;
 pub mod samples;
 pub mod schedule;
 pub mod spec;

@@ -1,6 +1,7 @@
 //! What a result holds, computed from the run's stored reports (kept in the operator's
 //! namespace until the finished status is stored): each sample's figures, the statistics over
-//! the samples, and the merged latency histograms.
+//! the samples, the merged latency histograms, each measurement's parameters (an egress case's
+//! nodes included); phase, message and times only as far as the reports back them (`backing`).
 
 use std::collections::BTreeMap;
 
@@ -9,9 +10,9 @@ use kube::ResourceExt;
 use protocol::worker::{validate_final, FinalReport, Role};
 
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
-use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
+use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec};
 
-use super::facts;
+use super::{backing, facts};
 use crate::base::error::Result;
 use crate::base::labels;
 use crate::policy::samples::{self, Slot};
@@ -46,8 +47,30 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
     let status = run.status().run();
     let spec_json = serde_json::to_value(spec_of(run.obj())).unwrap_or_default();
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
-    let (measurements, nodes) = measurements(run).await?;
+    let Gathered {
+        measurements,
+        nodes,
+        samples,
+        started,
+    } = measurements(run).await?;
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
+    // Phase, message and times as far as the reports back what status (hostile) says.
+    let min = run.obj().repetition().samples().min();
+    let describe = |i| run.obj().describe(i);
+    let (phase, message) = backing::phase(
+        status.phase,
+        status.message.as_deref(),
+        &samples,
+        min,
+        describe,
+    );
+    let (start_time, completion_time) = backing::times(
+        status.start_time.as_ref(),
+        status.completion_time.as_ref(),
+        run.obj().meta().creation_timestamp.as_ref(),
+        started,
+        jiff::Timestamp::now(),
+    );
     let mut spec = BenchmarkResultSpec {
         benchmark: BenchmarkRef {
             kind: K::kind(&()).into_owned(),
@@ -62,13 +85,10 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
         } else {
             "{}".into()
         },
-        phase: status.phase.unwrap_or(Phase::Failed),
-        message: status
-            .message
-            .as_deref()
-            .map(|m| crate::base::text::clip(m, 4000)),
-        start_time: status.start_time.clone(),
-        completion_time: status.completion_time.clone(),
+        phase,
+        message: message.map(|m| crate::base::text::clip(&m, 4000)),
+        start_time,
+        completion_time,
         cluster: facts::gather(&run.ctx().client, &nodes).await,
         scaling: run.obj().scaling(&measurements),
         summary: summary(stats.last()),
@@ -131,18 +151,34 @@ pub fn object<K: Hooks>(
     }
 }
 
+/// What the stored reports of a run hold.
+struct Gathered {
+    /// Each measurement's figures over its complete samples, with its merged histogram.
+    measurements: Vec<Measurement>,
+    /// The nodes the reports came from, with what a worker saw there.
+    nodes: facts::Seen,
+    /// How many complete samples each measurement of the spec has (by index).
+    samples: Vec<u32>,
+    /// The earliest and latest start of a report used.
+    started: Option<(jiff::Timestamp, jiff::Timestamp)>,
+}
+
 /// Each measurement's figures over every complete sample found in the store, with its merged
 /// histogram; and the nodes the reports came from, with what a worker saw there.
-async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
+async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
     let store = run.ctx().reports();
     let owner = Owner::of(run.obj());
     let max = run.obj().repetition().samples().max();
     let mut stats: Vec<MeasurementStats> = vec![];
     let mut out = vec![];
     let mut nodes = facts::Seen::new();
+    let mut taken = vec![];
+    let mut started: Option<(jiff::Timestamp, jiff::Timestamp)> = None;
     for index in 0..run.obj().count().min(samples::STRIDE) {
         let mut histograms = vec![];
         let mut pairs = vec![];
+        let mut parameters = None;
+        let mut complete_samples = 0u32;
         for sample in 0..max {
             let slot = Slot {
                 measurement: index,
@@ -161,8 +197,13 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
             };
             let name = run.obj().describe(index);
             samples::record(&mut stats, index, &name, sample, &figures);
+            complete_samples = complete_samples.saturating_add(1);
             pairs = run.obj().pair_rows(run.id(), slot, &reports);
+            parameters = Some(run.obj().parameters(run.id(), slot, &reports));
             for r in reports.values() {
+                if let Some(t) = backing::report_start(r.started_at_unix_ms) {
+                    started = Some(started.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+                }
                 if let Some(node) = &r.node {
                     let host = nodes.entry(node.clone()).or_default();
                     if host.is_none() {
@@ -179,6 +220,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
                     .filter_map(|(_, r)| histogram_of(r)),
             );
         }
+        taken.push(complete_samples);
         let Some(m) = stats.iter().find(|m| m.index == index) else {
             continue;
         };
@@ -190,13 +232,18 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
         out.push(Measurement {
             index,
             name: m.name.clone(),
-            parameters: run.obj().parameters(run.status(), index),
+            parameters: parameters.unwrap_or_default(),
             metrics: m.metrics.clone(),
             histogram,
             pairs,
         });
     }
-    Ok((out, nodes))
+    Ok(Gathered {
+        measurements: out,
+        nodes,
+        samples: taken,
+        started,
+    })
 }
 
 /// Every client of the sample reported.

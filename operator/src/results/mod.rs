@@ -4,6 +4,7 @@
 //! searched for a new regime (`regime`). Results carry no owner reference: they outlive the
 //! benchmark.
 
+mod backing;
 mod baseline;
 mod build;
 mod facts;

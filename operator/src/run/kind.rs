@@ -103,8 +103,14 @@ pub trait Plan:
     ) -> std::result::Result<Vec<Figure>, String>;
     /// The figures judged against a baseline when the spec names none.
     fn default_judged() -> Vec<MetricTolerance>;
-    /// What distinguishes measurement `index` in a result (cpu, offload profile, ...).
-    fn parameters(&self, _status: &Self::Status, _index: u32) -> BTreeMap<String, String> {
+    /// What distinguishes measurement `slot.measurement` in a result (cpu, offload profile,
+    /// where it ran ...): from the spec and the sample's verified reports, never from status.
+    fn parameters(
+        &self,
+        _run: &str,
+        _slot: Slot,
+        _reports: &BTreeMap<String, FinalReport>,
+    ) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
     /// The scaling table (IngressBenchmark sweeps) of a result, from its measurements (which

@@ -235,7 +235,15 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
     );
 
     hold.lift(&client).await;
+    let lifted = std::time::Instant::now();
     let done = wait_succeeded(&client, IB, &ns.name, NAME).await;
+    // A refused write is retried at most 10 s apart (it took 214 s with a backoff grown to
+    // minutes); the policy's removal takes a moment to reach the API server.
+    let took = lifted.elapsed();
+    assert!(
+        took < Duration::from_secs(40),
+        "Succeeded {took:?} after the hold was lifted"
+    );
     let st = &done["status"];
     let steps = st["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 1, "{st:#}");

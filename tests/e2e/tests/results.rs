@@ -527,3 +527,161 @@ async fn endpoints_settled(ns: &str, service: &str) {
     })
     .await;
 }
+
+/// A ValidatingAdmissionPolicy and its binding that deny every BenchmarkResult creation in one
+/// namespace (as a policy, or RBAC taken away, would). Dropping it deletes both.
+struct DenyResults {
+    name: String,
+    message: String,
+}
+
+impl DenyResults {
+    async fn new(client: &kube::Client, ns: &str) -> DenyResults {
+        use k8s_openapi::api::admissionregistration::v1::{
+            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+        };
+        let name = format!("netbench-e2e-deny-results-{ns}");
+        let message = format!("netbench-e2e {ns}: results are denied");
+        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["netbench.io"],
+                    "apiVersions": ["*"], "operations": ["CREATE"],
+                    "resources": ["benchmarkresults"]}]},
+                "validations": [{"expression": "false", "message": message}]}
+        }))
+        .unwrap();
+        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": ns}}}}
+        }))
+        .unwrap();
+        let pp = kube::api::PostParams::default();
+        Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .create(&pp, &policy)
+            .await
+            .expect("create the ValidatingAdmissionPolicy");
+        let deny = DenyResults { name, message };
+        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .create(&pp, &binding)
+            .await
+            .expect("create the binding");
+        // Enforced once a dry-run creation is denied with our message.
+        let api = Api::<BenchmarkResult>::namespaced(client.clone(), ns);
+        let dry = kube::api::PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let probe: BenchmarkResult = serde_json::from_value(json!({
+            "apiVersion": "netbench.io/v1alpha1", "kind": "BenchmarkResult",
+            "metadata": {"name": "probe", "namespace": ns},
+            "spec": {"benchmark": {"kind": IB, "namespace": ns, "name": "probe"},
+                     "benchmarkUid": "u", "runId": "r", "specHash": "h",
+                     "benchmarkSpec": "{}", "phase": "Failed"}
+        }))
+        .unwrap();
+        eventually(Duration::from_secs(60), async || {
+            match api.create(&dry, &probe).await {
+                Err(e) if e.to_string().contains(&deny.message) => Ok(()),
+                other => Err(format!("the policy is not enforced after 60s: {other:?}")),
+            }
+        })
+        .await;
+        deny
+    }
+
+    async fn lift(&self, client: &kube::Client) {
+        use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+            .expect("delete the binding");
+    }
+}
+
+impl Drop for DenyResults {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kubectl")
+            .args([
+                "delete",
+                &format!("validatingadmissionpolicybinding/{}", self.name),
+                &format!("validatingadmissionpolicy/{}", self.name),
+                "--ignore-not-found",
+                "--wait=false",
+            ])
+            .output();
+    }
+}
+
+/// A result denied while the run ends: the run keeps its phase, ResultRecorded=False
+/// (ResultWritePending) says why, no result exists and the reports stay; once the denial is
+/// lifted the result is written within seconds (retried every 10 s), ResultRecorded turns True
+/// and the reports go.
+#[tokio::test]
+async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "resdeny").await;
+    let deny = DenyResults::new(&client, &ns.name).await;
+    create(&client, &ns.name, &sampled(&ns.name, "held", TARGET, 1))
+        .await
+        .unwrap();
+    let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
+    let held = wait_until(
+        &client,
+        IB,
+        &ns.name,
+        "held",
+        "finished with ResultRecorded=False",
+        RUN_TIMEOUT,
+        |v| FINISHED.iter().any(|p| v["status"]["phase"] == *p) && recorded(v)["status"] == "False",
+    )
+    .await;
+    let c = recorded(&held);
+    assert_eq!(c["reason"], "ResultWritePending", "{c:#}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&deny.message),
+        "{c:#}"
+    );
+    assert_eq!(held["status"]["phase"], "Succeeded", "{:#}", held["status"]);
+    assert!(results(&client, &ns.name).await.is_empty());
+    assert!(
+        !stored_reports(&client, &ns.name).await.unwrap().is_empty(),
+        "the reports must stay until the result is written"
+    );
+
+    deny.lift(&client).await;
+    let lifted = std::time::Instant::now();
+    let done = wait_until(
+        &client,
+        IB,
+        &ns.name,
+        "held",
+        "ResultRecorded=True",
+        Duration::from_secs(90),
+        |v| recorded(v)["status"] == "True",
+    )
+    .await;
+    let took = lifted.elapsed();
+    // The policy's removal takes a moment to reach the API server; then the next try (at most
+    // 10 s away) writes it.
+    assert!(took < Duration::from_secs(40), "took {took:?}");
+    let name = done["status"]["latestResult"].as_str().unwrap().to_string();
+    let r = result(&client, &ns.name, &name).await;
+    assert_eq!(r.spec.phase, crds::Phase::Succeeded);
+    eventually(Duration::from_secs(30), async || {
+        let left = stored_reports(&client, &ns.name).await.unwrap();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "reports left after the result was written: {left:?}"
+            ))
+        }
+    })
+    .await;
+}

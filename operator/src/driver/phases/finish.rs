@@ -2,8 +2,12 @@
 //! restored), the BenchmarkResult is written from the stored reports (results::record returns
 //! what it recorded; it goes into the run here), then the kind writes back what the run
 //! changed. The registry forgets the run once all of it is done.
-
-use std::time::Duration;
+//!
+//! A result that cannot be written is tried again every few seconds (ResultRecorded=False,
+//! ResultWritePending) until --result-write-timeout has passed since the first failure; then the
+//! run gives up (ResultWriteFailed, a Warning Event) and stays as it ended. Its reports stay
+//! (status::release_reports waits for the result), so any later reconcile of the benchmark tries
+//! once more, quietly; ResultRecorded turns True only once the result was created.
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -11,15 +15,19 @@ use kube::runtime::events::EventType;
 use crds::{CleanupPolicy, Phase};
 
 use super::super::machine::{fail, Next};
-use crate::base::conditions::{NEW_REGIME, REGRESSED};
-use crate::base::error::Result;
+use crate::base::conditions::{self, NEW_REGIME, REGRESSED, RESULT_RECORDED};
+use crate::base::error::{Error, Result};
 use crate::base::outcome::Step;
+use crate::base::text::clip;
 use crate::k8s::pods;
+use crate::policy::result_write;
 use crate::results;
 use crate::run::{Hooks, Run, RunState};
 
-/// How soon a result that could not be written is tried again.
-const RESULT_RETRY: Duration = Duration::from_secs(15);
+/// ResultRecorded reasons.
+const WRITTEN: &str = "ResultWritten";
+const WRITE_PENDING: &str = "ResultWritePending";
+const WRITE_FAILED: &str = "ResultWriteFailed";
 
 pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
     let failed = run.status().run().phase == Some(Phase::Failed);
@@ -41,16 +49,17 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         run.condition_status(NEW_REGIME, status, reason, message);
     }
     if let Some(name) = recorded.written {
+        let m = format!("BenchmarkResult {name} was created");
+        run.condition(RESULT_RECORDED, true, WRITTEN, m);
         run.status_mut().run_mut().latest_result = Some(name);
     }
     run.events(recorded.events);
-    if let Err(e) = &outcome {
-        tracing::warn!(benchmark = run.name(), "writing the BenchmarkResult: {e}");
-        let m = format!("writing the BenchmarkResult failed (retried): {e}");
-        run.event(EventType::Warning, "ResultFailed", m);
-    }
+    let retry_soon = match &outcome {
+        Ok(()) => false,
+        Err(e) => result_failed(run, e),
+    };
     match K::wrap_up(run).await? {
-        Step::Done if outcome.is_err() => Ok(Next::after(RESULT_RETRY)),
+        Step::Done if retry_soon => Ok(Next::after(result_write::RETRY)),
         Step::Done => {
             run.ctx().runs.forget(run.id());
             Ok(Next::Wait(Action::await_change()))
@@ -64,7 +73,49 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         // Nothing the kinds do today: a finished run whose wrap-up fails ends Failed.
         Step::Fail(f) => {
             fail(run, f);
-            Ok(Next::after(RESULT_RETRY))
+            Ok(Next::after(result_write::RETRY))
         }
     }
+}
+
+/// The result could not be written: ResultRecorded=False, retried (true) until the bound has
+/// passed since the first failure, then given up (false) with a Warning Event. Once given up,
+/// a failure changes nothing (no new Event, no new message): only a success is news.
+fn result_failed<K: Hooks>(run: &mut Run<'_, K>, e: &Error) -> bool {
+    let name = results::result_name(run.name(), run.id());
+    let error = clip(&e.to_string(), 1000);
+    let current = conditions::get(&run.status().run().conditions, RESULT_RECORDED)
+        .filter(|c| c.status == "False");
+    if current.is_some_and(|c| c.reason == WRITE_FAILED) {
+        tracing::debug!(
+            benchmark = run.name(),
+            "writing {name} failed again: {error}"
+        );
+        return false;
+    }
+    let since = current.map(|c| c.last_transition_time.0);
+    let bound = run.ctx().config.result_write_timeout();
+    if result_write::gives_up(since, jiff::Timestamp::now(), bound) {
+        let m = format!(
+            "gave up writing BenchmarkResult {name} after {}s: {error}; the run's reports are \
+             kept, and it is written once the benchmark is reconciled again and the write is \
+             allowed",
+            bound.as_secs()
+        );
+        tracing::warn!(benchmark = run.name(), "{m}");
+        run.condition(RESULT_RECORDED, false, WRITE_FAILED, m.clone());
+        run.event(EventType::Warning, WRITE_FAILED, m);
+        return false;
+    }
+    let m = format!(
+        "writing BenchmarkResult {name} failed (tried again every {}s for up to {}s): {error}",
+        result_write::RETRY.as_secs(),
+        bound.as_secs()
+    );
+    tracing::warn!(benchmark = run.name(), "{m}");
+    if since.is_none() {
+        run.event(EventType::Warning, WRITE_PENDING, m.clone());
+    }
+    run.condition(RESULT_RECORDED, false, WRITE_PENDING, m);
+    true
 }

@@ -1,0 +1,179 @@
+//! What a result says of its run beyond the figures: phase, message and times. The run's
+//! status holds them, but a benchmark author can write status, so a result takes them from it
+//! only as far as the verified reports and the API server's own timestamps back them:
+//!
+//! - Succeeded only when the stored reports hold every measurement's planned samples (a run
+//!   the operator ends Succeeded has them all); otherwise the result says Failed and why.
+//! - The start lies between the benchmark's creation (stamped by the API server) and the first
+//!   report's start; the completion between the last report's start (and the start) and now.
+//!
+//! Pure: the caller gathers the reports.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crds::Phase;
+
+/// The phase and message a result records for a run whose status claims `claimed` with
+/// `message`, given how many complete samples the stored reports hold of each measurement
+/// (`samples[i]` of measurement i; the spec has `samples.len()` of them) and the fewest the
+/// spec plans (`min`). `describe` names a measurement ("step 2").
+pub fn phase(
+    claimed: Option<Phase>,
+    message: Option<&str>,
+    samples: &[u32],
+    min: u32,
+    describe: impl Fn(u32) -> String,
+) -> (Phase, Option<String>) {
+    let message = message.map(str::to_string);
+    match claimed {
+        Some(Phase::Succeeded) => {}
+        // A Failed run, or (never written for one) any other phase: not a success.
+        Some(Phase::Failed) => return (Phase::Failed, message),
+        other => {
+            let m = format!("the run's status says {other:?}, not finished");
+            return (Phase::Failed, Some(m));
+        }
+    }
+    let short = samples.iter().zip(0u32..).find(|(taken, _)| **taken < min);
+    match short {
+        None if !samples.is_empty() => (Phase::Succeeded, message),
+        None => (
+            Phase::Failed,
+            Some("the run's status says Succeeded, but the spec measures nothing".into()),
+        ),
+        Some((taken, index)) => (
+            Phase::Failed,
+            Some(format!(
+                "the run's status says Succeeded, but the stored reports hold {taken} of the \
+                 {min} sample(s) of {}: the status was not written by the operator",
+                describe(index)
+            )),
+        ),
+    }
+}
+
+/// Start and completion for a result: the status's (`claimed_*`), kept within what the API
+/// server and the reports back. `created`: the benchmark's creation time; `reports`: the
+/// earliest and latest start of a report the result is made of; `now`: the time of writing.
+pub fn times(
+    claimed_start: Option<&Time>,
+    claimed_completion: Option<&Time>,
+    created: Option<&Time>,
+    reports: Option<(Timestamp, Timestamp)>,
+    now: Timestamp,
+) -> (Option<Time>, Option<Time>) {
+    let earliest = created.map(|t| t.0);
+    let latest_start = reports.map_or(now, |(first, _)| first.min(now));
+    let start = claimed_start.map(|t| {
+        let mut s = t.0.min(latest_start);
+        if let Some(e) = earliest.filter(|e| *e <= latest_start) {
+            s = s.max(e);
+        }
+        s
+    });
+    let start = start.or_else(|| reports.map(|(first, _)| first.min(now)));
+    let floor = [start, reports.map(|(_, last)| last.min(now))]
+        .into_iter()
+        .flatten()
+        .max();
+    let completion = claimed_completion.map(|t| {
+        let c = t.0.min(now);
+        floor.map_or(c, |f| c.max(f))
+    });
+    (start.map(Time), completion.map(Time))
+}
+
+/// A report's start (unix milliseconds, the worker's clock) as a timestamp; 0 and absurd values
+/// are none.
+pub fn report_start(unix_ms: u64) -> Option<Timestamp> {
+    let ms = i64::try_from(unix_ms).ok().filter(|ms| *ms > 0)?;
+    Timestamp::from_millisecond(ms).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(i: u32) -> String {
+        format!("step {i}")
+    }
+
+    #[test]
+    fn succeeded_only_with_every_planned_sample_in_the_reports() {
+        let ok = phase(Some(Phase::Succeeded), Some("2 step(s)"), &[3, 3], 3, step);
+        assert_eq!(ok, (Phase::Succeeded, Some("2 step(s)".into())));
+        let (p, m) = phase(Some(Phase::Succeeded), Some("forged"), &[3, 1], 3, step);
+        assert_eq!(p, Phase::Failed);
+        let m = m.unwrap();
+        assert!(m.contains("1 of the 3 sample(s) of step 1"), "{m}");
+        let (p, _) = phase(Some(Phase::Succeeded), None, &[0, 0], 1, step);
+        assert_eq!(p, Phase::Failed, "no report at all");
+        let (p, _) = phase(Some(Phase::Succeeded), None, &[], 1, step);
+        assert_eq!(p, Phase::Failed);
+    }
+
+    #[test]
+    fn anything_but_succeeded_is_failed() {
+        let failed = phase(Some(Phase::Failed), Some("DeadlineExceeded"), &[1], 1, step);
+        assert_eq!(failed, (Phase::Failed, Some("DeadlineExceeded".into())));
+        for claimed in [None, Some(Phase::Running), Some(Phase::Pending)] {
+            assert_eq!(phase(claimed, Some("x"), &[1], 1, step).0, Phase::Failed);
+        }
+    }
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    fn time(secs: i64) -> Time {
+        Time(t(secs))
+    }
+
+    #[test]
+    fn honest_times_are_kept() {
+        let (s, c) = times(
+            Some(&time(10)),
+            Some(&time(100)),
+            Some(&time(0)),
+            Some((t(20), t(80))),
+            t(200),
+        );
+        assert_eq!((s, c), (Some(time(10)), Some(time(100))));
+    }
+
+    #[test]
+    fn forged_times_are_kept_within_the_reports_and_the_api_servers_stamps() {
+        // A start before the benchmark existed, a completion in the future.
+        let (s, c) = times(
+            Some(&time(-1_000_000)),
+            Some(&time(9_999_999)),
+            Some(&time(0)),
+            Some((t(20), t(80))),
+            t(200),
+        );
+        assert_eq!((s, c), (Some(time(0)), Some(time(200))));
+        // A start after the measurement began, a completion before it ended.
+        let (s, c) = times(
+            Some(&time(50)),
+            Some(&time(30)),
+            Some(&time(0)),
+            Some((t(20), t(80))),
+            t(200),
+        );
+        assert_eq!((s, c), (Some(time(20)), Some(time(80))));
+        // No start in status: the first report's.
+        let (s, _) = times(None, None, Some(&time(0)), Some((t(20), t(80))), t(200));
+        assert_eq!(s, Some(time(20)));
+        // No reports, a start in the future.
+        let (s, c) = times(Some(&time(500)), Some(&time(600)), None, None, t(200));
+        assert_eq!((s, c), (Some(time(200)), Some(time(200))));
+    }
+
+    #[test]
+    fn report_starts_of_zero_or_beyond_time_are_none() {
+        assert_eq!(report_start(0), None);
+        assert_eq!(report_start(u64::MAX), None);
+        assert_eq!(report_start(1_800_000_000_000), Some(t(0)));
+    }
+}
