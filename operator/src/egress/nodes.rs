@@ -237,8 +237,9 @@ fn is_label_name(name: &str) -> bool {
         && edge(name.chars().last())
 }
 
-/// The spec the run sees: each matrix selector replaced by the names it matched (none when
-/// it cannot be used; `problem` then says why and the run is refused).
+/// The spec the run sees: each matrix selector replaced by the names it matched. One that
+/// matched none or cannot be used stays a selector (a matrix without pairs): `refusal` says
+/// why and the run is refused.
 pub fn apply(mut eb: EgressBenchmark, resolved: &Resolved) -> EgressBenchmark {
     if resolved.matched.is_empty() {
         return eb;
@@ -254,14 +255,15 @@ pub fn apply(mut eb: EgressBenchmark, resolved: &Resolved) -> EgressBenchmark {
             if !set.names.is_empty() || set.selector.is_empty() {
                 continue;
             }
-            let names = resolved
+            let Some(m) = resolved
                 .matched
                 .get(&selector_string(&set.selector))
-                .filter(|m| m.problem.is_none())
-                .map(|m| m.names.clone())
-                .unwrap_or_default();
+                .filter(|m| m.problem.is_none() && !m.names.is_empty())
+            else {
+                continue;
+            };
             *set = NodeSet {
-                names,
+                names: m.names.clone(),
                 selector: BTreeMap::new(),
             };
         }
@@ -449,16 +451,16 @@ mod tests {
         let mut bad = resolved("zone=a", &["n1", "n2"]);
         bad.matched.get_mut("zone=a").unwrap().problem = Some("matches 70 usable nodes".into());
         assert!(refusal(&eb, &bad).unwrap().contains("matches 70"));
-        // The run never sees a half-usable set: its names stay empty.
-        let run = apply(eb, &bad);
-        let set = run.spec.cases[0]
-            .topology
-            .as_ref()
-            .unwrap()
-            .client_nodes
-            .clone()
-            .unwrap();
-        assert!(set.names.is_empty() && set.selector.is_empty());
+        // The run never sees a half-usable set: it stays a selector, which places no pair, and
+        // the spec still passes the schema's rules (the refusal is the one above).
+        for unusable in [bad, none] {
+            let run = apply(eb.clone(), &unusable);
+            let t = run.spec.cases[0].topology.clone().unwrap();
+            let set = t.client_nodes.unwrap();
+            assert!(set.names.is_empty() && set.selector["zone"] == "a");
+            assert_eq!(crds::bounds::egress(&run.spec), Ok(()));
+            assert!(topology::pairs(&run.spec.cases[0]).is_err());
+        }
     }
 
     #[test]
