@@ -8,6 +8,7 @@ use kube::api::ObjectMeta;
 use kube::ResourceExt;
 use protocol::worker::{validate_final, FinalReport, Role};
 
+use crds::environment::{Environment, Placement};
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
 use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
 
@@ -46,7 +47,9 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
     let status = run.status().run();
     let spec_json = serde_json::to_value(spec_of(run.obj())).unwrap_or_default();
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
-    let (measurements, nodes) = measurements(run).await?;
+    let (measurements, nodes, placement) = measurements(run).await?;
+    let cluster = facts::gather(&run.ctx().client, &nodes, K::ingress_controller(run).await).await;
+    let environment = Environment::of(&cluster, &facts::known(&placement, &cluster));
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     let mut spec = BenchmarkResultSpec {
         benchmark: BenchmarkRef {
@@ -69,7 +72,8 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
             .map(|m| crate::base::text::clip(m, 4000)),
         start_time: status.start_time.clone(),
         completion_time: status.completion_time.clone(),
-        cluster: facts::gather(&run.ctx().client, &nodes).await,
+        cluster,
+        environment: Some(environment),
         scaling: run.obj().scaling(&measurements),
         summary: summary(stats.last()),
         measurements,
@@ -132,14 +136,18 @@ pub fn object<K: Hooks>(
 }
 
 /// Each measurement's figures over every complete sample found in the store, with its merged
-/// histogram; and the nodes the reports came from, with what a worker saw there.
-async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, facts::Seen)> {
+/// histogram; the nodes the reports came from, with what a worker saw there; and the nodes
+/// of each role.
+async fn measurements<K: Hooks>(
+    run: &Run<'_, K>,
+) -> Result<(Vec<Measurement>, facts::Seen, Placement)> {
     let store = run.ctx().reports();
     let owner = Owner::of(run.obj());
     let max = run.obj().repetition().samples().max();
     let mut stats: Vec<MeasurementStats> = vec![];
     let mut out = vec![];
     let mut nodes = facts::Seen::new();
+    let mut placement = Placement::new();
     for index in 0..run.obj().count().min(samples::STRIDE) {
         let mut histograms = vec![];
         let mut pairs = vec![];
@@ -162,11 +170,17 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
             let name = run.obj().describe(index);
             samples::record(&mut stats, index, &name, sample, &figures);
             pairs = run.obj().pair_rows(run.id(), slot, &reports);
-            for r in reports.values() {
+            for (worker, r) in &reports {
                 if let Some(node) = &r.node {
                     let host = nodes.entry(node.clone()).or_default();
                     if host.is_none() {
                         *host = r.host.clone();
+                    }
+                    if let Some(role) = expected.get(worker) {
+                        placement
+                            .entry(role_name(role).to_string())
+                            .or_default()
+                            .insert(node.clone());
                     }
                 }
             }
@@ -196,7 +210,14 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<(Vec<Measurement>, f
             pairs,
         });
     }
-    Ok((out, nodes))
+    Ok((out, nodes, placement))
+}
+
+fn role_name(role: &Role) -> &'static str {
+    match role {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
 }
 
 /// Every client of the sample reported.

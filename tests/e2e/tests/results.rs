@@ -99,6 +99,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
             start_time: None,
             completion_time: None,
             cluster: Default::default(),
+            environment: None,
             measurements: vec![],
             scaling: None,
             summary: Some("1000000 req/s (forged)".into()),
