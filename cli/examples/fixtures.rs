@@ -46,6 +46,8 @@ fn cluster() -> ClusterFacts {
     ClusterFacts {
         kubernetes_version: Some("v1.37.2".into()),
         nodes: vec![node("worker-1"), node("worker-2")],
+        cni: None,
+        ingress_controller: None,
     }
 }
 
@@ -114,6 +116,7 @@ fn ingress(run: &str, start: &str, rps: [[f64; 3]; 4], name: &str) -> BenchmarkR
         start_time: time(start),
         completion_time: time(&start.replace("T10:00", "T10:07")),
         cluster: cluster(),
+        environment: None,
         measurements,
         scaling: None,
         summary: None,
@@ -148,6 +151,7 @@ fn judged(now: &BenchmarkResult, then: &BenchmarkResult, regressed: &str) -> Ver
         baseline_results: vec![then.metadata.name.clone().unwrap_or_default()],
         regressed: regressed.into(),
         metrics,
+        ..Default::default()
     }
 }
 
@@ -239,6 +243,7 @@ fn egress(dir: &Path) {
         start_time: time("2026-12-01T11:00:00Z"),
         completion_time: time("2026-12-01T11:02:30Z"),
         cluster: cluster(),
+        environment: None,
         measurements: vec![
             case(0, "node-to-node", None, [9.38, 9.41, 9.44], [12.0, 20.0, 15.0]),
             case(1, "vxlan-offload-on", Some("vxlan-csum-on"), [8.85, 8.90, 8.95], [30.0, 41.0, 35.0]),
@@ -411,6 +416,7 @@ fn egress_protocols(dir: &Path) {
         start_time: time("2026-12-05T09:00:00Z"),
         completion_time: time("2026-12-05T09:20:00Z"),
         cluster: cluster(),
+        environment: None,
         measurements,
         scaling: None,
         summary: Some("9.20 ± 0.25 Gbit/s".into()),

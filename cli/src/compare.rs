@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
+use crds::environment::{self, Environment};
 use crds::history::{Better, MetricTolerance};
 use crds::result::{MeasurementStats, MetricVerdict};
 use serde::Serialize;
@@ -48,6 +49,9 @@ pub struct Side {
     pub benchmark: String,
     pub run_id: String,
     pub spec_hash: String,
+    /// Its environment fingerprint (absent from results written before fingerprints).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
 }
 
 /// One figure of one step or case.
@@ -83,6 +87,7 @@ fn side(r: &Loaded) -> Side {
         benchmark: format!("{} {}/{}", b.kind, b.namespace, b.name),
         run_id: r.spec.run_id.clone(),
         spec_hash: r.spec.spec_hash.clone(),
+        environment: r.spec.environment.clone(),
     }
 }
 
@@ -155,6 +160,10 @@ fn notes(a: &Loaded, b: &Loaded, sa: &[MeasurementStats], sb: &[MeasurementStats
     if a.spec.spec_hash != b.spec.spec_hash {
         notes.push("A and B ran different specs (spec hashes differ)".to_string());
     }
+    notes.extend(environment_notes(
+        a.spec.environment.as_ref(),
+        b.spec.environment.as_ref(),
+    ));
     let missing = |from: &[MeasurementStats], other: &[MeasurementStats], side: &str| {
         from.iter()
             .filter(|m| !other.iter().any(|o| o.index == m.index && o.name == m.name))
@@ -164,6 +173,32 @@ fn notes(a: &Loaded, b: &Loaded, sa: &[MeasurementStats], sb: &[MeasurementStats
     notes.extend(missing(sa, sb, "A"));
     notes.extend(missing(sb, sa, "B"));
     notes
+}
+
+/// A note per field of the environment fingerprint in which A and B differ (as a baseline
+/// would skip B for A); one when only one side records a fingerprint, none when neither does.
+fn environment_notes(a: Option<&Environment>, b: Option<&Environment>) -> Vec<String> {
+    match (a, b) {
+        (None, None) => vec![],
+        (None, Some(_)) | (Some(_), None) => {
+            let side = if a.is_none() { "A" } else { "B" };
+            vec![format!(
+                "{side} records no environment (written before fingerprints); a baseline would not use it unless ignoreEnvironment: [all]"
+            )]
+        }
+        (Some(_), Some(_)) => environment::compare(a, b, &[])
+            .differs
+            .iter()
+            .map(|d| {
+                format!(
+                    "environments differ in {}: A {}, B {}",
+                    d.field.name(),
+                    environment::shown(d.this.as_deref()),
+                    environment::shown(d.other.as_deref())
+                )
+            })
+            .collect(),
+    }
 }
 
 /// The comparison as an aligned plain-text table.

@@ -106,6 +106,36 @@ fn scale(r: &mut netbench_cli::source::Loaded, measurement: &str, figure: &str, 
 }
 
 #[test]
+fn compare_names_the_environment_differences_a_baseline_would_skip() {
+    let mut r = fixtures(&["ingress-sweep.yaml", "ingress-regressed.yaml"]);
+    let env = |kernel: &str| crds::environment::Environment {
+        kubernetes: Some("v1.37.2".into()),
+        kernel: Some(kernel.into()),
+        ..Default::default()
+    };
+    r[1].spec.environment = Some(env("6.18.0-1-amd64"));
+    let c = compare::compare(&r[0], &r[1], 5.0).unwrap();
+    assert_eq!(
+        c.notes,
+        ["A records no environment (written before fingerprints); a baseline would not use it unless ignoreEnvironment: [all]"]
+    );
+    r[0].spec.environment = Some(env("6.12.0-2-amd64"));
+    let c = compare::compare(&r[0], &r[1], 5.0).unwrap();
+    assert_eq!(
+        c.notes,
+        ["environments differ in kernel: A 6.12.0-2-amd64, B 6.18.0-1-amd64"]
+    );
+    assert!(compare::to_text(&c).contains("note: environments differ in kernel"));
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["b"]["environment"]["kernel"], "6.18.0-1-amd64");
+    r[1].spec.environment = r[0].spec.environment.clone();
+    assert!(compare::compare(&r[0], &r[1], 5.0)
+        .unwrap()
+        .notes
+        .is_empty());
+}
+
+#[test]
 fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
     let a = fixtures(&["egress-protocols.yaml"]).remove(0);
     let mut b = a.clone();

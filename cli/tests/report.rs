@@ -50,6 +50,31 @@ fn an_ingress_sweep_reads_like_the_seed_report() {
 }
 
 #[test]
+fn the_environment_fingerprint_and_the_results_a_verdict_skipped_are_shown() {
+    let mut results = fixtures(&["ingress-regressed.yaml"]);
+    let r = &mut results[0];
+    r.spec.environment = Some(crds::environment::Environment {
+        kernel: Some("6.18.0-1-amd64".into()),
+        placement: Some("client: worker-1".into()),
+        ..Default::default()
+    });
+    if let Some(v) = r.spec.verdict.as_mut() {
+        v.skipped = vec!["web-r2: kernel 6.12.0-2-amd64 (this run: 6.18.0-1-amd64)".into()];
+        v.ignored = vec!["web-r3: placement client: worker-2 (this run: client: worker-1)".into()];
+    }
+    let md = report::render(&results).unwrap().markdown;
+    for part in [
+        "| kernel | 6.18.0-1-amd64 |",
+        "| placement | client: worker-1 |",
+        "| cni | - |",
+        "Not compared with (another environment):\n\n- web-r2: kernel 6.12.0-2-amd64 (this run: 6.18.0-1-amd64)",
+        "Environment differences ignored:\n\n- web-r3: placement client: worker-2 (this run: client: worker-1)",
+    ] {
+        assert!(md.contains(part), "missing {part:?} in\n{md}");
+    }
+}
+
+#[test]
 fn the_scaling_chart_has_a_point_per_step_and_the_linear_line() {
     let r = report::render(&fixtures(&["ingress-sweep.yaml"])).unwrap();
     let svg = chart(&r, "-ingress-scaling.svg");

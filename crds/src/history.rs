@@ -104,6 +104,13 @@ pub struct Baseline {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub metrics: Vec<MetricTolerance>,
+    /// Fields of the environment fingerprint left out when choosing the baseline's results:
+    /// kubernetes, kernel, cpu, network, cni, ingressController, placement, or all. By default
+    /// every field must match this run's, and results of another environment are skipped
+    /// (the verdict names them); `all` also admits results written before fingerprints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub ignore_environment: Vec<crate::environment::EnvironmentField>,
 }
 
 /// How much worse one figure may get before the run counts as regressed.

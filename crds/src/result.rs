@@ -68,6 +68,10 @@ pub struct BenchmarkResultSpec {
     /// What the cluster was.
     #[serde(default)]
     pub cluster: ClusterFacts,
+    /// The environment fingerprint baselines are matched on (absent from results written
+    /// before fingerprints existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::environment::Environment>,
     /// Every step (IngressBenchmark) or case (EgressBenchmark) measured.
     #[serde(default)]
     #[schemars(length(max = 64))]
@@ -117,6 +121,14 @@ pub struct ClusterFacts {
     #[serde(default)]
     #[schemars(length(max = 128))]
     pub nodes: Vec<NodeFacts>,
+    /// The CNI's DaemonSet and image on those nodes, when it is one the operator knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub cni: Option<String>,
+    /// The image of an IngressBenchmark's sweep target (the ingress controller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub ingress_controller: Option<String>,
 }
 
 /// One node as the run found it.
@@ -251,6 +263,17 @@ pub struct Verdict {
     /// "True", "False", or "Unknown" (no baseline to compare with).
     #[schemars(length(max = 8))]
     pub regressed: String,
+    /// Results left out of the baseline because their environment fingerprint differs from
+    /// this run's, each with the differences ("web-r3: kernel 6.1.0-18-amd64 (this run:
+    /// 6.1.0-21-amd64)").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20), inner(length(max = 1024)))]
+    pub skipped: Vec<String>,
+    /// Differences of the baseline's results from this run's environment in fields
+    /// `baseline.ignoreEnvironment` leaves out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20), inner(length(max = 1024)))]
+    pub ignored: Vec<String>,
     /// One line per figure judged.
     #[serde(default)]
     #[schemars(length(max = 512))]

@@ -79,8 +79,30 @@ pub fn what_ran(r: &Loaded) -> String {
     format!("### What ran\n\n{}", t.render())
 }
 
-/// The cluster the run measured.
+/// The cluster the run measured: its nodes, then the environment fingerprint baselines are
+/// matched on.
 pub fn cluster(r: &Loaded) -> String {
+    let mut out = nodes(r);
+    out.push_str(&fingerprint(r));
+    out
+}
+
+/// The environment fingerprint, one row per field; nothing for a result without one.
+fn fingerprint(r: &Loaded) -> String {
+    let Some(e) = &r.spec.environment else {
+        return String::new();
+    };
+    let mut t = Table::new(&["environment", "value"]);
+    for f in crds::environment::EnvironmentField::FIELDS {
+        t.row(vec![f.name().into(), opt(e.get(f))]);
+    }
+    format!(
+        "\nBaselines use only results with the same environment fingerprint (`baseline.ignoreEnvironment` leaves fields out):\n\n{}",
+        t.render()
+    )
+}
+
+fn nodes(r: &Loaded) -> String {
     let c = &r.spec.cluster;
     let mut out = String::from("### Cluster\n\n");
     if let Some(v) = &c.kubernetes_version {
@@ -171,6 +193,18 @@ pub fn verdict(r: &Loaded) -> Option<String> {
         md_text(&v.baseline),
         md_text(&v.regressed)
     );
+    for (title, lines) in [
+        ("Not compared with (another environment)", &v.skipped),
+        ("Environment differences ignored", &v.ignored),
+    ] {
+        if !lines.is_empty() {
+            let _ = writeln!(out, "{title}:\n");
+            for l in lines {
+                let _ = writeln!(out, "- {}", md_text(l));
+            }
+            out.push('\n');
+        }
+    }
     if v.metrics.is_empty() {
         return Some(out);
     }

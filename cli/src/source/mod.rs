@@ -57,6 +57,7 @@ const MAX_METRICS: usize = 32;
 const MAX_VALUES: usize = crds::history::MAX_SAMPLES as usize;
 const MAX_NODES: usize = 128;
 const MAX_VERDICT_METRICS: usize = 512;
+const MAX_VERDICT_NOTES: usize = 20;
 
 /// Refuses a result whose lists are longer than the schema allows.
 pub fn check_bounds(r: &Loaded) -> Result<()> {
@@ -80,6 +81,29 @@ pub fn check_bounds(r: &Loaded) -> Result<()> {
     }
     if let Some(v) = &s.verdict {
         over("verdict lines", v.metrics.len(), MAX_VERDICT_METRICS)?;
+        over(
+            "skipped baseline results",
+            v.skipped.len(),
+            MAX_VERDICT_NOTES,
+        )?;
+        over(
+            "ignored environment differences",
+            v.ignored.len(),
+            MAX_VERDICT_NOTES,
+        )?;
+    }
+    if let Some(e) = &s.environment {
+        let longest = crds::environment::EnvironmentField::FIELDS
+            .iter()
+            .filter_map(|f| e.get(*f))
+            .map(|v| v.chars().count())
+            .max()
+            .unwrap_or(0);
+        over(
+            "characters in an environment field",
+            longest,
+            crds::environment::MAX_FIELD,
+        )?;
     }
     Ok(())
 }

@@ -174,6 +174,10 @@ impl Hooks for IngressBenchmark {
         Ok(())
     }
 
+    async fn ingress_controller(run: &Run<'_, Self>) -> Option<String> {
+        sweep::target_image(run).await
+    }
+
     async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
         let (spec, ns, config) = (&run.obj().spec, run.ns(), &run.ctx().config);
         if let Err(m) = validate::sweep_permitted(spec, ns, config) {

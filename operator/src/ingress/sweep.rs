@@ -124,6 +124,28 @@ async fn saved_target(
     Ok(Ok(record.saved))
 }
 
+/// The image of the sweep target's container (the ingress controller, for the result's
+/// environment fingerprint), when the admin pairs the target with the benchmark's namespace.
+/// None without a sweep, when not permitted, or when it cannot be read.
+pub async fn target_image(run: &IngressRun<'_>) -> Option<String> {
+    let tref = &run.obj().spec.sweep.as_ref()?.target_ref;
+    let namespace = tref.namespace.as_deref().unwrap_or(run.ns());
+    if !run
+        .ctx()
+        .config
+        .sweep_allows(run.ns(), namespace, &tref.name)
+    {
+        return None;
+    }
+    match target::image(&run.ctx().client, tref, namespace).await {
+        Ok(image) => image,
+        Err(e) => {
+            tracing::debug!("reading the sweep target's image: {e}");
+            None
+        }
+    }
+}
+
 /// Restores the target at the end of the run; true to come back (a failed restore).
 pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
     let outcome =

@@ -101,6 +101,23 @@ async fn read(
     })
 }
 
+/// The image of the target's swept container (the named one, else the first); None when the
+/// workload or container is not there.
+pub async fn image(
+    client: &Client,
+    tref: &TargetRef,
+    namespace: &str,
+) -> Result<Option<String>, kube::Error> {
+    let Some(w) = read(client, tref.kind, namespace, &tref.name).await? else {
+        return Ok(None);
+    };
+    let container = match &tref.container {
+        None => w.containers.first(),
+        Some(c) => w.containers.iter().find(|x| &x.name == c),
+    };
+    Ok(container.and_then(|c| c.image.clone()))
+}
+
 /// Reads the target and records what a sweep will change. Call once, before the first patch.
 pub async fn save(
     client: &Client,

@@ -1,6 +1,7 @@
 //! The verdict against the benchmark's baseline: a named result, or the previous N succeeded
-//! results of the same spec (their samples pooled). Each judged figure regresses when it is
-//! worse by more than its tolerance and the 95% intervals do not overlap (crds::stats).
+//! results of the same spec (their samples pooled), of this run's environment (`matching`).
+//! Each judged figure regresses when it is worse by more than its tolerance and the 95%
+//! intervals do not overlap (crds::stats).
 
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
@@ -10,6 +11,7 @@ use crds::result::{MeasurementStats, Verdict, BENCHMARK_LABEL, KIND_LABEL, SPEC_
 use crds::{BenchmarkResult, BenchmarkResultSpec, Phase};
 
 use super::build::label_value;
+use super::matching;
 use crate::base::error::Result;
 use crate::run::{Hooks, Run};
 
@@ -27,26 +29,51 @@ pub async fn judge<K: Hooks>(
         )));
     }
     let api: Api<BenchmarkResult> = Api::namespaced(run.ctx().client.clone(), run.ns());
-    let (what, results) = match (&baseline.result, baseline.previous) {
-        (Some(name), _) => (format!("result {name}"), named(&api, name).await?),
+    let (what, candidates, n) = match (&baseline.result, baseline.previous) {
+        (Some(name), _) => (format!("result {name}"), named(&api, name).await?, 1),
         (None, Some(n)) => (
             format!("the previous {n} result(s) of this spec"),
-            previous(&api, now, n).await?,
+            previous(&api, now).await?,
+            n,
         ),
         (None, None) => return Ok(None),
     };
-    if results.is_empty() {
-        return Ok(Some(unknown(&format!(
-            "{what}: none found to compare with"
-        ))));
-    }
-    Ok(Some(verdict(
+    Ok(Some(judged(
         now,
         &baseline,
         &what,
-        &results,
+        &candidates,
+        n,
         K::default_judged(),
     )))
+}
+
+/// The verdict against the first `n` of `candidates` (newest first) of this run's environment.
+fn judged(
+    now: &BenchmarkResultSpec,
+    baseline: &Baseline,
+    what: &str,
+    candidates: &[BenchmarkResult],
+    n: u32,
+    defaults: Vec<crds::history::MetricTolerance>,
+) -> Verdict {
+    if candidates.is_empty() {
+        return unknown(&format!("{what}: none found to compare with"));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let choice = matching::choose(now, candidates, n, &baseline.ignore_environment);
+    let mut v = if choice.used.is_empty() {
+        unknown(&format!("{what}: none of this run's environment"))
+    } else {
+        verdict(now, baseline, what, &choice.used, defaults)
+    };
+    let note = choice.note();
+    if !note.is_empty() {
+        v.baseline = clip(&format!("{}; {note}", v.baseline));
+    }
+    v.skipped = choice.skipped_lines();
+    v.ignored = choice.ignored_lines();
+    v
 }
 
 /// Compares `now` with the pooled `results`.
@@ -54,7 +81,7 @@ fn verdict(
     now: &BenchmarkResultSpec,
     baseline: &Baseline,
     what: &str,
-    results: &[BenchmarkResult],
+    results: &[&BenchmarkResult],
     defaults: Vec<crds::history::MetricTolerance>,
 ) -> Verdict {
     let each: Vec<Vec<MeasurementStats>> = results.iter().map(|r| r.spec.statistics()).collect();
@@ -95,15 +122,21 @@ fn verdict(
         baseline_results: results.iter().map(|r| r.name_any()).collect(),
         regressed: regressed.into(),
         metrics,
+        ..Default::default()
     }
 }
 
 fn unknown(why: &str) -> Verdict {
     Verdict {
-        baseline: why.chars().take(1024).collect(),
+        baseline: clip(why),
         regressed: "Unknown".into(),
         ..Default::default()
     }
+}
+
+/// At most the 1024 characters a verdict's baseline holds.
+fn clip(text: &str) -> String {
+    crate::base::text::clip(text, 1023)
 }
 
 /// The named result, when `name` is an object name at all (the spec may predate the schema's
@@ -116,11 +149,10 @@ async fn named(api: &Api<BenchmarkResult>, name: &str) -> Result<Vec<BenchmarkRe
     Ok(api.get_opt(name).await?.into_iter().collect())
 }
 
-/// The newest `n` succeeded results of this benchmark and spec, this run's excluded.
+/// The succeeded results of this benchmark and spec, this run's excluded, newest first.
 async fn previous(
     api: &Api<BenchmarkResult>,
     now: &BenchmarkResultSpec,
-    n: u32,
 ) -> Result<Vec<BenchmarkResult>> {
     let b = &now.benchmark;
     let hash16: String = now.spec_hash.chars().take(16).collect();
@@ -146,7 +178,6 @@ async fn previous(
         let t = |r: &BenchmarkResult| r.spec.completion_time.as_ref().map(|t| t.0);
         t(y).cmp(&t(x))
     });
-    found.truncate(usize::try_from(n).unwrap_or(usize::MAX));
     Ok(found)
 }
 
@@ -168,6 +199,7 @@ mod tests {
             start_time: None,
             completion_time: None,
             cluster: Default::default(),
+            environment: None,
             measurements: vec![Measurement {
                 index: 0,
                 name: "step 0".into(),
@@ -186,6 +218,10 @@ mod tests {
         BenchmarkResult::new(name, spec)
     }
 
+    fn refs(results: &[BenchmarkResult]) -> Vec<&BenchmarkResult> {
+        results.iter().collect()
+    }
+
     fn rps_10() -> Vec<MetricTolerance> {
         vec![MetricTolerance {
             name: "rps".into(),
@@ -198,12 +234,24 @@ mod tests {
     fn a_slower_run_regresses_against_pooled_previous_results() {
         let now = result("now", &[600.0, 610.0, 605.0]).spec;
         let before = [result("a", &[1000.0, 990.0]), result("b", &[1010.0])];
-        let v = verdict(&now, &Baseline::default(), "previous 2", &before, rps_10());
+        let v = verdict(
+            &now,
+            &Baseline::default(),
+            "previous 2",
+            &refs(&before),
+            rps_10(),
+        );
         assert_eq!(v.regressed, "True");
         assert_eq!(v.baseline_results, ["a", "b"]);
         assert_eq!(v.metrics[0].baseline_mean, 1000.0);
         let same = result("same", &[1000.0, 1005.0, 995.0]).spec;
-        let v = verdict(&same, &Baseline::default(), "previous 2", &before, rps_10());
+        let v = verdict(
+            &same,
+            &Baseline::default(),
+            "previous 2",
+            &refs(&before),
+            rps_10(),
+        );
         assert_eq!(v.regressed, "False");
     }
 
@@ -215,7 +263,7 @@ mod tests {
         second.index = 1;
         second.name = "step 1".into();
         before.spec.measurements.push(second);
-        let v = verdict(&now, &Baseline::default(), "result a", &[before], rps_10());
+        let v = verdict(&now, &Baseline::default(), "result a", &[&before], rps_10());
         assert_eq!(v.regressed, "Unknown", "{v:?}");
         assert!(v.baseline.contains("only 1 of 2"), "{}", v.baseline);
     }
@@ -229,7 +277,85 @@ mod tests {
             tolerance_percent: 10.0,
             better: None,
         }];
-        let v = verdict(&now, &Baseline::default(), "result a", &before, judged);
+        let v = verdict(
+            &now,
+            &Baseline::default(),
+            "result a",
+            &refs(&before),
+            judged,
+        );
         assert_eq!(v.regressed, "Unknown");
+    }
+
+    fn on_kernel(mut r: BenchmarkResult, kernel: &str) -> BenchmarkResult {
+        r.spec.environment = Some(crds::environment::Environment {
+            kernel: Some(kernel.into()),
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn a_result_of_another_kernel_is_not_the_baseline_and_the_verdict_says_so() {
+        let now = on_kernel(result("now", &[600.0]), "6.1.0-21").spec;
+        let before = [on_kernel(result("r2", &[1000.0]), "6.1.0-18")];
+        let b = Baseline::default();
+        let v = judged(&now, &b, "the previous 3", &before, 3, rps_10());
+        assert_eq!(v.regressed, "Unknown");
+        assert!(v.baseline_results.is_empty() && v.metrics.is_empty());
+        assert_eq!(
+            v.baseline,
+            "the previous 3: none of this run's environment; skipped 1 result(s) of another environment (r2: kernel)"
+        );
+        assert_eq!(v.skipped, ["r2: kernel 6.1.0-18 (this run: 6.1.0-21)"]);
+        // Told to ignore the kernel, the same result is the baseline and the difference named.
+        let b = Baseline {
+            ignore_environment: vec![crds::environment::EnvironmentField::Kernel],
+            ..Default::default()
+        };
+        let v = judged(&now, &b, "the previous 3", &before, 3, rps_10());
+        assert_eq!(v.regressed, "True");
+        assert_eq!(v.baseline_results, ["r2"]);
+        assert_eq!(
+            v.baseline,
+            "the previous 3; ignored environment differences (r2: kernel)"
+        );
+        assert_eq!(v.ignored, ["r2: kernel 6.1.0-18 (this run: 6.1.0-21)"]);
+        assert!(v.skipped.is_empty());
+    }
+
+    #[test]
+    fn results_from_before_fingerprints_are_skipped_unless_all_is_ignored() {
+        let now = on_kernel(result("now", &[1000.0]), "6.1.0-21").spec;
+        let before = [
+            on_kernel(result("r3", &[1000.0]), "6.1.0-21"),
+            result("old", &[1000.0]),
+        ];
+        let v = judged(
+            &now,
+            &Baseline::default(),
+            "the previous 2",
+            &before,
+            2,
+            rps_10(),
+        );
+        assert_eq!(v.regressed, "False");
+        assert_eq!(v.baseline_results, ["r3"]);
+        assert_eq!(
+            v.skipped,
+            ["old: no environment recorded (written before fingerprints)"]
+        );
+        let all = Baseline {
+            ignore_environment: vec![crds::environment::EnvironmentField::All],
+            ..Default::default()
+        };
+        let v = judged(&now, &all, "the previous 2", &before, 2, rps_10());
+        assert_eq!(v.baseline_results, ["r3", "old"]);
+        assert_eq!(
+            v.ignored,
+            ["old: no environment recorded (written before fingerprints)"]
+        );
+        let none = judged(&now, &all, "result x", &[], 1, rps_10());
+        assert_eq!(none.baseline, "result x: none found to compare with");
     }
 }

@@ -9,6 +9,7 @@ use kube::api::ObjectMeta;
 use kube::ResourceExt;
 use protocol::worker::{validate_final, FinalReport, Role};
 
+use crds::environment::{Environment, Placement};
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
 use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec};
 
@@ -52,7 +53,10 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
         nodes,
         samples,
         started,
+        placement,
     } = measurements(run).await?;
+    let cluster = facts::gather(&run.ctx().client, &nodes, K::ingress_controller(run).await).await;
+    let environment = Environment::of(&cluster, &facts::known(&placement, &cluster));
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     // Phase, message and times as far as the reports back what status (hostile) says.
     let min = run.obj().repetition().samples().min();
@@ -89,7 +93,8 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
         message: message.map(|m| crate::base::text::clip(&m, 4000)),
         start_time,
         completion_time,
-        cluster: facts::gather(&run.ctx().client, &nodes).await,
+        cluster,
+        environment: Some(environment),
         scaling: run.obj().scaling(&measurements),
         summary: summary(stats.last()),
         measurements,
@@ -161,10 +166,13 @@ struct Gathered {
     samples: Vec<u32>,
     /// The earliest and latest start of a report used.
     started: Option<(jiff::Timestamp, jiff::Timestamp)>,
+    /// The nodes of each role.
+    placement: Placement,
 }
 
 /// Each measurement's figures over every complete sample found in the store, with its merged
-/// histogram; and the nodes the reports came from, with what a worker saw there.
+/// histogram; the nodes the reports came from, with what a worker saw there; and the nodes
+/// of each role.
 async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
     let store = run.ctx().reports();
     let owner = Owner::of(run.obj());
@@ -174,6 +182,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
     let mut nodes = facts::Seen::new();
     let mut taken = vec![];
     let mut started: Option<(jiff::Timestamp, jiff::Timestamp)> = None;
+    let mut placement = Placement::new();
     for index in 0..run.obj().count().min(samples::STRIDE) {
         let mut histograms = vec![];
         let mut pairs = vec![];
@@ -200,7 +209,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
             complete_samples = complete_samples.saturating_add(1);
             pairs = run.obj().pair_rows(run.id(), slot, &reports);
             parameters = Some(run.obj().parameters(run.id(), slot, &reports));
-            for r in reports.values() {
+            for (worker, r) in &reports {
                 if let Some(t) = backing::report_start(r.started_at_unix_ms) {
                     started = Some(started.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
                 }
@@ -208,6 +217,12 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
                     let host = nodes.entry(node.clone()).or_default();
                     if host.is_none() {
                         *host = r.host.clone();
+                    }
+                    if let Some(role) = expected.get(worker) {
+                        placement
+                            .entry(role_name(role).to_string())
+                            .or_default()
+                            .insert(node.clone());
                     }
                 }
             }
@@ -243,7 +258,15 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
         nodes,
         samples: taken,
         started,
+        placement,
     })
+}
+
+fn role_name(role: &Role) -> &'static str {
+    match role {
+        Role::Client => "client",
+        Role::Server => "server",
+    }
 }
 
 /// Every client of the sample reported.

@@ -8,6 +8,7 @@ mod backing;
 mod baseline;
 mod build;
 mod facts;
+mod matching;
 pub mod metrics;
 pub mod regime;
 
@@ -243,6 +244,10 @@ fn verdict(
             ),
             EventType::Normal,
         ),
+        // Results were there, but none of this run's environment.
+        _ if v.baseline_results.is_empty() && !v.skipped.is_empty() => {
+            ("OtherEnvironment", v.baseline.clone(), EventType::Normal)
+        }
         _ => ("NoBaseline", v.baseline.clone(), EventType::Normal),
     };
     let message = crate::base::text::clip(&message, 1000);
@@ -282,6 +287,7 @@ mod tests {
             start_time: None,
             completion_time: None,
             cluster: Default::default(),
+            environment: None,
             measurements: vec![],
             scaling: None,
             summary: None,

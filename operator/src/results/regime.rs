@@ -304,6 +304,7 @@ mod tests {
             start_time: None,
             completion_time: None,
             cluster: Default::default(),
+            environment: None,
             measurements: steps
                 .iter()
                 .enumerate()

@@ -189,4 +189,9 @@ pub trait Hooks: Plan {
     fn on_finish(_run: &mut Run<'_, Self>) {}
     /// Just before status is written.
     fn before_write(_run: &mut Run<'_, Self>) {}
+    /// The ingress controller's image for the result's environment fingerprint, when the kind
+    /// can see it (an IngressBenchmark's sweep target). Best effort: None when unknown.
+    fn ingress_controller(_run: &Run<'_, Self>) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
 }

@@ -69,7 +69,9 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     set(
         &mut ib,
         "/spec/baseline",
-        json!({"previous": 1, "metrics": [{"name": "rps", "tolerancePercent": 80}]}),
+        // The scheduler may put each run's worker on another node.
+        json!({"previous": 1, "ignoreEnvironment": ["placement"],
+               "metrics": [{"name": "rps", "tolerancePercent": 80}]}),
     );
     create(&client, &ns.name, &ib).await.unwrap();
     // Someone takes the name the first run's result will have (it is derived from the uid).
@@ -99,6 +101,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
             start_time: None,
             completion_time: None,
             cluster: Default::default(),
+            environment: None,
             measurements: vec![],
             scaling: None,
             summary: Some("1000000 req/s (forged)".into()),
@@ -274,7 +277,8 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
         set(
             &mut ib,
             "/spec/baseline",
-            json!({"result": baseline_result, "metrics": [{"name": "rps", "tolerancePercent": 50}]}),
+            json!({"result": baseline_result, "ignoreEnvironment": ["placement"],
+                   "metrics": [{"name": "rps", "tolerancePercent": 50}]}),
         );
         ib
     };
@@ -418,6 +422,80 @@ async fn netbench_status(args: &[&str]) -> bool {
 /// them), the target held to a twentieth of a CPU from the 4th on: the 6th run's result starts
 /// a new regime at the 4th, worse, 2 runs ago; condition, Event and gauge say so. The 5 runs
 /// before it are too few to judge.
+/// A baseline of another environment is not used: the baseline's worker ran on nb-node1, the
+/// judged run's on nb-node2 (the same nodes otherwise, so only the placement differs). Regressed
+/// is Unknown (OtherEnvironment) and the verdict names the skipped result; told to ignore the
+/// placement, the run is compared with it and the verdict names the ignored difference.
+#[tokio::test]
+async fn a_baseline_with_a_different_fingerprint_is_not_used() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "fingerprint").await;
+    let pinned = |name: &str, node: &str| {
+        let mut ib = sampled(&ns.name, name, TARGET, 1);
+        set(&mut ib, "/spec/workers", json!({"nodeNames": [node]}));
+        ib
+    };
+    let base = create_and_wait(&client, &pinned("base", "nb-node1"), FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&base, "Succeeded");
+    let base_result = base["status"]["latestResult"].as_str().unwrap().to_string();
+    let env = result(&client, &ns.name, &base_result)
+        .await
+        .spec
+        .environment
+        .expect("a new result has a fingerprint");
+    assert_eq!(
+        env.placement.as_deref(),
+        Some("client: nb-node1"),
+        "{env:?}"
+    );
+    assert!(env.kubernetes.is_some() && env.kernel.is_some(), "{env:?}");
+
+    let baseline = |ignore: Value| {
+        json!({"result": base_result, "ignoreEnvironment": ignore,
+               "metrics": [{"name": "rps", "tolerancePercent": 80}]})
+    };
+    let mut other = pinned("other", "nb-node2");
+    set(&mut other, "/spec/baseline", baseline(json!([])));
+    let other = create_and_wait(&client, &other, FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&other, "Succeeded");
+    let c = condition(&other, "Regressed");
+    assert_eq!(c["status"], "Unknown", "{:#}", other["status"]);
+    assert_eq!(c["reason"], "OtherEnvironment");
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{base_result}: placement")),
+        "{message}"
+    );
+    let latest = |v: &Value| v["status"]["latestResult"].as_str().unwrap().to_string();
+    let v = result(&client, &ns.name, &latest(&other))
+        .await
+        .spec
+        .verdict
+        .unwrap();
+    let line = format!("{base_result}: placement client: nb-node1 (this run: client: nb-node2)");
+    assert!(v.baseline_results.is_empty(), "{v:?}");
+    assert_eq!(v.skipped, std::slice::from_ref(&line));
+
+    let ignoring = rerun(
+        &client,
+        &ns.name,
+        "other",
+        json!({"baseline": baseline(json!(["placement"]))}),
+    )
+    .await;
+    assert_phase(&ignoring, "Succeeded");
+    let c = condition(&ignoring, "Regressed");
+    assert_ne!(c["status"], "Unknown", "{:#}", ignoring["status"]);
+    let v = result(&client, &ns.name, &latest(&ignoring))
+        .await
+        .spec
+        .verdict
+        .unwrap();
+    assert_eq!(v.baseline_results, std::slice::from_ref(&base_result));
+    assert_eq!(v.ignored, [line]);
+    assert!(v.skipped.is_empty(), "{v:?}");
+}
+
 #[tokio::test]
 async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
     let client = client().await;
