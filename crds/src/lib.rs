@@ -12,6 +12,7 @@ pub mod changepoint;
 pub mod common;
 pub mod duration;
 pub mod egress;
+pub mod gates;
 pub mod history;
 pub mod ingress;
 pub mod manifests;
