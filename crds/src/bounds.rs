@@ -83,6 +83,7 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
             "sweep.settle must be at most 1h",
         )?;
     }
+    crate::gates::bounds(&spec.gates, true)?;
     if let Some(max) = spec.thresholds.as_ref().and_then(|t| t.max_p99) {
         if max.as_std().is_zero() {
             return Err("thresholds.maxP99 must be more than 0s and at most 1h (got 0s)".into());
@@ -105,6 +106,7 @@ pub fn egress(spec: &EgressBenchmarkSpec) -> Result<(), String> {
     for case in &spec.cases {
         egress_case(case).map_err(|e| format!("case {}: {e}", case.name))?;
     }
+    crate::gates::bounds(&spec.gates, false)?;
     // Across cases, which no CEL rule can sum up.
     let runs = spec.measured_count();
     if runs > MAX_MEASURED {

@@ -58,6 +58,11 @@ pub struct EgressBenchmarkSpec {
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
     pub cleanup: CleanupPolicy,
+    /// SLO gates: limits on the case figures, judged on the data merged across the workers;
+    /// a broken gate fails the run (at once with abortOnFail). See docs/gates.md.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub gates: Vec<crate::gates::Gate>,
     /// Samples, history, baseline and schedule (see crds::history::Repetition).
     #[serde(flatten)]
     pub repetition: crate::history::Repetition,

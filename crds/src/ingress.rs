@@ -46,6 +46,12 @@ pub struct IngressBenchmarkSpec {
     /// Pass/fail limits; the result sets the ThresholdsMet condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thresholds: Option<Thresholds>,
+    /// SLO gates: limits on the step figures, judged on the data merged across the workers;
+    /// a broken gate fails the run (at once with abortOnFail). See docs/gates.md.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new("self.all(g, g.figure in ['rps', 'p50Ms', 'p90Ms', 'p99Ms', 'p999Ms', 'errorRate'])").message("an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms or errorRate"))]
+    pub gates: Vec<crate::gates::Gate>,
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
     pub cleanup: CleanupPolicy,

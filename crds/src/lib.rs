@@ -13,6 +13,7 @@ pub mod common;
 pub mod duration;
 pub mod egress;
 pub mod environment;
+pub mod gates;
 pub mod history;
 pub mod ingress;
 pub mod manifests;

@@ -170,7 +170,7 @@ pub async fn progress(
     check_version(&s, update.version)?;
     let spec = s
         .runs
-        .authorize(&who.run, &who.caller, &update.worker, update.step)
+        .progress(&who.run, &who.caller, &update)
         .map_err(|e| registry_refusal(&s.metrics, e))?;
     s.metrics
         .family::<LiveMetrics>()

@@ -8,6 +8,9 @@ pub const INVALID: &str = "Invalid";
 pub const QUEUED: &str = "Queued";
 pub const WORKERS_SCHEDULED: &str = "WorkersScheduled";
 pub const THRESHOLDS_MET: &str = "ThresholdsMet";
+/// True when every SLO gate (`spec.gates`) held; False (reason GateFailed) when one broke,
+/// False (reason GateNotJudged) when one found no figure to judge.
+pub const GATES_PASSED: &str = "GatesPassed";
 pub const TARGET_RESTORED: &str = "TargetRestored";
 pub const OFFLOAD_RESTORED: &str = "OffloadRestored";
 /// True when a run regressed against the benchmark's baseline; Unknown without a baseline to

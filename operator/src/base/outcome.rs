@@ -68,11 +68,14 @@ pub enum Reason {
     StreamFailed,
     /// A case transferred nothing.
     NothingTransferred,
+    /// An SLO gate (`spec.gates`) was broken: on the live figures (abortOnFail), by a sample,
+    /// or when the run ended.
+    GateFailed,
 }
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::InvalidSpec,
         Reason::NotPermitted,
         Reason::InvalidSchedule,
@@ -95,6 +98,7 @@ impl Reason {
         Reason::RequestsFailed,
         Reason::StreamFailed,
         Reason::NothingTransferred,
+        Reason::GateFailed,
     ];
 
     /// The reason as status, Events and users see it.
@@ -122,6 +126,7 @@ impl Reason {
             Reason::RequestsFailed => "RequestsFailed",
             Reason::StreamFailed => "StreamFailed",
             Reason::NothingTransferred => "NothingTransferred",
+            Reason::GateFailed => "GateFailed",
         }
     }
 }

@@ -125,6 +125,9 @@ impl Plan for EgressBenchmark {
     }
     /// Each case is judged by the figures its protocol has (a figure a case lacks is not
     /// expected of it).
+    fn gates(&self) -> &[crds::gates::Gate] {
+        &self.spec.gates
+    }
     fn default_judged() -> Vec<MetricTolerance> {
         let judged = |name: &str, tolerance_percent| MetricTolerance {
             name: name.into(),

@@ -94,6 +94,13 @@ impl Plan for IngressBenchmark {
     ) -> std::result::Result<Vec<Figure>, String> {
         result::step_result(slot.measurement, None, reports).map(|r| result::figures(&r))
     }
+    fn gates(&self) -> &[crds::gates::Gate] {
+        &self.spec.gates
+    }
+    /// Progress counts the warm-up in: the abort window starts after it.
+    fn live_from(&self, _step: u32) -> Duration {
+        self.spec.load.warmup.as_std()
+    }
     fn default_judged() -> Vec<MetricTolerance> {
         let tolerance = |name: &str, tolerance_percent| MetricTolerance {
             name: name.into(),

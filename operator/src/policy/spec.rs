@@ -1,5 +1,5 @@
 //! What a run measures: the spec of a benchmark object, and its fingerprint (the same spec runs
-//! the same measurement; schedule, history, baseline and cleanup fields do not change it).
+//! the same measurement; schedule, history, baseline, cleanup and gates do not change it).
 
 use sha2::{Digest, Sha256};
 
@@ -12,7 +12,7 @@ pub fn spec_of<K: serde::Serialize>(obj: &K) -> serde_json::Value {
 }
 
 /// SHA-256 of the spec's measurement-defining part, hex: what "the same spec" means for a
-/// baseline of previous results (schedule, history, baseline and cleanup fields left out).
+/// baseline of previous results (schedule, history, baseline, cleanup and gates left out).
 pub fn spec_hash(spec: &serde_json::Value) -> String {
     let mut measured = spec.clone();
     if let Some(map) = measured.as_object_mut() {
@@ -23,6 +23,7 @@ pub fn spec_hash(spec: &serde_json::Value) -> String {
             "historyLimit",
             "baseline",
             "cleanup",
+            "gates",
         ] {
             map.remove(key);
         }

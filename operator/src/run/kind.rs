@@ -101,6 +101,13 @@ pub trait Plan:
         slot: Slot,
         reports: &BTreeMap<String, FinalReport>,
     ) -> std::result::Result<Vec<Figure>, String>;
+    /// The spec's SLO gates.
+    fn gates(&self) -> &[crds::gates::Gate];
+    /// How far into measurement `index` its live progress counts for an SLO gate's early
+    /// abort (the warm-up's progress does not).
+    fn live_from(&self, _index: u32) -> Duration {
+        Duration::ZERO
+    }
     /// The figures judged against a baseline when the spec names none.
     fn default_judged() -> Vec<MetricTolerance>;
     /// What distinguishes measurement `slot.measurement` in a result (cpu, offload profile,

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use protocol::worker::{RegisterRequest, Role};
+use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
+
+use crate::policy::live::{Point, Reading, Series};
 
 /// How far in the future the common start is set when the last worker registers, so every
 /// worker's barrier poll sees it before it passes.
@@ -44,6 +46,8 @@ struct RunState {
     spec: RunSpec,
     registered: BTreeMap<String, RegisterRequest>,
     start_at_unix_ms: Option<u64>,
+    /// The clients' progress merged (SLO gates' early abort); a new step starts it anew.
+    live: Series,
 }
 
 #[derive(Debug, PartialEq)]
@@ -112,6 +116,7 @@ impl Registry {
                         spec,
                         registered: BTreeMap::new(),
                         start_at_unix_ms: None,
+                        live: Series::default(),
                     },
                 );
             }
@@ -206,6 +211,39 @@ impl Registry {
         } else {
             Err(RegistryError::Unregistered)
         }
+    }
+
+    /// Checks as `authorize` and adds a client's progress to the step's merged series (a
+    /// server's, or one with an implausible time, is left out); returns the run's spec.
+    pub fn progress(
+        &self,
+        run: &str,
+        caller: &Caller,
+        update: &ProgressUpdate,
+    ) -> Result<RunSpec, RegistryError> {
+        let mut runs = self.lock();
+        member(&runs, run, caller, &update.worker, update.step)?;
+        let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
+        let clients = state
+            .spec
+            .workers
+            .values()
+            .filter(|r| **r == Role::Client)
+            .count();
+        let is_client = state.spec.workers.get(&update.worker) == Some(&Role::Client);
+        if let Some(reading) = Reading::of(update).filter(|_| is_client) {
+            state.live.push(&update.worker, reading, clients);
+        }
+        Ok(state.spec.clone())
+    }
+
+    /// The merged progress of `run` at `step` (empty when it is at another step or unknown).
+    pub fn live(&self, run: &str, step: u32) -> Vec<Point> {
+        self.lock()
+            .get(run)
+            .filter(|s| s.spec.step == step)
+            .map(|s| s.live.points())
+            .unwrap_or_default()
     }
 
     /// Workers of the run's current step whose check before the barrier failed, with why.
@@ -393,6 +431,32 @@ mod tests {
             )]
         );
         assert!(r.preflight_failures("other").is_empty());
+    }
+
+    #[test]
+    fn progress_of_the_step_s_clients_is_merged_and_a_new_step_starts_anew() {
+        let r = Registry::default();
+        r.announce("run", spec(0));
+        let push = |worker: &str, elapsed_s: f64| ProgressUpdate {
+            version: PROTOCOL_VERSION,
+            worker: worker.into(),
+            elapsed_s,
+            rps: 10.0,
+            ..ProgressUpdate::default()
+        };
+        assert_eq!(
+            r.progress("run", &caller("w0"), &push("w1", 1.0)),
+            Err(RegistryError::NotThisWorker)
+        );
+        r.progress("run", &caller("w0"), &push("w0", 1.0)).unwrap();
+        assert!(r.live("run", 0).is_empty(), "w1 has not pushed yet");
+        r.progress("run", &caller("w1"), &push("w1", 1.1)).unwrap();
+        let points = r.live("run", 0);
+        assert_eq!(points.len(), 1);
+        assert_eq!(points[0].rps, Some(20.0));
+        assert!(r.live("run", 1).is_empty() && r.live("other", 0).is_empty());
+        r.announce("run", spec(1));
+        assert!(r.live("run", 1).is_empty());
     }
 
     #[test]

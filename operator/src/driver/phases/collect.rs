@@ -5,7 +5,7 @@
 use crds::{CleanupPolicy, Phase};
 
 use super::super::machine::{fail, finish, set_phase, Next};
-use super::after_hook;
+use super::{after_hook, gates};
 use crate::base::conditions::READY;
 use crate::base::error::Result;
 use crate::base::outcome::{Failure, Reason, Step};
@@ -44,6 +44,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         set_phase(run, Phase::Preparing, m);
         return Ok(Next::Continue);
     }
+    if let Some(f) = gates::at_end(run) {
+        fail(run, f);
+        return Ok(Next::Continue);
+    }
     let all = format!("all {}s measured", K::MEASUREMENT);
     match K::before_success(run).await? {
         Step::Done => {}
@@ -66,7 +70,8 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
 
 /// The sample's figures and the kind's result from the verified reports (reports that make no
 /// figures fail the run BadReport, with nothing recorded); the sample's pods go unless the
-/// policy keeps them. A kind's Fail ends the run once the sample is recorded.
+/// policy keeps them. A kind's Fail, or an SLO gate with abortOnFail the sample's figures
+/// break, ends the run once the sample is recorded.
 async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     let ctx = run.ctx();
     let expected = run.obj().workers(run.id(), slot);
@@ -85,9 +90,14 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
         Ok(f) => f,
         Err(e) => return Ok(Step::Fail(Failure::new(Reason::BadReport, e))),
     };
-    let verdict = K::collect(run, slot, &reports).await?;
+    let mut verdict = K::collect(run, slot, &reports).await?;
     if let Step::Wait { .. } = verdict {
         return Ok(verdict);
+    }
+    if verdict == Step::Done {
+        if let Some(f) = gates::after_sample(run, slot, &figures) {
+            verdict = Step::Fail(f);
+        }
     }
     let name = run.obj().describe(slot.measurement);
     let stats = &mut run.status_mut().run_mut().statistics;

@@ -1,6 +1,7 @@
 //! Running: the sample's clients report. The run fails as soon as a report can no longer come
-//! (a worker's check before the barrier failed, its pod failed, a server pod or a node is gone)
-//! or the measurement outlived its deadline, naming who never reported.
+//! (a worker's check before the barrier failed, its pod failed, a server pod or a node is gone),
+//! an SLO gate with abortOnFail is broken on the clients' merged live progress, or the
+//! measurement outlived its deadline, naming who never reported.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,7 @@ use protocol::worker::{FinalReport, Role};
 use crds::Phase;
 
 use super::super::machine::{fail, set_phase, Next};
-use super::announce;
+use super::{announce, gates};
 use crate::base::clock::elapsed_since;
 use crate::base::conditions::WORKERS_SCHEDULED;
 use crate::base::error::Result;
@@ -56,6 +57,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         return Ok(Next::Continue);
     }
     note_scheduled(run, &pods, expected.len());
+    if let Some(abort) = gates::live_abort(run, slot) {
+        fail(run, abort);
+        return Ok(Next::Continue);
+    }
     if let Some(lost) = lost_worker(run, &expected, &awaited, &pods, &reports).await? {
         fail(run, lost.about(&what));
         return Ok(Next::Continue);

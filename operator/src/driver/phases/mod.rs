@@ -6,11 +6,13 @@
 //! between samples, the kind's preparation, the workers). Running: `measure` (reports awaited,
 //! lost workers and the measurement's deadline). Collecting: `collect` (the sample's result and
 //! statistics; another sample, the next measurement, or the end). Succeeded and Failed:
-//! `finish` (pods per policy, the BenchmarkResult, the kind's wrap-up).
+//! `finish` (pods per policy, the BenchmarkResult, the kind's wrap-up). `gates`: SLO gates,
+//! judged while measuring and collecting.
 
 pub(in crate::driver) mod admit;
 pub(in crate::driver) mod collect;
 pub(in crate::driver) mod finish;
+mod gates;
 pub(in crate::driver) mod measure;
 pub(in crate::driver) mod prepare;
 
