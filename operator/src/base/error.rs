@@ -66,6 +66,11 @@ impl Error {
     }
 
     pub fn retry(&self) -> Retry {
+        // An object the operator cannot decode (e.g. one an author wrote into a list it reads)
+        // stays so until someone changes it: no fast loop over it.
+        if matches!(self, Error::Kube(kube::Error::SerdeError(_))) {
+            return Retry::Slowly;
+        }
         match self.category() {
             "KubeApi" | "KubeConflict" | "KubeRefused" | "KubeTransport" => Retry::Soon,
             _ => Retry::Slowly,
@@ -125,6 +130,11 @@ mod tests {
         }
         let transport = Error::Kube(kube::Error::LinesCodecMaxLineLengthExceeded);
         assert_eq!(transport.retry(), Retry::Soon);
+        let undecodable = serde_json::from_str::<u8>("x").unwrap_err();
+        assert_eq!(
+            Error::Kube(kube::Error::SerdeError(undecodable)).retry(),
+            Retry::Slowly
+        );
         let refused_in_cleanup =
             Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(api(403))));
         assert_eq!(refused_in_cleanup.retry(), Retry::Soon);

@@ -67,6 +67,31 @@ impl Reading {
     }
 }
 
+impl Reading {
+    /// Only the figures a worker of `report_kind` measures ("http", "tcp", "udp", "rr"): a
+    /// field it leaves at 0 (a request/response worker's bits/s, a TCP worker's requests/s) is
+    /// not a reading, and a UDP sender's rate is not what its receiver got (no certain break).
+    pub fn only_for(self, report_kind: &str) -> Reading {
+        let keep = |on: bool, v: Option<f64>| v.filter(|_| on);
+        let (http, tcp, udp, rr) = (
+            report_kind == "http",
+            report_kind == "tcp",
+            report_kind == "udp",
+            report_kind == "rr",
+        );
+        Reading {
+            elapsed_s: self.elapsed_s,
+            rps: keep(http, self.rps),
+            bits: keep(tcp, self.bits),
+            tps: keep(rr, self.tps),
+            errors: keep(http, self.errors),
+            p50: keep(http, self.p50),
+            p99: keep(http, self.p99),
+            loss: keep(udp, self.loss),
+        }
+    }
+}
+
 /// The clients' latest pushes merged: sums over all of them, or the range of their values.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Point {
@@ -242,6 +267,32 @@ mod tests {
 
     fn gate(yaml: &str) -> Gate {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// A worker's zeros for figures it does not measure are no readings: an rr case's bits/s
+    /// never break a bits/s gate, a TCP case's requests/s never break an rps gate.
+    #[test]
+    fn figures_a_worker_does_not_measure_are_no_readings() {
+        let rr = ProgressUpdate {
+            elapsed_s: 3.0,
+            transactions_per_second: Some(500.0),
+            ..ProgressUpdate::default()
+        };
+        let r = Reading::of(&rr).unwrap().only_for("rr");
+        assert_eq!((r.tps, r.bits, r.rps), (Some(500.0), None, None));
+        let tcp = ProgressUpdate {
+            elapsed_s: 3.0,
+            bits_per_second: 1e9,
+            ..ProgressUpdate::default()
+        };
+        let t = Reading::of(&tcp).unwrap().only_for("tcp");
+        assert_eq!((t.bits, t.rps, t.errors), (Some(1e9), None, None));
+        let u = Reading::of(&tcp).unwrap().only_for("udp");
+        assert_eq!(u.bits, None, "a UDP sender's rate is not the receiver's");
+        let h = Reading::of(&http(3.0, 100.0, 9.0))
+            .unwrap()
+            .only_for("http");
+        assert_eq!((h.rps, h.bits, h.p99), (Some(100.0), None, Some(9.0)));
     }
 
     fn http(elapsed_s: f64, rps: f64, p99_ms: f64) -> ProgressUpdate {

@@ -64,6 +64,9 @@ pub fn times(
     now: Timestamp,
 ) -> (Option<Time>, Option<Time>) {
     let earliest = created.map(|t| t.0);
+    // A report's start is its worker's clock: never before the benchmark existed nor after now.
+    let clamp = |t: Timestamp| earliest.map_or(t, |e| t.max(e)).min(now);
+    let reports = reports.map(|(first, last)| (clamp(first), clamp(last)));
     let latest_start = reports.map_or(now, |(first, _)| first.min(now));
     let start = claimed_start.map(|t| {
         let mut s = t.0.min(latest_start);
@@ -97,6 +100,22 @@ mod tests {
 
     fn step(i: u32) -> String {
         format!("step {i}")
+    }
+
+    #[test]
+    fn a_report_claiming_a_start_before_the_benchmark_existed_moves_nothing_before_it() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let created = Time(at(0));
+        let claimed = Time(at(-86_400 * 365));
+        let (start, completion) = times(
+            Some(&claimed),
+            Some(&Time(at(100))),
+            Some(&created),
+            Some((at(-86_400 * 365 * 30), at(50))),
+            at(200),
+        );
+        assert_eq!(start.unwrap().0, at(0), "the creation time is a hard floor");
+        assert_eq!(completion.unwrap().0, at(100));
     }
 
     #[test]

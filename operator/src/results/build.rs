@@ -11,7 +11,7 @@ use protocol::worker::{validate_final, FinalReport, Role};
 
 use crds::environment::{Environment, Placement};
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
-use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec};
+use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
 
 use super::{backing, facts};
 use crate::base::error::Result;
@@ -56,6 +56,15 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
         placement,
     } = measurements(run).await?;
     let cluster = facts::gather(&run.ctx().client, &nodes, K::ingress_controller(run).await).await;
+    // Placement is the benchmark's own: where its spec pins workers. Where the scheduler
+    // chooses, each run may land elsewhere, and that is not another environment.
+    let pins = run
+        .obj()
+        .contender()
+        .claims
+        .iter()
+        .any(|c| c.starts_with("node "));
+    let placement = if pins { placement } else { Placement::new() };
     let environment = Environment::of(&cluster, &facts::known(&placement, &cluster));
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     // Phase, message and times as far as the reports back what status (hostile) says.
@@ -68,6 +77,12 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
         min,
         describe,
     );
+    // A run its gates fail is not a success, whatever status says.
+    let gates = crate::policy::gates::judge_run(run.obj().gates(), &stats);
+    let (phase, message) = match (phase, gates.broken.first()) {
+        (Phase::Succeeded, Some(b)) => (Phase::Failed, Some(b.message())),
+        (phase, _) => (phase, message),
+    };
     let (start_time, completion_time) = backing::times(
         status.start_time.as_ref(),
         status.completion_time.as_ref(),
@@ -154,6 +169,17 @@ pub fn object<K: Hooks>(
         },
         spec,
     }
+}
+
+/// Each measurement's statistics as the run's stored reports make them (never as status says):
+/// what the gates are judged on when the last measurement is in.
+pub async fn statistics<K: Hooks>(run: &Run<'_, K>) -> Result<Vec<MeasurementStats>> {
+    let gathered = measurements(run).await?;
+    Ok(gathered
+        .measurements
+        .iter()
+        .map(Measurement::statistics)
+        .collect())
 }
 
 /// What the stored reports of a run hold.

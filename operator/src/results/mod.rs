@@ -24,7 +24,7 @@ use crate::base::events::PendingEvent;
 use crate::run::{Hooks, Run, RunState};
 use metrics::{RegimeMetrics, ResultMetrics};
 
-pub use build::result_name;
+pub use build::{result_name, statistics};
 
 /// What recording a run's result did, for the driver to put into the run.
 #[derive(Default)]

@@ -231,7 +231,9 @@ impl Registry {
             .filter(|r| **r == Role::Client)
             .count();
         let is_client = state.spec.workers.get(&update.worker) == Some(&Role::Client);
+        let kind = state.spec.report_kind;
         if let Some(reading) = Reading::of(update).filter(|_| is_client) {
+            let reading = reading.only_for(kind);
             state.live.push(&update.worker, reading, clients);
         }
         Ok(state.spec.clone())

@@ -44,7 +44,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         set_phase(run, Phase::Preparing, m);
         return Ok(Next::Continue);
     }
-    if let Some(f) = gates::at_end(run) {
+    if let Some(f) = gates::at_end(run).await? {
         fail(run, f);
         return Ok(Next::Continue);
     }
