@@ -1,6 +1,7 @@
 //! A finished run's result on /metrics: `netbench_result_mean`, `netbench_result_ci95` and
 //! `netbench_regression`, per figure of the latest BenchmarkResult; and
-//! `netbench_change_point_runs_ago` over the benchmark's history.
+//! `netbench_change_point_runs_ago` and `netbench_change_point_timestamp_seconds` over the
+//! benchmark's history.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -74,10 +75,22 @@ impl ResultMetrics {
 }
 
 /// `netbench_change_point_runs_ago`: per step or case, the runs since the newest change point
-/// of its main figure over the benchmark's history (see super::regime).
+/// of its main figure over the benchmark's history (see super::regime); and
+/// `netbench_change_point_timestamp_seconds`: when the run that began it started, so that a
+/// dashboard can mark it in time (a Grafana annotation with "series value as timestamp").
 pub struct RegimeMetrics {
     runs_ago: GaugeVec,
+    started: GaugeVec,
 }
+
+const REGIME_LABELS: [&str; 6] = [
+    "kind",
+    "namespace",
+    "name",
+    "measurement",
+    "figure",
+    "direction",
+];
 
 impl Family for RegimeMetrics {
     fn register(registry: &Registry) -> Self {
@@ -88,14 +101,15 @@ impl Family for RegimeMetrics {
                 "Runs since the newest change point of a step's or case's main figure over the \
                  benchmark's succeeded results of the same spec (0: it began at the newest run); \
                  direction better or worse; no series without a change point",
-                &[
-                    "kind",
-                    "namespace",
-                    "name",
-                    "measurement",
-                    "figure",
-                    "direction",
-                ],
+                &REGIME_LABELS,
+            ),
+            started: gauge(
+                registry,
+                "netbench_change_point_timestamp_seconds",
+                "Unix time at which the run that began the newest change point of a step's or \
+                 case's main figure started (the same change point as \
+                 netbench_change_point_runs_ago; no series when that result records no start)",
+                &REGIME_LABELS,
             ),
         }
     }
@@ -119,12 +133,18 @@ impl RegimeMetrics {
             self.runs_ago
                 .with_label_values(&labels)
                 .set(f64::from(runs));
+            if let Some(t) = s.started_time {
+                // Whole seconds: exact in an f64 for any time jiff can hold.
+                let seconds = t.as_second() as f64;
+                self.started.with_label_values(&labels).set(seconds);
+            }
         }
     }
 
     /// Drops every series of a benchmark.
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
         remove_benchmark(&self.runs_ago, kind, namespace, name);
+        remove_benchmark(&self.started, kind, namespace, name);
     }
 }
 
@@ -145,6 +165,7 @@ mod tests {
             change_percent: -10.0,
             p_value: 0.001,
             started_at: "web-r7".into(),
+            started_time: None,
             runs_ago,
             new: true,
         }
@@ -198,5 +219,41 @@ mod tests {
         let text = m.render();
         assert!(!text.contains(r#"name="web""#), "{text}");
         assert!(text.contains(r#"name="other""#));
+    }
+
+    #[test]
+    fn a_change_point_with_a_start_time_has_its_timestamp_and_it_goes_with_the_benchmark() {
+        let m = Metrics::new();
+        let g = m.family::<RegimeMetrics>();
+        let mut dated = shift("step 0", Direction::Worse, 2);
+        dated.started_time = Some(jiff::Timestamp::from_second(1_763_172_000).unwrap());
+        let undated = shift("step 1", Direction::Better, 7);
+        let regime = Regime {
+            results: 10,
+            shifts: vec![dated, undated],
+        };
+        g.set("IngressBenchmark", "team", "web", &regime);
+        let text = m.render();
+        assert!(
+            text.contains(r#"netbench_change_point_timestamp_seconds{direction="worse",figure="rps",kind="IngressBenchmark",measurement="step 0",name="web",namespace="team"} 1763172000"#),
+            "{text}"
+        );
+        // A result without a start time: runs ago only, no timestamp.
+        assert!(text.contains(r#"netbench_change_point_runs_ago{direction="better",figure="rps",kind="IngressBenchmark",measurement="step 1""#));
+        assert!(!text.contains(r#"netbench_change_point_timestamp_seconds{direction="better""#));
+        // The next judgement without the change point drops its timestamp too.
+        g.set(
+            "IngressBenchmark",
+            "team",
+            "web",
+            &Regime {
+                results: 11,
+                shifts: vec![],
+            },
+        );
+        assert!(!m.render().contains(r#"name="web""#));
+        g.set("IngressBenchmark", "team", "web", &regime);
+        g.forget("IngressBenchmark", "team", "web");
+        assert!(!m.render().contains(r#"name="web""#));
     }
 }

@@ -73,6 +73,8 @@ pub struct Shift {
     pub p_value: f64,
     /// The result at which the new regime began.
     pub started_at: String,
+    /// When that result's run started (its `startTime`), if it records one.
+    pub started_time: Option<jiff::Timestamp>,
     /// Runs since then: 0 when it began at the newest result.
     pub runs_ago: usize,
     /// Found only now: the history without the newest result had no change point of the same
@@ -249,6 +251,10 @@ fn newest_shift(
         started_at: history
             .get(at)
             .map_or_else(String::new, |e| e.name.to_string()),
+        started_time: history
+            .get(at)
+            .and_then(|e| e.spec.start_time.as_ref())
+            .map(|t| t.0),
         runs_ago: last.saturating_sub(at),
         new: !known,
     })
@@ -374,6 +380,36 @@ mod tests {
         let (kind, reason, note) = r.event().expect("an Event for a new shift");
         assert_eq!((kind, reason.as_str()), (EventType::Warning, "NewRegime"));
         assert!(note.contains("worse"), "{note}");
+    }
+
+    #[test]
+    fn a_shift_carries_the_start_time_of_the_run_that_began_it() {
+        let mut specs: Vec<BenchmarkResultSpec> = [100.0, 101.0, 99.0, 100.0, 50.0, 51.0, 49.0]
+            .iter()
+            .map(|&m| result(m))
+            .collect();
+        for (i, s) in specs.iter_mut().enumerate() {
+            // Run i started i days after 2025-11-15 02:00 UTC; run 2 records no start.
+            let t = 1_763_172_000 + 86_400 * i as i64;
+            s.start_time = (i != 2).then(|| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::from_second(t).unwrap(),
+                )
+            });
+        }
+        let entries: Vec<Entry<'_>> = specs.iter().map(|spec| Entry { name: "r", spec }).collect();
+        let r = judge(&entries);
+        let [s] = r.shifts.as_slice() else {
+            panic!("{r:?}")
+        };
+        assert_eq!(s.runs_ago, 2);
+        assert_eq!(
+            s.started_time.map(|t| t.as_second()),
+            Some(1_763_172_000 + 4 * 86_400)
+        );
+        specs[4].start_time = None;
+        let entries: Vec<Entry<'_>> = specs.iter().map(|spec| Entry { name: "r", spec }).collect();
+        assert_eq!(judge(&entries).shifts[0].started_time, None);
     }
 
     #[test]
