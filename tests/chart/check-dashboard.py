@@ -30,12 +30,19 @@ def walk_panels(panels):
         yield from walk_panels(p.get("panels", []))
 
 
+def prometheus_annotations(dash):
+    """The annotation queries on Prometheus (Grafana's built-in one has no expression)."""
+    return [a for a in dash.get("annotations", {}).get("list", []) if "expr" in a]
+
+
 def expressions(dash):
-    """(where, expr) for every panel target and query variable."""
+    """(where, expr) for every panel target, annotation query and query variable."""
     out = []
     for p in walk_panels(dash.get("panels", [])):
         for t in p.get("targets", []):
             out.append((f'panel {p["id"]} "{p["title"]}" {t.get("refId", "?")}', t["expr"]))
+    for a in prometheus_annotations(dash):
+        out.append((f'annotation "{a["name"]}"', a["expr"]))
     for v in dash.get("templating", {}).get("list", []):
         if v.get("type") != "query":
             continue
@@ -68,6 +75,12 @@ def check_structure(dash):
     for want in ("datasource", "namespace", "benchmark"):
         if want not in names:
             errors.append(f"missing variable ${want}")
+    for a in prometheus_annotations(dash):
+        if a.get("datasource", {}).get("uid") != "${datasource}":
+            errors.append(f'annotation "{a["name"]}": not on ${{datasource}}')
+        # A mark of one benchmark must not land on another's dashboard.
+        if "$namespace" not in a["expr"] or "$benchmark" not in a["expr"]:
+            errors.append(f'annotation "{a["name"]}": not filtered by $namespace/$benchmark')
     for p in walk_panels(dash["panels"]):
         g = p.get("gridPos", {})
         if not all(k in g for k in "hwxy") or g["x"] + g["w"] > 24:

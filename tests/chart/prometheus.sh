@@ -124,6 +124,11 @@ fi
 if ! curl -sf "http://$svc_ip:$svc_port/metrics" | grep -q '^netbench_reconcile_errors_total'; then
     may_be_empty+=(--may-be-empty 'netbench_reconcile_errors_total=the operator reports no failed reconcile (its /metrics has no netbench_reconcile_errors_total series)')
 fi
+# Change points need 6 succeeded results of one spec with a shift; each benchmark here runs once.
+change_points=()
+if ! curl -sf "http://$svc_ip:$svc_port/metrics" | grep -q '^netbench_change_point_runs_ago'; then
+    change_points=(--may-be-empty 'netbench_change_point_(runs_ago|timestamp_seconds)=no benchmark has a change point (they need 6 succeeded results of one spec; its /metrics has no netbench_change_point_runs_ago series)')
+fi
 
 status=0
 for f in "${bench_files[@]}"; do
@@ -148,7 +153,7 @@ for f in "${bench_files[@]}"; do
     log "dashboard with namespace=$bench_ns benchmark=$name"
     "$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
         --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$name" \
-        "${may_be_empty[@]}" "${extra[@]}" || status=1
+        "${may_be_empty[@]}" "${change_points[@]}" "${extra[@]}" || status=1
 done
 # All benchmarks selected, as a Grafana multi-value variable renders them: every panel must have
 # data unless the cluster's state explains it (reconcile errors only).
@@ -166,7 +171,7 @@ topologies=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f"
     errors_explained+=(--may-be-empty "${may_be_empty[-1]}")
 "$NBC_DIR/check-dashboard.py" "$NBC_CHART/dashboards/netbench.json" --prometheus "$prom" \
     --start "$((start - 30))" --end "$end" --var "namespace=$bench_ns" --var "benchmark=$all" \
-    "${errors_explained[@]}" || status=1
+    "${errors_explained[@]}" "${change_points[@]}" || status=1
 for f in "${bench_files[@]}"; do
     kubectl -n "$bench_ns" delete -f "$f" --wait=true >/dev/null || status=1
 done
