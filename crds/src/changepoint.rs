@@ -14,6 +14,8 @@
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use crate::history::Better;
+
 /// Longest series searched (the newest values are kept): a history holds at most 100 results.
 pub const MAX_SERIES: usize = 1000;
 
@@ -80,6 +82,30 @@ pub fn find(series: &[f64], opts: Options) -> Vec<ChangePoint> {
     }
     found.sort_by_key(|c| c.index);
     found
+}
+
+/// The change points of a series whose values belong to places (a result's position in a
+/// history, a run's index): `points` is (place, value), oldest first; non-finite values are
+/// left out before the search, and each change point comes with the place of its first value.
+pub fn find_at(points: &[(usize, f64)], opts: Options) -> Vec<(usize, ChangePoint)> {
+    let finite: Vec<(usize, f64)> = points.iter().copied().filter(|p| p.1.is_finite()).collect();
+    let start = finite.len().saturating_sub(MAX_SERIES);
+    let finite = finite.get(start..).unwrap_or_default();
+    let values: Vec<f64> = finite.iter().map(|p| p.1).collect();
+    find(&values, opts)
+        .into_iter()
+        .filter_map(|cp| Some((finite.get(cp.index)?.0, cp)))
+        .collect()
+}
+
+impl ChangePoint {
+    /// Whether the shift is for the worse, for a figure that is good when `better`.
+    pub fn worse(&self, better: Better) -> bool {
+        match better {
+            Better::Higher => self.after < self.before,
+            Better::Lower => self.after > self.before,
+        }
+    }
 }
 
 /// The most significant split of `x`, if it passes the corrected test. O(n): prefix sums.
@@ -149,8 +175,8 @@ struct Side {
 /// Student's two-sample t (pooled variance: under "no change" both sides come from one
 /// distribution, and the test is then exact for normal noise; Welch's approximation with
 /// three runs on a side gave twice the stated false-alarm rate) and its degrees of freedom.
-/// None when there is no spread and the means are equal (nothing to tell apart) or the figures
-/// overflow; two constant sides that differ give an infinite t (a certain shift). Spread below
+/// None when there is no spread and the means are equal (nothing to tell apart; equal within
+/// rounding) or the figures overflow; two constant sides that differ give an infinite t (a certain shift). Spread below
 /// rounding noise counts as none.
 fn student_t(a: Side, b: Side) -> Option<(f64, f64)> {
     let df = a.count + b.count - 2.0;
@@ -161,7 +187,10 @@ fn student_t(a: Side, b: Side) -> Option<(f64, f64)> {
     }
     let scale = a.mean.abs().max(b.mean.abs()).max(f64::MIN_POSITIVE);
     if se2 <= (scale * 1e-12).powi(2) {
-        return (a.mean != b.mean).then_some((f64::INFINITY.copysign(b.mean - a.mean), df));
+        // The means come from prefix sums: a constant series such as 9.9, 9.9, ... gives
+        // means a rounding error apart, which is no shift.
+        let apart = (b.mean - a.mean).abs() > scale * 1e-9;
+        return apart.then_some((f64::INFINITY.copysign(b.mean - a.mean), df));
     }
     let t = (b.mean - a.mean) / se2.sqrt();
     (t.is_finite() && df > 0.0).then_some((t, df))
@@ -281,6 +310,22 @@ mod tests {
     }
 
     #[test]
+    fn places_survive_left_out_values_and_direction_follows_better() {
+        let points: Vec<(usize, f64)> = [1.0, f64::NAN, 1.0, 1.0, 2.0, f64::INFINITY, 2.0, 2.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i * 10, *v))
+            .collect();
+        let found = find_at(&points, Options::default());
+        let [(place, cp)] = found.as_slice() else {
+            panic!("{found:?}")
+        };
+        assert_eq!(*place, 40, "the place of the first value of the new regime");
+        assert!(cp.worse(Better::Lower) && !cp.worse(Better::Higher));
+        assert!(find_at(&[], Options::default()).is_empty());
+    }
+
+    #[test]
     fn hostile_series_never_panic_and_short_ones_have_nothing() {
         assert!(find(&[], Options::default()).is_empty());
         assert!(find(&[1.0, 2.0, 3.0, 4.0, 5.0], Options::default()).is_empty());
@@ -299,6 +344,15 @@ mod tests {
         assert_eq!(cps.len(), 1, "constant sides that differ: a certain shift");
         assert_eq!((cps[0].index, cps[0].before, cps[0].after), (3, 1.0, 5.0));
         assert!(find(&[7.0; 40], Options::default()).is_empty());
+        // Constant series whose sums round: no shift between means a rounding error apart.
+        for v in [9.9, 0.1, 1e-7, 20696.19 * 1.004, 6.45, 1e300] {
+            for n in [6, 12, 100, 1000] {
+                assert!(
+                    find(&vec![v; n], Options::default()).is_empty(),
+                    "{v} x {n}"
+                );
+            }
+        }
         let huge: Vec<f64> = (0..5000)
             .map(|i| if i % 2 == 0 { f64::MAX } else { -f64::MAX })
             .collect();

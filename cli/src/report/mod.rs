@@ -251,17 +251,9 @@ fn change_points(
     let mut lines = vec![];
     let mut marks = vec![];
     for s in series {
-        // Only finite means: a change point's index is then the index of its point.
-        let points: Vec<&(usize, f64, f64)> = s.points.iter().filter(|p| p.1.is_finite()).collect();
-        let means: Vec<f64> = points.iter().map(|p| p.1).collect();
-        for cp in crds::changepoint::find(&means, crds::changepoint::Options::default()) {
-            let Some(&&(run, _, _)) = points.get(cp.index) else {
-                continue;
-            };
-            let worse = match better {
-                Some(crds::history::Better::Lower) => cp.after > cp.before,
-                _ => cp.after < cp.before,
-            };
+        let means: Vec<(usize, f64)> = s.points.iter().map(|p| (p.0, p.1)).collect();
+        for (run, cp) in crds::changepoint::find_at(&means, crds::changepoint::Options::default()) {
+            let worse = cp.worse(better.unwrap_or(crds::history::Better::Higher));
             let direction = if worse { "worse" } else { "better" };
             lines.push(format!(
                 "- {}: from run {} ({}): {:.2} -> {:.2} {unit} ({:+.1} %, {direction}; p = {:.4})",
