@@ -2,7 +2,8 @@
 //! reports (an ingress sweep at 1/2/4/8 CPUs, an egress run with vxlan offload on and off),
 //! an ingress history, a regressed run, results with hostile names, a one-step ingress run, and
 //! an egress run of every protocol with a message-size sweep and a streams sweep (measurements
-//! as the operator expands a swept case: parameters case, protocol, messageSize, streams).
+//! as the operator expands a swept case: parameters case, protocol, messageSize, streams), and
+//! two nightly histories for change points (one with a known step, one of noise only).
 //! Statistics come from crds::stats and histograms from protocol, as the operator makes them.
 //!
 //! `cargo run -p cli --example fixtures -- cli/tests/fixtures`
@@ -425,6 +426,53 @@ fn egress_protocols(dir: &Path) {
     write_one(dir, "egress-protocols.yaml", &object("paths-p1", spec));
 }
 
+/// Run-to-run noise of a nightly history: factors within ±1 %.
+const NOISE: [f64; 12] = [
+    1.004, 0.993, 1.008, 0.997, 1.002, 0.991, 1.006, 0.995, 1.009, 0.998, 1.001, 0.994,
+];
+
+/// Twelve nightly runs of a sweep, day by day, with [`NOISE`]; from run 7 on (`step`), step 3
+/// (8 CPUs) serves 12 % fewer requests/s. Besides them, a run of an older spec (faster) before
+/// run 1 and a failed run (absurdly slow) between runs 8 and 9: both are left out of the
+/// history a change point is looked for in.
+fn nightly(name: &str, step: bool) -> Vec<BenchmarkResult> {
+    let mut runs: Vec<BenchmarkResult> = NOISE
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut rps = SEED.map(|s| s.map(|v| v * f));
+            if step && i >= 6 {
+                rps[3] = rps[3].map(|v| v * 0.88);
+            }
+            let start = format!("2026-11-{:02}T10:00:00Z", i + 1);
+            ingress(&format!("r{}", i + 1), &start, rps, name)
+        })
+        .collect();
+    let mut old_spec = ingress(
+        "r0",
+        "2026-10-31T10:00:00Z",
+        SEED.map(|s| s.map(|v| v * 2.0)),
+        name,
+    );
+    old_spec.spec.spec_hash = "0ld5bec0".into();
+    let mut failed = ingress(
+        "r8b",
+        "2026-11-08T22:00:00Z",
+        SEED.map(|s| s.map(|v| v * 0.1)),
+        name,
+    );
+    failed.spec.phase = Phase::Failed;
+    failed.spec.message = Some("worker lost".into());
+    runs.insert(8, failed);
+    runs.insert(0, old_spec);
+    runs
+}
+
+fn nightly_files(dir: &Path) {
+    write_list(dir, "ingress-nightly-step.yaml", &nightly("nightly", true));
+    write_list(dir, "ingress-nightly-noise.yaml", &nightly("steady", false));
+}
+
 const EVIL: &str = "evil<script>&\"quoted\" | pipe\nnext line";
 
 fn hostile(dir: &Path) {
@@ -482,5 +530,6 @@ fn main() {
     hostile(dir);
     one_step(dir);
     egress_protocols(dir);
+    nightly_files(dir);
     println!("fixtures written to {}", dir.display());
 }

@@ -23,7 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Write report.md and SVG charts from results (of the cluster or files).
     Report(crate::report::ReportArgs),
-    /// Compare two results figure by figure: B against A (the baseline).
+    /// Compare two results figure by figure: B against A (the baseline); or, with --history,
+    /// list the change points of every figure over a benchmark's history.
     Compare(crate::compare::CompareArgs),
     /// Follow a benchmark's run until it ends (exit 0 Succeeded, 1 Failed).
     Watch(crate::watch::WatchArgs),

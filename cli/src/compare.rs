@@ -1,6 +1,8 @@
 //! `netbench compare A B`: every figure of every step or case of two results, B against A
 //! (A is the baseline), with the judgement of crds::stats: delta, whether the 95% intervals
 //! are apart (significant), and whether B regressed beyond the tolerance and the noise.
+//! `netbench compare --history KIND/NAME`: the change points of every figure over a
+//! benchmark's history instead (crate::history).
 
 use std::path::PathBuf;
 
@@ -21,7 +23,7 @@ pub struct CompareArgs {
     #[arg(value_name = "RESULT", num_args = 0..=2)]
     pub results: Vec<String>,
     /// Read results from a YAML or JSON file instead (repeatable; files come before names,
-    /// and a file may hold both results).
+    /// and a file may hold both results; with --history, the benchmark's history).
     #[arg(long, value_name = "PATH")]
     pub file: Vec<PathBuf>,
     /// How many percent worse a figure may get before it counts as a regression.
@@ -30,6 +32,23 @@ pub struct CompareArgs {
     /// Exit with 1 when a figure regressed (worse beyond the tolerance and the noise).
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// Instead of B against A: the change points of every figure over this benchmark's
+    /// history (KIND/NAME: ib/web, eb/vxlan), its succeeded results of one spec, oldest first;
+    /// from the cluster, or from the --file files when given.
+    #[arg(
+        long,
+        value_name = "KIND/NAME",
+        conflicts_with_all = ["results", "fail_on_regression", "tolerance"]
+    )]
+    pub history: Option<crate::kube_client::BenchRef>,
+    /// With --history: judge at most the newest N results.
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "history",
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub runs: u16,
+    /// With --history: judge the results of every spec, not only those of the newest result's
+    /// spec (a change of spec then shows as a change point too).
+    #[arg(long, requires = "history")]
+    pub all_specs: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -263,6 +282,9 @@ pub fn to_text(c: &Comparison) -> String {
 
 /// `netbench compare`.
 pub async fn run(args: &CompareArgs, cluster: &crate::kube_client::ClusterArgs) -> Result<bool> {
+    if let Some(bench) = &args.history {
+        return history(args, bench, cluster).await;
+    }
     let sources = source::SourceArgs {
         result: args.results.clone(),
         file: args.file.clone(),
@@ -281,4 +303,32 @@ pub async fn run(args: &CompareArgs, cluster: &crate::kube_client::ClusterArgs) 
         Output::Json => println!("{}", serde_json::to_string_pretty(&c)?),
     }
     Ok(args.fail_on_regression && c.regressed)
+}
+
+/// `netbench compare --history KIND/NAME`: never a "no" (exit 1); NewRegime is the operator's.
+async fn history(
+    args: &CompareArgs,
+    bench: &crate::kube_client::BenchRef,
+    cluster: &crate::kube_client::ClusterArgs,
+) -> Result<bool> {
+    let sources = if args.file.is_empty() {
+        source::SourceArgs {
+            benchmark: vec![bench.clone()],
+            history: usize::from(args.runs),
+            ..Default::default()
+        }
+    } else {
+        source::SourceArgs {
+            file: args.file.clone(),
+            ..Default::default()
+        }
+    };
+    let results = sources.load(cluster).await?;
+    let ours = crate::history::select(&results, bench, cluster.namespace.as_deref())?;
+    let h = crate::history::judge(&ours, usize::from(args.runs), args.all_specs);
+    match args.output {
+        Output::Text => print!("{}", crate::history::to_text(&h)),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&h)?),
+    }
+    Ok(false)
 }

@@ -7,6 +7,7 @@ pub mod app;
 pub mod compare;
 pub mod egress;
 pub mod figures;
+pub mod history;
 pub mod junit;
 pub mod kube_client;
 pub mod latency;
