@@ -244,12 +244,6 @@ pub fn to_text(c: &Comparison) -> String {
             r.verdict.to_string(),
         ]);
     }
-    let mut widths = [0usize; 7];
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
     let mut out = format!(
         "A: {} ({}, run {})\nB: {} ({}, run {})\ntolerance {}%\n\n",
         text::label(&c.a.result),
@@ -260,15 +254,7 @@ pub fn to_text(c: &Comparison) -> String {
         text::label(&c.b.run_id),
         text::num(c.tolerance_percent, 1),
     );
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
+    out.push_str(&text::aligned(&rows));
     for n in &c.notes {
         out.push_str(&format!("note: {n}\n"));
     }

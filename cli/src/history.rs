@@ -323,21 +323,7 @@ pub fn to_text(h: &History) -> String {
     }
     let found = rows.len().saturating_sub(1);
     if found > 0 {
-        let mut widths = [0usize; 8];
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        for row in &rows {
-            let cells: Vec<String> = row
-                .iter()
-                .zip(widths)
-                .map(|(cell, w)| format!("{cell:<w$}"))
-                .collect();
-            out.push_str(cells.join("  ").trim_end());
-            out.push('\n');
-        }
+        out.push_str(&text::aligned(&rows));
         out.push('\n');
     }
     for n in &h.notes {

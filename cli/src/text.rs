@@ -134,6 +134,28 @@ pub fn bytes(v: u64) -> String {
     format!("{v} B")
 }
 
+/// Rows as a plain-text table: each column as wide as its widest cell, two spaces apart, no
+/// trailing blanks, a line per row.
+pub fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// A timestamp as RFC 3339 (UTC, seconds).
 pub fn time(t: Option<&Time>) -> String {
     t.map_or_else(

@@ -5,9 +5,8 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use common::{fixture_path, fixtures};
+use common::{fixture_path, fixtures, netbench};
 use netbench_cli::history::{self, History};
 use netbench_cli::kube_client::BenchRef;
 use netbench_cli::source::Loaded;
@@ -19,12 +18,12 @@ fn judged(fixture: &str, name: &str, runs: usize, all_specs: bool) -> History {
     history::judge(&ours, runs, all_specs)
 }
 
-fn netbench(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_netbench"))
-        .args(args)
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .output()
-        .unwrap()
+/// `netbench compare --history BENCH --file PATH EXTRA...`.
+fn history_of(bench: &str, path: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let path = path.to_str().unwrap();
+    let mut args = vec!["compare", "--history", bench, "--file", path];
+    args.extend_from_slice(extra);
+    netbench(&args)
 }
 
 fn stdout(out: &std::process::Output) -> String {
@@ -147,7 +146,7 @@ fn select_refuses_other_benchmarks_and_mixed_namespaces() {
 fn text_and_json_through_the_binary() {
     let step = fixture_path("ingress-nightly-step.yaml");
     let step = step.to_str().unwrap();
-    let out = netbench(&["compare", "--history", "ib/nightly", "--file", step]);
+    let out = history_of("ib/nightly", std::path::Path::new(step), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     let line = text
@@ -169,15 +168,7 @@ fn text_and_json_through_the_binary() {
         "{text}"
     );
 
-    let out = netbench(&[
-        "compare",
-        "--history",
-        "ib/nightly",
-        "--file",
-        step,
-        "-o",
-        "json",
-    ]);
+    let out = history_of("ib/nightly", std::path::Path::new(step), &["-o", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["benchmark"], "IngressBenchmark team-a/nightly");
@@ -205,13 +196,7 @@ fn text_and_json_through_the_binary() {
 
     // Noise only: exit 0, nothing found.
     let noise = fixture_path("ingress-nightly-noise.yaml");
-    let out = netbench(&[
-        "compare",
-        "--history",
-        "ib/steady",
-        "--file",
-        noise.to_str().unwrap(),
-    ]);
+    let out = history_of("ib/steady", &noise, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("no change point in 24 figure(s)"));
 }
@@ -236,7 +221,7 @@ fn history_arguments_are_checked() {
     // --runs and --all-specs need --history.
     let out = netbench(&["compare", "--file", step, "--runs", "5"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = netbench(&["compare", "--history", "pod/x", "--file", step]);
+    let out = history_of("pod/x", std::path::Path::new(step), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("unknown benchmark kind"),
@@ -244,7 +229,7 @@ fn history_arguments_are_checked() {
         stderr(&out)
     );
     // A benchmark the files do not hold: an error naming it.
-    let out = netbench(&["compare", "--history", "eb/nightly", "--file", step]);
+    let out = history_of("eb/nightly", std::path::Path::new(step), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("no result of EgressBenchmark"),
@@ -378,33 +363,19 @@ fn hostile_files_through_the_binary_are_refused_or_judged_never_a_panic() {
     ];
     let path = temp_file("absurd.yaml", &yaml(&means));
     let path = path.to_str().unwrap();
-    let out = netbench(&["compare", "--history", "ib/nightly", "--file", path]);
+    let out = history_of("ib/nightly", std::path::Path::new(path), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("10 succeeded result(s)"),
         "{}",
         stdout(&out)
     );
-    let out = netbench(&[
-        "compare",
-        "--history",
-        "ib/nightly",
-        "--file",
-        path,
-        "-o",
-        "json",
-    ]);
+    let out = history_of("ib/nightly", std::path::Path::new(path), &["-o", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("valid JSON");
     // Not a number (YAML can say .nan and .inf; a file is read as JSON values): refused, exit 2.
     let path = temp_file("nan.yaml", &yaml(&["5", "5", ".nan", "5", "-.inf", "5"]));
-    let out = netbench(&[
-        "compare",
-        "--history",
-        "ib/nightly",
-        "--file",
-        path.to_str().unwrap(),
-    ]);
+    let out = history_of("ib/nightly", &path, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
         stderr(&out).contains("document 3, item 1 is not a valid BenchmarkResult"),
@@ -417,13 +388,7 @@ fn hostile_files_through_the_binary_are_refused_or_judged_never_a_panic() {
         .collect();
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": many});
     let path = temp_file("many.json", &list.to_string());
-    let out = netbench(&[
-        "compare",
-        "--history",
-        "ib/nightly",
-        "--file",
-        path.to_str().unwrap(),
-    ]);
+    let out = history_of("ib/nightly", &path, &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("more than 1000 results"),

@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{elements, fixture_path, fixtures, xml};
+use common::{elements, fixture_path, fixtures, netbench, xml};
 use netbench_cli::compare::{self, Comparison};
 
 fn sweep_then_regressed(tolerance: f64) -> Comparison {
@@ -190,14 +188,6 @@ fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
     );
     assert!(text.contains("lossPercent (%)"), "{text}");
     assert!(text.contains("REGRESSED: 3 figure(s)"), "{text}");
-}
-
-fn netbench(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_netbench"))
-        .args(args)
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .output()
-        .unwrap()
 }
 
 #[test]

@@ -6,6 +6,15 @@ use std::path::PathBuf;
 use netbench_cli::report::Rendered;
 use netbench_cli::source::{file, Loaded};
 
+/// Runs the netbench binary (with no usable kubeconfig: files only).
+pub fn netbench(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_netbench"))
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap()
+}
+
 pub fn fixture_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
