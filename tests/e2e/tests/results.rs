@@ -693,6 +693,31 @@ impl Drop for DenyResults {
     }
 }
 
+/// Waits for `name`'s run to end with its result denied (ResultRecorded=False).
+async fn held_by_denial(client: &kube::Client, ns: &str, name: &str) -> Value {
+    let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
+    wait_until(
+        client,
+        IB,
+        ns,
+        name,
+        "finished with ResultRecorded=False",
+        RUN_TIMEOUT,
+        |v| FINISHED.iter().any(|p| v["status"]["phase"] == *p) && recorded(v)["status"] == "False",
+    )
+    .await
+}
+
+/// Waits (90 s at most) for `name`'s result to be written (ResultRecorded=True).
+async fn result_recorded(client: &kube::Client, ns: &str, name: &str) -> Value {
+    let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
+    let wait = Duration::from_secs(90);
+    wait_until(client, IB, ns, name, "ResultRecorded=True", wait, |v| {
+        recorded(v)["status"] == "True"
+    })
+    .await
+}
+
 /// A result denied while the run ends: the run keeps its phase, ResultRecorded=False
 /// (ResultWritePending) says why, no result exists and the reports stay; once the denial is
 /// lifted the result is written within seconds (retried every 10 s), ResultRecorded turns True
@@ -706,16 +731,7 @@ async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
         .await
         .unwrap();
     let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
-    let held = wait_until(
-        &client,
-        IB,
-        &ns.name,
-        "held",
-        "finished with ResultRecorded=False",
-        RUN_TIMEOUT,
-        |v| FINISHED.iter().any(|p| v["status"]["phase"] == *p) && recorded(v)["status"] == "False",
-    )
-    .await;
+    let held = held_by_denial(&client, &ns.name, "held").await;
     let c = recorded(&held);
     assert_eq!(c["reason"], "ResultWritePending", "{c:#}");
     assert!(
@@ -734,16 +750,7 @@ async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
 
     deny.lift(&client).await;
     let lifted = std::time::Instant::now();
-    let done = wait_until(
-        &client,
-        IB,
-        &ns.name,
-        "held",
-        "ResultRecorded=True",
-        Duration::from_secs(90),
-        |v| recorded(v)["status"] == "True",
-    )
-    .await;
+    let done = result_recorded(&client, &ns.name, "held").await;
     let took = lifted.elapsed();
     // The policy's removal takes a moment to reach the API server; then the next try (at most
     // 10 s away) writes it.
@@ -784,17 +791,7 @@ async fn a_forged_status_changes_nothing_in_the_result() {
         json!([{"figure": "rps", "min": 1e9}]),
     );
     create(&client, &ns.name, &ib).await.unwrap();
-    let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
-    let held = wait_until(
-        &client,
-        IB,
-        &ns.name,
-        "forged",
-        "finished with ResultRecorded=False",
-        RUN_TIMEOUT,
-        |v| FINISHED.iter().any(|p| v["status"]["phase"] == *p) && recorded(v)["status"] == "False",
-    )
-    .await;
+    let held = held_by_denial(&client, &ns.name, "forged").await;
     assert_eq!(held["status"]["phase"], "Failed", "{:#}", held["status"]);
     let operator_says = held["status"]["message"].as_str().unwrap().to_string();
     assert!(
@@ -817,16 +814,7 @@ async fn a_forged_status_changes_nothing_in_the_result() {
     assert!(results(&client, &ns.name).await.is_empty());
 
     deny.lift(&client).await;
-    let done = wait_until(
-        &client,
-        IB,
-        &ns.name,
-        "forged",
-        "ResultRecorded=True",
-        Duration::from_secs(90),
-        |v| recorded(v)["status"] == "True",
-    )
-    .await;
+    let done = result_recorded(&client, &ns.name, "forged").await;
     let name = done["status"]["latestResult"].as_str().unwrap().to_string();
     let r = result(&client, &ns.name, &name).await;
     assert_eq!(r.spec.phase, crds::Phase::Failed, "{:?}", r.spec.message);
