@@ -34,6 +34,10 @@ fn writes(api_server: &FakeApi) -> Vec<String> {
         .iter()
         .filter(|l| !l.starts_with("GET "))
         .filter(|l| !(l.starts_with("DELETE ") && l.contains("/namespaces/team-a/")))
+        // The benchmark's own run record in the operator's namespace.
+        .filter(|l| {
+            !(l.starts_with("DELETE /api/v1/namespaces/netbench-system/configmaps/netbench-run-"))
+        })
         // The benchmark's own report objects in the operator's namespace, selected by its labels.
         .filter(|l| {
             !(l.starts_with("DELETE /api/v1/namespaces/netbench-system/configmaps ")
@@ -109,7 +113,8 @@ async fn a_forged_saved_target_patches_nothing() {
     );
 }
 
-/// Applies `ib` (its status forged) once; returns the writes other than Events.
+/// Applies `ib` (its status forged) once; returns the writes other than Events and the run
+/// record (which must record the operator's end of the run).
 async fn apply_once(ib: Value) -> Vec<String> {
     let api_server = FakeApi::default();
     let client = api_server.serving(ib.clone());
@@ -117,10 +122,29 @@ async fn apply_once(ib: Value) -> Vec<String> {
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
     operator::driver::apply(&obj, &ctx, &api).await.unwrap();
-    writes(&api_server)
+    let (record, others): (Vec<String>, Vec<String>) = writes(&api_server)
         .into_iter()
         .filter(|l| !l.starts_with("POST /apis/events.k8s.io/"))
-        .collect()
+        .partition(|l| l.starts_with("POST /api/v1/namespaces/netbench-system/configmaps"));
+    // This fake server answers the write 404: tried in the finish handler and once more
+    // before status.
+    assert_eq!(record.len(), 2, "the run's end is recorded: {record:?}");
+    for part in ["netbench-run-", r#"\"phase\":\"Failed\""#, "InvalidStatus"] {
+        assert!(record[0].contains(part), "{part} missing: {}", record[0]);
+    }
+    // The run ended from a measuring phase, so a result is due: it says Failed, and why.
+    let (result, others): (Vec<String>, Vec<String>) = others.into_iter().partition(|l| {
+        l.starts_with("POST /apis/netbench.io/v1alpha1/namespaces/team-a/benchmarkresults")
+    });
+    for r in &result {
+        for part in [
+            r#""phase":"Failed""#,
+            "the status was changed outside the operator",
+        ] {
+            assert!(r.contains(part), "{part} missing: {r}");
+        }
+    }
+    others
 }
 
 fn forged(spec: Value, status: Value) -> Value {

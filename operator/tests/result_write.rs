@@ -2,9 +2,11 @@
 //! the run keeps its phase, ResultRecorded=False says so (ResultWritePending while it is
 //! retried, ResultWriteFailed with a Warning Event once the operator gave up), the run's
 //! reports stay, and a later reconcile whose write is allowed creates the result and only then
-//! turns ResultRecorded True (and releases the reports). A status forged to say Succeeded
-//! without the reports to back it gives a Failed result. Against the in-process fake API server
-//! (testing::FakeApi), which here keeps the last status written and the results created.
+//! turns ResultRecorded True (and releases the reports). A result's phase, message and times
+//! come from the run record in the operator's namespace, never from status: a status forged to
+//! say Succeeded (or with its start cleared, or naming a result not written) changes nothing in
+//! the result and releases no report early. Against the in-process fake API server
+//! (testing::FakeApi), which here serves the run record and the results created.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,14 +34,15 @@ fn benchmark(status: Value) -> Value {
     })
 }
 
+fn ago(s: i64) -> String {
+    jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_secs(s))
+        .unwrap()
+        .to_string()
+}
+
 /// A run that ended Failed a minute ago, its result not written yet.
 fn finished() -> Value {
-    let ago = |s: i64| {
-        jiff::Timestamp::now()
-            .checked_sub(jiff::SignedDuration::from_secs(s))
-            .unwrap()
-            .to_string()
-    };
     json!({"runId": RUN, "phase": "Failed", "message": "the deadline passed",
            "observedGeneration": 1, "startTime": ago(120), "completionTime": ago(60)})
 }
@@ -54,15 +57,75 @@ struct Applied {
     requests: Vec<String>,
 }
 
-/// Applies the benchmark holding `status` once; the API server refuses result creation while
-/// `refuse` (403, as an admission policy or missing RBAC would) and keeps what it creates in
-/// `created`.
+/// The run record the operator keeps in its namespace: `RUN` started two minutes ago, and
+/// ended (phase, reason, message) a minute ago if `ended`.
+fn record(ended: Option<(&str, &str, &str)>) -> Value {
+    let mut data = json!({"run": RUN, "started": ago(120), "admitted": true});
+    if let Some((phase, reason, message)) = ended {
+        data["ended"] = json!({"phase": phase, "reason": reason, "message": message,
+                               "at": ago(60), "measuring": true});
+    }
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": RECORD, "namespace": "netbench-system", "resourceVersion": "1",
+                     "labels": {"app.kubernetes.io/managed-by": "netbench-operator",
+                                "netbench.io/kind": "ingressbenchmark",
+                                "netbench.io/namespace": "team-a",
+                                "netbench.io/benchmark": "web", "netbench.io/uid": UID,
+                                "netbench.io/record": "run"}},
+        "data": {"record.json": data.to_string()},
+    })
+}
+
+const RECORD: &str = "netbench-run-7d1e2f3a-0000-4c1d-9e3f-1234567890ab";
+
+/// The record of a run the operator ended Failed.
+fn failed_record() -> Option<Value> {
+    Some(record(Some((
+        "Failed",
+        "DeadlineExceeded",
+        "the deadline passed",
+    ))))
+}
+
+/// Applies the benchmark holding `status` once, with the run record `run_record` in the
+/// operator's namespace; the API server refuses result creation while `refuse` (403, as an
+/// admission policy or missing RBAC would), keeps what it creates in `created` and serves it.
 async fn apply(status: Value, refuse: bool, created: &Arc<Mutex<Vec<Value>>>) -> Applied {
+    apply_with(status, failed_record(), refuse, created).await
+}
+
+async fn apply_with(
+    status: Value,
+    run_record: Option<Value>,
+    refuse: bool,
+    created: &Arc<Mutex<Vec<Value>>>,
+) -> Applied {
     let bm = benchmark(status.clone());
     let api_server = FakeApi::default();
     let kept = created.clone();
     let served = bm.clone();
     let client = api_server.client(move |seen: &Seen| {
+        let record_path = format!("/api/v1/namespaces/netbench-system/configmaps/{RECORD}");
+        if seen.method == "GET" && seen.path == record_path {
+            return match &run_record {
+                Some(r) => (200, r.clone()),
+                None => (404, fake_api::status(404, "NotFound")),
+            };
+        }
+        if seen.method == "GET" && seen.path.starts_with(&format!("{RESULTS}/")) {
+            let name = seen.path.rsplit('/').next().unwrap_or_default();
+            let found = kept
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|r| r["metadata"]["name"] == name)
+                .cloned();
+            return match found {
+                Some(r) => (200, r),
+                None => (404, fake_api::status(404, "NotFound")),
+            };
+        }
         if seen.method == "POST" && seen.path == RESULTS {
             if refuse {
                 return (403, fake_api::status(403, "Forbidden"));
@@ -203,11 +266,59 @@ async fn a_refused_result_gives_up_keeps_the_reports_and_is_written_later() {
     assert!(released(&fourth.requests), "{:?}", fourth.requests);
 }
 
-/// A status forged to say Succeeded (with statistics) has no stored reports behind it: the
-/// result says Failed and why, and its times stay within what the API server stamped.
+/// A status forged to say Succeeded (with statistics, times and a message of its own) of a
+/// run the operator ended Failed: the result takes phase, message and times from the run
+/// record, clamped to what the API server stamped.
 #[tokio::test]
-async fn a_forged_succeeded_status_gives_a_failed_result() {
+async fn a_forged_succeeded_status_gives_the_operators_failed_result() {
     let created = Arc::new(Mutex::new(vec![]));
+    let gate = Some(record(Some((
+        "Failed",
+        "GateFailed",
+        "gate p99Ms <= 250 failed",
+    ))));
+    apply_with(forged_succeeded(), gate, false, &created).await;
+    let results = created.lock().unwrap().clone();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let spec = &results[0]["spec"];
+    assert_eq!(spec["phase"], "Failed", "{spec}");
+    assert_eq!(spec["message"], "gate p99Ms <= 250 failed", "{spec}");
+    let at = |field: &str| -> jiff::Timestamp { spec[field].as_str().unwrap().parse().unwrap() };
+    let now = jiff::Timestamp::now();
+    let (start, end) = (at("startTime"), at("completionTime"));
+    // The record's: two minutes and one minute ago, not 2000 and 2999.
+    assert!((now - start).get_seconds().abs_diff(120) <= 5, "{start}");
+    assert!((now - end).get_seconds().abs_diff(60) <= 5, "{end}");
+    assert!(
+        spec["measurements"].as_array().is_none_or(|m| m.is_empty()),
+        "{spec}"
+    );
+}
+
+/// A status forged to say Succeeded for a run the operator never ended (its record holds no
+/// end): the result says Failed, and that no end was recorded.
+#[tokio::test]
+async fn a_run_the_operator_did_not_end_gives_a_failed_result() {
+    let created = Arc::new(Mutex::new(vec![]));
+    let applied = apply_with(forged_succeeded(), Some(record(None)), false, &created).await;
+    let results = created.lock().unwrap().clone();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let spec = &results[0]["spec"];
+    assert_eq!(spec["phase"], "Failed", "{spec}");
+    let message = spec["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no record of the run's end"), "{message}");
+    assert!(
+        !spec["startTime"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("2000"),
+        "{spec}"
+    );
+    // Released only now that the result exists.
+    assert!(released(&applied.requests), "{:?}", applied.requests);
+}
+
+fn forged_succeeded() -> Value {
     let mut status = finished();
     status["phase"] = json!("Succeeded");
     status["message"] = json!("all good, trust me");
@@ -216,27 +327,49 @@ async fn a_forged_succeeded_status_gives_a_failed_result() {
     status["statistics"] = json!([{"index": 0, "name": "step 0", "metrics": [
         {"name": "rps", "unit": "req/s", "better": "Higher", "values": [1e9], "mean": 1e9,
          "stddev": 0.0, "ci95": 0.0}]}]);
-    apply(status, false, &created).await;
+    status
+}
+
+/// Clearing status.startTime (once "no result due") releases no report while the result is
+/// refused, nor does a status.latestResult naming a result that does not exist; the result
+/// is written once allowed, from the record.
+#[tokio::test]
+async fn a_cleared_start_or_a_forged_latest_result_releases_no_reports_early() {
+    let created = Arc::new(Mutex::new(vec![]));
+    let mut status = finished();
+    status.as_object_mut().unwrap().remove("startTime");
+    let refused = apply(status.clone(), true, &created).await;
+    assert!(!released(&refused.requests), "{:?}", refused.requests);
+    let mut claimed = status.clone();
+    claimed["latestResult"] = json!(format!("web-{RUN}"));
+    let forged = apply(claimed, true, &created).await;
+    assert!(!released(&forged.requests), "{:?}", forged.requests);
+    assert!(created.lock().unwrap().is_empty());
+    let allowed = apply(status, false, &created).await;
     let results = created.lock().unwrap().clone();
     assert_eq!(results.len(), 1, "{results:?}");
-    let spec = &results[0]["spec"];
-    assert_eq!(spec["phase"], "Failed", "{spec}");
-    let message = spec["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("0 of the 1 sample(s) of step 0"),
-        "{message}"
-    );
-    assert_eq!(
-        spec["startTime"], "2026-01-01T00:00:00Z",
-        "not before the benchmark existed"
-    );
-    let completion: jiff::Timestamp = spec["completionTime"].as_str().unwrap().parse().unwrap();
-    assert!(
-        completion <= jiff::Timestamp::now(),
-        "not in the future: {completion}"
-    );
-    assert!(
-        spec["measurements"].as_array().is_none_or(|m| m.is_empty()),
-        "{spec}"
-    );
+    assert_eq!(results[0]["spec"]["message"], "the deadline passed");
+    assert!(results[0]["spec"]["startTime"].is_string());
+    assert!(released(&allowed.requests), "{:?}", allowed.requests);
+}
+
+/// A run the operator ended without admitting it (refused in the queue: its record says so)
+/// gets no result, and its reports (if any) go at once, whatever status says of its start.
+#[tokio::test]
+async fn a_run_refused_in_the_queue_gets_no_result() {
+    let created = Arc::new(Mutex::new(vec![]));
+    let mut refused = record(Some(("Failed", "InvalidSpec", "no")));
+    let mut data: Value =
+        serde_json::from_str(refused["data"]["record.json"].as_str().unwrap()).unwrap();
+    data.as_object_mut().unwrap().remove("started");
+    data["admitted"] = json!(false);
+    data["ended"]["measuring"] = json!(false);
+    refused["data"]["record.json"] = json!(data.to_string());
+    let applied = apply_with(forged_succeeded(), Some(refused), false, &created).await;
+    assert!(created.lock().unwrap().is_empty());
+    assert!(released(&applied.requests), "{:?}", applied.requests);
+    // With no record at all (a run ended before records were kept): no result, reports kept.
+    let none = apply_with(forged_succeeded(), None, false, &created).await;
+    assert!(created.lock().unwrap().is_empty());
+    assert!(!released(&none.requests), "{:?}", none.requests);
 }

@@ -22,6 +22,7 @@ use crate::base::events::PendingEvent;
 use crate::base::outcome::{Failure, Reason, POLL};
 use crate::policy::{deadline, samples};
 use crate::run::{Hooks, Run, RunState};
+use crate::store::run_record::Ended;
 
 /// Phase changes one reconcile may make before it writes status and comes back. A run needs
 /// at most five in a row (Collecting -> Preparing, a failure -> Failed, ...); the bound only
@@ -124,14 +125,34 @@ pub(in crate::driver) fn set_phase<K: Hooks>(
 pub(in crate::driver) fn fail<K: Hooks>(run: &mut Run<'_, K>, failure: Failure) {
     let Failure { reason, message } = failure;
     run.condition(READY, false, reason.as_str(), message.clone());
-    finish(run, Phase::Failed, message);
+    finish(run, Phase::Failed, reason.as_str(), message);
 }
 
-/// Ends the run in `phase`: the kind's last words, the completion time, the phase.
-pub(in crate::driver) fn finish<K: Hooks>(run: &mut Run<'_, K>, phase: Phase, message: String) {
+/// Ends the run in `phase` for `reason`: the kind's last words, the completion time, the phase,
+/// and the decision kept for the run record (written by the finish handler or, failing that,
+/// before status: `driver::record`).
+pub(in crate::driver) fn finish<K: Hooks>(
+    run: &mut Run<'_, K>,
+    phase: Phase,
+    reason: &str,
+    message: String,
+) {
+    let was = run.status().run().phase;
+    let measuring = matches!(
+        was,
+        Some(Phase::Preparing | Phase::Running | Phase::Collecting)
+    );
     K::on_finish(run);
-    run.status_mut().run_mut().completion_time = Some(conditions::now());
-    set_phase(run, phase, message);
+    let at = conditions::now();
+    run.status_mut().run_mut().completion_time = Some(at.clone());
+    set_phase(run, phase, message.clone());
+    run.set_ended(Ended {
+        phase,
+        reason: reason.to_string(),
+        message,
+        at,
+        measuring,
+    });
 }
 
 /// `phase` in `status` (an Event and a new phaseSince when it changes) with `message`.

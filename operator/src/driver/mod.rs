@@ -8,7 +8,9 @@
 //!
 //! [`apply`] below is the whole reconcile, step by step; `scheduled` applies the schedule,
 //! `start` begins a new run, `machine` runs the phase handlers (`phases/`, one file per phase)
-//! and is the only place a run changes phase, `status` writes status and releases reports.
+//! and is the only place a run changes phase, `status` writes status and releases reports,
+//! `record` writes the run record (what the operator decided about the run; results are made
+//! of it).
 //!
 //! Every handler is idempotent: a stale or restarted operator converges to the same children
 //! and the same status. Everything a phase decides is recorded in status before the reconcile
@@ -17,6 +19,7 @@
 mod machine;
 pub mod metrics;
 mod phases;
+mod record;
 mod scheduled;
 mod start;
 mod status;
@@ -33,6 +36,7 @@ use crate::k8s::pods;
 use crate::results::metrics::{RegimeMetrics, ResultMetrics};
 use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
+use crate::store::run_record;
 use metrics::RunMetrics;
 
 /// Moves `obj`'s run on as far as it can go now, writes status, publishes Events.
@@ -69,7 +73,9 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     // 7. status.schedule, and the wake-up at the next scheduled time.
     let action = scheduled::keep(&mut run, action);
 
-    // 8. One status write, only when something changed (the kind's last touches first).
+    // 8. The end of the run in its record, if the finish handler could not write it; then one
+    //    status write, only when something changed (the kind's last touches first).
+    record::end(&mut run, true).await;
     K::before_write(&mut run);
     let persisted = status::write(api, run.name(), run.status(), before).await?;
 
@@ -112,8 +118,9 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
         return Ok(deleted);
     }
 
-    // 4. Its reports, its registry entry and its series go.
+    // 4. Its reports, its run record, its registry entry and its series go.
     ctx.reports().delete(&Owner::of(&obj), None).await?;
+    run_record::delete(&ctx.client, &ctx.config.namespace, &Owner::of(&obj)).await?;
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
         ctx.runs.forget(id);
     }

@@ -1,6 +1,6 @@
 //! The end of a reconcile: one status write (server-side apply, only when something changed)
-//! and, once the stored status shows the run finished with its result written, the run's
-//! report objects released.
+//! and, once the stored status shows the run finished and its result object exists (or the run
+//! record says none is due), the run's report objects released.
 
 use kube::api::Api;
 
@@ -9,6 +9,8 @@ use crate::context::Context;
 use crate::k8s::status;
 use crate::run::{Hooks, Plan};
 use crate::store::reports::Owner;
+use crate::store::run_record;
+use crds::BenchmarkResult;
 
 /// Writes `status` when it differs from `before` (as read); returns the status as the API server
 /// stored it (or as it was read).
@@ -26,24 +28,44 @@ pub async fn write<K: Plan>(
 }
 
 /// Deletes the report objects of `run` once `persisted` (the status as the API server returned
-/// it on the last write, or as it was read) shows the run finished: only then is every result
-/// they hold safe in status, whatever fails or crashes in between.
+/// it on the last write, or as it was read) shows the run finished and its result no longer
+/// needs them: only then is every result they hold safe in status, whatever fails or crashes
+/// in between.
 pub async fn release_reports<K: Hooks>(
     ctx: &Context,
     obj: &K,
     run: &str,
     persisted: &crds::RunStatus,
 ) -> Result<()> {
-    // A run that measured keeps its reports until its BenchmarkResult, built from them, is
-    // written.
-    let name = obj.meta().name.clone().unwrap_or_default();
-    let result = crate::results::result_name(&name, run);
-    let written = persisted.start_time.is_none()
-        || persisted.latest_result.as_deref() == Some(result.as_str());
-    if is_stored_finished(persisted, run) && written {
+    if is_stored_finished(persisted, run) && result_settled(ctx, obj, run, persisted).await? {
         ctx.reports().delete(&Owner::of(obj), Some(run)).await?;
     }
     Ok(())
+}
+
+/// Whether `run`'s result no longer needs its reports, asked of what benchmark authors cannot
+/// forge: the result object of this very run exists (status.latestResult naming it only
+/// saves the look when it does not), or the run record says no result is due (the run never
+/// left the queue). A run with no record keeps its reports until the next run or the
+/// benchmark's deletion.
+async fn result_settled<K: Hooks>(
+    ctx: &Context,
+    obj: &K,
+    run: &str,
+    persisted: &crds::RunStatus,
+) -> Result<bool> {
+    let owner = Owner::of(obj);
+    let name = crate::results::result_name(&owner.name, run);
+    if persisted.latest_result.as_deref() == Some(name.as_str()) {
+        let api: Api<BenchmarkResult> = Api::namespaced(ctx.client.clone(), &owner.namespace);
+        let ours = |r: &BenchmarkResult| r.spec.run_id == run && r.spec.benchmark_uid == owner.uid;
+        if api.get_opt(&name).await?.is_some_and(|r| ours(&r)) {
+            return Ok(true);
+        }
+    }
+    let ns = &ctx.config.namespace;
+    let record = run_record::load(&ctx.client, ns, &owner, run).await?;
+    Ok(record.is_some_and(|r| !r.result_due()))
 }
 
 /// Whether a stored status shows `run` finished (so its results are in it).

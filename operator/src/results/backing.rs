@@ -1,59 +1,63 @@
-//! What a result says of its run beyond the figures: phase, message and times. The run's
-//! status holds them, but a benchmark author can write status, so a result takes them from it
-//! only as far as the verified reports and the API server's own timestamps back them:
+//! What a result says of its run beyond the figures: phase, message and times. They come from
+//! the run record (`store::run_record`: what the operator itself decided, kept where benchmark
+//! authors cannot write), never from status, and are checked once more against the verified
+//! reports and the API server's own timestamps:
 //!
-//! - Succeeded only when the stored reports hold every measurement's planned samples (a run
-//!   the operator ends Succeeded has them all); otherwise the result says Failed and why.
+//! - Succeeded only when the operator ended the run Succeeded and the stored reports hold every
+//!   measurement's planned samples; a run the record does not show ended is Failed, and says so.
 //! - The start lies between the benchmark's creation (stamped by the API server) and the first
 //!   report's start; the completion between the last report's start (and the start) and now.
 //!
-//! Pure: the caller gathers the reports.
+//! Pure: the caller gathers the record and the reports.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crds::Phase;
 
-/// The phase and message a result records for a run whose status claims `claimed` with
-/// `message`, given how many complete samples the stored reports hold of each measurement
-/// (`samples[i]` of measurement i; the spec has `samples.len()` of them) and the fewest the
-/// spec plans (`min`). `describe` names a measurement ("step 2").
+/// The phase and message a result records for a run the operator ended in `decided` (phase
+/// and message, from the run record; None: no end recorded), given how many complete samples
+/// the stored reports hold of each measurement (`samples[i]` of measurement i; the spec has
+/// `samples.len()` of them) and the fewest the spec plans (`min`). `describe` names a
+/// measurement ("step 2").
 pub fn phase(
-    claimed: Option<Phase>,
-    message: Option<&str>,
+    decided: Option<(Phase, &str)>,
     samples: &[u32],
     min: u32,
     describe: impl Fn(u32) -> String,
 ) -> (Phase, Option<String>) {
-    let message = message.map(str::to_string);
-    match claimed {
-        Some(Phase::Succeeded) => {}
-        // A Failed run, or (never written for one) any other phase: not a success.
-        Some(Phase::Failed) => return (Phase::Failed, message),
-        other => {
-            let m = format!("the run's status says {other:?}, not finished");
+    let message = match decided {
+        Some((Phase::Succeeded, m)) => m.to_string(),
+        Some((Phase::Failed, m)) => return (Phase::Failed, Some(m.to_string())),
+        Some((other, _)) => {
+            let m = format!("the operator recorded the run's end as {other:?}");
             return (Phase::Failed, Some(m));
         }
-    }
+        None => {
+            let m = "the operator holds no record of the run's end (it did not end the run, \
+                     or could not record it)";
+            return (Phase::Failed, Some(m.into()));
+        }
+    };
     let short = samples.iter().zip(0u32..).find(|(taken, _)| **taken < min);
     match short {
-        None if !samples.is_empty() => (Phase::Succeeded, message),
+        None if !samples.is_empty() => (Phase::Succeeded, Some(message)),
         None => (
             Phase::Failed,
-            Some("the run's status says Succeeded, but the spec measures nothing".into()),
+            Some("the run ended Succeeded, but the spec measures nothing".into()),
         ),
         Some((taken, index)) => (
             Phase::Failed,
             Some(format!(
-                "the run's status says Succeeded, but the stored reports hold {taken} of the \
-                 {min} sample(s) of {}: the status was not written by the operator",
+                "the run ended Succeeded, but the stored reports hold {taken} of the {min} \
+                 sample(s) of {}",
                 describe(index)
             )),
         ),
     }
 }
 
-/// Start and completion for a result: the status's (`claimed_*`), kept within what the API
+/// Start and completion for a result: the run record's (`claimed_*`), kept within what the API
 /// server and the reports back. `created`: the benchmark's creation time; `reports`: the
 /// earliest and latest start of a report the result is made of; `now`: the time of writing.
 pub fn times(
@@ -120,24 +124,28 @@ mod tests {
 
     #[test]
     fn succeeded_only_with_every_planned_sample_in_the_reports() {
-        let ok = phase(Some(Phase::Succeeded), Some("2 step(s)"), &[3, 3], 3, step);
+        let ended = Some((Phase::Succeeded, "2 step(s)"));
+        let ok = phase(ended, &[3, 3], 3, step);
         assert_eq!(ok, (Phase::Succeeded, Some("2 step(s)".into())));
-        let (p, m) = phase(Some(Phase::Succeeded), Some("forged"), &[3, 1], 3, step);
+        let (p, m) = phase(ended, &[3, 1], 3, step);
         assert_eq!(p, Phase::Failed);
         let m = m.unwrap();
         assert!(m.contains("1 of the 3 sample(s) of step 1"), "{m}");
-        let (p, _) = phase(Some(Phase::Succeeded), None, &[0, 0], 1, step);
+        let (p, _) = phase(ended, &[0, 0], 1, step);
         assert_eq!(p, Phase::Failed, "no report at all");
-        let (p, _) = phase(Some(Phase::Succeeded), None, &[], 1, step);
+        let (p, _) = phase(ended, &[], 1, step);
         assert_eq!(p, Phase::Failed);
     }
 
     #[test]
-    fn anything_but_succeeded_is_failed() {
-        let failed = phase(Some(Phase::Failed), Some("DeadlineExceeded"), &[1], 1, step);
-        assert_eq!(failed, (Phase::Failed, Some("DeadlineExceeded".into())));
-        for claimed in [None, Some(Phase::Running), Some(Phase::Pending)] {
-            assert_eq!(phase(claimed, Some("x"), &[1], 1, step).0, Phase::Failed);
+    fn a_run_the_operator_failed_or_did_not_end_is_failed_whatever_the_reports() {
+        let failed = phase(Some((Phase::Failed, "GateFailed")), &[3], 1, step);
+        assert_eq!(failed, (Phase::Failed, Some("GateFailed".into())));
+        let (p, m) = phase(None, &[3], 1, step);
+        assert_eq!(p, Phase::Failed);
+        assert!(m.unwrap().contains("no record of the run's end"));
+        for other in [Phase::Running, Phase::Pending] {
+            assert_eq!(phase(Some((other, "x")), &[1], 1, step).0, Phase::Failed);
         }
     }
 

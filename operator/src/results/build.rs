@@ -1,7 +1,8 @@
 //! What a result holds, computed from the run's stored reports (kept in the operator's
 //! namespace until the finished status is stored): each sample's figures, the statistics over
 //! the samples, the merged latency histograms, each measurement's parameters (an egress case's
-//! nodes included); phase, message and times only as far as the reports back them (`backing`).
+//! nodes included); phase, message and times from the run record, as far as the reports back
+//! them (`backing`).
 
 use std::collections::BTreeMap;
 
@@ -18,8 +19,9 @@ use crate::base::error::Result;
 use crate::base::labels;
 use crate::policy::samples::{self, Slot};
 use crate::policy::spec::{spec_hash, spec_of};
-use crate::run::{Hooks, Run, RunState};
+use crate::run::{Hooks, Run};
 use crate::store::reports::Owner;
+use crate::store::run_record::RunRecord;
 
 /// Largest merged histogram kept in a result (encoded); a larger one is left out.
 const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
@@ -44,8 +46,10 @@ pub fn label_value(text: &str) -> String {
 }
 
 /// Everything but the verdict.
-pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSpec> {
-    let status = run.status().run();
+pub async fn result_spec<K: Hooks>(
+    run: &Run<'_, K>,
+    record: &RunRecord,
+) -> Result<BenchmarkResultSpec> {
     let spec_json = serde_json::to_value(spec_of(run.obj())).unwrap_or_default();
     let spec_text = serde_json::to_string(&spec_json).unwrap_or_default();
     let Gathered {
@@ -67,25 +71,22 @@ pub async fn result_spec<K: Hooks>(run: &Run<'_, K>) -> Result<BenchmarkResultSp
     let placement = if pins { placement } else { Placement::new() };
     let environment = Environment::of(&cluster, &facts::known(&placement, &cluster));
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
-    // Phase, message and times as far as the reports back what status (hostile) says.
+    // Phase, message and times from the run record, as far as the reports back them (status,
+    // which benchmark authors can write, is not read).
     let min = run.obj().repetition().samples().min();
     let describe = |i| run.obj().describe(i);
-    let (phase, message) = backing::phase(
-        status.phase,
-        status.message.as_deref(),
-        &samples,
-        min,
-        describe,
-    );
-    // A run its gates fail is not a success, whatever status says.
+    let ended = record.ended.as_ref();
+    let decided = ended.map(|e| (e.phase, e.message.as_str()));
+    let (phase, message) = backing::phase(decided, &samples, min, describe);
+    // A run its gates fail is not a success, whatever was recorded.
     let gates = crate::policy::gates::judge_run(run.obj().gates(), &stats);
     let (phase, message) = match (phase, gates.broken.first()) {
         (Phase::Succeeded, Some(b)) => (Phase::Failed, Some(b.message())),
         (phase, _) => (phase, message),
     };
     let (start_time, completion_time) = backing::times(
-        status.start_time.as_ref(),
-        status.completion_time.as_ref(),
+        record.started.as_ref(),
+        ended.map(|e| &e.at),
         run.obj().meta().creation_timestamp.as_ref(),
         started,
         jiff::Timestamp::now(),

@@ -1,5 +1,5 @@
-//! A finished run's BenchmarkResult: built from the run's stored reports (never from status,
-//! which others can write), written once in the benchmark's namespace, judged against the
+//! A finished run's BenchmarkResult: built from the run's stored reports and its run record
+//! (never from status, which others can write), written once in the benchmark's namespace, judged against the
 //! benchmark's baseline, and the history trimmed to `historyLimit`; the history kept is then
 //! searched for a new regime (`regime`). Results carry no owner reference: they outlive the
 //! benchmark.
@@ -22,6 +22,8 @@ use crds::{BenchmarkResult, Phase};
 use crate::base::error::{Error, Result};
 use crate::base::events::PendingEvent;
 use crate::run::{Hooks, Run, RunState};
+use crate::store::records::Owner;
+use crate::store::run_record::{self, RunRecord};
 use metrics::{RegimeMetrics, ResultMetrics};
 
 pub use build::{result_name, statistics};
@@ -52,18 +54,22 @@ pub async fn record<K: Hooks>(run: &Run<'_, K>) -> (Recorded, Result<()>) {
 
 async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()> {
     let name = result_name(run.name(), run.id());
-    let status = run.status().run();
-    // Runs that never left the queue get none, nor runs finished before results existed
-    // (their reports are gone).
-    let before_results =
-        status.statistics.is_empty() && status.phase == Some(crds::Phase::Succeeded);
-    if status.latest_result.as_deref() == Some(name.as_str())
-        || status.start_time.is_none()
-        || before_results
-    {
+    if run.status().run().latest_result.as_deref() == Some(name.as_str()) {
         return Ok(());
     }
-    let mut spec = build::result_spec(run).await?;
+    // What the operator decided about the run (an end decided this reconcile whose write
+    // failed included). Runs that never left the queue get no result, nor runs that ended
+    // before run records were kept (status is not asked).
+    let ctx = run.ctx();
+    let owner = Owner::of(run.obj());
+    let stored = run_record::load(&ctx.client, &ctx.config.namespace, &owner, run.id()).await?;
+    let record = stored
+        .unwrap_or_default()
+        .with_pending(run.id(), run.ended());
+    let Some(record) = record.filter(RunRecord::result_due) else {
+        return Ok(());
+    };
+    let mut spec = build::result_spec(run, &record).await?;
     spec.verdict = baseline::judge(run, &spec).await?;
     let object = build::object(run, &name, spec);
     let api: Api<BenchmarkResult> = Api::namespaced(run.ctx().client.clone(), run.ns());

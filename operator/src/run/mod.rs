@@ -19,6 +19,7 @@ use crate::base::labels;
 use crate::context::Context;
 use crate::policy::samples::Slot;
 use crate::policy::schedule::Decision;
+use crate::store::run_record::Ended;
 pub use kind::{Hooks, Plan, RunState};
 
 /// One reconcile's view of a benchmark and its run.
@@ -35,6 +36,8 @@ pub struct Run<'a, K: Hooks> {
     extra: K::Extra,
     /// What the schedule says this reconcile (see `policy::schedule`).
     schedule: Decision,
+    /// How the run ended, decided this reconcile and not yet in its run record.
+    ended: Option<Ended>,
 }
 
 impl<'a, K: Hooks> Run<'a, K> {
@@ -58,6 +61,7 @@ impl<'a, K: Hooks> Run<'a, K> {
             events: vec![],
             extra,
             schedule,
+            ended: None,
         }
     }
 
@@ -108,6 +112,22 @@ impl<'a, K: Hooks> Run<'a, K> {
     /// What the schedule says this reconcile.
     pub fn schedule(&self) -> &Decision {
         &self.schedule
+    }
+
+    /// How the run ended, when the driver ended it this reconcile and its run record does not
+    /// hold that yet (`store::run_record`).
+    pub fn ended(&self) -> Option<&Ended> {
+        self.ended.as_ref()
+    }
+
+    /// The driver ended the run (only `driver::machine` calls this).
+    pub fn set_ended(&mut self, ended: Ended) {
+        self.ended = Some(ended);
+    }
+
+    /// The end is in the run record.
+    pub fn end_recorded(&mut self) {
+        self.ended = None;
     }
 
     /// Whether the status holds another run than this one (a new generation, a scheduled

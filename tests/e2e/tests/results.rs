@@ -693,6 +693,31 @@ impl Drop for DenyResults {
     }
 }
 
+/// Waits for `name`'s run to end with its result denied (ResultRecorded=False).
+async fn held_by_denial(client: &kube::Client, ns: &str, name: &str) -> Value {
+    let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
+    wait_until(
+        client,
+        IB,
+        ns,
+        name,
+        "finished with ResultRecorded=False",
+        RUN_TIMEOUT,
+        |v| FINISHED.iter().any(|p| v["status"]["phase"] == *p) && recorded(v)["status"] == "False",
+    )
+    .await
+}
+
+/// Waits (90 s at most) for `name`'s result to be written (ResultRecorded=True).
+async fn result_recorded(client: &kube::Client, ns: &str, name: &str) -> Value {
+    let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
+    let wait = Duration::from_secs(90);
+    wait_until(client, IB, ns, name, "ResultRecorded=True", wait, |v| {
+        recorded(v)["status"] == "True"
+    })
+    .await
+}
+
 /// A result denied while the run ends: the run keeps its phase, ResultRecorded=False
 /// (ResultWritePending) says why, no result exists and the reports stay; once the denial is
 /// lifted the result is written within seconds (retried every 10 s), ResultRecorded turns True
@@ -706,16 +731,7 @@ async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
         .await
         .unwrap();
     let recorded = |v: &Value| condition(v, "ResultRecorded").clone();
-    let held = wait_until(
-        &client,
-        IB,
-        &ns.name,
-        "held",
-        "finished with ResultRecorded=False",
-        RUN_TIMEOUT,
-        |v| FINISHED.iter().any(|p| v["status"]["phase"] == *p) && recorded(v)["status"] == "False",
-    )
-    .await;
+    let held = held_by_denial(&client, &ns.name, "held").await;
     let c = recorded(&held);
     assert_eq!(c["reason"], "ResultWritePending", "{c:#}");
     assert!(
@@ -734,16 +750,7 @@ async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
 
     deny.lift(&client).await;
     let lifted = std::time::Instant::now();
-    let done = wait_until(
-        &client,
-        IB,
-        &ns.name,
-        "held",
-        "ResultRecorded=True",
-        Duration::from_secs(90),
-        |v| recorded(v)["status"] == "True",
-    )
-    .await;
+    let done = result_recorded(&client, &ns.name, "held").await;
     let took = lifted.elapsed();
     // The policy's removal takes a moment to reach the API server; then the next try (at most
     // 10 s away) writes it.
@@ -762,4 +769,68 @@ async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
         }
     })
     .await;
+}
+
+/// Status is a report, never an authority, for results too: a run the operator failed itself
+/// (a gate, every report complete) whose status is then forged to say Succeeded, with its start
+/// cleared and times and message of the author's own, while results are denied: the reports
+/// stay (clearing the start once meant "no result due"), and the result written once the
+/// denial is lifted says Failed with the operator's message and the operator's times (from the
+/// run record `netbench-run-<uid>` in the operator's namespace).
+///
+///   cargo test -p e2e --test results a_forged_status_changes_nothing_in_the_result -- --test-threads=1
+#[tokio::test]
+async fn a_forged_status_changes_nothing_in_the_result() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "resforge").await;
+    let deny = DenyResults::new(&client, &ns.name).await;
+    let mut ib = sampled(&ns.name, "forged", TARGET, 1);
+    set(
+        &mut ib,
+        "/spec/gates",
+        json!([{"figure": "rps", "min": 1e9}]),
+    );
+    create(&client, &ns.name, &ib).await.unwrap();
+    let held = held_by_denial(&client, &ns.name, "forged").await;
+    assert_eq!(held["status"]["phase"], "Failed", "{:#}", held["status"]);
+    let operator_says = held["status"]["message"].as_str().unwrap().to_string();
+    assert!(
+        operator_says.contains("rps >= 1000000000"),
+        "{operator_says}"
+    );
+
+    // The forgery, through the status subresource.
+    let api = Api::<crds::IngressBenchmark>::namespaced(client.clone(), &ns.name);
+    let forged = json!({"status": {"phase": "Succeeded", "message": "all good, trust me",
+        "startTime": null, "completionTime": "2999-01-01T00:00:00Z"}});
+    api.patch_status("forged", &PatchParams::default(), &Patch::Merge(forged))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert!(
+        !stored_reports(&client, &ns.name).await.unwrap().is_empty(),
+        "a cleared start must release no report before the result is written"
+    );
+    assert!(results(&client, &ns.name).await.is_empty());
+
+    deny.lift(&client).await;
+    let done = result_recorded(&client, &ns.name, "forged").await;
+    let name = done["status"]["latestResult"].as_str().unwrap().to_string();
+    let r = result(&client, &ns.name, &name).await;
+    assert_eq!(r.spec.phase, crds::Phase::Failed, "{:?}", r.spec.message);
+    assert_eq!(r.spec.message.as_deref(), Some(operator_says.as_str()));
+    let start = r.spec.start_time.as_ref().expect("a start").0;
+    let end = r.spec.completion_time.as_ref().expect("a completion").0;
+    let stamp = |v: &Value| {
+        serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(v.clone())
+            .unwrap()
+            .0
+    };
+    let created = stamp(&done["metadata"]["creationTimestamp"]);
+    let written = r.metadata.creation_timestamp.as_ref().expect("stamped").0;
+    assert!(created <= start && start <= end, "{created} {start} {end}");
+    assert!(
+        end <= written,
+        "not after the result was written: {end} {written}"
+    );
 }

@@ -1,5 +1,6 @@
 //! Pending and Queued: the kind checks the spec (a refusal fails the run, Invalid=True), then
-//! the run waits in the queue; leaving it starts the run's deadline.
+//! the run waits in the queue; leaving it starts the run's deadline and is recorded in the run
+//! record (`driver::record`).
 
 use std::time::Duration;
 
@@ -40,6 +41,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     run.status_mut().set_current(0);
     // The run's deadline counts from here (see policy::deadline).
     run.status_mut().run_mut().start_time = Some(conditions::now());
+    super::super::record::start(run).await;
     let m = format!("preparing {}", run.obj().describe(0));
     set_phase(run, Phase::Preparing, m);
     Ok(Next::Continue)

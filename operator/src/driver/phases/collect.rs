@@ -64,7 +64,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
     }
     run.condition(READY, true, "Succeeded", all);
     let m = format!("{} {}(s) measured", run.obj().count(), K::MEASUREMENT);
-    finish(run, Phase::Succeeded, m);
+    finish(run, Phase::Succeeded, "Succeeded", m);
     Ok(Next::Continue)
 }
 

@@ -40,7 +40,9 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         let selector = run.selector();
         pods::delete_workers(&run.ctx().client, &K::kind(&()), run.ns(), &selector).await?;
     }
-    // The result is built from the reports, which stay until it is written (see `apply`).
+    // The run's end in its record first (the result takes phase and times from there), then
+    // the result, built from the reports, which stay until it is written (see `apply`).
+    super::super::record::end(run, false).await;
     let (recorded, outcome) = results::record(run).await;
     if let Some((status, reason, message)) = recorded.regressed {
         run.condition_status(REGRESSED, &status, reason, message);

@@ -1,0 +1,297 @@
+//! The run record: what the operator itself decided about a benchmark's current run (that it
+//! left the queue and when; how it ended, when and why), kept in a ConfigMap per benchmark in
+//! the operator's namespace (`netbench-run-<uid>`, see `records`), where benchmark authors
+//! cannot write. A BenchmarkResult takes its phase, message and times from here, and whether a
+//! result is due at all (so whether a run's reports may go before one is written); the status
+//! fields of the same name are a report of these decisions, never read back for them.
+//!
+//! Two writes a run: when it leaves the queue ([`start`]) and when it ends ([`end`]); each is a
+//! no-op when the record already says so (a retried reconcile, an operator restart). The record
+//! holds one run: a new run's start replaces the previous run's record. Every call is bounded
+//! ([`TIMEOUT`]); a record that cannot be written never holds a run up (the caller says so in
+//! an Event).
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use serde::{Deserialize, Serialize};
+
+use crds::Phase;
+
+use crate::base::error::{Error, Result};
+use crate::store::records::{Owner, Store, Stored};
+
+/// The record's kind ("netbench-run-<uid>").
+pub const RECORD: &str = "run";
+/// Longest a load or a write of the record may take.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// Event reason when the record cannot be written.
+pub const WRITE_FAILED: &str = "RunRecordFailed";
+
+/// What the operator decided about one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    /// The run id.
+    pub run: String,
+    /// When the run left the queue (its deadline counts from there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<Time>,
+    /// Whether the run left the queue (measured, or might have): only such a run gets a
+    /// result. True with no `started` for a run whose start could not be recorded, or that
+    /// was under way when the operator began to keep records.
+    #[serde(default)]
+    pub admitted: bool,
+    /// How the run ended, once it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
+}
+
+/// How a run ended, as the operator decided it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ended {
+    /// Succeeded or Failed.
+    pub phase: Phase,
+    /// The failure's reason ("DeadlineExceeded", "GateFailed", ...), "Succeeded" otherwise.
+    pub reason: String,
+    pub message: String,
+    pub at: Time,
+    /// Whether the run ended from Preparing, Running or Collecting (so it left the queue).
+    #[serde(default)]
+    pub measuring: bool,
+}
+
+impl RunRecord {
+    /// Whether a result is due for this run: it left the queue.
+    pub fn result_due(&self) -> bool {
+        self.admitted || self.started.is_some()
+    }
+
+    /// The record with its start: `self` if it already is `run`'s with a start, else `run`'s
+    /// fresh record (a new run replaces the previous one's).
+    fn started(&self, run: &str, at: Time) -> Option<RunRecord> {
+        if self.run == run && self.started.is_some() {
+            return None;
+        }
+        let mut next = if self.run == run {
+            self.clone()
+        } else {
+            RunRecord::default()
+        };
+        next.run = run.to_string();
+        next.started = Some(at);
+        next.admitted = true;
+        Some(next)
+    }
+
+    /// The record with `run`'s end; None when it already holds one (the first end stands).
+    fn ended(&self, run: &str, ended: &Ended) -> Option<RunRecord> {
+        if self.run == run && self.ended.is_some() {
+            return None;
+        }
+        let mut next = if self.run == run {
+            self.clone()
+        } else {
+            RunRecord {
+                run: run.to_string(),
+                ..RunRecord::default()
+            }
+        };
+        next.admitted = next.admitted || next.started.is_some() || ended.measuring;
+        next.ended = Some(ended.clone());
+        Some(next)
+    }
+
+    /// `self` with `pending` (an end decided this reconcile whose write failed) laid over it.
+    pub fn with_pending(self, run: &str, pending: Option<&Ended>) -> Option<RunRecord> {
+        match pending {
+            Some(e) => Some(self.ended(run, e).unwrap_or(self)),
+            None => Some(self),
+        }
+        .filter(|r| r.run == run)
+    }
+}
+
+fn store(client: &Client, namespace: &str) -> Store {
+    Store::new(client, namespace, RECORD)
+}
+
+/// Runs `f`, bounded by [`TIMEOUT`].
+async fn bounded<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    match tokio::time::timeout(TIMEOUT, f).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::TimedOut {
+            what: "the run record",
+            after: TIMEOUT,
+        }),
+    }
+}
+
+/// The stored record, any run's; a record that is not the owner's or cannot be read is none
+/// (and is replaced by the next write).
+async fn load_any(store: &Store, owner: &Owner) -> Result<Stored<RunRecord>> {
+    match store.load::<RunRecord>(owner).await {
+        Ok(Some(s)) => Ok(s),
+        Ok(None) => Ok(Stored::new(RunRecord::default())),
+        Err(Error::Internal(e)) => {
+            tracing::warn!(benchmark = owner.name, "run record not used: {e}");
+            store.delete(owner).await?;
+            Ok(Stored::new(RunRecord::default()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `run`'s record, if the stored one is of that run.
+pub async fn load(
+    client: &Client,
+    namespace: &str,
+    owner: &Owner,
+    run: &str,
+) -> Result<Option<RunRecord>> {
+    let store = store(client, namespace);
+    let found = bounded(async {
+        match store.load::<RunRecord>(owner).await {
+            Ok(found) => Ok(found.map(|s| s.data)),
+            Err(Error::Internal(e)) => {
+                tracing::warn!(benchmark = owner.name, "run record not used: {e}");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    })
+    .await?;
+    Ok(found.filter(|r| r.run == run))
+}
+
+/// Writes `change` of the stored record, if it makes one; one retry after a concurrent change.
+async fn update(
+    client: &Client,
+    namespace: &str,
+    owner: &Owner,
+    change: impl Fn(&RunRecord) -> Option<RunRecord>,
+) -> Result<()> {
+    let store = store(client, namespace);
+    bounded(async {
+        let mut last = Ok(());
+        for _ in 0..2 {
+            let mut stored = load_any(&store, owner).await?;
+            let Some(next) = change(&stored.data) else {
+                return Ok(());
+            };
+            stored.data = next;
+            last = store.save(owner, &mut stored).await;
+            match &last {
+                Err(Error::Kube(kube::Error::Api(e))) if e.code == 409 => continue,
+                _ => return last,
+            }
+        }
+        last
+    })
+    .await
+}
+
+/// Records that `run` left the queue at `at` (no-op if its record says so already).
+pub async fn start(
+    client: &Client,
+    namespace: &str,
+    owner: &Owner,
+    run: &str,
+    at: Time,
+) -> Result<()> {
+    update(client, namespace, owner, |r| r.started(run, at.clone())).await
+}
+
+/// Records how `run` ended (no-op if its record holds an end already: the first stands).
+pub async fn end(
+    client: &Client,
+    namespace: &str,
+    owner: &Owner,
+    run: &str,
+    ended: &Ended,
+) -> Result<()> {
+    update(client, namespace, owner, |r| r.ended(run, ended)).await
+}
+
+/// The benchmark is deleted: its record goes.
+pub async fn delete(client: &Client, namespace: &str, owner: &Owner) -> Result<()> {
+    bounded(store(client, namespace).delete(owner)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: i64) -> Time {
+        Time(jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap())
+    }
+
+    fn end(phase: Phase, measuring: bool) -> Ended {
+        Ended {
+            phase,
+            reason: "R".into(),
+            message: "m".into(),
+            at: t(100),
+            measuring,
+        }
+    }
+
+    #[test]
+    fn a_start_is_written_once_per_run_and_replaces_another_runs_record() {
+        let none = RunRecord::default();
+        let r1 = none.started("r1", t(1)).unwrap();
+        assert_eq!(r1.run, "r1");
+        assert_eq!(r1.started, Some(t(1)));
+        assert!(r1.result_due());
+        assert_eq!(r1.started("r1", t(2)), None, "the first start stands");
+        let ended = r1.ended("r1", &end(Phase::Failed, false)).unwrap();
+        let r2 = ended.started("r2", t(3)).unwrap();
+        assert_eq!((r2.run.as_str(), r2.ended.as_ref()), ("r2", None));
+    }
+
+    #[test]
+    fn an_end_is_written_once_and_tells_whether_a_result_is_due() {
+        let r1 = RunRecord::default().started("r1", t(1)).unwrap();
+        let failed = r1.ended("r1", &end(Phase::Failed, false)).unwrap();
+        assert_eq!(failed.ended.as_ref().map(|e| e.phase), Some(Phase::Failed));
+        assert_eq!(failed.ended("r1", &end(Phase::Succeeded, true)), None);
+        assert!(failed.result_due());
+        // Refused in the queue: ended, never started, no result due.
+        let refused = RunRecord::default()
+            .ended("r2", &end(Phase::Failed, false))
+            .unwrap();
+        assert!(!refused.result_due());
+        // Under way before records were kept: ended from a measuring phase.
+        let old = RunRecord::default()
+            .ended("r3", &end(Phase::Succeeded, true))
+            .unwrap();
+        assert!(old.result_due());
+        assert_eq!(old.started, None);
+    }
+
+    #[test]
+    fn a_pending_end_is_laid_over_the_stored_record_of_its_run_only() {
+        let r1 = RunRecord::default().started("r1", t(1)).unwrap();
+        let e = end(Phase::Succeeded, true);
+        let over = r1.clone().with_pending("r1", Some(&e)).unwrap();
+        assert_eq!(over.ended, Some(e.clone()));
+        assert_eq!(r1.clone().with_pending("r1", None), Some(r1.clone()));
+        assert_eq!(r1.clone().with_pending("r9", None), None);
+        let fresh = RunRecord::default().with_pending("r9", Some(&e)).unwrap();
+        assert!(fresh.result_due());
+    }
+
+    #[test]
+    fn the_record_reads_back_what_it_wrote() {
+        let r = RunRecord::default()
+            .started("r1", t(1))
+            .unwrap()
+            .ended("r1", &end(Phase::Failed, true))
+            .unwrap();
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"phase\":\"Failed\""), "{text}");
+        assert_eq!(serde_json::from_str::<RunRecord>(&text).unwrap(), r);
+    }
+}
