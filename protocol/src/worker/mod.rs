@@ -17,6 +17,7 @@
 //! run or speaking for another worker, 404 unknown run or worker, 408 request too slow, 409 wrong
 //! step or duplicate report, 413 body too large, 422 malformed body.
 
+use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -162,9 +163,54 @@ pub struct ApiError {
     pub error: String,
 }
 
+/// "host:port", with brackets around an IPv6 address.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
+/// Splits "host:port" or "[v6]:port".
+pub fn split_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    let host = match host.strip_prefix('[') {
+        Some(rest) => rest.strip_suffix(']')?,
+        None if host.contains(':') => return None,
+        None => host,
+    };
+    (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_port_round_trips_with_brackets_for_ipv6() {
+        assert_eq!(join_host_port("10.0.0.1", 5201), "10.0.0.1:5201");
+        assert_eq!(join_host_port("fd00::1", 5201), "[fd00::1]:5201");
+        assert_eq!(join_host_port("node-1.example", 80), "node-1.example:80");
+        assert_eq!(
+            split_host_port("[fd00::1]:5201"),
+            Some(("fd00::1".into(), 5201))
+        );
+        assert_eq!(
+            split_host_port("10.0.0.1:5201"),
+            Some(("10.0.0.1".into(), 5201))
+        );
+        for bad in [
+            "10.0.0.1",
+            "fd00::1:5201",
+            ":5201",
+            "h:port",
+            "[fd00::1:5201",
+            "h:70000",
+        ] {
+            assert_eq!(split_host_port(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn a_preflight_error_is_optional_both_ways() {
