@@ -345,6 +345,55 @@ mod tests {
     }
 
     #[test]
+    fn a_pods_node_and_addresses_are_what_the_api_server_lists() {
+        use k8s_openapi::api::core::v1::{HostIP, PodIP, PodSpec, PodStatus};
+        let mut pod = worker_pod("w-server", "uid-1", "server");
+        pod.spec = Some(PodSpec {
+            node_name: Some("n1".into()),
+            ..Default::default()
+        });
+        pod.status = Some(PodStatus {
+            pod_ip: Some("10.244.1.7".into()),
+            pod_ips: Some(vec![
+                PodIP {
+                    ip: "10.244.1.7".into(),
+                },
+                PodIP {
+                    ip: "fd00:10:244::7".into(),
+                },
+                PodIP {
+                    ip: "not an address".into(),
+                },
+            ]),
+            host_ip: Some("192.168.1.11".into()),
+            host_ips: Some(vec![HostIP {
+                ip: "192.168.1.11".into(),
+            }]),
+            ..Default::default()
+        });
+        let f = facts(review_of("team", "w-server", "uid-1"), &pod).unwrap();
+        assert_eq!(f.node.as_deref(), Some("n1"));
+        let shown: Vec<String> = f.addresses.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["10.244.1.7", "fd00:10:244::7"], "not the node's");
+        let caller = expected_worker(&spec(), "run1", &f).unwrap();
+        assert_eq!(
+            (caller.node, caller.addresses),
+            (f.node.clone(), f.addresses.clone())
+        );
+        // On the host network the node's addresses are the pod's.
+        if let Some(s) = pod.spec.as_mut() {
+            s.host_network = Some(true);
+        }
+        let shown: Vec<String> = pod_addresses(&pod)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, ["10.244.1.7", "192.168.1.11", "fd00:10:244::7"]);
+        pod.status = None;
+        assert!(pod_addresses(&pod).is_empty());
+    }
+
+    #[test]
     fn tokens_that_are_not_a_workers_are_refused() {
         let pod = worker_pod("w-client", "uid-1", "client");
         let refused = |review: TokenReview, pod: &Pod, run: &str| {

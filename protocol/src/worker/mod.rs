@@ -14,8 +14,11 @@
 //! ```
 //! Errors are 4xx with an `ApiError` body: 400 a report that fails validation (the message
 //! names the field, see [`validate_final`]), 401 no or bad token, 403 not a worker of the
-//! run or speaking for another worker, 404 unknown run or worker, 408 request too slow, 409 wrong
-//! step or duplicate report, 413 body too large, 422 malformed body.
+//! run or speaking for another worker (or, for a server, registering a `listen` that is not its
+//! own pod's address and the port it was given; for any worker, naming another node than its
+//! pod's: the run then fails with that cause), 404 unknown run or worker, 408 request too slow,
+//! 409 wrong step or duplicate report, 413 body too large, 422 malformed body, 503 the
+//! operator cannot check the caller yet (retry).
 
 use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -60,12 +63,15 @@ pub struct RegisterRequest {
     pub version: u32,
     /// The worker's pod name.
     pub worker: String,
-    /// The node the worker runs on.
+    /// The node the worker runs on (the downward API's spec.nodeName). The operator keeps its
+    /// pod's node and refuses a claim of another.
     #[serde(default)]
     pub node: Option<String>,
     pub step: u32,
     pub role: Role,
-    /// For servers: "host:port" the clients connect to.
+    /// For servers: "host:port" ("[v6]:port") the clients connect to. The operator accepts
+    /// only its pod's address (the node's on the host network), its Service's name or the
+    /// case's bindAddress, with the port it gave the server.
     #[serde(default)]
     pub listen: Option<String>,
     /// Set when the worker's check before the barrier failed (target unresolvable,
@@ -145,6 +151,7 @@ pub struct LiveLatency {
 pub struct FinalReport {
     pub version: u32,
     pub worker: String,
+    /// As in [`RegisterRequest::node`]: stored as the pod's node, another is refused.
     #[serde(default)]
     pub node: Option<String>,
     pub step: u32,
