@@ -53,10 +53,12 @@ fn run_case_keeping_report(
         ],
         kind,
     );
-    // The plan's server arguments, on 127.0.0.1 and a free port (the pod's port is fixed).
+    // The plan's server arguments, on 127.0.0.1 and the port the API gave it (a pod's is
+    // fixed by the plan).
+    let given = api.port_of(&server.name);
     let mut server_args: Vec<&str> = server.args.iter().map(String::as_str).collect();
     let port = server_args.iter().position(|a| *a == "-p").unwrap();
-    server_args[port + 1] = "0";
+    server_args[port + 1] = &given;
     server_args.extend(["-B", "127.0.0.1"]);
     let server_worker = api.worker(&server.name, &server_args);
     let client_args: Vec<&str> = client.args.iter().map(String::as_str).collect();
@@ -212,7 +214,8 @@ fn a_report_of_another_protocol_is_refused() {
         ],
         eb.report_kind(1),
     );
-    let srv = api.worker(&server.name, &["server", "-B", "127.0.0.1", "-p", "0"]);
+    let port = api.port_of(&server.name);
+    let srv = api.worker(&server.name, &["server", "-B", "127.0.0.1", "-p", &port]);
     let cli = api.worker(&client.name, &["tcp-client", "-t", "1", "--output", "json"]);
     let exit = cli.wait(Duration::from_secs(60));
     assert!(

@@ -38,23 +38,30 @@ fn three_pairs_meet_their_own_servers_and_merge_exactly() {
     let pairing = plan::pairing(&eb, "r1", slot);
     assert_eq!(pairing.peers.len(), 3);
     assert!(pairing.offsets_ms.is_empty(), "pairs all start together");
+    // The plan gives every server port 5201 of its own pod; here they share 127.0.0.1, so the
+    // API gives each a free port instead.
+    assert_eq!(pairing.listen.len(), 3, "a listen rule per server");
+    let mut shared_host = pairing.clone();
+    shared_host.listen.clear();
     let api = Api::start_paired(
         "EgressBenchmark",
         "e",
         &workers,
         eb.report_kind(0),
-        pairing.clone(),
+        shared_host,
     );
 
-    // Servers on 127.0.0.1 and free ports (a pod's port is fixed), then the clients.
+    // Servers on 127.0.0.1 and the ports the API gave them (a pod's is fixed by the plan),
+    // then the clients.
     let mut running = vec![];
     for p in plans
         .iter()
         .filter(|p| p.labels["netbench.io/role"] == "server")
     {
+        let given = api.port_of(&p.name);
         let mut args: Vec<&str> = p.args.iter().map(String::as_str).collect();
         let port = args.iter().position(|a| *a == "-p").unwrap();
-        args[port + 1] = "0";
+        args[port + 1] = &given;
         args.extend(["-B", "127.0.0.1"]);
         running.push((p.name.clone(), api.worker(&p.name, &args)));
     }

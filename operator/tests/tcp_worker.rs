@@ -17,8 +17,9 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
         "egress",
         &[("server-0", Role::Server), ("client-0", Role::Client)],
     );
-    // Port 0: the server binds a free port and registers the one it got.
-    let server = api.worker("server-0", &["tcp-server", "-B", "127.0.0.1", "-p", "0"]);
+    // The port the operator gave it: the only one it may register.
+    let port = api.port_of("server-0");
+    let server = api.worker("server-0", &["tcp-server", "-B", "127.0.0.1", "-p", &port]);
     // No -c: the client learns the server's address at the barrier.
     let client = api.worker(
         "client-0",
@@ -41,11 +42,7 @@ fn tcp_server_and_client_workers_run_one_test_through_the_operator() {
     let [listen] = &barrier.servers[..] else {
         panic!("one server registered: {:?}", barrier.servers);
     };
-    let port = listen
-        .strip_prefix("127.0.0.1:")
-        .and_then(|p| p.parse::<u16>().ok())
-        .unwrap_or_else(|| panic!("registered {listen:?}, not 127.0.0.1:PORT"));
-    assert_ne!(port, 0, "the bound port, not the one asked for");
+    assert_eq!(*listen, format!("127.0.0.1:{port}"));
     assert!(barrier.start_at_unix_ms.is_some());
 
     // Exactly one report, the client's; the server sends none.

@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use protocol::tcp::TcpReport;
+pub use protocol::worker::{join_host_port, split_host_port};
 use protocol::worker::{now_unix_ms, ProgressUpdate, Role, PROTOCOL_VERSION};
 
 use super::{WorkerClient, WorkerError};
@@ -208,54 +209,9 @@ pub fn interface_ipv4(dev: &str) -> Result<IpAddr, TcpWorkerError> {
     })
 }
 
-/// "host:port", with brackets around an IPv6 address.
-pub fn join_host_port(host: &str, port: u16) -> String {
-    match host.parse::<IpAddr>() {
-        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
-        _ => format!("{host}:{port}"),
-    }
-}
-
-/// Splits "host:port" or "[v6]:port".
-pub fn split_host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = s.rsplit_once(':')?;
-    let port = port.parse().ok()?;
-    let host = match host.strip_prefix('[') {
-        Some(rest) => rest.strip_suffix(']')?,
-        None if host.contains(':') => return None,
-        None => host,
-    };
-    (!host.is_empty()).then(|| (host.to_string(), port))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_port_round_trips_with_brackets_for_ipv6() {
-        assert_eq!(join_host_port("10.0.0.1", 5201), "10.0.0.1:5201");
-        assert_eq!(join_host_port("fd00::1", 5201), "[fd00::1]:5201");
-        assert_eq!(join_host_port("node-1.example", 80), "node-1.example:80");
-        assert_eq!(
-            split_host_port("[fd00::1]:5201"),
-            Some(("fd00::1".into(), 5201))
-        );
-        assert_eq!(
-            split_host_port("10.0.0.1:5201"),
-            Some(("10.0.0.1".into(), 5201))
-        );
-        for bad in [
-            "10.0.0.1",
-            "fd00::1:5201",
-            ":5201",
-            "h:port",
-            "[fd00::1:5201",
-            "h:70000",
-        ] {
-            assert_eq!(split_host_port(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn advertised_host_follows_the_documented_order() {

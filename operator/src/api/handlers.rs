@@ -81,20 +81,23 @@ pub async fn register(
     check_version(&s, req.version)?;
     let role = req.role;
     let preflight_error = req.preflight_error.clone();
-    let b = s
+    let registered = s
         .runs
-        .register(&who.run, &who.caller, req, protocol::worker::now_unix_ms())
-        .map_err(|e| registry_refusal(&s.metrics, e))?;
+        .register(&who.run, &who.caller, req, protocol::worker::now_unix_ms());
+    let b = match registered {
+        Ok(b) => b,
+        Err(e) => {
+            if let Some(why) = e.speaks_beyond_itself() {
+                tracing::warn!(?role, "worker refused, its run ends: {why}");
+                wake(&s, &who.run);
+            }
+            return Err(registry_refusal(&s.metrics, e));
+        }
+    };
     if let Some(error) = preflight_error {
         tracing::warn!(?role, "worker cannot start: {error}");
         // The run ends now, not at the next poll.
-        if let Some(spec) = s.runs.spec(&who.run) {
-            let _ = s.wake.send(Wake {
-                kind: spec.kind,
-                namespace: spec.namespace,
-                name: spec.benchmark,
-            });
-        }
+        wake(&s, &who.run);
     }
     tracing::info!(
         ?role,
@@ -193,13 +196,25 @@ pub async fn report(
     Extension(who): Extension<Authenticated>,
     report: Result<Json<FinalReport>, JsonRejection>,
 ) -> Result<Response, Refusal> {
-    let report = body(&s, report)?;
+    let mut report = body(&s, report)?;
     check_version(&s, report.version)?;
     let run = who.run;
     let spec = s
         .runs
         .authorize(&run, &who.caller, &report.worker, report.step)
         .map_err(|e| registry_refusal(&s.metrics, e))?;
+    // The report is stored with the node of the worker's pod, never a node it claims.
+    report.node = match who.caller.own_node(report.node.as_deref()) {
+        Ok(node) => node,
+        Err(e) => {
+            if let Some(why) = e.speaks_beyond_itself() {
+                tracing::warn!("report refused, its run ends: {why}");
+                s.runs.refused(&run, &report.worker, why);
+                wake(&s, &run);
+            }
+            return Err(registry_refusal(&s.metrics, e));
+        }
+    };
     if let Err(e) = check_report(spec.report_kind, &report) {
         return Err(report_refusal(&s, e));
     }
@@ -220,6 +235,17 @@ pub async fn report(
         name: spec.benchmark,
     });
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Wakes `run`'s reconcile now (a worker cannot start, or was refused: the run ends).
+fn wake(s: &ApiState, run: &str) {
+    if let Some(spec) = s.runs.spec(run) {
+        let _ = s.wake.send(Wake {
+            kind: spec.kind,
+            namespace: spec.namespace,
+            name: spec.benchmark,
+        });
+    }
 }
 
 /// A report must be of the kind the step's clients deliver (an IngressBenchmark's http, an

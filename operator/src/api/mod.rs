@@ -169,3 +169,5 @@ async fn count_requests(State(s): State<ApiState>, req: Request, next: Next) -> 
 mod server_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trust_tests;

@@ -5,6 +5,7 @@
 //! boundedly, so a busy worker costs one TokenReview and one pod read per `CACHE_FOR`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,11 @@ pub struct PodFacts {
     pub uid: String,
     pub labels: BTreeMap<String, String>,
     pub controller_uid: Option<String>,
+    /// spec.nodeName.
+    pub node: Option<String>,
+    /// status.podIPs (and status.podIP), and on the host network status.hostIPs (and
+    /// status.hostIP): the addresses a server of this pod may register.
+    pub addresses: Vec<IpAddr>,
 }
 
 /// Checks worker tokens with the API server.
@@ -122,7 +128,10 @@ impl Authenticator for PodTokens {
                 Some(facts) => facts,
                 None => {
                     let facts = self.look_up(bearer).await?;
-                    self.remember(bearer, &facts);
+                    // A pod whose status has no address yet is read again on the next call.
+                    if !facts.addresses.is_empty() {
+                        self.remember(bearer, &facts);
+                    }
                     facts
                 }
             };
@@ -193,7 +202,38 @@ pub fn pod_facts(identity: PodIdentity, pod: &Pod) -> Result<PodFacts, AuthError
         uid: identity.uid,
         labels: pod.metadata.labels.clone().unwrap_or_default(),
         controller_uid,
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        addresses: pod_addresses(pod),
     })
+}
+
+/// The addresses the API server lists for `pod` (unparseable entries left out): its pod IPs,
+/// and on the host network its node's (there the pod IPs are the node's too).
+pub fn pod_addresses(pod: &Pod) -> Vec<IpAddr> {
+    let Some(status) = &pod.status else {
+        return vec![];
+    };
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    let pod_ips = status.pod_ips.iter().flatten().map(|p| &p.ip);
+    let host_ips = status
+        .host_ips
+        .iter()
+        .flatten()
+        .map(|h| &h.ip)
+        .chain(&status.host_ip)
+        .filter(|_| host_network);
+    let mut addresses: Vec<IpAddr> = pod_ips
+        .chain(&status.pod_ip)
+        .chain(host_ips)
+        .filter_map(|ip| ip.parse().ok())
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    addresses
 }
 
 /// The caller, when `facts` describe a worker pod the operator made for `run`'s current step.
@@ -215,6 +255,8 @@ pub fn expected_worker(spec: &RunSpec, run: &str, facts: &PodFacts) -> Result<Ca
     Ok(Caller {
         namespace: facts.namespace.clone(),
         worker: facts.name.clone(),
+        node: facts.node.clone(),
+        addresses: facts.addresses.clone(),
     })
 }
 
@@ -300,6 +342,55 @@ mod tests {
         let caller = expected_worker(&spec(), "run1", &f).unwrap();
         assert_eq!(caller.worker, "w-client");
         assert_eq!(caller.namespace, "team");
+    }
+
+    #[test]
+    fn a_pods_node_and_addresses_are_what_the_api_server_lists() {
+        use k8s_openapi::api::core::v1::{HostIP, PodIP, PodSpec, PodStatus};
+        let mut pod = worker_pod("w-server", "uid-1", "server");
+        pod.spec = Some(PodSpec {
+            node_name: Some("n1".into()),
+            ..Default::default()
+        });
+        pod.status = Some(PodStatus {
+            pod_ip: Some("10.244.1.7".into()),
+            pod_ips: Some(vec![
+                PodIP {
+                    ip: "10.244.1.7".into(),
+                },
+                PodIP {
+                    ip: "fd00:10:244::7".into(),
+                },
+                PodIP {
+                    ip: "not an address".into(),
+                },
+            ]),
+            host_ip: Some("192.168.1.11".into()),
+            host_ips: Some(vec![HostIP {
+                ip: "192.168.1.11".into(),
+            }]),
+            ..Default::default()
+        });
+        let f = facts(review_of("team", "w-server", "uid-1"), &pod).unwrap();
+        assert_eq!(f.node.as_deref(), Some("n1"));
+        let shown: Vec<String> = f.addresses.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["10.244.1.7", "fd00:10:244::7"], "not the node's");
+        let caller = expected_worker(&spec(), "run1", &f).unwrap();
+        assert_eq!(
+            (caller.node, caller.addresses),
+            (f.node.clone(), f.addresses.clone())
+        );
+        // On the host network the node's addresses are the pod's.
+        if let Some(s) = pod.spec.as_mut() {
+            s.host_network = Some(true);
+        }
+        let shown: Vec<String> = pod_addresses(&pod)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(shown, ["10.244.1.7", "192.168.1.11", "fd00:10:244::7"]);
+        pod.status = None;
+        assert!(pod_addresses(&pod).is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::store::registry::RegistryError;
 
 /// Every reason a request can be refused for (the label values of `netbench_api_rejected_total`;
 /// each series exists at 0 from the start).
-pub const REASONS: [&str; 17] = [
+pub const REASONS: [&str; 20] = [
     "unauthenticated",
     "bad_token",
     "unknown_run",
@@ -30,6 +30,9 @@ pub const REASONS: [&str; 17] = [
     "too_many_connections",
     "auth_unavailable",
     "not_a_worker",
+    "listen_not_own",
+    "node_not_own",
+    "address_unknown",
 ];
 
 /// A counted refusal.
@@ -96,6 +99,14 @@ pub fn registry_refusal(metrics: &Metrics, e: RegistryError) -> Refusal {
             StatusCode::NOT_FOUND,
             "unregistered",
             "register first".to_string(),
+        ),
+        RegistryError::ListenNotOwn(why) => (StatusCode::FORBIDDEN, "listen_not_own", why),
+        RegistryError::NodeNotOwn(why) => (StatusCode::FORBIDDEN, "node_not_own", why),
+        // The pod's status lags its start: the worker retries (5xx) and finds it.
+        RegistryError::AddressUnknown => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "address_unknown",
+            "the API server does not list this pod's address yet; retry".to_string(),
         ),
     };
     refuse(metrics, code, reason, message)

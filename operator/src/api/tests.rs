@@ -60,7 +60,7 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
     (router(state), sink, metrics, runs)
 }
 
-async fn call(
+pub(super) async fn call(
     app: &Router,
     method: &str,
     uri: &str,
@@ -93,7 +93,7 @@ pub(super) fn register_body(worker: &str) -> Vec<u8> {
     .unwrap()
 }
 
-fn http_report() -> serde_json::Value {
+pub(super) fn http_report() -> serde_json::Value {
     // A real report from the engine's own types: one request of 1 ms.
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     h.record(1000).unwrap();
@@ -122,7 +122,7 @@ fn http_report() -> serde_json::Value {
     serde_json::from_str(&r.to_json()).unwrap()
 }
 
-fn report_body(worker: &str, report: serde_json::Value) -> Vec<u8> {
+pub(super) fn report_body(worker: &str, report: serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(&FinalReport {
         version: PROTOCOL_VERSION,
         worker: worker.into(),
@@ -492,7 +492,7 @@ fn run2_spec() -> RunSpec {
     }
 }
 
-fn rejected(metrics: &Metrics, reason: &str) -> u64 {
+pub(super) fn rejected(metrics: &Metrics, reason: &str) -> u64 {
     metrics
         .family::<ApiMetrics>()
         .rejected

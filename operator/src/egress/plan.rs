@@ -4,6 +4,7 @@
 //! report ConfigMaps), and "case" below means one entry of it.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use protocol::worker::Role;
@@ -24,7 +25,7 @@ use crate::k8s::workers::WorkerPlan;
 use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
 use crate::policy::queue::{self, Contender};
 use crate::policy::samples::Slot;
-use crate::store::registry::Pairing;
+use crate::store::registry::{Listen, ListenHost, Pairing};
 
 pub const KIND: &str = "EgressBenchmark";
 /// Index of pair i's client and server among a case's workers (worker name suffix -wN).
@@ -83,6 +84,11 @@ pub fn pairing(eb: &EgressBenchmark, run: &str, slot: Slot) -> Pairing {
         return Pairing::default();
     };
     let wave = wave_length(&measured.spec);
+    let service = measured
+        .spec
+        .server
+        .service
+        .then(|| service_name(eb, run, slot));
     let mut pairing = Pairing::default();
     for p in pairs_at(eb, slot) {
         let (client, server) = (
@@ -96,10 +102,38 @@ pub fn pairing(eb: &EgressBenchmark, run: &str, slot: Slot) -> Pairing {
             pairing.offsets_ms.insert(server.clone(), ms);
         }
         if server_in_cluster(&measured.spec) {
+            let listen = server_listen(&measured.spec, service.as_deref(), p.index);
+            pairing.listen.insert(server.clone(), listen);
             pairing.peers.insert(client, server);
         }
     }
     pairing
+}
+
+/// What pair `pair`'s server may register for its client: the port it was given and a host
+/// the operator can vouch for (`server_args` says which it advertises). A worker speaks only
+/// for itself: it cannot send its client anywhere else.
+pub fn server_listen(case: &EgressCase, service: Option<&str>, pair: u32) -> Listen {
+    let server = &case.server;
+    let bind = server
+        .bind_address
+        .as_deref()
+        .and_then(|a| a.parse::<IpAddr>().ok())
+        .filter(|ip| !ip.is_unspecified());
+    let host = match (service, bind) {
+        (Some(name), _) => ListenHost::Service(name.to_string()),
+        (None, Some(ip)) => ListenHost::OwnOr(ip),
+        // The address of a host interface (a vxlan device) the API server does not know.
+        (None, None) if server.host_network && server.bind_interface.is_some() => {
+            ListenHost::NodeInterface
+        }
+        (None, None) => ListenHost::Own,
+    };
+    Listen {
+        host,
+        // validate refuses ports past 65535; 0 then matches no registration.
+        port: u16::try_from(server_port(case, pair)).unwrap_or(0),
+    }
 }
 
 /// One wave of a matrix: the measurement, the answers still in flight, and a gap.
@@ -483,6 +517,12 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
+    /// Benchmark "e" with `cases` (YAML list items under `spec.cases`).
+    fn with_cases(cases: &str) -> EgressBenchmark {
+        let head = "apiVersion: netbench.io/v1alpha1\nkind: EgressBenchmark\nmetadata: {name: e, uid: u-1}";
+        eb(&format!("{head}\nspec:\n  cases:{cases}"))
+    }
+
     const SEED: &str = r#"
 apiVersion: netbench.io/v1alpha1
 kind: EgressBenchmark
@@ -529,6 +569,56 @@ spec:
         let roles = worker_roles(&b, "r1", Slot::first(0));
         assert_eq!(roles["e-r1-s0-w1"], Role::Server);
         assert_eq!(roles["e-r1-s0-w0"], Role::Client);
+        // On the host network, bound to vx0 (an address the API server does not know).
+        let listen = &pairing(&b, "r1", Slot::first(0)).listen;
+        assert_eq!(
+            listen["e-r1-s0-w1"],
+            Listen {
+                host: ListenHost::NodeInterface,
+                port: 5301
+            }
+        );
+        assert!(
+            pairing(&b, "r1", Slot::first(1)).listen.is_empty(),
+            "external"
+        );
+    }
+
+    #[test]
+    fn each_server_may_register_what_its_arguments_advertise() {
+        let b = with_cases(
+            r#"
+    - {name: pod, client: {}, server: {port: 5301}}
+    - {name: svc, client: {}, server: {service: true}}
+    - {name: bound, client: {}, server: {bindAddress: "fd00::7", bindInterface: eth1}}
+    - {name: hosts, client: {hostNetwork: true}, server: {hostNetwork: true, port: 6000}, topology: {pairs: 3}}
+"#,
+        );
+        let rule = |case: u32, pair: u32| {
+            let p = pairing(&b, "r1", Slot::first(case));
+            p.listen[&server_name(&b, "r1", case, pair)].clone()
+        };
+        let listen = |host, port| Listen { host, port };
+        assert_eq!(rule(0, 0), listen(ListenHost::Own, 5301));
+        assert_eq!(
+            rule(1, 0),
+            listen(ListenHost::Service("nb-e-r1-s1-w1".into()), 5201)
+        );
+        assert_eq!(
+            rule(2, 0),
+            listen(ListenHost::OwnOr("fd00::7".parse().unwrap()), 5201)
+        );
+        // hostNetwork servers of a topology: the port plus the pair's index.
+        for pair in 0..3u16 {
+            assert_eq!(
+                rule(3, u32::from(pair)),
+                listen(ListenHost::Own, 6000 + pair)
+            );
+        }
+        assert_eq!(
+            workers(&b, "r1", Slot::first(3))[5].args.join(" "),
+            "server -p 6002"
+        );
     }
 
     #[test]

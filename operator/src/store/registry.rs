@@ -3,6 +3,7 @@
 //! workers re-register when the barrier answers 404.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
@@ -39,12 +40,41 @@ pub struct Pairing {
     pub peers: BTreeMap<String, String>,
     /// Worker -> how long after the common start it starts (a matrix's later waves).
     pub offsets_ms: BTreeMap<String, u64>,
+    /// Server worker -> the address it may register for its clients. A server without an
+    /// entry may register none: its clients connect only where the operator says.
+    pub listen: BTreeMap<String, Listen>,
+}
+
+/// The `listen` address a server may register: a host it owns and the port the plan gave it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listen {
+    pub host: ListenHost,
+    pub port: u16,
+}
+
+/// Which hosts a server may name in `listen`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ListenHost {
+    /// One of its pod's addresses as the API server reports them (see [`Caller::addresses`]).
+    Own,
+    /// Its pod's addresses, or this one (the case's `bindAddress`, which the benchmark's
+    /// author chose, not the worker).
+    OwnOr(IpAddr),
+    /// The name of the Service the operator made in front of it (the Service path).
+    Service(String),
+    /// On the host network, bound to an interface (`bindInterface`) whose addresses the API
+    /// server does not know (a vxlan device): its pod's addresses, or any unicast address
+    /// literal. The port is still checked; see [`check_listen`].
+    NodeInterface,
 }
 
 #[derive(Debug)]
 struct RunState {
     spec: RunSpec,
     registered: BTreeMap<String, RegisterRequest>,
+    /// Workers of this step the API refused for speaking beyond themselves, with why: the run
+    /// ends with that cause (see `preflight_failures`).
+    refused: BTreeMap<String, String>,
     start_at_unix_ms: Option<u64>,
     /// The clients' progress merged (SLO gates' early abort); a new step starts it anew.
     live: Series,
@@ -65,6 +95,13 @@ pub enum RegistryError {
     WrongRole,
     /// The worker asks for the barrier before registering.
     Unregistered,
+    /// A server registered an address that is not its own (or not the port it was given).
+    ListenNotOwn(String),
+    /// A worker claims to run on another node than its pod's.
+    NodeNotOwn(String),
+    /// The caller's pod has no address yet in the API server (its status lags its start): it
+    /// may retry.
+    AddressUnknown,
 }
 
 /// Who sent a request, as the authenticator established it before any body was read: a worker
@@ -74,12 +111,124 @@ pub struct Caller {
     pub namespace: String,
     /// The worker pod's name (worker names are pod names).
     pub worker: String,
+    /// The pod's node (spec.nodeName) as the API server reports it; None when unknown.
+    pub node: Option<String>,
+    /// The pod's addresses as the API server reports them: status.podIPs, and on the host
+    /// network also status.hostIPs (the node's).
+    pub addresses: Vec<IpAddr>,
 }
 
 impl Caller {
+    /// A caller known by name only (no node, no address): tests and tools.
+    pub fn named(namespace: &str, worker: &str) -> Caller {
+        Caller {
+            namespace: namespace.to_string(),
+            worker: worker.to_string(),
+            node: None,
+            addresses: vec![],
+        }
+    }
+
     /// True when this caller may speak for `worker`.
     fn may_speak_for(&self, worker: &str) -> bool {
         self.worker == worker
+    }
+
+    /// The node a request of this caller names, checked against its pod's: a claim of another
+    /// node is refused; no claim, or the pod's own, gives the pod's node (None when the
+    /// operator does not know it: an unchecked claim is never kept).
+    pub fn own_node(&self, claimed: Option<&str>) -> Result<Option<String>, RegistryError> {
+        match (claimed, &self.node) {
+            (Some(claim), Some(node)) if claim != node => Err(RegistryError::NodeNotOwn(format!(
+                "worker {} says it runs on node {claim:?}, but its pod runs on node {node:?}",
+                self.worker
+            ))),
+            _ => Ok(self.node.clone()),
+        }
+    }
+}
+
+/// Ok when `listen` is an address a server `caller` may register under `rule`; Err says why
+/// not. Hosts compare as addresses (IPv4-mapped IPv6 as IPv4), so "[fd00::1]:5201" and
+/// "[fd00:0::1]:5201" are the same.
+pub fn check_listen(
+    rule: Option<&Listen>,
+    caller: &Caller,
+    listen: Option<&str>,
+) -> Result<(), RegistryError> {
+    let refuse = |why: String| Err(RegistryError::ListenNotOwn(why));
+    let Some(listen) = listen else {
+        return refuse(format!(
+            "server {} registered no listen address",
+            caller.worker
+        ));
+    };
+    let Some(rule) = rule else {
+        return refuse(format!(
+            "server {} may not register an address in this run (it has none to give)",
+            caller.worker
+        ));
+    };
+    let Some((host, port)) = protocol::worker::split_host_port(listen) else {
+        return refuse(format!("listen {listen:?} is not host:port"));
+    };
+    if port != rule.port {
+        return refuse(format!(
+            "listen {listen:?}: the operator gave server {} port {}, not {port}",
+            caller.worker, rule.port
+        ));
+    }
+    let ip = host.parse::<IpAddr>().ok().map(canonical);
+    let own = |ip: IpAddr| caller.addresses.iter().any(|a| canonical(*a) == ip);
+    if caller.addresses.is_empty() && !matches!(rule.host, ListenHost::Service(_)) {
+        return Err(RegistryError::AddressUnknown);
+    }
+    let allowed = match (&rule.host, ip) {
+        (ListenHost::Service(name), _) => host == *name,
+        (ListenHost::Own, Some(ip)) => own(ip),
+        (ListenHost::OwnOr(bind), Some(ip)) => own(ip) || canonical(*bind) == ip,
+        (ListenHost::NodeInterface, Some(ip)) => own(ip) || is_unicast(ip),
+        (_, None) => false,
+    };
+    if allowed {
+        return Ok(());
+    }
+    let owned: Vec<String> = caller.addresses.iter().map(ToString::to_string).collect();
+    let expected = match &rule.host {
+        ListenHost::Service(name) => format!("its Service {name}"),
+        ListenHost::OwnOr(bind) => format!("its pod's {} or bindAddress {bind}", owned.join(", ")),
+        ListenHost::Own | ListenHost::NodeInterface => format!("its pod's {}", owned.join(", ")),
+    };
+    refuse(format!(
+        "listen {listen:?} is not server {}'s own address: the operator expects {expected}, port {}",
+        caller.worker, rule.port
+    ))
+}
+
+/// IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) as the IPv4 address they reach.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// An address one host owns: not unspecified, loopback, link-local, multicast or broadcast.
+fn is_unicast(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            !(v4.is_unspecified()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_broadcast())
+        }
+        IpAddr::V6(v6) => {
+            !(v6.is_unspecified()
+                || v6.is_loopback()
+                || v6.is_multicast()
+                || v6.is_unicast_link_local())
+        }
     }
 }
 
@@ -115,6 +264,7 @@ impl Registry {
                     RunState {
                         spec,
                         registered: BTreeMap::new(),
+                        refused: BTreeMap::new(),
                         start_at_unix_ms: None,
                         live: Series::default(),
                     },
@@ -163,24 +313,48 @@ impl Registry {
         Ok(state.spec.clone())
     }
 
-    /// Checks as `authorize` and records the registration under the same lock (idempotent);
-    /// opens the barrier when the last worker arrives.
+    /// Checks as `authorize`, then that the worker speaks only for itself (a server's
+    /// `listen` is its own address and port, see [`check_listen`]; its node is its pod's, see
+    /// [`Caller::own_node`]), and records the registration under the same lock (idempotent,
+    /// with the pod's node); opens the barrier when the last worker arrives. A worker refused
+    /// for speaking beyond itself is remembered: the run ends with that cause.
     pub fn register(
         &self,
         run: &str,
         caller: &Caller,
-        req: RegisterRequest,
+        mut req: RegisterRequest,
         now_unix_ms: u64,
     ) -> Result<BarrierState, RegistryError> {
         let mut runs = self.lock();
-        let role = member(&runs, run, caller, &req.worker, req.step)?
-            .spec
-            .workers
-            .get(&req.worker);
-        if role != Some(&req.role) {
+        let state = member(&runs, run, caller, &req.worker, req.step)?;
+        if state.spec.workers.get(&req.worker) != Some(&req.role) {
             return Err(RegistryError::WrongRole);
         }
+        let listen_checked = match req.role {
+            // A server that cannot start names no address; its preflight error ends the run.
+            Role::Server if req.preflight_error.is_none() => check_listen(
+                state.spec.pairing.listen.get(&req.worker),
+                caller,
+                req.listen.as_deref(),
+            ),
+            Role::Server => Ok(()),
+            // A client's address is given to nobody.
+            Role::Client => {
+                req.listen = None;
+                Ok(())
+            }
+        };
+        let checked = listen_checked.and_then(|()| caller.own_node(req.node.as_deref()));
         let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
+        req.node = match checked {
+            Ok(node) => node,
+            Err(e) => {
+                if let Some(why) = e.speaks_beyond_itself() {
+                    state.refused.insert(req.worker.clone(), why.to_string());
+                }
+                return Err(e);
+            }
+        };
         let req_worker = req.worker.clone();
         state.registered.insert(req.worker.clone(), req);
         // A worker that cannot reach its target will not start: the barrier stays closed.
@@ -248,18 +422,43 @@ impl Registry {
             .unwrap_or_default()
     }
 
-    /// Workers of the run's current step whose check before the barrier failed, with why.
+    /// Records that the API refused `worker` of `run`'s current step for speaking beyond
+    /// itself (e.g. a report naming another node), so the run ends with `why`.
+    pub fn refused(&self, run: &str, worker: &str, why: &str) {
+        if let Some(state) = self.lock().get_mut(run) {
+            if state.spec.workers.contains_key(worker) {
+                state.refused.insert(worker.to_string(), why.to_string());
+            }
+        }
+    }
+
+    /// Workers of the run's current step whose check before the barrier failed, or whom the
+    /// API refused for speaking beyond themselves, with why.
     pub fn preflight_failures(&self, run: &str) -> Vec<(String, String)> {
         let runs = self.lock();
         runs.get(run)
             .map(|state| {
-                state
+                let refused = state.refused.iter().map(|(w, why)| {
+                    let why = format!("the operator refused it: {why}");
+                    (w.clone(), why)
+                });
+                let failed = state
                     .registered
                     .iter()
-                    .filter_map(|(w, r)| Some((w.clone(), r.preflight_error.clone()?)))
-                    .collect()
+                    .filter_map(|(w, r)| Some((w.clone(), r.preflight_error.clone()?)));
+                refused.chain(failed).collect()
             })
             .unwrap_or_default()
+    }
+}
+
+impl RegistryError {
+    /// Why, when the refusal is of a worker that spoke beyond itself (which ends its run).
+    pub fn speaks_beyond_itself(&self) -> Option<&str> {
+        match self {
+            RegistryError::ListenNotOwn(why) | RegistryError::NodeNotOwn(why) => Some(why),
+            _ => None,
+        }
     }
 }
 
@@ -340,10 +539,209 @@ mod tests {
     }
 
     fn caller(worker: &str) -> Caller {
+        Caller::named("ns", worker)
+    }
+
+    /// Server pods as the API server lists them: s0 at 10.0.0.10, s1 (on the host network)
+    /// at its node's fd00::11 and 10.0.1.11, each on node "n-<name>".
+    fn server(worker: &str) -> Caller {
+        let addresses = match worker {
+            "s0" => vec!["10.0.0.10".parse().unwrap()],
+            "s1" => vec!["fd00::11".parse().unwrap(), "10.0.1.11".parse().unwrap()],
+            _ => vec![],
+        };
         Caller {
-            namespace: "ns".into(),
-            worker: worker.into(),
+            node: Some(format!("n-{worker}")),
+            addresses,
+            ..caller(worker)
         }
+    }
+
+    fn own(port: u16) -> Listen {
+        Listen {
+            host: ListenHost::Own,
+            port,
+        }
+    }
+
+    /// A step with server s0 (and client c0) whose listen rule is `rule`.
+    fn served(rule: Option<Listen>) -> RunSpec {
+        let mut spec = spec(0);
+        spec.kind = "EgressBenchmark".into();
+        spec.workers = BTreeMap::from([("c0".into(), Role::Client), ("s0".into(), Role::Server)]);
+        spec.pairing.peers = BTreeMap::from([("c0".into(), "s0".into())]);
+        spec.pairing.listen = rule.map(|r| ("s0".to_string(), r)).into_iter().collect();
+        spec
+    }
+
+    fn serving(listen: &str) -> RegisterRequest {
+        RegisterRequest {
+            role: Role::Server,
+            listen: Some(listen.into()),
+            ..reg("s0")
+        }
+    }
+
+    /// The refusal of `listen` from s0 (Ok(()) when accepted) under `rule`.
+    fn listen_under(rule: Option<Listen>, who: &Caller, listen: &str) -> Result<(), String> {
+        let r = Registry::default();
+        r.announce("run", served(rule));
+        match r.register("run", who, serving(listen), 1) {
+            Ok(_) => Ok(()),
+            Err(RegistryError::ListenNotOwn(why)) => {
+                let failures = r.preflight_failures("run");
+                assert_eq!(failures.len(), 1, "the refusal ends the run: {failures:?}");
+                assert!(failures[0].1.contains(&why), "{failures:?}");
+                Err(why)
+            }
+            Err(e) => panic!("{listen}: unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn a_server_may_register_only_its_own_address_and_port() {
+        let s0 = server("s0");
+        // Honest: its pod IP and the plan's port; IPv6 and IPv4-mapped forms too.
+        assert_eq!(listen_under(Some(own(5201)), &s0, "10.0.0.10:5201"), Ok(()));
+        let s1 = Caller {
+            worker: "s0".into(),
+            ..server("s1")
+        };
+        for ok in ["[fd00::11]:5202", "[fd00:0:0::11]:5202", "10.0.1.11:5202"] {
+            assert_eq!(listen_under(Some(own(5202)), &s1, ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            listen_under(Some(own(5201)), &s0, "[::ffff:10.0.0.10]:5201"),
+            Ok(())
+        );
+        // Another host, port, a name, garbage, nothing: refused, saying what was expected.
+        let why = listen_under(Some(own(5201)), &s0, "10.0.0.99:5201").unwrap_err();
+        assert!(
+            why.contains("\"10.0.0.99:5201\" is not server s0's own address")
+                && why.contains("its pod's 10.0.0.10, port 5201"),
+            "{why}"
+        );
+        let why = listen_under(Some(own(5201)), &s0, "10.0.0.10:22").unwrap_err();
+        assert!(why.contains("gave server s0 port 5201, not 22"), "{why}");
+        for bad in [
+            "kubernetes.default:5201",
+            "[fd00::10]:5201",
+            "127.0.0.1:5201",
+            "10.0.0.10",
+            "fd00::1:5201",
+        ] {
+            assert!(listen_under(Some(own(5201)), &s0, bad).is_err(), "{bad}");
+        }
+        // No rule (the run gives the server no address to register): refused.
+        assert!(listen_under(None, &s0, "10.0.0.10:5201").is_err());
+        let r = Registry::default();
+        r.announce("run", served(Some(own(5201))));
+        let silent = RegisterRequest {
+            listen: None,
+            ..serving("")
+        };
+        assert!(matches!(
+            r.register("run", &s0, silent, 1),
+            Err(RegistryError::ListenNotOwn(_))
+        ));
+        // A server that cannot start says why, not where.
+        let failed = RegisterRequest {
+            listen: None,
+            preflight_error: Some("cannot bind".into()),
+            ..serving("")
+        };
+        assert!(r.register("run", &s0, failed, 1).is_ok());
+    }
+
+    #[test]
+    fn a_server_may_name_what_the_operator_chose_for_it() {
+        let s0 = server("s0");
+        let rule = |host| Some(Listen { host, port: 5201 });
+        // The Service path: the Service's name, nothing else.
+        let svc = || rule(ListenHost::Service("nb-e-r1-s0-w1".into()));
+        assert_eq!(listen_under(svc(), &s0, "nb-e-r1-s0-w1:5201"), Ok(()));
+        assert!(listen_under(svc(), &s0, "evil.example:5201").is_err());
+        assert!(listen_under(svc(), &s0, "10.0.0.10:5201").is_err());
+        // The case's bindAddress, or its own.
+        let bind = || rule(ListenHost::OwnOr("198.18.0.2".parse().unwrap()));
+        assert_eq!(listen_under(bind(), &s0, "198.18.0.2:5201"), Ok(()));
+        assert_eq!(listen_under(bind(), &s0, "10.0.0.10:5201"), Ok(()));
+        assert!(listen_under(bind(), &s0, "198.18.0.3:5201").is_err());
+        // A host-network interface the API server does not know: a unicast address literal.
+        let dev = || rule(ListenHost::NodeInterface);
+        assert_eq!(listen_under(dev(), &s0, "192.168.77.2:5201"), Ok(()));
+        for bad in [
+            "127.0.0.1:5201",
+            "169.254.169.254:5201",
+            "0.0.0.0:5201",
+            "[fe80::1]:5201",
+            "[::1]:5201",
+            "224.0.0.1:5201",
+            "vx.example:5201",
+            "192.168.77.2:5999",
+        ] {
+            assert!(listen_under(dev(), &s0, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_pod_without_an_address_yet_is_asked_to_retry() {
+        let r = Registry::default();
+        r.announce("run", served(Some(own(5201))));
+        let unknown = Caller {
+            addresses: vec![],
+            ..server("s0")
+        };
+        assert_eq!(
+            r.register("run", &unknown, serving("10.0.0.10:5201"), 1),
+            Err(RegistryError::AddressUnknown)
+        );
+        assert!(r.preflight_failures("run").is_empty(), "not a refusal");
+        assert!(r
+            .register("run", &server("s0"), serving("10.0.0.10:5201"), 2)
+            .is_ok());
+    }
+
+    #[test]
+    fn a_worker_runs_on_its_pods_node_only() {
+        let r = Registry::default();
+        r.announce("run", served(Some(own(5201))));
+        r.announce("other", spec(0));
+        let c0 = Caller {
+            node: Some("n-c0".into()),
+            ..caller("c0")
+        };
+        let claiming = |node: Option<&str>| RegisterRequest {
+            node: node.map(str::to_string),
+            ..reg("c0")
+        };
+        // Another node: refused, and the run ends with why.
+        let Err(RegistryError::NodeNotOwn(why)) = r.register("run", &c0, claiming(Some("n-s0")), 1)
+        else {
+            panic!("a claim of another node was accepted");
+        };
+        assert!(
+            why.contains("says it runs on node \"n-s0\", but its pod runs on node \"n-c0\""),
+            "{why}"
+        );
+        assert_eq!(r.preflight_failures("run").len(), 1);
+        // Other runs are not disturbed.
+        assert!(r.preflight_failures("other").is_empty());
+        assert!(r.register("other", &caller("w0"), reg("w0"), 1).is_ok());
+        // Its own node, or none: registered with the pod's node.
+        let r = Registry::default();
+        r.announce("run", served(Some(own(5201))));
+        r.register("run", &c0, claiming(None), 1).unwrap();
+        r.register("run", &c0, claiming(Some("n-c0")), 1).unwrap();
+        let runs = r.lock();
+        assert_eq!(
+            runs["run"].registered["c0"].node.as_deref(),
+            Some("n-c0"),
+            "the pod's node is kept"
+        );
+        drop(runs);
+        // When the operator does not know the pod's node, no claim is kept.
+        assert_eq!(caller("c0").own_node(Some("n-x")), Ok(None));
     }
 
     #[test]
@@ -543,21 +941,26 @@ mod tests {
         spec.pairing = Pairing {
             peers: BTreeMap::from([("c0".into(), "s0".into()), ("c1".into(), "s1".into())]),
             offsets_ms: BTreeMap::from([("c1".into(), 12_000), ("s1".into(), 12_000)]),
+            // s1 on the host network: the case's port plus its pair's index.
+            listen: BTreeMap::from([("s0".into(), own(5201)), ("s1".into(), own(5202))]),
         };
         r.announce("run", spec);
         for w in workers {
             let mut req = reg(w);
             if w.starts_with('s') {
                 req.role = Role::Server;
-                req.listen = Some(format!("{w}.ip:5201"));
+                req.listen = Some(match w {
+                    "s0" => "10.0.0.10:5201".into(),
+                    _ => "[fd00::11]:5202".into(),
+                });
             }
-            r.register("run", &caller(w), req, 1000).unwrap();
+            r.register("run", &server(w), req, 1000).unwrap();
         }
         let c0 = r.barrier("run", &caller("c0"), "c0", 0).unwrap();
         let c1 = r.barrier("run", &caller("c1"), "c1", 0).unwrap();
-        let s1 = r.barrier("run", &caller("s1"), "s1", 0).unwrap();
-        assert_eq!(c0.servers, ["s0.ip:5201"]);
-        assert_eq!(c1.servers, ["s1.ip:5201"]);
+        let s1 = r.barrier("run", &server("s1"), "s1", 0).unwrap();
+        assert_eq!(c0.servers, ["10.0.0.10:5201"]);
+        assert_eq!(c1.servers, ["[fd00::11]:5202"]);
         let start = 1000 + START_DELAY_MS;
         assert_eq!(c0.start_at_unix_ms, Some(start));
         assert_eq!(c1.start_at_unix_ms, Some(start + 12_000));

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -21,7 +22,9 @@ use std::time::{Duration, Instant};
 use operator::api::metrics::ApiMetrics;
 use operator::api::{router, serve, ApiState, ServerLimits};
 use operator::base::metrics::Metrics;
-use operator::store::registry::{BarrierState, Caller, Pairing, Registry, RegistryError, RunSpec};
+use operator::store::registry::{
+    BarrierState, Caller, Listen, ListenHost, Pairing, Registry, RegistryError, RunSpec,
+};
 use operator::testing::{FixedTokens, MemorySink};
 use protocol::worker::Role;
 
@@ -36,6 +39,8 @@ pub fn token_of(worker: &str) -> String {
 /// The operator's worker API served on 127.0.0.1 from a runtime of its own.
 pub struct Api {
     pub url: String,
+    /// The port each server worker was given (what the plan gives a server pod).
+    ports: BTreeMap<String, u16>,
     pub runs: Arc<Registry>,
     pub sink: Arc<MemorySink>,
     pub metrics: Arc<Metrics>,
@@ -70,8 +75,24 @@ impl Api {
         benchmark: &str,
         workers: &[(&str, Role)],
         report_kind: &'static str,
-        pairing: Pairing,
+        mut pairing: Pairing,
     ) -> Api {
+        // Each server may register 127.0.0.1 or ::1 (its "pod's" addresses, see below) and a
+        // port of its own, as the plan would give it.
+        for (w, role) in workers {
+            if *role == Role::Server && !pairing.listen.contains_key(*w) {
+                let rule = Listen {
+                    host: ListenHost::Own,
+                    port: free_port(),
+                };
+                pairing.listen.insert(w.to_string(), rule);
+            }
+        }
+        let ports = pairing
+            .listen
+            .iter()
+            .map(|(w, l)| (w.clone(), l.port))
+            .collect();
         let runs = Arc::new(Registry::default());
         runs.announce(
             RUN,
@@ -95,8 +116,13 @@ impl Api {
         std::mem::forget(wake_rx); // keep the channel open; nothing reconciles here
         let state = ApiState {
             // Stands in for the TokenReview: `token_of(w)` is worker pod `w` of namespace "ns".
-            auth: Arc::new(FixedTokens::new(
-                workers.iter().map(|(w, _)| (token_of(w), *w)),
+            // Worker `w`'s pod runs on node "node-of-w" at 127.0.0.1 and ::1.
+            auth: Arc::new(workers.iter().fold(
+                FixedTokens::new(workers.iter().map(|(w, _)| (token_of(w), *w))),
+                |tokens, (w, _)| {
+                    let node = format!("node-of-{w}");
+                    tokens.with_pod(w, Some(&node), &LOOPBACK)
+                },
             )),
             runs: runs.clone(),
             metrics: metrics.clone(),
@@ -122,6 +148,7 @@ impl Api {
         runtime.spawn(serve(listener, router(state), limits, metrics.clone()));
         Api {
             url,
+            ports,
             runs,
             sink,
             metrics,
@@ -129,8 +156,18 @@ impl Api {
         }
     }
 
+    /// The port server `worker` was given, for its `-p` (0 for a worker without one).
+    pub fn port_of(&self, worker: &str) -> String {
+        self.ports.get(worker).copied().unwrap_or(0).to_string()
+    }
+
     /// `netbench-loadgen ARGS` with the worker environment of `worker`.
     pub fn worker(&self, worker: &str, args: &[&str]) -> Worker {
+        self.worker_with(worker, args, &[])
+    }
+
+    /// [`Api::worker`] with `env` set on top (e.g. a NETBENCH_NODE that lies).
+    pub fn worker_with(&self, worker: &str, args: &[&str], env: &[(&str, &str)]) -> Worker {
         let child = Command::new(loadgen_binary())
             .args(args)
             .env("NETBENCH_OPERATOR_URL", &self.url)
@@ -141,6 +178,7 @@ impl Api {
             .env("NETBENCH_NODE", format!("node-of-{worker}"))
             .env("NETBENCH_STEP", "0")
             .env_remove("NETBENCH_POD_IP")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -150,10 +188,7 @@ impl Api {
 
     /// The barrier of [`RUN`] at step 0 as worker `worker` (of namespace "ns") asks for it.
     pub fn barrier(&self, worker: &str) -> Result<BarrierState, RegistryError> {
-        let caller = Caller {
-            namespace: "ns".into(),
-            worker: worker.into(),
-        };
+        let caller = Caller::named("ns", worker);
         self.runs.barrier(RUN, &caller, worker, 0)
     }
 
@@ -169,6 +204,18 @@ impl Api {
             .with_label_values(&[endpoint, code])
             .get()
     }
+}
+
+/// The addresses of every worker "pod" here.
+const LOOPBACK: [IpAddr; 2] = [
+    IpAddr::V4(Ipv4Addr::LOCALHOST),
+    IpAddr::V6(Ipv6Addr::LOCALHOST),
+];
+
+/// A TCP port free on 127.0.0.1 right now (the server binds it moments later).
+fn free_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    probe.local_addr().expect("its address").port()
 }
 
 /// A worker process, killed on Drop if still running.

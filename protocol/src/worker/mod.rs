@@ -14,9 +14,13 @@
 //! ```
 //! Errors are 4xx with an `ApiError` body: 400 a report that fails validation (the message
 //! names the field, see [`validate_final`]), 401 no or bad token, 403 not a worker of the
-//! run or speaking for another worker, 404 unknown run or worker, 408 request too slow, 409 wrong
-//! step or duplicate report, 413 body too large, 422 malformed body.
+//! run or speaking for another worker (or, for a server, registering a `listen` that is not its
+//! own pod's address and the port it was given; for any worker, naming another node than its
+//! pod's: the run then fails with that cause), 404 unknown run or worker, 408 request too slow,
+//! 409 wrong step or duplicate report, 413 body too large, 422 malformed body, 503 the
+//! operator cannot check the caller yet (retry).
 
+use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -59,12 +63,15 @@ pub struct RegisterRequest {
     pub version: u32,
     /// The worker's pod name.
     pub worker: String,
-    /// The node the worker runs on.
+    /// The node the worker runs on (the downward API's spec.nodeName). The operator keeps its
+    /// pod's node and refuses a claim of another.
     #[serde(default)]
     pub node: Option<String>,
     pub step: u32,
     pub role: Role,
-    /// For servers: "host:port" the clients connect to.
+    /// For servers: "host:port" ("[v6]:port") the clients connect to. The operator accepts
+    /// only its pod's address (the node's on the host network), its Service's name or the
+    /// case's bindAddress, with the port it gave the server.
     #[serde(default)]
     pub listen: Option<String>,
     /// Set when the worker's check before the barrier failed (target unresolvable,
@@ -144,6 +151,7 @@ pub struct LiveLatency {
 pub struct FinalReport {
     pub version: u32,
     pub worker: String,
+    /// As in [`RegisterRequest::node`]: stored as the pod's node, another is refused.
     #[serde(default)]
     pub node: Option<String>,
     pub step: u32,
@@ -162,9 +170,54 @@ pub struct ApiError {
     pub error: String,
 }
 
+/// "host:port", with brackets around an IPv6 address.
+pub fn join_host_port(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
+/// Splits "host:port" or "[v6]:port".
+pub fn split_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    let host = match host.strip_prefix('[') {
+        Some(rest) => rest.strip_suffix(']')?,
+        None if host.contains(':') => return None,
+        None => host,
+    };
+    (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_port_round_trips_with_brackets_for_ipv6() {
+        assert_eq!(join_host_port("10.0.0.1", 5201), "10.0.0.1:5201");
+        assert_eq!(join_host_port("fd00::1", 5201), "[fd00::1]:5201");
+        assert_eq!(join_host_port("node-1.example", 80), "node-1.example:80");
+        assert_eq!(
+            split_host_port("[fd00::1]:5201"),
+            Some(("fd00::1".into(), 5201))
+        );
+        assert_eq!(
+            split_host_port("10.0.0.1:5201"),
+            Some(("10.0.0.1".into(), 5201))
+        );
+        for bad in [
+            "10.0.0.1",
+            "fd00::1:5201",
+            ":5201",
+            "h:port",
+            "[fd00::1:5201",
+            "h:70000",
+        ] {
+            assert_eq!(split_host_port(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn a_preflight_error_is_optional_both_ways() {

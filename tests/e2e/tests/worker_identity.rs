@@ -123,16 +123,21 @@ fn histogram_bomb(worker: &str) -> Value {
 }
 
 fn post_body(api: &str, run: &str, token: &str, report: &Value) -> (u16, String) {
+    post_to(api, run, "report", token, report)
+}
+
+/// Posts `body` to `endpoint` of `run` with `token`; returns (status, body).
+fn post_to(api: &str, run: &str, endpoint: &str, token: &str, body: &Value) -> (u16, String) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(20)))
         .build()
         .into();
     let mut resp = agent
-        .post(&format!("{api}/v1/runs/{run}/report"))
+        .post(&format!("{api}/v1/runs/{run}/{endpoint}"))
         .header("Authorization", &format!("Bearer {token}"))
         .header("Content-Type", "application/json")
-        .send(report.to_string())
+        .send(body.to_string())
         .unwrap();
     let status = resp.status().as_u16();
     (status, resp.body_mut().read_to_string().unwrap_or_default())
@@ -237,6 +242,71 @@ async fn only_a_worker_pod_speaks_and_only_for_itself() {
         restarts,
         "the operator stayed up"
     );
+}
+
+/// A compromised server pod cannot steer its client elsewhere, nor a worker claim another
+/// node: with the pod's own token, a registration naming a foreign address and one naming
+/// another node are refused (403, counted), and the run fails with the cause within its
+/// deadline. (A pod-to-pod case, so it needs no hostNetwork permission.)
+#[tokio::test]
+async fn a_worker_names_only_its_own_address_and_node() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ownaddr").await;
+    let case = json!({
+        "name": "pod-to-pod", "duration": "60s",
+        "client": {"nodeName": "nb-node0"}, "server": {"nodeName": "nb-node1"},
+    });
+    let eb = benchmark(EB, &ns.name, "own-address", json!({"cases": [case]}));
+    create(&client, &ns.name, &eb).await.unwrap();
+    let workers = wait_workers(&client, &ns.name, 2).await;
+    wait_phase(
+        &client,
+        EB,
+        &ns.name,
+        "own-address",
+        &["Running"],
+        RUN_TIMEOUT,
+    )
+    .await;
+    let role = |p: &Pod| p.metadata.labels.as_ref().unwrap()["netbench.io/role"].clone();
+    let server = workers.iter().find(|p| role(p) == "server").unwrap();
+    let worker = workers.iter().find(|p| role(p) == "client").unwrap();
+    let labels = server.metadata.labels.clone().unwrap();
+    let (run, step) = (&labels["netbench.io/run"], &labels["netbench.io/step"]);
+    let api = operator_url(&client).await;
+    let name = |p: &Pod| p.metadata.name.clone().unwrap();
+    let register = |p: &Pod, role: &str, node: Option<&str>, listen: Option<&str>| {
+        json!({"version": 1, "worker": name(p), "step": step.parse::<u32>().unwrap(),
+               "role": role, "node": node, "listen": listen})
+    };
+
+    let listen_not_own = rejected(&client, "listen_not_own").await;
+    let forged = register(server, "server", None, Some("198.51.100.7:5201"));
+    let token = pod_token(&ns.name, server);
+    let (code, body) = post_to(&api, run, "register", &token, &forged);
+    assert_eq!(code, 403, "a foreign listen address: {body}");
+    assert!(
+        body.contains("is not server") && body.contains("own address"),
+        "{body}"
+    );
+    assert!(rejected(&client, "listen_not_own").await > listen_not_own);
+
+    let node_not_own = rejected(&client, "node_not_own").await;
+    let lying = register(worker, "client", Some("nb-node1"), None);
+    let token = pod_token(&ns.name, worker);
+    let (code, body) = post_to(&api, run, "register", &token, &lying);
+    assert_eq!(code, 403, "another node: {body}");
+    assert!(
+        body.contains("but its pod runs on node \"nb-node0\""),
+        "{body}"
+    );
+    assert!(rejected(&client, "node_not_own").await > node_not_own);
+
+    // The run ends with the cause, long before its 60 s measurement would.
+    let done = wait_phase(&client, EB, &ns.name, "own-address", FINISHED, RUN_TIMEOUT).await;
+    assert_phase(&done, "Failed");
+    let message = done["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the operator refused it"), "{message}");
 }
 
 #[test]
