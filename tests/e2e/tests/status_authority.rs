@@ -297,8 +297,12 @@ async fn many_features_on_two_devices_are_restored_exactly() {
             "ethtool -k {d} after the run equals before"
         );
     }
-    // Restores verified: the records in the operator's namespace are gone (status keeps a copy).
-    let selector = format!("netbench.io/namespace={},netbench.io/record", ns.name);
+    // Restores verified: the offload records in the operator's namespace are gone (status keeps
+    // a copy; the run record stays with the benchmark).
+    let selector = format!(
+        "netbench.io/namespace={},netbench.io/record=offload",
+        ns.name
+    );
     let left = Api::<ConfigMap>::namespaced(client.clone(), OPERATOR_NAMESPACE)
         .list(&ListParams::default().labels(&selector))
         .await
