@@ -43,6 +43,10 @@ pub async fn capture<T>(json: bool, f: impl Future<Output = T>) -> (T, Vec<Strin
     };
     let out = {
         let _guard = tracing::dispatcher::set_default(&dispatch);
+        // A callsite another test's thread registered while this dispatcher was being
+        // registered can keep a stale "never" interest (a flake seen under load): recompute
+        // every callsite's interest and the max level now that this dispatcher is live.
+        tracing::callsite::rebuild_interest_cache();
         f.await
     };
     drop(dispatch);
