@@ -5,7 +5,9 @@
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod deny;
 pub mod egress_net;
+pub use deny::DenyPolicy;
 pub use egress_net::EgressNet;
 pub use test_support::k8s::*;
 pub use test_support::poll::{eventually, eventually_every};

@@ -9,12 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use e2e::*;
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -33,53 +30,23 @@ fn two_workers(ns: &str) -> Value {
 
 /// A ValidatingAdmissionPolicy and its binding that deny, in one namespace, every status write
 /// of an IngressBenchmark recording phase Succeeded. Dropping it deletes both.
-struct HoldSucceeded {
-    name: String,
-    /// The denial's message, unique to the namespace (so old log lines never match).
-    message: String,
-}
+struct HoldSucceeded(DenyPolicy);
 
 impl HoldSucceeded {
     async fn new(client: &Client, ns: &str) -> HoldSucceeded {
-        let name = format!("netbench-e2e-hold-{ns}");
-        let message = format!("netbench-e2e {ns}: Succeeded is held back");
-        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{
-                    "apiGroups": ["netbench.io"], "apiVersions": ["*"],
-                    "operations": ["UPDATE"], "resources": ["ingressbenchmarks/status"]
-                }]},
-                "validations": [{
-                    "expression": "!has(object.status) || !has(object.status.phase) || object.status.phase != 'Succeeded'",
-                    "message": message
-                }]
-            }
-        }))
-        .unwrap();
-        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": ns}
-                }}
-            }
-        }))
-        .unwrap();
-        let pp = PostParams::default();
-        Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .create(&pp, &policy)
-            .await
-            .expect("create the ValidatingAdmissionPolicy");
-        let hold = HoldSucceeded { name, message };
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .create(&pp, &binding)
-            .await
-            .expect("create the binding");
-        hold
+        let rule = json!({"apiGroups": ["netbench.io"], "apiVersions": ["*"],
+                          "operations": ["UPDATE"], "resources": ["ingressbenchmarks/status"]});
+        HoldSucceeded(
+            DenyPolicy::create(
+                client,
+                format!("netbench-e2e-hold-{ns}"),
+                ns,
+                rule,
+                "!has(object.status) || !has(object.status.phase) || object.status.phase != 'Succeeded'",
+                format!("netbench-e2e {ns}: Succeeded is held back"),
+            )
+            .await,
+        )
     }
 
     /// Waits until the API server enforces the hold: a dry-run status write recording
@@ -94,7 +61,7 @@ impl HoldSucceeded {
         let patch = Patch::Merge(json!({"status": {"phase": "Succeeded"}}));
         eventually(Duration::from_secs(60), async || {
             let last = match api.patch_status(probe, &pp, &patch).await {
-                Err(e) if e.to_string().contains(&self.message) => return Ok(()),
+                Err(e) if e.to_string().contains(&self.0.message) => return Ok(()),
                 other => format!("{other:?}"),
             };
             Err(format!(
@@ -102,27 +69,6 @@ impl HoldSucceeded {
             ))
         })
         .await
-    }
-
-    async fn lift(&self, client: &Client) {
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .delete(&self.name, &DeleteParams::default())
-            .await
-            .expect("delete the binding");
-    }
-}
-
-impl Drop for HoldSucceeded {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kubectl")
-            .args([
-                "delete",
-                &format!("validatingadmissionpolicybinding/{}", self.name),
-                &format!("validatingadmissionpolicy/{}", self.name),
-                "--ignore-not-found",
-                "--wait=false",
-            ])
-            .output();
     }
 }
 
@@ -222,7 +168,7 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
     create(&client, &ns.name, &two_workers(&ns.name))
         .await
         .unwrap();
-    let denied = wait_operator_denied(&client, &ns.name, &hold.message).await;
+    let denied = wait_operator_denied(&client, &ns.name, &hold.0.message).await;
     eprintln!("the operator hit the hold: {denied}");
     // Held: not Succeeded, and both workers' reports are still kept.
     let held = get_benchmark(&client, IB, &ns.name, NAME).await.unwrap();
@@ -234,7 +180,7 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
         "reports deleted before the result was stored: {kept:?}"
     );
 
-    hold.lift(&client).await;
+    hold.0.lift(&client).await;
     let lifted = std::time::Instant::now();
     let done = wait_succeeded(&client, IB, &ns.name, NAME).await;
     // A refused write is retried at most 10 s apart (it took 214 s with a backoff grown to

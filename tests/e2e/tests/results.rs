@@ -606,91 +606,42 @@ async fn endpoints_settled(ns: &str, service: &str) {
     .await;
 }
 
-/// A ValidatingAdmissionPolicy and its binding that deny every BenchmarkResult creation in one
-/// namespace (as a policy, or RBAC taken away, would). Dropping it deletes both.
-struct DenyResults {
-    name: String,
-    message: String,
-}
-
-impl DenyResults {
-    async fn new(client: &kube::Client, ns: &str) -> DenyResults {
-        use k8s_openapi::api::admissionregistration::v1::{
-            ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-        };
-        let name = format!("netbench-e2e-deny-results-{ns}");
-        let message = format!("netbench-e2e {ns}: results are denied");
-        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{"apiGroups": ["netbench.io"],
-                    "apiVersions": ["*"], "operations": ["CREATE"],
-                    "resources": ["benchmarkresults"]}]},
-                "validations": [{"expression": "false", "message": message}]}
-        }))
-        .unwrap();
-        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"policyName": name, "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": ns}}}}
-        }))
-        .unwrap();
-        let pp = kube::api::PostParams::default();
-        Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .create(&pp, &policy)
-            .await
-            .expect("create the ValidatingAdmissionPolicy");
-        let deny = DenyResults { name, message };
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .create(&pp, &binding)
-            .await
-            .expect("create the binding");
-        // Enforced once a dry-run creation is denied with our message.
-        let api = Api::<BenchmarkResult>::namespaced(client.clone(), ns);
-        let dry = kube::api::PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        let probe: BenchmarkResult = serde_json::from_value(json!({
-            "apiVersion": "netbench.io/v1alpha1", "kind": "BenchmarkResult",
-            "metadata": {"name": "probe", "namespace": ns},
-            "spec": {"benchmark": {"kind": IB, "namespace": ns, "name": "probe"},
-                     "benchmarkUid": "u", "runId": "r", "specHash": "h",
-                     "benchmarkSpec": "{}", "phase": "Failed"}
-        }))
-        .unwrap();
-        eventually(Duration::from_secs(60), async || {
-            match api.create(&dry, &probe).await {
-                Err(e) if e.to_string().contains(&deny.message) => Ok(()),
-                other => Err(format!("the policy is not enforced after 60s: {other:?}")),
-            }
-        })
-        .await;
-        deny
-    }
-
-    async fn lift(&self, client: &kube::Client) {
-        use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .delete(&self.name, &DeleteParams::default())
-            .await
-            .expect("delete the binding");
-    }
-}
-
-impl Drop for DenyResults {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kubectl")
-            .args([
-                "delete",
-                &format!("validatingadmissionpolicybinding/{}", self.name),
-                &format!("validatingadmissionpolicy/{}", self.name),
-                "--ignore-not-found",
-                "--wait=false",
-            ])
-            .output();
-    }
+/// Every BenchmarkResult creation in one namespace denied (as a policy, or RBAC taken away,
+/// would), enforced before it returns. Dropping it deletes the policy.
+async fn deny_results(client: &kube::Client, ns: &str) -> DenyPolicy {
+    let rule = json!({"apiGroups": ["netbench.io"], "apiVersions": ["*"],
+                      "operations": ["CREATE"], "resources": ["benchmarkresults"]});
+    let deny = DenyPolicy::create(
+        client,
+        format!("netbench-e2e-deny-results-{ns}"),
+        ns,
+        rule,
+        "false",
+        format!("netbench-e2e {ns}: results are denied"),
+    )
+    .await;
+    // Enforced once a dry-run creation is denied with our message.
+    let api = Api::<BenchmarkResult>::namespaced(client.clone(), ns);
+    let dry = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let probe: BenchmarkResult = serde_json::from_value(json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "BenchmarkResult",
+        "metadata": {"name": "probe", "namespace": ns},
+        "spec": {"benchmark": {"kind": IB, "namespace": ns, "name": "probe"},
+                 "benchmarkUid": "u", "runId": "r", "specHash": "h",
+                 "benchmarkSpec": "{}", "phase": "Failed"}
+    }))
+    .unwrap();
+    eventually(Duration::from_secs(60), async || {
+        match api.create(&dry, &probe).await {
+            Err(e) if e.to_string().contains(&deny.message) => Ok(()),
+            other => Err(format!("the policy is not enforced after 60s: {other:?}")),
+        }
+    })
+    .await;
+    deny
 }
 
 /// Waits for `name`'s run to end with its result denied (ResultRecorded=False).
@@ -726,7 +677,7 @@ async fn result_recorded(client: &kube::Client, ns: &str, name: &str) -> Value {
 async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
     let client = client().await;
     let ns = TestNs::new(&client, "resdeny").await;
-    let deny = DenyResults::new(&client, &ns.name).await;
+    let deny = deny_results(&client, &ns.name).await;
     create(&client, &ns.name, &sampled(&ns.name, "held", TARGET, 1))
         .await
         .unwrap();
@@ -783,7 +734,7 @@ async fn a_denied_result_is_written_seconds_after_the_denial_ends() {
 async fn a_forged_status_changes_nothing_in_the_result() {
     let client = client().await;
     let ns = TestNs::new(&client, "resforge").await;
-    let deny = DenyResults::new(&client, &ns.name).await;
+    let deny = deny_results(&client, &ns.name).await;
     let mut ib = sampled(&ns.name, "forged", TARGET, 1);
     set(
         &mut ib,
