@@ -486,6 +486,14 @@ pub fn kubectl(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `kubectl get events` in `ns` with reason `reason`, with `output` (e.g. `["-o",
+/// "jsonpath={.items[*].type}"]`; none: the table).
+pub fn events(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
+    let selector = format!("reason={reason}");
+    let args = ["-n", ns, "get", "events", "--field-selector", &selector];
+    kubectl(&[&args[..], output].concat())
+}
+
 /// The operator's /metrics, fetched from its pod IP (the host routes to pods).
 pub async fn operator_metrics(client: &Client) -> Result<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), "netbench-system")

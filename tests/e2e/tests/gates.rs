@@ -71,15 +71,7 @@ async fn a_gate_with_abort_on_fail_stops_a_run_against_a_slowed_target_well_befo
         "no step result from an aborted step: {:#}",
         done["status"]
     );
-    let events = kubectl(&[
-        "-n",
-        &ns.name,
-        "get",
-        "events",
-        "--field-selector",
-        "reason=GateFailed",
-    ])
-    .unwrap();
+    let events = events(&ns.name, "GateFailed", &[]).unwrap();
     assert!(events.contains("p99Ms <= 1"), "{events}");
     // Cleaned up like any failed run.
     wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;

@@ -134,15 +134,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
         r1.spec.benchmark_uid,
         created["metadata"]["uid"].as_str().unwrap()
     );
-    let events = kubectl(&[
-        "-n",
-        &ns.name,
-        "get",
-        "events",
-        "--field-selector",
-        "reason=ResultReplaced",
-    ])
-    .unwrap();
+    let events = events(&ns.name, "ResultReplaced", &[]).unwrap();
     assert!(events.contains("was not its result"), "{events}");
     // Results are immutable: the API server refuses a change with the rule's message.
     let edit = kubectl(&[
@@ -553,17 +545,7 @@ async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
         message.contains("step 0 rps worse -") && message.contains(&since),
         "{message}"
     );
-    let events = kubectl(&[
-        "-n",
-        &ns.name,
-        "get",
-        "events",
-        "--field-selector",
-        "reason=NewRegime",
-        "-o",
-        "jsonpath={.items[*].type}",
-    ])
-    .unwrap();
+    let events = events(&ns.name, "NewRegime", &["-o", "jsonpath={.items[*].type}"]).unwrap();
     assert_eq!(events.trim(), "Warning", "one Event, for the worse");
     let metrics = operator_metrics(&client).await.unwrap();
     let series = format!(
