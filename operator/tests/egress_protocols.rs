@@ -30,15 +30,13 @@ spec:
 "#;
 
 /// Runs case `index` of SPEC through the worker API; returns its result and figure names.
-fn run_case(index: u32) -> (crds::egress::CaseResult, Vec<&'static str>) {
+fn run_case(index: u32) -> (crds::egress::CaseResult, Vec<String>) {
     let (r, names, _) = run_case_keeping_report(index);
     (r, names)
 }
 
 /// [`run_case`], with the client's stored report.
-fn run_case_keeping_report(
-    index: u32,
-) -> (crds::egress::CaseResult, Vec<&'static str>, FinalReport) {
+fn run_case_keeping_report(index: u32) -> (crds::egress::CaseResult, Vec<String>, FinalReport) {
     let eb: EgressBenchmark = serde_yaml::from_str(SPEC).unwrap();
     let slot = Slot::first(index);
     let plans = plan::workers(&eb, "r1", slot);
@@ -91,7 +89,10 @@ fn run_case_keeping_report(
         result::case_result(&measured, &[pair]).unwrap_or_else(|e| panic!("case {index}: {e}"));
     assert_eq!(errors, Vec::<String>::new(), "case {index}");
     assert_eq!(result::nothing_transferred(&r), None, "case {index}: {r:?}");
-    let names = result::figures(&r).iter().map(|f| f.name).collect();
+    let names = result::figures(&r)
+        .iter()
+        .map(|f| f.name.to_string())
+        .collect();
     (r, names, stored[0].clone())
 }
 
@@ -114,7 +115,7 @@ fn tcp_stream_with_a_latency_probe() {
             "retransmits"
         ]
     );
-    assert!(figures.contains(&"probeP99Ms"));
+    assert!(figures.contains(&"probeP99Ms".to_string()));
     assert_eq!(
         (r.streams, r.message_size, r.path.as_deref()),
         (Some(2), Some(131072), Some("pod"))
@@ -144,7 +145,10 @@ fn tcp_rr_counts_transactions_and_latency() {
         "{r:?}"
     );
     assert_eq!(figures[0], "transactionsPerSecond");
-    assert!(figures.contains(&"p99Ms") && figures.contains(&"serverCpuUsPerTransaction"));
+    assert!(
+        figures.contains(&"p99Ms".to_string())
+            && figures.contains(&"serverCpuUsPerTransaction".to_string())
+    );
     assert_eq!(r.message_size, Some(64));
 }
 
@@ -167,7 +171,7 @@ fn udp_rr_reports_loss() {
         (0.0..1.0).contains(&loss),
         "loopback loses (almost) nothing: {loss}"
     );
-    assert!(figures.contains(&"lossPercent"));
+    assert!(figures.contains(&"lossPercent".to_string()));
 }
 
 #[test]

@@ -19,6 +19,8 @@ pub const REPORT: &str = "netbench.io/report";
 pub const BENCHMARK_UID: &str = "netbench.io/benchmark-uid";
 /// The worker pod whose report an object holds.
 pub const WORKER: &str = "netbench.io/worker";
+/// Marks the report object that holds one whole sample, folded (`store::reports::folded`).
+pub const SAMPLE: &str = "netbench.io/sample";
 
 /// The run id: stable for one generation of one object, so a restarted operator finds the
 /// same run instead of starting a second one.

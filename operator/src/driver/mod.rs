@@ -33,6 +33,7 @@ use crate::base::labels;
 use crate::base::outcome::Step;
 use crate::context::Context;
 use crate::k8s::pods;
+use crate::results::fold;
 use crate::results::metrics::{RegimeMetrics, ResultMetrics};
 use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
@@ -77,10 +78,12 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     //    status write, only when something changed (the kind's last touches first).
     record::end(&mut run, true).await;
     K::before_write(&mut run);
+    let read = before.run().clone();
     let persisted = status::write(api, run.name(), run.status(), before).await?;
 
     // 9. The phase on /metrics, the Events, and the finished run's reports released (only
-    //    once the stored status holds their results).
+    //    once the stored status holds their results); until then, the samples this write
+    //    recorded folded into one object each.
     let kind = K::kind(&());
     let phase = run.status().run().phase.unwrap_or_default();
     ctx.metrics
@@ -88,7 +91,9 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
         .set_phase(&kind, run.ns(), run.name(), phase);
     ctx.publish(&obj.object_ref(&()), &mut run.take_events())
         .await;
-    status::release_reports(ctx, &obj, run.id(), persisted.run()).await?;
+    if !status::release_reports(ctx, &obj, run.id(), persisted.run()).await? {
+        fold::fold_recorded(ctx, &obj, run.id(), &read, persisted.run()).await;
+    }
     Ok(action)
 }
 

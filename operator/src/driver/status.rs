@@ -30,17 +30,18 @@ pub async fn write<K: Plan>(
 /// Deletes the report objects of `run` once `persisted` (the status as the API server returned
 /// it on the last write, or as it was read) shows the run finished and its result no longer
 /// needs them: only then is every result they hold safe in status, whatever fails or crashes
-/// in between.
+/// in between. Whether it released them.
 pub async fn release_reports<K: Hooks>(
     ctx: &Context,
     obj: &K,
     run: &str,
     persisted: &crds::RunStatus,
-) -> Result<()> {
+) -> Result<bool> {
     if is_stored_finished(persisted, run) && result_settled(ctx, obj, run, persisted).await? {
         ctx.reports().delete(&Owner::of(obj), Some(run)).await?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Whether `run`'s result no longer needs its reports, asked of what benchmark authors cannot

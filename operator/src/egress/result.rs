@@ -261,9 +261,9 @@ pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
 /// The figures of one sample, main figure first (samples, results, verdicts). Units: what
 /// `netbench report` shows (lossPercent already in percent).
 pub fn figures(r: &CaseResult) -> Vec<Figure> {
-    let fig = |name, unit, better, value| Figure {
-        name,
-        unit,
+    let fig = |name: &'static str, unit: &'static str, better, value| Figure {
+        name: name.into(),
+        unit: unit.into(),
         better,
         value,
     };

@@ -186,9 +186,9 @@ pub fn check_thresholds(t: &Thresholds, s: &StepResult) -> (bool, String) {
 
 /// The figures of one sample, main figure first (samples, results, verdicts).
 pub fn figures(r: &StepResult) -> Vec<Figure> {
-    let fig = |name, unit, better, value| Figure {
-        name,
-        unit,
+    let fig = |name: &'static str, unit: &'static str, better, value| Figure {
+        name: name.into(),
+        unit: unit.into(),
         better,
         value,
     };

@@ -190,8 +190,8 @@ mod tests {
 
     fn fig(name: &'static str, value: f64) -> Figure {
         Figure {
-            name,
-            unit: "",
+            name: name.into(),
+            unit: "".into(),
             better: Better::Lower,
             value,
         }
@@ -289,7 +289,9 @@ mod tests {
                 f.name
             );
         }
-        assert!(ingress.iter().all(|f| INGRESS_FIGURES.contains(&f.name)));
+        assert!(ingress
+            .iter()
+            .all(|f| INGRESS_FIGURES.contains(&f.name.as_ref())));
     }
 
     #[test]

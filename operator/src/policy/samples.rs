@@ -1,6 +1,7 @@
 //! Repeated samples of a measurement (`spec.samples`): where each sample's workers live, the
 //! statistics kept in status as samples come in, and whether another sample is wanted.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crds::history::{Better, Samples};
@@ -34,11 +35,12 @@ impl Slot {
     }
 }
 
-/// One figure of one sample, as a kind computes it from the sample's reports.
-#[derive(Clone, Debug, PartialEq)]
+/// One figure of one sample, as a kind computes it from the sample's reports (or as a folded
+/// sample keeps it: `store::reports::folded`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Figure {
-    pub name: &'static str,
-    pub unit: &'static str,
+    pub name: Cow<'static, str>,
+    pub unit: Cow<'static, str>,
     pub better: Better,
     pub value: f64,
 }
@@ -67,10 +69,12 @@ pub fn record<'a>(
         for f in figures {
             match m.metrics.iter_mut().find(|s| s.name == f.name) {
                 Some(s) => s.push(f.value),
-                None => {
-                    m.metrics
-                        .push(crds::stats::metric(f.name, f.unit, f.better, vec![f.value]))
-                }
+                None => m.metrics.push(crds::stats::metric(
+                    &f.name,
+                    &f.unit,
+                    f.better,
+                    vec![f.value],
+                )),
             }
         }
     }
@@ -127,8 +131,8 @@ mod tests {
 
     fn rps(v: f64) -> Vec<Figure> {
         vec![Figure {
-            name: "rps",
-            unit: "req/s",
+            name: "rps".into(),
+            unit: "req/s".into(),
             better: Better::Higher,
             value: v,
         }]

@@ -8,19 +8,18 @@ use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
 use kube::ResourceExt;
-use protocol::worker::{validate_final, FinalReport, Role};
 
 use crds::environment::{Environment, Placement};
 use crds::result::{Measurement, MeasurementStats, BENCHMARK_LABEL, KIND_LABEL, SPEC_HASH_LABEL};
 use crds::{BenchmarkRef, BenchmarkResult, BenchmarkResultSpec, Phase};
 
-use super::{backing, facts};
+use super::{backing, facts, fold};
 use crate::base::error::Result;
 use crate::base::labels;
 use crate::policy::samples::{self, Slot};
 use crate::policy::spec::{spec_hash, spec_of};
 use crate::run::{Hooks, Run};
-use crate::store::reports::Owner;
+use crate::store::reports::{Folded, Owner, ReportMetrics};
 use crate::store::run_record::RunRecord;
 
 /// Largest merged histogram kept in a result (encoded); a larger one is left out.
@@ -58,6 +57,7 @@ pub async fn result_spec<K: Hooks>(
         samples,
         started,
         placement,
+        ..
     } = measurements(run).await?;
     let cluster = facts::gather(&run.ctx().client, &nodes, K::ingress_controller(run).await).await;
     // Placement is the benchmark's own: where its spec pins workers. Where the scheduler
@@ -184,7 +184,10 @@ pub async fn statistics<K: Hooks>(run: &Run<'_, K>) -> Result<Vec<MeasurementSta
 }
 
 /// What the stored reports of a run hold.
+#[derive(Default)]
 struct Gathered {
+    /// Each measurement's statistics over its complete samples.
+    stats: Vec<MeasurementStats>,
     /// Each measurement's figures over its complete samples, with its merged histogram.
     measurements: Vec<Measurement>,
     /// The nodes the reports came from, with what a worker saw there.
@@ -197,119 +200,109 @@ struct Gathered {
     placement: Placement,
 }
 
-/// Each measurement's figures over every complete sample found in the store, with its merged
-/// histogram; the nodes the reports came from, with what a worker saw there; and the nodes
-/// of each role.
+/// Each measurement's figures over every complete sample found in the store (a folded sample,
+/// or the worker reports of one not folded, folded here the same way), with its merged
+/// histogram; the nodes the reports came from, with what a worker saw there; and the nodes of
+/// each role.
 async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
     let store = run.ctx().reports();
     let owner = Owner::of(run.obj());
+    let (mut folded, rejected) = store.folded(&owner, run.id()).await?;
+    for what in rejected {
+        run.ctx()
+            .metrics
+            .family::<ReportMetrics>()
+            .rejected
+            .with_label_values(&["forged"])
+            .inc();
+        tracing::warn!(
+            benchmark = owner.name,
+            namespace = owner.namespace,
+            "ignored a forged folded sample: {what}"
+        );
+    }
     let max = run.obj().repetition().samples().max();
-    let mut stats: Vec<MeasurementStats> = vec![];
-    let mut out = vec![];
-    let mut nodes = facts::Seen::new();
-    let mut taken = vec![];
-    let mut started: Option<(jiff::Timestamp, jiff::Timestamp)> = None;
-    let mut placement = Placement::new();
+    let mut gathered = Gathered::default();
     for index in 0..run.obj().count().min(samples::STRIDE) {
-        let mut histograms = vec![];
-        let mut pairs = vec![];
-        let mut parameters = None;
-        let mut complete_samples = 0u32;
+        let mut taken = Taken::default();
         for sample in 0..max {
             let slot = Slot {
                 measurement: index,
                 sample,
             };
-            let expected = run.obj().workers(run.id(), slot);
-            let reports = store
-                .load(&owner, run.id(), slot.wire(), &expected)
-                .await?
-                .reports;
-            if !complete(&expected, &reports) {
-                break;
-            }
-            let Ok(figures) = run.obj().figures(run.id(), slot, &reports) else {
+            let sample_fold = match folded.remove(&slot.wire()) {
+                Some(f) => Some(f),
+                None => {
+                    let expected = run.obj().workers(run.id(), slot);
+                    let loaded = store.load(&owner, run.id(), slot.wire(), &expected).await?;
+                    fold::fold(run.obj(), run.id(), slot, &loaded.reports)
+                }
+            };
+            let Some(f) = sample_fold else {
                 break;
             };
-            let name = run.obj().describe(index);
-            samples::record(&mut stats, index, &name, sample, &figures);
-            complete_samples = complete_samples.saturating_add(1);
-            pairs = run.obj().pair_rows(run.id(), slot, &reports);
-            parameters = Some(run.obj().parameters(run.id(), slot, &reports));
-            for (worker, r) in &reports {
-                if let Some(t) = backing::report_start(r.started_at_unix_ms) {
-                    started = Some(started.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
-                }
-                if let Some(node) = &r.node {
-                    let host = nodes.entry(node.clone()).or_default();
-                    if host.is_none() {
-                        *host = r.host.clone();
-                    }
-                    if let Some(role) = expected.get(worker) {
-                        placement
-                            .entry(role_name(role).to_string())
-                            .or_default()
-                            .insert(node.clone());
-                    }
-                }
-            }
-            // Latency is what the clients measured; a server's report adds none (a compromised
-            // server pod cannot add samples to the result's distribution).
-            histograms.extend(
-                reports
-                    .iter()
-                    .filter(|(worker, _)| expected.get(*worker) == Some(&Role::Client))
-                    .filter_map(|(_, r)| histogram_of(r)),
-            );
+            gathered.add(&mut taken, index, &run.obj().describe(index), sample, f);
         }
-        taken.push(complete_samples);
-        let Some(m) = stats.iter().find(|m| m.index == index) else {
-            continue;
+        gathered.end_measurement(index, taken);
+    }
+    Ok(gathered)
+}
+
+/// One measurement's samples as they are added.
+#[derive(Default)]
+struct Taken {
+    samples: u32,
+    histograms: Vec<String>,
+    pairs: Vec<crds::topology::PairResult>,
+    parameters: BTreeMap<String, String>,
+}
+
+impl Gathered {
+    /// Sample `sample` of measurement `index` (its samples come in order, from 0).
+    fn add(&mut self, taken: &mut Taken, index: u32, name: &str, sample: u32, f: Folded) {
+        samples::record(&mut self.stats, index, name, sample, &f.figures);
+        taken.samples = taken.samples.saturating_add(1);
+        taken.pairs = f.pairs;
+        taken.parameters = f.parameters;
+        taken.histograms.extend(f.histogram);
+        for t in [f.starts.map(|s| s.0), f.starts.map(|s| s.1)]
+            .into_iter()
+            .flatten()
+            .filter_map(backing::report_start)
+        {
+            self.started = Some(self.started.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+        }
+        for (node, host) in f.nodes {
+            let seen = self.nodes.entry(node).or_default();
+            if seen.is_none() {
+                *seen = host;
+            }
+        }
+        for (role, nodes) in f.placement {
+            self.placement.entry(role).or_default().extend(nodes);
+        }
+    }
+
+    /// Measurement `index` has all its samples: its figures and merged histogram.
+    fn end_measurement(&mut self, index: u32, taken: Taken) {
+        self.samples.push(taken.samples);
+        let Some(m) = self.stats.iter().find(|m| m.index == index) else {
+            return;
         };
         let histogram =
-            protocol::report::histogram::merge_encoded(histograms.iter().map(String::as_str))
+            protocol::report::histogram::merge_encoded(taken.histograms.iter().map(String::as_str))
                 .ok()
                 .flatten()
                 .filter(|h| h.len() <= MAX_HISTOGRAM_CHARS);
-        out.push(Measurement {
+        self.measurements.push(Measurement {
             index,
             name: m.name.clone(),
-            parameters: parameters.unwrap_or_default(),
+            parameters: taken.parameters,
             metrics: m.metrics.clone(),
             histogram,
-            pairs,
+            pairs: taken.pairs,
         });
     }
-    Ok(Gathered {
-        measurements: out,
-        nodes,
-        samples: taken,
-        started,
-        placement,
-    })
-}
-
-fn role_name(role: &Role) -> &'static str {
-    match role {
-        Role::Client => "client",
-        Role::Server => "server",
-    }
-}
-
-/// Every client of the sample reported.
-fn complete(expected: &BTreeMap<String, Role>, reports: &BTreeMap<String, FinalReport>) -> bool {
-    let mut clients = expected
-        .iter()
-        .filter(|(_, r)| **r == Role::Client)
-        .peekable();
-    clients.peek().is_some() && clients.all(|(w, _)| reports.contains_key(w))
-}
-
-/// A report's latency histogram, if its kind carries one (validated again: stored objects are
-/// hostile).
-fn histogram_of(r: &FinalReport) -> Option<String> {
-    let kind = r.report.get("kind")?.as_str()?;
-    validate_final(r, kind).ok()?.latency_histogram()
 }
 
 /// The main figure of the last measurement, "12034 ± 210 req/s".
@@ -335,6 +328,7 @@ fn summary(last: Option<&MeasurementStats>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use protocol::worker::FinalReport;
 
     #[test]
     fn names_fit() {
@@ -407,6 +401,107 @@ mod tests {
             (1..16).contains(&kept),
             "as many cases keep their rows as fit: {kept}"
         );
+    }
+
+    /// What a client of slot `slot` reports: `requests` requests over a second, latencies
+    /// spread by the slot and worker so every sample's histogram differs.
+    fn client_report(worker: &str, slot: u32, requests: u64, node: &str) -> FinalReport {
+        use protocol::report::{Counters, HttpReport, HttpRunConfig, StatusCounts};
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        for i in 0..requests {
+            h.record(900 + (i * 7 + u64::from(slot) * 31) % 5000)
+                .unwrap();
+        }
+        let cfg = HttpRunConfig {
+            url: "http://x/".into(),
+            method: "GET".into(),
+            connections: 2,
+            threads: 1,
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            rate: None,
+            keepalive: true,
+            http2: false,
+            timeout_s: 2.0,
+        };
+        let counters = Counters {
+            requests,
+            status: StatusCounts {
+                s2xx: requests,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let start = 1_800_000_000_000 + u64::from(slot) * 10_000;
+        let r = HttpReport::from_run(cfg, start, start + 1000, 1.0, counters, &h, vec![]).unwrap();
+        FinalReport {
+            version: 1,
+            worker: worker.into(),
+            node: Some(node.into()),
+            step: slot,
+            started_at_unix_ms: start + worker.len() as u64,
+            report: serde_json::from_str(&r.to_json()).unwrap(),
+            host: Some(protocol::worker::host::HostFacts {
+                cpu_model: Some("Test CPU @ 2.0GHz".into()),
+                interfaces: vec![],
+            }),
+        }
+    }
+
+    /// A result made of folded samples (each stored as a ConfigMap and read back) holds exactly
+    /// what one made of the worker reports holds: figures, statistics, merged histogram,
+    /// parameters, starts, nodes and placement.
+    #[test]
+    fn a_result_of_folded_samples_equals_one_of_the_worker_reports() {
+        use crate::run::Plan;
+        let ib: crds::IngressBenchmark = serde_json::from_value(serde_json::json!({
+            "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+            "metadata": {"name": "web", "namespace": "team-a",
+                         "uid": "5f0c7d1e-0000-4000-8000-000000000001"},
+            "spec": {"target": {"url": "http://x/"}, "workers": {"replicas": 2},
+                     "samples": {"count": 3}}
+        }))
+        .unwrap();
+        let run = "5f0c7d1e-g1";
+        let owner = Owner::of(&ib);
+        let mut direct = Gathered::default();
+        let mut stored = Gathered::default();
+        let (mut taken_d, mut taken_s) = (Taken::default(), Taken::default());
+        for sample in 0..3 {
+            let slot = Slot {
+                measurement: 0,
+                sample,
+            };
+            let reports: BTreeMap<String, FinalReport> = ib
+                .workers(run, slot)
+                .keys()
+                .zip(["node-a", "node-b"])
+                .zip([1000 + u64::from(sample) * 100, 1500])
+                .map(|((w, node), n)| (w.clone(), client_report(w, slot.wire(), n, node)))
+                .collect();
+            let folded = fold::fold(&ib, run, slot, &reports).unwrap();
+            let cm = crate::store::reports::folded::object("netbench-system", &owner, run, &folded)
+                .unwrap();
+            let read = crate::store::reports::folded::verify(&cm, &owner, run).unwrap();
+            direct.add(&mut taken_d, 0, "step 0", sample, folded);
+            stored.add(&mut taken_s, 0, "step 0", sample, read);
+        }
+        direct.end_measurement(0, taken_d);
+        stored.end_measurement(0, taken_s);
+        assert_eq!(stored.measurements, direct.measurements);
+        assert_eq!(stored.samples, [3]);
+        assert_eq!(stored.started, direct.started);
+        assert_eq!(stored.nodes, direct.nodes);
+        assert_eq!(stored.placement, direct.placement);
+        // And what they hold is the reports': rps summed over both clients per sample, the
+        // histogram merged over every client of every sample, both nodes as client nodes.
+        let m = &stored.measurements[0];
+        let rps = &m.metrics.iter().find(|f| f.name == "rps").unwrap().values;
+        assert_eq!(rps, &[2500.0, 2600.0, 2700.0]);
+        let h = protocol::report::histogram::decode(m.histogram.as_deref().unwrap()).unwrap();
+        assert_eq!(h.len(), 2500 + 2600 + 2700);
+        assert_eq!(stored.placement["client"].len(), 2);
+        assert!(stored.nodes.values().all(|h| h.is_some()));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod backing;
 mod baseline;
 mod build;
 mod facts;
+pub mod fold;
 mod matching;
 pub mod metrics;
 pub mod regime;

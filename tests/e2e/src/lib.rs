@@ -437,6 +437,21 @@ pub async fn stored_reports(client: &Client, ns: &str) -> Result<Vec<String>> {
     names::<ConfigMap>(client, OPERATOR_NAMESPACE, &selector).await
 }
 
+/// The stored reports of benchmarks in `ns`: the worker reports, and the folded samples (one
+/// object per sample, `netbench.io/sample=true`).
+pub async fn stored_reports_by_form(
+    client: &Client,
+    ns: &str,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let base = format!("{MANAGED_BY},netbench.io/report=true,netbench.io/namespace={ns}");
+    let workers = format!("{base},!netbench.io/sample");
+    let samples = format!("{base},netbench.io/sample=true");
+    Ok((
+        names::<ConfigMap>(client, OPERATOR_NAMESPACE, &workers).await?,
+        names::<ConfigMap>(client, OPERATOR_NAMESPACE, &samples).await?,
+    ))
+}
+
 /// The offload Jobs and their pods in the operator's namespace that belong to benchmarks in `ns`.
 pub async fn offload_jobs_and_pods(client: &Client, ns: &str) -> Result<Vec<String>> {
     let selector = format!("{MANAGED_BY},netbench.io/namespace={ns}");

@@ -24,7 +24,9 @@ use crate::base::text::clip;
 pub use crate::store::owner::Owner;
 use crate::store::registry::RunSpec;
 
+pub mod folded;
 mod sink;
+pub use folded::Folded;
 pub use sink::ApiSink;
 
 /// Where accepted reports go: ConfigMaps in the operator's namespace (`ApiSink`).
@@ -66,7 +68,8 @@ const KEY: &str = "report.json";
 /// Event reason of every forged or shadowed report object.
 pub const FORGED: &str = "ForgedReport";
 
-/// Selects `owner`'s report objects: all, one run's, or one step's.
+/// Selects `owner`'s report objects: all, one run's (folded samples included), or one step's
+/// worker reports (folded samples not).
 fn selector(owner: &Owner, run: Option<&str>, step: Option<u32>) -> String {
     let mut s = format!(
         "{}={},{}=true,{}={},{}={}",
@@ -82,7 +85,7 @@ fn selector(owner: &Owner, run: Option<&str>, step: Option<u32>) -> String {
         s.push_str(&format!(",{}={run}", labels::RUN));
     }
     if let Some(step) = step {
-        s.push_str(&format!(",{}={step}", labels::STEP));
+        s.push_str(&format!(",{}={step},!{}", labels::STEP, labels::SAMPLE));
     }
     s
 }

@@ -142,8 +142,10 @@ fn selectors_scope_to_benchmark_run_and_step() {
     assert!(!all.contains("netbench.io/run"));
     let step = selector(&o, Some(RUN), Some(2));
     assert!(
-        step.ends_with(&format!("netbench.io/run={RUN},netbench.io/step=2")),
-        "{step}"
+        step.ends_with(&format!(
+            "netbench.io/run={RUN},netbench.io/step=2,!netbench.io/sample"
+        )),
+        "a step's worker reports, never its folded sample: {step}"
     );
 }
 
