@@ -78,7 +78,7 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     //    status write, only when something changed (the kind's last touches first).
     record::end(&mut run, true).await;
     K::before_write(&mut run);
-    let read = before.run().clone();
+    let recorded = run.take_recorded();
     let persisted = status::write(api, run.name(), run.status(), before).await?;
 
     // 9. The phase on /metrics, the Events, and the finished run's reports released (only
@@ -92,7 +92,7 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     ctx.publish(&obj.object_ref(&()), &mut run.take_events())
         .await;
     if !status::release_reports(ctx, &obj, run.id(), persisted.run()).await? {
-        fold::fold_recorded(ctx, &obj, run.id(), &read, persisted.run()).await;
+        fold::fold_recorded(ctx, &obj, run.id(), &recorded, persisted.run()).await;
     }
     Ok(action)
 }

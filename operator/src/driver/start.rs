@@ -52,11 +52,13 @@ async fn stop_old_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
 /// After the kind retired the old run: its reports go and the new run starts from a fresh
 /// status.
 async fn start_new_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
+    // Folds of this very run id can only be left by a status wiped or forged after it was
+    // stored; the new run takes its samples afresh.
+    let owner = Owner::of(run.obj());
+    run.ctx().reports().delete_folds(&owner, run.id()).await?;
     if let Some(old) = run.status().run().run_id.clone() {
         let ctx = run.ctx();
-        ctx.reports()
-            .delete(&Owner::of(run.obj()), Some(&old))
-            .await?;
+        ctx.reports().delete(&owner, Some(&old)).await?;
         let finished = run.status().run().phase.is_some_and(Phase::is_finished);
         if !finished && !scheduled::replaces(run, &old) {
             let m =

@@ -207,20 +207,6 @@ struct Gathered {
 async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
     let store = run.ctx().reports();
     let owner = Owner::of(run.obj());
-    let (mut folded, rejected) = store.folded(&owner, run.id()).await?;
-    for what in rejected {
-        run.ctx()
-            .metrics
-            .family::<ReportMetrics>()
-            .rejected
-            .with_label_values(&["forged"])
-            .inc();
-        tracing::warn!(
-            benchmark = owner.name,
-            namespace = owner.namespace,
-            "ignored a forged folded sample: {what}"
-        );
-    }
     let max = run.obj().repetition().samples().max();
     let mut gathered = Gathered::default();
     for index in 0..run.obj().count().min(samples::STRIDE) {
@@ -230,7 +216,16 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
                 measurement: index,
                 sample,
             };
-            let sample_fold = match folded.remove(&slot.wire()) {
+            // The stored fold, or (none, or not a fold) the worker reports folded here.
+            let stored = match store.folded(&owner, run.id(), slot.wire()).await? {
+                Some(Ok(f)) => Some(f),
+                Some(Err(what)) => {
+                    forged(run, &owner, &what);
+                    None
+                }
+                None => None,
+            };
+            let sample_fold = match stored {
                 Some(f) => Some(f),
                 None => {
                     let expected = run.obj().workers(run.id(), slot);
@@ -246,6 +241,21 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
         gathered.end_measurement(index, taken);
     }
     Ok(gathered)
+}
+
+/// An object holding a fold's name that is not one: ignored, counted and logged.
+fn forged<K: Hooks>(run: &Run<'_, K>, owner: &Owner, what: &str) {
+    run.ctx()
+        .metrics
+        .family::<ReportMetrics>()
+        .rejected
+        .with_label_values(&["forged"])
+        .inc();
+    tracing::warn!(
+        benchmark = owner.name,
+        namespace = owner.namespace,
+        "ignored a forged folded sample: {what}"
+    );
 }
 
 /// One measurement's samples as they are added.

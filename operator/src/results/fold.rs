@@ -2,8 +2,8 @@
 //! a sample, made from its verified worker reports by [`fold`], the one function the result
 //! builder also uses on reports that were never folded, so a result is the same either way.
 //!
-//! When: right after a status write that recorded a sample's figures ([`newly_recorded`]), the
-//! sample's reports are folded and, once the fold is stored, deleted. Until that status is
+//! When: right after the status write that stored a sample's figures recorded this reconcile
+//! ([`confirmed`]), the sample's reports are folded and, once the fold is stored, deleted. Until that status is
 //! stored the reports are what a retried Collecting reads; after it, no phase reads them again.
 //! A fold that cannot be stored leaves the reports where they are: the result is made of them
 //! instead (best effort, logged; nothing waits for it).
@@ -15,9 +15,9 @@ use protocol::worker::{validate_final, FinalReport, Role};
 use crds::RunStatus;
 
 use crate::context::Context;
-use crate::policy::samples::{Slot, STRIDE};
+use crate::policy::samples::{self, Slot};
 use crate::run::{Hooks, Plan};
-use crate::store::reports::folded::MAX_FOLDED_BYTES;
+use crate::store::reports::folded::{self, MAX_FOLDED_BYTES, MAX_HISTOGRAM_CHARS};
 use crate::store::reports::{Folded, Owner};
 
 /// The fold of one sample from its verified reports; None while a client has not reported or
@@ -34,6 +34,9 @@ pub fn fold<P: Plan>(
     }
     let mut f = Folded::new(slot.wire());
     f.figures = plan.figures(run, slot, reports).ok()?;
+    if f.figures.iter().any(|x| !x.value.is_finite()) {
+        return None;
+    }
     f.pairs = plan.pair_rows(run, slot, reports);
     f.parameters = plan.parameters(run, slot, reports);
     let mut histograms = vec![];
@@ -41,7 +44,8 @@ pub fn fold<P: Plan>(
         let Some(role) = expected.get(worker) else {
             continue;
         };
-        if r.started_at_unix_ms > 0 {
+        // Only starts that are times (an absurd one would hide the real ones).
+        if super::backing::report_start(r.started_at_unix_ms).is_some() {
             let t = r.started_at_unix_ms;
             f.starts = Some(f.starts.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
         }
@@ -61,7 +65,8 @@ pub fn fold<P: Plan>(
     }
     f.histogram = protocol::report::histogram::merge_encoded(histograms.iter().map(String::as_str))
         .ok()
-        .flatten();
+        .flatten()
+        .filter(|h| h.len() <= MAX_HISTOGRAM_CHARS);
     Some(f.bounded(MAX_FOLDED_BYTES))
 }
 
@@ -88,60 +93,45 @@ fn histogram_of(r: &FinalReport) -> Option<String> {
     validate_final(r, kind).ok()?.latency_histogram()
 }
 
-/// The samples of `run` whose figures `persisted` (the status as stored) holds and `before`
-/// (the status this reconcile read) did not: the ones whose reports no phase reads again. Only
-/// measurements below `count` and samples below `max` (the spec's), whatever status claims.
-pub fn newly_recorded(
-    before: &RunStatus,
-    persisted: &RunStatus,
-    run: &str,
-    count: u32,
-    max: u32,
-) -> Vec<Slot> {
+/// Of the samples this reconcile recorded, those whose figures `persisted` (the status as the
+/// API server stored it) holds for `run`: their reports no phase reads again. Status alone
+/// never names a sample to fold.
+pub fn confirmed(recorded: &[Slot], persisted: &RunStatus, run: &str) -> Vec<Slot> {
     if persisted.run_id.as_deref() != Some(run) {
         return vec![];
     }
-    let same_run = before.run_id.as_deref() == Some(run);
-    let taken = |status: &RunStatus, index: u32| {
-        status
-            .statistics
-            .iter()
-            .find(|m| m.index == index)
-            .map_or(0, |m| m.samples().min(max))
-    };
-    let mut out = vec![];
-    for index in 0..count.min(STRIDE) {
-        let from = if same_run { taken(before, index) } else { 0 };
-        for sample in from..taken(persisted, index) {
-            out.push(Slot {
-                measurement: index,
-                sample,
-            });
-        }
-    }
-    out
+    recorded
+        .iter()
+        .filter(|s| samples::recorded(&persisted.statistics, s.measurement, s.sample))
+        .copied()
+        .collect()
 }
 
-/// Folds the samples a status write just recorded and deletes their worker reports; a sample
-/// whose fold cannot be made or stored keeps its reports (logged).
+/// Folds the samples a status write just stored (`recorded`, confirmed in `persisted`) and
+/// deletes their worker reports; a sample whose fold cannot be made, read back or stored keeps
+/// its reports (logged).
 pub async fn fold_recorded<K: Hooks>(
     ctx: &Context,
     obj: &K,
     run: &str,
-    before: &RunStatus,
+    recorded: &[Slot],
     persisted: &RunStatus,
 ) {
-    let max = obj.repetition().samples().max();
-    let slots = newly_recorded(before, persisted, run, obj.count(), max);
     let store = ctx.reports();
     let owner = Owner::of(obj);
-    for slot in slots {
+    for slot in confirmed(recorded, persisted, run) {
         let expected = obj.workers(run, slot);
         let outcome = async {
             let loaded = store.load(&owner, run, slot.wire(), &expected).await?;
             let Some(folded) = fold(obj, run, slot, &loaded.reports) else {
                 return Ok("its reports make no sample; they stay".to_string());
             };
+            // Only a fold the builder will accept replaces the reports.
+            if let Err(why) = folded::readable(&owner, run, &folded) {
+                return Ok(format!(
+                    "the fold would not read back ({why}); the reports stay"
+                ));
+            }
             store.keep_folded(&owner, run, &folded).await?;
             store
                 .delete_worker_reports(&owner, run, slot.wire())
@@ -204,27 +194,18 @@ mod tests {
     }
 
     #[test]
-    fn only_samples_the_write_recorded_are_folded() {
-        let before = status("r", &[(0, 3), (1, 1)]);
-        let after = status("r", &[(0, 3), (1, 2)]);
-        assert_eq!(newly_recorded(&before, &after, "r", 2, 5), [slot(1, 1)]);
-        assert_eq!(newly_recorded(&after, &after, "r", 2, 5), []);
-        // A new run: everything its status holds is new.
-        let old = status("q", &[(0, 3)]);
-        let first = status("r", &[(0, 1)]);
-        assert_eq!(newly_recorded(&old, &first, "r", 2, 5), [slot(0, 0)]);
-        // A status of another run folds nothing of this one.
+    fn only_samples_this_reconcile_recorded_and_the_stored_status_holds_are_folded() {
+        let stored = status("r", &[(0, 3), (1, 2)]);
+        let recorded = [slot(1, 1), slot(1, 2), slot(0, 0)];
+        // slot (1, 2) is not in the stored status (not written, or written by another).
+        assert_eq!(confirmed(&recorded, &stored, "r"), [slot(1, 1), slot(0, 0)]);
+        // A stored status of another run confirms nothing.
         assert_eq!(
-            newly_recorded(&before, &status("q", &[(0, 9)]), "r", 2, 5),
+            confirmed(&recorded, &status("q", &[(0, 9), (1, 9)]), "r"),
             []
         );
-    }
-
-    #[test]
-    fn a_status_claiming_more_than_the_spec_plans_folds_only_what_it_plans() {
-        let before = status("r", &[]);
-        let forged = status("r", &[(0, 1_000_000), (7, 1), (u32::MAX, 3)]);
-        let slots = newly_recorded(&before, &forged, "r", 2, 3);
-        assert_eq!(slots, [slot(0, 0), slot(0, 1), slot(0, 2)]);
+        // A forged status full of samples folds only what this reconcile recorded.
+        let forged = status("r", &[(0, 1_000_000), (1, 1_000_000)]);
+        assert_eq!(confirmed(&[], &forged, "r"), []);
     }
 }

@@ -38,6 +38,9 @@ pub struct Run<'a, K: Hooks> {
     schedule: Decision,
     /// How the run ended, decided this reconcile and not yet in its run record.
     ended: Option<Ended>,
+    /// The samples whose figures this reconcile recorded (folded once a stored status holds
+    /// them: `results::fold`).
+    recorded: Vec<Slot>,
 }
 
 impl<'a, K: Hooks> Run<'a, K> {
@@ -62,6 +65,7 @@ impl<'a, K: Hooks> Run<'a, K> {
             extra,
             schedule,
             ended: None,
+            recorded: vec![],
         }
     }
 
@@ -147,6 +151,16 @@ impl<'a, K: Hooks> Run<'a, K> {
     }
 
     /// The Events gathered so far (they go to the caller, to publish).
+    /// Sample `slot`'s figures were recorded in status this reconcile.
+    pub fn note_recorded(&mut self, slot: Slot) {
+        self.recorded.push(slot);
+    }
+
+    /// The samples recorded this reconcile (see [`Run::note_recorded`]).
+    pub fn take_recorded(&mut self) -> Vec<Slot> {
+        std::mem::take(&mut self.recorded)
+    }
+
     pub fn take_events(&mut self) -> Vec<PendingEvent> {
         std::mem::take(&mut self.events)
     }

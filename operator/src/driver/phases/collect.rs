@@ -105,6 +105,13 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
         let m = m.clone();
         K::show_statistics(run.status_mut(), &m);
     }
+    if samples::recorded(
+        &run.status().run().statistics,
+        slot.measurement,
+        slot.sample,
+    ) {
+        run.note_recorded(slot);
+    }
     if run.obj().cleanup_policy() != CleanupPolicy::Never {
         let selector = run.slot_selector(slot);
         pods::delete_workers(&ctx.client, &K::kind(&()), run.ns(), &selector).await?;

@@ -39,7 +39,8 @@ const MAX_PARAMETER_VALUE: usize = 1024;
 const MAX_PAIRS: usize = 4096;
 const MAX_NODES: usize = 1024;
 const MAX_NODE_NAME: usize = 253;
-const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
+/// Largest merged histogram a fold keeps (a larger one is left out of it).
+pub const MAX_HISTOGRAM_CHARS: usize = 256 * 1024;
 const ROLES: [&str; 2] = ["client", "server"];
 
 /// What a result needs of one sample, folded from its verified worker reports.
@@ -214,6 +215,15 @@ pub(crate) fn object(
     })
 }
 
+/// Whether `folded`, once stored, reads back as itself (the operator stores only such folds).
+pub fn readable(owner: &Owner, run: &str, folded: &Folded) -> Result<(), String> {
+    let cm = object("", owner, run, folded).map_err(|e| e.to_string())?;
+    match verify(&cm, owner, run)? {
+        read if read == *folded => Ok(()),
+        _ => Err("it reads back otherwise".into()),
+    }
+}
+
 /// The fold `cm` holds if it is exactly what [`Store::keep_folded`] writes for `run`.
 pub(crate) fn verify(cm: &ConfigMap, owner: &Owner, run: &str) -> Result<Folded, String> {
     let empty = BTreeMap::new();
@@ -284,33 +294,38 @@ impl Store {
         )))
     }
 
-    /// The folded samples of `run` by slot, and the objects that claimed to be one but were
-    /// not ("ConfigMap ns/name: why").
+    /// The folded sample of slot `slot` of `run`: None when there is none, Err(why) when the
+    /// object holding its name is not one ("ConfigMap ns/name: why").
     pub async fn folded(
         &self,
         owner: &Owner,
         run: &str,
-    ) -> Result<(BTreeMap<u32, Folded>, Vec<String>), kube::Error> {
+        slot: u32,
+    ) -> Result<Option<Result<Folded, String>>, kube::Error> {
+        let name = object_name(owner, run, slot);
+        let Some(cm) = self.api().get_opt(&name).await? else {
+            return Ok(None);
+        };
+        let read = verify(&cm, owner, run)
+            .and_then(|f| match f.slot == slot {
+                true => Ok(f),
+                false => Err(format!("it holds slot {}", f.slot)),
+            })
+            .map_err(|why| format!("ConfigMap {}/{name}: {why}", self.namespace));
+        Ok(Some(read))
+    }
+
+    /// Deletes every folded sample of `run`.
+    pub async fn delete_folds(&self, owner: &Owner, run: &str) -> Result<(), kube::Error> {
         let lp = ListParams::default().labels(&format!(
             "{},{}=true",
             selector(owner, Some(run), None),
             labels::SAMPLE
         ));
-        let mut found = BTreeMap::new();
-        let mut rejected = vec![];
-        for cm in self.api().list(&lp).await? {
-            match verify(&cm, owner, run) {
-                Ok(f) => {
-                    found.insert(f.slot, f);
-                }
-                Err(why) => rejected.push(format!(
-                    "ConfigMap {}/{}: {why}",
-                    self.namespace,
-                    cm.metadata.name.as_deref().unwrap_or("")
-                )),
-            }
-        }
-        Ok((found, rejected))
+        self.api()
+            .delete_collection(&DeleteParams::background(), &lp)
+            .await
+            .map(drop)
     }
 
     /// Deletes the worker reports of slot `slot` of `run` (not its folded sample).
@@ -373,6 +388,19 @@ mod tests {
         assert_eq!(l[labels::SAMPLE], "true");
         assert_eq!(l[labels::STEP], "65");
         assert!(!l.contains_key(labels::WORKER));
+    }
+
+    #[test]
+    fn only_a_fold_that_reads_back_as_itself_is_readable() {
+        assert_eq!(readable(&owner(), RUN, &sample(3)), Ok(()));
+        let mut big = sample(3);
+        big.histogram = Some("h".repeat(MAX_HISTOGRAM_CHARS + 1));
+        assert!(readable(&owner(), RUN, &big)
+            .unwrap_err()
+            .contains("histogram"));
+        let mut nan = sample(3);
+        nan.figures[0].value = f64::INFINITY;
+        assert!(readable(&owner(), RUN, &nan).is_err());
     }
 
     #[test]
