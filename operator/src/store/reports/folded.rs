@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crds::environment::Placement;
 use crds::topology::PairResult;
 
-use super::{delete_exactly, selector, Owner, Store, StoreError};
+use super::{delete_exactly, identity_hash, selector, step_labels, Owner, Store, StoreError};
 use crate::base::labels;
 use crate::policy::samples::Figure;
 
@@ -170,27 +170,13 @@ fn clip(text: &str) -> String {
 
 /// The folded object's name: the run and slot, and a hash of everything that identifies it.
 pub fn object_name(owner: &Owner, run: &str, slot: u32) -> String {
-    let identity = format!(
-        "{}/{}/{}/{run}/{slot}/sample",
-        owner.kind, owner.namespace, owner.uid
-    );
-    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = identity_hash(owner, run, slot, "sample");
     format!("netbench-sample-{run}-s{slot}-{hash:016x}")
 }
 
 fn object_labels(owner: &Owner, run: &str, slot: u32) -> BTreeMap<String, String> {
-    let mut l = labels::run_labels(&owner.kind, &owner.name, run);
-    for (k, v) in [
-        (labels::NAMESPACE, owner.namespace.clone()),
-        (labels::BENCHMARK_UID, owner.uid.clone()),
-        (labels::STEP, slot.to_string()),
-        (labels::REPORT, "true".to_string()),
-        (labels::SAMPLE, "true".to_string()),
-    ] {
-        l.insert(k.to_string(), v);
-    }
+    let mut l = step_labels(owner, run, slot);
+    l.insert(labels::SAMPLE.to_string(), "true".to_string());
     l
 }
 

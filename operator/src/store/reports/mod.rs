@@ -90,14 +90,14 @@ fn selector(owner: &Owner, run: Option<&str>, step: Option<u32>) -> String {
     s
 }
 
-/// Every label a report object of `worker` (step `step` of `run`) carries.
-fn report_labels(owner: &Owner, run: &str, step: u32, worker: &str) -> BTreeMap<String, String> {
+/// The labels every report object of step `step` of `run` carries (a worker's report adds its
+/// worker, a folded sample its mark).
+fn step_labels(owner: &Owner, run: &str, step: u32) -> BTreeMap<String, String> {
     let mut l = labels::run_labels(&owner.kind, &owner.name, run);
     for (k, v) in [
         (labels::NAMESPACE, owner.namespace.clone()),
         (labels::BENCHMARK_UID, owner.uid.clone()),
         (labels::STEP, step.to_string()),
-        (labels::WORKER, worker.to_string()),
         (labels::REPORT, "true".to_string()),
     ] {
         l.insert(k.to_string(), v);
@@ -105,17 +105,29 @@ fn report_labels(owner: &Owner, run: &str, step: u32, worker: &str) -> BTreeMap<
     l
 }
 
-/// The object's name: the worker pod's (which holds run and step) and a hash of everything
-/// that identifies the report, so benchmarks of the same name in two namespaces never meet.
-pub fn object_name(owner: &Owner, run: &str, step: u32, worker: &str) -> String {
+/// Every label a report object of `worker` (step `step` of `run`) carries.
+fn report_labels(owner: &Owner, run: &str, step: u32, worker: &str) -> BTreeMap<String, String> {
+    let mut l = step_labels(owner, run, step);
+    l.insert(labels::WORKER.to_string(), worker.to_string());
+    l
+}
+
+/// A hash of everything that identifies an object of step `step` of `run` (`what`: the worker,
+/// or "sample"), so benchmarks of the same name in two namespaces never meet. FNV-1a: stable
+/// across versions and platforms (std's hasher is not).
+fn identity_hash(owner: &Owner, run: &str, step: u32, what: &str) -> u64 {
     let identity = format!(
-        "{}/{}/{}/{run}/{step}/{worker}",
+        "{}/{}/{}/{run}/{step}/{what}",
         owner.kind, owner.namespace, owner.uid
     );
-    // FNV-1a: stable across versions and platforms (std's hasher is not).
-    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+    identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    })
+}
+
+/// The object's name: the worker pod's (which holds run and step) and the identity's hash.
+pub fn object_name(owner: &Owner, run: &str, step: u32, worker: &str) -> String {
+    let hash = identity_hash(owner, run, step, worker);
     format!("{worker}-report-{hash:016x}")
 }
 
