@@ -519,7 +519,7 @@ async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
         if run > 1 {
             if run == 4 {
                 let limits = ["-n", &ns.name, "set", "resources", "deployment/web"];
-                kubectl(&[&limits[..], &["--limits=cpu=50m", "--requests=cpu=50m"]].concat())
+                kubectl(&[&limits[..], &["--limits=cpu=10m", "--requests=cpu=10m"]].concat())
                     .unwrap();
                 rollout();
                 endpoints_settled(&ns.name, "web").await;
