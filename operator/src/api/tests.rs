@@ -95,31 +95,7 @@ pub(super) fn register_body(worker: &str) -> Vec<u8> {
 
 pub(super) fn http_report() -> serde_json::Value {
     // A real report from the engine's own types: one request of 1 ms.
-    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-    h.record(1000).unwrap();
-    let cfg = protocol::report::HttpRunConfig {
-        url: "http://x/".into(),
-        method: "GET".into(),
-        connections: 1,
-        threads: 1,
-        duration_s: 1.0,
-        warmup_s: 0.0,
-        rate: None,
-        keepalive: true,
-        http2: false,
-        timeout_s: 2.0,
-    };
-    let counters = protocol::report::Counters {
-        requests: 1,
-        status: protocol::report::StatusCounts {
-            s2xx: 1,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let r =
-        protocol::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
-    serde_json::from_str(&r.to_json()).unwrap()
+    crate::testing::reports::http_report(&[1000], 0)
 }
 
 pub(super) fn report_body(worker: &str, report: serde_json::Value) -> Vec<u8> {

@@ -324,30 +324,7 @@ mod tests {
 
     /// A stored report of `worker`: one 1 ms request, as the engine reports it.
     fn stored(worker: &str, requests: u64) -> FinalReport {
-        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
-        h.record(1000).unwrap();
-        let cfg = protocol::report::HttpRunConfig {
-            url: "http://x/".into(),
-            method: "GET".into(),
-            connections: 1,
-            threads: 1,
-            duration_s: 1.0,
-            warmup_s: 0.0,
-            rate: None,
-            keepalive: true,
-            http2: false,
-            timeout_s: 2.0,
-        };
-        let counters = protocol::report::Counters {
-            requests: 1,
-            status: protocol::report::StatusCounts {
-                s2xx: 1,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let r = HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
-        let mut report: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        let mut report = crate::testing::reports::http_report(&[1000], 0);
         report["counters"]["requests"] = requests.into();
         FinalReport {
             version: 1,

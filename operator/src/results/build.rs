@@ -416,41 +416,17 @@ mod tests {
     /// What a client of slot `slot` reports: `requests` requests over a second, latencies
     /// spread by the slot and worker so every sample's histogram differs.
     fn client_report(worker: &str, slot: u32, requests: u64, node: &str) -> FinalReport {
-        use protocol::report::{Counters, HttpReport, HttpRunConfig, StatusCounts};
-        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
-        for i in 0..requests {
-            h.record(900 + (i * 7 + u64::from(slot) * 31) % 5000)
-                .unwrap();
-        }
-        let cfg = HttpRunConfig {
-            url: "http://x/".into(),
-            method: "GET".into(),
-            connections: 2,
-            threads: 1,
-            duration_s: 1.0,
-            warmup_s: 0.0,
-            rate: None,
-            keepalive: true,
-            http2: false,
-            timeout_s: 2.0,
-        };
-        let counters = Counters {
-            requests,
-            status: StatusCounts {
-                s2xx: requests,
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let latencies: Vec<u64> = (0..requests)
+            .map(|i| 900 + (i * 7 + u64::from(slot) * 31) % 5000)
+            .collect();
         let start = 1_800_000_000_000 + u64::from(slot) * 10_000;
-        let r = HttpReport::from_run(cfg, start, start + 1000, 1.0, counters, &h, vec![]).unwrap();
         FinalReport {
             version: 1,
             worker: worker.into(),
             node: Some(node.into()),
             step: slot,
             started_at_unix_ms: start + worker.len() as u64,
-            report: serde_json::from_str(&r.to_json()).unwrap(),
+            report: crate::testing::reports::http_report(&latencies, start),
             host: Some(protocol::worker::host::HostFacts {
                 cpu_model: Some("Test CPU @ 2.0GHz".into()),
                 interfaces: vec![],

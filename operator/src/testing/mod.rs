@@ -6,6 +6,8 @@
 mod doubles;
 pub mod fake_api;
 pub mod log_capture;
+#[cfg(test)]
+pub mod reports;
 
 pub use doubles::{FixedTokens, MemorySink};
 pub use fake_api::{context, FakeApi};
