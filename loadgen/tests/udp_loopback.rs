@@ -117,13 +117,18 @@ fn a_paced_test_sends_its_schedule_and_every_count_adds_up() {
         // sender that ignored its schedule would be done in a few milliseconds). Late is
         // possible, early is not, whatever the load.
         let earliest_last = (s.sent.packets - 1) as f64 / 2000.0;
+        let last = s.sent.last_send_seconds.expect("the last send's time");
         assert!(
-            s.sent.seconds >= earliest_last - 1e-6,
-            "the last datagram went out at {} s, before its intended {earliest_last} s: {:?}",
-            s.sent.seconds,
+            last >= earliest_last - 1e-6,
+            "the last datagram went out at {last} s, before its intended {earliest_last} s: {:?}",
             s.sent
         );
         assert_eq!(s.received.bytes, s.received.packets * 1000);
+        // Rates over the test's window (1 s), not up to the last send or arrival (which would
+        // make 2000 datagrams sent by 0.9995 s read as more than 2000/s).
+        assert_eq!((s.sent.seconds, s.received.seconds), (1.0, 1.0));
+        assert_eq!(s.sent.packets_per_second, s.sent.packets as f64);
+        assert_eq!(s.received.packets_per_second, s.received.packets as f64);
     }
     let offered = report.offered.expect("paced");
     assert_eq!(offered.packets_per_second, 4000.0);

@@ -14,11 +14,14 @@
 //!   validation, and the latency probe a stream report may carry.
 //! - [`Protocol`]: which test a server runs for a client (`tcp-stream`, `tcp-rr`, `tcp-crr`,
 //!   `udp-rr`, `udp-stream`), shared by the control protocol, the reports and the CRD.
+//! - [`cpu`]: CPU figures of both ends: the worker process's and the node's (/proc/stat), and
+//!   the costs per unit of work computed from them over the meter's window.
 //! - [`offload`]: a device's offload feature state as the operator records it, the state line
 //!   that carries it and ethtool's legacy feature names.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
+pub mod cpu;
 pub mod offload;
 pub mod report;
 pub mod rr;

@@ -40,6 +40,7 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         user_percent: 5.0,
         system_percent: 15.0,
         total_percent: 20.0,
+        ..CpuUsage::default()
     };
     let run = RrRun {
         client: "10.0.0.1:41000".into(),

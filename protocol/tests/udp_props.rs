@@ -70,6 +70,7 @@ fn run_report(
         user_percent: 5.0,
         system_percent: 20.5,
         total_percent: 25.5,
+        ..CpuUsage::default()
     };
     let run = UdpRun {
         client: "10.0.0.1:1234".into(),

@@ -453,6 +453,7 @@ mod props {
             user_percent: u,
             system_percent: s,
             total_percent: t,
+            ..CpuUsage::default()
         });
         prop_oneof![
             (text(), test).prop_map(|(c, t)| Message::hello(&c, t)),

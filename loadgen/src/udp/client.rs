@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ::protocol::tcp::{CpuReport, CpuUsage, Flow};
-use ::protocol::udp::{cpu_seconds_of, CpuSeconds, Rate, UdpReport, UdpRun, UdpStream, MIN_LEN};
+use ::protocol::udp::{CpuSeconds, Rate, Received, UdpReport, UdpRun, UdpStream, MIN_LEN};
 use ::protocol::worker::now_unix_ms;
 use ::protocol::Protocol;
 use serde::Serialize;
@@ -83,7 +83,7 @@ pub fn run(
     drive(&streams, test.plan.duration, start, progress);
     let local = streams.join();
     let client_cpu = meter.stop();
-    let client_seconds = cpu_seconds_of(&client_cpu, start.elapsed().as_secs_f64());
+    let client_seconds = client_cpu.cpu_seconds(start.elapsed().as_secs_f64());
     let ended_at = now_unix_ms();
 
     let (peer, server_cpu, server_seconds) = read_results(&test.control)?;
@@ -336,7 +336,16 @@ fn stream_reports(
             ))
         };
         let sent = sender.sent.ok_or_else(missing)?;
-        let received = receiver.received.ok_or_else(missing)?;
+        let got = receiver.received.ok_or_else(missing)?;
+        // Both rates over the window the datagrams were sent in (iperf3 divides both by the
+        // test's time), so received over sent is exactly the share that arrived.
+        let received = Received {
+            out_of_order: got.out_of_order,
+            duplicates: got.duplicates,
+            invalid: got.invalid,
+            kernel_drops: got.kernel_drops,
+            ..Received::new(got.packets, got.bytes, sent.seconds)
+        };
         let error = match (&mine.error, &theirs.error) {
             (None, None) => None,
             (Some(a), None) => Some(format!("client: {a}")),

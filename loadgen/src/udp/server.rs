@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ::protocol::tcp::Flow;
-use ::protocol::udp::cpu_seconds_of;
 
 use super::config::validate_params;
 use super::datagram::{tag_of, Header, Kind, HEADER_LEN};
@@ -85,7 +84,7 @@ impl UdpTest<'_> {
         let outcome = watch(&control, &streams, hard_deadline, shutdown);
         let sides = streams.join();
         let cpu = meter.stop();
-        let cpu_seconds = cpu_seconds_of(&cpu, start.elapsed().as_secs_f64());
+        let cpu_seconds = cpu.cpu_seconds(start.elapsed().as_secs_f64());
         busy.stop();
         outcome?;
         write_message(

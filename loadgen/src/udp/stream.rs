@@ -262,6 +262,14 @@ fn send(
             let _ = sock.send(&end);
         }
     }
+    // The window the rate is over: the test's duration (a paced schedule that used up its send
+    // times early still ran that long), or until the stream stopped early.
+    let stopped_early = abort.load(Ordering::Relaxed) || error.is_some();
+    let window_ns = if stopped_early {
+        nanos_since(start).min(end_ns)
+    } else {
+        end_ns
+    };
     let (skipped, late) = pacer.map_or((0, 0), |mut p| {
         p.finish();
         (p.skipped, p.late)
@@ -271,10 +279,11 @@ fn send(
         late,
         skipped,
         errors: out.errors,
+        last_send_seconds: Some(out.last_sent_ns as f64 / 1e9),
         ..Sent::new(
             packets,
             packets.saturating_mul(plan.len as u64),
-            out.last_sent_ns as f64 / 1e9,
+            window_ns as f64 / 1e9,
         )
     };
     StreamSide {

@@ -54,10 +54,7 @@ pub fn merge(reports: &[RrReport]) -> Result<RrReport, RrMergeError> {
         if let Some(q) = r.requested_per_second {
             requested = Some(requested.unwrap_or(0.0) + q);
         }
-        cpu = CpuReport {
-            client: cpu.client.sum(r.cpu.client),
-            server: cpu.server.sum(r.cpu.server),
-        };
+        cpu = cpu.sum(&r.cpu);
         let offset = u32::try_from(runs.len()).map_err(|_| overflow("the run index"))?;
         runs.extend(r.runs.iter().cloned());
         for s in &r.per_stream {
@@ -91,6 +88,7 @@ pub fn merge(reports: &[RrReport]) -> Result<RrReport, RrMergeError> {
         histogram: histogram::encode(&hist).map_err(RrMergeError::Histogram)?,
         cpu,
         cpu_us_per_transaction: None,
+        node_cpu_us_per_transaction: None,
         runs,
         per_stream,
     };

@@ -1,8 +1,8 @@
 //! The request/response report (kind `"rr"`, `mode` `tcp-rr` | `tcp-crr` | `udp-rr`):
 //! transactions, transactions per second, exact latency percentiles from an HDR histogram
 //! (the HTTP report's encoding: V2 + DEFLATE, base64, decoded with bounds), failures by class,
-//! UDP losses, the CPU use of both ends and the CPU each spent per transaction (netperf's
-//! service demand). [`merge`] combines clients that ran at the same time (counts add up,
+//! UDP losses, the CPU use of both ends and the CPU each spent per transaction: the worker
+//! process's, and the node's (netperf's service demand: see [`crate::cpu`]). [`merge`] combines clients that ran at the same time (counts add up,
 //! histograms merge exactly, percentiles are recomputed, never averaged); [`validate_rr`]
 //! refuses impossible figures and names the field.
 //!
@@ -33,8 +33,8 @@ pub use probe::{LatencyProbe, ProbeCounts};
 #[cfg(test)]
 pub(crate) use report::fixtures::rr_report as report_fixture;
 pub use report::{RrCounts, RrErrors, RrReport, RrRun, RrSetup, RrStream};
+pub(crate) use validate::check_probe;
 pub use validate::validate_rr;
-pub(crate) use validate::{check_cost, check_probe};
 
 /// The report's `kind`.
 pub const REPORT_KIND: &str = "rr";

@@ -4,10 +4,10 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::{REPORT_KIND, REPORT_VERSION};
+use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
 use crate::report::histogram;
 use crate::report::http::tool_name;
 use crate::report::LatencySummary;
-use crate::tcp::{CpuCost, CpuReport, CpuUsage};
 use crate::Protocol;
 
 /// Failed transactions by cause (one count per transaction, not per connection).
@@ -201,16 +201,17 @@ pub struct RrReport {
     pub histogram: String,
     /// Sum over runs, in percent of one CPU.
     pub cpu: CpuReport,
-    /// CPU time each end spent per transaction, in microseconds (netperf's service demand:
-    /// CPU percent x window / transactions); absent when there was no transaction.
+    /// CPU time each end's worker PROCESS spent per transaction, in microseconds (its CPU over
+    /// its meter's window / the transactions answered in it); absent when there was none. Not
+    /// netperf's service demand, which counts the whole node: see `node_cpu_us_per_transaction`.
     pub cpu_us_per_transaction: Option<CpuCost>,
+    /// Each end's whole NODE's busy CPU time per transaction, in microseconds (/proc/stat over
+    /// the meter's window: netperf's service demand, `-c`/`-C`); only in a report of one run
+    /// whose two ends both read their node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_cpu_us_per_transaction: Option<CpuCost>,
     pub runs: Vec<RrRun>,
     pub per_stream: Vec<RrStream>,
-}
-
-/// CPU seconds a [`CpuUsage`] (percent of one CPU) stands for over `secs`.
-pub(crate) fn cpu_seconds(u: &CpuUsage, secs: f64) -> f64 {
-    u.total_percent / 100.0 * secs
 }
 
 impl RrReport {
@@ -240,6 +241,7 @@ impl RrReport {
             histogram: histogram::encode(hist)?,
             cpu: run.cpu,
             cpu_us_per_transaction: None,
+            node_cpu_us_per_transaction: None,
             runs: vec![run],
             per_stream,
         };
@@ -253,6 +255,8 @@ impl RrReport {
             (self.setup.mode == Protocol::UdpRr).then(|| self.counts.loss_percent());
         self.port_exhausted = self.counts.errors.address_not_available > 0;
         self.cpu_us_per_transaction = cpu_per_transaction(&self.runs, self.counts.transactions);
+        self.node_cpu_us_per_transaction =
+            node_cpu_per_transaction(&self.runs, self.counts.transactions);
     }
 
     /// The latency histogram, decoded (with bounds).
@@ -301,27 +305,23 @@ impl RrReport {
     }
 }
 
-/// Service demand in microseconds: CPU seconds of all runs per transaction.
+/// The worker processes' CPU microseconds of all runs (each over its meter's window) per
+/// transaction.
 pub(crate) fn cpu_per_transaction(runs: &[RrRun], transactions: u64) -> Option<CpuCost> {
-    if transactions == 0 {
-        return None;
-    }
-    let (client, server) = runs.iter().fold((0.0, 0.0), |(c, s), r| {
-        (
-            c + cpu_seconds(&r.cpu.client, r.duration_secs),
-            s + cpu_seconds(&r.cpu.server, r.duration_secs),
-        )
-    });
-    let n = transactions as f64;
-    Some(CpuCost {
-        client: client * 1e6 / n,
-        server: server * 1e6 / n,
-    })
+    let runs = runs.iter().map(|r| (&r.cpu, r.duration_secs));
+    process_cost(runs, transactions as f64, 1e6)
+}
+
+/// The nodes' busy CPU microseconds per transaction (one run only: see [`node_cost`]).
+pub(crate) fn node_cpu_per_transaction(runs: &[RrRun], transactions: u64) -> Option<CpuCost> {
+    let cpus: Vec<&CpuReport> = runs.iter().map(|r| &r.cpu).collect();
+    node_cost(&cpus, transactions as f64, 1e6)
 }
 
 #[cfg(test)]
 pub(crate) mod fixtures {
     use super::*;
+    use crate::cpu::CpuUsage;
     use crate::report::histogram::new_latency_histogram;
 
     /// A single-run udp-rr report as the client builds it: two streams, `latencies` answered
@@ -373,6 +373,7 @@ pub(crate) mod fixtures {
             user_percent: total / 4.0,
             system_percent: total * 3.0 / 4.0,
             total_percent: total,
+            ..CpuUsage::default()
         };
         let run = RrRun {
             client: "198.18.0.1:40000".into(),

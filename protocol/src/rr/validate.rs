@@ -5,18 +5,21 @@
 use hdrhistogram::Histogram;
 
 use super::probe::LatencyProbe;
-use super::report::{cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup};
+use super::report::{
+    cpu_per_transaction, node_cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup,
+};
 use super::{
     MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_KIND,
     REPORT_VERSION, SEQUENCE_BYTES,
 };
+use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::histogram::{self, MAX_TOTAL_COUNT};
 use crate::report::validate::check_latency_at;
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
     MAX_WORKERS,
 };
-use crate::tcp::{CpuCost, CpuReport, CpuUsage, MAX_CPU_PERCENT, MAX_STREAMS};
+use crate::tcp::MAX_STREAMS;
 use crate::Protocol;
 
 /// Checks an rr report (single run or merged) and returns its decoded histogram.
@@ -196,17 +199,6 @@ fn check_timeout_bound(r: &RrReport) -> Result<(), InvalidReport> {
     Ok(())
 }
 
-fn check_cpu(field: &str, c: &CpuUsage, max: f64) -> Result<(), InvalidReport> {
-    check_number(&format!("{field}.user_percent"), c.user_percent, 0.0, max)?;
-    check_number(
-        &format!("{field}.system_percent"),
-        c.system_percent,
-        0.0,
-        max,
-    )?;
-    check_number(&format!("{field}.total_percent"), c.total_percent, 0.0, max)
-}
-
 fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
     let field = |name: &str| format!("runs[{i}].{name}");
     check_text(&field("client"), &run.client)?;
@@ -246,8 +238,8 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
             ),
         ));
     }
-    check_cpu(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
-    check_cpu(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
+    check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
+    check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
 }
 
 fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
@@ -437,52 +429,20 @@ fn check_totals(r: &RrReport) -> Result<(), InvalidReport> {
             ),
         ));
     }
-    check_cpu_sum(r)?;
-    let want = cpu_per_transaction(runs, r.counts.transactions);
-    match (&r.cpu_us_per_transaction, want) {
-        (None, None) => Ok(()),
-        (Some(got), Some(want)) => check_cost("cpu_us_per_transaction", got, &want),
-        _ => Err(invalid(
-            "cpu_us_per_transaction",
-            "present exactly when there were transactions",
-        )),
-    }
-}
-
-pub(crate) fn check_cost(field: &str, got: &CpuCost, want: &CpuCost) -> Result<(), InvalidReport> {
-    for (name, g, w) in [
-        ("client", got.client, want.client),
-        ("server", got.server, want.server),
-    ] {
-        let f = format!("{field}.{name}");
-        check_number(&f, g, 0.0, f64::MAX)?;
-        check_close(&f, g, w)?;
-    }
-    Ok(())
-}
-
-fn check_cpu_sum(r: &RrReport) -> Result<(), InvalidReport> {
-    let sum = r
-        .runs
-        .iter()
-        .fold(CpuReport::default(), |acc, run| CpuReport {
-            client: acc.client.sum(run.cpu.client),
-            server: acc.server.sum(run.cpu.server),
-        });
-    for (field, got, want) in [
-        ("cpu.client", &r.cpu.client, &sum.client),
-        ("cpu.server", &r.cpu.server, &sum.server),
-    ] {
-        check_cpu(field, got, f64::MAX)?;
-        for (name, g, w) in [
-            ("user_percent", got.user_percent, want.user_percent),
-            ("system_percent", got.system_percent, want.system_percent),
-            ("total_percent", got.total_percent, want.total_percent),
-        ] {
-            check_close(&format!("{field}.{name}"), g, w)?;
-        }
-    }
-    Ok(())
+    check_sum(&r.cpu, runs.iter().map(|run| &run.cpu))?;
+    let transactions = r.counts.transactions;
+    check_derived(
+        "cpu_us_per_transaction",
+        r.cpu_us_per_transaction.as_ref(),
+        cpu_per_transaction(runs, transactions),
+        true,
+    )?;
+    check_derived(
+        "node_cpu_us_per_transaction",
+        r.node_cpu_us_per_transaction.as_ref(),
+        node_cpu_per_transaction(runs, transactions),
+        false,
+    )
 }
 
 /// A stream report's latency probe: sizes within bounds, counts that add up, percentiles the
@@ -678,7 +638,7 @@ mod tests {
         refused(&r, "runs[0].cpu.client.total_percent", "outside");
         let mut r = udp();
         r.cpu_us_per_transaction = None;
-        refused(&r, "cpu_us_per_transaction", "present exactly when");
+        refused(&r, "cpu_us_per_transaction", "absent, but the runs give it");
         let mut r = udp();
         if let Some(c) = r.cpu_us_per_transaction.as_mut() {
             c.server *= 2.0;

@@ -8,11 +8,12 @@ pub(crate) mod validate;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::cpu::{CpuCost, CpuReport, CpuUsage, MAX_CPU_PERCENT};
 pub use report::{
-    merge, CpuCost, CpuReport, CpuUsage, MergeError, RunSummary, StreamReport, TcpInfoSnapshot,
-    TcpReport, Throughput, REPORT_KIND, REPORT_VERSION,
+    merge, MergeError, RunSummary, StreamReport, TcpInfoSnapshot, TcpReport, Throughput,
+    REPORT_KIND, REPORT_VERSION,
 };
-pub use validate::{validate_tcp, MAX_BITS_PER_SECOND, MAX_CPU_PERCENT};
+pub use validate::{validate_tcp, MAX_BITS_PER_SECOND};
 
 /// Most parallel streams one test may open (each way).
 pub const MAX_STREAMS: u32 = 128;

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Direction, Flow};
+use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
 use crate::rr::LatencyProbe;
 
 pub const REPORT_VERSION: u32 = 1;
@@ -76,40 +77,6 @@ pub struct StreamReport {
     pub error: Option<String>,
 }
 
-/// CPU time spent during a test divided by its wall time, in percent of one CPU
-/// (so two busy threads make 200).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuUsage {
-    pub user_percent: f64,
-    pub system_percent: f64,
-    pub total_percent: f64,
-}
-
-impl CpuUsage {
-    pub fn sum(self, other: CpuUsage) -> CpuUsage {
-        CpuUsage {
-            user_percent: self.user_percent + other.user_percent,
-            system_percent: self.system_percent + other.system_percent,
-            total_percent: self.total_percent + other.total_percent,
-        }
-    }
-}
-
-/// CPU use of both ends, in percent of one CPU.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuReport {
-    pub client: CpuUsage,
-    pub server: CpuUsage,
-}
-
-/// CPU time each end spent per unit of work (a transaction, a gigabyte); the unit is in the
-/// field's name (`cpu_us_per_transaction`, `cpu_seconds_per_gb`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuCost {
-    pub client: f64,
-    pub server: f64,
-}
-
 /// One client's test against one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -143,10 +110,15 @@ pub struct TcpReport {
     /// One entry per client test; more than one after [`merge`].
     pub runs: Vec<RunSummary>,
     pub streams: Vec<StreamReport>,
-    /// CPU seconds each end spent per gigabyte (1e9 bytes) the receivers read (CPU percent x
-    /// test duration / bytes); absent when nothing was received, and in older reports.
+    /// CPU seconds each end's worker process spent per gigabyte (1e9 bytes) the receivers read
+    /// (process CPU over its meter's window / bytes); absent when nothing was received, and in
+    /// older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds_per_gb: Option<CpuCost>,
+    /// The same for each end's whole node (/proc/stat, every CPU: netperf's definition); only
+    /// in a report of one run whose two ends both read their node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_cpu_seconds_per_gb: Option<CpuCost>,
     /// Latency under load: the request/response probe that ran beside the streams, when one
     /// was asked for (`--latency-probe RATE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,6 +158,7 @@ impl TcpReport {
             runs: vec![run],
             streams,
             cpu_seconds_per_gb: None,
+            node_cpu_seconds_per_gb: None,
             latency_probe: None,
         };
         report.fill_tcp_totals();
@@ -208,6 +181,7 @@ impl TcpReport {
         self.mean_rtt_us = (!infos.is_empty())
             .then(|| infos.iter().map(|i| f64::from(i.rtt_us)).sum::<f64>() / infos.len() as f64);
         self.cpu_seconds_per_gb = cpu_per_gb(&self.runs, self.receiver.bytes);
+        self.node_cpu_seconds_per_gb = node_cpu_per_gb(&self.runs, self.receiver.bytes);
     }
 
     /// Stream errors, one line each, for a human.
@@ -223,22 +197,17 @@ impl TcpReport {
     }
 }
 
-/// CPU seconds of all runs per gigabyte received; `None` when nothing was.
+/// CPU seconds of all runs (each over its meter's window) per gigabyte received; `None` when
+/// nothing was.
 pub(crate) fn cpu_per_gb(runs: &[RunSummary], received: u64) -> Option<CpuCost> {
-    if received == 0 {
-        return None;
-    }
-    let (client, server) = runs.iter().fold((0.0, 0.0), |(c, s), r| {
-        (
-            c + r.cpu.client.total_percent / 100.0 * r.duration_secs,
-            s + r.cpu.server.total_percent / 100.0 * r.duration_secs,
-        )
-    });
-    let gb = received as f64 / 1e9;
-    Some(CpuCost {
-        client: client / gb,
-        server: server / gb,
-    })
+    let runs = runs.iter().map(|r| (&r.cpu, r.duration_secs));
+    process_cost(runs, received as f64, 1e9)
+}
+
+/// The nodes' busy CPU seconds per gigabyte received (one run only: see [`node_cost`]).
+pub(crate) fn node_cpu_per_gb(runs: &[RunSummary], received: u64) -> Option<CpuCost> {
+    let cpus: Vec<&CpuReport> = runs.iter().map(|r| &r.cpu).collect();
+    node_cost(&cpus, received as f64, 1e9)
 }
 
 /// Combines reports of clients that ran AT THE SAME TIME into one: throughput rates and bytes add
@@ -284,13 +253,11 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
         mean_rtt_us: None,
         cpu: reports
             .iter()
-            .fold(CpuReport::default(), |acc, r| CpuReport {
-                client: acc.client.sum(r.cpu.client),
-                server: acc.server.sum(r.cpu.server),
-            }),
+            .fold(CpuReport::default(), |acc, r| acc.sum(&r.cpu)),
         runs,
         streams,
         cpu_seconds_per_gb: None,
+        node_cpu_seconds_per_gb: None,
         latency_probe: LatencyProbe::merge(reports.iter().filter_map(|r| r.latency_probe.as_ref()))
             .map_err(MergeError::Probe)?,
     };
@@ -301,6 +268,7 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::CpuUsage;
 
     fn stream(id: u32, bytes: u64, seconds: f64, retrans: u64, rtt: u32) -> StreamReport {
         StreamReport {
@@ -323,6 +291,7 @@ mod tests {
             user_percent: 0.0,
             system_percent: cpu,
             total_percent: cpu,
+            ..CpuUsage::default()
         };
         RunSummary {
             client: "198.18.0.1:40000".into(),

@@ -3,18 +3,17 @@
 //! of its direction, CPU totals are the sums of the runs.
 
 use super::report::{
-    cpu_per_gb, CpuReport, CpuUsage, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
+    cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
 };
 use super::{TcpReport, MAX_LEN, MAX_STREAMS};
+use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
 };
-use crate::rr::{check_cost, check_probe};
+use crate::rr::check_probe;
 
 /// Largest throughput a report may claim (1 Pbit/s).
 pub const MAX_BITS_PER_SECOND: f64 = 1e15;
-/// Largest CPU use one run may claim, in percent of one CPU (4096 busy CPUs).
-pub const MAX_CPU_PERCENT: f64 = 409_600.0;
 
 /// Checks a TCP report (single run or merged).
 pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
@@ -42,23 +41,26 @@ pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
     }
     check_streams(r)?;
     check_totals(r)?;
-    check_cpu_total(r)?;
+    check_sum(&r.cpu, r.runs.iter().map(|run| &run.cpu))?;
     check_extras(r)
 }
 
 /// The optional figures: CPU per gigabyte (absent in older reports; when present, the one
 /// the runs give) and the latency probe.
 fn check_extras(r: &TcpReport) -> Result<(), InvalidReport> {
-    match (&r.cpu_seconds_per_gb, cpu_per_gb(&r.runs, r.receiver.bytes)) {
-        (None, _) => {}
-        (Some(got), Some(want)) => check_cost("cpu_seconds_per_gb", got, &want)?,
-        (Some(_), None) => {
-            return Err(invalid(
-                "cpu_seconds_per_gb",
-                "present, but the receivers read nothing",
-            ))
-        }
-    }
+    let received = r.receiver.bytes;
+    check_derived(
+        "cpu_seconds_per_gb",
+        r.cpu_seconds_per_gb.as_ref(),
+        cpu_per_gb(&r.runs, received),
+        false,
+    )?;
+    check_derived(
+        "node_cpu_seconds_per_gb",
+        r.node_cpu_seconds_per_gb.as_ref(),
+        node_cpu_per_gb(&r.runs, received),
+        false,
+    )?;
     match &r.latency_probe {
         Some(p) => check_probe("latency_probe", p),
         None => Ok(()),
@@ -93,19 +95,8 @@ fn check_run(i: usize, run: &RunSummary) -> Result<(), InvalidReport> {
     }
     check_text(&field("client"), &run.client)?;
     check_text(&field("server"), &run.server)?;
-    check_cpu(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
-    check_cpu(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
-}
-
-fn check_cpu(field: &str, c: &CpuUsage, max: f64) -> Result<(), InvalidReport> {
-    check_number(&format!("{field}.user_percent"), c.user_percent, 0.0, max)?;
-    check_number(
-        &format!("{field}.system_percent"),
-        c.system_percent,
-        0.0,
-        max,
-    )?;
-    check_number(&format!("{field}.total_percent"), c.total_percent, 0.0, max)
+    check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
+    check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
 }
 
 /// A throughput with sane numbers; `exact`: its rate must be its bytes over its seconds.
@@ -208,41 +199,10 @@ fn check_totals(r: &TcpReport) -> Result<(), InvalidReport> {
     }
 }
 
-fn check_cpu_total(r: &TcpReport) -> Result<(), InvalidReport> {
-    let sum = r
-        .runs
-        .iter()
-        .fold(CpuReport::default(), |acc, run| CpuReport {
-            client: acc.client.sum(run.cpu.client),
-            server: acc.server.sum(run.cpu.server),
-        });
-    for (field, got, want) in [
-        ("cpu.client", &r.cpu.client, &sum.client),
-        ("cpu.server", &r.cpu.server, &sum.server),
-    ] {
-        check_cpu(field, got, f64::MAX)?;
-        check_close(
-            &format!("{field}.user_percent"),
-            got.user_percent,
-            want.user_percent,
-        )?;
-        check_close(
-            &format!("{field}.system_percent"),
-            got.system_percent,
-            want.system_percent,
-        )?;
-        check_close(
-            &format!("{field}.total_percent"),
-            got.total_percent,
-            want.total_percent,
-        )?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::cpu::{CpuReport, CpuUsage};
     use crate::tcp::report::{StreamReport, TcpInfoSnapshot};
     use crate::tcp::{Direction, Flow};
 
@@ -266,6 +226,7 @@ pub(crate) mod tests {
             user_percent: 10.0,
             system_percent: 40.0,
             total_percent: 50.0,
+            ..CpuUsage::default()
         };
         let run = RunSummary {
             client: "198.18.0.1:40000".into(),

@@ -14,8 +14,8 @@ pub(crate) mod report;
 mod validate;
 
 pub use report::{
-    cpu_seconds_of, merge, CpuSeconds, MergeError, Rate, Received, Sent, UdpReport, UdpRun,
-    UdpStream, REPORT_KIND, REPORT_VERSION,
+    merge, CpuSeconds, FlowJitter, MergeError, Rate, Received, Sent, UdpReport, UdpRun, UdpStream,
+    REPORT_KIND, REPORT_VERSION,
 };
 pub use validate::{validate_udp, MAX_JITTER_MS, MAX_PACKETS_PER_SECOND};
 

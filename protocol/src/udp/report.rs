@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::tcp::{CpuReport, CpuUsage, Direction, Flow};
+use crate::cpu::{node_cost, CpuCost, CpuReport};
+use crate::tcp::{Direction, Flow};
 
 pub const REPORT_VERSION: u32 = 1;
 pub const REPORT_KIND: &str = "udp";
@@ -44,8 +45,9 @@ impl Rate {
     }
 }
 
-/// What a sender did. `seconds` runs from the start of the test to its last send; rates are
-/// counts over seconds (in a merged total: the sum of the runs' rates).
+/// What a sender did. `seconds` is the window it sent in: the test's duration, or until the
+/// stream stopped early; rates are counts over seconds (in a merged total: the sum of the runs'
+/// rates).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sent {
     pub packets: u64,
@@ -61,6 +63,10 @@ pub struct Sent {
     pub skipped: u64,
     /// Send calls that failed (those datagrams were not sent and are not counted).
     pub errors: u64,
+    /// When the last datagram went out, seconds after the start (absent in older reports and in
+    /// totals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_send_seconds: Option<f64>,
 }
 
 impl Sent {
@@ -84,6 +90,7 @@ impl Sent {
         self.late = self.late.saturating_add(other.late);
         self.skipped = self.skipped.saturating_add(other.skipped);
         self.errors = self.errors.saturating_add(other.errors);
+        self.last_send_seconds = None;
     }
 
     fn rate(&self) -> Rate {
@@ -100,8 +107,8 @@ impl Sent {
 }
 
 /// What a receiver counted. `packets` are unique datagrams of the stream (each sequence number
-/// once; duplicates are counted apart); `seconds` runs from the start of the test to the last
-/// datagram received.
+/// once; duplicates are counted apart); `seconds` is the window the datagrams were sent in
+/// (the sender's), so received over sent rate is exactly the share that arrived.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Received {
     pub packets: u64,
@@ -169,6 +176,38 @@ pub(crate) fn loss(sent: u64, received: u64) -> (u64, f64) {
         0.0
     };
     (lost, percent)
+}
+
+/// The jitter of the streams of one direction, as iperf3's sum line gives it: the streams'
+/// mean, each stream counting once however many datagrams it received, and the worst stream.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FlowJitter {
+    pub flow: Flow,
+    /// Streams of this direction with a jitter (two or more datagrams received).
+    pub streams: u32,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Per direction (client to server first), the jitter of the streams that have one.
+pub(crate) fn jitter_by_flow(streams: &[UdpStream]) -> Vec<FlowJitter> {
+    [Flow::ClientToServer, Flow::ServerToClient]
+        .into_iter()
+        .filter_map(|flow| {
+            let all: Vec<f64> = streams
+                .iter()
+                .filter(|s| s.flow == flow)
+                .filter_map(|s| s.jitter_ms)
+                .collect();
+            let n = u32::try_from(all.len()).ok().filter(|n| *n > 0)?;
+            Some(FlowJitter {
+                flow,
+                streams: n,
+                mean_ms: all.iter().sum::<f64>() / f64::from(n),
+                max_ms: all.iter().copied().fold(0.0, f64::max),
+            })
+        })
+        .collect()
 }
 
 /// One stream (one socket each end), seen from both ends.
@@ -263,13 +302,22 @@ pub struct UdpReport {
     pub received: Received,
     pub lost: u64,
     pub loss_percent: f64,
-    /// Mean of the streams' jitter, weighted by the datagrams each received.
+    /// Mean of the streams' jitter, weighted by the datagrams each received, both directions
+    /// together (kept for older readers; `jitter_by_flow` is the figure iperf3 users expect).
     pub jitter_ms: Option<f64>,
+    /// Per direction: the streams' unweighted mean jitter and the worst stream's.
+    #[serde(default)]
+    pub jitter_by_flow: Vec<FlowJitter>,
     /// Summed over runs.
     pub cpu: CpuReport,
     pub cpu_seconds: CpuSeconds,
-    /// CPU seconds of each end per 1e9 bytes received; None when nothing was received.
+    /// CPU seconds of each end's worker process per 1e9 bytes received; None when nothing was
+    /// received.
     pub cpu_seconds_per_gb: Option<CpuSeconds>,
+    /// Busy CPU seconds of each end's whole node (/proc/stat: netperf's definition) per 1e9
+    /// bytes received; only for one run whose two ends both read their node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_cpu_seconds_per_gb: Option<CpuCost>,
     /// One entry per client test; more than one after [`merge`].
     pub runs: Vec<UdpRun>,
     pub streams: Vec<UdpStream>,
@@ -336,10 +384,7 @@ impl UdpReport {
         });
         let cpu = runs
             .iter()
-            .fold(CpuReport::default(), |acc, run| CpuReport {
-                client: acc.client.sum(run.cpu.client),
-                server: acc.server.sum(run.cpu.server),
-            });
+            .fold(CpuReport::default(), |acc, run| acc.sum(&run.cpu));
         let cpu_seconds = runs
             .iter()
             .fold(CpuSeconds::default(), |acc, run| CpuSeconds {
@@ -347,6 +392,8 @@ impl UdpReport {
                 server: acc.server + run.cpu_seconds.server,
             });
         let gb = received.bytes as f64 / 1e9;
+        let run_cpus: Vec<&CpuReport> = runs.iter().map(|r| &r.cpu).collect();
+        let node_cpu_seconds_per_gb = node_cost(&run_cpus, received.bytes as f64, 1e9);
         UdpReport {
             version: REPORT_VERSION,
             kind: REPORT_KIND.into(),
@@ -358,12 +405,14 @@ impl UdpReport {
             lost,
             loss_percent,
             jitter_ms: (jitter_weight > 0).then(|| weighted_jitter / jitter_weight as f64),
+            jitter_by_flow: jitter_by_flow(&streams),
             cpu,
             cpu_seconds,
             cpu_seconds_per_gb: (received.bytes > 0).then(|| CpuSeconds {
                 client: cpu_seconds.client / gb,
                 server: cpu_seconds.server / gb,
             }),
+            node_cpu_seconds_per_gb,
             runs,
             streams,
         }
@@ -379,6 +428,20 @@ impl UdpReport {
                     .map(|e| format!("stream {} (run {}): {e}", s.id, s.run))
             })
             .collect()
+    }
+
+    /// Percent of the paced senders' schedule that was never sent: intended send times skipped
+    /// (the sender was too far behind) and sends that failed, over every intended send time.
+    /// None for senders that were not paced (nothing was offered to compare with).
+    pub fn missed_percent(&self) -> Option<f64> {
+        self.offered?;
+        let missed = self.sent.skipped.saturating_add(self.sent.errors);
+        let schedule = self.sent.packets.saturating_add(missed);
+        Some(if schedule == 0 {
+            0.0
+        } else {
+            missed as f64 * 100.0 / schedule as f64
+        })
     }
 
     /// The sent and received rates (for progress lines and summaries).
@@ -416,14 +479,10 @@ pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
     Ok(UdpReport::from_parts(runs, streams))
 }
 
-/// CPU use of one end over `wall` seconds, as seconds of CPU.
-pub fn cpu_seconds_of(usage: &CpuUsage, wall: f64) -> f64 {
-    usage.total_percent / 100.0 * wall
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::cpu::CpuUsage;
 
     /// A single-run report as the client builds it: `streams` streams sent at 1000 datagrams/s
     /// of 1000 bytes for 2 s, the server's view back with `lost` datagrams missing per stream.
@@ -433,6 +492,7 @@ pub(crate) mod tests {
             user_percent: 10.0,
             system_percent: 30.0,
             total_percent: 40.0,
+            ..CpuUsage::default()
         };
         let run = UdpRun {
             client: "198.18.0.1:40000".into(),
@@ -527,6 +587,93 @@ pub(crate) mod tests {
         let right = merge(&[a.clone(), merge(&[b, c]).unwrap()]).unwrap();
         assert_eq!(left, right);
         assert_eq!(merge(std::slice::from_ref(&a)).unwrap(), a);
+    }
+
+    #[test]
+    fn jitter_per_direction_is_the_streams_unweighted_mean_and_their_worst() {
+        // Three streams each way: one stream with few datagrams but a bad jitter is not
+        // drowned by the others (a weighted mean would hide it).
+        let mut r = udp_report(0, 3, 0);
+        r.runs[0].direction = Direction::Both;
+        let mut back = r.streams.clone();
+        for (i, s) in back.iter_mut().enumerate() {
+            s.id = 3 + i as u32;
+            s.flow = Flow::ServerToClient;
+            s.jitter_ms = Some(1.0 + i as f64);
+        }
+        let few = &r.streams[2];
+        r.streams[2] = UdpStream {
+            jitter_ms: Some(5.0),
+            ..UdpStream::new(2, few.flow, few.sent, Received::new(10, 10_000, 2.0))
+        };
+        let mut streams = r.streams.clone();
+        streams.extend(back);
+        let r = UdpReport::from_parts(r.runs, streams);
+        let [send, receive] = r.jitter_by_flow.as_slice() else {
+            panic!("{:?}", r.jitter_by_flow)
+        };
+        assert_eq!((send.flow, send.streams), (Flow::ClientToServer, 3));
+        assert!((send.mean_ms - (0.01 + 0.02 + 5.0) / 3.0).abs() < 1e-12);
+        assert_eq!(send.max_ms, 5.0);
+        assert_eq!((receive.flow, receive.streams), (Flow::ServerToClient, 3));
+        assert!((receive.mean_ms - 2.0).abs() < 1e-12);
+        assert_eq!(receive.max_ms, 3.0);
+        // The weighted figure barely moves for the bad stream.
+        assert!(r.jitter_ms.unwrap() < 2.0);
+        crate::udp::validate_udp(&r).unwrap();
+        let mut forged = r.clone();
+        forged.jitter_by_flow[0].max_ms = 0.02;
+        let e = crate::udp::validate_udp(&forged).unwrap_err().to_string();
+        assert!(e.contains("jitter_by_flow[0].max_ms"), "{e}");
+        let mut forged = r;
+        forged.jitter_by_flow.pop();
+        let e = crate::udp::validate_udp(&forged).unwrap_err().to_string();
+        assert!(e.contains("jitter_by_flow"), "{e}");
+    }
+
+    #[test]
+    fn the_missed_share_of_the_schedule_counts_skips_and_failed_sends() {
+        let mut r = udp_report(0, 1, 0);
+        assert_eq!(r.missed_percent(), Some(0.0));
+        r.streams[0].sent.skipped = 1800;
+        r.streams[0].sent.errors = 200;
+        let r = UdpReport::from_parts(r.runs, r.streams);
+        // 2000 sent, 2000 never sent: half the schedule.
+        assert_eq!(r.missed_percent(), Some(50.0));
+        let mut unpaced = udp_report(0, 1, 0);
+        unpaced.offered = None;
+        assert_eq!(unpaced.missed_percent(), None);
+    }
+
+    #[test]
+    fn node_cpu_per_gigabyte_only_for_one_run_with_both_nodes_read() {
+        use crate::cpu::NodeCpu;
+        let node = NodeCpu {
+            cpus: 2,
+            busy_percent: 50.0,
+            ..NodeCpu::default()
+        };
+        let mut r = udp_report(0, 1, 0);
+        assert_eq!(r.node_cpu_seconds_per_gb, None);
+        let cpu = &mut r.runs[0].cpu;
+        for end in [&mut cpu.client, &mut cpu.server] {
+            end.seconds = Some(2.0);
+            end.node = Some(node);
+        }
+        let r = UdpReport::from_parts(r.runs, r.streams);
+        let gb = r.received.bytes as f64 / 1e9;
+        // 50 % of 2 CPUs over 2 s: 2 busy CPU seconds each end.
+        let got = r.node_cpu_seconds_per_gb.unwrap();
+        assert!((got.client - 2.0 / gb).abs() < 1e-9 && (got.server - 2.0 / gb).abs() < 1e-9);
+        crate::udp::validate_udp(&r).unwrap();
+        let mut forged = r.clone();
+        forged.node_cpu_seconds_per_gb = None;
+        assert!(crate::udp::validate_udp(&forged).is_err());
+        let merged = merge(&[r.clone(), r]).unwrap();
+        assert_eq!(
+            merged.node_cpu_seconds_per_gb, None,
+            "two runs may share a node"
+        );
     }
 
     #[test]

@@ -6,10 +6,11 @@
 use super::report::{loss, CpuSeconds, Rate, Received, Sent, UdpRun, UdpStream};
 use super::report::{REPORT_KIND, REPORT_VERSION};
 use super::{UdpReport, MAX_LEN, MAX_STREAMS, MIN_LEN};
+use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
 };
-use crate::tcp::{CpuUsage, MAX_BITS_PER_SECOND, MAX_CPU_PERCENT};
+use crate::tcp::MAX_BITS_PER_SECOND;
 
 /// Largest datagram rate a report may claim (1e12 datagrams/s).
 pub const MAX_PACKETS_PER_SECOND: f64 = 1e12;
@@ -85,8 +86,8 @@ fn check_run(i: usize, run: &UdpRun) -> Result<(), InvalidReport> {
             t.packets_per_second * run.len as f64 * 8.0,
         )?;
     }
-    check_cpu(&field("cpu.client"), &run.cpu.client)?;
-    check_cpu(&field("cpu.server"), &run.cpu.server)?;
+    check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
+    check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)?;
     check_number(
         &field("cpu_seconds.client"),
         run.cpu_seconds.client,
@@ -99,17 +100,6 @@ fn check_run(i: usize, run: &UdpRun) -> Result<(), InvalidReport> {
         0.0,
         MAX_CPU_SECONDS,
     )
-}
-
-fn check_cpu(field: &str, c: &CpuUsage) -> Result<(), InvalidReport> {
-    for (name, v) in [
-        ("user_percent", c.user_percent),
-        ("system_percent", c.system_percent),
-        ("total_percent", c.total_percent),
-    ] {
-        check_number(&format!("{field}.{name}"), v, 0.0, MAX_CPU_PERCENT)?;
-    }
-    Ok(())
 }
 
 fn check_rate(field: &str, r: &Rate) -> Result<(), InvalidReport> {
@@ -261,6 +251,14 @@ fn check_stream(
                 got.out_of_order, got.packets
             ),
         ));
+    }
+    if let Some(last) = sent.last_send_seconds {
+        check_number(
+            &field("sent.last_send_seconds"),
+            last,
+            0.0,
+            sent.seconds + 1e-6,
+        )?;
     }
     check_schedule(field, sent, run)?;
     let (lost, percent) = loss(sent.packets, got.packets);
@@ -422,24 +420,60 @@ fn check_totals(r: &UdpReport) -> Result<(), InvalidReport> {
         check_number(name, a, 0.0, MAX_JITTER_MS)?;
         check_close(name, a, b)
     })?;
+    check_jitter_by_flow(r, &want)?;
     check_cpu_totals(r, &want)
 }
 
-fn check_cpu_totals(r: &UdpReport, want: &UdpReport) -> Result<(), InvalidReport> {
-    for (field, got, w) in [
-        ("cpu.client", &r.cpu.client, &want.cpu.client),
-        ("cpu.server", &r.cpu.server, &want.cpu.server),
-    ] {
+/// The per-direction jitter the streams give (an older report without it is read as it is).
+fn check_jitter_by_flow(r: &UdpReport, want: &UdpReport) -> Result<(), InvalidReport> {
+    if r.jitter_by_flow.is_empty() {
+        return Ok(());
+    }
+    if r.jitter_by_flow.len() != want.jitter_by_flow.len() {
+        return Err(invalid(
+            "jitter_by_flow",
+            format!(
+                "{} entries, the streams give {}",
+                r.jitter_by_flow.len(),
+                want.jitter_by_flow.len()
+            ),
+        ));
+    }
+    for (i, (got, w)) in r
+        .jitter_by_flow
+        .iter()
+        .zip(&want.jitter_by_flow)
+        .enumerate()
+    {
+        let field = |name: &str| format!("jitter_by_flow[{i}].{name}");
+        if (got.flow, got.streams) != (w.flow, w.streams) {
+            return Err(invalid(
+                field("streams"),
+                format!(
+                    "{} streams {:?}, the streams give {} {:?}",
+                    got.streams, got.flow, w.streams, w.flow
+                ),
+            ));
+        }
         for (name, a, b) in [
-            ("user_percent", got.user_percent, w.user_percent),
-            ("system_percent", got.system_percent, w.system_percent),
-            ("total_percent", got.total_percent, w.total_percent),
+            ("mean_ms", got.mean_ms, w.mean_ms),
+            ("max_ms", got.max_ms, w.max_ms),
         ] {
-            let name = format!("{field}.{name}");
-            check_number(&name, a, 0.0, f64::MAX)?;
-            check_close(&name, a, b)?;
+            check_number(&field(name), a, 0.0, MAX_JITTER_MS)?;
+            check_close(&field(name), a, b)?;
         }
     }
+    Ok(())
+}
+
+fn check_cpu_totals(r: &UdpReport, want: &UdpReport) -> Result<(), InvalidReport> {
+    check_sum(&r.cpu, r.runs.iter().map(|run| &run.cpu))?;
+    check_derived(
+        "node_cpu_seconds_per_gb",
+        r.node_cpu_seconds_per_gb.as_ref(),
+        want.node_cpu_seconds_per_gb,
+        true,
+    )?;
     let seconds = |name: &str, a: CpuSeconds, b: CpuSeconds| {
         check_number(&format!("{name}.client"), a.client, 0.0, f64::MAX)?;
         check_number(&format!("{name}.server"), a.server, 0.0, f64::MAX)?;

@@ -244,6 +244,7 @@ pub fn tcp_report<R: Rng>(
         user_percent: busy * 0.2,
         system_percent: busy * 0.8,
         total_percent: busy,
+        ..CpuUsage::default()
     };
     let run = RunSummary {
         client: "sim:40000".into(),
