@@ -392,9 +392,14 @@ pub struct CaseResult {
     pub client_node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_node: Option<String>,
-    pub sender_bits_per_second: f64,
-    /// Measured by the receiving end.
-    pub receiver_bits_per_second: f64,
+    /// Streams: the rate the senders sent (udp-stream: the rate actually sent, which a sender
+    /// short of CPU keeps below `offeredBitsPerSecond`). Absent for request/response cases
+    /// (see `payloadBitsPerSecond`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_bits_per_second: Option<f64>,
+    /// Streams: measured by the receiving end (the figure to quote, as iperf3's receiver line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_bits_per_second: Option<f64>,
     pub retransmits: u64,
     /// Mean smoothed RTT over the streams, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -440,25 +445,77 @@ pub struct CaseResult {
     /// udp-rr and udp-stream: datagrams lost, percent of those sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_percent: Option<f64>,
-    /// udp-stream: RFC 3550 interarrival jitter, milliseconds (mean over the streams).
+    /// udp-stream: RFC 3550 interarrival jitter, milliseconds: the mean of the streams' jitter,
+    /// each stream counting once (as iperf3's sum line), of the case's direction (with
+    /// `direction: Both`, client to server; the other way is `returnJitterMs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// udp-stream: the worst stream's jitter of the same direction, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_max_ms: Option<f64>,
+    /// udp-stream with `direction: Both`: the streams' mean and worst jitter server to client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_jitter_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_jitter_max_ms: Option<f64>,
+    /// udp-stream: each stream's jitter, milliseconds, in stream order (client to server
+    /// first); only for a case of one pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub stream_jitter_ms: Vec<f64>,
+    /// udp-stream paced (`bitrate` or `packetsPerSecond`): the rate asked of all senders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_bits_per_second: Option<f64>,
+    /// udp-stream paced: datagrams sent more than 1 ms after their intended time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_sends: Option<u64>,
+    /// udp-stream paced: intended sends never made (the sender was too far behind its
+    /// schedule), plus sends that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_sends: Option<u64>,
+    /// Open loop (udp-stream paced, request/response with `rate`): percent of the schedule that
+    /// was never sent. Above 1 % the load asked for was not offered: the case gets a
+    /// `warning`, and loss gates on it fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_missed_percent: Option<f64>,
     /// udp-stream: datagrams that arrived out of order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_of_order: Option<u64>,
     /// udp-stream: datagrams that arrived more than once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicates: Option<u64>,
-    /// Request/response: CPU time of the client per transaction, microseconds (netperf's
-    /// service demand).
+    /// Request/response: CPU time of the client's worker PROCESS per transaction,
+    /// microseconds. Not netperf's service demand (see `clientNodeCpuUsPerTransaction`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_us_per_transaction: Option<f64>,
-    /// Request/response: CPU time of the server per transaction, microseconds.
+    /// Request/response: CPU time of the server's worker process per transaction, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_us_per_transaction: Option<f64>,
-    /// Streams: CPU seconds of both ends per GB received.
+    /// Request/response: busy CPU time of the client's whole NODE per transaction,
+    /// microseconds (/proc/stat, every CPU, softirq included: netperf's `-c` service demand).
+    /// Only for a case of one pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_node_cpu_us_per_transaction: Option<f64>,
+    /// Request/response: the same for the server's node (netperf's `-C`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_node_cpu_us_per_transaction: Option<f64>,
+    /// Streams: CPU seconds of both ends' worker processes per GB received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds_per_gb: Option<f64>,
+    /// Streams: busy CPU seconds of both ends' whole nodes per GB received (a case of one
+    /// pair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_cpu_seconds_per_gb: Option<f64>,
+    /// Percent of all the client's node's CPUs busy over the test (/proc/stat: user, nice,
+    /// system, irq, softirq); a case of one pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_node_cpu_percent: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_node_cpu_percent: Option<f64>,
+    /// Request/response: transactions/s x (request + response size) x 8: the payload both ways,
+    /// computed from the measured rate and the configured sizes (not a measured wire rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_bits_per_second: Option<f64>,
     /// tcp-stream with latencyProbe: the probe's latency while the streams ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_latency: Option<LatencyMillis>,

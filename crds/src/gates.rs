@@ -82,11 +82,26 @@ pub enum GateFigure {
     /// CPU seconds per GB moved.
     #[serde(rename = "cpuSecondsPerGb")]
     CpuSecondsPerGb,
+    /// The whole nodes' busy CPU per transaction, microseconds (netperf's service demand).
+    #[serde(rename = "clientNodeCpuUsPerTransaction")]
+    ClientNodeCpuUsPerTransaction,
+    #[serde(rename = "serverNodeCpuUsPerTransaction")]
+    ServerNodeCpuUsPerTransaction,
+    /// The whole nodes' busy CPU seconds per GB moved.
+    #[serde(rename = "nodeCpuSecondsPerGb")]
+    NodeCpuSecondsPerGb,
+    /// The rate a paced udp-stream asked of its senders.
+    #[serde(rename = "offeredBitsPerSecond")]
+    OfferedBitsPerSecond,
+    /// Percent of an open loop's schedule never sent (udp-stream paced, request/response with
+    /// a rate).
+    #[serde(rename = "scheduleMissedPercent")]
+    ScheduleMissedPercent,
 }
 
 impl GateFigure {
     /// Every figure, in the order above.
-    pub const ALL: [GateFigure; 20] = [
+    pub const ALL: [GateFigure; 25] = [
         GateFigure::Rps,
         GateFigure::P50Ms,
         GateFigure::P90Ms,
@@ -107,6 +122,11 @@ impl GateFigure {
         GateFigure::ClientCpuUsPerTransaction,
         GateFigure::ServerCpuUsPerTransaction,
         GateFigure::CpuSecondsPerGb,
+        GateFigure::ClientNodeCpuUsPerTransaction,
+        GateFigure::ServerNodeCpuUsPerTransaction,
+        GateFigure::NodeCpuSecondsPerGb,
+        GateFigure::OfferedBitsPerSecond,
+        GateFigure::ScheduleMissedPercent,
     ];
 
     /// The figure's name, as results list it.
@@ -132,6 +152,11 @@ impl GateFigure {
             GateFigure::ClientCpuUsPerTransaction => "clientCpuUsPerTransaction",
             GateFigure::ServerCpuUsPerTransaction => "serverCpuUsPerTransaction",
             GateFigure::CpuSecondsPerGb => "cpuSecondsPerGb",
+            GateFigure::ClientNodeCpuUsPerTransaction => "clientNodeCpuUsPerTransaction",
+            GateFigure::ServerNodeCpuUsPerTransaction => "serverNodeCpuUsPerTransaction",
+            GateFigure::NodeCpuSecondsPerGb => "nodeCpuSecondsPerGb",
+            GateFigure::OfferedBitsPerSecond => "offeredBitsPerSecond",
+            GateFigure::ScheduleMissedPercent => "scheduleMissedPercent",
         }
     }
 
@@ -140,7 +165,7 @@ impl GateFigure {
     pub const fn ceiling(self) -> f64 {
         match self {
             GateFigure::ErrorRate => 1.0,
-            GateFigure::LossPercent => 100.0,
+            GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => 100.0,
             GateFigure::P50Ms
             | GateFigure::P90Ms
             | GateFigure::P99Ms
@@ -150,12 +175,15 @@ impl GateFigure {
             | GateFigure::JitterMs
             | GateFigure::MaxMs => MAX_MS,
             GateFigure::Rps | GateFigure::TransactionsPerSecond => MAX_PER_SECOND,
-            GateFigure::ReceiverBitsPerSecond | GateFigure::SenderBitsPerSecond => MAX_BITS,
+            GateFigure::ReceiverBitsPerSecond
+            | GateFigure::SenderBitsPerSecond
+            | GateFigure::OfferedBitsPerSecond => MAX_BITS,
             GateFigure::Retransmits | GateFigure::OutOfOrder | GateFigure::Failures => MAX_COUNT,
-            GateFigure::ClientCpuUsPerTransaction | GateFigure::ServerCpuUsPerTransaction => {
-                MAX_PER_SECOND
-            }
-            GateFigure::CpuSecondsPerGb => MAX_CPU_PER_GB,
+            GateFigure::ClientCpuUsPerTransaction
+            | GateFigure::ServerCpuUsPerTransaction
+            | GateFigure::ClientNodeCpuUsPerTransaction
+            | GateFigure::ServerNodeCpuUsPerTransaction => MAX_PER_SECOND,
+            GateFigure::CpuSecondsPerGb | GateFigure::NodeCpuSecondsPerGb => MAX_CPU_PER_GB,
         }
     }
 
@@ -199,12 +227,12 @@ pub enum GateScope {
     validation = Rule::new("has(self.max) != has(self.min)").message("a gate sets exactly one of max and min"),
     validation = Rule::new("(!has(self.max) || self.max >= 0.0) && (!has(self.min) || self.min >= 0.0)").message("a gate's limit must not be negative"),
     validation = Rule::new("self.figure != 'errorRate' || ((!has(self.max) || self.max <= 1.0) && (!has(self.min) || self.min <= 1.0))").message("an errorRate gate's limit is a ratio: at most 1"),
-    validation = Rule::new("self.figure != 'lossPercent' || ((!has(self.max) || self.max <= 100.0) && (!has(self.min) || self.min <= 100.0))").message("a lossPercent gate's limit is a percentage: at most 100"),
+    validation = Rule::new("!(self.figure in ['lossPercent', 'scheduleMissedPercent']) || ((!has(self.max) || self.max <= 100.0) && (!has(self.min) || self.min <= 100.0))").message("a percent gate's limit is a percentage: at most 100"),
     validation = Rule::new("!self.figure.endsWith('Ms') || ((!has(self.max) || self.max <= 3600000.0) && (!has(self.min) || self.min <= 3600000.0))").message("a latency gate's limit must be at most 3600000 (1h in ms)"),
-    validation = Rule::new("!(self.figure in ['rps', 'transactionsPerSecond', 'clientCpuUsPerTransaction', 'serverCpuUsPerTransaction']) || ((!has(self.max) || self.max <= 1e9) && (!has(self.min) || self.min <= 1e9))").message("a gate's limit on a rate must be at most 1e9"),
+    validation = Rule::new("!(self.figure in ['rps', 'transactionsPerSecond', 'clientCpuUsPerTransaction', 'serverCpuUsPerTransaction', 'clientNodeCpuUsPerTransaction', 'serverNodeCpuUsPerTransaction']) || ((!has(self.max) || self.max <= 1e9) && (!has(self.min) || self.min <= 1e9))").message("a gate's limit on a rate must be at most 1e9"),
     validation = Rule::new("!self.figure.endsWith('BitsPerSecond') || ((!has(self.max) || self.max <= 1e13) && (!has(self.min) || self.min <= 1e13))").message("a bits/s gate's limit must be at most 1e13 (10 Tbit/s)"),
     validation = Rule::new("!(self.figure in ['retransmits', 'outOfOrder', 'failures']) || ((!has(self.max) || self.max <= 1e12) && (!has(self.min) || self.min <= 1e12))").message("a count gate's limit must be at most 1e12"),
-    validation = Rule::new("self.figure != 'cpuSecondsPerGb' || ((!has(self.max) || self.max <= 1e6) && (!has(self.min) || self.min <= 1e6))").message("a cpuSecondsPerGb gate's limit must be at most 1e6"),
+    validation = Rule::new("!(self.figure in ['cpuSecondsPerGb', 'nodeCpuSecondsPerGb']) || ((!has(self.max) || self.max <= 1e6) && (!has(self.min) || self.min <= 1e6))").message("a CPU per GB gate's limit must be at most 1e6"),
     validation = Rule::new("!self.abortOnFail || self.scope == 'Each'").message("abortOnFail needs scope Each"),
 )]
 pub struct Gate {
@@ -311,8 +339,8 @@ fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
     if limit > g.figure.ceiling() {
         return Err(match g.figure {
             GateFigure::ErrorRate => "an errorRate gate's limit is a ratio: at most 1".into(),
-            GateFigure::LossPercent => {
-                "a lossPercent gate's limit is a percentage: at most 100".into()
+            GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => {
+                "a percent gate's limit is a percentage: at most 100".into()
             }
             f if f.as_str().ends_with("Ms") => {
                 "a latency gate's limit must be at most 3600000 (1h in ms)".into()
@@ -323,8 +351,8 @@ fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
             GateFigure::Retransmits | GateFigure::OutOfOrder | GateFigure::Failures => {
                 "a count gate's limit must be at most 1e12".into()
             }
-            GateFigure::CpuSecondsPerGb => {
-                "a cpuSecondsPerGb gate's limit must be at most 1e6".into()
+            GateFigure::CpuSecondsPerGb | GateFigure::NodeCpuSecondsPerGb => {
+                "a CPU per GB gate's limit must be at most 1e6".into()
             }
             _ => "a gate's limit on a rate must be at most 1e9".into(),
         });

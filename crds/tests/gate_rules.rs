@@ -144,7 +144,7 @@ fn absurd_gate_values_are_refused_by_the_schema_and_the_operator() {
     let egress_cases: [(Value, &str); 4] = [
         (
             json!({"figure": "lossPercent", "max": 101}),
-            "a lossPercent gate's limit is a percentage: at most 100",
+            "a percent gate's limit is a percentage: at most 100",
         ),
         (
             json!({"figure": "receiverBitsPerSecond", "min": 1e14}),
@@ -156,7 +156,7 @@ fn absurd_gate_values_are_refused_by_the_schema_and_the_operator() {
         ),
         (
             json!({"figure": "cpuSecondsPerGb", "max": 1e7}),
-            "a cpuSecondsPerGb gate's limit must be at most 1e6",
+            "a CPU per GB gate's limit must be at most 1e6",
         ),
     ];
     for (gate, message) in egress_cases {

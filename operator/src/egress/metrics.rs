@@ -1,5 +1,7 @@
-//! An EgressBenchmark's figures on /metrics: each finished case's throughput, overhead,
-//! retransmits, transactions, latency quantiles, loss and jitter.
+//! An EgressBenchmark's figures on /metrics: each finished case's throughput (sent, received
+//! and, paced, offered), overhead, retransmits, transactions, latency quantiles, loss, jitter,
+//! the share of an open loop's schedule never sent and its late and skipped sends, and CPU per
+//! transaction of each end's process and node.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
@@ -28,8 +30,21 @@ pub struct EgressMetrics {
     latency: GaugeVec,
     loss: GaugeVec,
     jitter: GaugeVec,
+    missed: GaugeVec,
+    sends: GaugeVec,
+    cpu_per_transaction: GaugeVec,
     pair: GaugeVec,
 }
+
+/// The `kind` labels of `netbench_egress_paced_sends`.
+const SEND_KINDS: [&str; 2] = ["late", "skipped"];
+/// The (end, scope) labels of `netbench_egress_cpu_seconds_per_transaction`.
+const CPU_ENDS: [(&str, &str); 4] = [
+    ("client", "process"),
+    ("server", "process"),
+    ("client", "node"),
+    ("server", "node"),
+];
 
 impl Family for EgressMetrics {
     fn register(registry: &Registry) -> Self {
@@ -81,6 +96,27 @@ impl Family for EgressMetrics {
                 "RFC 3550 interarrival jitter of a finished udp-stream case",
                 &case,
             ),
+            missed: gauge(
+                registry,
+                "netbench_egress_schedule_missed_ratio",
+                "Share (0 to 1) of an open loop's schedule never sent (udp-stream paced, \
+                 request/response with a rate): above 0.01 the load asked for was not offered",
+                &case,
+            ),
+            sends: gauge(
+                registry,
+                "netbench_egress_paced_sends",
+                "A paced udp-stream case's sends more than 1 ms late, and intended sends never \
+                 made (skipped or failed)",
+                &["namespace", "name", "case", "kind"],
+            ),
+            cpu_per_transaction: gauge(
+                registry,
+                "netbench_egress_cpu_seconds_per_transaction",
+                "CPU per transaction of a request/response case: each end's worker process, \
+                 and each end's whole node (/proc/stat: netperf's service demand)",
+                &["namespace", "name", "case", "end", "scope"],
+            ),
             pair: gauge(
                 registry,
                 "netbench_egress_pair_value",
@@ -119,10 +155,13 @@ impl EgressMetrics {
         for (side, v) in [
             ("sender", c.sender_bits_per_second),
             ("receiver", c.receiver_bits_per_second),
+            ("offered", c.offered_bits_per_second),
         ] {
-            self.bits
-                .with_label_values(&[namespace, name, &c.name, side, offload])
-                .set(v);
+            if let Some(v) = v {
+                self.bits
+                    .with_label_values(&[namespace, name, &c.name, side, offload])
+                    .set(v);
+            }
         }
         let labels = [namespace, name, c.name.as_str()];
         if let Some(o) = c.overhead_percent {
@@ -152,6 +191,29 @@ impl EgressMetrics {
         }
         if let Some(j) = c.jitter_ms {
             self.jitter.with_label_values(&labels).set(j / 1000.0);
+        }
+        if let Some(m) = c.schedule_missed_percent {
+            self.missed.with_label_values(&labels).set(m / 100.0);
+        }
+        for (kind, n) in SEND_KINDS.into_iter().zip([c.late_sends, c.skipped_sends]) {
+            if let Some(n) = n {
+                self.sends
+                    .with_label_values(&[namespace, name, &c.name, kind])
+                    .set(n as f64);
+            }
+        }
+        let per_transaction = [
+            c.client_cpu_us_per_transaction,
+            c.server_cpu_us_per_transaction,
+            c.client_node_cpu_us_per_transaction,
+            c.server_node_cpu_us_per_transaction,
+        ];
+        for ((end, scope), us) in CPU_ENDS.into_iter().zip(per_transaction) {
+            if let Some(us) = us {
+                self.cpu_per_transaction
+                    .with_label_values(&[namespace, name, &c.name, end, scope])
+                    .set(us / 1e6);
+            }
         }
         self.forget_pairs(namespace, name, &c.name);
         let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "unknown".into());
@@ -229,7 +291,7 @@ impl EgressMetrics {
     /// Drops one case's series.
     fn forget_case(&self, namespace: &str, name: &str, case: &str, profile: Option<&str>) {
         let offload = profile.unwrap_or("none");
-        for side in ["sender", "receiver"] {
+        for side in ["sender", "receiver", "offered"] {
             let _ = self
                 .bits
                 .remove_label_values(&[namespace, name, case, side, offload]);
@@ -250,6 +312,17 @@ impl EgressMetrics {
         }
         let _ = self.loss.remove_label_values(&[namespace, name, case]);
         let _ = self.jitter.remove_label_values(&[namespace, name, case]);
+        let _ = self.missed.remove_label_values(&[namespace, name, case]);
+        for kind in SEND_KINDS {
+            let _ = self
+                .sends
+                .remove_label_values(&[namespace, name, case, kind]);
+        }
+        for (end, scope) in CPU_ENDS {
+            let _ = self
+                .cpu_per_transaction
+                .remove_label_values(&[namespace, name, case, end, scope]);
+        }
         self.forget_pairs(namespace, name, case);
     }
 }
@@ -264,7 +337,7 @@ mod tests {
         CaseResult {
             name: name.into(),
             offload_profile: profile.map(Into::into),
-            receiver_bits_per_second: 1e9,
+            receiver_bits_per_second: Some(1e9),
             transactions_per_second: Some(10.0),
             loss_percent: Some(1.0),
             ..Default::default()

@@ -5,12 +5,15 @@
 
 use crds::egress::CaseResult;
 use crds::LatencyMillis;
+use protocol::cpu::{CpuReport, CpuUsage};
 use protocol::report::LatencySummary;
 use protocol::rr::RrReport;
-use protocol::tcp::TcpReport;
+use protocol::tcp::{Direction, Flow, TcpReport};
 use protocol::udp::UdpReport;
 use protocol::worker::{validate_final, CheckedReport, FinalReport};
 use protocol::Protocol;
+
+use crate::policy::gates::MISSED_LIMIT_PERCENT;
 
 /// The report kind a case's client delivers.
 pub fn report_kind(p: Protocol) -> &'static str {
@@ -118,13 +121,15 @@ pub fn read_all(reports: Vec<EgressReport>, r: &mut CaseResult) -> Result<Errors
 }
 
 fn stream(t: &TcpReport, r: &mut CaseResult) -> Errors {
-    r.sender_bits_per_second = round(t.sender.bits_per_second);
-    r.receiver_bits_per_second = round(t.receiver.bits_per_second);
+    r.sender_bits_per_second = Some(round(t.sender.bits_per_second));
+    r.receiver_bits_per_second = Some(round(t.receiver.bits_per_second));
     r.retransmits = t.retransmits;
     r.rtt_micros = t.mean_rtt_us.map(round);
-    r.client_cpu_percent = round2(t.cpu.client.total_percent);
-    r.server_cpu_percent = round2(t.cpu.server.total_percent);
+    cpu(&t.cpu, single_run(&t.runs, |run| run.cpu), r);
     r.cpu_seconds_per_gb = t.cpu_seconds_per_gb.map(|c| round4(c.client + c.server));
+    r.node_cpu_seconds_per_gb = t
+        .node_cpu_seconds_per_gb
+        .map(|c| round4(c.client + c.server));
     r.probe_latency = t.latency_probe.as_ref().map(|p| millis(&p.latency));
     if let Some(p) = t.latency_probe.as_ref().filter(|p| p.skipped > 0) {
         r.warning = Some(behind_schedule("the latency probe", p.skipped, p.attempted));
@@ -139,21 +144,27 @@ fn stream(t: &TcpReport, r: &mut CaseResult) -> Errors {
 
 fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
     let bytes_per_tx = f64::from(rr.setup.request_size) + f64::from(rr.setup.response_size);
-    // Payload each way, both counted (what the path carried).
-    let bits = rr.transactions_per_second * bytes_per_tx * 8.0;
-    r.sender_bits_per_second = round(bits);
-    r.receiver_bits_per_second = round(bits);
+    // Payload both ways, from the measured rate and the configured sizes: named for what it is,
+    // never shown as a measured sender or receiver rate.
+    r.payload_bits_per_second = Some(round(rr.transactions_per_second * bytes_per_tx * 8.0));
     r.transactions_per_second = Some(round2(rr.transactions_per_second));
     r.server_address = rr.runs.first().map(|run| address(&run.server));
     r.latency = Some(millis(&rr.latency));
     r.failures = Some(rr.counts.errors.checked_total().unwrap_or(u64::MAX));
     r.loss_percent = rr.loss_percent.map(round4);
-    r.client_cpu_percent = round2(rr.cpu.client.total_percent);
-    r.server_cpu_percent = round2(rr.cpu.server.total_percent);
+    cpu(&rr.cpu, single_run(&rr.runs, |run| run.cpu), r);
     if let Some(c) = &rr.cpu_us_per_transaction {
         r.client_cpu_us_per_transaction = Some(round2(c.client));
         r.server_cpu_us_per_transaction = Some(round2(c.server));
     }
+    if let Some(c) = &rr.node_cpu_us_per_transaction {
+        r.client_node_cpu_us_per_transaction = Some(round2(c.client));
+        r.server_node_cpu_us_per_transaction = Some(round2(c.server));
+    }
+    r.schedule_missed_percent = rr
+        .setup
+        .rate_per_stream
+        .map(|_| round4(missed_percent(rr.counts.skipped, rr.counts.attempted)));
     let mut warnings = Vec::new();
     if rr.port_exhausted {
         warnings.push(format!(
@@ -184,20 +195,96 @@ fn behind_schedule(who: &str, skipped: u64, attempted: u64) -> String {
 }
 
 fn datagrams(u: &UdpReport, r: &mut CaseResult) -> Errors {
-    r.sender_bits_per_second = round(u.sent.bits_per_second);
-    r.receiver_bits_per_second = round(u.received.bits_per_second);
+    r.sender_bits_per_second = Some(round(u.sent.bits_per_second));
+    r.receiver_bits_per_second = Some(round(u.received.bits_per_second));
     r.loss_percent = Some(round4(u.loss_percent));
     r.server_address = u.runs.first().map(|run| address(&run.server));
-    r.jitter_ms = u.jitter_ms.map(round4);
+    jitter(u, r);
     r.out_of_order = Some(u.received.out_of_order);
     r.duplicates = Some(u.received.duplicates);
-    r.client_cpu_percent = round2(u.cpu.client.total_percent);
-    r.server_cpu_percent = round2(u.cpu.server.total_percent);
+    cpu(&u.cpu, single_run(&u.runs, |run| run.cpu), r);
     r.cpu_seconds_per_gb = u.cpu_seconds_per_gb.map(|c| round4(c.client + c.server));
+    r.node_cpu_seconds_per_gb = u
+        .node_cpu_seconds_per_gb
+        .map(|c| round4(c.client + c.server));
+    if let (Some(offered), Some(missed)) = (u.offered, u.missed_percent()) {
+        r.offered_bits_per_second = Some(round(offered.bits_per_second));
+        r.late_sends = Some(u.sent.late);
+        r.skipped_sends = Some(u.sent.skipped.saturating_add(u.sent.errors));
+        r.schedule_missed_percent = Some(round4(missed));
+        if missed > MISSED_LIMIT_PERCENT {
+            r.warning = Some(format!(
+                "the senders missed {missed:.1} % of their schedule: {} of {} intended datagrams were never sent, {} bit/s sent of {} bit/s offered (the client was short of CPU or its sends failed); loss and jitter are of the datagrams sent, at a rate that was not the one asked",
+                u.sent.skipped.saturating_add(u.sent.errors),
+                u.sent
+                    .packets
+                    .saturating_add(u.sent.skipped)
+                    .saturating_add(u.sent.errors),
+                round(u.sent.bits_per_second),
+                round(offered.bits_per_second),
+            ));
+        }
+    }
     u.streams
         .iter()
         .filter_map(|s| Some(format!("stream {}: {:.256}", s.id, s.error.as_ref()?)))
         .collect()
+}
+
+/// Most streams whose jitter status lists one by one (the schema's bound).
+const MAX_STREAM_JITTERS: usize = 256;
+
+/// The streams' jitter as iperf3 states it: per direction, their unweighted mean and the worst;
+/// each stream's for a case of one run.
+fn jitter(u: &UdpReport, r: &mut CaseResult) {
+    let main = match u.runs.first().map(|run| run.direction) {
+        Some(Direction::Receive) => Flow::ServerToClient,
+        _ => Flow::ClientToServer,
+    };
+    for j in &u.jitter_by_flow {
+        let (mean, max) = (Some(round4(j.mean_ms)), Some(round4(j.max_ms)));
+        if j.flow == main {
+            (r.jitter_ms, r.jitter_max_ms) = (mean, max);
+        } else {
+            (r.return_jitter_ms, r.return_jitter_max_ms) = (mean, max);
+        }
+    }
+    if u.runs.len() == 1 {
+        r.stream_jitter_ms = u
+            .streams
+            .iter()
+            .filter_map(|s| s.jitter_ms.map(round4))
+            .take(MAX_STREAM_JITTERS)
+            .collect();
+    }
+}
+
+/// Percent of a schedule of `used + missed` intended sends that were never made.
+fn missed_percent(missed: u64, used: u64) -> f64 {
+    let schedule = used.saturating_add(missed);
+    if schedule == 0 {
+        0.0
+    } else {
+        missed as f64 * 100.0 / schedule as f64
+    }
+}
+
+/// The one run of a report, if it has exactly one (node figures are per node: a merge of runs
+/// has none).
+fn single_run<R, T>(runs: &[R], of: impl Fn(&R) -> T) -> Option<T> {
+    match runs {
+        [one] => Some(of(one)),
+        _ => None,
+    }
+}
+
+/// Both ends' CPU: the worker processes' (summed over runs) and, for one run, each node's.
+fn cpu(total: &CpuReport, one_run: Option<CpuReport>, r: &mut CaseResult) {
+    r.client_cpu_percent = round2(total.client.total_percent);
+    r.server_cpu_percent = round2(total.server.total_percent);
+    let node = |u: Option<CpuUsage>| Some(round2(u?.node?.busy_percent));
+    r.client_node_cpu_percent = node(one_run.map(|c| c.client));
+    r.server_node_cpu_percent = node(one_run.map(|c| c.server));
 }
 
 /// A reported address as status shows it: at most 64 characters (the schema's bound), no
@@ -286,6 +373,85 @@ mod tests {
         let r = RrReport::single(setup, run, counts, &h, vec![stream]).unwrap();
         protocol::rr::validate_rr(&r).unwrap();
         r
+    }
+
+    /// A paced udp-stream report: one stream at 1000 datagrams/s of 1000 bytes for 2 s that
+    /// sent `sent` datagrams and skipped `skipped` intended sends, all received.
+    fn paced_udp(sent: u64, skipped: u64) -> UdpReport {
+        use protocol::udp::{Rate, Received, Sent, UdpRun, UdpStream};
+        let run = UdpRun {
+            client: "10.0.0.1:40000".into(),
+            server: "10.0.0.2:5201".into(),
+            streams: 1,
+            duration_secs: 2.0,
+            len: 1000,
+            direction: Direction::Send,
+            target: Some(Rate {
+                bits_per_second: 8e6,
+                packets_per_second: 1000.0,
+            }),
+            started_at_unix_ms: 1,
+            ended_at_unix_ms: 2_001,
+            cpu: CpuReport::default(),
+            cpu_seconds: Default::default(),
+        };
+        let stream = UdpStream {
+            jitter_ms: Some(0.02),
+            ..UdpStream::new(
+                0,
+                Flow::ClientToServer,
+                Sent {
+                    skipped,
+                    ..Sent::new(sent, sent * 1000, 2.0)
+                },
+                Received::new(sent, sent * 1000, 2.0),
+            )
+        };
+        let r = UdpReport::single(run, vec![stream]);
+        protocol::udp::validate_udp(&r).unwrap();
+        r
+    }
+
+    #[test]
+    fn a_paced_sender_that_missed_its_schedule_shows_it_and_warns() {
+        // A client starved of CPU: 1040 of 2000 datagrams sent, none lost.
+        let mut r = CaseResult::default();
+        datagrams(&paced_udp(1040, 960), &mut r);
+        assert_eq!(r.loss_percent, Some(0.0));
+        assert_eq!(r.offered_bits_per_second, Some(8e6));
+        assert_eq!(r.sender_bits_per_second, Some(1040.0 * 8000.0 / 2.0));
+        assert_eq!((r.late_sends, r.skipped_sends), (Some(0), Some(960)));
+        assert_eq!(r.schedule_missed_percent, Some(48.0));
+        let w = r.warning.expect("a warning");
+        assert!(
+            w.contains("missed 48.0 % of their schedule")
+                && w.contains("960 of 2000 intended datagrams were never sent")
+                && w.contains("4160000 bit/s sent of 8000000 bit/s offered"),
+            "{w}"
+        );
+        // Within 1 %: the figures, no warning.
+        let mut r = CaseResult::default();
+        datagrams(&paced_udp(1990, 10), &mut r);
+        assert_eq!(r.schedule_missed_percent, Some(0.5));
+        assert_eq!(r.warning, None);
+        assert_eq!(r.stream_jitter_ms, [0.02]);
+        assert_eq!((r.jitter_ms, r.jitter_max_ms), (Some(0.02), Some(0.02)));
+        assert_eq!(r.return_jitter_ms, None);
+    }
+
+    #[test]
+    fn request_response_has_no_stream_rates_only_its_payload() {
+        let mut r = CaseResult::default();
+        request_response(&open_loop(200, 0), &mut r);
+        assert_eq!(
+            (r.sender_bits_per_second, r.receiver_bits_per_second),
+            (None, None)
+        );
+        // 100 tx/s x (1 + 1) bytes x 8.
+        assert_eq!(r.payload_bits_per_second, Some(1600.0));
+        assert_eq!(r.schedule_missed_percent, Some(0.0));
+        request_response(&open_loop(150, 50), &mut r);
+        assert_eq!(r.schedule_missed_percent, Some(25.0));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use protocol::worker::FinalReport;
 use protocol::Protocol;
 
 use super::readings::{self, round2};
+use crate::policy::gates::SCHEDULE_MISSED;
 use crate::policy::samples::Figure;
 
 /// One pair's client report, with where the pair ran (from the pods the operator created).
@@ -205,11 +206,11 @@ pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
             )
         });
     }
-    let moved = r.receiver_bits_per_second > 0.0;
+    let moved = r.receiver_bits_per_second.is_some_and(|b| b > 0.0);
     (!moved).then(|| {
         format!(
             "no byte was transferred: the receiver got 0 bit/s (sender {})",
-            format_bits(r.sender_bits_per_second.max(0.0))
+            format_bits(r.sender_bits_per_second.unwrap_or(0.0).max(0.0))
         )
     })
 }
@@ -218,7 +219,8 @@ pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
 /// receiver's throughput.
 fn main_figure(r: &CaseResult) -> f64 {
     r.transactions_per_second
-        .unwrap_or(r.receiver_bits_per_second)
+        .or(r.receiver_bits_per_second)
+        .unwrap_or(0.0)
 }
 
 fn protocol_of(r: &CaseResult) -> Protocol {
@@ -270,18 +272,14 @@ pub fn figures(r: &CaseResult) -> Vec<Figure> {
     let mut out = vec![];
     match protocol_of(r) {
         Protocol::TcpStream => {
-            out.push(fig(
-                "receiverBitsPerSecond",
-                "bit/s",
-                Better::Higher,
-                r.receiver_bits_per_second,
-            ));
-            out.push(fig(
-                "senderBitsPerSecond",
-                "bit/s",
-                Better::Higher,
-                r.sender_bits_per_second,
-            ));
+            out.extend(
+                r.receiver_bits_per_second
+                    .map(|v| fig("receiverBitsPerSecond", "bit/s", Better::Higher, v)),
+            );
+            out.extend(
+                r.sender_bits_per_second
+                    .map(|v| fig("senderBitsPerSecond", "bit/s", Better::Higher, v)),
+            );
             out.push(fig(
                 "retransmits",
                 "count",
@@ -294,12 +292,22 @@ pub fn figures(r: &CaseResult) -> Vec<Figure> {
             }
         }
         Protocol::UdpStream => {
-            out.push(fig(
-                "receiverBitsPerSecond",
-                "bit/s",
-                Better::Higher,
-                r.receiver_bits_per_second,
-            ));
+            out.extend(
+                r.receiver_bits_per_second
+                    .map(|v| fig("receiverBitsPerSecond", "bit/s", Better::Higher, v)),
+            );
+            out.extend(
+                r.sender_bits_per_second
+                    .map(|v| fig("senderBitsPerSecond", "bit/s", Better::Higher, v)),
+            );
+            out.extend(
+                r.offered_bits_per_second
+                    .map(|v| fig("offeredBitsPerSecond", "bit/s", Better::Higher, v)),
+            );
+            out.extend(
+                r.schedule_missed_percent
+                    .map(|v| fig(SCHEDULE_MISSED, "%", Better::Lower, v)),
+            );
             out.extend(
                 r.loss_percent
                     .map(|v| fig("lossPercent", "%", Better::Lower, v)),
@@ -338,6 +346,18 @@ pub fn figures(r: &CaseResult) -> Vec<Figure> {
                 r.server_cpu_us_per_transaction
                     .map(|v| fig("serverCpuUsPerTransaction", "us", Better::Lower, v)),
             );
+            out.extend(
+                r.client_node_cpu_us_per_transaction
+                    .map(|v| fig("clientNodeCpuUsPerTransaction", "us", Better::Lower, v)),
+            );
+            out.extend(
+                r.server_node_cpu_us_per_transaction
+                    .map(|v| fig("serverNodeCpuUsPerTransaction", "us", Better::Lower, v)),
+            );
+            out.extend(
+                r.schedule_missed_percent
+                    .map(|v| fig(SCHEDULE_MISSED, "%", Better::Lower, v)),
+            );
         }
     }
     if protocol_of(r) != Protocol::TcpStream || r.cpu_seconds_per_gb.is_some() {
@@ -346,6 +366,10 @@ pub fn figures(r: &CaseResult) -> Vec<Figure> {
                 .map(|v| fig("cpuSecondsPerGb", "s/GB", Better::Lower, v)),
         );
     }
+    out.extend(
+        r.node_cpu_seconds_per_gb
+            .map(|v| fig("nodeCpuSecondsPerGb", "s/GB", Better::Lower, v)),
+    );
     out
 }
 
@@ -378,14 +402,14 @@ pub fn headline(r: &CaseResult) -> String {
         _ => match (r.loss_percent, r.jitter_ms) {
             (Some(loss), jitter) => format!(
                 "{} received, {loss}% lost{}",
-                format_bits(r.receiver_bits_per_second),
+                format_bits(r.receiver_bits_per_second.unwrap_or(0.0)),
                 jitter
                     .map(|j| format!(", jitter {j} ms"))
                     .unwrap_or_default()
             ),
             _ => format!(
                 "{} received, {} retransmits{}",
-                format_bits(r.receiver_bits_per_second),
+                format_bits(r.receiver_bits_per_second.unwrap_or(0.0)),
                 r.retransmits,
                 r.probe_latency
                     .as_ref()
@@ -408,13 +432,12 @@ pub fn format_tps(tps: f64) -> String {
 /// The printer columns: the best receiver throughput of the stream cases (or, with none, the
 /// most transactions/s) and the largest overhead.
 pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
-    let streams = cases.iter().filter(|c| c.transactions_per_second.is_none());
-    let best = streams
-        .max_by(|a, b| {
-            a.receiver_bits_per_second
-                .total_cmp(&b.receiver_bits_per_second)
-        })
-        .map(|c| format!("{} ({})", format_bits(c.receiver_bits_per_second), c.name))
+    let best = cases
+        .iter()
+        .filter(|c| c.transactions_per_second.is_none())
+        .filter_map(|c| Some((c.receiver_bits_per_second?, &c.name)))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(bps, name)| format!("{} ({name})", format_bits(bps)))
         .or_else(|| {
             cases
                 .iter()
@@ -437,7 +460,7 @@ mod tests {
     fn case(name: &str, bps: f64) -> CaseResult {
         CaseResult {
             name: name.into(),
-            receiver_bits_per_second: bps,
+            receiver_bits_per_second: Some(bps),
             ..Default::default()
         }
     }
@@ -525,7 +548,7 @@ mod tests {
         let (r, errors) = case_result(&case, &pairs).unwrap();
         assert!(errors.is_empty(), "{errors:?}");
         // The case's figure is the exact sum of the pairs' (2300 bytes in 1 s).
-        assert_eq!(r.receiver_bits_per_second, 18_400.0);
+        assert_eq!(r.receiver_bits_per_second, Some(18_400.0));
         let values: Vec<f64> = r.pairs.iter().map(|p| p.value).collect();
         assert_eq!(values, [8_000.0, 9_600.0, 800.0]);
         let a = r.aggregate.unwrap();
@@ -586,7 +609,7 @@ mod tests {
         let case = spec.measured().remove(0);
         let mut client = tcp_client("eb-c0-client", 10, 1);
         let (measured, _) = case_result(&case, &one_pair(&client)).unwrap();
-        assert_eq!(measured.receiver_bits_per_second, 80.0);
+        assert_eq!(measured.receiver_bits_per_second, Some(80.0));
         // A forged throughput that the bytes do not back.
         client.report["receiver"]["bits_per_second"] = 9.4e9.into();
         let err = case_result(&case, &one_pair(&client)).unwrap_err();
@@ -650,7 +673,7 @@ mod tests {
         assert!(nothing_transferred(&case("nan", f64::NAN)).is_some());
         assert_eq!(nothing_transferred(&case("ok", 1e6)), None);
         let lost = CaseResult {
-            sender_bits_per_second: 1e6,
+            sender_bits_per_second: Some(1e6),
             ..case("lost", 0.0)
         };
         let m = nothing_transferred(&lost).unwrap();

@@ -3,10 +3,33 @@
 //! ends, from the statistics of all samples (each value there was made from the sample's
 //! reports merged across its workers). The live abort while a sample runs is `policy::live`.
 
-use crds::gates::{Gate, GateScope};
+use crds::gates::{Gate, GateFigure, GateScope};
 use crds::result::MeasurementStats;
 
 use super::samples::Figure;
+
+/// The figure an open loop gives for the share of its schedule it never sent.
+pub const SCHEDULE_MISSED: &str = "scheduleMissedPercent";
+/// Above this share never sent, the load asked for was not offered.
+pub const MISSED_LIMIT_PERCENT: f64 = 1.0;
+
+/// Figures that say nothing good at a load that was not offered (no loss at half the rate
+/// asked is no pass): a gate on one fails when the schedule was missed, whatever the value.
+fn needs_offered_load(figure: GateFigure) -> bool {
+    figure == GateFigure::LossPercent
+}
+
+/// Why a gate on `gate`'s figure cannot pass when `missed` percent of the schedule went unsent.
+fn not_offered(gate: &Gate, missed: Option<f64>) -> Option<String> {
+    // A share that is not a number is no kept schedule.
+    let missed = missed.filter(|m| m.is_nan() || *m > MISSED_LIMIT_PERCENT)?;
+    needs_offered_load(gate.figure).then(|| {
+        format!(
+            "the senders missed {} % of their schedule (more than {MISSED_LIMIT_PERCENT} %): the load asked for was not offered",
+            round(missed)
+        )
+    })
+}
 
 /// One gate broken by one figure of one measurement.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +42,8 @@ pub struct Breach {
     pub value: f64,
     /// "step 0", "case vxlan", with the sample or "mean of 3 samples" when it matters.
     pub about: String,
+    /// Why the gate failed whatever its figure's value (e.g. a load that was not offered).
+    pub cause: Option<String>,
 }
 
 impl Breach {
@@ -31,7 +56,12 @@ impl Breach {
             upper,
             value,
             about,
+            cause: None,
         })
+    }
+
+    fn because(self, cause: Option<String>) -> Breach {
+        Breach { cause, ..self }
     }
 
     /// `gate "p99 under 1ms" failed: step 0: p99Ms 12.4 > max 1`.
@@ -41,6 +71,15 @@ impl Breach {
         } else {
             ("<", "min")
         };
+        if let Some(cause) = &self.cause {
+            return format!(
+                "gate {:?} failed: {}: {} {} cannot pass: {cause}",
+                self.gate,
+                self.about,
+                self.figure,
+                round(self.value)
+            );
+        }
         format!(
             "gate {:?} failed: {}: {} {} {op} {bound} {}",
             self.gate,
@@ -75,8 +114,10 @@ pub fn sample_breaches(
         .filter(|g| g.scope == GateScope::Each && (g.abort_on_fail || !aborting))
         .filter_map(|g| {
             let f = figures.iter().find(|f| f.name == g.figure.as_str())?;
-            if g.broken_by(f.value) {
-                Breach::of(g, f.value, about.to_string())
+            let missed = figures.iter().find(|f| f.name == SCHEDULE_MISSED);
+            let cause = not_offered(g, missed.map(|m| m.value));
+            if cause.is_some() || g.broken_by(f.value) {
+                Breach::of(g, f.value, about.to_string()).map(|b| b.because(cause))
             } else {
                 None
             }
@@ -139,26 +180,32 @@ pub fn judge_run(gates: &[Gate], stats: &[MeasurementStats]) -> Verdict {
             if breach.is_some() {
                 continue;
             }
+            let missed = m.metric(SCHEDULE_MISSED).map(|s| s.values.as_slice());
             breach = match gate.scope {
                 GateScope::Each => metric
                     .values
                     .iter()
                     .enumerate()
-                    .find(|(_, v)| gate.broken_by(**v))
-                    .and_then(|(i, v)| {
+                    .map(|(i, v)| {
+                        let missed_here = missed.and_then(|all| all.get(i).copied());
+                        (i, v, not_offered(gate, missed_here))
+                    })
+                    .find(|(_, v, cause)| cause.is_some() || gate.broken_by(**v))
+                    .and_then(|(i, v, cause)| {
                         let about = if metric.values.len() > 1 {
                             format!("{} sample {}", m.name, i.saturating_add(1))
                         } else {
                             m.name.clone()
                         };
-                        Breach::of(gate, *v, about)
+                        Breach::of(gate, *v, about).map(|b| b.because(cause))
                     }),
                 GateScope::Run => {
                     let mean = mean(&metric.values);
-                    if gate.broken_by(mean) {
+                    let cause = not_offered(gate, missed.filter(|v| !v.is_empty()).map(self::mean));
+                    if cause.is_some() || gate.broken_by(mean) {
                         let about =
                             format!("{} (mean of {} sample(s))", m.name, metric.values.len());
-                        Breach::of(gate, mean, about)
+                        Breach::of(gate, mean, about).map(|b| b.because(cause))
                     } else {
                         None
                     }
@@ -292,6 +339,61 @@ mod tests {
         assert!(ingress
             .iter()
             .all(|f| INGRESS_FIGURES.contains(&f.name.as_ref())));
+    }
+
+    #[test]
+    fn a_loss_gate_fails_with_the_cause_when_the_load_was_not_offered() {
+        let loss = gate("{figure: lossPercent, max: 1, abortOnFail: true, name: loss}");
+        let jitter = gate("{figure: jitterMs, max: 5}");
+        // 0 % loss, but half the schedule never went out: no pass.
+        let starved = [
+            fig("lossPercent", 0.0),
+            fig("jitterMs", 0.1),
+            fig(SCHEDULE_MISSED, 48.25),
+        ];
+        let b = sample_breaches(&[loss.clone(), jitter.clone()], &starved, "case udp", true);
+        assert_eq!(b.len(), 1);
+        assert_eq!(
+            b[0].message(),
+            "gate \"loss\" failed: case udp: lossPercent 0 cannot pass: the senders missed 48.25 % of their schedule (more than 1 %): the load asked for was not offered"
+        );
+        // At or under 1 % missed, the figure is judged as usual.
+        let kept = [fig("lossPercent", 0.0), fig(SCHEDULE_MISSED, 1.0)];
+        assert!(sample_breaches(std::slice::from_ref(&loss), &kept, "case udp", false).is_empty());
+        // A NaN share is not a kept schedule.
+        let nan = [fig("lossPercent", 0.0), fig(SCHEDULE_MISSED, f64::NAN)];
+        assert_eq!(
+            sample_breaches(std::slice::from_ref(&loss), &nan, "c", false).len(),
+            1
+        );
+        // At the end of the run: the sample that missed its schedule fails the Each gate, the
+        // mean share fails the Run gate; a case without the figure (closed loop) is judged as
+        // usual.
+        let s = [stats(
+            0,
+            &[
+                ("lossPercent", vec![0.0, 0.0]),
+                (SCHEDULE_MISSED, vec![0.0, 30.0]),
+            ],
+        )];
+        let v = judge_run(std::slice::from_ref(&loss), &s);
+        assert_eq!(v.broken.len(), 1);
+        assert!(
+            v.broken[0]
+                .message()
+                .contains("step 0 sample 2: lossPercent 0 cannot pass"),
+            "{}",
+            v.broken[0].message()
+        );
+        let run = gate("{figure: lossPercent, max: 1, scope: Run}");
+        let v = judge_run(std::slice::from_ref(&run), &s);
+        assert!(
+            v.broken[0].message().contains("missed 15 %"),
+            "{}",
+            v.broken[0].message()
+        );
+        let closed = [stats(0, &[("lossPercent", vec![0.5])])];
+        assert_eq!(judge_run(&[loss, run], &closed).judged, 2);
     }
 
     #[test]
