@@ -64,6 +64,7 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         // Open loop: latencies may exceed the timeout (they count from the intended send time).
         rate_per_stream: Some(1000.0),
         timeout_ms: 100,
+        max_in_flight: None,
     };
     let stream = RrStream {
         run: 0,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use protocol::report::histogram::new_latency_histogram;
-use protocol::rr::{validate_rr, RrCounts, RrReport, RrRun, RrSetup, RrStream};
+use protocol::rr::{validate_rr, RrCounts, RrReport, RrRun, RrStream};
 use protocol::tcp::CpuReport;
 use protocol::Protocol;
 use serde::Serialize;
@@ -241,7 +241,7 @@ fn spawn_streams(
                 let plan = StreamPlan {
                     request_size: cfg.request_size,
                     response_size: cfg.response_size,
-                    window: cfg.window(),
+                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
                     deadline,
                     timeout: cfg.timeout,
                     pacer: pacer(id),
@@ -254,7 +254,7 @@ fn spawn_streams(
                 let plan = UdpPlan {
                     request_size: cfg.request_size,
                     response_size: cfg.response_size,
-                    window: cfg.window(),
+                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
                     deadline,
                     timeout: cfg.timeout,
                     pacer: pacer(id),
@@ -376,13 +376,5 @@ fn build_report(
         server_answered,
         cpu: facts.cpu,
     };
-    let setup = RrSetup {
-        mode: cfg.protocol,
-        request_size: cfg.request_size,
-        response_size: cfg.response_size,
-        burst: cfg.burst,
-        rate_per_stream: cfg.rate_per_stream,
-        timeout_ms: cfg.timeout_ms(),
-    };
-    RrReport::single(setup, run, counts, &hist, per_stream).map_err(TcpError::Protocol)
+    RrReport::single(cfg.setup(), run, counts, &hist, per_stream).map_err(TcpError::Protocol)
 }

@@ -15,9 +15,13 @@ pub fn render_text(r: &RrReport) -> String {
         }
         _ => "closed loop".into(),
     };
+    let in_flight = s
+        .max_in_flight
+        .map(|n| format!(" (up to {n} in flight per stream)"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "{} to {}: {} stream(s), {} B request / {} B response, burst {}, {pacing}, {:.2} s, timeout {} ms",
+        "{} to {}: {} stream(s), {} B request / {} B response, burst {}{in_flight}, {pacing}, {:.2} s, timeout {} ms",
         s.mode,
         r.runs.first().map_or("?", |run| run.server.as_str()),
         r.streams,

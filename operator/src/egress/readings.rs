@@ -168,6 +168,12 @@ fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
             rr.counts.attempted,
         ));
     }
+    if let Some((per_timeout, window)) = protocol::rr::window_shortfall(&rr.setup) {
+        warnings.push(format!(
+            "the rate asks for {per_timeout:.0} requests per stream within one {} ms timeout, but a udp-rr stream keeps at most {window} in flight: spread the rate over more streams or shorten the timeout",
+            rr.setup.timeout_ms
+        ));
+    }
     r.warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     rr.per_stream
         .iter()
@@ -255,6 +261,7 @@ mod tests {
             burst: 0,
             rate_per_stream: Some((attempted + skipped) as f64 / 2.0),
             timeout_ms: 1000,
+            max_in_flight: Some(1),
         };
         let run = RrRun {
             client: "10.0.0.1:40000".into(),

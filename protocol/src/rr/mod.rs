@@ -27,6 +27,7 @@ mod merge;
 mod probe;
 mod report;
 mod validate;
+mod window;
 
 pub use merge::{merge, RrMergeError};
 pub use probe::{LatencyProbe, ProbeCounts};
@@ -35,6 +36,7 @@ pub(crate) use report::fixtures::rr_report as report_fixture;
 pub use report::{RrCounts, RrErrors, RrReport, RrRun, RrSetup, RrStream};
 pub use validate::validate_rr;
 pub(crate) use validate::{check_cost, check_probe};
+pub use window::{in_flight_window, window_shortfall, MAX_OPEN_LOOP_WINDOW};
 
 /// The report's `kind`.
 pub const REPORT_KIND: &str = "rr";

@@ -130,6 +130,12 @@ pub struct RrSetup {
     pub rate_per_stream: Option<f64>,
     /// A request (tcp-crr: a connection) not answered within this is lost (udp-rr) or failed.
     pub timeout_ms: u64,
+    /// Requests each stream kept in flight at most: `1 + burst`, or for an open-loop udp-rr
+    /// the window of two timeouts of its schedule (see [`super::in_flight_window`]), so that a
+    /// lost datagram never holds the stream. Absent from reports of older builds (which kept
+    /// `1 + burst` in flight in every mode).
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
 }
 
 /// One client's test against one server.
@@ -288,6 +294,17 @@ impl RrReport {
                 c.skipped
             ));
         }
+        if let Some((per_timeout, window)) = super::window_shortfall(&self.setup) {
+            out.push(format!(
+                "the rate asks for {per_timeout:.0} requests per stream within one {} ms timeout; \
+                 a udp-rr stream keeps at most {window} in flight (two timeouts' worth is \
+                 wanted): when its window is full of requests waiting for answers the stream falls behind its schedule \
+                 (counted as skipped), and an answer late by more than a timeout may count as \
+                 invalid rather than late; spread the rate over more streams or shorten the \
+                 timeout",
+                self.setup.timeout_ms
+            ));
+        }
         let e = &self.counts.errors;
         if self.port_exhausted {
             out.push(format!(
@@ -396,6 +413,7 @@ pub(crate) mod fixtures {
             burst: 1,
             rate_per_stream: None,
             timeout_ms: 100,
+            max_in_flight: Some(2),
         };
         RrReport::single(setup, run, counts, &h, per_stream).unwrap()
     }
