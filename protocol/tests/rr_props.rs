@@ -49,6 +49,7 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         started_at_unix_ms: 10,
         ended_at_unix_ms: 3_010,
         transactions: n,
+        transactions_in_window: Some(n),
         transactions_per_second: n as f64 / 3.0,
         server_answered: n,
         cpu: CpuReport {

@@ -231,7 +231,7 @@ fn spawn_streams(
         streams.schedules.push(pacer(id).skip_until(deadline));
         thread::Builder::new()
             .name(format!("nb-rr-{id}"))
-            .spawn(move || body(Recorder::new(live)))
+            .spawn(move || body(Recorder::new(live).window_ends_at(deadline)))
             .map(|h| streams.handles.push(h))
             .map_err(|e| TcpError::io("starting a stream thread", e))
     };
@@ -344,8 +344,12 @@ fn build_report(
     let overflow = || TcpError::Protocol("the test's counts overflow".into());
     let mut hist: Histogram<u64> = new_latency_histogram();
     let mut counts = RrCounts::default();
+    let mut in_window = 0u64;
     let mut per_stream = Vec::with_capacity(outcomes.len());
     for (id, o) in (0u32..).zip(outcomes) {
+        in_window = in_window
+            .checked_add(o.answered_in_window.min(o.counts.transactions))
+            .ok_or_else(overflow)?;
         hist.add(&o.hist)
             .map_err(|e| TcpError::Protocol(format!("merging latencies: {e:?}")))?;
         counts = counts.checked_add(&o.counts).ok_or_else(overflow)?;
@@ -372,9 +376,69 @@ fn build_report(
         started_at_unix_ms: facts.started_at,
         ended_at_unix_ms: facts.ended_at,
         transactions: counts.transactions,
-        transactions_per_second: counts.transactions as f64 / duration_secs,
+        // Answers of the drain after the window are transactions (latency, loss), not rate.
+        transactions_in_window: Some(in_window),
+        transactions_per_second: in_window as f64 / duration_secs,
         server_answered,
         cpu: facts.cpu,
     };
     RrReport::single(cfg.setup(), run, counts, &hist, per_stream).map_err(TcpError::Protocol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One stream of a 2 s test: `answered` transactions, `in_window` of them by the deadline.
+    fn outcome(answered: u64, in_window: u64) -> StreamOutcome {
+        let mut o = StreamOutcome::default();
+        for _ in 0..answered {
+            o.hist.record(100).unwrap();
+        }
+        o.counts.attempted = answered;
+        o.counts.transactions = answered;
+        o.answered_in_window = in_window;
+        o
+    }
+
+    #[test]
+    fn answers_of_the_drain_do_not_inflate_the_rate() {
+        // Closed loop, 2 s, a 60 s timeout: 1000 answered in the window, and 500 in flight at
+        // the deadline answered during the drain (as a slow server under a long timeout does).
+        let cfg = RrClientConfig {
+            duration: Duration::from_secs(2),
+            timeout: Duration::from_secs(60),
+            streams: 2,
+            burst: 249,
+            ..RrClientConfig::new(Protocol::TcpRr, "h")
+        };
+        let facts = RunFacts {
+            client: "c".into(),
+            server: "s".into(),
+            started_at: 1_000,
+            ended_at: 63_000,
+            cpu: CpuReport::default(),
+        };
+        let peer = [0, 1].map(|id| PeerStream {
+            id,
+            bytes: 0,
+            seconds: 2.0,
+            tcp: None,
+            error: None,
+            transactions: 750,
+        });
+        let outcomes = vec![outcome(750, 500), outcome(750, 500)];
+        let r = build_report(&cfg, facts, outcomes, &peer).unwrap();
+        validate_rr(&r).unwrap();
+        assert_eq!(
+            r.counts.transactions, 1500,
+            "drain answers are transactions"
+        );
+        assert_eq!(r.latency.count, 1500);
+        assert_eq!(r.runs[0].transactions_in_window, Some(1000));
+        assert_eq!(
+            r.transactions_per_second, 500.0,
+            "1000 in the window over 2 s"
+        );
+    }
 }

@@ -36,7 +36,7 @@ pub fn render_text(r: &RrReport) -> String {
     let failed = c.checked_failed().unwrap_or(u64::MAX);
     let _ = writeln!(
         out,
-        "transactions  {} ({:.1}/s); attempted {}, failed {failed} (refused {}, timeout {}, reset {}, no local port {}, other {})",
+        "transactions  {} ({:.1}/s answered within the window); attempted {}, failed {failed} (refused {}, timeout {}, reset {}, no local port {}, other {})",
         c.transactions, r.transactions_per_second, c.attempted, e.refused, e.timeout, e.reset,
         e.address_not_available, e.other
     );

@@ -271,6 +271,7 @@ mod tests {
             started_at_unix_ms: 1,
             ended_at_unix_ms: 2_001,
             transactions: attempted,
+            transactions_in_window: Some(attempted),
             transactions_per_second: attempted as f64 / 2.0,
             server_answered: attempted,
             cpu: CpuReport::default(),

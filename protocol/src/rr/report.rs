@@ -150,7 +150,13 @@ pub struct RrRun {
     pub started_at_unix_ms: u64,
     pub ended_at_unix_ms: u64,
     pub transactions: u64,
-    /// `transactions / duration_secs`.
+    /// Of `transactions`, those answered by the end of the measured window; the others were
+    /// answered in the drain after it (they count for latency and loss, not for the rate).
+    /// Absent from reports of older builds, whose rate counted every transaction.
+    #[serde(default)]
+    pub transactions_in_window: Option<u64>,
+    /// `transactions_in_window / duration_secs` (older builds: `transactions /
+    /// duration_secs`): transactions completed in the window it is divided by.
     pub transactions_per_second: f64,
     /// Requests the server says it answered (never fewer than the client's transactions).
     pub server_answered: u64,
@@ -399,6 +405,7 @@ pub(crate) mod fixtures {
             started_at_unix_ms: 1_000,
             ended_at_unix_ms: 3_100,
             transactions: n,
+            transactions_in_window: Some(n),
             transactions_per_second: n as f64 / 2.0,
             server_answered: n + late,
             cpu: CpuReport {

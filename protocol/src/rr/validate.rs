@@ -239,8 +239,19 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
     }
     let tps = field("transactions_per_second");
     check_number(&tps, run.transactions_per_second, 0.0, MAX_RATE)?;
+    // Transactions completed in the window the rate is divided by (older builds: all).
+    let in_window = run.transactions_in_window.unwrap_or(run.transactions);
+    if in_window > run.transactions {
+        return Err(invalid(
+            field("transactions_in_window"),
+            format!(
+                "{in_window}, more than the run's {} transactions",
+                run.transactions
+            ),
+        ));
+    }
     let want = if run.duration_secs > 0.0 {
-        run.transactions as f64 / run.duration_secs
+        in_window as f64 / run.duration_secs
     } else {
         0.0
     };
@@ -653,6 +664,39 @@ mod tests {
         // Closed loop: nothing beyond the timeout counts as answered.
         let r = rr_report(Protocol::UdpRr, &[100, 150_000], 0);
         refused(&r, "latency.max_us", "beyond the 100 ms timeout");
+    }
+
+    #[test]
+    fn the_rate_counts_only_what_was_answered_in_its_window() {
+        // 4 transactions over 2 s, one of them answered in the drain: 1.5/s, not 2/s.
+        let mut r = udp();
+        r.runs[0].transactions_in_window = Some(3);
+        r.runs[0].transactions_per_second = 1.5;
+        r.transactions_per_second = 1.5;
+        validate_rr(&r).unwrap();
+        // A rate that counts the drain, or more in the window than were answered.
+        let mut bad = r.clone();
+        bad.runs[0].transactions_per_second = 2.0;
+        bad.transactions_per_second = 2.0;
+        refused(&bad, "runs[0].transactions_per_second", "does not match");
+        let mut bad = r.clone();
+        bad.runs[0].transactions_in_window = Some(5);
+        bad.runs[0].transactions_per_second = 2.5;
+        bad.transactions_per_second = 2.5;
+        refused(
+            &bad,
+            "runs[0].transactions_in_window",
+            "more than the run's 4",
+        );
+        // Older builds' reports (no such field): their rate counted every transaction.
+        let mut json = serde_json::to_value(udp()).unwrap();
+        json["runs"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("transactions_in_window");
+        let old: RrReport = serde_json::from_value(json).unwrap();
+        assert_eq!(old.runs[0].transactions_in_window, None);
+        validate_rr(&old).unwrap();
     }
 
     #[test]
