@@ -379,3 +379,68 @@ fn udp_rr_at_a_rate_keeps_its_schedule_through_two_percent_loss() {
         "p50 {p50_lossy} us with 2 % dropped, {p50_clean} us without: losses hold the stream"
     );
 }
+
+#[test]
+fn tcp_crr_reports_the_conntrack_table_of_its_namespace() {
+    require(&["ip", "ss", "nft"], true);
+    let topo = Topology::up(false);
+    let _server = server(&topo);
+    let read = |file: &str| {
+        let out = in_ns(Some(&topo.ns_a), "cat")
+            .arg(format!("/proc/sys/net/netfilter/{file}"))
+            .output()
+            .expect("running cat");
+        out.status
+            .success()
+            .then(|| {
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .flatten()
+    };
+    let Some(max) = read("nf_conntrack_max") else {
+        // Not a pass: nothing was checked.
+        eprintln!(
+            "SKIPPED: nf_conntrack is not loaded here (no /proc/sys/net/netfilter/nf_conntrack_max \
+             in a network namespace): no conntrack table to read"
+        );
+        return;
+    };
+    // A rule that looks at connection state makes the kernel track namespace A's connections
+    // (conntrack hooks are registered only when something uses them).
+    nft(&topo.ns_a, &["add", "table", "inet", "nbct"]);
+    let chain = "{ type filter hook output priority 0; policy accept; }";
+    nft(&topo.ns_a, &["add", "chain", "inet", "nbct", "out", chain]);
+    nft(
+        &topo.ns_a,
+        &[
+            "add", "rule", "inet", "nbct", "out", "ct", "state", "new", "counter",
+        ],
+    );
+    let before = read("nf_conntrack_count").expect("the count is readable where the limit is");
+    let _m = measuring();
+    let r = rr(&topo, VETH_IP_B, Protocol::TcpCrr, &["-t", "1"]);
+    let after = read("nf_conntrack_count").expect("the count");
+    let run = &r.runs[0];
+    eprintln!(
+        "{} connections; conntrack {:?} (read outside: {before} before, {after} after, max {max})",
+        r.counts.attempted, run.conntrack
+    );
+    assert_eq!(run.conntrack_note, None);
+    let c = run
+        .conntrack
+        .expect("conntrack figures from the client's namespace");
+    assert_eq!(c.max, max, "the namespace's nf_conntrack_max");
+    assert!(c.at_start >= before && c.at_end <= after, "{c:?}");
+    // The connections of the test left entries (closed ones stay for seconds to minutes;
+    // a local port used again reuses its entry, so fewer entries than connections: 7 809 after
+    // 10 084 connections here).
+    assert!(
+        c.at_end > c.at_start + r.counts.transactions / 10 && c.highest >= c.at_end,
+        "{c:?} after {} connections",
+        r.counts.transactions
+    );
+    assert!(r.counts.transactions > 10, "{:?}", r.counts);
+}

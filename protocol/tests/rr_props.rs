@@ -56,6 +56,8 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
             client: cpu,
             server: cpu,
         },
+        conntrack: None,
+        conntrack_note: None,
     };
     let setup = RrSetup {
         mode,

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use protocol::report::histogram::new_latency_histogram;
-use protocol::rr::{validate_rr, RrCounts, RrReport, RrRun, RrStream};
+use protocol::rr::{validate_rr, ConntrackUse, RrCounts, RrReport, RrRun, RrStream};
 use protocol::tcp::CpuReport;
 use protocol::Protocol;
 use serde::Serialize;
 
 use super::config::RrClientConfig;
+use super::conntrack::ConntrackWatch;
 use super::crr::{self, CrrPlan};
 use super::net::udp_connect;
 use super::pace::Pacer;
@@ -109,12 +110,14 @@ pub fn run(
     expect(&control, "start", |m| matches!(m, Message::Start))?;
 
     let started_at = unix_ms();
+    let mut conntrack = ConntrackWatch::start();
     let meter = CpuMeter::start();
     let start = Instant::now();
     let streams = spawn_streams(cfg, data, reached, &source, start)?;
-    drive(cfg, &streams, start, progress.as_mut());
+    drive(cfg, &streams, start, progress.as_mut(), &mut conntrack);
     let outcomes = streams.join();
     let client_cpu = meter.stop();
+    conntrack.sample();
     let ended_at = unix_ms();
 
     write_message(&control, &Message::Done)?;
@@ -131,6 +134,7 @@ pub fn run(
             client: client_cpu,
             server: server_cpu,
         },
+        conntrack: conntrack.finish(),
     };
     let report = build_report(cfg, run, outcomes, &peer)?;
     validate_rr(&report).map_err(|e| {
@@ -280,13 +284,15 @@ fn spawn_streams(
     Ok(streams)
 }
 
-/// Reports progress every second until every stream has ended (each ends by itself: at the
-/// deadline plus, at most, twice the timeout for its answers in flight).
+/// Reports progress and reads the conntrack table every second until every stream has ended
+/// (each ends by itself: at the deadline plus, at most, twice the timeout for its answers in
+/// flight).
 fn drive(
     cfg: &RrClientConfig,
     streams: &Streams,
     start: Instant,
     mut progress: Option<&mut RrProgressSink<'_>>,
+    conntrack: &mut ConntrackWatch,
 ) {
     let deadline = start + cfg.duration;
     let mut next_tick = start + PROGRESS_INTERVAL;
@@ -294,6 +300,7 @@ fn drive(
     while !streams.all_finished() {
         let now = Instant::now();
         if now >= next_tick && now < deadline {
+            conntrack.sample();
             if let Some(sink) = progress.as_mut() {
                 let done = streams.transactions();
                 let rate = |n: u64, since: Instant| {
@@ -333,6 +340,8 @@ struct RunFacts {
     started_at: u64,
     ended_at: u64,
     cpu: CpuReport,
+    /// The client's conntrack table, or why it could not be read.
+    conntrack: (Option<ConntrackUse>, Option<String>),
 }
 
 fn build_report(
@@ -381,6 +390,8 @@ fn build_report(
         transactions_per_second: in_window as f64 / duration_secs,
         server_answered,
         cpu: facts.cpu,
+        conntrack: facts.conntrack.0,
+        conntrack_note: facts.conntrack.1,
     };
     RrReport::single(cfg.setup(), run, counts, &hist, per_stream).map_err(TcpError::Protocol)
 }
@@ -418,6 +429,7 @@ mod tests {
             started_at: 1_000,
             ended_at: 63_000,
             cpu: CpuReport::default(),
+            conntrack: (None, Some("not read in this test".into())),
         };
         let peer = [0, 1].map(|id| PeerStream {
             id,

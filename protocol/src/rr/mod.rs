@@ -23,12 +23,14 @@
 //! The latency probe of a stream test ([`LatencyProbe`], latency under load) is a small
 //! request/response measurement of the same shape; it lives in the TCP report.
 
+mod conntrack;
 mod merge;
 mod probe;
 mod report;
 mod validate;
 mod window;
 
+pub use conntrack::{conntrack_warnings, ConntrackUse, MAX_CONNTRACK_ENTRIES, NEAR_FULL_PERCENT};
 pub use merge::{merge, RrMergeError};
 pub use probe::{LatencyProbe, ProbeCounts};
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::conntrack::{conntrack_warnings, ConntrackUse};
 use super::{REPORT_KIND, REPORT_VERSION};
 use crate::report::histogram;
 use crate::report::http::tool_name;
@@ -162,6 +163,13 @@ pub struct RrRun {
     pub server_answered: u64,
     /// CPU use of both ends over the test, in percent of one CPU.
     pub cpu: CpuReport,
+    /// The client's conntrack table (its network namespace's) during the test; absent when it
+    /// could not be read (then `conntrack_note` says why) and in reports of older builds.
+    #[serde(default)]
+    pub conntrack: Option<ConntrackUse>,
+    /// Why `conntrack` is absent.
+    #[serde(default)]
+    pub conntrack_note: Option<String>,
 }
 
 /// One stream (connection, or sequence of connections for tcp-crr).
@@ -311,6 +319,7 @@ impl RrReport {
                 self.setup.timeout_ms
             ));
         }
+        out.extend(conntrack_warnings(self));
         let e = &self.counts.errors;
         if self.port_exhausted {
             out.push(format!(
@@ -412,6 +421,13 @@ pub(crate) mod fixtures {
                 client: usage(40.0),
                 server: usage(20.0),
             },
+            conntrack: Some(ConntrackUse {
+                at_start: 3,
+                at_end: 5,
+                highest: 9,
+                max: 262_144,
+            }),
+            conntrack_note: None,
         };
         let setup = RrSetup {
             mode,

@@ -4,6 +4,7 @@
 
 use hdrhistogram::Histogram;
 
+use super::conntrack::check_conntrack;
 use super::probe::LatencyProbe;
 use super::report::{cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup};
 use super::window::in_flight_window;
@@ -266,7 +267,8 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
         ));
     }
     check_cpu(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
-    check_cpu(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
+    check_cpu(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)?;
+    check_conntrack(&format!("runs[{i}]"), run)
 }
 
 fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
