@@ -288,3 +288,159 @@ fn tcp_crr_says_when_it_runs_out_of_local_ports() {
         "{text}"
     );
 }
+
+/// `nft` in namespace `ns` with `args` (each one argument, no shell).
+fn nft(ns: &str, args: &[&str]) -> std::process::Output {
+    run_ok(in_ns(Some(ns), "nft").args(args))
+}
+
+/// Drops `per_mille` of the UDP datagrams to `port` arriving in `ns` (the requests), at random
+/// (`numgen random`: this kernel has no netem), and counts them; returns the rule's count.
+fn drop_udp_requests<'a>(ns: &'a str, port: &str, per_mille: u32) -> impl Fn() -> u64 + 'a {
+    nft(ns, &["add", "table", "inet", "nbrrdrop"]);
+    let chain = "{ type filter hook input priority 0; policy accept; }";
+    nft(ns, &["add", "chain", "inet", "nbrrdrop", "input", chain]);
+    let share = per_mille.to_string();
+    nft(
+        ns,
+        &[
+            "add", "rule", "inet", "nbrrdrop", "input", "udp", "dport", port, "numgen", "random",
+            "mod", "1000", "<", &share, "counter", "drop",
+        ],
+    );
+    move || {
+        let out = nft(ns, &["-j", "list", "table", "inet", "nbrrdrop"]);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
+        json["nftables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["rule"]["expr"].as_array())
+            .flatten()
+            .find_map(|e| e["counter"]["packets"].as_u64())
+            .expect("the drop rule's counter")
+    }
+}
+
+#[test]
+fn udp_rr_at_a_rate_keeps_its_schedule_through_two_percent_loss() {
+    require(&["ip", "ss", "nft"], true);
+    let topo = Topology::up(false);
+    let _server = server(&topo);
+    let _m = measuring();
+    // The user's command, default flags (no --burst, the default timeout): 2000 requests a
+    // second for 5 s, 10 000 scheduled. With one request in flight, each of the ~200 losses
+    // held the stream for a whole timeout: half the schedule was skipped and the p50 was the
+    // backlog (1.26 s); with the open loop's window the schedule goes out whatever is lost.
+    let args = ["--rate", "2000", "-t", "5"];
+    let clean = rr(&topo, VETH_IP_B, Protocol::UdpRr, &args);
+    let dropped = drop_udp_requests(&topo.ns_b, PORT, 20);
+    let lossy = rr(&topo, VETH_IP_B, Protocol::UdpRr, &args);
+    let dropped = dropped();
+    for (name, r) in [("clean", &clean), ("2 % dropped", &lossy)] {
+        let c = &r.counts;
+        eprintln!(
+            "{name}: {} of {} scheduled sent ({} skipped), {} answered, {} lost ({:.3} %), {} late, \
+             {:.0}/s, p50 {} us, p99 {} us, up to {:?} in flight",
+            c.attempted,
+            c.attempted + c.skipped,
+            c.skipped,
+            c.transactions,
+            c.lost,
+            r.loss_percent.unwrap_or(f64::NAN),
+            c.late,
+            r.transactions_per_second,
+            r.latency.p50_us,
+            r.latency.p99_us,
+            r.setup.max_in_flight,
+        );
+        let scheduled = c.attempted + c.skipped;
+        assert!((9_999..=10_001).contains(&scheduled), "{name}: {c:?}");
+        assert!(
+            c.skipped * 20 <= scheduled,
+            "{name}: {} of {scheduled} skipped: the stream stalled on losses? {c:?}",
+            c.skipped
+        );
+        assert_eq!(r.setup.max_in_flight, Some(401), "2000/s x 2 x 100 ms + 1");
+    }
+    eprintln!("the rule dropped {dropped} requests");
+    let loss = lossy.loss_percent.expect("udp-rr reports its loss");
+    assert!((loss - 2.0).abs() <= 0.6, "reported {loss} % for 2 %");
+    // Every request the rule dropped was lost (and never answered late); a few more may be
+    // lost to this machine's load (an answer read after the timeout), never fewer.
+    let unanswered = lossy.counts.lost - lossy.counts.late;
+    assert!(
+        unanswered >= dropped && unanswered <= dropped + 20,
+        "{unanswered} never answered, {dropped} dropped"
+    );
+    let (p50_clean, p50_lossy) = (clean.latency.p50_us, lossy.latency.p50_us);
+    assert!(
+        p50_lossy <= 2 * p50_clean.max(1),
+        "p50 {p50_lossy} us with 2 % dropped, {p50_clean} us without: losses hold the stream"
+    );
+}
+
+#[test]
+fn tcp_crr_reports_the_conntrack_table_of_its_namespace() {
+    require(&["ip", "ss", "nft"], true);
+    let topo = Topology::up(false);
+    let _server = server(&topo);
+    let read = |file: &str| {
+        let out = in_ns(Some(&topo.ns_a), "cat")
+            .arg(format!("/proc/sys/net/netfilter/{file}"))
+            .output()
+            .expect("running cat");
+        out.status
+            .success()
+            .then(|| {
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .flatten()
+    };
+    let Some(max) = read("nf_conntrack_max") else {
+        // Not a pass: nothing was checked.
+        eprintln!(
+            "SKIPPED: nf_conntrack is not loaded here (no /proc/sys/net/netfilter/nf_conntrack_max \
+             in a network namespace): no conntrack table to read"
+        );
+        return;
+    };
+    // A rule that looks at connection state makes the kernel track namespace A's connections
+    // (conntrack hooks are registered only when something uses them).
+    nft(&topo.ns_a, &["add", "table", "inet", "nbct"]);
+    let chain = "{ type filter hook output priority 0; policy accept; }";
+    nft(&topo.ns_a, &["add", "chain", "inet", "nbct", "out", chain]);
+    nft(
+        &topo.ns_a,
+        &[
+            "add", "rule", "inet", "nbct", "out", "ct", "state", "new", "counter",
+        ],
+    );
+    let before = read("nf_conntrack_count").expect("the count is readable where the limit is");
+    let _m = measuring();
+    let r = rr(&topo, VETH_IP_B, Protocol::TcpCrr, &["-t", "1"]);
+    let after = read("nf_conntrack_count").expect("the count");
+    let run = &r.runs[0];
+    eprintln!(
+        "{} connections; conntrack {:?} (read outside: {before} before, {after} after, max {max})",
+        r.counts.attempted, run.conntrack
+    );
+    assert_eq!(run.conntrack_note, None);
+    let c = run
+        .conntrack
+        .expect("conntrack figures from the client's namespace");
+    assert_eq!(c.max, max, "the namespace's nf_conntrack_max");
+    assert!(c.at_start >= before && c.at_end <= after, "{c:?}");
+    // The connections of the test left entries (closed ones stay for seconds to minutes;
+    // a local port used again reuses its entry, so fewer entries than connections: 7 809 after
+    // 10 084 connections here).
+    assert!(
+        c.at_end > c.at_start + r.counts.transactions / 10 && c.highest >= c.at_end,
+        "{c:?} after {} connections",
+        r.counts.transactions
+    );
+    assert!(r.counts.transactions > 10, "{:?}", r.counts);
+}

@@ -50,12 +50,15 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         started_at_unix_ms: 10,
         ended_at_unix_ms: 3_010,
         transactions: n,
+        transactions_in_window: Some(n),
         transactions_per_second: n as f64 / 3.0,
         server_answered: n,
         cpu: CpuReport {
             client: cpu,
             server: cpu,
         },
+        conntrack: None,
+        conntrack_note: None,
     };
     let setup = RrSetup {
         mode,
@@ -65,6 +68,7 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         // Open loop: latencies may exceed the timeout (they count from the intended send time).
         rate_per_stream: Some(1000.0),
         timeout_ms: 100,
+        max_in_flight: None,
     };
     let stream = RrStream {
         run: 0,

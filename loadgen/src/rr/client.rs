@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use protocol::report::histogram::new_latency_histogram;
-use protocol::rr::{validate_rr, RrCounts, RrReport, RrRun, RrSetup, RrStream};
+use protocol::rr::{validate_rr, ConntrackUse, RrCounts, RrReport, RrRun, RrStream};
 use protocol::tcp::CpuReport;
 use protocol::Protocol;
 use serde::Serialize;
 
 use super::config::RrClientConfig;
+use super::conntrack::ConntrackWatch;
 use super::crr::{self, CrrPlan};
 use super::net::udp_connect;
 use super::pace::Pacer;
@@ -109,12 +110,14 @@ pub fn run(
     expect(&control, "start", |m| matches!(m, Message::Start))?;
 
     let started_at = unix_ms();
+    let mut conntrack = ConntrackWatch::start();
     let meter = CpuMeter::start();
     let start = Instant::now();
     let streams = spawn_streams(cfg, data, reached, &source, start)?;
-    drive(cfg, &streams, start, progress.as_mut());
+    drive(cfg, &streams, start, progress.as_mut(), &mut conntrack);
     let outcomes = streams.join();
     let client_cpu = meter.stop();
+    conntrack.sample();
     let ended_at = unix_ms();
 
     write_message(&control, &Message::Done)?;
@@ -131,6 +134,7 @@ pub fn run(
             client: client_cpu,
             server: server_cpu,
         },
+        conntrack: conntrack.finish(),
     };
     let report = build_report(cfg, run, outcomes, &peer)?;
     validate_rr(&report).map_err(|e| {
@@ -231,7 +235,7 @@ fn spawn_streams(
         streams.schedules.push(pacer(id).skip_until(deadline));
         thread::Builder::new()
             .name(format!("nb-rr-{id}"))
-            .spawn(move || body(Recorder::new(live)))
+            .spawn(move || body(Recorder::new(live).window_ends_at(deadline)))
             .map(|h| streams.handles.push(h))
             .map_err(|e| TcpError::io("starting a stream thread", e))
     };
@@ -241,7 +245,7 @@ fn spawn_streams(
                 let plan = StreamPlan {
                     request_size: cfg.request_size,
                     response_size: cfg.response_size,
-                    window: cfg.window(),
+                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
                     deadline,
                     timeout: cfg.timeout,
                     pacer: pacer(id),
@@ -254,7 +258,7 @@ fn spawn_streams(
                 let plan = UdpPlan {
                     request_size: cfg.request_size,
                     response_size: cfg.response_size,
-                    window: cfg.window(),
+                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
                     deadline,
                     timeout: cfg.timeout,
                     pacer: pacer(id),
@@ -280,13 +284,15 @@ fn spawn_streams(
     Ok(streams)
 }
 
-/// Reports progress every second until every stream has ended (each ends by itself: at the
-/// deadline plus, at most, twice the timeout for its answers in flight).
+/// Reports progress and reads the conntrack table every second until every stream has ended
+/// (each ends by itself: at the deadline plus, at most, twice the timeout for its answers in
+/// flight).
 fn drive(
     cfg: &RrClientConfig,
     streams: &Streams,
     start: Instant,
     mut progress: Option<&mut RrProgressSink<'_>>,
+    conntrack: &mut ConntrackWatch,
 ) {
     let deadline = start + cfg.duration;
     let mut next_tick = start + PROGRESS_INTERVAL;
@@ -294,6 +300,7 @@ fn drive(
     while !streams.all_finished() {
         let now = Instant::now();
         if now >= next_tick && now < deadline {
+            conntrack.sample();
             if let Some(sink) = progress.as_mut() {
                 let done = streams.transactions();
                 let rate = |n: u64, since: Instant| {
@@ -333,6 +340,8 @@ struct RunFacts {
     started_at: u64,
     ended_at: u64,
     cpu: CpuReport,
+    /// The client's conntrack table, or why it could not be read.
+    conntrack: (Option<ConntrackUse>, Option<String>),
 }
 
 fn build_report(
@@ -344,8 +353,12 @@ fn build_report(
     let overflow = || TcpError::Protocol("the test's counts overflow".into());
     let mut hist: Histogram<u64> = new_latency_histogram();
     let mut counts = RrCounts::default();
+    let mut in_window = 0u64;
     let mut per_stream = Vec::with_capacity(outcomes.len());
     for (id, o) in (0u32..).zip(outcomes) {
+        in_window = in_window
+            .checked_add(o.answered_in_window.min(o.counts.transactions))
+            .ok_or_else(overflow)?;
         hist.add(&o.hist)
             .map_err(|e| TcpError::Protocol(format!("merging latencies: {e:?}")))?;
         counts = counts.checked_add(&o.counts).ok_or_else(overflow)?;
@@ -372,17 +385,72 @@ fn build_report(
         started_at_unix_ms: facts.started_at,
         ended_at_unix_ms: facts.ended_at,
         transactions: counts.transactions,
-        transactions_per_second: counts.transactions as f64 / duration_secs,
+        // Answers of the drain after the window are transactions (latency, loss), not rate.
+        transactions_in_window: Some(in_window),
+        transactions_per_second: in_window as f64 / duration_secs,
         server_answered,
         cpu: facts.cpu,
+        conntrack: facts.conntrack.0,
+        conntrack_note: facts.conntrack.1,
     };
-    let setup = RrSetup {
-        mode: cfg.protocol,
-        request_size: cfg.request_size,
-        response_size: cfg.response_size,
-        burst: cfg.burst,
-        rate_per_stream: cfg.rate_per_stream,
-        timeout_ms: cfg.timeout_ms(),
-    };
-    RrReport::single(setup, run, counts, &hist, per_stream).map_err(TcpError::Protocol)
+    RrReport::single(cfg.setup(), run, counts, &hist, per_stream).map_err(TcpError::Protocol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One stream of a 2 s test: `answered` transactions, `in_window` of them by the deadline.
+    fn outcome(answered: u64, in_window: u64) -> StreamOutcome {
+        let mut o = StreamOutcome::default();
+        for _ in 0..answered {
+            o.hist.record(100).unwrap();
+        }
+        o.counts.attempted = answered;
+        o.counts.transactions = answered;
+        o.answered_in_window = in_window;
+        o
+    }
+
+    #[test]
+    fn answers_of_the_drain_do_not_inflate_the_rate() {
+        // Closed loop, 2 s, a 60 s timeout: 1000 answered in the window, and 500 in flight at
+        // the deadline answered during the drain (as a slow server under a long timeout does).
+        let cfg = RrClientConfig {
+            duration: Duration::from_secs(2),
+            timeout: Duration::from_secs(60),
+            streams: 2,
+            burst: 249,
+            ..RrClientConfig::new(Protocol::TcpRr, "h")
+        };
+        let facts = RunFacts {
+            client: "c".into(),
+            server: "s".into(),
+            started_at: 1_000,
+            ended_at: 63_000,
+            cpu: CpuReport::default(),
+            conntrack: (None, Some("not read in this test".into())),
+        };
+        let peer = [0, 1].map(|id| PeerStream {
+            id,
+            bytes: 0,
+            seconds: 2.0,
+            tcp: None,
+            error: None,
+            transactions: 750,
+        });
+        let outcomes = vec![outcome(750, 500), outcome(750, 500)];
+        let r = build_report(&cfg, facts, outcomes, &peer).unwrap();
+        validate_rr(&r).unwrap();
+        assert_eq!(
+            r.counts.transactions, 1500,
+            "drain answers are transactions"
+        );
+        assert_eq!(r.latency.count, 1500);
+        assert_eq!(r.runs[0].transactions_in_window, Some(1000));
+        assert_eq!(
+            r.transactions_per_second, 500.0,
+            "1000 in the window over 2 s"
+        );
+    }
 }

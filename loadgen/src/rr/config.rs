@@ -4,7 +4,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use protocol::rr::{
-    MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, SEQUENCE_BYTES,
+    in_flight_window, RrSetup, MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS,
+    MAX_UDP_MESSAGE, SEQUENCE_BYTES,
 };
 use protocol::tcp::MAX_STREAMS;
 use protocol::Protocol;
@@ -68,11 +69,25 @@ impl RrClientConfig {
         }
     }
 
-    /// In flight per stream at most.
-    pub fn window(&self) -> usize {
-        usize::try_from(self.burst)
-            .unwrap_or(usize::MAX)
-            .saturating_add(1)
+    /// In flight per stream at most: `1 + burst`, or for an open-loop udp-rr two timeouts of
+    /// the schedule (see [`protocol::rr::in_flight_window`]).
+    pub fn window(&self) -> u32 {
+        in_flight_window(&self.setup())
+    }
+
+    /// What the report says was asked for (and kept in flight).
+    pub fn setup(&self) -> RrSetup {
+        let mut setup = RrSetup {
+            mode: self.protocol,
+            request_size: self.request_size,
+            response_size: self.response_size,
+            burst: self.burst,
+            rate_per_stream: self.rate_per_stream,
+            timeout_ms: self.timeout_ms(),
+            max_in_flight: None,
+        };
+        setup.max_in_flight = Some(in_flight_window(&setup));
+        setup
     }
 
     pub fn timeout_ms(&self) -> u64 {
@@ -185,6 +200,30 @@ mod tests {
         assert_eq!((udp.request_size, udp.timeout), (8, DEFAULT_UDP_TIMEOUT));
         udp.validate().unwrap();
         assert_eq!(udp.window(), 1);
+    }
+
+    #[test]
+    fn an_open_loop_udp_stream_keeps_two_timeouts_of_its_schedule_in_flight() {
+        let open = |protocol, rate, timeout_ms| RrClientConfig {
+            rate_per_stream: Some(rate),
+            timeout: Duration::from_millis(timeout_ms),
+            ..RrClientConfig::new(protocol, "h")
+        };
+        // The case: 2000/s, 50 ms: 100 per timeout, 201 in flight (was 1).
+        let udp = open(Protocol::UdpRr, 2000.0, 50);
+        assert_eq!(udp.window(), 201);
+        assert_eq!(udp.setup().max_in_flight, Some(201));
+        // Closed loop and TCP keep 1 + burst.
+        assert_eq!(open(Protocol::TcpRr, 2000.0, 50).window(), 1);
+        let closed = RrClientConfig {
+            burst: 7,
+            ..RrClientConfig::new(Protocol::UdpRr, "h")
+        };
+        assert_eq!(closed.window(), 8);
+        // The largest rate and timeout a config allows: saturated, no overflow.
+        let absurd = open(Protocol::UdpRr, MAX_STREAM_RATE, MAX_TIMEOUT_MS);
+        absurd.validate().unwrap();
+        assert_eq!(absurd.window(), protocol::rr::MAX_OPEN_LOOP_WINDOW);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 pub mod cli;
 pub mod client;
 mod config;
+mod conntrack;
 pub(crate) mod crr;
 pub(crate) mod net;
 pub mod pace;

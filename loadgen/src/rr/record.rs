@@ -54,6 +54,9 @@ pub fn describe(e: &io::Error) -> String {
 pub struct StreamOutcome {
     pub hist: Histogram<u64>,
     pub counts: RrCounts,
+    /// Of `counts.transactions`, those answered by the end of the measured window (the rest
+    /// were answered in the drain after it): what the rate counts.
+    pub answered_in_window: u64,
     /// Why the stream ended early, or its first failure.
     pub error: Option<String>,
 }
@@ -63,6 +66,7 @@ impl Default for StreamOutcome {
         StreamOutcome {
             hist: new_latency_histogram(),
             counts: RrCounts::default(),
+            answered_in_window: 0,
             error: None,
         }
     }
@@ -72,6 +76,8 @@ impl Default for StreamOutcome {
 pub struct Recorder {
     pub out: StreamOutcome,
     live: Arc<AtomicU64>,
+    /// The end of the measured window; `None`: every answer counts as in it.
+    window_end: Option<Instant>,
 }
 
 impl Recorder {
@@ -79,7 +85,15 @@ impl Recorder {
         Recorder {
             out: StreamOutcome::default(),
             live,
+            window_end: None,
         }
+    }
+
+    /// Answers that arrive at or after `end` are transactions of the drain: counted, but not
+    /// in [`StreamOutcome::answered_in_window`].
+    pub fn window_ends_at(mut self, end: Instant) -> Self {
+        self.window_end = Some(end);
+        self
     }
 
     /// A transaction started (request handed to the kernel, or connect begun).
@@ -98,6 +112,9 @@ impl Recorder {
     pub fn answered(&mut self, from: Instant, now: Instant) {
         let us = u64::try_from(now.saturating_duration_since(from).as_micros()).unwrap_or(u64::MAX);
         self.out.hist.saturating_record(us.clamp(1, LATENCY_MAX_US));
+        if self.window_end.is_none_or(|end| now < end) {
+            self.out.answered_in_window = self.out.answered_in_window.saturating_add(1);
+        }
         let c = &mut self.out.counts;
         c.transactions = c.transactions.saturating_add(1);
         self.live.store(c.transactions, Ordering::Relaxed);
@@ -164,5 +181,25 @@ mod tests {
         assert_eq!(out.error.as_deref(), Some("first"));
         assert_eq!(out.hist.max(), 250);
         assert_eq!(live.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            out.answered_in_window, 1,
+            "no window end: every answer is in it"
+        );
+    }
+
+    #[test]
+    fn answers_in_the_drain_are_transactions_but_not_in_the_window() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut r = Recorder::new(Arc::new(AtomicU64::new(0))).window_ends_at(t0 + ms(1000));
+        r.answered(t0, t0 + ms(10));
+        r.answered(t0 + ms(990), t0 + ms(999));
+        // Sent in the window, answered at its end or in the drain.
+        r.answered(t0 + ms(995), t0 + ms(1000));
+        r.answered(t0 + ms(999), t0 + ms(3000));
+        let out = r.finish();
+        assert_eq!(out.counts.transactions, 4);
+        assert_eq!(out.answered_in_window, 2);
+        assert_eq!(out.hist.len(), 4, "drain answers keep their latency");
     }
 }

@@ -15,9 +15,13 @@ pub fn render_text(r: &RrReport) -> String {
         }
         _ => "closed loop".into(),
     };
+    let in_flight = s
+        .max_in_flight
+        .map(|n| format!(" (up to {n} in flight per stream)"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "{} to {}: {} stream(s), {} B request / {} B response, burst {}, {pacing}, {:.2} s, timeout {} ms",
+        "{} to {}: {} stream(s), {} B request / {} B response, burst {}{in_flight}, {pacing}, {:.2} s, timeout {} ms",
         s.mode,
         r.runs.first().map_or("?", |run| run.server.as_str()),
         r.streams,
@@ -32,7 +36,7 @@ pub fn render_text(r: &RrReport) -> String {
     let failed = c.checked_failed().unwrap_or(u64::MAX);
     let _ = writeln!(
         out,
-        "transactions  {} ({:.1}/s); attempted {}, failed {failed} (refused {}, timeout {}, reset {}, no local port {}, other {})",
+        "transactions  {} ({:.1}/s answered within the window); attempted {}, failed {failed} (refused {}, timeout {}, reset {}, no local port {}, other {})",
         c.transactions, r.transactions_per_second, c.attempted, e.refused, e.timeout, e.reset,
         e.address_not_available, e.other
     );

@@ -5,6 +5,12 @@
 //! sent (unknown or future sequence number, wrong size) is INVALID. Every request sent is
 //! accounted for exactly once: answered, failed to send, or lost.
 //!
+//! In flight: closed loop keeps `1 + burst` requests in flight (netperf `-b`). Open loop sends
+//! each request at its intended time whatever is still unanswered (UDP has no head-of-line
+//! blocking; sockperf's under-load mode does the same): its window holds two timeouts of the
+//! schedule (bounded; see [`protocol::rr::in_flight_window`]), so a loss costs one lost
+//! transaction, never a timeout of the stream and a backlog in the latencies.
+//!
 //! Timing: a request is lost `timeout` after it was sent. In closed loop the client blocks in
 //! `recv` with the timeout as SO_RCVTIMEO (no poll per transaction); a stray datagram restarts
 //! that wait, so a loss may be noticed up to one more timeout late, which delays the stream
@@ -19,14 +25,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use protocol::rr::MAX_OPEN_LOOP_WINDOW;
+
 use super::pace::{Due, Pacer};
 use super::record::{describe, Failure, Recorder, StreamOutcome};
 use super::wire::{datagram, put_seq, seq_of, REQUEST_FILL, RESPONSE_FILL};
 use crate::tcp::sys::wait_readable;
 
 /// How many recent sequence numbers' fates are remembered (to tell late and duplicate answers
-/// apart); an answer to an older one is invalid.
+/// apart); an answer to an older one is invalid. Twice the largest window, so that an answer
+/// up to one more timeout late than a full window is still told late.
 const REMEMBERED: u64 = 1 << 16;
+const _: () = assert!(REMEMBERED >= 2 * MAX_OPEN_LOOP_WINDOW as u64);
+/// In-flight slots allocated up front (a large open-loop window grows only if it fills).
+const PREALLOCATED_IN_FLIGHT: usize = 1024;
 /// Largest datagram read (bigger ones are truncated and then invalid by their size).
 const RECV_BUFFER: usize = 65_536;
 /// Pause after a failed send, so a stream whose sends all fail does not spin.
@@ -37,7 +49,8 @@ const SEND_FAILURE_PAUSE: Duration = Duration::from_millis(1);
 pub struct UdpPlan {
     pub request_size: u32,
     pub response_size: u32,
-    /// Requests in flight at most (1 + burst).
+    /// Requests in flight at most: 1 + burst, or in open loop two timeouts of the schedule
+    /// (see [`protocol::rr::in_flight_window`]).
     pub window: usize,
     /// No request is sent from this instant on; the ones in flight are waited for.
     pub deadline: Instant,
@@ -75,7 +88,7 @@ struct Track {
 impl Track {
     fn new(window: usize, timeout: Duration, response_size: u32) -> Self {
         Track {
-            in_flight: VecDeque::with_capacity(window),
+            in_flight: VecDeque::with_capacity(window.min(PREALLOCATED_IN_FLIGHT)),
             fates: vec![Fate::Unknown; REMEMBERED as usize],
             next_seq: 0,
             timeout,

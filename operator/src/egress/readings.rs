@@ -179,6 +179,15 @@ fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
             rr.counts.attempted,
         ));
     }
+    if let Some((per_timeout, window)) = protocol::rr::window_shortfall(&rr.setup) {
+        warnings.push(format!(
+            "the rate asks for {per_timeout:.0} requests per stream within one {} ms timeout, but a udp-rr stream keeps at most {window} in flight: spread the rate over more streams or shorten the timeout",
+            rr.setup.timeout_ms
+        ));
+    }
+    // Failures while the node's conntrack table was near full, or that cannot be told apart
+    // from that because the table could not be read.
+    warnings.extend(protocol::rr::conntrack_warnings(rr));
     r.warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     rr.per_stream
         .iter()
@@ -325,7 +334,7 @@ fn round4(v: f64) -> f64 {
 mod tests {
     use super::*;
     use protocol::report::histogram::new_latency_histogram;
-    use protocol::rr::{RrCounts, RrRun, RrSetup, RrStream};
+    use protocol::rr::{ConntrackUse, RrCounts, RrRun, RrSetup, RrStream};
     use protocol::tcp::CpuReport;
 
     /// A one-stream open-loop tcp-rr report over 2 s that sent `attempted` transactions of
@@ -342,6 +351,7 @@ mod tests {
             burst: 0,
             rate_per_stream: Some((attempted + skipped) as f64 / 2.0),
             timeout_ms: 1000,
+            max_in_flight: Some(1),
         };
         let run = RrRun {
             client: "10.0.0.1:40000".into(),
@@ -351,9 +361,12 @@ mod tests {
             started_at_unix_ms: 1,
             ended_at_unix_ms: 2_001,
             transactions: attempted,
+            transactions_in_window: Some(attempted),
             transactions_per_second: attempted as f64 / 2.0,
             server_answered: attempted,
             cpu: CpuReport::default(),
+            conntrack: None,
+            conntrack_note: None,
         };
         let counts = RrCounts {
             attempted,
@@ -466,5 +479,54 @@ mod tests {
         let mut r = CaseResult::default();
         request_response(&open_loop(200, 0), &mut r);
         assert_eq!(r.warning, None);
+    }
+
+    /// A tcp-crr report of 195 transactions and 5 connects that timed out, with the client's
+    /// conntrack figures (or why there are none).
+    fn crr_with_timeouts(conntrack: Option<ConntrackUse>, note: Option<&str>) -> RrReport {
+        let mut r = open_loop(195, 5);
+        r.setup.mode = Protocol::TcpCrr;
+        r.counts.errors.timeout = 5;
+        r.counts.attempted += 5;
+        r.counts.skipped = 0;
+        let s = &mut r.per_stream[0];
+        (s.attempted, s.failed, s.skipped) = (200, 5, Some(0));
+        r.runs[0].conntrack = conntrack;
+        r.runs[0].conntrack_note = note.map(str::to_string);
+        protocol::rr::validate_rr(&r).unwrap();
+        r
+    }
+
+    #[test]
+    fn failures_with_the_conntrack_table_near_full_blame_the_node() {
+        let full = ConntrackUse {
+            at_start: 1_000,
+            at_end: 250_000,
+            highest: 262_000,
+            max: 262_144,
+        };
+        let mut r = CaseResult::default();
+        request_response(&crr_with_timeouts(Some(full), None), &mut r);
+        let w = r.warning.expect("a warning");
+        assert!(w.contains("held up to 262000 of its 262144 entries"), "{w}");
+        assert!(w.contains("timeout 5"), "{w}");
+        // Room in the table: the timeouts are not blamed on it.
+        let roomy = ConntrackUse {
+            highest: 1_000,
+            at_end: 1_000,
+            ..full
+        };
+        let mut r = CaseResult::default();
+        request_response(&crr_with_timeouts(Some(roomy), None), &mut r);
+        assert_eq!(r.warning, None);
+        // Not readable: said, with the reason, never a silent "fine".
+        let mut r = CaseResult::default();
+        let why = "reading /proc/sys/net/netfilter/nf_conntrack_count: permission denied";
+        request_response(&crr_with_timeouts(None, Some(why)), &mut r);
+        let w = r.warning.expect("a warning");
+        assert!(
+            w.contains("is unknown (reading /proc/sys/net/netfilter"),
+            "{w}"
+        );
     }
 }

@@ -23,11 +23,14 @@
 //! The latency probe of a stream test ([`LatencyProbe`], latency under load) is a small
 //! request/response measurement of the same shape; it lives in the TCP report.
 
+mod conntrack;
 mod merge;
 mod probe;
 mod report;
 mod validate;
+mod window;
 
+pub use conntrack::{conntrack_warnings, ConntrackUse, MAX_CONNTRACK_ENTRIES, NEAR_FULL_PERCENT};
 pub use merge::{merge, RrMergeError};
 pub use probe::{LatencyProbe, ProbeCounts};
 #[cfg(test)]
@@ -35,6 +38,7 @@ pub(crate) use report::fixtures::rr_report as report_fixture;
 pub use report::{RrCounts, RrErrors, RrReport, RrRun, RrSetup, RrStream};
 pub(crate) use validate::check_probe;
 pub use validate::validate_rr;
+pub use window::{in_flight_window, window_shortfall, MAX_OPEN_LOOP_WINDOW};
 
 /// The report's `kind`.
 pub const REPORT_KIND: &str = "rr";

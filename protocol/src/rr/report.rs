@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::conntrack::{conntrack_warnings, ConntrackUse};
 use super::{REPORT_KIND, REPORT_VERSION};
 use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
 use crate::report::histogram;
@@ -130,6 +131,12 @@ pub struct RrSetup {
     pub rate_per_stream: Option<f64>,
     /// A request (tcp-crr: a connection) not answered within this is lost (udp-rr) or failed.
     pub timeout_ms: u64,
+    /// Requests each stream kept in flight at most: `1 + burst`, or for an open-loop udp-rr
+    /// the window of two timeouts of its schedule (see [`super::in_flight_window`]), so that a
+    /// lost datagram never holds the stream. Absent from reports of older builds (which kept
+    /// `1 + burst` in flight in every mode).
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
 }
 
 /// One client's test against one server.
@@ -144,12 +151,25 @@ pub struct RrRun {
     pub started_at_unix_ms: u64,
     pub ended_at_unix_ms: u64,
     pub transactions: u64,
-    /// `transactions / duration_secs`.
+    /// Of `transactions`, those answered by the end of the measured window; the others were
+    /// answered in the drain after it (they count for latency and loss, not for the rate).
+    /// Absent from reports of older builds, whose rate counted every transaction.
+    #[serde(default)]
+    pub transactions_in_window: Option<u64>,
+    /// `transactions_in_window / duration_secs` (older builds: `transactions /
+    /// duration_secs`): transactions completed in the window it is divided by.
     pub transactions_per_second: f64,
     /// Requests the server says it answered (never fewer than the client's transactions).
     pub server_answered: u64,
     /// CPU use of both ends over the test, in percent of one CPU.
     pub cpu: CpuReport,
+    /// The client's conntrack table (its network namespace's) during the test; absent when it
+    /// could not be read (then `conntrack_note` says why) and in reports of older builds.
+    #[serde(default)]
+    pub conntrack: Option<ConntrackUse>,
+    /// Why `conntrack` is absent.
+    #[serde(default)]
+    pub conntrack_note: Option<String>,
 }
 
 /// One stream (connection, or sequence of connections for tcp-crr).
@@ -292,6 +312,18 @@ impl RrReport {
                 c.skipped
             ));
         }
+        if let Some((per_timeout, window)) = super::window_shortfall(&self.setup) {
+            out.push(format!(
+                "the rate asks for {per_timeout:.0} requests per stream within one {} ms timeout; \
+                 a udp-rr stream keeps at most {window} in flight (two timeouts' worth is \
+                 wanted): when its window is full of requests waiting for answers the stream falls behind its schedule \
+                 (counted as skipped), and an answer late by more than a timeout may count as \
+                 invalid rather than late; spread the rate over more streams or shorten the \
+                 timeout",
+                self.setup.timeout_ms
+            ));
+        }
+        out.extend(conntrack_warnings(self));
         let e = &self.counts.errors;
         if self.port_exhausted {
             out.push(format!(
@@ -383,12 +415,20 @@ pub(crate) mod fixtures {
             started_at_unix_ms: 1_000,
             ended_at_unix_ms: 3_100,
             transactions: n,
+            transactions_in_window: Some(n),
             transactions_per_second: n as f64 / 2.0,
             server_answered: n + late,
             cpu: CpuReport {
                 client: usage(40.0),
                 server: usage(20.0),
             },
+            conntrack: Some(ConntrackUse {
+                at_start: 3,
+                at_end: 5,
+                highest: 9,
+                max: 262_144,
+            }),
+            conntrack_note: None,
         };
         let setup = RrSetup {
             mode,
@@ -397,6 +437,7 @@ pub(crate) mod fixtures {
             burst: 1,
             rate_per_stream: None,
             timeout_ms: 100,
+            max_in_flight: Some(2),
         };
         RrReport::single(setup, run, counts, &h, per_stream).unwrap()
     }

@@ -4,10 +4,12 @@
 
 use hdrhistogram::Histogram;
 
+use super::conntrack::check_conntrack;
 use super::probe::LatencyProbe;
 use super::report::{
     cpu_per_transaction, node_cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup,
 };
+use super::window::in_flight_window;
 use super::{
     MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_KIND,
     REPORT_VERSION, SEQUENCE_BYTES,
@@ -95,7 +97,14 @@ fn check_setup(s: &RrSetup) -> Result<(), InvalidReport> {
     if let Some(rate) = s.rate_per_stream {
         check_number("rate_per_stream", rate, f64::MIN_POSITIVE, MAX_STREAM_RATE)?;
     }
-    Ok(())
+    let window = in_flight_window(s);
+    match s.max_in_flight {
+        Some(got) if got != window => Err(invalid(
+            "max_in_flight",
+            format!("{got}, but this setup keeps {window} requests in flight per stream"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `attempted = transactions + errors + lost`, late answers only to lost requests, UDP
@@ -223,8 +232,19 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
     }
     let tps = field("transactions_per_second");
     check_number(&tps, run.transactions_per_second, 0.0, MAX_RATE)?;
+    // Transactions completed in the window the rate is divided by (older builds: all).
+    let in_window = run.transactions_in_window.unwrap_or(run.transactions);
+    if in_window > run.transactions {
+        return Err(invalid(
+            field("transactions_in_window"),
+            format!(
+                "{in_window}, more than the run's {} transactions",
+                run.transactions
+            ),
+        ));
+    }
     let want = if run.duration_secs > 0.0 {
-        run.transactions as f64 / run.duration_secs
+        in_window as f64 / run.duration_secs
     } else {
         0.0
     };
@@ -239,7 +259,8 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
         ));
     }
     check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
-    check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
+    check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)?;
+    check_conntrack(&format!("runs[{i}]"), run)
 }
 
 fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
@@ -608,6 +629,75 @@ mod tests {
     }
 
     #[test]
+    fn the_rate_counts_only_what_was_answered_in_its_window() {
+        // 4 transactions over 2 s, one of them answered in the drain: 1.5/s, not 2/s.
+        let mut r = udp();
+        r.runs[0].transactions_in_window = Some(3);
+        r.runs[0].transactions_per_second = 1.5;
+        r.transactions_per_second = 1.5;
+        validate_rr(&r).unwrap();
+        // A rate that counts the drain, or more in the window than were answered.
+        let mut bad = r.clone();
+        bad.runs[0].transactions_per_second = 2.0;
+        bad.transactions_per_second = 2.0;
+        refused(&bad, "runs[0].transactions_per_second", "does not match");
+        let mut bad = r.clone();
+        bad.runs[0].transactions_in_window = Some(5);
+        bad.runs[0].transactions_per_second = 2.5;
+        bad.transactions_per_second = 2.5;
+        refused(
+            &bad,
+            "runs[0].transactions_in_window",
+            "more than the run's 4",
+        );
+        // Older builds' reports (no such field): their rate counted every transaction.
+        let mut json = serde_json::to_value(udp()).unwrap();
+        json["runs"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("transactions_in_window");
+        let old: RrReport = serde_json::from_value(json).unwrap();
+        assert_eq!(old.runs[0].transactions_in_window, None);
+        validate_rr(&old).unwrap();
+    }
+
+    #[test]
+    fn a_window_other_than_the_setups_is_refused() {
+        // 100/s x 100 ms: an open-loop udp-rr stream keeps 21 in flight, not 1 + burst.
+        let r = open_loop(udp(), 100.0);
+        assert_eq!(r.setup.max_in_flight, Some(21));
+        validate_rr(&r).unwrap();
+        for forged in [0, 2, 20, 22, u32::MAX] {
+            let mut bad = r.clone();
+            bad.setup.max_in_flight = Some(forged);
+            refused(&bad, "max_in_flight", "keeps 21 requests in flight");
+        }
+        let mut closed = udp();
+        closed.setup.max_in_flight = Some(21);
+        refused(&closed, "max_in_flight", "keeps 2 requests");
+        // Rate x timeout beyond the bound: the window saturates and the report says so.
+        let fast = open_loop(udp(), 1_000_000.0);
+        assert_eq!(
+            fast.setup.max_in_flight,
+            Some(super::super::MAX_OPEN_LOOP_WINDOW)
+        );
+        validate_rr(&fast).unwrap();
+        let w = fast.warnings();
+        assert!(
+            w.iter().any(
+                |w| w.contains("100000 requests per stream within one 100 ms")
+                    && w.contains("at most 32768 in flight")
+            ),
+            "{w:?}"
+        );
+        assert!(!r.warnings().iter().any(|w| w.contains("in flight")));
+        // Older builds did not say: still read.
+        let mut old = r;
+        old.setup.max_in_flight = None;
+        validate_rr(&old).unwrap();
+    }
+
+    #[test]
     fn impossible_setups_and_numbers_are_refused() {
         let mut r = udp();
         r.setup.request_size = 4;
@@ -668,6 +758,7 @@ mod tests {
     /// schedule (rate x 2 s) is what it attempted plus what it skipped.
     fn open_loop(mut r: RrReport, rate: f64) -> RrReport {
         r.setup.rate_per_stream = Some(rate);
+        r.setup.max_in_flight = Some(in_flight_window(&r.setup));
         r.requested_per_second = Some(rate * f64::from(r.streams));
         let window = (rate * r.runs[0].duration_secs) as u64;
         for s in &mut r.per_stream {
