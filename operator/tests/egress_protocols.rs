@@ -27,6 +27,7 @@ spec:
     - {name: crr, protocol: tcp-crr, duration: 2s, client: {}, server: {}}
     - {name: urr, protocol: udp-rr, duration: 2s, timeout: 200ms, client: {}, server: {}}
     - {name: dgrams, protocol: udp-stream, duration: 2s, bitrate: 20M, messageSize: 1000, client: {}, server: {}}
+    - {name: flood, protocol: udp-stream, duration: 2s, packetsPerSecond: 10000000, messageSize: 32, client: {}, server: {}}
 "#;
 
 /// Runs case `index` of SPEC through the worker API; returns its result and figure names.
@@ -234,6 +235,38 @@ fn udp_stream_holds_its_rate_and_reports_loss_and_jitter() {
         ]
     );
     assert_eq!(r.message_size, Some(1000));
+}
+
+/// A rate no sender here can keep (10 million datagrams/s): whatever the loss of what was
+/// sent, the case says the load was not offered, and a loss gate that any loss would pass fails
+/// with that cause.
+#[test]
+fn a_rate_the_sender_cannot_keep_is_said_and_fails_a_loss_gate() {
+    use operator::policy::gates::{sample_breaches, SCHEDULE_MISSED};
+    let (r, figures, report) = run_case_keeping_report(5);
+    let skipped = report.report["sent"]["skipped"].as_u64().unwrap_or(0);
+    let sent = report.report["sent"]["packets"].as_u64().unwrap_or(0);
+    eprintln!("sent {sent}, skipped {skipped}: {r:?}");
+    assert!(skipped > sent / 100, "sent {sent}, skipped {skipped}");
+    assert_eq!(r.offered_bits_per_second, Some(10e6 * 32.0 * 8.0));
+    let sender = r.sender_bits_per_second.unwrap_or(f64::MAX);
+    assert!(sender < 0.99 * 10e6 * 32.0 * 8.0, "{r:?}");
+    let missed = r.schedule_missed_percent.expect("the missed share");
+    assert!(missed > 1.0, "{r:?}");
+    let warning = r.warning.clone().expect("a warning");
+    assert!(
+        warning.contains("of their schedule") && warning.contains("bit/s offered"),
+        "{warning}"
+    );
+    assert!(figures.iter().any(|f| f == SCHEDULE_MISSED));
+    let gate: crds::gates::Gate =
+        serde_yaml::from_str("{figure: lossPercent, max: 100, name: any loss}").unwrap();
+    let breaches = sample_breaches(&[gate], &result::figures(&r), "case flood", false);
+    let message = breaches.first().map(|b| b.message()).unwrap_or_default();
+    assert!(
+        message.contains("cannot pass") && message.contains("was not offered"),
+        "{message}"
+    );
 }
 
 /// The API takes only the kind of report the case's protocol delivers: a tcp-stream client in

@@ -263,13 +263,15 @@ fn send(
         }
     }
     // The window the rate is over: the test's duration (a paced schedule that used up its send
-    // times early still ran that long), or until the stream stopped early.
+    // times early still ran that long), or until the stream stopped early; never before the
+    // last send (a burst due before the end may finish just after it).
     let stopped_early = abort.load(Ordering::Relaxed) || error.is_some();
     let window_ns = if stopped_early {
         nanos_since(start).min(end_ns)
     } else {
         end_ns
-    };
+    }
+    .max(out.last_sent_ns);
     let (skipped, late) = pacer.map_or((0, 0), |mut p| {
         p.finish();
         (p.skipped, p.late)
