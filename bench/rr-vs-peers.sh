@@ -25,9 +25,14 @@
 # Latencies are round trips in microseconds: sockperf and qperf print half the round trip, so
 # their figures are doubled here. Percentiles where the tool has them: sockperf and netbench
 # give p50/p99; qperf and iperf 2's bounceback only a mean (iperf's histogram bins are 100 us).
-# CPU per transaction is measured the same way for every tool, from outside: CPU time
-# (user + system, /proc/PID/stat incl. reaped children) of the client process and of the server
-# process during the run, over the transactions of the run.
+# CPU per transaction is measured the same way for every tool, from outside, both ways:
+# - process: CPU time (user + system, /proc/PID/stat incl. reaped children) of the client
+#   process and of the server process during the run, over the transactions of the run;
+# - node: the machine's busy CPU time (/proc/stat: user + nice + system + irq + softirq, every
+#   CPU) during the run over its transactions: netperf's service demand (-c/-C). Both ends
+#   share this machine, so it is the two ends' nodes together.
+# netbench's own node figure (client + server node_cpu_us_per_transaction of its report, which
+# here both read the same /proc/stat) is printed beside it as "self", to check the two agree.
 # Each round runs every tool back to back, alternating the order; the table shows the median of
 # the rounds and ratios netbench/peer (latency: < 1 means netbench is lower; rate: > 1 means
 # netbench is faster). Needs root, iproute2, jq, sockperf, qperf, iperf (2), taskset.
@@ -106,25 +111,35 @@ run_client() {
     sh ip netns exec "$NS_A" "${pin[@]}" "$@"
 }
 
+# Busy CPU seconds of the whole machine so far (every CPU; /proc/stat's first line).
+node_busy() { awk -v tck="$(getconf CLK_TCK)" '/^cpu / { print ($2 + $3 + $4 + $7 + $8) / tck; exit }' /proc/stat; }
+
 # Lets server $1 run on every CPU (tcp-crr) or pins it back.
 server_on_all_cpus() { [ "${PIN:-1}" = 1 ] && taskset -a -p -c "0-$(($(nproc) - 1))" "${server_pid[$1]}" >/dev/null; return 0; }
 server_pinned() { [ "${PIN:-1}" = 1 ] && taskset -a -p -c 0 "${server_pid[$1]}" >/dev/null; return 0; }
 
-# Each runner prints: p50_us p99_us mean_us transactions_per_s transactions cpu_s
-# (round trips in microseconds; "-" where the tool does not say).
+# Each runner prints: p50_us p99_us mean_us transactions_per_s transactions; measure adds
+# process_cpu_s node_cpu_s self_node_us_per_tx (round trips in microseconds; "-" where the tool
+# does not say).
 measure() { # server-key runner args...
   local key=$1; shift
-  local before after
+  local before after node_before node_after
+  rm -f "$tmp/self"
+  node_before=$(node_busy)
   before=$(cpu_of "${server_pid[$key]}")
   local fig; fig=$("$@")
   after=$(cpu_of "${server_pid[$key]}")
-  echo "$fig $(awk -v a="$before" -v b="$after" -v c="$(cat "$tmp/cpu")" 'BEGIN { print b - a + c }')"
+  node_after=$(node_busy)
+  local self=-
+  [ -s "$tmp/self" ] && self=$(cat "$tmp/self")
+  echo "$fig $(awk -v a="$before" -v b="$after" -v c="$(cat "$tmp/cpu")" 'BEGIN { print b - a + c }') $(awk -v a="$node_before" -v b="$node_after" 'BEGIN { print b - a }') $self"
 }
 
 nb_rr() { # protocol host [extra...]
   local proto=$1 host=$2; shift 2
   run_client "$lg" client -c "$host" -p 5301 --protocol "$proto" -t "$secs" --json "$@"
   jq -r '"\(.latency.p50_us) \(.latency.p99_us) \(.latency.mean_us) \(.transactions_per_second) \(.counts.transactions)"' "$tmp/out"
+  jq -r 'if .node_cpu_us_per_transaction then .node_cpu_us_per_transaction.client + .node_cpu_us_per_transaction.server else "-" end' "$tmp/out" > "$tmp/self"
 }
 
 sockperf_pp() { # tcp|udp host
@@ -232,13 +247,16 @@ col() { # figures-lines column -> median
 
 echo
 echo "Request/response, 1 stream, ${size} B each way (tcp-crr: 1 B), ${secs} s, median of ${rounds} rounds; latency = round trip in us"
-echo "CPU us/tx = (client + server process CPU) / transactions; ratios netbench/peer (latency: <1 = netbench lower; rate: >1 = netbench faster)"
-printf '%-6s %-8s %-20s %8s %8s %8s %12s %10s %9s %9s %9s\n' path test tool p50 p99 mean trans/s cpu-us/tx p50-ratio p99-ratio rate-ratio
+echo "proc-us/tx = (client + server process CPU) / transactions; node-us/tx = the machine's busy CPU (/proc/stat, netperf's service demand) / transactions, both read from outside; self = netbench's own node figure"
+echo "ratios netbench/peer (latency: <1 = netbench lower; rate: >1 = netbench faster)"
+printf '%-6s %-8s %-20s %8s %8s %8s %12s %10s %10s %8s %9s %9s %9s\n' path test tool p50 p99 mean trans/s proc-us/tx node-us/tx self p50-ratio p99-ratio rate-ratio
 for k in "${order[@]}"; do
   IFS='|' read -r path test tool <<< "$k"
   lines=${results[$k]}
   p50=$(col "$lines" 1); p99=$(col "$lines" 2); mean=$(col "$lines" 3); tps=$(col "$lines" 4)
   cpu=$(awk '{ if ($5 > 0) print $6 / $5 * 1e6 }' <<< "$lines" | median)
+  node=$(awk '{ if ($5 > 0) print $7 / $5 * 1e6 }' <<< "$lines" | median)
+  self=$(col "$lines" 8)
   ours=${results["$path|$test|netbench"]}
   o50=$(col "$ours" 1); o99=$(col "$ours" 2); omean=$(col "$ours" 3); otps=$(col "$ours" 4)
   r50=-; r99=-; rr=-
@@ -253,6 +271,6 @@ for k in "${order[@]}"; do
       r99=$(awk -v a="$o99" -v b="$p99" 'BEGIN { printf "%.2f", a / b }')
     fi
   fi
-  printf '%-6s %-8s %-20s %8s %8s %8s %12.0f %10s %9s %9s %9s\n' "$path" "$test" "$tool" \
-    "$(num "$p50")" "$(num "$p99")" "$(num "$mean")" "$tps" "$(num "$cpu")" "$r50" "$r99" "$rr"
+  printf '%-6s %-8s %-20s %8s %8s %8s %12.0f %10s %10s %8s %9s %9s %9s\n' "$path" "$test" "$tool" \
+    "$(num "$p50")" "$(num "$p99")" "$(num "$mean")" "$tps" "$(num "$cpu")" "$(num "$node")" "$(num "$self")" "$r50" "$r99" "$rr"
 done
