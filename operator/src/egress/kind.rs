@@ -19,7 +19,7 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::result::PairReport;
-use super::{nodes, plan, readings, result, service, validate};
+use super::{nodes, pair, plan, readings, result, service, validate};
 use crate::admin::config::Config;
 use crate::base::error::Result;
 use crate::base::metrics::Metrics;
@@ -194,6 +194,10 @@ pub struct Records {
     pub offload: Book,
     /// What the matrix node selectors matched when the run began.
     pub nodes: nodes::Resolved,
+    /// The node pair of the cases that leave placement open, and whether this reconcile chose
+    /// it (then it is announced once).
+    pub pair: pair::Chosen,
+    pub pair_chosen_now: bool,
 }
 
 impl Hooks for EgressBenchmark {
@@ -203,17 +207,23 @@ impl Hooks for EgressBenchmark {
         if let Some(report) = run.extra().offload.report() {
             run.status_mut().offload = report;
         }
+        if run.extra().pair_chosen_now {
+            announce_pair(run);
+        }
     }
 
     async fn load_extra(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<Records> {
+        let (pair, pair_chosen_now) = pair::load(ctx, eb, run).await?;
         Ok(Records {
             offload: Book::load(&ctx.client, &ctx.config, eb).await?,
             nodes: nodes::load(ctx, eb, run).await?,
+            pair,
+            pair_chosen_now,
         })
     }
 
     fn resolve(eb: EgressBenchmark, extra: &Records) -> EgressBenchmark {
-        nodes::apply(eb, &extra.nodes)
+        pair::apply(nodes::apply(eb, &extra.nodes), &extra.pair)
     }
 
     async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
@@ -349,6 +359,7 @@ impl Hooks for EgressBenchmark {
             offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
         }
         nodes::forget(ctx, eb).await?;
+        pair::forget(ctx, eb).await?;
         let ns = eb.namespace().unwrap_or_default();
         ctx.metrics
             .family::<EgressMetrics>()
@@ -453,6 +464,21 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     }
     // A new run's first case: the series of the runs before that it does not repeat go.
     metrics.keep_cases(run.ns(), run.name(), &run.status().cases);
+}
+
+/// The run's node pair, once, when it was chosen: a Normal Event naming it, a Warning when it is
+/// one node with itself or none.
+fn announce_pair(run: &mut Run<'_, EgressBenchmark>) {
+    let chosen = run.extra().pair.clone();
+    if let Some(note) = chosen.note() {
+        run.event(EventType::Warning, "NodePair", note);
+    } else if let (Some(c), Some(s)) = (&chosen.client, &chosen.server) {
+        let m = format!(
+            "the cases without nodes run client on {c}, server on {s} (chosen for run {} among {} usable nodes)",
+            chosen.run, chosen.usable
+        );
+        run.event(EventType::Normal, "NodePair", m);
+    }
 }
 
 /// "measured/asked", the printer column (a swept case counts each run).

@@ -228,12 +228,25 @@ fn protocol_of(r: &CaseResult) -> Protocol {
 /// Sets every non-baseline case's overheadPercent: the main figure it lost against the
 /// baseline (negative when better), between cases of the same protocol only, never for a case
 /// with a topology or against one (a sum over pairs). A swept baseline case is matched by
-/// message size and streams. Without a measured baseline nothing is set.
+/// message size and streams. Without a measured baseline nothing is set. Only cases measured on
+/// the same node pair (client node -> server node) and the same kind of path (in the cluster
+/// or to an external server) are compared: otherwise the case gets `notComparable` instead,
+/// e.g. "not comparable: nb-node1->nb-node1 vs nb-node2->nb-node0".
 pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
-    let bases: Vec<(Protocol, Option<u32>, Option<u32>, f64)> = cases
+    let bases: Vec<(Protocol, Option<u32>, Option<u32>, f64, String, String)> = cases
         .iter()
         .filter(|c| c.name == baseline || c.case.as_deref() == Some(baseline))
-        .map(|c| (protocol_of(c), c.message_size, c.streams, main_figure(c)))
+        .map(|c| {
+            let (size, streams, figure) = (c.message_size, c.streams, main_figure(c));
+            (
+                protocol_of(c),
+                size,
+                streams,
+                figure,
+                measured_on(c),
+                c.name.clone(),
+            )
+        })
         .filter(|b| b.3 > 0.0)
         .collect();
     // Swept: the baseline case's runs carry their own names ("case/messageSize=N"), whether
@@ -246,16 +259,46 @@ pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
         .any(|c| c.name == baseline && !c.pairs.is_empty());
     for c in cases.iter_mut() {
         let own = c.name == baseline || c.case.as_deref() == Some(baseline);
-        let base = bases.iter().find(|(p, size, streams, _)| {
+        let base = bases.iter().find(|(p, size, streams, ..)| {
             *p == protocol_of(c) && (!swept || (*size == c.message_size && *streams == c.streams))
         });
         // A topology's figure is a sum over its pairs: not comparable with one pair's.
         let many = !c.pairs.is_empty() || base_is_many;
-        c.overhead_percent = match (own, base) {
-            (false, Some(b)) if !many => Some(round2((1.0 - main_figure(c) / b.3) * 100.0)),
-            _ => None,
+        let here = measured_on(c);
+        (c.overhead_percent, c.not_comparable) = match (own, base) {
+            (false, Some(b)) if !many && comparable(&here, &b.4) => {
+                (Some(round2((1.0 - main_figure(c) / b.3) * 100.0)), None)
+            }
+            (false, Some(b)) if !many => (
+                None,
+                Some(format!(
+                    "not comparable: {here} vs {} (baseline {})",
+                    b.4, b.5
+                )),
+            ),
+            _ => (None, None),
         };
     }
+}
+
+/// Where a case measured, as "client node->server node" ("?" for a node not known; an external
+/// server by its address).
+pub fn measured_on(c: &CaseResult) -> String {
+    let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "?".into());
+    let server = if c.path.as_deref() == Some("external") {
+        format!(
+            "external {}",
+            c.server_address.as_deref().unwrap_or("server")
+        )
+    } else {
+        node(&c.server_node)
+    };
+    format!("{}->{server}", node(&c.client_node))
+}
+
+/// Two cases measured the same pair of known nodes (and so the same kind of path).
+fn comparable(a: &str, b: &str) -> bool {
+    a == b && !a.starts_with("?->") && !a.ends_with("->?")
 }
 
 /// The figures of one sample, main figure first (samples, results, verdicts). Units: what
@@ -422,11 +465,18 @@ pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
                 .max_by(|a, b| a.0.total_cmp(&b.0))
                 .map(|(tps, name)| format!("{} ({name})", format_tps(tps)))
         });
-    let overhead = cases
+    let largest = cases
         .iter()
         .filter_map(|c| c.overhead_percent.map(|o| (o, &c.name)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(o, name)| format!("{o:.1}% ({name})"));
+    // Cases left out for another node pair are said, never silently dropped.
+    let apart = cases.iter().filter(|c| c.not_comparable.is_some()).count();
+    let overhead = match (largest, apart) {
+        (o, 0) => o,
+        (Some(o), n) => Some(format!("{o}; {n} not comparable")),
+        (None, n) => Some(format!("{n} not comparable")),
+    };
     (best, overhead)
 }
 
@@ -434,12 +484,115 @@ pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
 mod tests {
     use super::*;
 
+    /// A case measured from node a to node b.
     fn case(name: &str, bps: f64) -> CaseResult {
         CaseResult {
             name: name.into(),
             receiver_bits_per_second: bps,
+            client_node: Some("a".into()),
+            server_node: Some("b".into()),
             ..Default::default()
         }
+    }
+
+    fn on(mut c: CaseResult, client: &str, server: &str) -> CaseResult {
+        c.client_node = Some(client.into());
+        c.server_node = Some(server.into());
+        c
+    }
+
+    #[test]
+    fn cases_on_different_node_pairs_get_no_overhead_but_the_reason() {
+        let rr = |name: &str, tps: f64| CaseResult {
+            protocol: Some(Protocol::TcpRr),
+            transactions_per_second: Some(tps),
+            ..case(name, 0.0)
+        };
+        // The run: rr-pod same-node, rr-service across the overlay.
+        let mut cases = vec![
+            on(rr("rr-pod", 14_769.0), "nb-node1", "nb-node1"),
+            on(rr("rr-service", 7_383.0), "nb-node2", "nb-node0"),
+            on(
+                rr("rr-sizes/messageSize=1024", 6_947.0),
+                "nb-node2",
+                "nb-node0",
+            ),
+            on(rr("rr-same", 13_000.0), "nb-node1", "nb-node1"),
+        ];
+        cases[2].case = Some("rr-sizes".into());
+        set_overheads(&mut cases, "rr-pod");
+        assert_eq!(cases[1].overhead_percent, None);
+        assert_eq!(
+            cases[1].not_comparable.as_deref(),
+            Some("not comparable: nb-node2->nb-node0 vs nb-node1->nb-node1 (baseline rr-pod)")
+        );
+        assert_eq!(cases[2].overhead_percent, None);
+        assert!(cases[2].not_comparable.is_some());
+        assert_eq!(cases[3].overhead_percent, Some(11.98));
+        assert_eq!(cases[3].not_comparable, None);
+        assert_eq!(cases[0].not_comparable, None, "the baseline itself");
+        // The printer column leads with a comparable overhead and says what was left out.
+        let (_, overhead) = summary(&cases);
+        assert_eq!(overhead.unwrap(), "12.0% (rr-same); 2 not comparable");
+        // Measured again on the same pair: compared, the reason gone.
+        cases[1] = on(cases[1].clone(), "nb-node1", "nb-node1");
+        set_overheads(&mut cases, "rr-pod");
+        assert_eq!(cases[1].overhead_percent, Some(50.01));
+        assert_eq!(cases[1].not_comparable, None);
+        // Only cases left apart: the column says so instead of a figure.
+        let mut apart = vec![on(rr("base", 10.0), "x", "y"), on(rr("o", 5.0), "y", "x")];
+        set_overheads(&mut apart, "base");
+        assert_eq!(summary(&apart).1.unwrap(), "1 not comparable");
+    }
+
+    #[test]
+    fn unknown_nodes_and_an_external_server_are_not_the_same_pair() {
+        let unknown = CaseResult {
+            server_node: None,
+            ..case("unknown", 9e9)
+        };
+        let external = CaseResult {
+            server_node: None,
+            path: Some("external".into()),
+            server_address: Some("198.18.20.2:5201".into()),
+            ..case("external", 9e9)
+        };
+        let mut cases = vec![case("base", 10e9), unknown, external.clone()];
+        set_overheads(&mut cases, "base");
+        assert_eq!(
+            cases[1].not_comparable.as_deref(),
+            Some("not comparable: a->? vs a->b (baseline base)")
+        );
+        assert_eq!(
+            cases[2].not_comparable.as_deref(),
+            Some("not comparable: a->external 198.18.20.2:5201 vs a->b (baseline base)")
+        );
+        // Two cases to the same external server from the same node are compared.
+        let mut ext = vec![
+            external.clone(),
+            CaseResult {
+                name: "e2".into(),
+                receiver_bits_per_second: 4.5e9,
+                ..external
+            },
+        ];
+        set_overheads(&mut ext, "external");
+        assert_eq!(ext[1].overhead_percent, Some(50.0));
+        // A baseline whose own nodes are unknown is compared with nothing.
+        let mut blind = vec![
+            CaseResult {
+                client_node: None,
+                ..case("base", 10e9)
+            },
+            case("o", 9e9),
+        ];
+        set_overheads(&mut blind, "base");
+        assert_eq!(blind[1].overhead_percent, None);
+        assert!(blind[1]
+            .not_comparable
+            .as_deref()
+            .unwrap()
+            .ends_with("vs ?->b (baseline base)"));
     }
 
     #[test]
