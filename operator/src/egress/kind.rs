@@ -19,7 +19,7 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::result::PairReport;
-use super::{nodes, pair, plan, readings, result, service, validate};
+use super::{nodes, overhead, pair, plan, readings, result, service, validate};
 use crate::admin::config::Config;
 use crate::base::error::Result;
 use crate::base::metrics::Metrics;
@@ -208,7 +208,8 @@ impl Hooks for EgressBenchmark {
             run.status_mut().offload = report;
         }
         if run.extra().pair_chosen_now {
-            announce_pair(run);
+            let chosen = run.extra().pair.clone();
+            pair::announce(run, &chosen);
         }
     }
 
@@ -455,8 +456,8 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     let status = run.status_mut();
     status.cases.retain(|c| c.name != r.name);
     status.cases.push(r);
-    result::set_overheads(&mut status.cases, plan::baseline(eb));
-    (status.best, status.overhead) = result::summary(&status.cases);
+    overhead::set_overheads(&mut status.cases, plan::baseline(eb));
+    (status.best, status.overhead) = overhead::summary(&status.cases);
     status.cases_summary = Some(cases_summary(eb, &status.cases));
     let metrics = run.ctx().metrics.family::<EgressMetrics>();
     for c in &run.status().cases {
@@ -464,21 +465,6 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     }
     // A new run's first case: the series of the runs before that it does not repeat go.
     metrics.keep_cases(run.ns(), run.name(), &run.status().cases);
-}
-
-/// The run's node pair, once, when it was chosen: a Normal Event naming it, a Warning when it is
-/// one node with itself or none.
-fn announce_pair(run: &mut Run<'_, EgressBenchmark>) {
-    let chosen = run.extra().pair.clone();
-    if let Some(note) = chosen.note() {
-        run.event(EventType::Warning, "NodePair", note);
-    } else if let (Some(c), Some(s)) = (&chosen.client, &chosen.server) {
-        let m = format!(
-            "the cases without nodes run client on {c}, server on {s} (chosen for run {} among {} usable nodes)",
-            chosen.run, chosen.usable
-        );
-        run.event(EventType::Normal, "NodePair", m);
-    }
 }
 
 /// "measured/asked", the printer column (a swept case counts each run).

@@ -13,6 +13,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
+use kube::runtime::events::EventType;
 use serde::{Deserialize, Serialize};
 
 use crds::egress::{EgressBenchmark, EgressCase};
@@ -20,6 +21,7 @@ use crds::egress::{EgressBenchmark, EgressCase};
 use super::nodes::is_usable;
 use crate::base::error::{Error, Result};
 use crate::context::Context;
+use crate::run::Run;
 use crate::store::records::{Owner, Store, Stored};
 
 /// The record's kind ("netbench-pair-<uid>").
@@ -163,7 +165,8 @@ pub async fn load(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<(Cho
     Ok((stored.data, true))
 }
 
-/// The benchmark is deleted: its record goes.
+/// The benchmark is deleted: its record goes (as `nodes`: only when its spec has a case the
+/// run places, so deleting any other benchmark writes nothing).
 pub async fn forget(ctx: &Context, eb: &EgressBenchmark) -> Result<()> {
     if !eb.spec.cases.iter().any(placed_by_run) {
         return Ok(());
@@ -171,6 +174,20 @@ pub async fn forget(ctx: &Context, eb: &EgressBenchmark) -> Result<()> {
     Store::new(&ctx.client, &ctx.config.namespace, RECORD)
         .delete(&Owner::of(eb))
         .await
+}
+
+/// The run's pair, once, when it was chosen: a Normal Event naming it, a Warning when it is
+/// one node with itself or none.
+pub fn announce(run: &mut Run<'_, EgressBenchmark>, chosen: &Chosen) {
+    if let Some(note) = chosen.note() {
+        run.event(EventType::Warning, "NodePair", note);
+    } else if let (Some(c), Some(s)) = (&chosen.client, &chosen.server) {
+        let m = format!(
+            "the cases without nodes run client on {c}, server on {s} (chosen for run {} among {} usable nodes)",
+            chosen.run, chosen.usable
+        );
+        run.event(EventType::Normal, "NodePair", m);
+    }
 }
 
 /// The spec the run sees: every case the run places pinned to the pair (both ends).
