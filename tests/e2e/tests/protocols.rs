@@ -266,7 +266,7 @@ async fn the_example_as_written_measures_every_case_on_one_node_pair() {
     };
     let r = netbench_cli::report::render(&[loaded]).unwrap();
     let md = &r.markdown;
-    let row = format!("| rr-service | as found | {} | {} |", chosen.0, chosen.1);
+    let row = format!("| case rr-service | as found | {} | {} |", chosen.0, chosen.1);
     assert!(md.contains(&row), "{row} missing:\n{md}");
     let sweep = format!("client node {}, server node {}", chosen.0, chosen.1);
     assert!(md.contains(&sweep), "{sweep} missing:\n{md}");
