@@ -266,7 +266,10 @@ async fn the_example_as_written_measures_every_case_on_one_node_pair() {
     };
     let r = netbench_cli::report::render(&[loaded]).unwrap();
     let md = &r.markdown;
-    let row = format!("| case rr-service | as found | {} | {} |", chosen.0, chosen.1);
+    let row = format!(
+        "| case rr-service | as found | {} | {} |",
+        chosen.0, chosen.1
+    );
     assert!(md.contains(&row), "{row} missing:\n{md}");
     let sweep = format!("client node {}, server node {}", chosen.0, chosen.1);
     assert!(md.contains(&sweep), "{sweep} missing:\n{md}");
@@ -311,6 +314,57 @@ async fn cases_pinned_to_different_pairs_get_no_overhead_but_the_reason() {
     )
     .unwrap();
     assert!(said.trim().is_empty(), "{said}");
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+}
+
+/// Uncordons the nodes when dropped (also when the test fails).
+struct Cordoned(Vec<&'static str>);
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = kubectl(&["uncordon", n]);
+        }
+    }
+}
+
+/// With one node that can take a worker (the others cordoned), the run's pair is that node
+/// with itself, and a Warning Event says so; the case shows the same node on both ends.
+#[tokio::test]
+async fn one_schedulable_node_is_a_pair_with_itself_and_is_said() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egpairone").await;
+    let _cordoned = Cordoned(vec!["nb-node1", "nb-node2"]);
+    for n in &_cordoned.0 {
+        kubectl(&["cordon", n]).unwrap();
+    }
+    let obj = benchmark(
+        EB,
+        &ns.name,
+        "alone",
+        json!({"cases": [{"name": "rr", "protocol": "tcp-rr", "duration": "2s", "client": {}, "server": {}}]}),
+    );
+    let done = create_and_wait(&client, &obj, FINISHED, Duration::from_secs(300)).await;
+    drop(_cordoned);
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let rr = case(st, "rr");
+    assert_eq!(
+        (rr["clientNode"].as_str(), rr["serverNode"].as_str()),
+        (Some("nb-node0"), Some("nb-node0")),
+        "{rr:#}"
+    );
+    let warned = events(
+        &ns.name,
+        "NodePair",
+        &["-o", "jsonpath={.items[*].type} {.items[*].message}"],
+    )
+    .unwrap();
+    assert!(
+        warned.starts_with("Warning")
+            && warned.contains("only one node can take a worker (nb-node0)"),
+        "{warned}"
+    );
     wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 
