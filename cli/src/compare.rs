@@ -144,7 +144,12 @@ pub fn compare(a: &Loaded, b: &Loaded, tolerance: f64) -> Result<Comparison> {
     if !tolerance.is_finite() || !(0.0..=1000.0).contains(&tolerance) {
         bail!("--tolerance must be a percentage between 0 and 1000");
     }
-    let (sa, sb) = (a.spec.statistics(), b.spec.statistics());
+    let (mut sa, mut sb) = (a.spec.statistics(), b.spec.statistics());
+    // Only measurements of the same node pair and path are set side by side.
+    let apart = apart(a, b);
+    let kept = |m: &MeasurementStats| !apart.iter().any(|(i, n, _)| *i == m.index && *n == m.name);
+    sa.retain(kept);
+    sb.retain(kept);
     let verdicts = crds::stats::compare(&sb, &sa, &judged(&sb, tolerance));
     let unit_of = |v: &MetricVerdict| {
         sb.iter()
@@ -161,14 +166,42 @@ pub fn compare(a: &Loaded, b: &Loaded, tolerance: f64) -> Result<Comparison> {
             judged: v,
         })
         .collect();
+    let mut notes = notes(a, b, &sa, &sb);
+    notes.extend(apart.into_iter().map(|(_, _, why)| why));
     Ok(Comparison {
         a: side(a),
         b: side(b),
         tolerance_percent: tolerance,
         regressed: rows.iter().any(|r| r.judged.regressed),
-        notes: notes(a, b, &sa, &sb),
+        notes,
         rows,
     })
+}
+
+/// The egress measurements both results hold (same index and name) that ran on different node
+/// pairs or paths (or whose nodes one does not record): (index, name, why), A's pair first.
+fn apart(a: &Loaded, b: &Loaded) -> Vec<(u32, String, String)> {
+    let egress = |r: &Loaded| crate::figures::kind(&r.spec) == Some(crate::figures::Kind::Egress);
+    if !egress(a) || !egress(b) {
+        return vec![];
+    }
+    a.spec
+        .measurements
+        .iter()
+        .filter_map(|ma| {
+            let mb = b
+                .spec
+                .measurements
+                .iter()
+                .find(|mb| mb.index == ma.index && mb.name == ma.name)?;
+            let why = crate::egress::not_comparable(ma, mb)?;
+            Some((
+                ma.index,
+                ma.name.clone(),
+                format!("{}: {why}", text::label(&ma.name)),
+            ))
+        })
+        .collect()
 }
 
 fn notes(a: &Loaded, b: &Loaded, sa: &[MeasurementStats], sb: &[MeasurementStats]) -> Vec<String> {

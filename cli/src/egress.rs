@@ -40,6 +40,38 @@ pub fn protocol(m: &Measurement) -> &str {
         .unwrap_or(TCP_STREAM)
 }
 
+/// Said for a measurement whose node pair is not in its parameters.
+pub const NOT_RECORDED: &str = "nodes not recorded";
+
+/// Where a case measured, "client node->server node" (an external server by its address),
+/// from its parameters; None when a node is not recorded. Text from a result: shown only
+/// through the report's escaping.
+pub fn measured_on(m: &Measurement) -> Option<String> {
+    let param = |k: &str| {
+        m.parameters
+            .get(k)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let client = param("clientNode")?;
+    let server = match param("path") {
+        Some("external") => format!("external {}", param("serverAddress").unwrap_or("server")),
+        _ => param("serverNode")?.to_string(),
+    };
+    Some(format!("{client}->{server}"))
+}
+
+/// Why two measurements cannot be set side by side: they ran on different node pairs or
+/// paths, or one's nodes are not known ("not comparable: nb-node1->nb-node1 vs
+/// nb-node2->nb-node0"). None when both measured the same known pair.
+pub fn not_comparable(m: &Measurement, other: &Measurement) -> Option<String> {
+    let shown = |x: Option<String>| x.unwrap_or_else(|| NOT_RECORDED.into());
+    match (measured_on(m), measured_on(other)) {
+        (Some(a), Some(b)) if a == b => None,
+        (a, b) => Some(format!("not comparable: {} vs {}", shown(a), shown(b))),
+    }
+}
+
 /// The main figures of a protocol, headline first; none for a protocol this CLI does not know.
 pub fn main_figures(protocol: &str) -> &'static [&'static str] {
     PROTOCOLS

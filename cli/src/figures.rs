@@ -202,6 +202,9 @@ pub struct Case<'a> {
     pub is_baseline: bool,
     /// The difference from the baseline is beyond the noise (the 95% intervals do not overlap).
     pub beyond_noise: Option<bool>,
+    /// Why it has no overhead although the baseline has its figure: another node pair or path
+    /// ("not comparable: nb-node1->nb-node1 vs nb-node2->nb-node0").
+    pub not_comparable: Option<String>,
 }
 
 impl Case<'_> {
@@ -265,6 +268,9 @@ pub fn cases(spec: &BenchmarkResultSpec) -> Vec<Case<'_>> {
             let against = main
                 .zip(then.and_then(|b| main.and_then(|f| metric(b, &f.name))))
                 .filter(|_| !is_baseline);
+            // Only the same node pair and path is set side by side.
+            let apart = against.and(then).and_then(|b| egress::not_comparable(m, b));
+            let against = against.filter(|_| apart.is_none());
             let verdict = against.map(|(now, then)| {
                 let t = MetricTolerance {
                     name: now.name.clone(),
@@ -284,6 +290,7 @@ pub fn cases(spec: &BenchmarkResultSpec) -> Vec<Case<'_>> {
                 }),
                 is_baseline,
                 beyond_noise: verdict.map(|v| v.beyond_noise),
+                not_comparable: apart,
             }
         })
         .collect()
@@ -331,11 +338,53 @@ mod tests {
         s
     }
 
+    /// A measurement from node a to node b unless `params` say otherwise.
     fn m(index: u32, params: &[(&str, &str)], name: &str, values: &[f64]) -> Measurement {
-        Measurement {
+        let mut m = Measurement {
             metrics: vec![metric(name, "", Better::Higher, values.to_vec())],
             ..crate::egress::tests::m(index, params)
+        };
+        for (k, v) in [("clientNode", "a"), ("serverNode", "b")] {
+            m.parameters.entry(k.into()).or_insert_with(|| v.into());
         }
+        m
+    }
+
+    #[test]
+    fn cases_on_different_node_pairs_are_not_compared_and_say_why() {
+        let rr = |index: u32, name: &str, nodes: (&str, &str), tps: f64| {
+            let p = [
+                ("protocol", "tcp-rr"),
+                ("clientNode", nodes.0),
+                ("serverNode", nodes.1),
+            ];
+            let mut m = m(index, &p, TPS, &[tps * 0.99, tps, tps * 1.01]);
+            m.name = name.into();
+            m
+        };
+        let mut s = spec(vec![
+            rr(0, "rr-pod", ("nb-node1", "nb-node1"), 14_769.0),
+            rr(1, "rr-service", ("nb-node2", "nb-node0"), 7_383.0),
+            rr(2, "rr-same", ("nb-node1", "nb-node1"), 7_383.0),
+        ]);
+        s.benchmark_spec = r#"{"baselineCase": "rr-pod"}"#.into();
+        let c = cases(&s);
+        assert_eq!(c[1].overhead, None);
+        assert_eq!(c[1].beyond_noise, None);
+        assert_eq!(
+            c[1].not_comparable.as_deref(),
+            Some("not comparable: nb-node2->nb-node0 vs nb-node1->nb-node1")
+        );
+        assert!((c[2].overhead.unwrap() - 50.01).abs() < 0.01);
+        assert_eq!(c[2].not_comparable, None);
+        // A node not recorded is no pair to compare.
+        s.measurements[2].parameters.remove("serverNode");
+        let c = cases(&s);
+        assert_eq!(c[2].overhead, None);
+        assert_eq!(
+            c[2].not_comparable.as_deref(),
+            Some("not comparable: nodes not recorded vs nb-node1->nb-node1")
+        );
     }
 
     #[test]

@@ -306,3 +306,40 @@ fn report_runs_without_a_cluster() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/r.yaml"));
 }
+
+/// A case that ran on another node pair in B is not judged against A's: no row, a note that
+/// names both pairs; the cases on the same pair still are.
+#[test]
+fn compare_sets_side_by_side_only_the_same_node_pair() {
+    let a = fixtures(&["egress-protocols.yaml"]).remove(0);
+    let mut b = a.clone();
+    let moved = b
+        .spec
+        .measurements
+        .iter_mut()
+        .find(|m| m.name == "pod-rr")
+        .unwrap();
+    moved
+        .parameters
+        .insert("serverNode".into(), "worker-1".into());
+    let c = compare::compare(&a, &b, 5.0).unwrap();
+    assert!(
+        !c.rows.iter().any(|r| r.judged.measurement == "pod-rr"),
+        "{:?}",
+        c.rows
+    );
+    assert!(
+        c.notes.contains(
+            &"pod-rr: not comparable: worker-1->worker-2 vs worker-1->worker-1".to_string()
+        ),
+        "{:?}",
+        c.notes
+    );
+    assert_eq!(
+        row(&c, "service-rr", "transactionsPerSecond").verdict,
+        "same"
+    );
+    assert!(
+        compare::to_text(&c).contains("not comparable: worker-1->worker-2 vs worker-1->worker-1")
+    );
+}

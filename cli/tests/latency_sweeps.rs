@@ -453,3 +453,68 @@ fn sixty_four_measurements_in_one_sweep_stay_readable() {
         assert_eq!(curves, 8);
     }
 }
+
+/// A long title is drawn whole, in lines (it was cut after 48 characters: "... against
+/// message ..."); every chart of the report, not only the sweep's.
+#[test]
+fn chart_titles_are_never_cut() {
+    let mut results = fixtures(&["egress-protocols.yaml"]);
+    let name = "egress-protocols-between-two-nodes-of-the-overlay";
+    results[0].spec.benchmark.name = name.into();
+    let r = report::render(&results).unwrap();
+    let title = format!("{name}: case rr-sizes against message size");
+    let doc = xml(chart(&r, "1-sweep-6.svg"));
+    let words: Vec<String> = texts(&doc)
+        .iter()
+        .flat_map(|t| t.split(' ').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let joined = words.join(" ");
+    assert!(joined.contains(&title), "{title:?} not whole in {joined:?}");
+    for c in &r.charts {
+        let doc = xml(&c.svg);
+        let cut: Vec<String> = texts(&doc)
+            .into_iter()
+            .filter(|t| t.contains('…'))
+            .collect();
+        assert!(cut.is_empty(), "{} cuts {cut:?}", c.file);
+    }
+}
+
+/// A sweep whose values ran on different node pairs gets no chart and says why; its table
+/// says which pairs.
+#[test]
+fn a_sweep_across_node_pairs_is_not_drawn_as_one_line() {
+    let mut results = fixtures(&["egress-protocols.yaml"]);
+    let moved = results[0]
+        .spec
+        .measurements
+        .iter_mut()
+        .find(|m| m.name == "rr-sizes/1024")
+        .unwrap();
+    moved
+        .parameters
+        .insert("clientNode".into(), "worker-2".into());
+    moved
+        .parameters
+        .insert("serverNode".into(), "worker-1".into());
+    let r = report::render(&results).unwrap();
+    let sweep = r
+        .markdown
+        .split("#### Case rr-sizes swept over message size")
+        .nth(1)
+        .unwrap()
+        .split("###")
+        .next()
+        .unwrap();
+    assert!(
+        sweep.contains("No chart: not comparable: worker-1-&gt;worker-2 vs worker-2-&gt;worker-1.")
+            || sweep
+                .contains("No chart: not comparable: worker-1->worker-2 vs worker-2->worker-1."),
+        "{sweep}"
+    );
+    assert!(
+        sweep.contains("its values ran on different node pairs"),
+        "{sweep}"
+    );
+    assert!(!r.charts.iter().any(|c| c.file.ends_with("1-sweep-6.svg")));
+}

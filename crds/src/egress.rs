@@ -376,7 +376,8 @@ pub struct EgressBenchmarkStatus {
     /// Highest receiver throughput, e.g. "15.3 Gbit/s" (printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best: Option<String>,
-    /// Largest loss against the baseline case, e.g. "10.2%" (printer column).
+    /// Largest loss against the baseline case, e.g. "10.2% (vxlan)", and how many cases were
+    /// not compared with it for another node pair ("; 2 not comparable") (printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead: Option<String>,
 }
@@ -392,6 +393,12 @@ pub struct CaseResult {
     pub client_node: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_node: Option<String>,
+    /// Why the case has no overheadPercent against the baseline although it has a figure of
+    /// the same kind, e.g. "not comparable: nb-node1->nb-node1 vs nb-node2->nb-node0" (the two
+    /// measured different node pairs or paths).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub not_comparable: Option<String>,
     /// Streams: the rate the senders sent (udp-stream: the rate actually sent, which a sender
     /// short of CPU keeps below `offeredBitsPerSecond`). Absent for request/response cases
     /// (see `payloadBitsPerSecond`).

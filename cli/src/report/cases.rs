@@ -44,10 +44,11 @@ fn overhead(c: Option<&Case<'_>>) -> String {
     if c.is_baseline {
         return "baseline".into();
     }
-    match (c.overhead, c.beyond_noise) {
-        (Some(o), Some(false)) => format!("{}% (within noise)", num(o, 1)),
-        (Some(o), _) => format!("{}%", num(o, 1)),
-        (None, _) => "-".into(),
+    match (c.overhead, c.beyond_noise, &c.not_comparable) {
+        (Some(o), Some(false), _) => format!("{}% (within noise)", num(o, 1)),
+        (Some(o), _, _) => format!("{}%", num(o, 1)),
+        (None, _, Some(why)) => why.clone(),
+        (None, _, None) => "-".into(),
     }
 }
 
@@ -121,10 +122,33 @@ pub fn swept_values(sweep: &Sweep<'_>, r: &Row<'_>) -> String {
         .join(", ")
 }
 
-/// Where a swept case ran, in a sentence: protocol, nodes, offload profile.
+/// The node pairs a sweep's values ran on, each once in order of first appearance ("nodes
+/// not recorded" for a value without both nodes).
+pub fn sweep_pairs(sweep: &Sweep<'_>) -> Vec<String> {
+    let mut pairs: Vec<String> = vec![];
+    for r in &sweep.rows {
+        let on = egress::measured_on(r.m).unwrap_or_else(|| egress::NOT_RECORDED.into());
+        if !pairs.contains(&on) {
+            pairs.push(on);
+        }
+    }
+    pairs
+}
+
+/// Where a swept case ran, in a sentence: protocol, nodes, offload profile; its values on
+/// different node pairs are said to be not comparable.
 pub fn where_ran(sweep: &Sweep<'_>, protocol: &str) -> String {
     let first = sweep.rows.first().map(|r| r.m);
     let param = |k: &str| first.and_then(|m| m.parameters.get(k)).map(String::as_str);
+    let pairs = sweep_pairs(sweep);
+    if pairs.len() > 1 {
+        return format!(
+            "{}: its values ran on different node pairs, not comparable: {}; {} measurements.\n",
+            md_text(protocol),
+            md_text(&pairs.join(" vs ")),
+            sweep.rows.len()
+        );
+    }
     format!(
         "{}, client node {}, server node {}, offload {}; {} measurements.\n",
         md_text(protocol),

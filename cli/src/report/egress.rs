@@ -193,6 +193,16 @@ fn sweep_chart(
         );
         return Ok(());
     };
+    // A line through values measured on different node pairs would draw the pairs, not
+    // the swept parameter.
+    let pairs = cases::sweep_pairs(s);
+    if !matches!(pairs.as_slice(), [one] if one != egress::NOT_RECORDED) {
+        out.markdown.push_str(&format!(
+            "No chart: not comparable: {}.\n\n",
+            md_text(&pairs.join(" vs "))
+        ));
+        return Ok(());
+    }
     let series_axis = s.axes.get(1).copied();
     let drawable: Vec<(u64, Option<u64>, &Measurement)> = s
         .rows

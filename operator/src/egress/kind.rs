@@ -19,7 +19,7 @@ use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::result::PairReport;
-use super::{nodes, plan, readings, result, service, validate};
+use super::{nodes, overhead, pair, plan, readings, result, service, validate};
 use crate::admin::config::Config;
 use crate::base::error::Result;
 use crate::base::metrics::Metrics;
@@ -194,6 +194,10 @@ pub struct Records {
     pub offload: Book,
     /// What the matrix node selectors matched when the run began.
     pub nodes: nodes::Resolved,
+    /// The node pair of the cases that leave placement open, and whether this reconcile chose
+    /// it (then it is announced once).
+    pub pair: pair::Chosen,
+    pub pair_chosen_now: bool,
 }
 
 impl Hooks for EgressBenchmark {
@@ -203,17 +207,24 @@ impl Hooks for EgressBenchmark {
         if let Some(report) = run.extra().offload.report() {
             run.status_mut().offload = report;
         }
+        if run.extra().pair_chosen_now {
+            let chosen = run.extra().pair.clone();
+            pair::announce(run, &chosen);
+        }
     }
 
     async fn load_extra(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<Records> {
+        let (pair, pair_chosen_now) = pair::load(ctx, eb, run).await?;
         Ok(Records {
             offload: Book::load(&ctx.client, &ctx.config, eb).await?,
             nodes: nodes::load(ctx, eb, run).await?,
+            pair,
+            pair_chosen_now,
         })
     }
 
     fn resolve(eb: EgressBenchmark, extra: &Records) -> EgressBenchmark {
-        nodes::apply(eb, &extra.nodes)
+        pair::apply(nodes::apply(eb, &extra.nodes), &extra.pair)
     }
 
     async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
@@ -349,6 +360,7 @@ impl Hooks for EgressBenchmark {
             offload::delete_jobs(&ctx.client, &ctx.config, eb).await?;
         }
         nodes::forget(ctx, eb).await?;
+        pair::forget(ctx, eb).await?;
         let ns = eb.namespace().unwrap_or_default();
         ctx.metrics
             .family::<EgressMetrics>()
@@ -444,8 +456,8 @@ fn record_case(run: &mut Run<'_, EgressBenchmark>, r: CaseResult) {
     let status = run.status_mut();
     status.cases.retain(|c| c.name != r.name);
     status.cases.push(r);
-    result::set_overheads(&mut status.cases, plan::baseline(eb));
-    (status.best, status.overhead) = result::summary(&status.cases);
+    overhead::set_overheads(&mut status.cases, plan::baseline(eb));
+    (status.best, status.overhead) = overhead::summary(&status.cases);
     status.cases_summary = Some(cases_summary(eb, &status.cases));
     let metrics = run.ctx().metrics.family::<EgressMetrics>();
     for c in &run.status().cases {

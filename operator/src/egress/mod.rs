@@ -12,6 +12,8 @@ pub mod limits;
 pub mod metrics;
 pub mod nodes;
 pub mod offload;
+pub mod overhead;
+pub mod pair;
 pub mod plan;
 pub mod readings;
 pub mod result;

@@ -161,7 +161,7 @@ fn usable(nodes: &[Node]) -> Matched {
     }
 }
 
-fn is_usable(node: &Node) -> bool {
+pub(super) fn is_usable(node: &Node) -> bool {
     let cordoned = node
         .spec
         .as_ref()

@@ -217,47 +217,14 @@ pub fn nothing_transferred(r: &CaseResult) -> Option<String> {
 
 /// The figure cases are compared by: transactions/s for request/response, else the
 /// receiver's throughput.
-fn main_figure(r: &CaseResult) -> f64 {
+pub(super) fn main_figure(r: &CaseResult) -> f64 {
     r.transactions_per_second
         .or(r.receiver_bits_per_second)
         .unwrap_or(0.0)
 }
 
-fn protocol_of(r: &CaseResult) -> Protocol {
+pub(super) fn protocol_of(r: &CaseResult) -> Protocol {
     r.protocol.unwrap_or_default()
-}
-
-/// Sets every non-baseline case's overheadPercent: the main figure it lost against the
-/// baseline (negative when better), between cases of the same protocol only, never for a case
-/// with a topology or against one (a sum over pairs). A swept baseline case is matched by
-/// message size and streams. Without a measured baseline nothing is set.
-pub fn set_overheads(cases: &mut [CaseResult], baseline: &str) {
-    let bases: Vec<(Protocol, Option<u32>, Option<u32>, f64)> = cases
-        .iter()
-        .filter(|c| c.name == baseline || c.case.as_deref() == Some(baseline))
-        .map(|c| (protocol_of(c), c.message_size, c.streams, main_figure(c)))
-        .filter(|b| b.3 > 0.0)
-        .collect();
-    // Swept: the baseline case's runs carry their own names ("case/messageSize=N"), whether
-    // one or all of them measured anything (never decided by how many measured).
-    let swept = cases
-        .iter()
-        .any(|c| c.case.as_deref() == Some(baseline) && c.name != baseline);
-    let base_is_many = cases
-        .iter()
-        .any(|c| c.name == baseline && !c.pairs.is_empty());
-    for c in cases.iter_mut() {
-        let own = c.name == baseline || c.case.as_deref() == Some(baseline);
-        let base = bases.iter().find(|(p, size, streams, _)| {
-            *p == protocol_of(c) && (!swept || (*size == c.message_size && *streams == c.streams))
-        });
-        // A topology's figure is a sum over its pairs: not comparable with one pair's.
-        let many = !c.pairs.is_empty() || base_is_many;
-        c.overhead_percent = match (own, base) {
-            (false, Some(b)) if !many => Some(round2((1.0 - main_figure(c) / b.3) * 100.0)),
-            _ => None,
-        };
-    }
 }
 
 /// The figures of one sample, main figure first (samples, results, verdicts). Units: what
@@ -429,60 +396,21 @@ pub fn format_tps(tps: f64) -> String {
     }
 }
 
-/// The printer columns: the best receiver throughput of the stream cases (or, with none, the
-/// most transactions/s) and the largest overhead.
-pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
-    let best = cases
-        .iter()
-        .filter(|c| c.transactions_per_second.is_none())
-        .filter_map(|c| Some((c.receiver_bits_per_second?, &c.name)))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(bps, name)| format!("{} ({name})", format_bits(bps)))
-        .or_else(|| {
-            cases
-                .iter()
-                .filter_map(|c| Some((c.transactions_per_second?, &c.name)))
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(tps, name)| format!("{} ({name})", format_tps(tps)))
-        });
-    let overhead = cases
-        .iter()
-        .filter_map(|c| c.overhead_percent.map(|o| (o, &c.name)))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(o, name)| format!("{o:.1}% ({name})"));
-    (best, overhead)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A case measured from node a to node b.
     fn case(name: &str, bps: f64) -> CaseResult {
         CaseResult {
             name: name.into(),
             receiver_bits_per_second: Some(bps),
+            client_node: Some("a".into()),
+            server_node: Some("b".into()),
             ..Default::default()
         }
     }
 
-    #[test]
-    fn overhead_is_against_the_baseline() {
-        let mut cases = vec![
-            case("node", 10e9),
-            case("vxlan", 9e9),
-            case("csum-off", 2.5e9),
-        ];
-        set_overheads(&mut cases, "node");
-        assert_eq!(cases[0].overhead_percent, None);
-        assert_eq!(cases[1].overhead_percent, Some(10.0));
-        assert_eq!(cases[2].overhead_percent, Some(75.0));
-        let (best, overhead) = summary(&cases);
-        assert_eq!(best.unwrap(), "10.00 Gbit/s (node)");
-        assert_eq!(overhead.unwrap(), "75.0% (csum-off)");
-    }
-
-    /// A one-stream tcp-stream client report that moved `bytes` in one second, started at
-    /// `started` (Unix ms).
     fn tcp_client(worker: &str, bytes: u64, started: u64) -> FinalReport {
         let bits = bytes as f64 * 8.0;
         let t = serde_json::json!({"bytes": bytes, "seconds": 1.0, "bits_per_second": bits});
@@ -619,50 +547,6 @@ mod tests {
             ),
             "{err}"
         );
-    }
-
-    #[test]
-    fn a_swept_baseline_is_matched_by_size_even_when_one_run_measured() {
-        let run = |name: &str, of: &str, size: u32, bps: f64| CaseResult {
-            case: Some(of.into()),
-            message_size: Some(size),
-            ..case(name, bps)
-        };
-        let mut cases = vec![
-            run("base/messageSize=64", "base", 64, 0.0),
-            run("base/messageSize=1024", "base", 1024, 8e9),
-            run("other/messageSize=64", "other", 64, 1e9),
-            run("other/messageSize=1024", "other", 1024, 4e9),
-        ];
-        set_overheads(&mut cases, "base");
-        // 64 B has no measured baseline run: no overhead, never one against the 1024 B run.
-        assert_eq!(cases[2].overhead_percent, None);
-        assert_eq!(cases[3].overhead_percent, Some(50.0));
-    }
-
-    #[test]
-    fn a_topology_case_gets_no_overhead_either_way() {
-        let mut many = case("pairs", 18e9);
-        many.pairs = vec![PairResult::default(); 2];
-        let mut cases = vec![case("one", 10e9), many.clone(), case("other", 9e9)];
-        set_overheads(&mut cases, "one");
-        assert_eq!(
-            cases[1].overhead_percent, None,
-            "a sum over pairs against one pair"
-        );
-        assert_eq!(cases[2].overhead_percent, Some(10.0));
-        let mut cases = vec![many, case("one", 10e9)];
-        set_overheads(&mut cases, "pairs");
-        assert_eq!(cases[1].overhead_percent, None, "one pair against a sum");
-    }
-
-    #[test]
-    fn no_baseline_no_overhead() {
-        let mut cases = vec![case("vxlan", 9e9)];
-        set_overheads(&mut cases, "node");
-        assert_eq!(cases[0].overhead_percent, None);
-        assert_eq!(summary(&cases).1, None);
-        assert_eq!(format_bits(812.34e6), "812.3 Mbit/s");
     }
 
     #[test]

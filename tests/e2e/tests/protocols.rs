@@ -3,7 +3,9 @@
 //! paced rate, a TCP stream with a latency probe, and a tcp-rr message-size sweep. Each case
 //! must Succeed with its protocol's figures; the Service case must really go through a Service
 //! (its client connected to a cluster IP, the pod case to a pod IP); the sweep gives its table;
-//! the result, the metrics and the cleanup cover all of it.
+//! the result, the metrics and the cleanup cover all of it. The example as written (no node
+//! named) measures every case and sweep value on one node pair the run chose; cases pinned to
+//! different pairs get no overhead, but the reason.
 
 use std::time::Duration;
 
@@ -182,6 +184,187 @@ async fn every_protocol_service_path_and_sweep_between_two_nodes() {
     assert!(has("netbench_egress_jitter_seconds", "datagrams"));
 
     // Pods and the Service are gone (cleanup: Always).
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+}
+
+/// The example as written (no node named): every case and every value of the sweep measured
+/// on the one node pair the run chose, client and server on different nodes, both nodes in
+/// status, in the result and in the report; rr-service is compared with rr-pod on that pair.
+#[tokio::test]
+async fn the_example_as_written_measures_every_case_on_one_node_pair() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egpair").await;
+    let eb = example("egress-protocols.yaml", &ns.name, &[]);
+    let done = create_and_wait(&client, &eb, FINISHED, Duration::from_secs(600)).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let cases = st["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 9, "{st:#}");
+    let pair = |c: &Value| {
+        let node = |k: &str| {
+            c[k].as_str()
+                .unwrap_or_else(|| panic!("{k} missing: {c:#}"))
+                .to_string()
+        };
+        (node("clientNode"), node("serverNode"))
+    };
+    let chosen = pair(&cases[0]);
+    eprintln!("node pair: {} -> {}", chosen.0, chosen.1);
+    assert_ne!(chosen.0, chosen.1, "client and server on different nodes");
+    for c in cases {
+        assert_eq!(
+            pair(c),
+            chosen,
+            "every case and sweep value on one pair: {c:#}"
+        );
+        assert!(c["notComparable"].is_null(), "{c:#}");
+    }
+    let (pod, svc) = (case(st, "rr-pod"), case(st, "rr-service"));
+    let overhead = f(svc, "overheadPercent");
+    eprintln!(
+        "rr-pod {:.0} tx/s, rr-service {:.0} tx/s, overhead {overhead:.1} %, column {}",
+        f(pod, "transactionsPerSecond"),
+        f(svc, "transactionsPerSecond"),
+        st["overhead"]
+    );
+    let column = st["overhead"].as_str().unwrap_or_default();
+    assert!(!column.contains("not comparable"), "{column}");
+    // The Event that names the pair, once.
+    let said = events(
+        &ns.name,
+        "NodePair",
+        &["-o", "jsonpath={.items[*].message}"],
+    )
+    .unwrap();
+    assert!(
+        said.contains(&format!("client on {}, server on {}", chosen.0, chosen.1)),
+        "{said}"
+    );
+
+    // The result: both nodes of every measurement.
+    let name = st["latestResult"].as_str().unwrap();
+    let result = Api::<BenchmarkResult>::namespaced(client.clone(), &ns.name)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("result {name}: {e}"));
+    for m in &result.spec.measurements {
+        let p = |k: &str| m.parameters.get(k).cloned();
+        assert_eq!(
+            (p("clientNode"), p("serverNode")),
+            (Some(chosen.0.clone()), Some(chosen.1.clone())),
+            "{}",
+            m.name
+        );
+    }
+    // The report: both nodes in the tables, the sweep drawn (one pair), no "not comparable".
+    let loaded = netbench_cli::source::Loaded {
+        origin: format!("result {name}"),
+        name: name.to_string(),
+        created: None,
+        spec: result.spec.clone(),
+        conditions: vec![],
+    };
+    let r = netbench_cli::report::render(&[loaded]).unwrap();
+    let md = &r.markdown;
+    let row = format!(
+        "| case rr-service | as found | {} | {} |",
+        chosen.0, chosen.1
+    );
+    assert!(md.contains(&row), "{row} missing:\n{md}");
+    let sweep = format!("client node {}, server node {}", chosen.0, chosen.1);
+    assert!(md.contains(&sweep), "{sweep} missing:\n{md}");
+    assert!(!md.contains("not comparable"), "{md}");
+    assert!(r.charts.iter().any(|c| c.file.contains("sweep")), "{md}");
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+}
+
+/// Two cases pinned to different node pairs: the second gets no overhead against the first,
+/// but the reason, naming both pairs; the printer column says a case was left out.
+#[tokio::test]
+async fn cases_pinned_to_different_pairs_get_no_overhead_but_the_reason() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egpairs").await;
+    let rr = |name: &str, c: &str, s: &str| {
+        json!({"name": name, "protocol": "tcp-rr", "duration": "2s",
+               "client": {"nodeName": c}, "server": {"nodeName": s}})
+    };
+    let obj = benchmark(
+        EB,
+        &ns.name,
+        "apart",
+        json!({"cases": [rr("base", "nb-node0", "nb-node1"), rr("other", "nb-node2", "nb-node0")]}),
+    );
+    let done = create_and_wait(&client, &obj, FINISHED, Duration::from_secs(300)).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let other = case(st, "other");
+    assert!(f(other, "transactionsPerSecond") > 0.0, "{other:#}");
+    assert!(other["overheadPercent"].is_null(), "{other:#}");
+    assert_eq!(
+        other["notComparable"],
+        "not comparable: nb-node2->nb-node0 vs nb-node0->nb-node1 (baseline base)",
+        "{other:#}"
+    );
+    assert_eq!(st["overhead"], "1 not comparable", "{st:#}");
+    // No pair was chosen: every case placed itself.
+    let said = events(
+        &ns.name,
+        "NodePair",
+        &["-o", "jsonpath={.items[*].message}"],
+    )
+    .unwrap();
+    assert!(said.trim().is_empty(), "{said}");
+    wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
+}
+
+/// Uncordons the nodes when dropped (also when the test fails).
+struct Cordoned(Vec<&'static str>);
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = kubectl(&["uncordon", n]);
+        }
+    }
+}
+
+/// With one node that can take a worker (the others cordoned), the run's pair is that node
+/// with itself, and a Warning Event says so; the case shows the same node on both ends.
+#[tokio::test]
+async fn one_schedulable_node_is_a_pair_with_itself_and_is_said() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "egpairone").await;
+    let _cordoned = Cordoned(vec!["nb-node1", "nb-node2"]);
+    for n in &_cordoned.0 {
+        kubectl(&["cordon", n]).unwrap();
+    }
+    let obj = benchmark(
+        EB,
+        &ns.name,
+        "alone",
+        json!({"cases": [{"name": "rr", "protocol": "tcp-rr", "duration": "2s", "client": {}, "server": {}}]}),
+    );
+    let done = create_and_wait(&client, &obj, FINISHED, Duration::from_secs(300)).await;
+    drop(_cordoned);
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let rr = case(st, "rr");
+    assert_eq!(
+        (rr["clientNode"].as_str(), rr["serverNode"].as_str()),
+        (Some("nb-node0"), Some("nb-node0")),
+        "{rr:#}"
+    );
+    let warned = events(
+        &ns.name,
+        "NodePair",
+        &["-o", "jsonpath={.items[*].type} {.items[*].message}"],
+    )
+    .unwrap();
+    assert!(
+        warned.starts_with("Warning")
+            && warned.contains("only one node can take a worker (nb-node0)"),
+        "{warned}"
+    );
     wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }
 

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    axis_decimals, center, color, draw, err, fit, frame, legend, segment_label, top,
+    axis_decimals, center, color, draw, err, fit, frame, legend, segment_label, titled, top,
     value_decimals, Cartesian, Point, FONT,
 };
 use crate::text;
@@ -32,7 +32,8 @@ pub fn bars(title: &str, y_desc: &str, bars: &[Bar]) -> Result<String> {
         .clamp(640, 2400);
     let last = i32::try_from(n).unwrap_or(i32::MAX).saturating_sub(1);
     draw((width, 480), |root| {
-        let mut chart = frame(root, title, 70)
+        let body = titled(root, title, 20)?;
+        let mut chart = frame(&body, 70)
             .build_cartesian_2d((0..last).into_segmented(), 0f64..ymax)
             .map_err(err)?;
         chart

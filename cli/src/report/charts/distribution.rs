@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    axis_decimals, color, draw, err, fit, frame, legend, top, value_decimals, Ticked, FONT,
+    axis_decimals, color, draw, err, fit, frame, legend, titled, top, value_decimals, Ticked, FONT,
 };
 use crate::latency::{percentile, At, MAX_NINES};
 use crate::text;
@@ -45,7 +45,8 @@ pub fn distribution(title: &str, curves: &[Curve]) -> Result<String> {
     let single = curves.len() == 1;
     let written = value_decimals(curves.iter().flat_map(|c| c.marks.iter().map(|m| m.1.ms)));
     draw((800, 480), |root| {
-        let mut chart = frame(root, title, 80)
+        let body = titled(root, title, 20)?;
+        let mut chart = frame(&body, 80)
             .build_cartesian_2d(Ticked::new(0f64..xmax + 0.12, ticks.clone()), 0f64..ymax)
             .map_err(err)?;
         chart

@@ -6,7 +6,7 @@ use anyhow::Result;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
-use super::{draw, err, fit, frame, segment_label, value_decimals, FONT};
+use super::{draw, err, fit, frame, segment_label, titled, value_decimals, FONT};
 use crate::text;
 
 /// Most rows and columns drawn (a stored object may list any number of nodes).
@@ -54,7 +54,8 @@ pub fn heatmap(
         text::label(unit)
     );
     draw((width, height), |root| {
-        let mut chart = frame(root, &caption, 160)
+        let body = titled(root, &caption, 20)?;
+        let mut chart = frame(&body, 160)
             .build_cartesian_2d(
                 (0..column_end).into_segmented(),
                 (0..row_end).into_segmented(),

@@ -6,8 +6,8 @@ use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
 use super::{
-    center, color, draw, err, fit, frame, legend, line_with_intervals, segment_label, top, Point,
-    FONT,
+    center, color, draw, err, fit, frame, legend, line_with_intervals, segment_label, titled, top,
+    Point, FONT,
 };
 use crate::text;
 
@@ -53,7 +53,8 @@ pub fn history(
         * 1.3;
     let last = i32::try_from(n).unwrap_or(i32::MAX).saturating_sub(1);
     draw((800, 480), |root| {
-        let mut chart = frame(root, title, 80)
+        let body = titled(root, title, 20)?;
+        let mut chart = frame(&body, 80)
             .build_cartesian_2d((0..last).into_segmented(), 0f64..ymax)
             .map_err(err)?;
         chart

@@ -126,18 +126,29 @@ fn draw(size: (u32, u32), paint: impl FnOnce(&Area<'_>) -> Result<()>) -> Result
     Ok(svg)
 }
 
-/// The frame every chart shares: its title, margins and the room for the axes' labels.
-fn frame<'a, 'b>(
-    area: &'a Area<'b>,
-    title: &str,
-    y_label_area: u32,
-) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+/// The frame every chart shares: margins and the room for the axes' labels (the title is
+/// drawn above it by [`titled`]).
+fn frame<'a, 'b>(area: &'a Area<'b>, y_label_area: u32) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
     let mut b = ChartBuilder::on(area);
-    b.caption(text::label(title), (FONT, 20))
-        .margin(16)
+    b.margin(16)
         .x_label_area_size(44)
         .y_label_area_size(y_label_area);
     b
+}
+
+/// The area below `title`, drawn whole in as many centred lines as the area's width needs (a
+/// title is never cut: it says what the chart compares). Each line holds at most as many
+/// characters as fit at `size` pixels (about 0.55 em each).
+fn titled<'a>(area: &Area<'a>, title: &str, size: u32) -> Result<Area<'a>> {
+    let (width, _) = area.dim_in_pixel();
+    let per_char = (f64::from(size) * 0.55).max(1.0);
+    // Pixels to a character count: small, non-negative, so the cast is exact.
+    let fits = (f64::from(width.saturating_sub(32)) / per_char).floor() as usize;
+    let mut body = area.clone();
+    for line in text::wrap(title, fits.max(16)) {
+        body = body.titled(&line, (FONT, size)).map_err(err)?;
+    }
+    Ok(body)
 }
 
 /// A line through means, the 95% interval of each and a dot on each; with `values`, each

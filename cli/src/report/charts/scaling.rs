@@ -3,7 +3,9 @@
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::{draw, err, fit, frame, legend, line_with_intervals, top, Point, LINEAR, MEASURED};
+use super::{
+    draw, err, fit, frame, legend, line_with_intervals, titled, top, Point, LINEAR, MEASURED,
+};
 use crate::text;
 
 /// Throughput against size, with the line of linear scaling from the first point.
@@ -30,7 +32,8 @@ pub fn scaling(title: &str, x_desc: &str, y_desc: &str, points: &[Point]) -> Res
         .map(Point::high)
         .chain(linear.iter().map(|l| l.1)));
     draw((800, 480), |root| {
-        let mut chart = frame(root, title, 80)
+        let body = titled(root, title, 20)?;
+        let mut chart = frame(&body, 80)
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)
             .map_err(err)?;
         chart

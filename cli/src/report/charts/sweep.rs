@@ -6,8 +6,8 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::{
-    axis_decimals, color, draw, err, fit, frame, legend, line_with_intervals, top, value_decimals,
-    Area, Point, Ticked, MAX_LINES,
+    axis_decimals, color, draw, err, fit, frame, legend, line_with_intervals, titled, top,
+    value_decimals, Area, Point, Ticked, MAX_LINES,
 };
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -92,9 +92,7 @@ pub fn sweep(title: &str, x: &XAxis, panels: &[Panel]) -> Result<String> {
     let beside = panels.iter().any(|p| p.lines.len() > 1);
     let width = if beside { 800 + LEGEND_WIDTH } else { 800 };
     draw((width, height), |root| {
-        let body = root
-            .titled(&text::label(title), (super::FONT, 22))
-            .map_err(err)?;
+        let body = titled(root, title, 22)?;
         for (area, panel) in body
             .split_evenly((panels.len().max(1), 1))
             .iter()
@@ -138,7 +136,8 @@ fn draw_panel(
     } else {
         (area.clone(), None)
     };
-    let mut chart = frame(&plot, &panel.title, 80)
+    let body = titled(&plot, &panel.title, 20)?;
+    let mut chart = frame(&body, 80)
         .build_cartesian_2d(Ticked::new(range.clone(), ticks.to_vec()), 0f64..ymax)
         .map_err(err)?;
     chart
