@@ -31,8 +31,10 @@
 # - node: the machine's busy CPU time (/proc/stat: user + nice + system + irq + softirq, every
 #   CPU) during the run over its transactions: netperf's service demand (-c/-C). Both ends
 #   share this machine, so it is the two ends' nodes together.
-# netbench's own node figure (client + server node_cpu_us_per_transaction of its report, which
-# here both read the same /proc/stat) is printed beside it as "self", to check the two agree.
+# netbench's own node figure (its report's node_cpu_us_per_transaction of the client: both
+# ends read this one machine's /proc/stat here, so one end's figure is already the whole
+# machine; adding the server's would count it twice) is printed beside it as "self", to check
+# the two agree.
 # Each round runs every tool back to back, alternating the order; the table shows the median of
 # the rounds and ratios netbench/peer (latency: < 1 means netbench is lower; rate: > 1 means
 # netbench is faster). Needs root, iproute2, jq, sockperf, qperf, iperf (2), taskset.
@@ -139,7 +141,7 @@ nb_rr() { # protocol host [extra...]
   local proto=$1 host=$2; shift 2
   run_client "$lg" client -c "$host" -p 5301 --protocol "$proto" -t "$secs" --json "$@"
   jq -r '"\(.latency.p50_us) \(.latency.p99_us) \(.latency.mean_us) \(.transactions_per_second) \(.counts.transactions)"' "$tmp/out"
-  jq -r 'if .node_cpu_us_per_transaction then .node_cpu_us_per_transaction.client + .node_cpu_us_per_transaction.server else "-" end' "$tmp/out" > "$tmp/self"
+  jq -r '.node_cpu_us_per_transaction.client // "-"' "$tmp/out" > "$tmp/self"
 }
 
 sockperf_pp() { # tcp|udp host
