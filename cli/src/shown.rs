@@ -21,10 +21,11 @@ pub fn unit(unit: &str) -> (f64, &str, usize) {
 pub const TABLE_DECIMALS: usize = 2;
 
 /// The figures results carry, in the order tables show them, with the words a heading uses.
-const KNOWN: [(&str, &str); 20] = [
+const KNOWN: [(&str, &str); 25] = [
     ("rps", "requests/s"),
     ("receiverBitsPerSecond", "receiver"),
     ("senderBitsPerSecond", "sender"),
+    ("offeredBitsPerSecond", "offered"),
     ("transactionsPerSecond", "transactions"),
     ("p50Ms", "p50"),
     ("p90Ms", "p90"),
@@ -32,13 +33,29 @@ const KNOWN: [(&str, &str); 20] = [
     ("p999Ms", "p99.9"),
     ("maxMs", "max"),
     ("lossPercent", "loss"),
+    ("scheduleMissedPercent", "schedule missed"),
     ("jitterMs", "jitter"),
     ("errorRate", "error rate"),
     ("retransmits", "retransmits"),
     ("failures", "failures"),
-    ("clientCpuUsPerTransaction", "client CPU per transaction"),
-    ("serverCpuUsPerTransaction", "server CPU per transaction"),
-    ("cpuSecondsPerGb", "CPU per GB"),
+    (
+        "clientCpuUsPerTransaction",
+        "client process CPU per transaction",
+    ),
+    (
+        "serverCpuUsPerTransaction",
+        "server process CPU per transaction",
+    ),
+    (
+        "clientNodeCpuUsPerTransaction",
+        "client node CPU per transaction",
+    ),
+    (
+        "serverNodeCpuUsPerTransaction",
+        "server node CPU per transaction",
+    ),
+    ("cpuSecondsPerGb", "process CPU per GB"),
+    ("nodeCpuSecondsPerGb", "node CPU per GB"),
     ("probeP50Ms", "probe p50"),
     ("probeP90Ms", "probe p90"),
     ("probeP99Ms", "probe p99"),
