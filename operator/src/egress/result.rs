@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crds::egress::{CaseResult, PairAggregate, PairResult};
 use crds::history::Better;
+use crds::LatencyMillis;
 use protocol::worker::FinalReport;
 use protocol::Protocol;
 
@@ -230,114 +231,107 @@ pub(super) fn protocol_of(r: &CaseResult) -> Protocol {
 /// The figures of one sample, main figure first (samples, results, verdicts). Units: what
 /// `netbench report` shows (lossPercent already in percent).
 pub fn figures(r: &CaseResult) -> Vec<Figure> {
-    let fig = |name: &'static str, unit: &'static str, better, value| Figure {
-        name: name.into(),
-        unit: unit.into(),
-        better,
-        value,
-    };
-    let mut out = vec![];
-    match protocol_of(r) {
-        Protocol::TcpStream => {
-            out.extend(
-                r.receiver_bits_per_second
-                    .map(|v| fig("receiverBitsPerSecond", "bit/s", Better::Higher, v)),
-            );
-            out.extend(
-                r.sender_bits_per_second
-                    .map(|v| fig("senderBitsPerSecond", "bit/s", Better::Higher, v)),
-            );
-            out.push(fig(
-                "retransmits",
-                "count",
-                Better::Lower,
-                r.retransmits as f64,
-            ));
-            if let Some(p) = &r.probe_latency {
-                out.push(fig("probeP50Ms", "ms", Better::Lower, p.p50));
-                out.push(fig("probeP99Ms", "ms", Better::Lower, p.p99));
-            }
-        }
-        Protocol::UdpStream => {
-            out.extend(
-                r.receiver_bits_per_second
-                    .map(|v| fig("receiverBitsPerSecond", "bit/s", Better::Higher, v)),
-            );
-            out.extend(
-                r.sender_bits_per_second
-                    .map(|v| fig("senderBitsPerSecond", "bit/s", Better::Higher, v)),
-            );
-            out.extend(
-                r.offered_bits_per_second
-                    .map(|v| fig("offeredBitsPerSecond", "bit/s", Better::Higher, v)),
-            );
-            out.extend(
-                r.schedule_missed_percent
-                    .map(|v| fig(SCHEDULE_MISSED, "%", Better::Lower, v)),
-            );
-            out.extend(
-                r.loss_percent
-                    .map(|v| fig("lossPercent", "%", Better::Lower, v)),
-            );
-            out.extend(r.jitter_ms.map(|v| fig("jitterMs", "ms", Better::Lower, v)));
-            out.extend(
-                r.out_of_order
-                    .map(|v| fig("outOfOrder", "count", Better::Lower, v as f64)),
-            );
-        }
-        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
-            out.extend(
-                r.transactions_per_second
-                    .map(|v| fig("transactionsPerSecond", "tx/s", Better::Higher, v)),
-            );
-            if let Some(l) = &r.latency {
-                out.push(fig("p50Ms", "ms", Better::Lower, l.p50));
-                out.push(fig("p90Ms", "ms", Better::Lower, l.p90));
-                out.push(fig("p99Ms", "ms", Better::Lower, l.p99));
-                out.push(fig("p999Ms", "ms", Better::Lower, l.p999));
-                out.push(fig("maxMs", "ms", Better::Lower, l.max));
-            }
-            out.extend(
-                r.failures
-                    .map(|v| fig("failures", "count", Better::Lower, v as f64)),
-            );
-            out.extend(
-                r.loss_percent
-                    .map(|v| fig("lossPercent", "%", Better::Lower, v)),
-            );
-            out.extend(
-                r.client_cpu_us_per_transaction
-                    .map(|v| fig("clientCpuUsPerTransaction", "us", Better::Lower, v)),
-            );
-            out.extend(
-                r.server_cpu_us_per_transaction
-                    .map(|v| fig("serverCpuUsPerTransaction", "us", Better::Lower, v)),
-            );
-            out.extend(
-                r.client_node_cpu_us_per_transaction
-                    .map(|v| fig("clientNodeCpuUsPerTransaction", "us", Better::Lower, v)),
-            );
-            out.extend(
-                r.server_node_cpu_us_per_transaction
-                    .map(|v| fig("serverNodeCpuUsPerTransaction", "us", Better::Lower, v)),
-            );
-            out.extend(
-                r.schedule_missed_percent
-                    .map(|v| fig(SCHEDULE_MISSED, "%", Better::Lower, v)),
-            );
-        }
-    }
-    if protocol_of(r) != Protocol::TcpStream || r.cpu_seconds_per_gb.is_some() {
-        out.extend(
-            r.cpu_seconds_per_gb
-                .map(|v| fig("cpuSecondsPerGb", "s/GB", Better::Lower, v)),
-        );
-    }
-    out.extend(
-        r.node_cpu_seconds_per_gb
-            .map(|v| fig("nodeCpuSecondsPerGb", "s/GB", Better::Lower, v)),
+    use Better::{Higher, Lower};
+    let count = |n: Option<u64>| n.map(|n| n as f64);
+    let latency = |q: fn(&LatencyMillis) -> f64| r.latency.as_ref().map(q);
+    let probe = |q: fn(&LatencyMillis) -> f64| r.probe_latency.as_ref().map(q);
+    let received = (
+        "receiverBitsPerSecond",
+        "bit/s",
+        Higher,
+        r.receiver_bits_per_second,
     );
-    out
+    let sent = (
+        "senderBitsPerSecond",
+        "bit/s",
+        Higher,
+        r.sender_bits_per_second,
+    );
+    let missed = (SCHEDULE_MISSED, "%", Lower, r.schedule_missed_percent);
+    let loss = ("lossPercent", "%", Lower, r.loss_percent);
+    let mut listed = match protocol_of(r) {
+        Protocol::TcpStream => vec![
+            received,
+            sent,
+            ("retransmits", "count", Lower, Some(r.retransmits as f64)),
+            ("probeP50Ms", "ms", Lower, probe(|l| l.p50)),
+            ("probeP99Ms", "ms", Lower, probe(|l| l.p99)),
+        ],
+        Protocol::UdpStream => vec![
+            received,
+            sent,
+            (
+                "offeredBitsPerSecond",
+                "bit/s",
+                Higher,
+                r.offered_bits_per_second,
+            ),
+            missed,
+            loss,
+            ("jitterMs", "ms", Lower, r.jitter_ms),
+            ("outOfOrder", "count", Lower, count(r.out_of_order)),
+        ],
+        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => vec![
+            (
+                "transactionsPerSecond",
+                "tx/s",
+                Higher,
+                r.transactions_per_second,
+            ),
+            ("p50Ms", "ms", Lower, latency(|l| l.p50)),
+            ("p90Ms", "ms", Lower, latency(|l| l.p90)),
+            ("p99Ms", "ms", Lower, latency(|l| l.p99)),
+            ("p999Ms", "ms", Lower, latency(|l| l.p999)),
+            ("maxMs", "ms", Lower, latency(|l| l.max)),
+            ("failures", "count", Lower, count(r.failures)),
+            loss,
+            (
+                "clientCpuUsPerTransaction",
+                "us",
+                Lower,
+                r.client_cpu_us_per_transaction,
+            ),
+            (
+                "serverCpuUsPerTransaction",
+                "us",
+                Lower,
+                r.server_cpu_us_per_transaction,
+            ),
+            (
+                "clientNodeCpuUsPerTransaction",
+                "us",
+                Lower,
+                r.client_node_cpu_us_per_transaction,
+            ),
+            (
+                "serverNodeCpuUsPerTransaction",
+                "us",
+                Lower,
+                r.server_node_cpu_us_per_transaction,
+            ),
+            missed,
+        ],
+    };
+    listed.extend([
+        ("cpuSecondsPerGb", "s/GB", Lower, r.cpu_seconds_per_gb),
+        (
+            "nodeCpuSecondsPerGb",
+            "s/GB",
+            Lower,
+            r.node_cpu_seconds_per_gb,
+        ),
+    ]);
+    listed
+        .into_iter()
+        .filter_map(|(name, unit, better, value)| {
+            Some(Figure {
+                name: name.into(),
+                unit: unit.into(),
+                better,
+                value: value?,
+            })
+        })
+        .collect()
 }
 
 /// "9.41 Gbit/s", "812.3 Mbit/s".
