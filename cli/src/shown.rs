@@ -21,7 +21,7 @@ pub fn unit(unit: &str) -> (f64, &str, usize) {
 pub const TABLE_DECIMALS: usize = 2;
 
 /// The figures results carry, in the order tables show them, with the words a heading uses.
-const KNOWN: [(&str, &str); 25] = [
+const KNOWN: [(&str, &str); 28] = [
     ("rps", "requests/s"),
     ("receiverBitsPerSecond", "receiver"),
     ("senderBitsPerSecond", "sender"),
@@ -35,6 +35,9 @@ const KNOWN: [(&str, &str); 25] = [
     ("lossPercent", "loss"),
     ("scheduleMissedPercent", "schedule missed"),
     ("jitterMs", "jitter"),
+    ("jitterMaxMs", "worst stream's jitter"),
+    ("returnJitterMs", "return jitter"),
+    ("returnJitterMaxMs", "worst return jitter"),
     ("errorRate", "error rate"),
     ("retransmits", "retransmits"),
     ("failures", "failures"),

@@ -97,11 +97,19 @@ pub enum GateFigure {
     /// a rate).
     #[serde(rename = "scheduleMissedPercent")]
     ScheduleMissedPercent,
+    /// udp-stream: the worst stream's jitter, and (direction Both) the return direction's mean
+    /// and worst, milliseconds.
+    #[serde(rename = "jitterMaxMs")]
+    JitterMaxMs,
+    #[serde(rename = "returnJitterMs")]
+    ReturnJitterMs,
+    #[serde(rename = "returnJitterMaxMs")]
+    ReturnJitterMaxMs,
 }
 
 impl GateFigure {
     /// Every figure, in the order above.
-    pub const ALL: [GateFigure; 25] = [
+    pub const ALL: [GateFigure; 28] = [
         GateFigure::Rps,
         GateFigure::P50Ms,
         GateFigure::P90Ms,
@@ -127,6 +135,9 @@ impl GateFigure {
         GateFigure::NodeCpuSecondsPerGb,
         GateFigure::OfferedBitsPerSecond,
         GateFigure::ScheduleMissedPercent,
+        GateFigure::JitterMaxMs,
+        GateFigure::ReturnJitterMs,
+        GateFigure::ReturnJitterMaxMs,
     ];
 
     /// The figure's name, as results list it.
@@ -157,6 +168,9 @@ impl GateFigure {
             GateFigure::NodeCpuSecondsPerGb => "nodeCpuSecondsPerGb",
             GateFigure::OfferedBitsPerSecond => "offeredBitsPerSecond",
             GateFigure::ScheduleMissedPercent => "scheduleMissedPercent",
+            GateFigure::JitterMaxMs => "jitterMaxMs",
+            GateFigure::ReturnJitterMs => "returnJitterMs",
+            GateFigure::ReturnJitterMaxMs => "returnJitterMaxMs",
         }
     }
 
@@ -173,6 +187,9 @@ impl GateFigure {
             | GateFigure::ProbeP50Ms
             | GateFigure::ProbeP99Ms
             | GateFigure::JitterMs
+            | GateFigure::JitterMaxMs
+            | GateFigure::ReturnJitterMs
+            | GateFigure::ReturnJitterMaxMs
             | GateFigure::MaxMs => MAX_MS,
             GateFigure::Rps | GateFigure::TransactionsPerSecond => MAX_PER_SECOND,
             GateFigure::ReceiverBitsPerSecond

@@ -1,6 +1,7 @@
 //! Cases compared with each other: overheadPercent against the baseline case, only between
-//! cases measured on the same node pair and kind of path (`notComparable` says why not), and
-//! the printer columns (the best case, the largest overhead). Pure.
+//! cases measured on the same node pair, or from the same client node to a server outside the
+//! cluster (`notComparable` says why not), and the printer columns (the best case, the largest
+//! overhead). Pure.
 
 use crds::egress::CaseResult;
 use protocol::Protocol;
@@ -89,9 +90,18 @@ pub fn measured_on(c: &CaseResult) -> String {
     format!("{}->{server}", node(&c.client_node))
 }
 
-/// Two cases measured the same pair of known nodes (and so the same kind of path).
+/// Two cases measured the same pair of known nodes; or from the same known client node, one of
+/// them to a server outside the cluster: the seed's "pod -> egress node -> target" against
+/// "node -> node", where the way out is what is compared (the user named that server).
 fn comparable(a: &str, b: &str) -> bool {
-    a == b && !a.starts_with("?->") && !a.ends_with("->?")
+    let split = |on: &str| {
+        let (client, server) = on.split_once("->").unwrap_or((on, "?"));
+        (client.to_string(), server.to_string())
+    };
+    let ((ac, as_), (bc, bs)) = (split(a), split(b));
+    let known = |n: &str| n != "?";
+    let external = |s: &str| s.starts_with("external ");
+    known(&ac) && ac == bc && ((known(&as_) && as_ == bs) || external(&as_) || external(&bs))
 }
 
 /// The printer columns: the best receiver throughput of the stream cases (or, with none, the
@@ -192,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_nodes_and_an_external_server_are_not_the_same_pair() {
+    fn unknown_nodes_are_not_the_same_pair_and_an_external_server_compares_from_its_client_node() {
         let unknown = CaseResult {
             server_node: None,
             ..case("unknown", 9e9)
@@ -209,9 +219,22 @@ mod tests {
             cases[1].not_comparable.as_deref(),
             Some("not comparable: a->? vs a->b (baseline base)")
         );
+        // The seed's pod -> egress node -> target against node -> node: the same client node,
+        // the way out compared.
+        assert_eq!(cases[2].not_comparable, None);
+        assert_eq!(cases[2].overhead_percent, Some(10.0));
+        // From another client node, it is not.
+        let mut elsewhere = vec![
+            case("base", 10e9),
+            CaseResult {
+                client_node: Some("c".into()),
+                ..external.clone()
+            },
+        ];
+        set_overheads(&mut elsewhere, "base");
         assert_eq!(
-            cases[2].not_comparable.as_deref(),
-            Some("not comparable: a->external 198.18.20.2:5201 vs a->b (baseline base)")
+            elsewhere[1].not_comparable.as_deref(),
+            Some("not comparable: c->external 198.18.20.2:5201 vs a->b (baseline base)")
         );
         // Two cases to the same external server from the same node are compared.
         let mut ext = vec![

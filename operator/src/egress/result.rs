@@ -269,6 +269,9 @@ pub fn figures(r: &CaseResult) -> Vec<Figure> {
             missed,
             loss,
             ("jitterMs", "ms", Lower, r.jitter_ms),
+            ("jitterMaxMs", "ms", Lower, r.jitter_max_ms),
+            ("returnJitterMs", "ms", Lower, r.return_jitter_ms),
+            ("returnJitterMaxMs", "ms", Lower, r.return_jitter_max_ms),
             ("outOfOrder", "count", Lower, count(r.out_of_order)),
         ],
         Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => vec![
