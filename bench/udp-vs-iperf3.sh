@@ -146,7 +146,7 @@ fixed_rates() { # label host len
       "$label" "$rate" "$(mbit "$ia")" "$(mbit "$is")" "$il" "$(mbit "$na")" "$(mbit "$ns")" "$nl" "$(mbit "$wa")" "$wl" >&2
     fixed+=("$(awk -v l="$label" -v r="$rate" -v ia="$ia" -v il="$il" -v ij="$ij" -v na="$na" -v nl="$nl" -v nj="$nj" -v wa="$wa" -v wl="$wl" \
       -v ic="$(node_per_gb "$a")" -v nc="$(node_per_gb "$b")" -v self="$nself" \
-      'BEGIN {printf "%-6s %7s %9.1f %7.3f %7.3f %9.1f %7.3f %7.3f %6.2f %9.1f %7.3f %9s %9s %9s", l, r, ia/1e6, il, ij, na/1e6, nl, nj, (ia > 0 ? na/ia : 0), wa/1e6, wl, ic, nc, self}')")
+      'BEGIN {printf "%-6s %7s %9.1f %7.3f %7.3f %9.1f %7.3f %7.3f %6.2f %9.1f %7.3f %9s %9s %9s", l, r, ia/1e6, il, ij, na/1e6, nl, nj, (ia > 0 ? na/ia : 0), wa/1e6, wl, ic, nc, (self == "-" ? "-" : sprintf("%.3f", self))}')")
   done
 }
 
