@@ -310,15 +310,7 @@ fn drop_udp_requests<'a>(ns: &'a str, port: &str, per_mille: u32) -> impl Fn() -
     );
     move || {
         let out = nft(ns, &["-j", "list", "table", "inet", "nbrrdrop"]);
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
-        json["nftables"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|item| item["rule"]["expr"].as_array())
-            .flatten()
-            .find_map(|e| e["counter"]["packets"].as_u64())
-            .expect("the drop rule's counter")
+        nft_counter_packets(&out.stdout).expect("the drop rule's counter")
     }
 }
 

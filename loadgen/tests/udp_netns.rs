@@ -125,15 +125,7 @@ impl Impairment {
                     in_ns(Some(&topo.ns_b), "nft")
                         .args(["-j", "list", "table", "inet", "nbimpair"]),
                 );
-                let json: serde_json::Value =
-                    serde_json::from_slice(&out.stdout).expect("nft -j output");
-                json["nftables"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|item| item["rule"]["expr"].as_array())
-                    .flatten()
-                    .find_map(|e| e["counter"]["packets"].as_u64())
+                nft_counter_packets(&out.stdout)
             }
         }
     }

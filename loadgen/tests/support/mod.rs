@@ -365,3 +365,16 @@ pub fn assert_agrees_with_iperf3(
         "{label}: netbench/iperf3 = {ratio:.2}"
     );
 }
+
+/// The packets counted by the first `counter` of the rules in `nft -j list table ...` output
+/// (output that is not JSON fails the test).
+pub fn nft_counter_packets(nft_json: &[u8]) -> Option<u64> {
+    let json: serde_json::Value = serde_json::from_slice(nft_json).expect("nft -j output");
+    json["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item["rule"]["expr"].as_array())
+        .flatten()
+        .find_map(|e| e["counter"]["packets"].as_u64())
+}
