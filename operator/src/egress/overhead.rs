@@ -138,18 +138,8 @@ pub fn summary(cases: &[CaseResult]) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egress::result::tests::case;
     use crds::egress::PairResult;
-
-    /// A case measured from node a to node b.
-    fn case(name: &str, bps: f64) -> CaseResult {
-        CaseResult {
-            name: name.into(),
-            receiver_bits_per_second: Some(bps),
-            client_node: Some("a".into()),
-            server_node: Some("b".into()),
-            ..Default::default()
-        }
-    }
 
     fn on(mut c: CaseResult, client: &str, server: &str) -> CaseResult {
         c.client_node = Some(client.into());

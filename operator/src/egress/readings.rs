@@ -161,10 +161,7 @@ fn request_response(rr: &RrReport, r: &mut CaseResult) -> Errors {
         r.client_node_cpu_us_per_transaction = Some(round2(c.client));
         r.server_node_cpu_us_per_transaction = Some(round2(c.server));
     }
-    r.schedule_missed_percent = rr
-        .setup
-        .rate_per_stream
-        .map(|_| round4(missed_percent(rr.counts.skipped, rr.counts.attempted)));
+    r.schedule_missed_percent = rr.missed_percent().map(round4);
     let mut warnings = Vec::new();
     if rr.port_exhausted {
         warnings.push(format!(
@@ -218,17 +215,14 @@ fn datagrams(u: &UdpReport, r: &mut CaseResult) -> Errors {
         .map(|c| round4(c.client + c.server));
     if let (Some(offered), Some(missed)) = (u.offered, u.missed_percent()) {
         r.offered_bits_per_second = Some(round(offered.bits_per_second));
+        let never_sent = u.sent.missed();
         r.late_sends = Some(u.sent.late);
-        r.skipped_sends = Some(u.sent.skipped.saturating_add(u.sent.errors));
+        r.skipped_sends = Some(never_sent);
         r.schedule_missed_percent = Some(round4(missed));
         if missed > MISSED_LIMIT_PERCENT {
             r.warning = Some(format!(
-                "the senders missed {missed:.1} % of their schedule: {} of {} intended datagrams were never sent, {} bit/s sent of {} bit/s offered (the client was short of CPU or its sends failed); loss and jitter are of the datagrams sent, at a rate that was not the one asked",
-                u.sent.skipped.saturating_add(u.sent.errors),
-                u.sent
-                    .packets
-                    .saturating_add(u.sent.skipped)
-                    .saturating_add(u.sent.errors),
+                "the senders missed {missed:.1} % of their schedule: {never_sent} of {} intended datagrams were never sent, {} bit/s sent of {} bit/s offered (the client was short of CPU or its sends failed); loss and jitter are of the datagrams sent, at a rate that was not the one asked",
+                u.sent.packets.saturating_add(never_sent),
                 round(u.sent.bits_per_second),
                 round(offered.bits_per_second),
             ));
@@ -265,16 +259,6 @@ fn jitter(u: &UdpReport, r: &mut CaseResult) {
             .filter_map(|s| s.jitter_ms.map(round4))
             .take(MAX_STREAM_JITTERS)
             .collect();
-    }
-}
-
-/// Percent of a schedule of `used + missed` intended sends that were never made.
-fn missed_percent(missed: u64, used: u64) -> f64 {
-    let schedule = used.saturating_add(missed);
-    if schedule == 0 {
-        0.0
-    } else {
-        missed as f64 * 100.0 / schedule as f64
     }
 }
 

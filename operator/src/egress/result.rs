@@ -394,11 +394,11 @@ pub fn format_tps(tps: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A case measured from node a to node b.
-    fn case(name: &str, bps: f64) -> CaseResult {
+    pub(in crate::egress) fn case(name: &str, bps: f64) -> CaseResult {
         CaseResult {
             name: name.into(),
             receiver_bits_per_second: Some(bps),

@@ -109,13 +109,16 @@ pub fn sample_breaches(
     about: &str,
     aborting: bool,
 ) -> Vec<Breach> {
+    let missed = figures
+        .iter()
+        .find(|f| f.name == SCHEDULE_MISSED)
+        .map(|m| m.value);
     gates
         .iter()
         .filter(|g| g.scope == GateScope::Each && (g.abort_on_fail || !aborting))
         .filter_map(|g| {
             let f = figures.iter().find(|f| f.name == g.figure.as_str())?;
-            let missed = figures.iter().find(|f| f.name == SCHEDULE_MISSED);
-            let cause = not_offered(g, missed.map(|m| m.value));
+            let cause = not_offered(g, missed);
             if cause.is_some() || g.broken_by(f.value) {
                 Breach::of(g, f.value, about.to_string()).map(|b| b.because(cause))
             } else {

@@ -30,6 +30,17 @@ pub use validate::{
     MAX_RATE, MAX_TEXT_BYTES, MAX_WORKERS,
 };
 
+/// Percent of an open loop's schedule (`used` intended sends taken plus `missed` never made)
+/// that was never sent; 0 for an empty schedule. One definition for udp-stream and rr.
+pub fn missed_percent(missed: u64, used: u64) -> f64 {
+    let schedule = used.saturating_add(missed);
+    if schedule == 0 {
+        0.0
+    } else {
+        missed as f64 * 100.0 / schedule as f64
+    }
+}
+
 /// Merges HTTP reports exactly (alias of [`merge_http`]).
 pub fn merge(reports: &[HttpReport]) -> Result<HttpReport, ReportError> {
     merge_http(reports)

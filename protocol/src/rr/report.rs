@@ -279,6 +279,16 @@ impl RrReport {
             node_cpu_per_transaction(&self.runs, self.counts.transactions);
     }
 
+    /// Open loop: percent of the schedule never sent (`skipped` over `attempted + skipped`);
+    /// None in closed loop (no schedule).
+    pub fn missed_percent(&self) -> Option<f64> {
+        self.setup.rate_per_stream?;
+        Some(crate::report::missed_percent(
+            self.counts.skipped,
+            self.counts.attempted,
+        ))
+    }
+
     /// The latency histogram, decoded (with bounds).
     pub fn histogram(&self) -> Result<Histogram<u64>, String> {
         histogram::decode(&self.histogram)

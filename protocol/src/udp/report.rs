@@ -104,6 +104,11 @@ impl Sent {
         self.bits_per_second = r.bits_per_second;
         self.packets_per_second = r.packets_per_second;
     }
+
+    /// Intended sends never made: skipped, or failed.
+    pub fn missed(&self) -> u64 {
+        self.skipped.saturating_add(self.errors)
+    }
 }
 
 /// What a receiver counted. `packets` are unique datagrams of the stream (each sequence number
@@ -435,13 +440,10 @@ impl UdpReport {
     /// None for senders that were not paced (nothing was offered to compare with).
     pub fn missed_percent(&self) -> Option<f64> {
         self.offered?;
-        let missed = self.sent.skipped.saturating_add(self.sent.errors);
-        let schedule = self.sent.packets.saturating_add(missed);
-        Some(if schedule == 0 {
-            0.0
-        } else {
-            missed as f64 * 100.0 / schedule as f64
-        })
+        Some(crate::report::missed_percent(
+            self.sent.missed(),
+            self.sent.packets,
+        ))
     }
 
     /// The sent and received rates (for progress lines and summaries).
