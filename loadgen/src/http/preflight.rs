@@ -13,9 +13,24 @@ use super::engine::{transport, Transport};
 /// How long the preflight waits before it tries a refused connection again.
 const REFUSED_RETRY: Duration = Duration::from_millis(200);
 
-/// Opens (and closes) one connection to the target within `timeout`, trying a refused one again
-/// until then; Err names the target, its address and the cause ("connection refused", a TLS
-/// error, no answer in time).
+/// How long the first connection attempt may take before a new one is opened (each next one
+/// may take twice as long, so that a slow TLS handshake still completes). A Service whose
+/// pods were just replaced (a sweep step's rollout) can, for a moment, still send a SYN to the
+/// old pod's address; the kernel's retransmits of that SYN keep the connection's conntrack
+/// entry, and so the dead address, for the whole timeout. A new connection (a new source port)
+/// is translated by the rules of now.
+const FIRST_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The answers that can change within seconds on a cluster whose endpoints are moving.
+fn retried(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionRefused, HostUnreachable};
+    matches!(e.kind(), ConnectionRefused | HostUnreachable)
+}
+
+/// Opens (and closes) one connection to the target within `timeout`: a refused or unreachable
+/// one is tried again, and a new one opened when an attempt is not answered in time
+/// ([`FIRST_ATTEMPT_TIMEOUT`]). Err names the target, its address and the cause ("connection
+/// refused", a TLS error, no answer in time).
 pub fn preflight(cfg: &HttpConfig, timeout: Duration) -> Result<(), String> {
     let target = format!("{} ({})", cfg.url, cfg.addr);
     let transport = transport(cfg).map_err(|e| format!("cannot connect to {target}: {e}"))?;
@@ -26,19 +41,25 @@ pub fn preflight(cfg: &HttpConfig, timeout: Duration) -> Result<(), String> {
     rt.block_on(async {
         let mut last_refusal: Option<std::io::Error> = None;
         let attempt = async {
+            let mut attempt_timeout = FIRST_ATTEMPT_TIMEOUT;
             loop {
-                let tried = match &transport {
-                    Transport::Plain(p) => p.connect().await.map(drop),
-                    Transport::Tls(t) => t.connect().await.map(drop),
+                let connect = async {
+                    match &transport {
+                        Transport::Plain(p) => p.connect().await.map(drop),
+                        Transport::Tls(t) => t.connect().await.map(drop),
+                    }
                 };
-                match tried {
+                match tokio::time::timeout(attempt_timeout, connect).await {
+                    // Not answered yet: dropped, and a new connection opened at once.
+                    Err(_) => attempt_timeout = attempt_timeout.saturating_mul(2),
                     // A Service created a moment ago refuses until every node's proxy has its
-                    // rules: asked again within the timeout, which the last refusal ends.
-                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    // rules (and a stale rule's gone pod is unreachable): asked again within the
+                    // timeout, which the last refusal ends.
+                    Ok(Err(e)) if retried(&e) => {
                         tokio::time::sleep(REFUSED_RETRY).await;
                         last_refusal = Some(e);
                     }
-                    other => return other,
+                    Ok(other) => return other,
                 }
             }
         };

@@ -20,7 +20,7 @@ pub enum WorkerRunError {
 }
 
 /// The shortest time the preflight connection may take (longer when the load's timeout is).
-const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(5);
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Checks the options and the target (host resolves, one connection opens) before joining the
 /// barrier, then runs as a worker. A failed check is reported to the operator, which ends the
