@@ -7,7 +7,7 @@ use std::time::Duration as Std;
 
 use crate::cases::MAX_MEASURED;
 use crate::egress::{Direction, EgressBenchmarkSpec, EgressCase, Protocol};
-use crate::ingress::IngressBenchmarkSpec;
+use crate::ingress::{IngressBenchmarkSpec, MAX_CONTROLLERS};
 use crate::topology::{NodeSet, Topology};
 use crate::Duration;
 
@@ -83,6 +83,7 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
             "sweep.settle must be at most 1h",
         )?;
     }
+    controllers(spec)?;
     crate::gates::bounds(&spec.gates, true)?;
     if let Some(max) = spec.thresholds.as_ref().and_then(|t| t.max_p99) {
         if max.as_std().is_zero() {
@@ -94,6 +95,46 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
             HOUR,
             "thresholds.maxP99 must be more than 0s and at most 1h",
         )?;
+    }
+    Ok(())
+}
+
+/// The controllers' count, names and settle times; no sweep beside them.
+fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
+    let controllers = &spec.controllers;
+    at_most("controllers", len(controllers.len()), len(MAX_CONTROLLERS))?;
+    if !controllers.is_empty() && spec.sweep.is_some() {
+        return Err(
+            "a sweep and controllers cannot be combined yet: sweep one controller per benchmark"
+                .into(),
+        );
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for c in controllers {
+        let label = c.name.len() <= 40
+            && !c.name.is_empty()
+            && c.name
+                .bytes()
+                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+            && !c.name.starts_with('-')
+            && !c.name.ends_with('-');
+        if !label {
+            return Err(format!(
+                "controllers[].name {:?} must be 1 to 40 lowercase letters, digits or '-', starting and ending with a letter or digit",
+                c.name
+            ));
+        }
+        if !names.insert(c.name.as_str()) {
+            return Err("controllers' names must be unique".into());
+        }
+        if let Some(route) = &c.route {
+            within(
+                route.settle,
+                Std::ZERO,
+                5 * 60 * SEC,
+                "controllers[].route.settle must be at most 5m",
+            )?;
+        }
     }
     Ok(())
 }

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStatus};
 
+mod controllers;
+pub use controllers::{Controller, GatewayRef, OwnedRoute, RouteBackend, MAX_CONTROLLERS};
+
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
 /// optionally sweeping the controller's CPUs (1, 2, 4, 8) to show whether throughput scales linearly.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -31,9 +34,20 @@ use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStat
     printcolumn = r#"{"name":"Age", "type":"date", "jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.sweep) || !has(self.controllers) || size(self.controllers) == 0").message("a sweep and controllers cannot be combined yet: sweep one controller per benchmark"),
+)]
 pub struct IngressBenchmarkSpec {
     /// The HTTP endpoint to load.
     pub target: HttpTarget,
+    /// Controllers to compare under the same load (at most 8): each is measured in turn, in
+    /// an order interleaved across samples (A B C, then C B A, ...) so that a machine's drift
+    /// favours none. Each may set its own URL and Host header, or have a Gateway API HTTPRoute
+    /// the benchmark creates. Without controllers, target is measured alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, b.name == a.name))").message("controllers' names must be unique"))]
+    pub controllers: Vec<Controller>,
     /// How much load each run generates.
     #[serde(default)]
     pub load: LoadSpec,
@@ -384,6 +398,9 @@ pub struct IngressBenchmarkStatus {
 pub struct StepResult {
     /// 0-based step index.
     pub index: u32,
+    /// The controller measured in this step (spec.controllers), if several are compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
     /// Target CPU during this step, if the sweep set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<Quantity>,

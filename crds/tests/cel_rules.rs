@@ -656,3 +656,48 @@ fn topologies_are_one_of_four_with_their_nodes_and_the_operator_agrees() {
         assert!(crds::bounds::egress(&spec).is_err(), "{bad}");
     }
 }
+
+/// Controllers compared side by side, from the API server's side (CEL) and the operator's.
+#[test]
+fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
+    let mut base = ingress();
+    base["spec"].as_object_mut().unwrap().remove("sweep");
+    let two = with(
+        &base,
+        "spec.controllers",
+        json!([
+            {"name": "traefik", "url": "http://traefik.ingress/"},
+            {"name": "traefik-gw", "route": {
+                "gateway": {"name": "bench", "namespace": "gw"},
+                "hostname": "a.example",
+                "backend": {"name": "web", "port": 80}}}
+        ]),
+    );
+    assert_eq!(support::cel_errors(&two), Vec::<String>::new());
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(two["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::ingress(&spec), Ok(()));
+
+    let ingress_refuses = |obj: &Value, message: &str| {
+        assert_rejected(obj, message);
+        let spec: crds::IngressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        let err = crds::bounds::ingress(&spec).unwrap_err();
+        assert!(
+            err.contains(message),
+            "operator said {err:?}, want {message:?}"
+        );
+    };
+    let same = with(&two, "spec.controllers.1.name", json!("traefik"));
+    ingress_refuses(&same, "controllers' names must be unique");
+    let swept = with(&two, "spec.sweep", ingress()["spec"]["sweep"].clone());
+    ingress_refuses(
+        &swept,
+        "a sweep and controllers cannot be combined yet: sweep one controller per benchmark",
+    );
+    let slow = with(&two, "spec.controllers.1.route.settle", json!("6m"));
+    ingress_refuses(&slow, "controllers[].route.settle must be at most 5m");
+    let ftp = with(&two, "spec.controllers.0.url", json!("ftp://x/"));
+    assert_rejected(
+        &ftp,
+        "controllers[].url must be an absolute http:// or https:// URL with a host",
+    );
+}

@@ -103,10 +103,10 @@ status:
         egress().export_results(&m);
         let out = m.render();
         for line in [
-            r#"netbench_ingress_rps{name="sweep",namespace="team-a",step="0"} 1500.5"#,
-            r#"netbench_ingress_rps{name="sweep",namespace="team-a",step="1"} 2900"#,
-            r#"netbench_ingress_latency_seconds{name="sweep",namespace="team-a",quantile="0.99",step="0"} 0.004"#,
-            r#"netbench_ingress_errors{class="timeout",name="sweep",namespace="team-a",step="0"} 3"#,
+            r#"netbench_ingress_rps{controller="",name="sweep",namespace="team-a",step="0"} 1500.5"#,
+            r#"netbench_ingress_rps{controller="",name="sweep",namespace="team-a",step="1"} 2900"#,
+            r#"netbench_ingress_latency_seconds{controller="",name="sweep",namespace="team-a",quantile="0.99",step="0"} 0.004"#,
+            r#"netbench_ingress_errors{class="timeout",controller="",name="sweep",namespace="team-a",step="0"} 3"#,
             r#"netbench_ingress_scaling_efficiency{name="sweep",namespace="team-a",step="1"} 0.966"#,
             r#"netbench_egress_bits_per_second{case="direct",name="vx",namespace="team-b",offload="none",side="receiver"} 8900000000"#,
             r#"netbench_egress_retransmits{case="direct",name="vx",namespace="team-b"} 12"#,

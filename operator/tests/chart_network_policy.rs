@@ -71,7 +71,12 @@ fn every_worker_pod_matches_the_chart_network_policy() {
         "{apiVersion: netbench.io/v1alpha1, kind: EgressBenchmark, metadata: {name: e, namespace: team, uid: u-2}, spec: {cases: [{name: pod, client: {nodeName: a}, server: {nodeName: b}}, {name: ext, client: {nodeName: a, hostNetwork: true}, server: {address: 198.18.20.2}}]}}",
     )
     .unwrap();
-    let mut pods = operator::ingress::plan::workers(&ib, "run", 0, false);
+    let mut pods = operator::ingress::plan::workers(
+        &ib,
+        "run",
+        operator::policy::samples::Slot::first(0),
+        false,
+    );
     pods.extend(operator::egress::plan::workers(
         &eb,
         "run",

@@ -161,7 +161,7 @@ proptest! {
             prop_assert!(deadline <= Duration::from_secs(120 + 24 * 3600 + 3600 + 300 + 30));
             let steps = operator::ingress::plan::step_count(&ib.spec);
             prop_assert!(steps <= 16);
-            let plans = operator::ingress::plan::workers(&ib, "run", 0, false);
+            let plans = operator::ingress::plan::workers(&ib, "run", operator::policy::samples::Slot::first(0), false);
             prop_assert!(plans.len() <= 64);
             for plan in &plans {
                 let _ = operator::k8s::workers::pod(plan, &Config::for_tests());

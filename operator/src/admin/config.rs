@@ -87,6 +87,10 @@ pub struct Config {
     /// Namespaces whose benchmarks may run hostNetwork workers ("*" = all; empty = none).
     #[arg(long, env = "NETBENCH_HOST_NETWORK_NAMESPACES", default_value = "")]
     pub host_network_namespaces: NamespaceList,
+    /// Namespaces whose IngressBenchmarks may have the operator create HTTPRoutes there
+    /// (controllers[].route; "*" = all; empty = none).
+    #[arg(long, env = "NETBENCH_ROUTE_NAMESPACES", default_value = "")]
+    pub route_namespaces: NamespaceList,
     /// Namespaces whose benchmarks may run privileged offload Jobs ("*" = all; empty = none).
     #[arg(long, env = "NETBENCH_OFFLOAD_NAMESPACES", default_value = "")]
     pub offload_namespaces: NamespaceList,

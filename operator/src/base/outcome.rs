@@ -60,6 +60,10 @@ pub enum Reason {
     ServiceConflict,
     /// The API server refused a case's Service.
     ServiceRefused,
+    /// A controller's HTTPRoute could not be created, or its Gateway did not accept it.
+    RouteRefused,
+    /// A controller's HTTPRoute was not accepted within the rollout timeout.
+    RouteTimeout,
 
     // What a kind judges of a measurement.
     /// Too many of a step's requests failed.
@@ -75,7 +79,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in the order above.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 25] = [
         Reason::InvalidSpec,
         Reason::NotPermitted,
         Reason::InvalidSchedule,
@@ -95,6 +99,8 @@ impl Reason {
         Reason::TargetUnavailable,
         Reason::ServiceConflict,
         Reason::ServiceRefused,
+        Reason::RouteRefused,
+        Reason::RouteTimeout,
         Reason::RequestsFailed,
         Reason::StreamFailed,
         Reason::NothingTransferred,
@@ -123,6 +129,8 @@ impl Reason {
             Reason::TargetUnavailable => "TargetUnavailable",
             Reason::ServiceConflict => "ServiceConflict",
             Reason::ServiceRefused => "ServiceRefused",
+            Reason::RouteRefused => "RouteRefused",
+            Reason::RouteTimeout => "RouteTimeout",
             Reason::RequestsFailed => "RequestsFailed",
             Reason::StreamFailed => "StreamFailed",
             Reason::NothingTransferred => "NothingTransferred",

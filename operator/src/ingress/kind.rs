@@ -17,7 +17,7 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
-use super::{plan, result, sweep, validate, verdict};
+use super::{plan, result, routes, sweep, validate, verdict};
 use crate::admin::config::Config;
 use crate::base::conditions::THRESHOLDS_MET;
 use crate::base::error::Result;
@@ -56,8 +56,12 @@ impl Plan for IngressBenchmark {
     fn count(&self) -> u32 {
         plan::step_count(&self.spec)
     }
+    /// "step 1", or "step 1 (traefik)" when controllers are compared.
     fn describe(&self, step: u32) -> String {
-        format!("step {step}")
+        match plan::controller(&self.spec, step) {
+            Some(c) => format!("step {step} ({})", c.name),
+            None => format!("step {step}"),
+        }
     }
     fn cleanup_policy(&self) -> CleanupPolicy {
         self.spec.cleanup
@@ -78,7 +82,7 @@ impl Plan for IngressBenchmark {
         "http"
     }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
-        plan::workers(self, run, slot.wire(), self.spec.workers.host_network)
+        plan::workers(self, run, slot, self.spec.workers.host_network)
             .iter()
             .map(|p| workers::pod(p, config))
             .collect()
@@ -96,6 +100,10 @@ impl Plan for IngressBenchmark {
     }
     fn gates(&self) -> &[crds::gates::Gate] {
         &self.spec.gates
+    }
+    /// Controllers compared side by side take their samples in alternating rounds.
+    fn interleaved(&self) -> bool {
+        self.spec.controllers.len() > 1
     }
     /// Progress counts the warm-up in: the abort window starts after it.
     fn live_from(&self, _step: u32) -> Duration {
@@ -122,6 +130,9 @@ impl Plan for IngressBenchmark {
             .as_ref()
             .and_then(|s| s.steps.get(step as usize));
         let mut p = BTreeMap::new();
+        if let Some(c) = plan::controller(&self.spec, step) {
+            p.insert("controller".to_string(), c.name.clone());
+        }
         if let Some(cpu) = sweep_step.and_then(|s| s.cpu.as_ref()) {
             p.insert("cpu".to_string(), cpu.0.clone());
         }
@@ -203,14 +214,20 @@ impl Hooks for IngressBenchmark {
 
     /// A sweep target an earlier run changed is restored first; its saved spec is kept until
     /// it is (a failure is an error, so the reconcile is retried).
+    /// Routes of earlier runs go too.
     async fn retire(run: &mut Run<'_, Self>) -> Result<Step> {
         let events = sweep::restore_earlier(run.ctx(), run.obj(), run.id()).await?;
         run.events(events);
+        routes::delete(run, Some(run.id())).await?;
         Ok(Step::Done)
     }
 
+    /// The step's controller's route (when the run creates one), or the sweep target.
     async fn prepare(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
-        sweep::prepare(run, step).await
+        match routes::prepare(run, step).await? {
+            Step::Done => sweep::prepare(run, step).await,
+            not_yet => Ok(not_yet),
+        }
     }
 
     /// The step's result into status, with its verdict on failed requests.
@@ -226,10 +243,11 @@ impl Hooks for IngressBenchmark {
             .sweep
             .as_ref()
             .and_then(|s| s.steps.get(step as usize));
-        let result = match result::step_result(step, sweep_step, reports) {
+        let mut result = match result::step_result(step, sweep_step, reports) {
             Ok(r) => r,
             Err(e) => return Ok(Step::fail(Reason::BadReport, e)),
         };
+        result.controller = plan::controller(&run.obj().spec, step).map(|c| c.name.clone());
         let failed = verdict::failed_requests(&result, run.ctx().config.max_error_ratio);
         record_step(run, result);
         Ok(match failed {
@@ -238,7 +256,13 @@ impl Hooks for IngressBenchmark {
         })
     }
 
+    /// The run's routes are deleted, the sweep target restored.
     async fn wrap_up(run: &mut Run<'_, Self>) -> Result<Step> {
+        let deleted = routes::delete(run, None).await?;
+        if deleted > 0 {
+            let m = format!("{deleted} HTTPRoute(s) of the run deleted");
+            run.event(EventType::Normal, "RoutesDeleted", m);
+        }
         Ok(if sweep::restore_at_end(run).await? {
             Step::Wait {
                 message: None,
@@ -270,8 +294,8 @@ fn record_step(run: &mut Run<'_, IngressBenchmark>, r: StepResult) {
         .family::<IngressMetrics>()
         .set_step(run.ns(), run.name(), &r);
     let m = format!(
-        "step {}: {:.1} req/s, p99 {}",
-        r.index,
+        "{}: {:.1} req/s, p99 {}",
+        run.obj().describe(r.index),
         r.rps,
         result::format_ms(r.latency_ms.p99)
     );

@@ -1,5 +1,6 @@
 //! An IngressBenchmark's figures on /metrics: each finished step's requests per second,
-//! latency quantiles and errors, and a sweep's scaling efficiency.
+//! latency quantiles and errors (labelled with the step's controller when several are
+//! compared, else an empty `controller`), and a sweep's scaling efficiency.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -15,7 +16,7 @@ pub struct IngressMetrics {
 
 impl Family for IngressMetrics {
     fn register(registry: &Registry) -> Self {
-        let step = ["namespace", "name", "step"];
+        let step = ["namespace", "name", "step", "controller"];
         IngressMetrics {
             rps: gauge(
                 registry,
@@ -27,13 +28,13 @@ impl Family for IngressMetrics {
                 registry,
                 "netbench_ingress_latency_seconds",
                 "Latency quantiles of a finished step from the merged histogram",
-                &["namespace", "name", "step", "quantile"],
+                &["namespace", "name", "step", "controller", "quantile"],
             ),
             errors: gauge(
                 registry,
                 "netbench_ingress_errors",
                 "Failed requests of a finished step by class",
-                &["namespace", "name", "step", "class"],
+                &["namespace", "name", "step", "controller", "class"],
             ),
             error_ratio: gauge(
                 registry,
@@ -45,7 +46,7 @@ impl Family for IngressMetrics {
                 registry,
                 "netbench_ingress_scaling_efficiency",
                 "Speed-up / size factor against the first step (1 = linear)",
-                &step,
+                &["namespace", "name", "step"],
             ),
         }
     }
@@ -55,7 +56,8 @@ impl IngressMetrics {
     /// Publishes a finished step: RPS, latency quantiles, errors by class and their ratio.
     pub fn set_step(&self, namespace: &str, name: &str, r: &crds::ingress::StepResult) {
         let step = r.index.to_string();
-        let labels = [namespace, name, step.as_str()];
+        let controller = r.controller.as_deref().unwrap_or("");
+        let labels = [namespace, name, step.as_str(), controller];
         self.rps.with_label_values(&labels).set(r.rps);
         let l = &r.latency_ms;
         for (q, v) in [
@@ -66,7 +68,7 @@ impl IngressMetrics {
             ("1", l.max),
         ] {
             self.latency
-                .with_label_values(&[namespace, name, &step, q])
+                .with_label_values(&[namespace, name, &step, controller, q])
                 .set(v / 1000.0);
         }
         let e = &r.errors;
@@ -80,7 +82,7 @@ impl IngressMetrics {
             ("parse", e.parse),
         ] {
             self.errors
-                .with_label_values(&[namespace, name, &step, class])
+                .with_label_values(&[namespace, name, &step, controller, class])
                 .set(v as f64);
         }
         let all = r.requests as f64 + e.total() as f64;

@@ -2,7 +2,7 @@
 //! `run::Plan` and `run::Hooks`), its plan (`plan`: loadgen arguments, worker pods, the step
 //! deadline and the run's budget, its claims in the queue), the admin's caps (`limits`),
 //! checks (`validate`), the sweep target (`target`) in a run (`sweep`, with its saved spec in
-//! `restore`), the step results (`result`, `verdict`) and their series on /metrics
+//! `restore`), the HTTPRoutes a run creates for its controllers (`routes`), the step results (`result`, `verdict`) and their series on /metrics
 //! (`metrics`).
 
 pub mod kind;
@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod plan;
 pub mod restore;
 pub mod result;
+pub mod routes;
 pub mod sweep;
 pub mod target;
 pub mod validate;

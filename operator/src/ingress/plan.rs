@@ -4,18 +4,42 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crds::ingress::{IngressBenchmark, IngressBenchmarkSpec};
+use crds::ingress::{Controller, IngressBenchmark, IngressBenchmarkSpec};
 use kube::ResourceExt;
 
 use crate::base::labels;
 use crate::k8s::workers::WorkerPlan;
 use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
 use crate::policy::queue::Contender;
+use crate::policy::samples::Slot;
 
 pub const KIND: &str = "IngressBenchmark";
 
-/// `netbench-loadgen http ...` arguments for one worker. A rate is split evenly over workers.
-pub fn loadgen_args(spec: &IngressBenchmarkSpec) -> Vec<String> {
+/// The controller measured in `step` (spec.controllers, one per step), None without
+/// controllers.
+pub fn controller(spec: &IngressBenchmarkSpec, step: u32) -> Option<&Controller> {
+    spec.controllers.get(usize::try_from(step).ok()?)
+}
+
+/// Where `step`'s load goes: its controller's URL and Host header (the route's hostname when
+/// the run creates one), else target's.
+pub fn destination(spec: &IngressBenchmarkSpec, step: u32) -> (&str, Option<&str>) {
+    let target = &spec.target;
+    let Some(c) = controller(spec, step) else {
+        return (&target.url, target.host_header.as_deref());
+    };
+    let url = c.url.as_deref().unwrap_or(&target.url);
+    let host = c
+        .host_header
+        .as_deref()
+        .or(c.route.as_ref().map(|r| r.hostname.as_str()))
+        .or(target.host_header.as_deref());
+    (url, host)
+}
+
+/// `netbench-loadgen http ...` arguments for one worker of `step`. A rate is split evenly over
+/// workers.
+pub fn loadgen_args(spec: &IngressBenchmarkSpec, step: u32) -> Vec<String> {
     let load = &spec.load;
     let replicas = spec.workers.effective_replicas();
     let mut args = vec![
@@ -47,8 +71,9 @@ pub fn loadgen_args(spec: &IngressBenchmarkSpec) -> Vec<String> {
     for h in &spec.target.headers {
         args.extend(["-H".into(), format!("{}: {}", h.name, h.value)]);
     }
-    if let Some(host) = &spec.target.host_header {
-        args.extend(["--host".into(), host.clone()]);
+    let (url, host) = destination(spec, step);
+    if let Some(host) = host {
+        args.extend(["--host".into(), host.to_string()]);
     }
     if let Some(body) = &spec.target.body {
         args.extend(["--body".into(), body.clone()]);
@@ -61,7 +86,7 @@ pub fn loadgen_args(spec: &IngressBenchmarkSpec) -> Vec<String> {
     {
         args.push("--insecure".into());
     }
-    args.push(spec.target.url.clone());
+    args.push(url.to_string());
     args
 }
 
@@ -70,11 +95,17 @@ fn millis(d: crds::Duration) -> String {
     format!("{}ms", std::time::Duration::from(d).as_millis())
 }
 
-/// The worker pods of one step.
-pub fn workers(ib: &IngressBenchmark, run: &str, step: u32, host_network: bool) -> Vec<WorkerPlan> {
+/// The worker pods of one sample of one step.
+pub fn workers(
+    ib: &IngressBenchmark,
+    run: &str,
+    slot: Slot,
+    host_network: bool,
+) -> Vec<WorkerPlan> {
     let name = ib.metadata.name.clone().unwrap_or_default();
     let spec = &ib.spec;
-    let args = loadgen_args(spec);
+    let args = loadgen_args(spec, slot.measurement);
+    let step = slot.wire();
     let mut base_labels = labels::run_labels(KIND, &name, run);
     base_labels.insert(labels::STEP.into(), step.to_string());
     base_labels.insert(labels::ROLE.into(), "client".into());
@@ -98,9 +129,14 @@ pub fn workers(ib: &IngressBenchmark, run: &str, step: u32, host_network: bool) 
         .collect()
 }
 
-/// Number of steps of a run (1 without a sweep).
+/// Number of steps of a run: one per sweep step, or per controller (a sweep and controllers
+/// are never combined), else 1.
 pub fn step_count(spec: &IngressBenchmarkSpec) -> u32 {
-    spec.sweep.as_ref().map_or(1, |s| s.steps.len() as u32)
+    let steps = match &spec.sweep {
+        Some(s) => s.steps.len(),
+        None => spec.controllers.len(),
+    };
+    u32::try_from(steps.max(1)).unwrap_or(u32::MAX)
 }
 
 /// How long one step may run once its workers exist (before it is declared failed):
@@ -119,12 +155,19 @@ pub fn step_deadline(spec: &IngressBenchmarkSpec, worker_start: Duration) -> Dur
 /// The whole run's budget: every step, with a sweep's rollout and settle time per step.
 pub fn budget(spec: &IngressBenchmarkSpec, t: Timeouts) -> Duration {
     let step = step_deadline(spec, t.worker_start);
-    let (per_step, steps) = match &spec.sweep {
-        Some(s) => (sum([step, t.rollout, s.settle.into()]), s.steps.len()),
-        None => (step, 1),
+    // A created route is waited for (up to the rollout timeout) and settles, once per step.
+    let route = spec
+        .controllers
+        .iter()
+        .filter_map(|c| c.route.as_ref())
+        .map(|r| sum([t.rollout, r.settle.into()]))
+        .max()
+        .unwrap_or_default();
+    let per_step = match &spec.sweep {
+        Some(s) => sum([step, t.rollout, s.settle.into()]),
+        None => sum([step, route]),
     };
-    let steps = u32::try_from(steps.max(1)).unwrap_or(u32::MAX);
-    with_margin(per_step.saturating_mul(steps))
+    with_margin(per_step.saturating_mul(step_count(spec)))
 }
 
 /// The run as the queue sees it: its sweep target, its target's host and port, its nodes.
@@ -135,12 +178,18 @@ pub fn contender(ib: &IngressBenchmark) -> Contender {
         let target_ns = s.target_ref.namespace.as_deref().unwrap_or(&ns);
         claims.push(format!("sweep target {target_ns}/{}", s.target_ref.name));
     }
-    if let Ok(u) = url::Url::parse(&ib.spec.target.url) {
-        claims.push(format!(
-            "target {}:{}",
-            u.host_str().unwrap_or(""),
-            u.port_or_known_default().unwrap_or(0)
-        ));
+    for step in 0..step_count(&ib.spec) {
+        let (url, _) = destination(&ib.spec, step);
+        if let Ok(u) = url::Url::parse(url) {
+            let claim = format!(
+                "target {}:{}",
+                u.host_str().unwrap_or(""),
+                u.port_or_known_default().unwrap_or(0)
+            );
+            if !claims.contains(&claim) {
+                claims.push(claim);
+            }
+        }
     }
     claims.extend(
         ib.spec
@@ -239,7 +288,7 @@ spec:
   load: {connections: 20, threads: 2, duration: 10s, warmup: 1s, keepAlive: false, rate: 1000}
   workers: {replicas: 2}
 "#);
-        let args = loadgen_args(&b.spec);
+        let args = loadgen_args(&b.spec, 0);
         let joined = args.join(" ");
         assert!(joined.starts_with("http -c 20 -t 2 -d 10000ms --warmup 1000ms --timeout 2000ms --method GET --output json"), "{joined}");
         assert!(
@@ -250,7 +299,7 @@ spec:
         assert!(joined.contains("-H X-A: 1"));
         assert!(joined.contains("--host h.example"));
         assert_eq!(args.last().unwrap(), "http://svc/");
-        let plans = workers(&b, "run-1", 0, false);
+        let plans = workers(&b, "run-1", Slot::first(0), false);
         assert_eq!(plans.len(), 2);
         assert_eq!(plans[1].name, "b-run-1-s0-w1");
     }
@@ -265,7 +314,7 @@ spec:
   target: {url: "http://svc/"}
   workers: {nodeNames: [n1, n2, n3]}
 "#);
-        let plans = workers(&b, "r", 0, false);
+        let plans = workers(&b, "r", Slot::first(0), false);
         let nodes: Vec<_> = plans.iter().map(|p| p.node_name.clone().unwrap()).collect();
         assert_eq!(nodes, ["n1", "n2", "n3"]);
     }

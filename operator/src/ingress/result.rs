@@ -59,6 +59,7 @@ pub fn step_result(
     let l = &merged.latency;
     Ok(StepResult {
         index,
+        controller: None,
         cpu: step.and_then(|s| s.cpu.clone()),
         replicas: step.and_then(|s| s.replicas),
         rps: merged.rps,

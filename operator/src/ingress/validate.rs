@@ -21,6 +21,15 @@ pub fn permitted(
             "hostNetwork workers are not enabled for namespace {namespace}; the cluster admin can allow it (Helm value security.hostNetworkNamespaces)"
         ));
     }
+    let routed = spec.controllers.iter().find(|c| c.route.is_some());
+    if let Some(c) = routed {
+        if !config.route_namespaces.allows(namespace) {
+            return Err(format!(
+                "controller {}: HTTPRoutes created by benchmarks are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.routeNamespaces)",
+                c.name
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -63,7 +72,24 @@ pub async fn admitted(
         Err(r) => return Ok(Err(r)),
     };
     let timeout = config.caps.target_resolve_timeout();
-    Ok(lookup::check_url(&policy, "target.url", &spec.target.url, timeout).await)
+    // target.url is loaded unless every controller has a URL of its own.
+    let own_urls = spec.controllers.iter().all(|c| c.url.is_some());
+    if spec.controllers.is_empty() || !own_urls {
+        if let Err(refusal) =
+            lookup::check_url(&policy, "target.url", &spec.target.url, timeout).await
+        {
+            return Ok(Err(refusal));
+        }
+    }
+    for c in &spec.controllers {
+        if let Some(url) = &c.url {
+            let field = format!("controllers[{}].url", c.name);
+            if let Err(refusal) = lookup::check_url(&policy, &field, url, timeout).await {
+                return Ok(Err(refusal));
+            }
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Every node named in workers.nodeNames must exist.
@@ -102,6 +128,31 @@ mod tests {
         );
         c.host_network_namespaces = NamespaceList::parse("team-a");
         assert!(permitted(&s, "team-a", &c).is_ok());
+    }
+
+    #[test]
+    fn created_routes_need_the_admins_permission() {
+        let s = spec(
+            "{target: {url: 'http://x/'}, controllers: [{name: plain}, {name: gw, route: {gateway: {name: bench, namespace: gw}, hostname: a.example, backend: {name: web, port: 80}}}]}",
+        );
+        let mut c = Config::for_tests();
+        let err = permitted(&s, "team-a", &c).unwrap_err();
+        assert!(
+            err.contains("controller gw: HTTPRoutes created by benchmarks are not enabled for namespace team-a")
+                && err.contains("security.routeNamespaces"),
+            "{err}"
+        );
+        c.route_namespaces = NamespaceList::parse("team-b");
+        assert!(permitted(&s, "team-a", &c).is_err(), "another namespace");
+        c.route_namespaces = NamespaceList::parse("team-*");
+        assert!(permitted(&s, "team-a", &c).is_ok());
+        let plain = spec(
+            "{target: {url: 'http://x/'}, controllers: [{name: a}, {name: b, url: 'http://y/'}]}",
+        );
+        assert!(
+            permitted(&plain, "team-a", &Config::for_tests()).is_ok(),
+            "no route, nothing to allow"
+        );
     }
 
     #[test]

@@ -106,6 +106,55 @@ pub fn wants_another(plan: &Samples, stats: Option<&MeasurementStats>, taken: u3
     main.is_none_or(|m| m.values.len() < 2 || m.ci_percent() > target)
 }
 
+/// The sample after `current` among `count` measurements, None when every measurement has all
+/// it wants. In order: every sample of one measurement, then the next measurement. Interleaved:
+/// in rounds, round r taking sample r of each measurement that wants it, forwards in even
+/// rounds and backwards in odd ones (A B C, C B A, A B C, ...).
+pub fn next(
+    plan: &Samples,
+    stats: &[MeasurementStats],
+    count: u32,
+    current: Slot,
+    interleaved: bool,
+) -> Option<Slot> {
+    let wants = |measurement: u32, sample: u32| {
+        let s = stats.iter().find(|m| m.index == measurement);
+        wants_another(plan, s, sample)
+    };
+    let at = |measurement, sample| Slot {
+        measurement,
+        sample,
+    };
+    if !interleaved {
+        let sample = current.sample.saturating_add(1);
+        if wants(current.measurement, sample) {
+            return Some(at(current.measurement, sample));
+        }
+        let measurement = current.measurement.saturating_add(1);
+        return (measurement < count).then(|| Slot::first(measurement));
+    }
+    let round = |r: u32| -> Vec<u32> {
+        if r.is_multiple_of(2) {
+            (0..count).collect()
+        } else {
+            (0..count).rev().collect()
+        }
+    };
+    let this_round = round(current.sample);
+    let mut rest = this_round
+        .iter()
+        .skip_while(|&&m| m != current.measurement)
+        .skip(1);
+    if let Some(&m) = rest.find(|&&m| wants(m, current.sample)) {
+        return Some(at(m, current.sample));
+    }
+    let sample = current.sample.checked_add(1)?;
+    round(sample)
+        .into_iter()
+        .find(|&m| wants(m, sample))
+        .map(|m| at(m, sample))
+}
+
 /// The whole run's deadline with samples: every measurement may be sampled `max` times with
 /// a pause between two samples.
 pub fn budget(once: Duration, plan: &Samples) -> Duration {
@@ -173,6 +222,107 @@ mod tests {
         stats[0].metrics[0].values = vec![5.0; 20];
         record(&mut stats, 0, "step 0", 0, &rps(2.0));
         assert_eq!(stats[0].metrics[0].values.len(), 20);
+    }
+
+    /// Every slot a run takes, from the first, recording a figure for each.
+    fn order(plan: &Samples, count: u32, interleaved: bool) -> Vec<(u32, u32)> {
+        let mut stats = vec![];
+        let mut slot = Some(Slot::first(0));
+        let mut taken = vec![];
+        while let Some(s) = slot {
+            assert!(taken.len() < 100, "no end: {taken:?}");
+            taken.push((s.measurement, s.sample));
+            record(&mut stats, s.measurement, "m", s.sample, &rps(100.0));
+            slot = next(plan, &stats, count, s, interleaved);
+        }
+        taken
+    }
+
+    #[test]
+    fn interleaved_samples_go_in_rounds_that_alternate_direction() {
+        let three = Samples {
+            count: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            order(&three, 3, true),
+            [
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (2, 1),
+                (1, 1),
+                (0, 1),
+                (0, 2),
+                (1, 2),
+                (2, 2)
+            ]
+        );
+        assert_eq!(
+            order(&three, 2, false),
+            [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+        );
+        let once = Samples::default();
+        assert_eq!(order(&once, 3, true), [(0, 0), (1, 0), (2, 0)]);
+        assert_eq!(order(&three, 1, true), [(0, 0), (0, 1), (0, 2)]);
+    }
+
+    #[test]
+    fn an_interleaved_round_skips_a_measurement_that_has_enough() {
+        // Adaptive: measurement 1's figures agree after 2 samples, measurement 0's do not.
+        let adaptive = Samples {
+            count: 2,
+            target_ci_percent: Some(5.0),
+            max_count: Some(3),
+            ..Default::default()
+        };
+        let mut stats = vec![];
+        for (m, sample, v) in [(0, 0, 100.0), (1, 0, 100.0), (1, 1, 100.1), (0, 1, 150.0)] {
+            record(&mut stats, m, "m", sample, &rps(v));
+        }
+        let after_round_1 = next(
+            &adaptive,
+            &stats,
+            2,
+            Slot {
+                measurement: 0,
+                sample: 1,
+            },
+            true,
+        );
+        assert_eq!(
+            after_round_1,
+            Some(Slot {
+                measurement: 0,
+                sample: 2
+            })
+        );
+        record(&mut stats, 0, "m", 2, &rps(120.0));
+        let done = next(
+            &adaptive,
+            &stats,
+            2,
+            Slot {
+                measurement: 0,
+                sample: 2,
+            },
+            true,
+        );
+        assert_eq!(done, None, "measurement 0 reached max, 1 had enough");
+    }
+
+    #[test]
+    fn a_forged_position_ends_the_run_instead_of_looping() {
+        let three = Samples {
+            count: 3,
+            ..Default::default()
+        };
+        let far = Slot {
+            measurement: 40,
+            sample: u32::MAX,
+        };
+        assert_eq!(next(&three, &[], 3, far, true), None);
+        assert_eq!(next(&three, &[], 3, far, false), None);
     }
 
     #[test]

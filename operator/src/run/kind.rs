@@ -108,6 +108,13 @@ pub trait Plan:
     fn live_from(&self, _index: u32) -> Duration {
         Duration::ZERO
     }
+    /// Whether samples are taken in rounds over every measurement, in alternating order (A B C,
+    /// then C B A) so that drift of the machine favours none; false (the default): every
+    /// sample of one measurement before the next, as a sweep or an offload profile wants (each
+    /// change of measurement costs a rollout or a Job there).
+    fn interleaved(&self) -> bool {
+        false
+    }
     /// The figures judged against a baseline when the spec names none.
     fn default_judged() -> Vec<MetricTolerance>;
     /// What distinguishes measurement `slot.measurement` in a result (cpu, offload profile,

@@ -206,7 +206,7 @@ async fn a_denied_success_write_loses_no_result_and_a_restart_keeps_the_gauges()
     // A new operator process publishes the stored result again.
     let rps = steps[0]["rps"].as_f64().unwrap();
     let series = format!(
-        "netbench_ingress_rps{{name=\"{NAME}\",namespace=\"{}\",step=\"0\"}}",
+        "netbench_ingress_rps{{controller=\"\",name=\"{NAME}\",namespace=\"{}\",step=\"0\"}}",
         ns.name
     );
     restart_operator();

@@ -99,7 +99,7 @@ async fn ingress_simple_succeeds_with_results_columns_and_metrics() {
     wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
     let metrics = operator_metrics(&client).await.unwrap();
     let series = format!(
-        "netbench_ingress_rps{{name=\"ingress-simple\",namespace=\"{}\",step=\"0\"}}",
+        "netbench_ingress_rps{{controller=\"\",name=\"ingress-simple\",namespace=\"{}\",step=\"0\"}}",
         ns.name
     );
     assert!(metrics.contains(&series), "{series} missing");

@@ -23,24 +23,20 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         }
     }
     let plan = run.obj().repetition().samples();
-    let taken = slot.sample.saturating_add(1);
-    let stats = run
-        .status()
-        .run()
-        .statistics
-        .iter()
-        .find(|m| m.index == index);
-    if samples::wants_another(&plan, stats, taken) {
-        run.status_mut().run_mut().current_sample = Some(taken);
-        let m = format!("{}: sample {} next", run.obj().describe(index), taken + 1);
-        set_phase(run, Phase::Preparing, m);
-        return Ok(Next::Continue);
-    }
-    let next = index.saturating_add(1);
-    if next < run.obj().count() {
-        run.status_mut().set_current(next);
-        run.status_mut().run_mut().current_sample = None;
-        let m = format!("preparing {}", run.obj().describe(next));
+    let stats = &run.status().run().statistics;
+    let (count, interleaved) = (run.obj().count(), run.obj().interleaved());
+    if let Some(next) = samples::next(&plan, stats, count, slot, interleaved) {
+        let m = if next.measurement == index {
+            format!(
+                "{}: sample {} next",
+                run.obj().describe(index),
+                next.sample.saturating_add(1)
+            )
+        } else {
+            run.status_mut().set_current(next.measurement);
+            format!("preparing {}", run.describe(next))
+        };
+        run.status_mut().run_mut().current_sample = (next.sample > 0).then_some(next.sample);
         set_phase(run, Phase::Preparing, m);
         return Ok(Next::Continue);
     }

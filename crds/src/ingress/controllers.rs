@@ -1,0 +1,106 @@
+//! Several controllers measured side by side in one IngressBenchmark: each a named entry point
+//! (its own URL and Host header, or a Gateway API HTTPRoute the benchmark creates and removes),
+//! loaded in turn by the same workers with the same load.
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::Duration;
+
+/// Most controllers one benchmark compares (each is one measurement of every sample).
+pub const MAX_CONTROLLERS: usize = 8;
+
+/// One controller under the benchmark's load.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Controller {
+    /// Its name in status, results and the `controller` metric label, e.g. "traefik" or
+    /// "envoy-gateway": lowercase letters, digits and '-'.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        length(min = 1, max = 40)
+    )]
+    pub name: String,
+    /// The URL to load for this controller (its Service or load balancer); defaults to
+    /// target.url. The rest of target (method, headers, body, TLS) applies to every controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''").message("controllers[].url must be an absolute http:// or https:// URL with a host"))]
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: Option<String>,
+    /// Host header for this controller; defaults to the route's hostname, then to
+    /// target.hostHeader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub host_header: Option<String>,
+    /// A Gateway API HTTPRoute the benchmark creates in its own namespace before this
+    /// controller's first measurement, waits for, and deletes when the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<OwnedRoute>,
+}
+
+/// An HTTPRoute (gateway.networking.k8s.io/v1) owned by the run: one rule, one hostname, one
+/// backend Service in the benchmark's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnedRoute {
+    /// The Gateway the route attaches to (its listeners must allow routes from the
+    /// benchmark's namespace).
+    pub gateway: GatewayRef,
+    /// The hostname the route matches, and the Host header sent unless hostHeader is set.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub hostname: String,
+    /// The Service, in the benchmark's namespace, the route sends every request to.
+    pub backend: RouteBackend,
+    /// How long to wait after the controller accepted the route before measuring: its data
+    /// plane may apply changes later (Traefik at most every providersThrottleDuration, 2s by
+    /// default).
+    #[serde(default = "default_route_settle")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('5m')").message("controllers[].route.settle must be at most 5m"))]
+    pub settle: Duration,
+}
+
+fn default_route_settle() -> Duration {
+    std::time::Duration::from_secs(3).into()
+}
+
+/// A Gateway by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayRef {
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub name: String,
+    /// Defaults to the benchmark's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        length(min = 1, max = 63)
+    )]
+    pub namespace: Option<String>,
+    /// One listener of the Gateway; all of them when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub section_name: Option<String>,
+}
+
+/// A Service port in the benchmark's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteBackend {
+    #[schemars(
+        regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"),
+        length(min = 1, max = 63)
+    )]
+    pub name: String,
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+}

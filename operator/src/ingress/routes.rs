@@ -1,0 +1,432 @@
+//! The Gateway API HTTPRoutes a run creates for its controllers (`controllers[].route`): one
+//! per controller, in the benchmark's namespace, owned by the benchmark (gone with it) and
+//! labelled with the run. Before the controller's measurement the run waits until its Gateway
+//! accepted the route and the route's settle time passed; when the run ends (or a new run
+//! replaces it) its routes are deleted.
+//!
+//! The route's status is written by the controller, or by anyone who may write the benchmark's
+//! namespace: it only decides when the run goes on measuring, never a figure or a permission.
+
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+
+use crds::ingress::{Controller, IngressBenchmark, OwnedRoute};
+
+use super::plan::{self, KIND};
+use crate::base::clock::elapsed_since;
+use crate::base::error::Result;
+use crate::base::labels;
+use crate::base::outcome::{Reason, Step};
+use crate::run::Run;
+
+type IngressRun<'a> = Run<'a, IngressBenchmark>;
+
+/// The label that names the controller a route was created for.
+const CONTROLLER: &str = "netbench.io/controller";
+
+/// The longest single wait while a route settles (the run's deadline is checked meanwhile).
+const MAX_SETTLE_WAIT: Duration = Duration::from_secs(30);
+
+fn resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    ApiResource::from_gvk_with_plural(&gvk, "httproutes")
+}
+
+fn api(run: &IngressRun<'_>) -> Api<DynamicObject> {
+    Api::namespaced_with(run.ctx().client.clone(), run.ns(), &resource())
+}
+
+/// The route's name: the run and the controller (a DNS subdomain: both are DNS labels).
+pub fn name(run: &str, controller: &str) -> String {
+    format!("netbench-{run}-{controller}")
+}
+
+/// The HTTPRoute for `controller` of run `run`: one hostname, one rule to one backend.
+pub fn manifest(
+    ib: &IngressBenchmark,
+    run: &str,
+    controller: &Controller,
+    route: &OwnedRoute,
+) -> Value {
+    let ns = ib.namespace().unwrap_or_default();
+    let mut labels = labels::run_labels(KIND, &ib.name_any(), run);
+    labels.insert(CONTROLLER.into(), controller.name.clone());
+    let gateway = &route.gateway;
+    let mut parent = json!({
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+        "name": gateway.name,
+        "namespace": gateway.namespace.as_deref().unwrap_or(&ns),
+    });
+    if let Some(section) = &gateway.section_name {
+        parent["sectionName"] = json!(section);
+    }
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {
+            "name": name(run, &controller.name),
+            "namespace": ns,
+            "labels": labels,
+            "ownerReferences": [labels::owner(ib)],
+        },
+        "spec": {
+            "parentRefs": [parent],
+            "hostnames": [route.hostname],
+            "rules": [{
+                "backendRefs": [{"name": route.backend.name, "port": route.backend.port}],
+            }],
+        },
+    })
+}
+
+/// What the Gateway said of a route, from its status.
+#[derive(Debug, PartialEq)]
+pub enum Acceptance {
+    /// Accepted (and its backend resolved) since this instant.
+    Accepted(jiff::Timestamp),
+    /// Refused: the condition's reason and message.
+    Refused(String),
+    /// Not said yet (for this generation of the route).
+    Pending,
+}
+
+/// The Gateway `gateway_ns/gateway`'s verdict on `route` (its status.parents entry); any
+/// shape the status may have is read without trusting it.
+pub fn acceptance(route: &Value, gateway_ns: &str, gateway: &str, route_ns: &str) -> Acceptance {
+    let generation = route["metadata"]["generation"].as_i64().unwrap_or(0);
+    let parents = route["status"]["parents"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let ours = parents.iter().find(|p| {
+        let r = &p["parentRef"];
+        r["name"].as_str() == Some(gateway)
+            && r["namespace"].as_str().unwrap_or(route_ns) == gateway_ns
+    });
+    let Some(parent) = ours else {
+        return Acceptance::Pending;
+    };
+    let conditions = parent["conditions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let current = |kind: &str| {
+        conditions.iter().find(|c| {
+            c["type"].as_str() == Some(kind)
+                && c["observedGeneration"].as_i64().unwrap_or(generation) >= generation
+        })
+    };
+    let mut since = None;
+    for kind in ["Accepted", "ResolvedRefs"] {
+        let Some(c) = current(kind) else {
+            return Acceptance::Pending;
+        };
+        match c["status"].as_str() {
+            Some("True") => {}
+            Some("False") => {
+                let reason = c["reason"].as_str().unwrap_or("");
+                let message = c["message"].as_str().unwrap_or("");
+                return Acceptance::Refused(format!(
+                    "{kind} is False: {:.64}: {:.512}",
+                    reason, message
+                ));
+            }
+            _ => return Acceptance::Pending,
+        }
+        let at = c["lastTransitionTime"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        since = since.max(at);
+    }
+    Acceptance::Accepted(since.unwrap_or_else(jiff::Timestamp::now))
+}
+
+/// Creates the route of `step`'s controller if it has one and the run has not, and waits until
+/// its Gateway accepted it and it settled. Done when the step has no route.
+pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
+    let spec = &run.obj().spec;
+    let Some(controller) = plan::controller(spec, step) else {
+        return Ok(Step::Done);
+    };
+    let Some(route) = &controller.route else {
+        return Ok(Step::Done);
+    };
+    let (controller, route) = (controller.clone(), route.clone());
+    let name = name(run.id(), &controller.name);
+    let api = api(run);
+    let existing = match api.get_opt(&name).await {
+        Ok(found) => found,
+        Err(e) => return Ok(refused(&name, e)),
+    };
+    let object = match existing {
+        Some(o) if o.labels().get(labels::RUN).map(String::as_str) == Some(run.id()) => o,
+        Some(_) => {
+            let m = format!("HTTPRoute {}/{name} exists and is not this run's", run.ns());
+            return Ok(Step::fail(Reason::RouteRefused, m));
+        }
+        None => {
+            let manifest = manifest(run.obj(), run.id(), &controller, &route);
+            let object: DynamicObject = match serde_json::from_value(manifest) {
+                Ok(o) => o,
+                Err(e) => return Ok(Step::fail(Reason::RouteRefused, format!("{name}: {e}"))),
+            };
+            match api.create(&PostParams::default(), &object).await {
+                Ok(created) => {
+                    let m = format!(
+                        "HTTPRoute {name} created for controller {}",
+                        controller.name
+                    );
+                    run.event(kube::runtime::events::EventType::Normal, "RouteCreated", m);
+                    created
+                }
+                Err(e) => return Ok(refused(&name, e)),
+            }
+        }
+    };
+    let gateway_ns = route
+        .gateway
+        .namespace
+        .as_deref()
+        .unwrap_or(run.ns())
+        .to_string();
+    let gateway = format!("Gateway {gateway_ns}/{}", route.gateway.name);
+    let status = json!({
+        "metadata": {"generation": object.metadata.generation},
+        "status": object.data.get("status"),
+    });
+    match acceptance(&status, &gateway_ns, &route.gateway.name, run.ns()) {
+        Acceptance::Refused(why) => {
+            let m = format!(
+                "HTTPRoute {name} (controller {}): {gateway}: {why}",
+                controller.name
+            );
+            Ok(Step::fail(Reason::RouteRefused, m))
+        }
+        Acceptance::Pending => {
+            if elapsed_since(&run.status().run.phase_since) > run.ctx().config.rollout_timeout() {
+                let m = format!(
+                    "{gateway} did not accept HTTPRoute {name} (controller {}) within the rollout timeout",
+                    controller.name
+                );
+                return Ok(Step::fail(Reason::RouteTimeout, m));
+            }
+            Ok(Step::wait(format!(
+                "waiting for {gateway} to accept HTTPRoute {name}"
+            )))
+        }
+        Acceptance::Accepted(since) => {
+            let created = object.creation_timestamp().map(|t| t.0);
+            let ready_at = created.map_or(since, |c| c.max(since));
+            let waited = jiff::Timestamp::now()
+                .duration_since(ready_at)
+                .try_into()
+                .unwrap_or(Duration::ZERO);
+            let settle = Duration::from(route.settle);
+            Ok(if waited < settle {
+                Step::Wait {
+                    message: Some(format!("HTTPRoute {name} accepted; settling")),
+                    after: (settle - waited).min(MAX_SETTLE_WAIT),
+                }
+            } else {
+                Step::Done
+            })
+        }
+    }
+}
+
+/// A refused request for the route: permissions, a missing Gateway API, an invalid object.
+fn refused(name: &str, e: kube::Error) -> Step {
+    let why = match &e {
+        kube::Error::Api(s) if s.code == 404 => {
+            "the Gateway API (gateway.networking.k8s.io/v1 HTTPRoute) is not installed".to_string()
+        }
+        kube::Error::Api(s) if s.code == 403 => format!(
+            "the operator may not manage HTTPRoutes here ({}); the cluster admin grants it with the Helm value security.routeNamespaces",
+            s.message
+        ),
+        other => other.to_string(),
+    };
+    Step::fail(Reason::RouteRefused, format!("HTTPRoute {name}: {why}"))
+}
+
+/// Deletes this benchmark's routes of every run but `keep` (all of them with None), when its
+/// spec has routes (a route of an earlier generation whose spec has none stays until the
+/// benchmark is deleted: it owns its routes). Returns how many were deleted.
+pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
+    if !run.obj().spec.controllers.iter().any(|c| c.route.is_some()) {
+        return Ok(0);
+    }
+    let api = api(run);
+    let selector = labels::benchmark_selector(KIND, run.name());
+    let listed = match api
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+    {
+        Ok(l) => l,
+        // No Gateway API, or no permission: nothing of ours can exist.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let mut deleted = 0;
+    for route in listed.items {
+        if keep.is_some() && route.labels().get(labels::RUN).map(String::as_str) == keep {
+            continue;
+        }
+        match api
+            .delete(&route.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => deleted += 1,
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parent(gateway: &str, ns: Option<&str>, conditions: Value) -> Value {
+        let mut r = json!({"name": gateway});
+        if let Some(ns) = ns {
+            r["namespace"] = json!(ns);
+        }
+        json!({"parentRef": r, "conditions": conditions})
+    }
+
+    fn route(generation: i64, parents: Value) -> Value {
+        json!({"metadata": {"generation": generation}, "status": {"parents": parents}})
+    }
+
+    fn cond(kind: &str, status: &str, generation: i64, at: &str) -> Value {
+        json!({"type": kind, "status": status, "observedGeneration": generation,
+               "lastTransitionTime": at, "reason": "R", "message": "m"})
+    }
+
+    #[test]
+    fn accepted_only_when_both_conditions_hold_for_this_generation() {
+        let ok = json!([
+            cond("Accepted", "True", 2, "2026-12-04T10:00:00Z"),
+            cond("ResolvedRefs", "True", 2, "2026-12-04T10:00:01Z")
+        ]);
+        let r = route(2, json!([parent("bench", Some("gw"), ok.clone())]));
+        let at: jiff::Timestamp = "2026-12-04T10:00:01Z".parse().unwrap();
+        assert_eq!(
+            acceptance(&r, "gw", "bench", "team"),
+            Acceptance::Accepted(at)
+        );
+        // Another Gateway's verdict, or one for an older generation, says nothing.
+        assert_eq!(acceptance(&r, "gw", "other", "team"), Acceptance::Pending);
+        let stale = route(3, json!([parent("bench", Some("gw"), ok)]));
+        assert_eq!(
+            acceptance(&stale, "gw", "bench", "team"),
+            Acceptance::Pending
+        );
+        // A parentRef without a namespace is the route's own.
+        let local = route(
+            1,
+            json!([parent(
+                "bench",
+                None,
+                json!([
+                    cond("Accepted", "True", 1, "2026-12-04T10:00:00Z"),
+                    cond("ResolvedRefs", "True", 1, "2026-12-04T10:00:00Z")
+                ])
+            )]),
+        );
+        assert!(matches!(
+            acceptance(&local, "team", "bench", "team"),
+            Acceptance::Accepted(_)
+        ));
+    }
+
+    #[test]
+    fn a_refusal_is_named_with_its_reason() {
+        let r = route(
+            1,
+            json!([parent(
+                "bench",
+                Some("gw"),
+                json!([cond("Accepted", "False", 1, "2026-12-04T10:00:00Z")])
+            )]),
+        );
+        let Acceptance::Refused(why) = acceptance(&r, "gw", "bench", "team") else {
+            panic!("not refused");
+        };
+        assert_eq!(why, "Accepted is False: R: m");
+    }
+
+    #[test]
+    fn any_shape_of_status_is_pending_or_refused_never_a_panic() {
+        for status in [
+            json!(null),
+            json!({"parents": 7}),
+            json!({"parents": [{"parentRef": "x"}]}),
+            json!({"parents": [{"parentRef": {"name": "bench", "namespace": "gw"}, "conditions": [{"type": "Accepted", "status": 1}]}]}),
+            json!({"parents": [{"parentRef": {"name": "bench", "namespace": "gw"}, "conditions": [{"type": "Accepted", "status": "True", "lastTransitionTime": "not a time"}]}]}),
+        ] {
+            let r = json!({"metadata": {"generation": "x"}, "status": status});
+            assert_ne!(
+                std::mem::discriminant(&acceptance(&r, "gw", "bench", "team")),
+                std::mem::discriminant(&Acceptance::Accepted(jiff::Timestamp::now())),
+                "{r}"
+            );
+        }
+        let long = "x".repeat(100_000);
+        let r = route(
+            1,
+            json!([parent(
+                "bench",
+                Some("gw"),
+                json!([
+                    {"type": "Accepted", "status": "False", "reason": long, "message": long}
+                ])
+            )]),
+        );
+        let Acceptance::Refused(why) = acceptance(&r, "gw", "bench", "team") else {
+            panic!("not refused");
+        };
+        assert!(why.len() < 700, "cut: {}", why.len());
+    }
+
+    #[test]
+    fn the_manifest_attaches_one_hostname_to_the_gateway_and_is_owned() {
+        let ib: IngressBenchmark = serde_yaml::from_str(
+            r#"
+apiVersion: netbench.io/v1alpha1
+kind: IngressBenchmark
+metadata: {name: cmp, namespace: team, uid: u-1}
+spec:
+  target: {url: "http://gw.example/"}
+  controllers:
+    - name: traefik-gw
+      route: {gateway: {name: bench, namespace: gw, sectionName: web}, hostname: a.example, backend: {name: web, port: 80}}
+"#,
+        )
+        .unwrap();
+        let c = &ib.spec.controllers[0];
+        let m = manifest(&ib, "abc-g1", c, c.route.as_ref().unwrap());
+        assert_eq!(m["metadata"]["name"], "netbench-abc-g1-traefik-gw");
+        assert_eq!(m["metadata"]["namespace"], "team");
+        assert_eq!(m["metadata"]["labels"][labels::RUN], "abc-g1");
+        assert_eq!(m["metadata"]["labels"][CONTROLLER], "traefik-gw");
+        assert_eq!(m["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(
+            m["spec"]["parentRefs"][0],
+            json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "bench", "namespace": "gw", "sectionName": "web"})
+        );
+        assert_eq!(m["spec"]["hostnames"], json!(["a.example"]));
+        assert_eq!(
+            m["spec"]["rules"][0]["backendRefs"],
+            json!([{"name": "web", "port": 80}])
+        );
+        let _: DynamicObject = serde_json::from_value(m).expect("a valid object");
+    }
+}
