@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStatus};
 
 mod controllers;
-pub use controllers::{Controller, GatewayRef, OwnedRoute, RouteBackend, MAX_CONTROLLERS};
+pub use controllers::{
+    Comparison, Controller, ControllerRow, GatewayRef, OwnedRoute, RouteBackend, Standing,
+    MAX_CONTROLLERS,
+};
 
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
 /// optionally sweeping the controller's CPUs (1, 2, 4, 8) to show whether throughput scales linearly.
@@ -368,6 +371,9 @@ pub struct IngressBenchmarkStatus {
     /// One result per finished step (a single entry without a sweep).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepResult>,
+    /// The controllers side by side (spec.controllers, when several), once the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
     /// How throughput grew across sweep steps compared with linear scaling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<Scaling>,

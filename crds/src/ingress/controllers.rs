@@ -104,3 +104,52 @@ pub struct RouteBackend {
     #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
 }
+
+/// The controllers side by side once the run ended (status.comparison): each one's figures
+/// over its samples, against the best controller of each figure.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Comparison {
+    #[schemars(length(max = 8))]
+    pub rows: Vec<ControllerRow>,
+    /// One line per controller, e.g. "traefik-gw: 11200 ± 300 req/s, 6.9% fewer than traefik
+    /// (significant); p99 2.10ms, within noise of traefik".
+    #[schemars(length(max = 4096))]
+    pub summary: String,
+}
+
+/// One controller's figures: means over its samples with their 95% confidence intervals.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerRow {
+    pub name: String,
+    /// The step that measured it.
+    pub step: u32,
+    pub samples: u32,
+    pub rps: f64,
+    pub rps_ci95: f64,
+    /// rps / the best controller's rps.
+    pub relative_rps: f64,
+    pub rps_verdict: Standing,
+    pub p99_ms: f64,
+    pub p99_ci95_ms: f64,
+    pub p99_verdict: Standing,
+    /// Failed / all requests, mean over the samples.
+    pub error_rate: f64,
+}
+
+/// A controller's figure against the best controller's.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema, Default,
+)]
+pub enum Standing {
+    /// The best of the controllers.
+    Best,
+    /// Worse, and the two 95% intervals do not overlap.
+    Worse,
+    /// Worse, within the noise: the intervals overlap.
+    WithinNoise,
+    /// One sample on either side: the noise is unknown, so is the difference's significance.
+    #[default]
+    Unknown,
+}

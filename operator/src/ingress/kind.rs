@@ -17,7 +17,7 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
-use super::{plan, result, routes, sweep, validate, verdict};
+use super::{compare, plan, result, routes, sweep, validate, verdict};
 use crate::admin::config::Config;
 use crate::base::conditions::THRESHOLDS_MET;
 use crate::base::error::Result;
@@ -168,8 +168,15 @@ impl Plan for IngressBenchmark {
 impl Hooks for IngressBenchmark {
     type Extra = ();
 
-    /// The scaling table of a sweep and the thresholds against the last step, on either end.
+    /// The scaling table of a sweep, the controllers side by side, and the thresholds against
+    /// the last step, on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
+        let controllers = &run.obj().spec.controllers;
+        if let Some(c) = compare::comparison(controllers, &run.status().run.statistics) {
+            let m = crate::base::labels::truncate(&c.summary.replace('\n', "; "), 1000);
+            run.event(EventType::Normal, "ControllersCompared", m);
+            run.status_mut().comparison = Some(c);
+        }
         if run.obj().spec.sweep.is_some() {
             let status = run.status();
             let steps = result::with_mean_rps(&status.steps, &status.run.statistics);
