@@ -42,7 +42,8 @@ wait "$go_pid" || {
 "$repo/tests/cluster/demo.sh" --netbench-images >&2
 
 # The ingress controller of the seed experiment: Traefik on nb-node1, its backends on nb-node2
-# (workers of the seed test run on nb-node0).
+# (workers of the seed test run on nb-node0); deploy.sh also puts Traefik as a Gateway API
+# implementation (gateway-traefik/traefik-gateway, no CPU request) on nb-node1.
 if $traefik; then "$repo/tests/cluster/traefik/deploy.sh" nb-node1 nb-node2 >&2; fi
 
 kc apply -f "$repo/crds/manifests/" >&2

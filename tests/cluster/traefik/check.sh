@@ -7,7 +7,12 @@
 #   - traefik, run as uid/gid 65532 like in the cluster, with two entry points (web, and
 #     traefik for /ping) and a file provider routing Host(hello.bench.local) on web to that
 #     nginx: /ping says OK, GET / with that Host comes back "hello" through traefik, another
-#     Host gets traefik's 404.
+#     Host gets traefik's 404;
+#   - the Gateway API setup (gateway.yaml): the CRD bundle gateway-api-crds.sh finds (offline,
+#     hash as in go.sum) has a CRD for every gateway.networking.k8s.io resource the ClusterRole
+#     names; traefik started with exactly the container args of gateway.yaml (addresses moved
+#     to 127.0.0.1 ports, the API server an unanswered 127.0.0.1 port) accepts them, starts its
+#     kubernetesgateway provider, says OK on /ping and 404 on web (no routes without an API).
 # Everything it starts is stopped by PID and its temporary directory removed, pass or fail.
 # No sleep is used to wait for anything: each wait polls its condition until a deadline.
 set -euo pipefail
@@ -27,9 +32,12 @@ cleanup() {
     local rc=$? pid
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if ((rc != 0)) && [[ -f $work/traefik.log ]]; then
-        echo "--- traefik log (tail)" >&2
-        tail -n 30 "$work/traefik.log" >&2
+    if ((rc != 0)); then
+        for f in "$work"/traefik*.log; do
+            [[ -f $f ]] || continue
+            echo "--- ${f##*/} (tail)" >&2
+            tail -n 30 "$f" >&2
+        done
     fi
     cd /
     rm -rf "$work"
@@ -59,10 +67,10 @@ out=$("$bin" version)
 grep -q "^Version: *$version\$" <<<"$out" || die "traefik version does not say $version: $out"
 log "traefik version: $version"
 
-# 2. three free ports on 127.0.0.1 (held open together so they differ, then released)
-read -r p_nginx p_web p_ping < <(python3 -c '
+# 2. six free ports on 127.0.0.1 (held open together so they differ, then released)
+read -r p_nginx p_web p_ping p_gw_web p_gw_ping p_api < <(python3 -c '
 import socket
-s = [socket.socket() for _ in range(3)]
+s = [socket.socket() for _ in range(6)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*(x.getsockname()[1] for x in s))')
 
@@ -139,4 +147,41 @@ code=$(curl -sS --max-time 2 -o /dev/null -w '%{http_code}' -H 'Host: other.benc
 [[ $code == 404 ]] || die "Host other.bench.local: want 404 from traefik, got $code"
 log "Host other.bench.local: 404 (no route)"
 [[ $(ps -o uid= -p "$tpid" | tr -d ' ') == 65532 ]] || die "traefik does not run as uid 65532"
+
+# 5. Gateway API: the CRD bundle covers the ClusterRole's resources
+crds=$("$NB_CLUSTER_DIR/traefik/gateway-api-crds.sh")
+resources=$(awk '/^kind: ClusterRole$/ { role = 1 } /^---/ { role = 0 }
+    role && /gateway.networking.k8s.io/ { gw = 1; next } role && /apiGroups/ { gw = 0 }
+    role && gw && /resources:/ { inres = 1 } role && gw && /verbs:/ { inres = 0 }
+    role && gw && inres { gsub(/resources:|[][,]/, " "); print }' \
+    "$NB_CLUSTER_DIR/traefik/gateway.yaml" | tr -s ' ' '\n' | grep -v '^$' | grep -v / | sort -u)
+[[ -n $resources ]] || die "no gateway.networking.k8s.io resources found in gateway.yaml's ClusterRole"
+for r in $resources; do
+    [[ -f $crds/gateway.networking.k8s.io_$r.yaml ]] || die "no CRD for $r in $crds"
+done
+log "Gateway API CRDs in $crds cover $(wc -w <<<"$resources") resources of the ClusterRole"
+
+# 6. traefik with gateway.yaml's args: accepted, gateway provider started
+mapfile -t gw_args < <(grep -oP '^\s+- \K--\S+' "$NB_CLUSTER_DIR/traefik/gateway.yaml")
+((${#gw_args[@]} > 0)) || die "no container args found in gateway.yaml"
+for i in "${!gw_args[@]}"; do
+    case ${gw_args[i]} in
+        --entryPoints.web.address=*) gw_args[i]=--entryPoints.web.address=127.0.0.1:$p_gw_web ;;
+        --entryPoints.traefik.address=*) gw_args[i]=--entryPoints.traefik.address=127.0.0.1:$p_gw_ping ;;
+    esac
+done
+env -i HOME="$work" PATH=/usr/bin:/bin \
+    setpriv --reuid=65532 --regid=65532 --clear-groups --inh-caps=-all --bounding-set=-all \
+    "$bin" "${gw_args[@]}" --providers.kubernetesgateway.endpoint="http://127.0.0.1:$p_api" \
+    >"$work/traefik-gateway.log" 2>&1 &
+pids+=($!)
+gpid=${pids[-1]}
+poll 20 "$gpid" "traefik (gateway.yaml args) /ping on 127.0.0.1:$p_gw_ping" \
+    body_is "http://127.0.0.1:$p_gw_ping/ping" OK
+poll 10 "$gpid" "traefik (gateway.yaml args) starting its gateway provider" \
+    grep -q 'Starting provider \*gateway.Provider' "$work/traefik-gateway.log"
+code=$(curl -sS --max-time 2 -o /dev/null -w '%{http_code}' -H 'Host: hello-gw.bench.local' \
+    "http://127.0.0.1:$p_gw_web/")
+[[ $code == 404 ]] || die "gateway traefik without an API server: want 404 on web, got $code"
+log "traefik with gateway.yaml's args: provider kubernetesgateway started, /ping OK, web 404"
 log "PASS"

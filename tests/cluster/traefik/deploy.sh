@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# deploy.sh [CONTROLLER_NODE] [BACKEND_NODE]: Traefik and its example backend on the running
-# cluster, the controller pinned to CONTROLLER_NODE (default nb-node1) and the nginx backends to
-# BACKEND_NODE (default nb-node2), so a load generator on a third node measures the controller
-# across the network. Builds the binary and image when missing (cold: ~17 min). Idempotent.
-# Waits for both rollouts and for http://hello.bench.local/ through the controller's ClusterIP.
+# deploy.sh [CONTROLLER_NODE] [BACKEND_NODE] [GATEWAY_NODE]: Traefik and its example backend on
+# the running cluster, the controller pinned to CONTROLLER_NODE (default nb-node1) and the nginx
+# backends to BACKEND_NODE (default nb-node2), so a load generator on a third node measures the
+# controller across the network. Builds the binary and image when missing (cold: ~17 min).
+# Idempotent. Waits for both rollouts and for http://hello.bench.local/ through the controller's
+# ClusterIP. Then the same binary as a Gateway API implementation (deploy-gateway.sh:
+# gateway.yaml, Deployment gateway-traefik/traefik-gateway) on GATEWAY_NODE (default: the same
+# node as the Ingress Traefik), until http://hello-gw.bench.local/ answers through it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../images.sh"
 need_root
 
 controller_node=${1:-nb-node1}
 backend_node=${2:-nb-node2}
+gateway_node=${3:-$controller_node}
 [[ -f $NB_KUBECONFIG ]] || die "cluster not up (run tests/cluster/up.sh first)"
 
 "$NB_CLUSTER_DIR/build.sh" --with-traefik >/dev/null
@@ -30,3 +34,4 @@ until [[ $(curl -s -m 2 -H 'Host: hello.bench.local' "http://$ip/") == hello ]];
     sleep 1
 done
 log "traefik on $controller_node routes hello.bench.local to nginx on $backend_node"
+"$NB_CLUSTER_DIR/traefik/deploy-gateway.sh" "$gateway_node"
