@@ -7,6 +7,8 @@
 # hostNetwork workers and offload Jobs in the egress tests' e2e-egpriv-* namespaces only
 # (egress-rbac.yaml), so other namespaces (e2e-egdeny-*, the ingress tests') are still refused.
 # Idempotent. Prints the environment lines (KUBECONFIG, PATH) like tests/cluster/up.sh.
+# HTTPRoutes a benchmark creates are allowed in the controller tests' e2e-ctl-* namespaces
+# (route-rbac.yaml). Traefik (Ingress and Gateway API) and Envoy Gateway are the controllers.
 #   setup.sh [--no-traefik]   (--no-traefik: tests/demo.sh, which needs no ingress controller)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,7 +46,12 @@ wait "$go_pid" || {
 # The ingress controller of the seed experiment: Traefik on nb-node1, its backends on nb-node2
 # (workers of the seed test run on nb-node0); deploy.sh also puts Traefik as a Gateway API
 # implementation (gateway-traefik/traefik-gateway, no CPU request) on nb-node1.
-if $traefik; then "$repo/tests/cluster/traefik/deploy.sh" nb-node1 nb-node2 >&2; fi
+# Envoy Gateway (a second Gateway API implementation, another data plane) puts its Envoy on
+# nb-node1 too and its control plane on nb-node2: the controller comparison tests.
+if $traefik; then
+    "$repo/tests/cluster/traefik/deploy.sh" nb-node1 nb-node2 >&2
+    "$repo/tests/cluster/envoy-gateway/deploy.sh" nb-node1 nb-node2 >&2
+fi
 
 kc apply -f "$repo/crds/manifests/" >&2
 kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
@@ -59,6 +66,7 @@ kc -n netbench-system patch deployment netbench-operator --type merge \
 kc label namespace netbench-system --overwrite pod-security.kubernetes.io/enforce=privileged >&2
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
+kc apply -f "$repo/tests/e2e/route-rbac.yaml" >&2
 # Sweeps: every namespace within itself (pairs "*=."), and the seed test's namespaces (and
 # bench/seeds.sh's netbench-seeds) the Traefik Deployment; netbench-seeds may also use
 # hostNetwork workers and offload Jobs, for the egress seed. Offload: only the nodes' NIC and overlay
@@ -70,7 +78,8 @@ done
 kc -n netbench-system set env deployment/netbench-operator \
     NETBENCH_SWEEP_TARGETS='*=.,e2e-seed-*=ingress-traefik/traefik,netbench-seeds=ingress-traefik/traefik' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
     NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*,netbench-seeds' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*,netbench-seeds' \
-    NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' >&2
+    NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' \
+    NETBENCH_ROUTE_NAMESPACES='e2e-ctl-*' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 # (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)

@@ -300,9 +300,10 @@ fn record_step(run: &mut Run<'_, IngressBenchmark>, r: StepResult) {
         .metrics
         .family::<IngressMetrics>()
         .set_step(run.ns(), run.name(), &r);
+    // "step 1 (envoy) sample 2/3: ...": the order of samples (interleaved or not) shows here.
     let m = format!(
         "{}: {:.1} req/s, p99 {}",
-        run.obj().describe(r.index),
+        run.describe(run.slot()),
         r.rps,
         result::format_ms(r.latency_ms.p99)
     );

@@ -1,0 +1,236 @@
+//! Controllers side by side (spec.controllers) on the real test cluster: Traefik as an Ingress
+//! controller and Envoy Gateway (another data plane) through an HTTPRoute the benchmark creates
+//! and removes, the same backend behind both (tests/cluster/traefik and envoy-gateway, via
+//! setup.sh). setup.sh allows created routes in e2e-ctl-* namespaces only.
+
+use std::time::Duration;
+
+use e2e::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use serde_json::{json, Value};
+
+const TRAEFIK: &str = "http://traefik.ingress-traefik.svc.cluster.local/";
+const ENVOY: &str = "http://envoy-bench.envoy-gateway-system.svc.cluster.local/";
+
+fn routes(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "httproutes");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// The Service "web" (nginx) in `ns`, and an Ingress of class traefik for `host` to it.
+async fn backend_with_ingress(client: &kube::Client, ns: &str, host: &str) {
+    let (d, s) = nginx("web", "100m");
+    create(client, ns, &d).await.unwrap();
+    create(client, ns, &s).await.unwrap();
+    let ingress = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web"},
+        "spec": {"ingressClassName": "traefik", "rules": [{"host": host, "http": {"paths": [{
+            "path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}
+    });
+    create(client, ns, &ingress).await.unwrap();
+    kubectl(&[
+        "-n",
+        ns,
+        "rollout",
+        "status",
+        "deployment/web",
+        "--timeout=120s",
+    ])
+    .unwrap();
+}
+
+/// Two controllers, the second through a route to `web` on Envoy Gateway's Gateway.
+fn comparison(ns: &str, host: &str, samples: u32) -> Value {
+    benchmark(
+        IB,
+        ns,
+        "cmp",
+        json!({
+            "target": {"url": TRAEFIK},
+            "controllers": [
+                {"name": "traefik", "url": TRAEFIK, "hostHeader": host},
+                {"name": "envoy-gateway", "url": ENVOY, "route": {
+                    "gateway": {"name": "bench", "namespace": "gateway-envoy", "sectionName": "web"},
+                    "hostname": host,
+                    "backend": {"name": "web", "port": 80},
+                    "settle": "1s"}}
+            ],
+            "load": {"connections": 8, "duration": "3s", "warmup": "1s"},
+            "workers": {"nodeNames": ["nb-node0"]},
+            "samples": {"count": samples},
+            "cleanup": "Never",
+        }),
+    )
+}
+
+#[tokio::test]
+async fn two_data_planes_side_by_side_one_through_a_route_the_run_created_and_removed() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    let host = format!("web.{}.bench.local", ns.name);
+    backend_with_ingress(&client, &ns.name, &host).await;
+    let restarts = operator_restarts(&client).await;
+
+    let done = create_and_wait(
+        &client,
+        &comparison(&ns.name, &host, 2),
+        FINISHED,
+        RUN_TIMEOUT,
+    )
+    .await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+
+    // A row per controller, each with requests that all succeeded.
+    let steps = st["steps"].as_array().unwrap();
+    let named: Vec<&str> = steps
+        .iter()
+        .map(|s| s["controller"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, ["traefik", "envoy-gateway"]);
+    for s in steps {
+        assert!(s["rps"].as_f64().unwrap() > 0.0, "{s:#}");
+        let errors: u64 = s["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(Value::as_u64)
+            .sum();
+        assert_eq!(errors, 0, "{s:#}");
+    }
+    let cmp = &st["comparison"];
+    let rows: Vec<&str> = cmp["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(rows, ["traefik", "envoy-gateway"], "{cmp:#}");
+    for r in cmp["rows"].as_array().unwrap() {
+        assert_eq!(r["samples"], 2, "{r:#}");
+        assert!(["Best", "Worse", "WithinNoise"].contains(&r["rpsVerdict"].as_str().unwrap()));
+    }
+    assert_eq!(
+        cmp["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["rpsVerdict"] == "Best")
+            .count(),
+        1
+    );
+    let summary = cmp["summary"].as_str().unwrap();
+    eprintln!("controllers compared:\n{summary}");
+    assert!(
+        summary.contains("traefik: ") && summary.contains("envoy-gateway: "),
+        "{summary}"
+    );
+
+    // Interleaved: step 0, step 1, then step 1, step 0 (worker slots 0, 1, 65, 64).
+    let mut pods = Api::<Pod>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default().labels("netbench.io/role=client"))
+        .await
+        .unwrap()
+        .items;
+    pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+    let slots: Vec<String> = pods
+        .iter()
+        .map(|p| p.metadata.labels.as_ref().unwrap()["netbench.io/step"].clone())
+        .collect();
+    assert_eq!(
+        slots,
+        ["0", "1", "65", "64"],
+        "order of the samples' workers"
+    );
+    let measured = events(
+        &ns.name,
+        "StepMeasured",
+        &["-o", "jsonpath={.items[*].message}"],
+    )
+    .unwrap();
+    assert!(
+        measured.contains("step 1 (envoy-gateway) sample 2/2"),
+        "{measured}"
+    );
+
+    // The route was created for the run and is gone with it; nothing else was touched.
+    let created = events(
+        &ns.name,
+        "RouteCreated",
+        &["-o", "jsonpath={.items[*].message}"],
+    )
+    .unwrap();
+    assert!(
+        created.contains("for controller envoy-gateway"),
+        "{created}"
+    );
+    let left = routes(&client, &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        left.items.is_empty(),
+        "routes left: {:?}",
+        left.items
+            .iter()
+            .map(|r| &r.metadata.name)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(operator_restarts(&client).await, restarts);
+    let metrics = operator_metrics(&client).await.unwrap();
+    let series = format!(
+        "netbench_ingress_rps{{controller=\"envoy-gateway\",name=\"cmp\",namespace=\"{}\",step=\"1\"}}",
+        ns.name
+    );
+    assert!(metrics.contains(&series), "{series} missing");
+}
+
+#[tokio::test]
+async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctldeny").await;
+    let host = format!("web.{}.bench.local", ns.name);
+    let done = create_and_wait(
+        &client,
+        &comparison(&ns.name, &host, 1),
+        FINISHED,
+        Duration::from_secs(60),
+    )
+    .await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Failed", "{st:#}");
+    let message = st["message"].as_str().unwrap();
+    assert!(
+        message.contains("controller envoy-gateway: HTTPRoutes created by benchmarks are not enabled for namespace")
+            && message.contains("security.routeNamespaces"),
+        "{message}"
+    );
+    assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
+    assert!(routes(&client, &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+
+    // Thousands of controllers never reach the operator: the API server refuses them.
+    let mut many = comparison(&ns.name, &host, 1);
+    let list: Vec<Value> = (0..2000)
+        .map(|i| json!({"name": format!("c{i}"), "url": TRAEFIK}))
+        .collect();
+    set(&mut many, "/spec/controllers", json!(list));
+    set(&mut many, "/metadata/name", json!("many"));
+    let refused = create(&client, &ns.name, &many)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("spec.controllers") && refused.contains("must have at most 8 items"),
+        "{refused}"
+    );
+}
