@@ -418,3 +418,55 @@ fn a_change_point_is_marked_on_the_history_chart() {
     assert!(dashes(&doc).is_empty());
     assert!(!texts(&doc).iter().any(|t| t.contains("worse")));
 }
+
+#[test]
+fn controllers_are_drawn_side_by_side_with_what_is_significant() {
+    let r = report::render(&fixtures(&["ingress-controllers.yaml"])).unwrap();
+    let md = &r.markdown;
+    for row in [
+        "### Controllers side by side",
+        "| traefik | 3 | 10000 | 248 | 100.0%, best | 2.00 | 0.25 | worse (significant) |",
+        "| envoy-gateway | 3 | 8000 | 248 | 80.0%, worse (significant) | 1.20 | 0.25 | best |",
+        "20.0% fewer than traefik (significant)",
+    ] {
+        assert!(md.contains(row), "missing {row:?} in\n{md}");
+    }
+    assert!(
+        !md.contains("-ingress-scaling.svg"),
+        "no scaling chart for controllers"
+    );
+    for (suffix, tallest_first) in [
+        ("-controllers-rps.svg", true),
+        ("-controllers-p99.svg", true),
+    ] {
+        let doc = xml(chart(&r, suffix));
+        let bars: Vec<_> = elements(&doc, "rect")
+            .into_iter()
+            .filter(|r| {
+                r.attribute("fill")
+                    .is_some_and(|f| f != "#FFFFFF" && f != "none")
+            })
+            .filter(|r| {
+                r.attribute("width")
+                    .and_then(|w| w.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+                    > 20.0
+            })
+            .collect();
+        assert_eq!(bars.len(), 2, "{suffix}: a bar per controller");
+        let fills: std::collections::BTreeSet<_> =
+            bars.iter().filter_map(|b| b.attribute("fill")).collect();
+        assert_eq!(fills.len(), 2, "{suffix}: a colour per controller");
+        let h = |i: usize| {
+            bars[i]
+                .attribute("height")
+                .and_then(|h| h.parse::<f64>().ok())
+                .unwrap()
+        };
+        assert_eq!(
+            h(0) > h(1),
+            tallest_first,
+            "{suffix}: traefik's bar is the taller"
+        );
+    }
+}

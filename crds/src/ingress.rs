@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStatus};
 
+pub mod compare;
 mod controllers;
 pub use controllers::{
     Comparison, Controller, ControllerRow, GatewayRef, OwnedRoute, RouteBackend, Standing,

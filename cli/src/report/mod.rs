@@ -3,6 +3,7 @@
 
 pub mod cases;
 pub mod charts;
+mod controllers;
 pub mod egress;
 pub mod latency;
 pub mod markdown;
@@ -123,7 +124,9 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
     if let Some(c) = figures::conclusion(&steps) {
         out.markdown.push_str(&format!("**{}**\n\n", md_text(&c)));
     }
-    if steps.len() > 1 {
+    if let Some(c) = controllers::of(&r.spec) {
+        controllers::section(number, &r.spec.benchmark.name, &c, out)?;
+    } else if steps.len() > 1 {
         let (x_desc, points) = scaling_points(&steps);
         let title = format!("{}: requests/s against size", r.spec.benchmark.name);
         let svg = charts::scaling(&title, x_desc, "requests/s", &points)?;

@@ -17,7 +17,7 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
-use super::{compare, plan, result, routes, sweep, validate, verdict};
+use super::{plan, result, routes, sweep, validate, verdict};
 use crate::admin::config::Config;
 use crate::base::conditions::THRESHOLDS_MET;
 use crate::base::error::Result;
@@ -171,8 +171,12 @@ impl Hooks for IngressBenchmark {
     /// The scaling table of a sweep, the controllers side by side, and the thresholds against
     /// the last step, on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
-        let controllers = &run.obj().spec.controllers;
-        if let Some(c) = compare::comparison(controllers, &run.status().run.statistics) {
+        let (controllers, stats) = (&run.obj().spec.controllers, &run.status().run.statistics);
+        let steps = controllers.iter().zip(0u32..).filter_map(|(c, step)| {
+            let m = stats.iter().find(|m| m.index == step)?;
+            Some((c.name.as_str(), m))
+        });
+        if let Some(c) = crds::ingress::compare::comparison(steps) {
             let m = crate::base::labels::truncate(&c.summary.replace('\n', "; "), 1000);
             run.event(EventType::Normal, "ControllersCompared", m);
             run.status_mut().comparison = Some(c);

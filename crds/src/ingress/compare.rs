@@ -1,23 +1,21 @@
 //! Controllers side by side: each controller's step statistics (requests/s and p99 over its
 //! samples) against the best controller's, with whether the difference is beyond the noise
-//! (the two 95% confidence intervals do not overlap, as baselines are judged).
+//! (the two 95% confidence intervals do not overlap, as baselines are judged). One place for
+//! the operator (status.comparison) and `netbench report` (from a result's measurements).
 
-use crds::ingress::{Comparison, Controller, ControllerRow, Standing};
-use crds::result::{MeasurementStats, MetricStats};
+use super::{Comparison, ControllerRow, Standing};
+use crate::result::{MeasurementStats, MetricStats};
 
-use super::result::format_ms;
-
-/// The comparison of `controllers` (one step each, in order) from the run's statistics; None
-/// with fewer than two controllers measured.
-pub fn comparison(controllers: &[Controller], stats: &[MeasurementStats]) -> Option<Comparison> {
-    let mut measured: Vec<(&Controller, u32, &MeasurementStats)> = vec![];
+/// The comparison of the named controllers' steps (name, step statistics); None with fewer
+/// than two of them measured (rps and p99Ms present).
+pub fn comparison<'a>(
+    steps: impl IntoIterator<Item = (&'a str, &'a MeasurementStats)>,
+) -> Option<Comparison> {
+    let mut measured: Vec<(&str, u32, &MeasurementStats)> = vec![];
     let (mut rps, mut p99): (Vec<MetricStats>, Vec<MetricStats>) = (vec![], vec![]);
-    for (c, step) in controllers.iter().zip(0u32..) {
-        let Some(m) = stats.iter().find(|m| m.index == step) else {
-            continue;
-        };
+    for (name, m) in steps {
         if let (Some(r), Some(p)) = (m.metric("rps"), m.metric("p99Ms")) {
-            measured.push((c, step, m));
+            measured.push((name, m.index, m));
             rps.push(r.clone());
             p99.push(p.clone());
         }
@@ -38,15 +36,15 @@ pub fn comparison(controllers: &[Controller], stats: &[MeasurementStats]) -> Opt
         } else {
             0.0
         };
-        let name_of = |j: usize| measured.get(j).map_or("", |(c, _, _)| c.name.as_str());
+        let name_of = |j: usize| measured.get(j).map_or("", |(c, _, _)| *c);
         lines.push(format!(
             "{}: {}; p99 {}",
-            c.name,
+            c,
             describe_rps(r, relative, rps_verdict, name_of(best_rps)),
             describe_p99(p, p99_verdict, name_of(best_p99)),
         ));
         rows.push(ControllerRow {
-            name: c.name.clone(),
+            name: c.to_string(),
             step: *step,
             samples: m.samples(),
             rps: r.mean,
@@ -111,6 +109,15 @@ fn verdict(s: Standing, what: &str, best: &str) -> String {
     }
 }
 
+/// "4.21ms", "1.20s".
+fn format_ms(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2}s", v / 1000.0)
+    } else {
+        format!("{v:.2}ms")
+    }
+}
+
 fn describe_rps(f: &MetricStats, relative: f64, s: Standing, best: &str) -> String {
     let value = interval(f, |v| format!("{v:.0}"));
     if s == Standing::Best {
@@ -131,13 +138,20 @@ fn describe_p99(f: &MetricStats, s: Standing, best: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crds::history::Better;
+    use crate::history::Better;
 
-    fn controllers(names: &[&str]) -> Vec<Controller> {
-        names
-            .iter()
-            .map(|n| serde_json::from_value(serde_json::json!({"name": n})).unwrap())
-            .collect()
+    fn controllers<'a>(names: &[&'a str]) -> Vec<&'a str> {
+        names.to_vec()
+    }
+
+    /// The comparison of `names[i]` measured in step i.
+    fn compare(names: &[&str], stats: &[MeasurementStats]) -> Option<Comparison> {
+        comparison(
+            names
+                .iter()
+                .zip(0u32..)
+                .filter_map(|(n, i)| stats.iter().find(|m| m.index == i).map(|m| (*n, m))),
+        )
     }
 
     fn step(index: u32, rps: &[f64], p99: &[f64]) -> MeasurementStats {
@@ -145,9 +159,9 @@ mod tests {
             index,
             name: format!("step {index}"),
             metrics: vec![
-                crds::stats::metric("rps", "req/s", Better::Higher, rps.to_vec()),
-                crds::stats::metric("p99Ms", "ms", Better::Lower, p99.to_vec()),
-                crds::stats::metric("errorRate", "ratio", Better::Lower, vec![0.0; rps.len()]),
+                crate::stats::metric("rps", "req/s", Better::Higher, rps.to_vec()),
+                crate::stats::metric("p99Ms", "ms", Better::Lower, p99.to_vec()),
+                crate::stats::metric("errorRate", "ratio", Better::Lower, vec![0.0; rps.len()]),
             ],
         }
     }
@@ -160,7 +174,7 @@ mod tests {
             step(1, &[8000.0, 8100.0, 7900.0], &[2.05, 1.95, 2.1]),
             step(2, &[9950.0, 10050.0, 10000.0], &[5.0, 5.2, 4.8]),
         ];
-        let cmp = comparison(&c, &stats).unwrap();
+        let cmp = compare(&c, &stats).unwrap();
         let standings: Vec<_> = cmp
             .rows
             .iter()
@@ -193,11 +207,11 @@ mod tests {
     fn one_sample_says_nothing_of_significance_and_one_controller_is_no_comparison() {
         let c = controllers(&["a", "b"]);
         let stats = [step(0, &[100.0], &[1.0]), step(1, &[50.0], &[2.0])];
-        let cmp = comparison(&c, &stats).unwrap();
+        let cmp = compare(&c, &stats).unwrap();
         assert_eq!(cmp.rows[1].rps_verdict, Standing::Unknown);
         assert!(cmp.summary.contains("significance unknown (one sample)"));
-        assert_eq!(comparison(&c[..1], &stats), None);
-        assert_eq!(comparison(&c, &stats[..1]), None, "b not measured");
+        assert_eq!(compare(&c[..1], &stats), None);
+        assert_eq!(compare(&c, &stats[..1]), None, "b not measured");
     }
 
     #[test]
@@ -207,7 +221,7 @@ mod tests {
             step(0, &[f64::NAN, f64::INFINITY], &[f64::NAN]),
             step(1, &[0.0], &[-1.0]),
         ];
-        let cmp = comparison(&c, &stats).unwrap();
+        let cmp = compare(&c, &stats).unwrap();
         assert_eq!(cmp.rows.len(), 2);
     }
 }

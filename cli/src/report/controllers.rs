@@ -1,0 +1,95 @@
+//! Controllers side by side (an IngressBenchmark with `spec.controllers`): the comparison the
+//! operator makes (crds::ingress::compare, from the result's measurements, never from status),
+//! as a table and two bar charts, a colour per controller.
+
+use anyhow::Result;
+
+use crds::ingress::compare::comparison;
+use crds::ingress::{Comparison, Standing};
+use crds::result::BenchmarkResultSpec;
+
+use super::charts::{self, Bar};
+use super::{push_chart, Rendered};
+use crate::text::{md_cell, md_text};
+
+/// The comparison of a result whose measurements name their controllers; None otherwise.
+pub fn of(spec: &BenchmarkResultSpec) -> Option<Comparison> {
+    let mut named: Vec<_> = spec
+        .measurements
+        .iter()
+        .filter_map(|m| Some((m.parameters.get("controller")?.as_str(), m.statistics())))
+        .collect();
+    named.sort_by_key(|(_, m)| m.index);
+    comparison(named.iter().map(|(n, m)| (*n, m)))
+}
+
+fn standing(s: Standing) -> &'static str {
+    match s {
+        Standing::Best => "best",
+        Standing::Worse => "worse (significant)",
+        Standing::WithinNoise => "within the noise",
+        Standing::Unknown => "unknown (one sample)",
+    }
+}
+
+/// The table, the summary and the two charts.
+pub fn section(number: usize, title: &str, c: &Comparison, out: &mut Rendered) -> Result<()> {
+    out.markdown.push_str("### Controllers side by side\n\n");
+    out.markdown.push_str(
+        "| controller | samples | req/s | ± 95% | vs best | p99 ms | ± 95% | vs best |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &c.rows {
+        out.markdown.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} | {:.1}%, {} | {:.2} | {:.2} | {} |\n",
+            md_cell(&r.name),
+            r.samples,
+            r.rps,
+            r.rps_ci95,
+            r.relative_rps * 100.0,
+            standing(r.rps_verdict),
+            r.p99_ms,
+            r.p99_ci95_ms,
+            standing(r.p99_verdict),
+        ));
+    }
+    out.markdown.push('\n');
+    for line in c.summary.lines() {
+        out.markdown.push_str(&format!("- {}\n", md_text(line)));
+    }
+    out.markdown.push('\n');
+    let bar = |name: &str, mean: f64, ci: f64| Bar {
+        label: name.to_string(),
+        group: name.to_string(),
+        mean,
+        ci,
+    };
+    let rps: Vec<Bar> = c
+        .rows
+        .iter()
+        .map(|r| bar(&r.name, r.rps, r.rps_ci95))
+        .collect();
+    let svg = charts::bars(
+        &format!("{title}: requests/s per controller"),
+        "requests/s",
+        &rps,
+    )?;
+    push_chart(
+        out,
+        format!("{number}-controllers-rps.svg"),
+        "requests/s per controller with 95% intervals",
+        svg,
+    );
+    let p99: Vec<Bar> = c
+        .rows
+        .iter()
+        .map(|r| bar(&r.name, r.p99_ms, r.p99_ci95_ms))
+        .collect();
+    let svg = charts::bars(&format!("{title}: p99 per controller"), "p99 (ms)", &p99)?;
+    push_chart(
+        out,
+        format!("{number}-controllers-p99.svg"),
+        "p99 per controller with 95% intervals",
+        svg,
+    );
+    Ok(())
+}
