@@ -30,6 +30,8 @@ fn every_example_parses_round_trips_and_passes_cel() {
         match value["kind"].as_str() {
             Some("IngressBenchmark") => drop(round_trip::<IngressBenchmark>(value)),
             Some("EgressBenchmark") => drop(round_trip::<EgressBenchmark>(value)),
+            // The target that ships with the project (checked below).
+            Some("Deployment" | "Service") if name == "target.yaml" => continue,
             other => panic!("{name}: unexpected kind {other:?}"),
         }
         let errors = support::cel_errors(value);
@@ -84,4 +86,21 @@ fn egress_example_has_the_seed_cases_and_offload_contrast() {
         eb.spec.cases[3].server.address.is_some(),
         "pod -> egress node -> external target"
     );
+}
+
+#[test]
+fn the_shipped_target_runs_this_releases_loadgen_as_http_server() {
+    let deployment = support::examples()
+        .into_iter()
+        .find(|(n, v)| n == "target.yaml" && v["kind"] == "Deployment")
+        .expect("target.yaml has a Deployment")
+        .1;
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let image = format!("netbench/loadgen:{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        container["image"],
+        image.as_str(),
+        "the release's loadgen image"
+    );
+    assert_eq!(container["args"][0], "http-server");
 }

@@ -11,6 +11,7 @@
 //! - [`rr`]: the request/response engines (tcp-rr, tcp-crr, udp-rr); their report is
 //!   [`protocol::rr`].
 //! - [`offload`]: ethtool offload features read and changed over netlink.
+//! - [`responder`]: `http-server`, a small HTTP target (status, body size, delay).
 //! - [`worker`]: the worker protocol client (register, barrier, progress, report).
 #![deny(rust_2018_idioms)]
 // Only `tcp::sys` and `udp::sys` (one libc call per function) opt out.
@@ -19,6 +20,7 @@
 pub mod http;
 pub mod offload;
 pub mod report;
+pub mod responder;
 pub mod rr;
 pub mod tcp;
 pub mod udp;

@@ -34,6 +34,9 @@ enum Command {
     TcpClient(tcp::cli::ClientArgs),
     /// Read or change ethtool offload features of an interface.
     Offload(offload::cli::OffloadArgs),
+    /// Answer every HTTP request with a set status, body size and delay: a target to
+    /// benchmark through an ingress controller when the cluster has none of its own.
+    HttpServer(loadgen::responder::ServerArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::TcpServer(args) => tcp_server(&args),
         Command::TcpClient(args) => tcp_client(&args),
         Command::Offload(args) => offload::cli::run(&args),
+        Command::HttpServer(args) => loadgen::responder::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

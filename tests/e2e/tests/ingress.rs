@@ -270,3 +270,43 @@ async fn deleting_mid_run_restores_the_target_and_removes_children() {
     );
     wait_no_children(&client, &ns.name, Duration::from_secs(30)).await;
 }
+
+/// deploy/examples/target.yaml (netbench-loadgen http-server) applied as a user would, then
+/// ingress-simple.yaml pointed at it: Succeeded, every request answered.
+#[tokio::test]
+async fn the_target_that_ships_with_the_project_answers_a_benchmark() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "target").await;
+    let file = repo_root().join("deploy/examples/target.yaml");
+    kubectl(&["-n", &ns.name, "apply", "-f", file.to_str().unwrap()]).unwrap();
+    kubectl(&[
+        "-n",
+        &ns.name,
+        "rollout",
+        "status",
+        "deployment/netbench-target",
+        "--timeout=120s",
+    ])
+    .unwrap();
+    let url = format!("http://netbench-target.{}.svc.cluster.local/", ns.name);
+    let done = create_and_wait(
+        &client,
+        &simple(&ns.name, &url, "3s"),
+        FINISHED,
+        RUN_TIMEOUT,
+    )
+    .await;
+    let step = &done["status"]["steps"][0];
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    assert!(step["requests"].as_u64().unwrap() > 100, "{step:#}");
+    let errors: u64 = step["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(errors, 0, "{step:#}");
+    // "hello\n" per request: 6 bytes of body each, plus the headers.
+    let bytes = step["bytesPerSecond"].as_f64().unwrap();
+    assert!(bytes >= 6.0 * step["rps"].as_f64().unwrap(), "{step:#}");
+}

@@ -1,0 +1,197 @@
+//! `netbench-loadgen http-server`: a small, fast HTTP/1.1 responder to benchmark through an
+//! ingress controller or Gateway when the cluster has no target of its own. Every request, any
+//! method and path, gets the same answer: a status, a body of a set size (a repeated "hello\n",
+//! so the default answer is "hello\n"), after an optional delay. Keep-alive as the client asks.
+//! Built on hyper (the operator's worker API uses it too).
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use crate::http::parse_duration;
+
+/// Largest body: a target answers requests, it is not a download server.
+pub const MAX_BODY: usize = 16 << 20;
+/// Longest delay before an answer.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+/// How long a connection may take to send a request's head once it started one.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the responder answers, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Bytes,
+    pub delay: Duration,
+}
+
+/// `http-server` arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Port to listen on.
+    #[arg(short, long, default_value_t = 8080)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
+    pub bind: IpAddr,
+    /// Response body size in bytes (a repeated "hello\n"), at most 16 MiB.
+    #[arg(long, default_value_t = 6)]
+    pub body_size: usize,
+    /// Delay before each answer ("5ms", "1s"), at most 60s.
+    #[arg(long, default_value = "0s")]
+    pub delay: String,
+    /// Status code of every answer (200-599).
+    #[arg(long, default_value_t = 200)]
+    pub status: u16,
+    /// Threads serving connections (default: the CPUs this process may use).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl ServerArgs {
+    /// The answer these arguments ask for; Err names the argument out of bounds.
+    pub fn answer(&self) -> Result<Answer, String> {
+        if self.body_size > MAX_BODY {
+            return Err(format!(
+                "--body-size {} is more than {MAX_BODY} bytes",
+                self.body_size
+            ));
+        }
+        let delay = parse_duration(&self.delay)?;
+        if delay > MAX_DELAY {
+            return Err(format!("--delay {} is more than 60s", self.delay));
+        }
+        let status = StatusCode::from_u16(self.status)
+            .ok()
+            .filter(|s| (200..=599).contains(&s.as_u16()))
+            .ok_or_else(|| format!("--status {} is not a status from 200 to 599", self.status))?;
+        let body: Vec<u8> = b"hello\n"
+            .iter()
+            .copied()
+            .cycle()
+            .take(self.body_size)
+            .collect();
+        Ok(Answer {
+            status,
+            body: Bytes::from(body),
+            delay,
+        })
+    }
+}
+
+fn respond(answer: &Answer) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(answer.body.clone()));
+    *r.status_mut() = answer.status;
+    r
+}
+
+/// Serves `answer` on `listener` until the process ends (a failed connection ends only itself).
+pub async fn serve(listener: TcpListener, answer: Answer) -> std::io::Result<()> {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // Out of descriptors or a connection reset before accept: the next one may do.
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let answer = answer.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
+                let answer = answer.clone();
+                async move {
+                    if !answer.delay.is_zero() {
+                        tokio::time::sleep(answer.delay).await;
+                    }
+                    Ok::<_, Infallible>(respond(&answer))
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT);
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Runs the responder as the CLI asks: checks the arguments, binds, serves.
+pub fn run(args: &ServerArgs) -> anyhow::Result<()> {
+    let answer = args.answer().map_err(anyhow::Error::msg)?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 256);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = TcpListener::bind(SocketAddr::new(args.bind, args.port)).await?;
+        eprintln!(
+            "netbench-loadgen http-server on {}: {} with {} bytes{}",
+            listener.local_addr()?,
+            answer.status,
+            answer.body.len(),
+            if answer.delay.is_zero() {
+                String::new()
+            } else {
+                format!(" after {:?}", answer.delay)
+            }
+        );
+        serve(listener, answer).await?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(body: usize, delay: &str, status: u16) -> ServerArgs {
+        ServerArgs {
+            port: 0,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            body_size: body,
+            delay: delay.into(),
+            status,
+            threads: None,
+        }
+    }
+
+    #[test]
+    fn the_default_answer_is_hello() {
+        let a = args(6, "0s", 200).answer().unwrap();
+        assert_eq!(
+            (&a.body[..], a.status, a.delay),
+            (&b"hello\n"[..], StatusCode::OK, Duration::ZERO)
+        );
+        assert_eq!(&args(8, "0s", 200).answer().unwrap().body[..], b"hello\nhe");
+        assert!(args(0, "0s", 204).answer().unwrap().body.is_empty());
+    }
+
+    #[test]
+    fn out_of_bounds_arguments_are_named() {
+        let e = args(MAX_BODY + 1, "0s", 200).answer().unwrap_err();
+        assert!(e.contains("--body-size"), "{e}");
+        let e = args(6, "61s", 200).answer().unwrap_err();
+        assert!(e.contains("--delay 61s is more than 60s"), "{e}");
+        assert!(args(6, "soon", 200).answer().is_err());
+        for status in [0, 99, 101, 199, 600, 65535] {
+            let e = args(6, "0s", status).answer().unwrap_err();
+            assert!(e.contains("--status"), "{status}: {e}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The http-server responder on 127.0.0.1, loaded by netbench-loadgen's own HTTP engine and
+//! read by a plain socket: the answer it was asked for, keep-alive, the delay, and a request
+//! that never finishes its head costing only its own connection.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use loadgen::http::{HttpConfig, HttpOptions};
+use loadgen::responder::{serve, ServerArgs};
+
+/// A responder on a free port of 127.0.0.1 (its own runtime thread); returns its URL.
+fn responder(body_size: usize, delay: &str, status: u16) -> String {
+    let args = ServerArgs {
+        port: 0,
+        bind: "127.0.0.1".parse().unwrap(),
+        body_size,
+        delay: delay.into(),
+        status,
+        threads: Some(1),
+    };
+    let answer = args.answer().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            serve(listener, answer).await.unwrap();
+        });
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    format!("http://{addr}/")
+}
+
+/// One raw HTTP/1.1 exchange on `conn`: the status line and the body.
+fn get(conn: &mut TcpStream, path: &str) -> (String, Vec<u8>) {
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        conn.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("content-length");
+    let mut body = vec![0; length];
+    conn.read_exact(&mut body).unwrap();
+    (head.lines().next().unwrap().to_string(), body)
+}
+
+#[test]
+fn every_request_gets_the_asked_answer_on_one_kept_alive_connection() {
+    let url = responder(8, "0s", 200);
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    for path in ["/", "/any/path?x=1", "/"] {
+        let (status, body) = get(&mut conn, path);
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert_eq!(body, b"hello\nhe");
+    }
+}
+
+#[test]
+fn the_status_and_the_delay_are_kept() {
+    let url = responder(6, "150ms", 503);
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let (status, _) = get(&mut conn, "/");
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+}
+
+#[test]
+fn the_load_engine_measures_it_without_errors() {
+    let url = responder(6, "0s", 200);
+    let mut o = HttpOptions::new(url);
+    o.duration = "1s".into();
+    o.connections = 4;
+    let report = loadgen::http::run(&HttpConfig::from_options(&o).unwrap(), None).unwrap();
+    assert!(
+        report.counters.requests > 100,
+        "{}",
+        report.counters.requests
+    );
+    assert_eq!(report.counters.errors.total(), 0);
+    assert!(report.bytes_per_sec > 0.0);
+}
+
+#[test]
+fn a_client_that_never_finishes_its_request_holds_only_its_own_connection() {
+    let url = responder(6, "0s", 200);
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stuck = TcpStream::connect(addr).unwrap();
+    stuck.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n").unwrap();
+    let mut other = TcpStream::connect(addr).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(get(&mut other, "/").1, b"hello\n");
+}
