@@ -125,19 +125,7 @@ fn an_egress_run_shows_gbits_overhead_and_a_bar_per_case_by_profile() {
         assert!(md.contains(row), "missing {row:?} in\n{md}");
     }
     let doc = xml(chart(&r, "-egress-throughput.svg"));
-    let bars: Vec<_> = elements(&doc, "rect")
-        .into_iter()
-        .filter(|r| {
-            r.attribute("fill")
-                .is_some_and(|f| f != "#FFFFFF" && f != "none")
-        })
-        .filter(|r| {
-            r.attribute("width")
-                .and_then(|w| w.parse::<f64>().ok())
-                .unwrap_or(0.0)
-                > 20.0
-        })
-        .collect();
+    let bars = bars(&doc);
     assert_eq!(bars.len(), 3);
     let fills: std::collections::BTreeSet<_> =
         bars.iter().filter_map(|b| b.attribute("fill")).collect();
@@ -419,6 +407,23 @@ fn a_change_point_is_marked_on_the_history_chart() {
     assert!(!texts(&doc).iter().any(|t| t.contains("worse")));
 }
 
+/// The filled bars of a bar chart (wider than 20 px: not legend swatches or ticks).
+fn bars<'a>(doc: &'a roxmltree::Document<'a>) -> Vec<roxmltree::Node<'a, 'a>> {
+    elements(doc, "rect")
+        .into_iter()
+        .filter(|r| {
+            r.attribute("fill")
+                .is_some_and(|f| f != "#FFFFFF" && f != "none")
+        })
+        .filter(|r| {
+            r.attribute("width")
+                .and_then(|w| w.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                > 20.0
+        })
+        .collect()
+}
+
 #[test]
 fn controllers_are_drawn_side_by_side_with_what_is_significant() {
     let r = report::render(&fixtures(&["ingress-controllers.yaml"])).unwrap();
@@ -440,19 +445,7 @@ fn controllers_are_drawn_side_by_side_with_what_is_significant() {
         ("-controllers-p99.svg", true),
     ] {
         let doc = xml(chart(&r, suffix));
-        let bars: Vec<_> = elements(&doc, "rect")
-            .into_iter()
-            .filter(|r| {
-                r.attribute("fill")
-                    .is_some_and(|f| f != "#FFFFFF" && f != "none")
-            })
-            .filter(|r| {
-                r.attribute("width")
-                    .and_then(|w| w.parse::<f64>().ok())
-                    .unwrap_or(0.0)
-                    > 20.0
-            })
-            .collect();
+        let bars = bars(&doc);
         assert_eq!(bars.len(), 2, "{suffix}: a bar per controller");
         let fills: std::collections::BTreeSet<_> =
             bars.iter().filter_map(|b| b.attribute("fill")).collect();

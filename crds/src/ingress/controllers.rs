@@ -10,6 +10,11 @@ use crate::common::Duration;
 /// Most controllers one benchmark compares (each is one measurement of every sample).
 pub const MAX_CONTROLLERS: usize = 8;
 
+/// A DNS label (RFC 1123): a controller's name, a namespace.
+const DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A DNS subdomain (RFC 1123): a hostname, a Gateway's or listener's name.
+const DNS_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
 /// One controller under the benchmark's load.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -17,7 +22,7 @@ pub struct Controller {
     /// Its name in status, results and the `controller` metric label, e.g. "traefik" or
     /// "envoy-gateway": lowercase letters, digits and '-'.
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        regex(pattern = DNS_LABEL),
         length(min = 1, max = 40)
     )]
     pub name: String,
@@ -48,7 +53,7 @@ pub struct OwnedRoute {
     pub gateway: GatewayRef,
     /// The hostname the route matches, and the Host header sent unless hostHeader is set.
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = DNS_SUBDOMAIN),
         length(min = 1, max = 253)
     )]
     pub hostname: String,
@@ -72,21 +77,21 @@ fn default_route_settle() -> Duration {
 #[serde(rename_all = "camelCase")]
 pub struct GatewayRef {
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = DNS_SUBDOMAIN),
         length(min = 1, max = 253)
     )]
     pub name: String,
     /// Defaults to the benchmark's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        regex(pattern = DNS_LABEL),
         length(min = 1, max = 63)
     )]
     pub namespace: Option<String>,
     /// One listener of the Gateway; all of them when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = DNS_SUBDOMAIN),
         length(min = 1, max = 253)
     )]
     pub section_name: Option<String>,
