@@ -110,6 +110,7 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
         );
     }
     let mut names = std::collections::BTreeSet::new();
+    let mut hostnames = std::collections::BTreeSet::new();
     for c in controllers {
         let label = c.name.len() <= 40
             && !c.name.is_empty()
@@ -128,6 +129,9 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
             return Err("controllers' names must be unique".into());
         }
         if let Some(route) = &c.route {
+            if !hostnames.insert(route.hostname.as_str()) {
+                return Err("the routes of controllers must have distinct hostnames (a Gateway gives a hostname to the oldest route)".into());
+            }
             within(
                 route.settle,
                 Std::ZERO,

@@ -50,7 +50,10 @@ pub struct IngressBenchmarkSpec {
     /// the benchmark creates. Without controllers, target is measured alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
-    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, b.name == a.name))").message("controllers' names must be unique"))]
+    #[x_kube(
+        validation = Rule::new("self.all(a, self.exists_one(b, b.name == a.name))").message("controllers' names must be unique"),
+        validation = Rule::new("self.all(a, !has(a.route) || self.exists_one(b, has(b.route) && b.route.hostname == a.route.hostname))").message("the routes of controllers must have distinct hostnames (a Gateway gives a hostname to the oldest route)"),
+    )]
     pub controllers: Vec<Controller>,
     /// How much load each run generates.
     #[serde(default)]
@@ -407,6 +410,7 @@ pub struct StepResult {
     pub index: u32,
     /// The controller measured in this step (spec.controllers), if several are compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub controller: Option<String>,
     /// Target CPU during this step, if the sweep set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -693,6 +693,16 @@ fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
         &swept,
         "a sweep and controllers cannot be combined yet: sweep one controller per benchmark",
     );
+    let mut shared = with(
+        &two,
+        "spec.controllers.0.route",
+        two["spec"]["controllers"][1]["route"].clone(),
+    );
+    shared = with(&shared, "spec.controllers.0.url", json!("http://other.gw/"));
+    ingress_refuses(
+        &shared,
+        "the routes of controllers must have distinct hostnames (a Gateway gives a hostname to the oldest route)",
+    );
     let slow = with(&two, "spec.controllers.1.route.settle", json!("6m"));
     ingress_refuses(&slow, "controllers[].route.settle must be at most 5m");
     let ftp = with(&two, "spec.controllers.0.url", json!("ftp://x/"));

@@ -23,6 +23,11 @@ pub const MAX_BODY: usize = 16 << 20;
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 /// How long a connection may take to send a request's head once it started one.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most connections served at once (more wait in the listen backlog): a client that opens many
+/// slow connections cannot make the responder buffer without bound.
+pub const MAX_CONNECTIONS: usize = 10_000;
+/// Most bytes buffered per connection (a request head larger than this is refused).
+const MAX_BUFFER: usize = 64 << 10;
 
 /// What the responder answers, checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,7 +99,11 @@ fn respond(answer: &Answer) -> Response<Full<Bytes>> {
 
 /// Serves `answer` on `listener` until the process ends (a failed connection ends only itself).
 pub async fn serve(listener: TcpListener, answer: Answer) -> std::io::Result<()> {
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return Ok(());
+        };
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
             // Out of descriptors or a connection reset before accept: the next one may do.
@@ -107,6 +116,7 @@ pub async fn serve(listener: TcpListener, answer: Answer) -> std::io::Result<()>
         let _ = stream.set_nodelay(true);
         let answer = answer.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
                 let answer = answer.clone();
                 async move {
@@ -119,7 +129,8 @@ pub async fn serve(listener: TcpListener, answer: Answer) -> std::io::Result<()>
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT);
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_buf_size(MAX_BUFFER);
             let _ = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .await;

@@ -54,9 +54,14 @@ metadata: {name: sweep, namespace: team-a, uid: u1}
 spec:
   target: {url: "http://web/"}
   load: {connections: 2, threads: 1, duration: 5s}
+  sweep: {targetRef: {name: web}, steps: [{cpu: "1"}, {cpu: "2"}]}
 status:
   phase: Succeeded
   steps:
+    # Beyond the spec's steps, with a name of its own: never exported.
+    - {index: 7, controller: forged, rps: 1.0, requests: 1, bytesPerSecond: 1.0,
+       latencyMs: {mean: 1.0, p50: 1.0, p90: 1.0, p99: 1.0, p999: 1.0, max: 1.0},
+       errors: {connect: 0, timeout: 0, read: 0, write: 0, status4xx: 0, status5xx: 0, parse: 0}}
     - {index: 0, rps: 1500.5, requests: 7500, bytesPerSecond: 1.0,
        latencyMs: {mean: 1.5, p50: 1.0, p90: 2.0, p99: 4.0, p999: 8.0, max: 16.0},
        errors: {connect: 0, timeout: 3, read: 0, write: 0, status4xx: 0, status5xx: 0, parse: 0}}
@@ -113,6 +118,10 @@ status:
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }
+        assert!(
+            !out.contains("forged") && !out.contains("step=\"7\""),
+            "{out}"
+        );
     }
 
     #[test]

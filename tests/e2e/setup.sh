@@ -79,7 +79,7 @@ kc -n netbench-system set env deployment/netbench-operator \
     NETBENCH_SWEEP_TARGETS='*=.,e2e-seed-*=ingress-traefik/traefik,netbench-seeds=ingress-traefik/traefik' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
     NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*,netbench-seeds' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*,netbench-seeds' \
     NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' \
-    NETBENCH_ROUTE_NAMESPACES='e2e-ctl-*' >&2
+    NETBENCH_ROUTE_NAMESPACES='e2e-ctl-*' NETBENCH_ROUTE_GATEWAYS='gateway-envoy/bench,gateway-traefik/bench' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 # (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)

@@ -27,7 +27,7 @@ fn standing(s: Standing) -> &'static str {
     match s {
         Standing::Best => "best",
         Standing::Worse => "worse (significant)",
-        Standing::WithinNoise => "within the noise",
+        Standing::WithinNoise => "not significant",
         Standing::Unknown => "unknown (one sample)",
     }
 }

@@ -6,6 +6,9 @@
 use super::{Comparison, ControllerRow, Standing};
 use crate::result::{MeasurementStats, MetricStats};
 
+/// The schema's bound on status.comparison.summary.
+const MAX_SUMMARY: usize = 4096;
+
 /// The comparison of the named controllers' steps (name, step statistics); None with fewer
 /// than two of them measured (rps and p99Ms present).
 pub fn comparison<'a>(
@@ -57,10 +60,15 @@ pub fn comparison<'a>(
             error_rate: m.metric("errorRate").map_or(0.0, |e| e.mean),
         });
     }
-    Some(Comparison {
-        rows,
-        summary: lines.join("\n"),
-    })
+    let mut summary = lines.join("\n");
+    if summary.len() > MAX_SUMMARY {
+        let cut = (0..=MAX_SUMMARY)
+            .rev()
+            .find(|&i| summary.is_char_boundary(i))
+            .unwrap_or(0);
+        summary.truncate(cut);
+    }
+    Some(Comparison { rows, summary })
 }
 
 /// Index of the best mean (highest, or lowest); NaN never wins.
@@ -81,7 +89,8 @@ fn standing(is_best: bool, f: &MetricStats, top: &MetricStats) -> Standing {
     if is_best {
         return Standing::Best;
     }
-    if f.values.len() < 2 || top.values.len() < 2 {
+    let finite = |m: &MetricStats| m.values.iter().filter(|v| v.is_finite()).count();
+    if finite(f) < 2 || finite(top) < 2 {
         return Standing::Unknown;
     }
     let apart = f.mean + f.ci95 < top.mean - top.ci95 || f.mean - f.ci95 > top.mean + top.ci95;
@@ -89,6 +98,16 @@ fn standing(is_best: bool, f: &MetricStats, top: &MetricStats) -> Standing {
         Standing::Worse
     } else {
         Standing::WithinNoise
+    }
+}
+
+/// A figure as a whole number, or in scientific notation when it is absurdly large (a forged
+/// status must not make the summary outgrow its bound).
+fn whole(v: f64) -> String {
+    if v.abs() < 1e12 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3e}")
     }
 }
 
@@ -104,14 +123,18 @@ fn verdict(s: Standing, what: &str, best: &str) -> String {
     match s {
         Standing::Best => "best".into(),
         Standing::Worse => format!("{what} {best} (significant)"),
-        Standing::WithinNoise => format!("{what} {best}, within the noise"),
+        Standing::WithinNoise => {
+            format!("{what} {best}, not significant (the 95% intervals overlap)")
+        }
         Standing::Unknown => format!("{what} {best}, significance unknown (one sample)"),
     }
 }
 
 /// "4.21ms", "1.20s".
 fn format_ms(v: f64) -> String {
-    if v >= 1000.0 {
+    if v.abs() >= 1e12 {
+        format!("{v:.3e}ms")
+    } else if v >= 1000.0 {
         format!("{:.2}s", v / 1000.0)
     } else {
         format!("{v:.2}ms")
@@ -119,7 +142,7 @@ fn format_ms(v: f64) -> String {
 }
 
 fn describe_rps(f: &MetricStats, relative: f64, s: Standing, best: &str) -> String {
-    let value = interval(f, |v| format!("{v:.0}"));
+    let value = interval(f, whole);
     if s == Standing::Best {
         return format!("{value} req/s (best)");
     }
@@ -197,7 +220,7 @@ mod tests {
         );
         assert!(
             cmp.summary
-                .contains("c: 10000 ± 124 req/s, 0.0% fewer than a, within the noise"),
+                .contains("c: 10000 ± 124 req/s, 0.0% fewer than a, not significant (the 95% intervals overlap)"),
             "{}",
             cmp.summary
         );
@@ -212,6 +235,17 @@ mod tests {
         assert!(cmp.summary.contains("significance unknown (one sample)"));
         assert_eq!(compare(&c[..1], &stats), None);
         assert_eq!(compare(&c, &stats[..1]), None, "b not measured");
+    }
+
+    #[test]
+    fn a_forged_status_of_huge_figures_keeps_the_summary_within_its_bound() {
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let stats: Vec<_> = (0..8)
+            .map(|i| step(i, &[1e300, 9e299], &[1e300, 2e300]))
+            .collect();
+        let cmp = compare(&names, &stats).unwrap();
+        assert!(cmp.summary.len() <= MAX_SUMMARY, "{}", cmp.summary.len());
+        assert!(cmp.summary.contains("e300"), "{}", cmp.summary);
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub struct Config {
     /// (controllers[].route; "*" = all; empty = none).
     #[arg(long, env = "NETBENCH_ROUTE_NAMESPACES", default_value = "")]
     pub route_namespaces: NamespaceList,
+    /// Gateways those routes may attach to, comma-separated globs of "namespace/name" (empty =
+    /// none): a route can claim any hostname a Gateway's listeners let it have.
+    #[arg(long, env = "NETBENCH_ROUTE_GATEWAYS", default_value = "")]
+    pub route_gateways: GlobList,
     /// Namespaces whose benchmarks may run privileged offload Jobs ("*" = all; empty = none).
     #[arg(long, env = "NETBENCH_OFFLOAD_NAMESPACES", default_value = "")]
     pub offload_namespaces: NamespaceList,

@@ -47,7 +47,8 @@ impl Next {
 /// Runs phase handlers until one waits.
 pub(in crate::driver) async fn advance<K: Hooks>(run: &mut Run<'_, K>) -> Result<Action> {
     let plan = run.obj().repetition().samples();
-    let budget = samples::budget(run.obj().budget(&run.ctx().config), &plan);
+    let once = run.obj().budget(&run.ctx().config);
+    let budget = samples::budget(once, &plan, run.obj().count());
     for _ in 0..MAX_TRANSITIONS {
         if let Some(m) = deadline::exceeded(run.status().run(), budget) {
             fail(run, Failure::new(Reason::DeadlineExceeded, m));

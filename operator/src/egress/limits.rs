@@ -85,7 +85,8 @@ pub fn check(spec: &EgressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String>
     } else {
         format!("the sum of {} case durations", measured.len())
     };
-    let (total, how) = sampled(total, how, &spec.repetition.samples());
+    let runs = u32::try_from(measured.len()).unwrap_or(u32::MAX);
+    let (total, how) = sampled(total, how, &spec.repetition.samples(), runs);
     run_duration(total, &how, caps)
 }
 

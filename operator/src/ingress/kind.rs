@@ -156,12 +156,10 @@ impl Plan for IngressBenchmark {
     }
     /// The steps and the sweep's scaling its status holds.
     fn export_results(&self, metrics: &Metrics) {
-        if let Some(s) = &self.status {
-            let ns = self.namespace().unwrap_or_default();
-            metrics
-                .family::<IngressMetrics>()
-                .export(&ns, &self.name_any(), s);
-        }
+        let ns = self.namespace().unwrap_or_default();
+        metrics
+            .family::<IngressMetrics>()
+            .export(&ns, &self.name_any(), self);
     }
 }
 
@@ -193,9 +191,38 @@ impl Hooks for IngressBenchmark {
             }
             run.status_mut().scaling = scaling;
         }
-        if let (Some(t), Some(last)) = (&run.obj().spec.thresholds, run.status().steps.last()) {
-            let (ok, why) = result::check_thresholds(t, last);
-            run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
+        if let Some(t) = &run.obj().spec.thresholds {
+            // The last step (a sweep's largest), or every controller's.
+            let steps = &run.status().steps;
+            let judged = if run.obj().spec.controllers.is_empty() {
+                steps.last().into_iter().collect::<Vec<_>>()
+            } else {
+                steps.iter().collect()
+            };
+            let verdicts: Vec<(bool, String)> = judged
+                .iter()
+                .map(|s| {
+                    let (ok, why) = result::check_thresholds(t, s);
+                    match &s.controller {
+                        Some(c) => (ok, format!("{c}: {why}")),
+                        None => (ok, why),
+                    }
+                })
+                .collect();
+            if !verdicts.is_empty() {
+                let ok = verdicts.iter().all(|(ok, _)| *ok);
+                let why: Vec<&str> = verdicts
+                    .iter()
+                    .filter(|(o, _)| *o == ok)
+                    .map(|(_, w)| w.as_str())
+                    .collect();
+                run.condition(
+                    THRESHOLDS_MET,
+                    ok,
+                    if ok { "Met" } else { "NotMet" },
+                    why.join("; "),
+                );
+            }
         }
     }
 

@@ -43,7 +43,12 @@ pub fn check(spec: &IngressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String
         "caps.maxTotalConnections",
     )?;
     let (total, how) = ingress_duration(spec);
-    let (total, how) = sampled(total, how, &spec.repetition.samples());
+    let (total, how) = sampled(
+        total,
+        how,
+        &spec.repetition.samples(),
+        super::plan::step_count(spec),
+    );
     run_duration(total, &how, caps)
 }
 

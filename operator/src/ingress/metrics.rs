@@ -104,10 +104,17 @@ impl IngressMetrics {
         }
     }
 
-    /// Publishes every result an IngressBenchmark's status holds (after a restart, say).
-    pub fn export(&self, namespace: &str, name: &str, s: &crds::IngressBenchmarkStatus) {
-        for step in &s.steps {
-            self.set_step(namespace, name, step);
+    /// Publishes every result an IngressBenchmark's status holds (after a restart, say): only
+    /// the spec's steps, each labelled with the spec's controller, never status's own names.
+    pub fn export(&self, namespace: &str, name: &str, ib: &crds::IngressBenchmark) {
+        let Some(s) = &ib.status else {
+            return;
+        };
+        let steps = super::plan::step_count(&ib.spec);
+        for step in s.steps.iter().filter(|r| r.index < steps) {
+            let mut step = step.clone();
+            step.controller = super::plan::controller(&ib.spec, step.index).map(|c| c.name.clone());
+            self.set_step(namespace, name, &step);
         }
         if let Some(scaling) = &s.scaling {
             self.set_scaling(namespace, name, scaling);

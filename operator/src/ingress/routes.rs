@@ -163,8 +163,9 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
         Ok(found) => found,
         Err(e) => return Ok(refused(&name, e)),
     };
+    let uid = run.obj().uid().unwrap_or_default();
     let object = match existing {
-        Some(o) if o.labels().get(labels::RUN).map(String::as_str) == Some(run.id()) => o,
+        Some(o) if owned_by(&o.metadata, &uid) && run_of(&o.metadata) == Some(run.id()) => o,
         Some(_) => {
             let m = format!("HTTPRoute {}/{name} exists and is not this run's", run.ns());
             return Ok(Step::fail(Reason::RouteRefused, m));
@@ -208,7 +209,11 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
             Ok(Step::fail(Reason::RouteRefused, m))
         }
         Acceptance::Pending => {
-            if elapsed_since(&run.status().run.phase_since) > run.ctx().config.rollout_timeout() {
+            // From the route's creation: a pause between samples is not the Gateway's time.
+            let since = object
+                .creation_timestamp()
+                .or_else(|| run.status().run.phase_since.clone());
+            if elapsed_since(&since) > run.ctx().config.rollout_timeout() {
                 let m = format!(
                     "{gateway} did not accept HTTPRoute {name} (controller {}) within the rollout timeout",
                     controller.name
@@ -220,14 +225,18 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
             )))
         }
         Acceptance::Accepted(since) => {
-            let created = object.creation_timestamp().map(|t| t.0);
-            let ready_at = created.map_or(since, |c| c.max(since));
-            let waited = jiff::Timestamp::now()
-                .duration_since(ready_at)
-                .try_into()
-                .unwrap_or(Duration::ZERO);
+            // The Gateway's transition time is hostile (or from a clock ahead of ours): never
+            // later than now, and the wait ends at the latest `settle` plus the rollout timeout
+            // after the route was created.
+            let now = jiff::Timestamp::now();
+            let created = object.creation_timestamp().map_or(now, |t| t.0);
+            let ready_at = created.max(since.min(now));
+            let waited: Duration = now.duration_since(ready_at).try_into().unwrap_or_default();
+            let since_created: Duration =
+                now.duration_since(created).try_into().unwrap_or_default();
             let settle = Duration::from(route.settle);
-            Ok(if waited < settle {
+            let gave_up = since_created > settle.saturating_add(run.ctx().config.rollout_timeout());
+            Ok(if waited < settle && !gave_up {
                 Step::Wait {
                     message: Some(format!("HTTPRoute {name} accepted; settling")),
                     after: (settle - waited).min(MAX_SETTLE_WAIT),
@@ -254,13 +263,26 @@ fn refused(name: &str, e: kube::Error) -> Step {
     Step::fail(Reason::RouteRefused, format!("HTTPRoute {name}: {why}"))
 }
 
-/// Deletes this benchmark's routes of every run but `keep` (all of them with None), when its
-/// spec has routes (a route of an earlier generation whose spec has none stays until the
-/// benchmark is deleted: it owns its routes). Returns how many were deleted.
+/// Whether `meta` names benchmark `uid` as its owner (a route of a benchmark whose name shares
+/// its first 63 characters, the label's length, is another's).
+fn owned_by(meta: &kube::api::ObjectMeta, uid: &str) -> bool {
+    !uid.is_empty()
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == uid && o.kind == KIND)
+}
+
+fn run_of(meta: &kube::api::ObjectMeta) -> Option<&str> {
+    meta.labels.as_ref()?.get(labels::RUN).map(String::as_str)
+}
+
+/// Deletes this benchmark's routes of every run but `keep` (all of them with None), whatever
+/// its spec says now (an earlier generation's spec may have had routes). One LIST; none on a
+/// cluster without the Gateway API or without the permission. Returns how many were deleted.
 pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
-    if !run.obj().spec.controllers.iter().any(|c| c.route.is_some()) {
-        return Ok(0);
-    }
+    let uid = run.obj().uid().unwrap_or_default();
     let api = api(run);
     let selector = labels::benchmark_selector(KIND, run.name());
     let listed = match api
@@ -274,7 +296,7 @@ pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
     };
     let mut deleted = 0;
     for route in listed.items {
-        if keep.is_some() && route.labels().get(labels::RUN).map(String::as_str) == keep {
+        if !owned_by(&route.metadata, &uid) || (keep.is_some() && run_of(&route.metadata) == keep) {
             continue;
         }
         match api

@@ -21,11 +21,21 @@ pub fn permitted(
             "hostNetwork workers are not enabled for namespace {namespace}; the cluster admin can allow it (Helm value security.hostNetworkNamespaces)"
         ));
     }
-    let routed = spec.controllers.iter().find(|c| c.route.is_some());
-    if let Some(c) = routed {
+    for c in &spec.controllers {
+        let Some(route) = &c.route else {
+            continue;
+        };
         if !config.route_namespaces.allows(namespace) {
             return Err(format!(
                 "controller {}: HTTPRoutes created by benchmarks are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.routeNamespaces)",
+                c.name
+            ));
+        }
+        let gateway_ns = route.gateway.namespace.as_deref().unwrap_or(namespace);
+        let gateway = format!("{gateway_ns}/{}", route.gateway.name);
+        if !config.route_gateways.allows(&gateway) {
+            return Err(format!(
+                "controller {}: HTTPRoutes created by benchmarks may not attach to Gateway {gateway}; the cluster admin can allow it (Helm value security.routeGateways)",
                 c.name
             ));
         }
@@ -145,6 +155,15 @@ mod tests {
         c.route_namespaces = NamespaceList::parse("team-b");
         assert!(permitted(&s, "team-a", &c).is_err(), "another namespace");
         c.route_namespaces = NamespaceList::parse("team-*");
+        let err = permitted(&s, "team-a", &c).unwrap_err();
+        assert!(
+            err.contains("controller gw: HTTPRoutes created by benchmarks may not attach to Gateway gw/bench")
+                && err.contains("security.routeGateways"),
+            "{err}"
+        );
+        c.route_gateways = crate::admin::allow::GlobList::parse("gw/other,prod/*");
+        assert!(permitted(&s, "team-a", &c).is_err(), "another Gateway");
+        c.route_gateways = crate::admin::allow::GlobList::parse("gw/*");
         assert!(permitted(&s, "team-a", &c).is_ok());
         let plain = spec(
             "{target: {url: 'http://x/'}, controllers: [{name: a}, {name: b, url: 'http://y/'}]}",

@@ -108,8 +108,10 @@ pub fn wants_another(plan: &Samples, stats: Option<&MeasurementStats>, taken: u3
 
 /// The sample after `current` among `count` measurements, None when every measurement has all
 /// it wants. In order: every sample of one measurement, then the next measurement. Interleaved:
-/// in rounds, round r taking sample r of each measurement that wants it, forwards in even
-/// rounds and backwards in odd ones (A B C, C B A, A B C, ...).
+/// in rounds, forwards in even rounds and backwards in odd ones (A B C, C B A, A B C, ...);
+/// another round while any measurement wants another sample, and then every measurement takes
+/// part (one that stopped early would have its samples only in the early rounds, which is what
+/// interleaving is there to prevent).
 pub fn next(
     plan: &Samples,
     stats: &[MeasurementStats],
@@ -145,21 +147,22 @@ pub fn next(
         .iter()
         .skip_while(|&&m| m != current.measurement)
         .skip(1);
-    if let Some(&m) = rest.find(|&&m| wants(m, current.sample)) {
+    if let Some(&m) = rest.next() {
         return Some(at(m, current.sample));
     }
     let sample = current.sample.checked_add(1)?;
-    round(sample)
-        .into_iter()
-        .find(|&m| wants(m, sample))
-        .map(|m| at(m, sample))
+    if sample >= plan.max() || !(0..count).any(|m| wants(m, sample)) {
+        return None;
+    }
+    round(sample).first().map(|&m| at(m, sample))
 }
 
-/// The whole run's deadline with samples: every measurement may be sampled `max` times with
-/// a pause between two samples.
-pub fn budget(once: Duration, plan: &Samples) -> Duration {
+/// The whole run's deadline with samples: each of the `measurements` may be sampled `max`
+/// times, with a pause before each of its samples after the first.
+pub fn budget(once: Duration, plan: &Samples, measurements: u32) -> Duration {
     let max = plan.max();
-    let pauses = Duration::from(plan.pause).saturating_mul(max.saturating_sub(1));
+    let pauses = max.saturating_sub(1).saturating_mul(measurements.max(1));
+    let pauses = Duration::from(plan.pause).saturating_mul(pauses);
     once.saturating_mul(max).saturating_add(pauses)
 }
 
@@ -268,7 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn an_interleaved_round_skips_a_measurement_that_has_enough() {
+    fn an_interleaved_round_takes_every_measurement_while_one_wants_more() {
         // Adaptive: measurement 1's figures agree after 2 samples, measurement 0's do not.
         let adaptive = Samples {
             count: 2,
@@ -280,35 +283,26 @@ mod tests {
         for (m, sample, v) in [(0, 0, 100.0), (1, 0, 100.0), (1, 1, 100.1), (0, 1, 150.0)] {
             record(&mut stats, m, "m", sample, &rps(v));
         }
-        let after_round_1 = next(
-            &adaptive,
-            &stats,
-            2,
-            Slot {
-                measurement: 0,
-                sample: 1,
-            },
-            true,
-        );
+        let slot = |measurement, sample| Slot {
+            measurement,
+            sample,
+        };
         assert_eq!(
-            after_round_1,
-            Some(Slot {
-                measurement: 0,
-                sample: 2
-            })
+            next(&adaptive, &stats, 2, slot(0, 1), true),
+            Some(slot(0, 2))
         );
         record(&mut stats, 0, "m", 2, &rps(120.0));
-        let done = next(
-            &adaptive,
-            &stats,
-            2,
-            Slot {
-                measurement: 0,
-                sample: 2,
-            },
-            true,
+        assert_eq!(
+            next(&adaptive, &stats, 2, slot(0, 2), true),
+            Some(slot(1, 2)),
+            "measurement 1 takes part in round 2 too"
         );
-        assert_eq!(done, None, "measurement 0 reached max, 1 had enough");
+        record(&mut stats, 1, "m", 2, &rps(100.0));
+        assert_eq!(
+            next(&adaptive, &stats, 2, slot(1, 2), true),
+            None,
+            "max reached"
+        );
     }
 
     #[test]
@@ -361,8 +355,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            budget(Duration::from_secs(60), &plan),
+            budget(Duration::from_secs(60), &plan, 1),
             Duration::from_secs(190)
+        );
+        // Each of 4 steps pauses before its 2nd and 3rd samples.
+        assert_eq!(
+            budget(Duration::from_secs(60), &plan, 4),
+            Duration::from_secs(180 + 40)
         );
         assert_eq!(
             pause_left(&plan, 1, Duration::from_secs(2)),

@@ -34,11 +34,16 @@ pub fn count(n: usize) -> u64 {
 }
 
 /// A run's time with every step or case sampled `spec.samples` times, pauses included.
-pub fn sampled(once: Duration, how: String, plan: &crds::history::Samples) -> (Duration, String) {
+pub fn sampled(
+    once: Duration,
+    how: String,
+    plan: &crds::history::Samples,
+    measurements: u32,
+) -> (Duration, String) {
     if plan.max() <= 1 {
         return (once, how);
     }
-    let total = crate::policy::samples::budget(once, plan);
+    let total = crate::policy::samples::budget(once, plan, measurements);
     let pause = Duration::from(plan.pause).as_secs();
     let how = format!(
         "{how}, x {} samples (spec.samples) with {pause}s pauses",
