@@ -138,8 +138,7 @@ pub fn judge(
         Better::Lower => delta,
     };
     let exceeds = worse_by > t.tolerance_percent;
-    let beyond_noise =
-        now.mean + now.ci95 < then.mean - then.ci95 || now.mean - now.ci95 > then.mean + then.ci95;
+    let beyond_noise = intervals_apart(now, then);
     MetricVerdict {
         measurement: measurement.into(),
         metric: now.name.clone(),
@@ -154,6 +153,12 @@ pub fn judge(
         beyond_noise,
         regressed: exceeds && beyond_noise,
     }
+}
+
+/// Whether the 95% confidence intervals of two figures do not overlap: the test of a
+/// significant difference that baselines and the controllers' comparison use.
+pub fn intervals_apart(a: &MetricStats, b: &MetricStats) -> bool {
+    a.mean + a.ci95 < b.mean - b.ci95 || a.mean - a.ci95 > b.mean + b.ci95
 }
 
 /// (now - then) / |then|, percent; finite always (a zero baseline gives 0 or ±100).

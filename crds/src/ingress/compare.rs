@@ -93,8 +93,7 @@ fn standing(is_best: bool, f: &MetricStats, top: &MetricStats) -> Standing {
     if finite(f) < 2 || finite(top) < 2 {
         return Standing::Unknown;
     }
-    let apart = f.mean + f.ci95 < top.mean - top.ci95 || f.mean - f.ci95 > top.mean + top.ci95;
-    if apart {
+    if crate::stats::intervals_apart(f, top) {
         Standing::Worse
     } else {
         Standing::WithinNoise
@@ -130,8 +129,9 @@ fn verdict(s: Standing, what: &str, best: &str) -> String {
     }
 }
 
-/// "4.21ms", "1.20s".
-fn format_ms(v: f64) -> String {
+/// A latency in milliseconds as people read it: "4.21ms", "1.20s" (scientific notation when
+/// absurdly large). The printer column's p99 too.
+pub fn format_ms(v: f64) -> String {
     if v.abs() >= 1e12 {
         format!("{v:.3e}ms")
     } else if v >= 1000.0 {

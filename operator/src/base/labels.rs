@@ -65,6 +65,20 @@ pub fn owner<K: kube::Resource<DynamicType = ()>>(
     }
 }
 
+/// Whether `meta`'s controller reference names the object of `uid` (never an empty uid): a
+/// child is the benchmark's own by uid, not by a name or labels someone else can copy.
+pub fn controlled_by(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    uid: &str,
+) -> bool {
+    !uid.is_empty()
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
 /// Selector for every child of one benchmark object (all runs).
 pub fn benchmark_selector(kind: &str, benchmark: &str) -> String {
     format!(
@@ -107,6 +121,28 @@ pub fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_is_ours_only_by_the_controller_reference_of_our_uid() {
+        let meta = |uid: &str, controller: Option<bool>| {
+            serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(
+                serde_json::json!({"ownerReferences": [{"apiVersion": "netbench.io/v1alpha1",
+                    "kind": "IngressBenchmark", "name": "b", "uid": uid, "controller": controller}]}),
+            )
+            .unwrap()
+        };
+        assert!(controlled_by(&meta("u1", Some(true)), "u1"));
+        assert!(!controlled_by(&meta("u1", Some(true)), "u2"));
+        assert!(
+            !controlled_by(&meta("u1", None), "u1"),
+            "not the controller"
+        );
+        assert!(
+            !controlled_by(&meta("", Some(true)), ""),
+            "an empty uid is no one's"
+        );
+        assert!(!controlled_by(&Default::default(), "u1"));
+    }
 
     #[test]
     fn names_are_short_enough_and_stable() {

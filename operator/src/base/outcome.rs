@@ -179,6 +179,9 @@ impl Failure {
     }
 }
 
+/// The longest single wait while something settles (a sweep target, a created route).
+pub const MAX_SETTLE_WAIT: Duration = Duration::from_secs(30);
+
 /// What one step of a run says: the one outcome of every hook.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
@@ -202,6 +205,19 @@ impl Step {
         }
     }
 
+    /// Done once `waited` reached `settle`; until then, show `message` and come back when the
+    /// settle time is over, or after [`MAX_SETTLE_WAIT`] (the run's deadline is checked
+    /// meanwhile, and a far-off instant must never reach the timer).
+    pub fn settling(waited: Duration, settle: Duration, message: impl Into<String>) -> Step {
+        match settle.checked_sub(waited).filter(|left| !left.is_zero()) {
+            Some(left) => Step::Wait {
+                message: Some(message.into()),
+                after: left.min(MAX_SETTLE_WAIT),
+            },
+            None => Step::Done,
+        }
+    }
+
     /// The run ends Failed with `reason` and `message`.
     pub fn fail(reason: Reason, message: impl Into<String>) -> Step {
         Step::Fail(Failure::new(reason, message))
@@ -211,6 +227,23 @@ impl Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settling_waits_what_is_left_never_more_than_the_longest_wait() {
+        let s = |secs| Duration::from_secs(secs);
+        let left = |step| match step {
+            Step::Wait { after, .. } => Some(after),
+            _ => None,
+        };
+        assert_eq!(left(Step::settling(s(3), s(10), "m")), Some(s(7)));
+        assert_eq!(
+            left(Step::settling(s(0), s(3600), "m")),
+            Some(MAX_SETTLE_WAIT)
+        );
+        assert_eq!(Step::settling(s(10), s(10), "m"), Step::Done);
+        assert_eq!(Step::settling(s(11), s(10), "m"), Step::Done);
+        assert_eq!(Step::settling(s(0), s(0), "m"), Step::Done);
+    }
 
     #[test]
     fn every_reason_is_listed_once_with_its_own_string() {

@@ -109,12 +109,7 @@ pub fn conflict(wanted: &Service, existing: &Service) -> Option<&'static str> {
         .and_then(|o| o.first())
         .map(|o| o.uid.as_str())
         .filter(|uid| !uid.is_empty());
-    let owned = existing
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == owner);
+    let owned = owner.is_some_and(|uid| labels::controlled_by(&existing.metadata, uid));
     if !owned {
         return Some("is not owned by this benchmark");
     }

@@ -166,8 +166,8 @@ impl Plan for IngressBenchmark {
 impl Hooks for IngressBenchmark {
     type Extra = ();
 
-    /// The scaling table of a sweep, the controllers side by side, and the thresholds against
-    /// the last step, on either end.
+    /// The scaling table of a sweep, the controllers side by side, and the thresholds (against
+    /// the last step, or every controller's), on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
         let (controllers, stats) = (&run.obj().spec.controllers, &run.status().run.statistics);
         let steps = controllers.iter().zip(0u32..).filter_map(|(c, step)| {
@@ -192,36 +192,9 @@ impl Hooks for IngressBenchmark {
             run.status_mut().scaling = scaling;
         }
         if let Some(t) = &run.obj().spec.thresholds {
-            // The last step (a sweep's largest), or every controller's.
-            let steps = &run.status().steps;
-            let judged = if run.obj().spec.controllers.is_empty() {
-                steps.last().into_iter().collect::<Vec<_>>()
-            } else {
-                steps.iter().collect()
-            };
-            let verdicts: Vec<(bool, String)> = judged
-                .iter()
-                .map(|s| {
-                    let (ok, why) = result::check_thresholds(t, s);
-                    match &s.controller {
-                        Some(c) => (ok, format!("{c}: {why}")),
-                        None => (ok, why),
-                    }
-                })
-                .collect();
-            if !verdicts.is_empty() {
-                let ok = verdicts.iter().all(|(ok, _)| *ok);
-                let why: Vec<&str> = verdicts
-                    .iter()
-                    .filter(|(o, _)| *o == ok)
-                    .map(|(_, w)| w.as_str())
-                    .collect();
-                run.condition(
-                    THRESHOLDS_MET,
-                    ok,
-                    if ok { "Met" } else { "NotMet" },
-                    why.join("; "),
-                );
+            let every_step = !run.obj().spec.controllers.is_empty();
+            if let Some((ok, why)) = result::judge_thresholds(t, &run.status().steps, every_step) {
+                run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
             }
         }
     }

@@ -10,6 +10,8 @@ use crds::ingress::{
 use crds::result::{Measurement, MeasurementStats};
 use crds::{ErrorCounts, LatencyMillis};
 
+pub use crds::ingress::compare::format_ms;
+
 use crate::policy::samples::Figure;
 use protocol::report::HttpReport;
 use protocol::worker::FinalReport;
@@ -156,6 +158,43 @@ pub fn scaling(steps: &[StepResult]) -> Option<Scaling> {
     Some(Scaling { rows, summary })
 }
 
+/// The thresholds against the last step (a sweep's largest), or against every step when
+/// controllers are compared (each explanation named by its controller); None without steps.
+pub fn judge_thresholds(
+    t: &Thresholds,
+    steps: &[StepResult],
+    every_step: bool,
+) -> Option<(bool, String)> {
+    let judged = if every_step {
+        steps
+    } else {
+        steps
+            .split_last()
+            .map_or(&[][..], |(last, _)| std::slice::from_ref(last))
+    };
+    let verdicts: Vec<(bool, String)> = judged
+        .iter()
+        .map(|s| {
+            let (ok, why) = check_thresholds(t, s);
+            match &s.controller {
+                Some(c) => (ok, format!("{c}: {why}")),
+                None => (ok, why),
+            }
+        })
+        .collect();
+    if verdicts.is_empty() {
+        return None;
+    }
+    // When met, every explanation; when not, those of the steps that missed.
+    let ok = verdicts.iter().all(|(ok, _)| *ok);
+    let why: Vec<&str> = verdicts
+        .iter()
+        .filter(|(o, _)| *o == ok)
+        .map(|(_, w)| w.as_str())
+        .collect();
+    Some((ok, why.join("; ")))
+}
+
 /// Checks a step against the thresholds; returns (met, explanation).
 pub fn check_thresholds(t: &Thresholds, s: &StepResult) -> (bool, String) {
     let mut failures = vec![];
@@ -252,15 +291,6 @@ pub fn rps_interval(stats: &MeasurementStats) -> Option<String> {
     } else {
         format!("{:.0}", rps.mean)
     })
-}
-
-/// "4.21ms" for the printer column.
-pub fn format_ms(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{:.2}s", v / 1000.0)
-    } else {
-        format!("{v:.2}ms")
-    }
 }
 
 #[cfg(test)]
@@ -385,5 +415,27 @@ mod tests {
             &s,
         );
         assert!(ok);
+    }
+
+    #[test]
+    fn thresholds_judge_the_last_step_or_every_controller() {
+        let t = Thresholds {
+            min_rps: Some(150.0),
+            ..Default::default()
+        };
+        let (slow, mut fast) = (step(0, "1", 100.0), step(1, "2", 200.0));
+        assert_eq!(judge_thresholds(&t, &[], false), None);
+        let (ok, _) = judge_thresholds(&t, &[slow.clone(), fast.clone()], false).unwrap();
+        assert!(ok, "a sweep is judged at its last step");
+        let mut slow = slow;
+        slow.controller = Some("a".into());
+        fast.controller = Some("b".into());
+        let (ok, why) = judge_thresholds(&t, &[slow, fast], true).unwrap();
+        assert!(!ok);
+        assert!(why.starts_with("a: rps 100.0 < minRps 150"), "{why}");
+        assert!(
+            !why.contains("b: "),
+            "only the controllers that missed: {why}"
+        );
     }
 }

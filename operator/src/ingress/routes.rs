@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::ResourceExt;
@@ -27,9 +28,6 @@ type IngressRun<'a> = Run<'a, IngressBenchmark>;
 
 /// The label that names the controller a route was created for.
 const CONTROLLER: &str = "netbench.io/controller";
-
-/// The longest single wait while a route settles (the run's deadline is checked meanwhile).
-const MAX_SETTLE_WAIT: Duration = Duration::from_secs(30);
 
 fn resource() -> ApiResource {
     let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
@@ -165,7 +163,12 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
     };
     let uid = run.obj().uid().unwrap_or_default();
     let object = match existing {
-        Some(o) if owned_by(&o.metadata, &uid) && run_of(&o.metadata) == Some(run.id()) => o,
+        Some(o)
+            if labels::controlled_by(&o.metadata, &uid)
+                && run_of(&o.metadata) == Some(run.id()) =>
+        {
+            o
+        }
         Some(_) => {
             let m = format!("HTTPRoute {}/{name} exists and is not this run's", run.ns());
             return Ok(Step::fail(Reason::RouteRefused, m));
@@ -229,21 +232,20 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
             // later than now, and the wait ends at the latest `settle` plus the rollout timeout
             // after the route was created.
             let now = jiff::Timestamp::now();
-            let created = object.creation_timestamp().map_or(now, |t| t.0);
-            let ready_at = created.max(since.min(now));
-            let waited: Duration = now.duration_since(ready_at).try_into().unwrap_or_default();
-            let since_created: Duration =
-                now.duration_since(created).try_into().unwrap_or_default();
+            let created = object.creation_timestamp();
+            let ready_at = created.as_ref().map_or(now, |t| t.0).max(since.min(now));
+            let waited = elapsed_since(&Some(Time(ready_at)));
             let settle = Duration::from(route.settle);
-            let gave_up = since_created > settle.saturating_add(run.ctx().config.rollout_timeout());
-            Ok(if waited < settle && !gave_up {
-                Step::Wait {
-                    message: Some(format!("HTTPRoute {name} accepted; settling")),
-                    after: (settle - waited).min(MAX_SETTLE_WAIT),
-                }
-            } else {
-                Step::Done
-            })
+            let gave_up =
+                elapsed_since(&created) > settle.saturating_add(run.ctx().config.rollout_timeout());
+            if gave_up {
+                return Ok(Step::Done);
+            }
+            Ok(Step::settling(
+                waited,
+                settle,
+                format!("HTTPRoute {name} accepted; settling"),
+            ))
         }
     }
 }
@@ -261,17 +263,6 @@ fn refused(name: &str, e: kube::Error) -> Step {
         other => other.to_string(),
     };
     Step::fail(Reason::RouteRefused, format!("HTTPRoute {name}: {why}"))
-}
-
-/// Whether `meta` names benchmark `uid` as its owner (a route of a benchmark whose name shares
-/// its first 63 characters, the label's length, is another's).
-fn owned_by(meta: &kube::api::ObjectMeta, uid: &str) -> bool {
-    !uid.is_empty()
-        && meta
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == uid && o.kind == KIND)
 }
 
 fn run_of(meta: &kube::api::ObjectMeta) -> Option<&str> {
@@ -296,7 +287,10 @@ pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
     };
     let mut deleted = 0;
     for route in listed.items {
-        if !owned_by(&route.metadata, &uid) || (keep.is_some() && run_of(&route.metadata) == keep) {
+        // By uid: a benchmark whose name shares the first 63 characters (the label's length)
+        // labels its routes the same.
+        let ours = labels::controlled_by(&route.metadata, &uid);
+        if !ours || (keep.is_some() && run_of(&route.metadata) == keep) {
             continue;
         }
         match api

@@ -3,8 +3,6 @@
 //! on a new generation and on deletion. Every patch and restore is re-checked against the
 //! admin's pairs and the spec first (see `restore::permitted`).
 
-use std::time::Duration;
-
 use kube::runtime::events::EventType;
 
 use crds::ingress::{SavedTarget, SweepSpec, SweepStep};
@@ -21,10 +19,6 @@ use crate::ingress::target;
 use crate::run::Run;
 
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
-
-/// The longest single wait while a target settles: the run's deadline is checked on every
-/// reconcile, and a far-off instant (a settle from the object) must never reach the timer.
-const MAX_SETTLE_WAIT: Duration = Duration::from_secs(30);
 
 /// Scales the sweep target for `step`, waits for its rollout and the settle time.
 pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
@@ -46,15 +40,9 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
         }
         run.status_mut().target_ready_at = Some(conditions::now());
     }
-    let settle = Duration::from(sweep.settle);
     let waited = elapsed_since(&run.status().target_ready_at);
-    if waited < settle {
-        return Ok(Step::Wait {
-            message: Some(format!("target ready; settling before step {step}")),
-            after: (settle - waited).min(MAX_SETTLE_WAIT),
-        });
-    }
-    Ok(Step::Done)
+    let m = format!("target ready; settling before step {step}");
+    Ok(Step::settling(waited, sweep.settle.into(), m))
 }
 
 /// Patches the target for `step` and checks its rollout. None once it rolled out.
