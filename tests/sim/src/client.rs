@@ -13,6 +13,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Semaphore;
 
+/// How long a pooled connection may stay idle; at most half the operator's header timeout.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
 #[derive(Clone)]
 pub struct Api {
     client: Client<HttpConnector, Full<Bytes>>,
@@ -28,8 +31,10 @@ impl Api {
             .pool_max_idle_per_host(max_in_flight)
             // Idle connections close well before the operator's header timeout (10 s), which
             // counts an idle keep-alive connection it closes as a refusal (`header_timeout`).
+            // The pool's reaper wakes once per idle timeout, so a connection can stay idle for
+            // up to twice this: 3 s keeps it at 6 s (5 s let it reach the 10 s and lose the race).
             // Without a timer the pool never reaps them.
-            .pool_idle_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_timer(TokioTimer::new())
             .build_http();
         Api {
