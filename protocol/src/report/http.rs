@@ -3,6 +3,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::answers::Answers;
 use super::histogram;
 
 /// What was asked for (copied from the run's configuration).
@@ -237,6 +238,9 @@ pub struct HttpReport {
     /// base64(HDR histogram V2 deflate) of latencies in microseconds.
     pub histogram: String,
     pub per_thread: Vec<ThreadSummary>,
+    /// Which answers were seen when (recorded when the run asks for it: route changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Answers>,
 }
 
 impl HttpReport {
@@ -271,6 +275,7 @@ impl HttpReport {
             latency: LatencySummary::from_histogram(hist),
             histogram: histogram::encode(hist)?,
             per_thread,
+            answers: None,
         })
     }
 

@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 
 use super::envelope::{ReportError, REPORT_VERSION};
 use super::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
+use super::answers::Answers;
 use super::http::{tool_name, Counters, HttpReport, LatencySummary, RateSummary, ThreadSummary};
 use super::validate::validate_http;
 
@@ -37,6 +38,7 @@ struct Merged {
     end: u64,
     per_thread: Vec<ThreadSummary>,
     workers: u32,
+    answers: Option<Answers>,
 }
 
 fn overflow(what: &'static str) -> ReportError {
@@ -60,6 +62,7 @@ impl Merged {
             end: 0,
             per_thread: Vec::new(),
             workers: 0,
+            answers: None,
         }
     }
 
@@ -99,6 +102,9 @@ impl Merged {
         self.duration_s = self.duration_s.max(r.duration_s);
         self.start = self.start.min(r.start_unix_ms);
         self.end = self.end.max(r.end_unix_ms);
+        if let Some(a) = &r.answers {
+            self.answers.get_or_insert_with(Answers::new).merge(a);
+        }
         self.add_threads(r)
     }
 
@@ -141,6 +147,7 @@ impl Merged {
             latency: LatencySummary::from_histogram(&self.hist),
             histogram: histogram::encode(&self.hist).map_err(ReportError::Histogram)?,
             per_thread: self.per_thread,
+            answers: self.answers,
         })
     }
 }

@@ -11,6 +11,7 @@
 //! reads the HDR V2 header itself and refuses claims the input cannot back (limits in that
 //! module) before hdrhistogram allocates anything.
 
+pub mod answers;
 mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -87,6 +87,9 @@ pub fn validate_http(r: &HttpReport) -> Result<Histogram<u64>, InvalidReport> {
     check_latency(&r.latency, &hist)?;
     check_rates(r)?;
     check_threads(r)?;
+    if let Some(a) = &r.answers {
+        a.validate("answers")?;
+    }
     Ok(hist)
 }
 
