@@ -7,7 +7,7 @@ use std::time::Duration as Std;
 
 use crate::cases::MAX_MEASURED;
 use crate::egress::{Direction, EgressBenchmarkSpec, EgressCase, Protocol};
-use crate::ingress::{IngressBenchmarkSpec, MAX_CONTROLLERS};
+use crate::ingress::{IngressBenchmarkSpec, MAX_CONTROLLERS, MAX_ROUTE_CHANGES};
 use crate::topology::{NodeSet, Topology};
 use crate::Duration;
 
@@ -84,6 +84,7 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
         )?;
     }
     controllers(spec)?;
+    route_changes(spec)?;
     crate::gates::bounds(&spec.gates, true)?;
     if let Some(max) = spec.thresholds.as_ref().and_then(|t| t.max_p99) {
         if max.as_std().is_zero() {
@@ -139,6 +140,30 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
                 "controllers[].route.settle must be at most 5m",
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Route changes need routes to change, at most MAX_ROUTE_CHANGES per sample.
+fn route_changes(spec: &IngressBenchmarkSpec) -> Result<(), String> {
+    let Some(changes) = &spec.route_changes else {
+        return Ok(());
+    };
+    let routed = !spec.controllers.is_empty() && spec.controllers.iter().all(|c| c.route.is_some());
+    if !routed {
+        return Err("routeChanges needs controllers, each with a route (the run changes the routes it creates)".into());
+    }
+    within(
+        changes.every,
+        200 * MS,
+        5 * 60 * SEC,
+        "routeChanges.every must be between 200ms and 5m",
+    )?;
+    let count = spec.load.duration.as_std().as_millis() / changes.every.as_std().as_millis().max(1);
+    if count > u128::from(MAX_ROUTE_CHANGES) {
+        return Err(format!(
+            "routeChanges: load.duration / routeChanges.every must be at most {MAX_ROUTE_CHANGES} changes per sample (got {count})"
+        ));
     }
     Ok(())
 }

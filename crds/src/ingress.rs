@@ -13,8 +13,8 @@ use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStat
 pub mod compare;
 mod controllers;
 pub use controllers::{
-    Comparison, Controller, ControllerRow, GatewayRef, OwnedRoute, RouteBackend, Standing,
-    MAX_CONTROLLERS,
+    Comparison, Controller, ControllerRow, GatewayRef, MadeChange, OwnedRoute, RouteBackend,
+    RouteChangeLog, RouteChangeResult, RouteChanges, Standing, MAX_CONTROLLERS, MAX_ROUTE_CHANGES,
 };
 
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
@@ -40,6 +40,7 @@ pub use controllers::{
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("!has(self.sweep) || !has(self.controllers) || size(self.controllers) == 0").message("a sweep and controllers cannot be combined yet: sweep one controller per benchmark"),
+    validation = Rule::new("!has(self.routeChanges) || (has(self.controllers) && size(self.controllers) > 0 && self.controllers.all(c, has(c.route)))").message("routeChanges needs controllers, each with a route (the run changes the routes it creates)"),
 )]
 pub struct IngressBenchmarkSpec {
     /// The HTTP endpoint to load.
@@ -55,6 +56,11 @@ pub struct IngressBenchmarkSpec {
         validation = Rule::new("self.all(a, !has(a.route) || self.exists_one(b, has(b.route) && b.route.hostname == a.route.hostname))").message("the routes of controllers must have distinct hostnames (a Gateway gives a hostname to the oldest route)"),
     )]
     pub controllers: Vec<Controller>,
+    /// Swap each controller's route between two backends while it is under load: how long a
+    /// change takes to reach the data plane, and what the churn costs in errors and latency.
+    /// Every controller needs a route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_changes: Option<RouteChanges>,
     /// How much load each run generates.
     #[serde(default)]
     pub load: LoadSpec,
@@ -378,6 +384,9 @@ pub struct IngressBenchmarkStatus {
     /// The controllers side by side (spec.controllers, when several), once the run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<Comparison>,
+    /// The route changes of the sample under way (spec.routeChanges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_change_log: Option<RouteChangeLog>,
     /// How throughput grew across sweep steps compared with linear scaling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<Scaling>,
@@ -437,6 +446,9 @@ pub struct StepResult {
     /// Per-worker figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerSummary>,
+    /// How the route changes (spec.routeChanges) showed in the answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_changes: Option<RouteChangeResult>,
 }
 
 /// One worker's share of a step.

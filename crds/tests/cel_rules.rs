@@ -711,3 +711,74 @@ fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
         "controllers[].url must be an absolute http:// or https:// URL with a host",
     );
 }
+
+/// Route changes need routes, a bounded pace and a bounded count, on both sides.
+#[test]
+fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
+    let mut base = ingress();
+    base["spec"].as_object_mut().unwrap().remove("sweep");
+    let routed = with(
+        &base,
+        "spec.controllers",
+        json!([{"name": "traefik-gw", "route": {
+            "gateway": {"name": "bench", "namespace": "gw"},
+            "hostname": "a.example",
+            "backend": {"name": "web-a", "port": 80}}}]),
+    );
+    let changing = with(
+        &routed,
+        "spec.routeChanges",
+        json!({"every": "1s", "swapTo": {"name": "web-b", "port": 80}}),
+    );
+    assert_eq!(support::cel_errors(&changing), Vec::<String>::new());
+    let spec: crds::IngressBenchmarkSpec =
+        serde_json::from_value(changing["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::ingress(&spec), Ok(()));
+    let defaults: crds::IngressBenchmarkSpec = serde_json::from_value(
+        with(
+            &routed,
+            "spec.routeChanges",
+            json!({"swapTo": {"name": "web-b", "port": 80}}),
+        )["spec"]
+            .clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        defaults.route_changes.unwrap().every.as_std(),
+        std::time::Duration::from_secs(2)
+    );
+
+    let refuses = |obj: &Value, message: &str| {
+        assert_rejected(obj, message);
+        let spec: crds::IngressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        let err = crds::bounds::ingress(&spec).unwrap_err();
+        assert!(
+            err.contains(message),
+            "operator said {err:?}, want {message:?}"
+        );
+    };
+    let needs =
+        "routeChanges needs controllers, each with a route (the run changes the routes it creates)";
+    let unrouted = with(
+        &changing,
+        "spec.controllers",
+        json!([{"name": "traefik", "url": "http://traefik.ingress/"}]),
+    );
+    refuses(&unrouted, needs);
+    let mut alone = changing.clone();
+    alone["spec"].as_object_mut().unwrap().remove("controllers");
+    refuses(&alone, needs);
+    let fast = with(&changing, "spec.routeChanges.every", json!("100ms"));
+    refuses(&fast, "routeChanges.every must be between 200ms and 5m");
+    let slow = with(&changing, "spec.routeChanges.every", json!("6m"));
+    refuses(&slow, "routeChanges.every must be between 200ms and 5m");
+    // The count is the operator's (CEL cannot divide durations): 24h / 200ms.
+    let many = with(
+        &with(&changing, "spec.routeChanges.every", json!("200ms")),
+        "spec.load.duration",
+        json!("24h"),
+    );
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(many["spec"].clone()).unwrap();
+    let err = crds::bounds::ingress(&spec).unwrap_err();
+    assert!(err.contains("at most 600 changes per sample"), "{err}");
+}

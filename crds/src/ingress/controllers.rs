@@ -110,6 +110,75 @@ pub struct RouteBackend {
     pub port: i32,
 }
 
+/// Most route changes one sample makes (load.duration / routeChanges.every).
+pub const MAX_ROUTE_CHANGES: u64 = 600;
+
+/// Route changes under load: during each controller's measurement the run swaps its route's
+/// backend between `backend` and `swapTo` every `every`, and reads from what the clients saw
+/// answer how long each change took to reach the data plane (to the first answer from the new
+/// backend), while the step's error counts say what the churn cost. The backends name
+/// themselves in the `X-Netbench-Backend` header (netbench-loadgen http-server --name, as in
+/// deploy/examples/target.yaml) with their Service's name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteChanges {
+    /// Time between two changes; a change whose backend has not answered before the next one
+    /// is counted as not shown. At most 600 changes per sample (load.duration / every).
+    #[serde(default = "default_change_every")]
+    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('200ms') && duration(self) <= duration('5m')").message("routeChanges.every must be between 200ms and 5m"))]
+    pub every: Duration,
+    /// The second backend: a Service in the benchmark's namespace whose pods answer with
+    /// `X-Netbench-Backend: <its name>`, as the route's own backend must.
+    pub swap_to: RouteBackend,
+}
+
+fn default_change_every() -> Duration {
+    std::time::Duration::from_secs(2).into()
+}
+
+/// The route changes the current sample has made (the operator's record: a restarted
+/// operator goes on from it, and the sample's collection reads it).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteChangeLog {
+    pub step: u32,
+    pub sample: u32,
+    #[schemars(length(max = 600))]
+    pub changes: Vec<MadeChange>,
+}
+
+/// One change: when it was sent to the API server (Unix µs) and the backend it swapped to.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MadeChange {
+    pub at_unix_us: u64,
+    #[schemars(length(max = 63))]
+    pub backend: String,
+}
+
+/// How one step's route changes showed in the answers, over its samples.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteChangeResult {
+    /// The samples counted in (a sample is counted once, however often it is collected).
+    #[schemars(length(max = 1000))]
+    pub samples: Vec<u32>,
+    /// Changes the run made (sent to the API server).
+    pub changes: u32,
+    /// Changes whose new backend answered before the next change or the end of the sample.
+    pub shown: u32,
+    /// From sending the change to the first answer from the new backend, over the shown
+    /// changes: 50th and 99th percentile and the largest, in milliseconds.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// base64(HDR histogram V2 deflate) of the shown changes' propagation in microseconds,
+    /// merged over the samples.
+    #[schemars(length(max = 65536))]
+    pub histogram: String,
+}
+
 /// The controllers side by side once the run ended (status.comparison): each one's figures
 /// over its samples, against the best controller of each figure.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

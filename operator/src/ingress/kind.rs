@@ -17,7 +17,7 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
-use super::{plan, result, routes, sweep, validate, verdict};
+use super::{churn, plan, result, routes, sweep, validate, verdict};
 use crate::admin::config::Config;
 use crate::base::conditions::THRESHOLDS_MET;
 use crate::base::error::Result;
@@ -241,7 +241,13 @@ impl Hooks for IngressBenchmark {
         }
     }
 
-    /// The step's result into status, with its verdict on failed requests.
+    /// The step's route changes under load (spec.routeChanges).
+    async fn while_running(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
+        churn::while_running(run, step).await
+    }
+
+    /// The step's result into status, with its verdict on failed requests (and how its
+    /// route changes showed).
     async fn collect(
         run: &mut Run<'_, Self>,
         slot: Slot,
@@ -259,6 +265,12 @@ impl Hooks for IngressBenchmark {
             Err(e) => return Ok(Step::fail(Reason::BadReport, e)),
         };
         result.controller = plan::controller(&run.obj().spec, step).map(|c| c.name.clone());
+        let before = run.status().steps.iter().find(|s| s.index == step);
+        let before = before.and_then(|s| s.route_changes.as_ref());
+        result.route_changes = match churn::collect(run, slot, reports, before) {
+            Ok(r) => r,
+            Err(e) => return Ok(Step::fail(Reason::BadReport, format!("step {step}: {e}"))),
+        };
         let failed = verdict::failed_requests(&result, run.ctx().config.max_error_ratio);
         record_step(run, result);
         Ok(match failed {

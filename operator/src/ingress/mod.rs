@@ -2,9 +2,11 @@
 //! `run::Plan` and `run::Hooks`), its plan (`plan`: loadgen arguments, worker pods, the step
 //! deadline and the run's budget, its claims in the queue), the admin's caps (`limits`),
 //! checks (`validate`), the sweep target (`target`) in a run (`sweep`, with its saved spec in
-//! `restore`), the HTTPRoutes a run creates for its controllers (`routes`), the step results
+//! `restore`), the HTTPRoutes a run creates for its controllers (`routes`) and changes under load
+//! (`churn`), the step results
 //! (`result`, `verdict`) and their series on /metrics (`metrics`).
 
+mod churn;
 pub mod kind;
 pub mod limits;
 pub mod metrics;

@@ -68,6 +68,9 @@ pub fn loadgen_args(spec: &IngressBenchmarkSpec, step: u32) -> Vec<String> {
     if load.http2 {
         args.push("--http2".into());
     }
+    if spec.route_changes.is_some() {
+        args.push("--record-answers".into());
+    }
     for h in &spec.target.headers {
         args.extend(["-H".into(), format!("{}: {}", h.name, h.value)]);
     }

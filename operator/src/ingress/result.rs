@@ -19,7 +19,7 @@ use protocol::worker::{validate_final, CheckedReport};
 
 /// A stored report, validated again (stored objects are as hostile as requests): an invalid
 /// one fails the step naming its worker, rather than being left out of a sum it belongs to.
-fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
+pub(super) fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
     match validate_final(r, "http") {
         Ok(CheckedReport::Http(h)) => Ok(*h),
         Ok(_) => Err(format!("report of worker {} is not http", r.worker)),
@@ -87,6 +87,7 @@ pub fn step_result(
         },
         start_skew_ms: skew,
         workers,
+        route_changes: None,
     })
 }
 

@@ -34,7 +34,7 @@ fn resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "httproutes")
 }
 
-fn api(run: &IngressRun<'_>) -> Api<DynamicObject> {
+pub(super) fn api(run: &IngressRun<'_>) -> Api<DynamicObject> {
     Api::namespaced_with(run.ctx().client.clone(), run.ns(), &resource())
 }
 

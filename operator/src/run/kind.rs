@@ -174,6 +174,14 @@ pub trait Hooks: Plan {
     /// What measurement `index` needs before its workers start (a sweep target scaled, an
     /// offload profile applied).
     fn prepare(run: &mut Run<'_, Self>, index: u32) -> impl Future<Output = Result<Step>> + Send;
+    /// While measurement `index`'s workers run, on every reconcile of the Running phase (a
+    /// route changed under load). Wait says when it wants to act next; Fail ends the run.
+    fn while_running(
+        _run: &mut Run<'_, Self>,
+        _index: u32,
+    ) -> impl Future<Output = Result<Step>> + Send {
+        async { Ok(Step::Done) }
+    }
     /// Records one sample's verified reports as its measurement's result in status (the
     /// latest sample's, in full). The driver has made the sample's figures from them already,
     /// so they make a result; Fail ends the run once the sample is recorded (too many failed

@@ -369,6 +369,16 @@ impl Registry {
         Ok(barrier_of(state, &req_worker))
     }
 
+    /// When step `step` of `run` starts (Unix ms; every worker's barrier, before its wave's
+    /// offset), once all its workers registered; None before, or for another step.
+    pub fn started_at(&self, run: &str, step: u32) -> Option<u64> {
+        let runs = self.lock();
+        let state = runs.get(run)?;
+        (state.spec.step == step)
+            .then_some(state.start_at_unix_ms)
+            .flatten()
+    }
+
     /// The barrier as `worker` sees it, checked as `authorize`; `Unregistered` until the worker
     /// has registered (it must, e.g. after an operator restart).
     pub fn barrier(

@@ -116,7 +116,10 @@ impl Answers {
         for (i, s) in self.sightings.iter().enumerate() {
             let at = || format!("{field}.sightings[{i}]");
             if !(100..=599).contains(&s.status) {
-                return Err(invalid(at(), format!("status {} is not 100..=599", s.status)));
+                return Err(invalid(
+                    at(),
+                    format!("status {} is not 100..=599", s.status),
+                ));
             }
             if let Some(b) = &s.backend {
                 let ok = !b.is_empty()
@@ -229,7 +232,10 @@ mod tests {
                 complete: true,
             };
             let e = a.validate("answers").unwrap_err();
-            assert!(e.field.starts_with("answers.sightings["), "{e} {sightings:?}");
+            assert!(
+                e.field.starts_with("answers.sightings["),
+                "{e} {sightings:?}"
+            );
         }
         let big = Answers {
             sightings: vec![seen(200, "a", 0, 0); MAX_SIGHTINGS + 1],

@@ -4,9 +4,9 @@
 
 use hdrhistogram::Histogram;
 
+use super::answers::Answers;
 use super::envelope::{ReportError, REPORT_VERSION};
 use super::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
-use super::answers::Answers;
 use super::http::{tool_name, Counters, HttpReport, LatencySummary, RateSummary, ThreadSummary};
 use super::validate::validate_http;
 

@@ -15,7 +15,7 @@ use super::{announce, gates};
 use crate::base::clock::elapsed_since;
 use crate::base::conditions::WORKERS_SCHEDULED;
 use crate::base::error::Result;
-use crate::base::outcome::{Failure, Reason, POLL};
+use crate::base::outcome::{Failure, Reason, Step, POLL};
 use crate::base::text::clip;
 use crate::k8s::pods;
 use crate::run::{Hooks, Run, RunState};
@@ -61,13 +61,27 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         fail(run, abort);
         return Ok(Next::Continue);
     }
+    let mut wake = POLL;
+    match K::while_running(run, index).await? {
+        Step::Done => {}
+        Step::Wait { message, after } => {
+            if let Some(m) = message {
+                run.say(m);
+            }
+            wake = wake.min(after);
+        }
+        Step::Fail(f) => {
+            fail(run, f.about(&what));
+            return Ok(Next::Continue);
+        }
+    }
     if let Some(lost) = lost_worker(run, &expected, &awaited, &pods, &reports).await? {
         fail(run, lost.about(&what));
         return Ok(Next::Continue);
     }
     let deadline = run.obj().deadline(index, &ctx.config);
     if elapsed_since(&run.status().run().phase_since) <= deadline {
-        return Ok(Next::after(POLL));
+        return Ok(Next::after(wake));
     }
     let missing: Vec<String> = awaited
         .keys()
