@@ -59,11 +59,7 @@ pub fn count(spec: &IngressBenchmarkSpec) -> u64 {
 }
 
 /// The backend change `n` (0-based) swaps to: swapTo, then back, and so on.
-pub fn backend_of(
-    spec: &IngressBenchmarkSpec,
-    step: u32,
-    n: usize,
-) -> Option<&RouteBackend> {
+pub fn backend_of(spec: &IngressBenchmarkSpec, step: u32, n: usize) -> Option<&RouteBackend> {
     let changes = spec.route_changes.as_ref()?;
     let route = plan::controller(spec, step)?.route.as_ref()?;
     Some(if n.is_multiple_of(2) {

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 const TRAEFIK: &str = "http://traefik.ingress-traefik.svc.cluster.local/";
 const ENVOY: &str = "http://envoy-bench.envoy-gateway-system.svc.cluster.local/";
+const TRAEFIK_GATEWAY: &str = "http://traefik-gateway.gateway-traefik.svc.cluster.local/";
 
 fn routes(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
@@ -233,4 +234,99 @@ async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created()
         refused.contains("spec.controllers") && refused.contains("must have at most 8 items"),
         "{refused}"
     );
+}
+
+/// deploy/examples/target.yaml renamed to `name` in `ns` (Deployment, Service, labels, and the
+/// name it answers with in X-Netbench-Backend), rolled out.
+async fn named_target(client: &kube::Client, ns: &str, name: &str) {
+    let file = repo_root().join("deploy/examples/target.yaml");
+    let text = std::fs::read_to_string(file).unwrap();
+    let renamed = text.replace("netbench-target", name);
+    for doc in serde_yaml::Deserializer::from_str(&renamed) {
+        let object: Value = serde::Deserialize::deserialize(doc).unwrap();
+        create(client, ns, &object).await.unwrap();
+    }
+    kubectl(&[
+        "-n",
+        ns,
+        "rollout",
+        "status",
+        &format!("deployment/{name}"),
+        "--timeout=120s",
+    ])
+    .unwrap();
+}
+
+/// Two Gateways (Traefik's and Envoy Gateway's) under a steady open-loop load while the run
+/// swaps each one's route between web-a and web-b every second: every change is counted, and
+/// its propagation is read from the answers the workers saw, never from the route's status.
+#[tokio::test]
+async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    named_target(&client, &ns.name, "web-a").await;
+    named_target(&client, &ns.name, "web-b").await;
+    let restarts = operator_restarts(&client).await;
+    let route = |gateway_ns: &str, host: String| {
+        json!({
+            "gateway": {"name": "bench", "namespace": gateway_ns, "sectionName": "web"},
+            "hostname": host,
+            "backend": {"name": "web-a", "port": 80},
+            "settle": "2s"})
+    };
+    let churn = benchmark(
+        IB,
+        &ns.name,
+        "churn",
+        json!({
+            "target": {"url": ENVOY},
+            "controllers": [
+                {"name": "envoy-gateway", "url": ENVOY,
+                 "route": route("gateway-envoy", format!("eg.{}.bench.local", ns.name))},
+                {"name": "traefik-gateway", "url": TRAEFIK_GATEWAY,
+                 "route": route("gateway-traefik", format!("tg.{}.bench.local", ns.name))}
+            ],
+            "routeChanges": {"every": "1s", "swapTo": {"name": "web-b", "port": 80}},
+            "load": {"connections": 4, "threads": 1, "rate": 200, "duration": "12s", "warmup": "2s"},
+            "workers": {"nodeNames": ["nb-node0"]},
+        }),
+    );
+    let done = create_and_wait(&client, &churn, FINISHED, RUN_TIMEOUT).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    for s in st["steps"].as_array().unwrap() {
+        let name = s["controller"].as_str().unwrap();
+        let rc = &s["routeChanges"];
+        eprintln!(
+            "{name}: {} of {} changes shown, propagation p50 {} ms, p99 {} ms, max {} ms; errors {}",
+            rc["shown"], rc["changes"], rc["p50Ms"], rc["p99Ms"], rc["maxMs"], s["errors"]
+        );
+        // 10 s measured, one change per second.
+        assert_eq!(rc["changes"], 10, "{name}: {rc:#}");
+        let shown = rc["shown"].as_u64().unwrap();
+        assert!(shown >= 1, "{name}: no change showed: {rc:#}");
+        // A shown change answered before the next one: under `every`.
+        let max = rc["maxMs"].as_f64().unwrap();
+        assert!(max > 0.0 && max < 1000.0, "{name}: {rc:#}");
+        assert!(rc["p50Ms"].as_f64().unwrap() <= max, "{rc:#}");
+    }
+    // Envoy applies a route change within a second, every time.
+    let envoy = &st["steps"][0]["routeChanges"];
+    assert!(envoy["shown"].as_u64().unwrap() >= 9, "{envoy:#}");
+    // The log of the last sample's changes, each to the backend after the one before.
+    let log = st["routeChangeLog"]["changes"].as_array().unwrap();
+    let backends: Vec<&str> = log.iter().map(|c| c["backend"].as_str().unwrap()).collect();
+    assert_eq!(backends.len(), 10);
+    assert!(
+        backends.chunks(2).all(|p| p == ["web-b", "web-a"]),
+        "{backends:?}"
+    );
+    // The routes are gone with the run; nothing else was disturbed.
+    assert!(routes(&client, &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+    assert_eq!(operator_restarts(&client).await, restarts);
 }
