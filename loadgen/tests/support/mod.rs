@@ -1,6 +1,7 @@
 //! Shared by the TCP and offload integration tests: prerequisites, the network-namespace
 //! topology (tests/netns/topology.sh) torn down on Drop, and helpers that run iperf3 and
-//! netbench-loadgen on a path and return their figures.
+//! netbench-loadgen on a path and return their figures; and the http-server responder, in this
+//! process or as a process in a namespace.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub use test_support::ports;
@@ -226,6 +227,46 @@ fn wait_listening(ns: Option<&str>, port: u16, server: &mut Server) -> bool {
         sleep(Duration::from_millis(50));
     }
     panic!("process {pid} does not listen on port {port} after 10 s");
+}
+
+/// The http-server responder answering as `args` asks, on a free port of 127.0.0.1, served by
+/// its own runtime thread in this process (ending with it); returns its URL.
+pub fn responder(args: loadgen::responder::ServerArgs) -> String {
+    let answer = args.answer().expect("valid responder arguments");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            loadgen::responder::serve(listener, answer).await.unwrap();
+        });
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    format!("http://{addr}/")
+}
+
+/// `netbench-loadgen http-server --name NAME` on `bind:port` in `ns` (a namespace of the
+/// test's own), one serving thread.
+pub fn http_server(ns: &str, bind: &str, port: u16, name: &str) -> Server {
+    let port_arg = port.to_string();
+    let args = [
+        "http-server",
+        "--bind",
+        bind,
+        "-p",
+        &port_arg,
+        "--name",
+        name,
+        "--threads",
+        "1",
+    ];
+    spawn_server(Some(ns), LOADGEN, &args, port)
+        .unwrap_or_else(|| panic!("http-server -p {port} exited (port taken?)"))
 }
 
 /// iperf3's server on `port` in `ns` (a namespace of the test's own: nobody else listens there).
