@@ -7,7 +7,6 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::process::Command;
 
 use loadgen::http::{run, HttpConfig, HttpOptions};
 use loadgen::responder::ServerArgs;
@@ -105,18 +104,9 @@ fn without_the_flag_nothing_is_recorded() {
 /// `netbench-loadgen http --record-answers` from the command line (the form the operator
 /// passes to a worker), its JSON report parsed as the operator does.
 fn cli_report(args: &[&str]) -> HttpReport {
-    let out = Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
-        .arg("http")
-        .args(args)
-        .args(["--output", "json"])
-        .env_remove("NETBENCH_OPERATOR_URL")
-        .output()
-        .expect("running netbench-loadgen");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut cmd = support::in_ns(None, support::LOADGEN);
+    cmd.arg("http").args(args).args(["--output", "json"]);
+    let out = support::run_ok(cmd.env_remove("NETBENCH_OPERATOR_URL"));
     match Report::from_json(&String::from_utf8_lossy(&out.stdout)).expect("a JSON report") {
         Report::Http(r) => r,
     }

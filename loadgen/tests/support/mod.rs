@@ -250,14 +250,12 @@ pub fn responder(args: loadgen::responder::ServerArgs) -> String {
     format!("http://{addr}/")
 }
 
-/// `netbench-loadgen http-server --name NAME` on `bind:port` in `ns` (a namespace of the
-/// test's own), one serving thread.
-pub fn http_server(ns: &str, bind: &str, port: u16, name: &str) -> Server {
+/// `netbench-loadgen http-server --name NAME` on `port` of every address of `ns` (a namespace
+/// of the test's own), one serving thread.
+pub fn http_server(ns: &str, port: u16, name: &str) -> Server {
     let port_arg = port.to_string();
     let args = [
         "http-server",
-        "--bind",
-        bind,
         "-p",
         &port_arg,
         "--name",
@@ -405,6 +403,35 @@ pub fn assert_agrees_with_iperf3(
         (0.4..2.5).contains(&ratio),
         "{label}: netbench/iperf3 = {ratio:.2}"
     );
+}
+
+/// `nft` in namespace `ns` with `args` (each one argument, no shell).
+pub fn nft(ns: &str, args: &[&str]) -> Output {
+    run_ok(in_ns(Some(ns), "nft").args(args))
+}
+
+/// A Service's translation as kube-proxy makes it, in namespace `ns`: the nat output chain
+/// `ip nbsvc out`, where [`translate_to`] puts its one rule.
+pub fn add_service_chain(ns: &str) {
+    nft(ns, &["add", "table", "ip", "nbsvc"]);
+    let chain = "{ type nat hook output priority -100 ; policy accept ; }";
+    nft(ns, &["add", "chain", "ip", "nbsvc", "out", chain]);
+}
+
+/// Points `service_ip` port 80 at `backend` ("ip:port"), replacing the rule before it in one
+/// nft transaction (so no connection ever finds the chain without a rule).
+pub fn translate_to(ns: &str, service_ip: &str, backend: &str) {
+    let args = [
+        "flush", "chain", "ip", "nbsvc", "out", ";", "add", "rule", "ip", "nbsvc", "out", "ip",
+        "daddr", service_ip, "tcp", "dport", "80", "counter", "dnat", "to", backend,
+    ];
+    nft(ns, &args);
+}
+
+/// Connections translated by the current rule (a nat rule sees a connection's first packet).
+pub fn translated(ns: &str) -> u64 {
+    let out = nft(ns, &["-j", "list", "chain", "ip", "nbsvc", "out"]);
+    nft_counter_packets(&out.stdout).unwrap_or(0)
 }
 
 /// The packets counted by the first `counter` of the rules in `nft -j list table ...` output
