@@ -35,7 +35,8 @@ enum Command {
     /// Read or change ethtool offload features of an interface.
     Offload(offload::cli::OffloadArgs),
     /// Answer every HTTP request with a set status, body size and delay: a target to
-    /// benchmark through an ingress controller when the cluster has none of its own.
+    /// benchmark through an ingress controller when the cluster has none of its own. With
+    /// --name NAME every answer carries X-Netbench-Backend: NAME (read by http --record-answers).
     HttpServer(loadgen::responder::ServerArgs),
 }
 

@@ -2,6 +2,8 @@
 //! ingress controller or Gateway when the cluster has no target of its own. Every request, any
 //! method and path, gets the same answer: a status, a body of a set size (a repeated "hello\n",
 //! so the default answer is "hello\n"), after an optional delay. Keep-alive as the client asks.
+//! With `--name NAME` every answer names its backend in `X-Netbench-Backend: NAME`, so a client
+//! recording answers (`http --record-answers`) sees which backend a route led to, and when.
 //! Built on hyper (the operator's worker API uses it too).
 
 use std::convert::Infallible;
@@ -10,9 +12,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::header::HeaderValue;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use protocol::report::answers::{BACKEND_HEADER, MAX_BACKEND_BYTES};
 use tokio::net::TcpListener;
 
 use crate::http::parse_duration;
@@ -35,6 +39,8 @@ pub struct Answer {
     pub status: StatusCode,
     pub body: Bytes,
     pub delay: Duration,
+    /// The `X-Netbench-Backend` value of every answer (`--name`).
+    pub backend: Option<HeaderValue>,
 }
 
 /// `http-server` arguments.
@@ -58,6 +64,10 @@ pub struct ServerArgs {
     /// Threads serving connections (default: the CPUs this process may use).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Name this backend in every answer's X-Netbench-Backend header (1 to 63 lowercase
+    /// letters, digits, '-' or '.'), so clients recording answers see which backend answered.
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 impl ServerArgs {
@@ -87,13 +97,31 @@ impl ServerArgs {
             status,
             body: Bytes::from(body),
             delay,
+            backend: self.name.as_deref().map(backend_value).transpose()?,
         })
     }
+}
+
+/// The header value of `--name`: a name like a DNS label or a part of a subdomain.
+fn backend_value(name: &str) -> Result<HeaderValue, String> {
+    let plain = (1..=MAX_BACKEND_BYTES).contains(&name.len())
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.'));
+    let value = plain.then(|| HeaderValue::from_str(name).ok()).flatten();
+    value.ok_or_else(|| {
+        format!(
+            "--name {name:?} is not 1 to {MAX_BACKEND_BYTES} lowercase letters, digits, '-' or '.'"
+        )
+    })
 }
 
 fn respond(answer: &Answer) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(answer.body.clone()));
     *r.status_mut() = answer.status;
+    if let Some(name) = &answer.backend {
+        r.headers_mut().insert(BACKEND_HEADER, name.clone());
+    }
     r
 }
 
@@ -152,7 +180,7 @@ pub fn run(args: &ServerArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         let listener = TcpListener::bind(SocketAddr::new(args.bind, args.port)).await?;
         eprintln!(
-            "netbench-loadgen http-server on {}: {} with {} bytes{}",
+            "netbench-loadgen http-server on {}: {} with {} bytes{}{}",
             listener.local_addr()?,
             answer.status,
             answer.body.len(),
@@ -160,6 +188,10 @@ pub fn run(args: &ServerArgs) -> anyhow::Result<()> {
                 String::new()
             } else {
                 format!(" after {:?}", answer.delay)
+            },
+            match &args.name {
+                Some(name) => format!(", as backend {name}"),
+                None => String::new(),
             }
         );
         serve(listener, answer).await?;
@@ -179,6 +211,7 @@ mod tests {
             delay: delay.into(),
             status,
             threads: None,
+            name: None,
         }
     }
 
@@ -191,6 +224,41 @@ mod tests {
         );
         assert_eq!(&args(8, "0s", 200).answer().unwrap().body[..], b"hello\nhe");
         assert!(args(0, "0s", 204).answer().unwrap().body.is_empty());
+    }
+
+    #[test]
+    fn the_name_is_a_plain_lowercase_name() {
+        let named = |name: &str| {
+            let mut a = args(6, "0s", 200);
+            a.name = Some(name.into());
+            a.answer()
+        };
+        for good in ["web-a", "a", "backend.v2", "0", &"x".repeat(63)] {
+            let value = named(good).unwrap().backend.unwrap();
+            assert_eq!(value.as_bytes(), good.as_bytes());
+        }
+        for bad in [
+            "",
+            "Web-A",
+            "web a",
+            "web_a",
+            "wéb",
+            "a\r\nX: y",
+            &"x".repeat(64),
+        ] {
+            let e = named(bad).unwrap_err();
+            assert!(
+                e.starts_with("--name ") && e.contains("1 to 63 lowercase letters"),
+                "{bad:?}: {e}"
+            );
+        }
+        assert_eq!(args(6, "0s", 200).answer().unwrap().backend, None);
+        let named = respond(&named("web-a").unwrap());
+        assert_eq!(named.headers()["x-netbench-backend"], "web-a");
+        assert!(respond(&args(6, "0s", 200).answer().unwrap())
+            .headers()
+            .get(BACKEND_HEADER)
+            .is_none());
     }
 
     #[test]

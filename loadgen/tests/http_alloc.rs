@@ -1,11 +1,14 @@
 //! Proves the keep-alive hot path does not allocate per request: a counting global allocator
 //! around a run of thousands of requests against an in-test server that itself does not
-//! allocate per request. (Its own binary, so no other test's allocations are counted.)
+//! allocate per request; nor when answers are recorded and the answer (status, backend named in
+//! X-Netbench-Backend) does not change. (Its own binary, so no other test's allocations are
+//! counted; its tests measure one at a time.)
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use loadgen::http::{run, HttpConfig, HttpOptions};
 
@@ -31,6 +34,13 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Every answer, naming its backend.
+const RESPONSE: &[u8] =
+    b"HTTP/1.1 200 OK\r\nX-Netbench-Backend: web-a\r\nContent-Length: 6\r\n\r\nhello\n";
+
+/// One measurement at a time (the counter is the whole process's).
+static MEASURING: Mutex<()> = Mutex::new(());
+
 /// Keep-alive HTTP server: fixed buffer, static response, no allocation per request.
 fn start_server() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -54,10 +64,7 @@ fn start_server() -> u16 {
                         buf.copy_within(n - tail..n, 0);
                     }
                     for _ in 0..requests {
-                        if conn
-                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n")
-                            .is_err()
-                        {
+                        if conn.write_all(RESPONSE).is_err() {
                             return;
                         }
                     }
@@ -70,6 +77,16 @@ fn start_server() -> u16 {
 
 #[test]
 fn keepalive_hot_path_does_not_allocate_per_request() {
+    assert_no_allocation_per_request(false);
+}
+
+#[test]
+fn recording_an_unchanged_answer_does_not_allocate_per_request() {
+    assert_no_allocation_per_request(true);
+}
+
+fn assert_no_allocation_per_request(record_answers: bool) {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let port = start_server();
     // Thousands of requests are needed to tell a per-request allocation from the bounded
     // set-up: a second is plenty on an idle machine, a loaded one may need longer (one run
@@ -80,12 +97,17 @@ fn keepalive_hot_path_does_not_allocate_per_request() {
         opts.connections = 4;
         opts.threads = 1;
         opts.duration = format!("{secs}s");
+        opts.record_answers = record_answers;
         let cfg = HttpConfig::from_options(&opts).unwrap();
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         let report = run(&cfg, None).unwrap();
         let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
         let requests = report.counters.requests;
         assert_eq!(report.counters.errors.total(), 0, "{:?}", report.counters);
+        if record_answers {
+            let answers = report.answers.expect("answers recorded");
+            assert_eq!(answers.sightings.len(), 1, "{:?}", answers.sightings);
+        }
         if requests <= 2_000 {
             eprintln!("{requests} requests in {secs} s: too few to judge, running longer");
             continue;

@@ -19,37 +19,13 @@ const SERVICE_IP: &str = "198.19.0.77";
 const GONE_POD_IP: &str = "198.19.0.99";
 const PORT: u16 = 5202;
 
-/// `nft` in namespace `ns` with `args` (each one argument, no shell).
-fn nft(ns: &str, args: &[&str]) -> std::process::Output {
-    run_ok(in_ns(Some(ns), "nft").args(args))
-}
-
-/// Points the virtual address at `backend` (replacing the rule before it).
-fn translate_to(ns: &str, backend: &str) {
-    nft(ns, &["flush", "chain", "ip", "nbsvc", "out"]);
-    let to = format!("{backend}:{PORT}");
-    let rule = [
-        "add", "rule", "ip", "nbsvc", "out", "ip", "daddr", SERVICE_IP, "tcp", "dport", "80",
-        "counter", "dnat", "to", &to,
-    ];
-    nft(ns, &rule);
-}
-
-/// Connections translated by the current rule (a nat rule sees a connection's first packet).
-fn translated(ns: &str) -> u64 {
-    let out = nft(ns, &["-j", "list", "chain", "ip", "nbsvc", "out"]);
-    nft_counter_packets(&out.stdout).unwrap_or(0)
-}
-
 #[test]
 fn http_preflight_opens_a_new_connection_when_a_stale_translation_is_not_answered() {
     require(&["ip", "nft"], true);
     let topo = Topology::up(false);
     let _server = loadgen_server(Some(&topo.ns_b), PORT);
-    nft(&topo.ns_a, &["add", "table", "ip", "nbsvc"]);
-    let chain = "{ type nat hook output priority -100 ; policy accept ; }";
-    nft(&topo.ns_a, &["add", "chain", "ip", "nbsvc", "out", chain]);
-    translate_to(&topo.ns_a, GONE_POD_IP);
+    add_service_chain(&topo.ns_a);
+    translate_to(&topo.ns_a, SERVICE_IP, &format!("{GONE_POD_IP}:{PORT}"));
 
     let ns_path = format!("/run/netns/{}", topo.ns_a);
     let check = std::thread::spawn(move || {
@@ -70,7 +46,7 @@ fn http_preflight_opens_a_new_connection_when_a_stale_translation_is_not_answere
         assert!(Instant::now() < deadline, "the preflight sent no SYN");
         std::thread::sleep(Duration::from_millis(10));
     }
-    translate_to(&topo.ns_a, support::VXLAN_IP_B);
+    translate_to(&topo.ns_a, SERVICE_IP, &format!("{VXLAN_IP_B}:{PORT}"));
 
     let (outcome, took) = check.join().expect("the preflight thread");
     assert_eq!(outcome, Ok(()), "after {took:?}");

@@ -2,39 +2,26 @@
 //! read by a plain socket: the answer it was asked for, keep-alive, the delay, and a request
 //! that never finishes its head costing only its own connection.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use loadgen::http::{HttpConfig, HttpOptions};
-use loadgen::responder::{serve, ServerArgs};
+use loadgen::responder::ServerArgs;
 
 /// A responder on a free port of 127.0.0.1 (its own runtime thread); returns its URL.
 fn responder(body_size: usize, delay: &str, status: u16) -> String {
-    let args = ServerArgs {
+    support::responder(ServerArgs {
         port: 0,
         bind: "127.0.0.1".parse().unwrap(),
         body_size,
         delay: delay.into(),
         status,
         threads: Some(1),
-    };
-    let answer = args.answer().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            serve(listener, answer).await.unwrap();
-        });
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    format!("http://{addr}/")
+        name: None,
+    })
 }
 
 /// One raw HTTP/1.1 exchange on `conn`: the status line and the body.

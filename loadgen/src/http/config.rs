@@ -54,6 +54,10 @@ pub struct HttpOptions {
     /// Skip TLS certificate verification (explicit opt-in).
     #[arg(short = 'k', long)]
     pub insecure: bool,
+    /// Record which answers (status, and the backend named in the X-Netbench-Backend header)
+    /// were seen when, from the start (warm-up included), into the report's `answers`.
+    #[arg(long)]
+    pub record_answers: bool,
 }
 
 impl HttpOptions {
@@ -75,6 +79,7 @@ impl HttpOptions {
             body: None,
             host: None,
             insecure: false,
+            record_answers: false,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct HttpConfig {
     pub keepalive: bool,
     pub http2: bool,
     pub insecure: bool,
+    /// Record the answers seen (report's `answers`).
+    pub record_answers: bool,
 }
 
 /// A rejected option, with a one-line reason.
@@ -226,6 +233,7 @@ impl HttpConfig {
             keepalive: !o.no_keepalive,
             http2: o.http2,
             insecure: o.insecure,
+            record_answers: o.record_answers,
         })
     }
 
@@ -305,6 +313,31 @@ mod tests {
         o.duration = "1s".into();
         o.url = "http://no-such-host.invalid/".into();
         assert!(check(o).contains("cannot resolve host"));
+    }
+
+    /// The flag as the operator passes it to a worker (`http ... --record-answers URL`, parsed
+    /// into these options by the command line in both modes) reaches the configuration.
+    #[test]
+    fn record_answers_is_a_command_line_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            options: HttpOptions,
+        }
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            HttpConfig::from_options(&cli.options)
+                .unwrap()
+                .record_answers
+        };
+        assert!(parse(&[
+            "http",
+            "--record-answers",
+            "http://127.0.0.1:8080/"
+        ]));
+        assert!(!parse(&["http", "http://127.0.0.1:8080/"]));
+        assert!(!HttpOptions::new("http://127.0.0.1:8080/").record_answers);
     }
 
     #[test]

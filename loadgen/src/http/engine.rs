@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
+use protocol::report::answers::Answers;
 use protocol::report::histogram::new_latency_histogram;
 use protocol::report::{Counters, HttpReport, HttpRunConfig, ThreadSummary};
 use rustls::pki_types::ServerName;
 
+use super::answers::{Answer, ConnRuns, WallClock};
 use super::config::{HttpConfig, Scheme};
 use super::connect::{Connector, Plain, Tls};
 use super::gate::StartGate;
@@ -43,11 +45,16 @@ pub(crate) struct Plan {
     pub method: String,
     pub uri: String,
     pub h2_headers: Vec<(String, String)>,
+    /// Record which answers were seen when (`--record-answers`).
+    pub record_answers: bool,
 }
 
 /// The run's timeline, fixed when all threads are ready.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
+    /// The run's start (warm-up included), on both clocks: the one wall-clock reading every
+    /// recorded instant is converted through.
+    pub start: WallClock,
     pub measure_start: Instant,
     pub end: Instant,
 }
@@ -60,6 +67,26 @@ pub(crate) struct ConnCtx {
     pub schedule: Option<(Instant, Duration)>,
 }
 
+impl ConnCtx {
+    /// A response of this connection task answered `answer` at `at` (recorded only with
+    /// `--record-answers`; the thread's record is touched only when the answer changed).
+    pub(crate) fn answered(&self, runs: &mut ConnRuns, answer: Answer, at: Instant) {
+        if !self.plan.record_answers {
+            return;
+        }
+        if let Some(ended) = runs.seen(answer, at) {
+            self.stats.borrow_mut().answers_run(ended);
+        }
+    }
+
+    /// The connection task is over: its run in progress goes to the thread's record.
+    pub(crate) fn connection_ended(&self, runs: &mut ConnRuns) {
+        if let Some(ended) = runs.finish() {
+            self.stats.borrow_mut().answers_run(ended);
+        }
+    }
+}
+
 #[derive(Clone)]
 pub(super) enum Transport {
     Plain(Plain),
@@ -70,6 +97,7 @@ struct ThreadResult {
     counters: Counters,
     hist: Histogram<u64>,
     connections: usize,
+    answers: Option<Answers>,
 }
 
 /// Runs the load described by `cfg` and blocks until it is done (warm-up + duration + the
@@ -92,7 +120,8 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
             gate.clone(),
             done_tx.clone(),
         );
-        let (http2, rate, total) = (cfg.http2, cfg.rate, cfg.connections);
+        let (http2, rate, total, record) =
+            (cfg.http2, cfg.rate, cfg.connections, cfg.record_answers);
         let spawned = std::thread::Builder::new()
             .name(format!("loadgen-{t}"))
             .spawn(move || {
@@ -100,14 +129,16 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build();
-                let Some((start, clock)) = thread_gate.arrive_and_wait() else {
+                let Some(clock) = thread_gate.arrive_and_wait() else {
                     return Err(std::io::Error::other("run aborted before the start"));
                 };
                 let rt = rt?;
+                let start = clock.start.instant;
                 let stats = Rc::new(RefCell::new(ThreadStats::new(
-                    start,
+                    clock.start,
                     clock.measure_start,
                     counters,
+                    record,
                 )));
                 let local = tokio::task::LocalSet::new();
                 local.block_on(&rt, async {
@@ -136,6 +167,7 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
                     counters: stats.counters,
                     hist: stats.hist,
                     connections: conns.len(),
+                    answers: stats.answers.map(|a| a.answers),
                 })
             });
         match spawned {
@@ -151,14 +183,16 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
     }
     drop(done_tx);
     gate.wait_for_arrivals(threads);
-    let start = Instant::now();
+    let run_start = WallClock::now();
+    let start = run_start.instant;
     let measure_start = start + cfg.warmup;
     let clock = Clock {
+        start: run_start,
         measure_start,
         end: measure_start + cfg.duration,
     };
-    let wall_start = SystemTime::now() + cfg.warmup;
-    gate.open(Some((start, clock)));
+    let wall_start = run_start.system + cfg.warmup;
+    gate.open(Some(clock));
 
     report_progress(
         &done_rx,
@@ -173,6 +207,7 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
     let mut counters = Counters::default();
     let mut hist = new_latency_histogram();
     let mut per_thread = Vec::with_capacity(threads);
+    let mut answers = cfg.record_answers.then(Answers::new);
     let secs = cfg.duration.as_secs_f64();
     for (t, h) in handles.into_iter().enumerate() {
         let result = h
@@ -192,8 +227,11 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
             bytes_read: result.counters.bytes_read,
             rps: result.counters.requests as f64 / secs,
         });
+        if let (Some(all), Some(thread)) = (&mut answers, &result.answers) {
+            all.merge(thread);
+        }
     }
-    HttpReport::from_run(
+    let mut report = HttpReport::from_run(
         run_config(cfg),
         unix_ms(wall_start),
         unix_ms(end_wall).max(unix_ms(wall_start)),
@@ -202,7 +240,9 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
         &hist,
         per_thread,
     )
-    .map_err(HttpError::Report)
+    .map_err(HttpError::Report)?;
+    report.answers = answers;
+    Ok(report)
 }
 
 fn spawn_conn(transport: &Transport, http2: bool, ctx: ConnCtx) -> tokio::task::JoinHandle<()> {
@@ -275,6 +315,7 @@ fn plan(cfg: &HttpConfig) -> Plan {
         method: cfg.method.clone(),
         uri: format!("{scheme}://{}{}", cfg.authority(), cfg.path),
         h2_headers,
+        record_answers: cfg.record_answers,
     }
 }
 

@@ -2,7 +2,6 @@
 //! clock (or are told to give up).
 
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Instant;
 
 use super::engine::Clock;
 
@@ -15,14 +14,14 @@ pub(crate) struct StartGate {
 }
 
 /// (threads arrived, release: `None` = closed, `Some(None)` = aborted, `Some(Some(..))` = go).
-type GateState = (usize, Option<Option<(Instant, Clock)>>);
+type GateState = (usize, Option<Option<Clock>>);
 
 impl StartGate {
     fn lock(&self) -> MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn arrive_and_wait(&self) -> Option<(Instant, Clock)> {
+    pub(crate) fn arrive_and_wait(&self) -> Option<Clock> {
         let mut s = self.lock();
         s.0 += 1;
         self.changed.notify_all();
@@ -41,7 +40,7 @@ impl StartGate {
         }
     }
 
-    pub(crate) fn open(&self, clock: Option<(Instant, Clock)>) {
+    pub(crate) fn open(&self, clock: Option<Clock>) {
         self.lock().1 = Some(clock);
         self.changed.notify_all();
     }

@@ -5,10 +5,11 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::answers::{Answer, ConnRuns};
 use super::connect::{Connector, PeerClosed};
 use super::engine::ConnCtx;
 use super::recv::RecvBuf;
-use super::response::{parse_head, Body};
+use super::response::{parse_head, Body, HeadOptions};
 use super::stats::ErrorClass;
 use super::timer::{Deadline, Pacer};
 
@@ -16,7 +17,7 @@ use super::timer::{Deadline, Pacer};
 const RECV_BUF: usize = 16 * 1024;
 
 struct Outcome {
-    status: u16,
+    answer: Answer,
     close: bool,
     read: u64,
 }
@@ -28,6 +29,11 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
     let mut stream: Option<C::Stream> = None;
     let mut pacer = Pacer::new(ctx.clock.end, ctx.schedule);
     let mut timer = Deadline::new();
+    let mut runs = ConnRuns::default();
+    let opts = HeadOptions {
+        head_request: plan.head,
+        backend: plan.record_answers,
+    };
     while let Some((started, now)) = pacer.next().await {
         let deadline = now + plan.timeout;
         let mut sent = 0;
@@ -50,7 +56,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
         let Some(s) = stream.as_mut() else { continue };
         buf.clear();
         match timer
-            .run(deadline, exchange(s, &request[sent..], &mut buf, plan.head))
+            .run(deadline, exchange(s, &request[sent..], &mut buf, opts))
             .await
         {
             Some(Ok(out)) => {
@@ -58,10 +64,11 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                 ctx.stats.borrow_mut().response(
                     started,
                     now,
-                    out.status,
+                    out.answer.status,
                     out.read,
                     request.len() as u64,
                 );
+                ctx.answered(&mut runs, out.answer, now);
                 if out.close || !plan.keepalive {
                     if let Some(s) = stream.take() {
                         if !s.peer_closed() {
@@ -80,6 +87,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
             }
         }
     }
+    ctx.connection_ended(&mut runs);
 }
 
 /// One request/response on an open connection.
@@ -87,7 +95,7 @@ async fn exchange<S>(
     s: &mut S,
     request: &[u8],
     buf: &mut RecvBuf,
-    head_request: bool,
+    opts: HeadOptions,
 ) -> Result<Outcome, ErrorClass>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -97,7 +105,7 @@ where
     let mut read = 0u64;
     let head = loop {
         if !buf.data().is_empty() {
-            if let Some(h) = parse_head(buf.data(), head_request).map_err(|_| ErrorClass::Parse)? {
+            if let Some(h) = parse_head(buf.data(), opts).map_err(|_| ErrorClass::Parse)? {
                 break h;
             }
         }
@@ -118,7 +126,10 @@ where
         }
     }
     Ok(Outcome {
-        status: head.status,
+        answer: Answer {
+            status: head.status,
+            backend: head.backend,
+        },
         close: head.close,
         read,
     })
@@ -222,6 +233,10 @@ mod props {
 
     /// (status, close, read) or the error class.
     fn answer(data: &[u8], cuts: &[usize], head: bool) -> Result<(u16, bool, u64), ErrorClass> {
+        let opts = HeadOptions {
+            head_request: head,
+            backend: true,
+        };
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -231,9 +246,9 @@ mod props {
             &mut server,
             b"GET / HTTP/1.1\r\n\r\n",
             &mut buf,
-            head,
+            opts,
         ))
-        .map(|o| (o.status, o.close, o.read))
+        .map(|o| (o.answer.status, o.close, o.read))
     }
 
     proptest! {

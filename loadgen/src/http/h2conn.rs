@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
+use protocol::report::answers::BACKEND_HEADER;
 
+use super::answers::{Answer, Backend, ConnRuns};
 use super::connect::Connector;
 use super::engine::ConnCtx;
 use super::stats::ErrorClass;
@@ -17,6 +19,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
     let mut client: Option<SendRequest<Bytes>> = None;
     let mut pacer = Pacer::new(ctx.clock.end, ctx.schedule);
     let mut timer = Deadline::new();
+    let mut runs = ConnRuns::default();
     while let Some((started, now)) = pacer.next().await {
         let deadline = now + plan.timeout;
         if client.is_none() {
@@ -36,14 +39,16 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
             continue;
         };
         match timer.run(deadline, exchange(send, plan, &body)).await {
-            Some(Ok((status, read))) => {
+            Some(Ok((answer, read))) => {
+                let now = Instant::now();
                 ctx.stats.borrow_mut().response(
                     started,
-                    Instant::now(),
-                    status,
+                    now,
+                    answer.status,
                     read,
                     body.len() as u64,
                 );
+                ctx.answered(&mut runs, answer, now);
                 if !plan.keepalive {
                     client = None;
                 }
@@ -58,6 +63,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
             }
         }
     }
+    ctx.connection_ended(&mut runs);
 }
 
 async fn handshake<C: Connector>(connector: &C) -> Result<SendRequest<Bytes>, ErrorClass> {
@@ -76,7 +82,7 @@ async fn exchange(
     send: &mut SendRequest<Bytes>,
     plan: &super::engine::Plan,
     body: &Bytes,
-) -> Result<(u16, u64), ErrorClass> {
+) -> Result<(Answer, u64), ErrorClass> {
     let mut ready = send.clone().ready().await.map_err(|_| ErrorClass::Write)?;
     let mut builder = http::Request::builder()
         .method(plan.method.as_str())
@@ -94,7 +100,16 @@ async fn exchange(
             .map_err(|_| ErrorClass::Write)?;
     }
     let response = response.await.map_err(|_| ErrorClass::Read)?;
-    let status = response.status().as_u16();
+    // Looked up only when answers are recorded.
+    let named = plan
+        .record_answers
+        .then(|| response.headers().get(BACKEND_HEADER))
+        .flatten();
+    let backend = named.map_or(Backend::NONE, |v| Backend::from_value(v.as_bytes()));
+    let answer = Answer {
+        status: response.status().as_u16(),
+        backend,
+    };
     let mut recv = response.into_body();
     let mut read = 0u64;
     while let Some(chunk) = recv.data().await {
@@ -102,5 +117,5 @@ async fn exchange(
         read += chunk.len() as u64;
         let _ = recv.flow_control().release_capacity(chunk.len());
     }
-    Ok((status, read))
+    Ok((answer, read))
 }

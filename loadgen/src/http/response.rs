@@ -1,5 +1,11 @@
 //! Minimal HTTP/1.1 response parsing: status and framing headers via `httparse`, then the body
 //! by Content-Length, chunked encoding, or read-to-close. Bodies are counted, never stored.
+//! When answers are recorded, the head also gives the backend that named itself
+//! (`X-Netbench-Backend`), held inline.
+
+use protocol::report::answers::BACKEND_HEADER;
+
+use super::answers::Backend;
 
 /// The response could not be parsed (counted in the `parse` error class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +22,8 @@ pub(crate) enum Framing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Head {
     pub status: u16,
+    /// The `X-Netbench-Backend` name (the first such header), only when asked for.
+    pub backend: Backend,
     pub framing: Framing,
     /// The server will close the connection after this response.
     pub close: bool,
@@ -25,9 +33,18 @@ pub(crate) struct Head {
 
 const MAX_HEADERS: usize = 64;
 
+/// What a response head is parsed for.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HeadOptions {
+    /// The request was HEAD (the response has no body whatever it announces).
+    pub head_request: bool,
+    /// Read the backend's name (answers are recorded).
+    pub backend: bool,
+}
+
 /// Parses a response head at the start of `data`; `Ok(None)` means more bytes are needed.
 /// Interim 1xx responses are skipped (their length is included in `len`).
-pub(crate) fn parse_head(data: &[u8], head_request: bool) -> Result<Option<Head>, ParseError> {
+pub(crate) fn parse_head(data: &[u8], opts: HeadOptions) -> Result<Option<Head>, ParseError> {
     let mut offset = 0;
     loop {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -44,9 +61,15 @@ pub(crate) fn parse_head(data: &[u8], head_request: bool) -> Result<Option<Head>
         let mut close = resp.version == Some(0);
         let mut length: Option<u64> = None;
         let mut chunked = false;
+        let mut backend: Option<Backend> = None;
         for h in resp.headers.iter() {
             let name = h.name.as_bytes();
-            if name.eq_ignore_ascii_case(b"content-length") {
+            if opts.backend
+                && backend.is_none()
+                && name.eq_ignore_ascii_case(BACKEND_HEADER.as_bytes())
+            {
+                backend = Some(Backend::from_value(h.value));
+            } else if name.eq_ignore_ascii_case(b"content-length") {
                 let v = parse_u64(h.value).ok_or(ParseError)?;
                 if length.is_some_and(|l| l != v) {
                     return Err(ParseError);
@@ -62,7 +85,7 @@ pub(crate) fn parse_head(data: &[u8], head_request: bool) -> Result<Option<Head>
                 }
             }
         }
-        let no_body = head_request || status == 204 || status == 304 || status == 101;
+        let no_body = opts.head_request || status == 204 || status == 304 || status == 101;
         let framing = if no_body {
             Framing::None
         } else if chunked {
@@ -79,6 +102,7 @@ pub(crate) fn parse_head(data: &[u8], head_request: bool) -> Result<Option<Head>
         };
         return Ok(Some(Head {
             status,
+            backend: backend.unwrap_or(Backend::NONE),
             framing,
             close,
             len: offset + len,
@@ -218,10 +242,23 @@ impl Body {
 mod tests {
     use super::*;
 
+    const PLAIN: HeadOptions = HeadOptions {
+        head_request: false,
+        backend: false,
+    };
+    const HEAD: HeadOptions = HeadOptions {
+        head_request: true,
+        backend: false,
+    };
+    const BACKEND: HeadOptions = HeadOptions {
+        head_request: false,
+        backend: true,
+    };
+
     #[test]
     fn parses_content_length_response() {
         let r = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n";
-        let h = parse_head(r, false).unwrap().unwrap();
+        let h = parse_head(r, PLAIN).unwrap().unwrap();
         assert_eq!(h.status, 200);
         assert_eq!(h.framing, Framing::Length(6));
         assert!(!h.close);
@@ -233,23 +270,23 @@ mod tests {
     #[test]
     fn partial_head_needs_more() {
         assert_eq!(
-            parse_head(b"HTTP/1.1 200 OK\r\nContent-Le", false).unwrap(),
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Le", PLAIN).unwrap(),
             None
         );
-        assert!(parse_head(b"garbage\r\n\r\n", false).is_err());
+        assert!(parse_head(b"garbage\r\n\r\n", PLAIN).is_err());
     }
 
     #[test]
     fn connection_close_and_http10() {
         let h = parse_head(
             b"HTTP/1.1 500 x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-            false,
+            PLAIN,
         )
         .unwrap()
         .unwrap();
         assert!(h.close);
         assert_eq!(h.framing, Framing::None);
-        let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n", false)
+        let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n", PLAIN)
             .unwrap()
             .unwrap();
         assert!(h.close);
@@ -259,10 +296,10 @@ mod tests {
     #[test]
     fn skips_100_continue_and_head_has_no_body() {
         let r = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
-        let h = parse_head(r, false).unwrap().unwrap();
+        let h = parse_head(r, PLAIN).unwrap().unwrap();
         assert_eq!(h.status, 200);
         assert_eq!(h.len, r.len());
-        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true)
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", HEAD)
             .unwrap()
             .unwrap();
         assert_eq!(h.framing, Framing::None);
@@ -295,9 +332,48 @@ mod tests {
     }
 
     #[test]
+    fn the_backend_is_read_only_when_asked_whatever_the_case_of_its_name() {
+        let r = b"HTTP/1.1 200 OK\r\nx-NETBENCH-backend: web-a\r\nX-Netbench-Backend: web-b\r\n\
+                  Content-Length: 0\r\n\r\n";
+        let h = parse_head(r, BACKEND).unwrap().unwrap();
+        assert_eq!(
+            h.backend,
+            Backend::from_value(b"web-a"),
+            "the first header counts"
+        );
+        assert_eq!(h.framing, Framing::None);
+        assert_eq!(
+            parse_head(r, PLAIN).unwrap().unwrap().backend,
+            Backend::NONE
+        );
+        let none = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(
+            parse_head(none, BACKEND).unwrap().unwrap().backend,
+            Backend::NONE
+        );
+    }
+
+    #[test]
+    fn a_hostile_backend_value_is_no_name_and_a_long_one_is_cut() {
+        let mut r = b"HTTP/1.1 200 OK\r\nX-Netbench-Backend: ".to_vec();
+        r.extend((0..8000).map(|i| 0x80 | (i % 128) as u8));
+        r.extend_from_slice(b"\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(
+            parse_head(&r, BACKEND).unwrap().unwrap().backend,
+            Backend::NONE
+        );
+        let long = format!(
+            "HTTP/1.1 200 OK\r\nX-Netbench-Backend: {}\r\n\r\n",
+            "b".repeat(8000)
+        );
+        let h = parse_head(long.as_bytes(), BACKEND).unwrap().unwrap();
+        assert_eq!(h.backend, Backend::from_value("b".repeat(63).as_bytes()));
+    }
+
+    #[test]
     fn conflicting_lengths_are_parse_errors() {
         let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";
-        assert!(parse_head(r, false).is_err());
+        assert!(parse_head(r, PLAIN).is_err());
     }
 }
 
@@ -421,7 +497,8 @@ pub(crate) mod props {
 
         #[test]
         fn arbitrary_bytes_never_panic(data in vec(any::<u8>(), 0..1024), head in any::<bool>()) {
-            if let Ok(Some(h)) = parse_head(&data, head) {
+            let opts = HeadOptions { head_request: head, backend: true };
+            if let Ok(Some(h)) = parse_head(&data, opts) {
                 prop_assert!(h.len <= data.len());
                 prop_assert!((100..=999).contains(&h.status));
             }
@@ -439,11 +516,11 @@ pub(crate) mod props {
             cuts in vec(any::<usize>(), 0..6),
             next in vec(any::<u8>(), 0..16),
         ) {
-            let h = parse_head(&r.bytes, false).unwrap().unwrap();
+            let h = parse_head(&r.bytes, HeadOptions::default()).unwrap().unwrap();
             prop_assert_eq!(h.status, r.status);
             prop_assert_eq!(h.len, r.head_len);
             // Any proper prefix of the head needs more bytes.
-            prop_assert_eq!(parse_head(&r.bytes[..r.head_len - 1], false), Ok(None));
+            prop_assert_eq!(parse_head(&r.bytes[..r.head_len - 1], HeadOptions::default()), Ok(None));
             let mut data = r.bytes[h.len..].to_vec();
             data.extend_from_slice(&next);
             let (used, state) = feed_in_pieces(h.framing, &data, &cuts).unwrap();

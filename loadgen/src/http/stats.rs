@@ -2,6 +2,7 @@
 //! thread's connection tasks (single-threaded runtime, so a `RefCell` suffices), merged at the end.
 //! For live progress each thread also keeps an interval histogram that it hands to the reporter
 //! about once per second (one uncontended lock per second, no allocation per request).
+//! With `--record-answers` it also keeps the record of the answers its connections saw.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,6 +12,7 @@ use hdrhistogram::Histogram;
 use protocol::report::histogram::{new_latency_histogram, LATENCY_MAX_US};
 use protocol::report::Counters;
 
+use super::answers::{Run, ThreadAnswers, WallClock};
 use super::progress::INTERVAL;
 
 /// A thread hands over its interval latencies this long before each progress tick, so the
@@ -84,12 +86,21 @@ pub(crate) struct ThreadStats {
     /// Latencies since the last hand-over to `live.latency`, due at `next_flush`.
     interval: Histogram<u64>,
     next_flush: Instant,
+    /// The answers seen (only when they are recorded).
+    pub answers: Option<ThreadAnswers>,
 }
 
 impl ThreadStats {
-    /// `start`: when the run (and the progress ticks) started.
-    pub(crate) fn new(start: Instant, measure_start: Instant, live: Arc<LiveCounters>) -> Self {
+    /// `start`: when the run (and the progress ticks) started; `record_answers`: keep the
+    /// record of answers, its instants converted through `start`.
+    pub(crate) fn new(
+        start: WallClock,
+        measure_start: Instant,
+        live: Arc<LiveCounters>,
+        record_answers: bool,
+    ) -> Self {
         ThreadStats {
+            answers: record_answers.then(|| ThreadAnswers::new(start)),
             hist: new_latency_histogram(),
             counters: Counters::default(),
             measure_start,
@@ -98,7 +109,7 @@ impl ThreadStats {
             failed: 0,
             status_errors: 0,
             interval: new_interval_histogram(),
-            next_flush: start + INTERVAL - FLUSH_LEAD,
+            next_flush: start.instant + INTERVAL - FLUSH_LEAD,
         }
     }
 
@@ -150,6 +161,14 @@ impl ThreadStats {
         self.interval.reset();
         while self.next_flush <= now {
             self.next_flush += INTERVAL;
+        }
+    }
+
+    /// A connection's run of equal answers ended (the answer changed, or the connection task
+    /// is over).
+    pub(crate) fn answers_run(&mut self, run: Run) {
+        if let Some(a) = &mut self.answers {
+            a.add(run);
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use protocol::report::answers::{Answers, Sighting};
 use protocol::report::HttpReport;
 
 fn us(v: f64) -> String {
@@ -96,5 +97,62 @@ pub fn http_summary(r: &HttpReport, detailed: bool) -> String {
     }
     let _ = writeln!(s, "Requests/sec: {:.2}", r.rps);
     let _ = writeln!(s, "Transfer/sec: {}", bytes(r.bytes_per_sec));
+    if let Some(a) = &r.answers {
+        answers(&mut s, a, r.start_unix_ms);
+    }
     s
+}
+
+/// Most sightings listed in the text summary (the JSON report has them all).
+const LISTED_SIGHTINGS: usize = 20;
+
+/// The answers seen, in order of their first sighting, at seconds from the measured start.
+fn answers(s: &mut String, a: &Answers, start_unix_ms: u64) {
+    let _ = writeln!(
+        s,
+        "Answers: {} sightings{}",
+        a.sightings.len(),
+        if a.complete { "" } else { " (incomplete)" }
+    );
+    let mut seen: Vec<&Sighting> = a.sightings.iter().collect();
+    seen.sort_by_key(|x| x.from_unix_us);
+    let at = |us: u64| (us as f64 - start_unix_ms as f64 * 1000.0) / 1e6;
+    for x in seen.iter().take(LISTED_SIGHTINGS) {
+        let _ = writeln!(
+            s,
+            "  {} {:<20} {:+.3}s .. {:+.3}s",
+            x.status,
+            x.backend.as_deref().unwrap_or("-"),
+            at(x.from_unix_us),
+            at(x.to_unix_us)
+        );
+    }
+    if seen.len() > LISTED_SIGHTINGS {
+        let _ = writeln!(s, "  ... {} more", seen.len() - LISTED_SIGHTINGS);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_listed_by_first_sighting_from_the_measured_start() {
+        let mut a = Answers::new();
+        let seen = |backend: &str, from_ms: u64, to_ms: u64| Sighting {
+            status: 200,
+            backend: Some(backend.into()),
+            from_unix_us: from_ms * 1000,
+            to_unix_us: to_ms * 1000,
+        };
+        a.add(seen("web-b", 11_500, 12_000));
+        a.add(seen("web-a", 9_500, 11_400));
+        let mut s = String::new();
+        answers(&mut s, &a, 10_000);
+        assert_eq!(
+            s,
+            "Answers: 2 sightings\n  200 web-a                -0.500s .. +1.400s\n  \
+             200 web-b                +1.500s .. +2.000s\n"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Shared by the TCP and offload integration tests: prerequisites, the network-namespace
 //! topology (tests/netns/topology.sh) torn down on Drop, and helpers that run iperf3 and
-//! netbench-loadgen on a path and return their figures.
+//! netbench-loadgen on a path and return their figures; and the http-server responder, in this
+//! process or as a process in a namespace.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub use test_support::ports;
@@ -228,6 +229,44 @@ fn wait_listening(ns: Option<&str>, port: u16, server: &mut Server) -> bool {
     panic!("process {pid} does not listen on port {port} after 10 s");
 }
 
+/// The http-server responder answering as `args` asks, on a free port of 127.0.0.1, served by
+/// its own runtime thread in this process (ending with it); returns its URL.
+pub fn responder(args: loadgen::responder::ServerArgs) -> String {
+    let answer = args.answer().expect("valid responder arguments");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            loadgen::responder::serve(listener, answer).await.unwrap();
+        });
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    format!("http://{addr}/")
+}
+
+/// `netbench-loadgen http-server --name NAME` on `port` of every address of `ns` (a namespace
+/// of the test's own), one serving thread.
+pub fn http_server(ns: &str, port: u16, name: &str) -> Server {
+    let port_arg = port.to_string();
+    let args = [
+        "http-server",
+        "-p",
+        &port_arg,
+        "--name",
+        name,
+        "--threads",
+        "1",
+    ];
+    spawn_server(Some(ns), LOADGEN, &args, port)
+        .unwrap_or_else(|| panic!("http-server -p {port} exited (port taken?)"))
+}
+
 /// iperf3's server on `port` in `ns` (a namespace of the test's own: nobody else listens there).
 pub fn iperf3_server(ns: Option<&str>, port: u16) -> Server {
     spawn_server(ns, "iperf3", &["-s", "-p", &port.to_string()], port)
@@ -364,6 +403,35 @@ pub fn assert_agrees_with_iperf3(
         (0.4..2.5).contains(&ratio),
         "{label}: netbench/iperf3 = {ratio:.2}"
     );
+}
+
+/// `nft` in namespace `ns` with `args` (each one argument, no shell).
+pub fn nft(ns: &str, args: &[&str]) -> Output {
+    run_ok(in_ns(Some(ns), "nft").args(args))
+}
+
+/// A Service's translation as kube-proxy makes it, in namespace `ns`: the nat output chain
+/// `ip nbsvc out`, where [`translate_to`] puts its one rule.
+pub fn add_service_chain(ns: &str) {
+    nft(ns, &["add", "table", "ip", "nbsvc"]);
+    let chain = "{ type nat hook output priority -100 ; policy accept ; }";
+    nft(ns, &["add", "chain", "ip", "nbsvc", "out", chain]);
+}
+
+/// Points `service_ip` port 80 at `backend` ("ip:port"), replacing the rule before it in one
+/// nft transaction (so no connection ever finds the chain without a rule).
+pub fn translate_to(ns: &str, service_ip: &str, backend: &str) {
+    let args = [
+        "flush", "chain", "ip", "nbsvc", "out", ";", "add", "rule", "ip", "nbsvc", "out", "ip",
+        "daddr", service_ip, "tcp", "dport", "80", "counter", "dnat", "to", backend,
+    ];
+    nft(ns, &args);
+}
+
+/// Connections translated by the current rule (a nat rule sees a connection's first packet).
+pub fn translated(ns: &str) -> u64 {
+    let out = nft(ns, &["-j", "list", "chain", "ip", "nbsvc", "out"]);
+    nft_counter_packets(&out.stdout).unwrap_or(0)
 }
 
 /// The packets counted by the first `counter` of the rules in `nft -j list table ...` output

@@ -1,0 +1,189 @@
+//! Recording answers (`http --record-answers`) against real servers on 127.0.0.1: the
+//! http-server responder naming itself (`--name web-a`), loaded by the library and by the
+//! command line, and a small HTTP/2 server for the HTTP/2 path. What is recorded is one
+//! sighting per answer spanning the run (warm-up included), the status whatever it is, and
+//! nothing at all without the flag.
+
+mod support;
+
+use std::net::SocketAddr;
+
+use loadgen::http::{run, HttpConfig, HttpOptions};
+use loadgen::responder::ServerArgs;
+use protocol::report::answers::{Answers, Sighting};
+use protocol::report::{HttpReport, Report};
+
+/// A responder answering `status` as backend `name`; its URL.
+fn named_responder(name: &str, status: u16) -> String {
+    support::responder(ServerArgs {
+        port: 0,
+        bind: "127.0.0.1".parse().unwrap(),
+        body_size: 6,
+        delay: "0s".into(),
+        status,
+        threads: Some(1),
+        name: Some(name.into()),
+    })
+}
+
+fn options(url: String, record: bool) -> HttpOptions {
+    let mut o = HttpOptions::new(url);
+    o.connections = 4;
+    o.threads = 2;
+    o.duration = "1s".into();
+    o.warmup = "500ms".into();
+    o.record_answers = record;
+    o
+}
+
+/// Runs the library engine; the report passes the operator's own check.
+fn load(o: &HttpOptions) -> HttpReport {
+    let report = run(&HttpConfig::from_options(o).unwrap(), None).unwrap();
+    protocol::report::validate_http(&report).expect("the report passes validation");
+    report
+}
+
+/// The record's (status, backend) answers, in order.
+fn answers_of(a: &Answers) -> Vec<(u16, Option<&str>)> {
+    a.sightings
+        .iter()
+        .map(|s| (s.status, s.backend.as_deref()))
+        .collect()
+}
+
+/// The one sighting lies within the run: from its start (the measured window's start less the
+/// warm-up, as the responses of the warm-up are answers too) to its end. Both ends of the
+/// report are wall-clock milliseconds cut down, so the end is allowed up to 1 ms beyond; the
+/// sightings' instants are the monotonic clock from one wall-clock reading at the start (both
+/// clocks are slewed alike by NTP, so they do not drift apart within a run).
+fn assert_within_the_run(s: &Sighting, r: &HttpReport) {
+    let warmup_us = (r.config.warmup_s * 1e6) as u64;
+    let run_start_us = r.start_unix_ms * 1000 - warmup_us;
+    let end_us = r.end_unix_ms * 1000 + 999;
+    assert!(
+        run_start_us <= s.from_unix_us && s.to_unix_us <= end_us,
+        "{s:?} outside the run {run_start_us}..={end_us}"
+    );
+    // Seen from the warm-up on (a 500 ms warm-up: its first response is long before the
+    // measured start), and until the end (the last response is within 100 ms of it).
+    assert!(
+        s.from_unix_us < r.start_unix_ms * 1000,
+        "the warm-up's answers are recorded: {s:?}, measured from {} ms",
+        r.start_unix_ms
+    );
+    assert!(
+        s.to_unix_us + 100_000 >= r.end_unix_ms * 1000,
+        "seen until the end: {s:?}, ended {} ms",
+        r.end_unix_ms
+    );
+}
+
+#[test]
+fn a_named_backend_is_one_sighting_spanning_the_run() {
+    let url = named_responder("web-a", 200);
+    let r = load(&options(url, true));
+    assert!(r.counters.requests > 100, "{:?}", r.counters);
+    assert_eq!(r.counters.errors.total(), 0);
+    let answers = r.answers.as_ref().expect("answers recorded with the flag");
+    assert!(answers.complete);
+    assert_eq!(answers_of(answers), vec![(200, Some("web-a"))]);
+    assert_within_the_run(&answers.sightings[0], &r);
+}
+
+#[test]
+fn without_the_flag_nothing_is_recorded() {
+    let url = named_responder("web-a", 200);
+    let mut o = options(url, false);
+    o.warmup = "0s".into();
+    let r = load(&o);
+    assert!(r.counters.requests > 100, "{:?}", r.counters);
+    assert_eq!(r.answers, None);
+    assert!(!r.to_json().contains("answers"));
+}
+
+/// `netbench-loadgen http --record-answers` from the command line (the form the operator
+/// passes to a worker), its JSON report parsed as the operator does.
+fn cli_report(args: &[&str]) -> HttpReport {
+    let mut cmd = support::in_ns(None, support::LOADGEN);
+    cmd.arg("http").args(args).args(["--output", "json"]);
+    let out = support::run_ok(cmd.env_remove("NETBENCH_OPERATOR_URL"));
+    match Report::from_json(&String::from_utf8_lossy(&out.stdout)).expect("a JSON report") {
+        Report::Http(r) => r,
+    }
+}
+
+#[test]
+fn an_error_status_is_an_answer_like_any_other() {
+    let url = named_responder("web-a", 503);
+    let args = [
+        "--record-answers",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "-d",
+        "500ms",
+        "--warmup",
+        "200ms",
+        &url,
+    ];
+    let r = cli_report(&args);
+    assert!(r.counters.errors.status_5xx > 10, "{:?}", r.counters);
+    assert_eq!(r.counters.errors.transport(), 0);
+    let answers = r.answers.as_ref().expect("answers recorded with the flag");
+    assert_eq!(answers_of(answers), vec![(503, Some("web-a"))]);
+    assert_within_the_run(&answers.sightings[0], &r);
+    // The same without the flag: no record.
+    let args = ["-c", "1", "-t", "1", "-d", "200ms", url.as_str()];
+    assert_eq!(cli_report(&args).answers, None);
+}
+
+/// A cleartext HTTP/2 server (prior knowledge, as `--http2` speaks to http:// URLs) answering
+/// 200 with `X-NetBench-Backend: NAME` (mixed case: HTTP/2 lowercases names on the wire).
+fn h2_server(name: &'static str) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+                        let response = http::Response::builder()
+                            .status(200)
+                            .header("X-NetBench-Backend", name)
+                            .body(())
+                            .unwrap();
+                        let _ = respond.send_response(response, true);
+                    }
+                });
+            }
+        });
+    });
+    addr
+}
+
+#[test]
+fn the_http2_path_records_the_backend_too() {
+    let addr = h2_server("web-h2");
+    let mut o = options(format!("http://{addr}/"), true);
+    o.http2 = true;
+    o.warmup = "200ms".into();
+    let r = load(&o);
+    assert!(r.counters.requests > 100, "{:?}", r.counters);
+    assert_eq!(r.counters.errors.total(), 0);
+    let answers = r.answers.as_ref().expect("answers recorded with the flag");
+    assert_eq!(answers_of(answers), vec![(200, Some("web-h2"))]);
+    assert_within_the_run(&answers.sightings[0], &r);
+}
