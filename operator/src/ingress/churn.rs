@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use protocol::report::answers::{Answers, Sighting};
+use protocol::report::answers::{Answers, Sighting, MAX_SIGHTINGS};
 use protocol::report::histogram::{self, new_latency_histogram, LATENCY_MAX_US};
 use protocol::worker::FinalReport;
 use serde_json::json;
@@ -208,7 +208,9 @@ pub fn answers(
         end_ms = end_ms.max(h.end_unix_ms);
     }
     if !all.complete {
-        return Err("the answers changed too often to record (4096 sightings): fewer changes or connections".into());
+        return Err(format!(
+            "the answers changed too often to record ({MAX_SIGHTINGS} sightings): fewer changes or connections"
+        ));
     }
     if all.sightings.iter().all(|s| s.backend.is_none()) {
         return Err("no answer named its backend (header X-Netbench-Backend): routeChanges needs backends that name themselves, e.g. netbench-loadgen http-server --name <Service> (deploy/examples/target.yaml)".into());

@@ -16,8 +16,9 @@ use super::validate::{invalid, InvalidReport};
 pub const BACKEND_HEADER: &str = "x-netbench-backend";
 /// Longest backend name kept (a DNS label; a longer value is cut to this).
 pub const MAX_BACKEND_BYTES: usize = 63;
-/// Most sightings one record keeps; past it the record says it is incomplete.
-pub const MAX_SIGHTINGS: usize = 4096;
+/// Most sightings one record keeps; past it the record says it is incomplete. A full record
+/// with the longest names is about 300 KB of JSON, within a worker report's 512 KiB.
+pub const MAX_SIGHTINGS: usize = 2048;
 
 /// One answer, seen from `from_unix_us` to `to_unix_us` (wall clock, microseconds).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,6 +215,18 @@ mod tests {
         let mut b = Answers::new();
         b.merge(&a);
         assert!(!b.complete);
+    }
+
+    #[test]
+    fn a_full_record_of_the_longest_names_fits_in_a_worker_report() {
+        let name = "a".repeat(MAX_BACKEND_BYTES);
+        let mut a = Answers::new();
+        for i in 0..MAX_SIGHTINGS as u64 {
+            let t = u64::MAX / 2 + i * 10;
+            a.add(seen(599, &name, t, t + 1));
+        }
+        let json = serde_json::to_string(&a).unwrap();
+        assert!(json.len() < 350 * 1024, "{} bytes", json.len());
     }
 
     #[test]
