@@ -144,6 +144,9 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// The answers tell the two backends apart by name only.
+pub const SWAP_TO_DIFFERS: &str = "routeChanges.swapTo must be another Service than every route's backend (answers name their backend)";
+
 /// Route changes need routes to change, at most MAX_ROUTE_CHANGES per sample.
 fn route_changes(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     let Some(changes) = &spec.route_changes else {
@@ -159,7 +162,21 @@ fn route_changes(spec: &IngressBenchmarkSpec) -> Result<(), String> {
         5 * 60 * SEC,
         "routeChanges.every must be between 200ms and 5m",
     )?;
+    let same = spec
+        .controllers
+        .iter()
+        .filter_map(|c| c.route.as_ref())
+        .any(|r| r.backend.name == changes.swap_to.name);
+    if same {
+        return Err(SWAP_TO_DIFFERS.into());
+    }
     let count = spec.load.duration.as_std().as_millis() / changes.every.as_std().as_millis().max(1);
+    if count == 0 {
+        return Err(format!(
+            "routeChanges.every must fit in load.duration (got every {} for {})",
+            changes.every, spec.load.duration
+        ));
+    }
     if count > u128::from(MAX_ROUTE_CHANGES) {
         return Err(format!(
             "routeChanges: load.duration / routeChanges.every must be at most {MAX_ROUTE_CHANGES} changes per sample (got {count})"

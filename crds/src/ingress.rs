@@ -40,6 +40,7 @@ pub use controllers::{
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("!has(self.sweep) || !has(self.controllers) || size(self.controllers) == 0").message("a sweep and controllers cannot be combined yet: sweep one controller per benchmark"),
+    validation = Rule::new("!has(self.routeChanges) || !has(self.controllers) || self.controllers.all(c, !has(c.route) || c.route.backend.name != self.routeChanges.swapTo.name)").message("routeChanges.swapTo must be another Service than every route's backend (answers name their backend)"),
     validation = Rule::new("!has(self.routeChanges) || (has(self.controllers) && size(self.controllers) > 0 && self.controllers.all(c, has(c.route)))").message("routeChanges needs controllers, each with a route (the run changes the routes it creates)"),
 )]
 pub struct IngressBenchmarkSpec {

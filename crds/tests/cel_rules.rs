@@ -772,7 +772,23 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
     refuses(&fast, "routeChanges.every must be between 200ms and 5m");
     let slow = with(&changing, "spec.routeChanges.every", json!("6m"));
     refuses(&slow, "routeChanges.every must be between 200ms and 5m");
-    // The count is the operator's (CEL cannot divide durations): 24h / 200ms.
+    let same = with(&changing, "spec.routeChanges.swapTo.name", json!("web-a"));
+    refuses(&same, crds::bounds::SWAP_TO_DIFFERS);
+    // The count is the operator's (CEL cannot divide durations): 24h / 200ms, 1s / 2s.
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(
+        with(
+            &with(&changing, "spec.routeChanges.every", json!("2s")),
+            "spec.load",
+            json!({"duration": "1s", "warmup": "0s"}),
+        )["spec"]
+            .clone(),
+    )
+    .unwrap();
+    let err = crds::bounds::ingress(&spec).unwrap_err();
+    assert!(
+        err.contains("routeChanges.every must fit in load.duration"),
+        "{err}"
+    );
     let many = with(
         &with(&changing, "spec.routeChanges.every", json!("200ms")),
         "spec.load.duration",

@@ -144,6 +144,9 @@ fn default_change_every() -> Duration {
 pub struct RouteChangeLog {
     pub step: u32,
     pub sample: u32,
+    /// The start of the measured window (the workers' barrier plus the warm-up), Unix µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor_unix_us: Option<u64>,
     #[schemars(length(max = 600))]
     pub changes: Vec<MadeChange>,
 }

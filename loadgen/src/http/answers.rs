@@ -123,8 +123,8 @@ pub(crate) struct Run {
 }
 
 /// One connection task's current run (across its reconnections: a new TCP connection that
-/// gets the same answer continues the run). Failed requests are not answers: they neither end
-/// nor extend it.
+/// gets the same answer continues the run). Failed requests are not answers and do not extend
+/// it; they end it (`ConnCtx::failed`).
 #[derive(Debug, Default)]
 pub(crate) struct ConnRuns {
     current: Option<Run>,

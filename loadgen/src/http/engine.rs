@@ -79,6 +79,20 @@ impl ConnCtx {
         }
     }
 
+    /// A request of this connection task failed (counted in its error class): a failure is not
+    /// an answer, but it ends the run of answers in progress, so an answer seen before and
+    /// again after a gap of failures (say, across a route change) is two sightings, not one
+    /// seen without a break.
+    pub(crate) fn failed(
+        &self,
+        runs: &mut ConnRuns,
+        started: Instant,
+        class: super::stats::ErrorClass,
+    ) {
+        self.stats.borrow_mut().error(started, class);
+        self.connection_ended(runs);
+    }
+
     /// The connection task is over: its run in progress goes to the thread's record.
     pub(crate) fn connection_ended(&self, runs: &mut ConnRuns) {
         if let Some(ended) = runs.finish() {

@@ -44,11 +44,11 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                     sent = n;
                 }
                 Some(Err(_)) => {
-                    ctx.stats.borrow_mut().error(started, ErrorClass::Connect);
+                    ctx.failed(&mut runs, started, ErrorClass::Connect);
                     continue;
                 }
                 None => {
-                    ctx.stats.borrow_mut().error(started, ErrorClass::Timeout);
+                    ctx.failed(&mut runs, started, ErrorClass::Timeout);
                     continue;
                 }
             }
@@ -78,11 +78,11 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                 }
             }
             Some(Err(class)) => {
-                ctx.stats.borrow_mut().error(started, class);
+                ctx.failed(&mut runs, started, class);
                 stream = None;
             }
             None => {
-                ctx.stats.borrow_mut().error(started, ErrorClass::Timeout);
+                ctx.failed(&mut runs, started, ErrorClass::Timeout);
                 stream = None;
             }
         }

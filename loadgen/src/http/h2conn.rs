@@ -26,11 +26,11 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
             match timer.run(deadline, handshake(&connector)).await {
                 Some(Ok(c)) => client = Some(c),
                 Some(Err(class)) => {
-                    ctx.stats.borrow_mut().error(started, class);
+                    ctx.failed(&mut runs, started, class);
                     continue;
                 }
                 None => {
-                    ctx.stats.borrow_mut().error(started, ErrorClass::Timeout);
+                    ctx.failed(&mut runs, started, ErrorClass::Timeout);
                     continue;
                 }
             }
@@ -54,11 +54,11 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                 }
             }
             Some(Err(class)) => {
-                ctx.stats.borrow_mut().error(started, class);
+                ctx.failed(&mut runs, started, class);
                 client = None;
             }
             None => {
-                ctx.stats.borrow_mut().error(started, ErrorClass::Timeout);
+                ctx.failed(&mut runs, started, ErrorClass::Timeout);
                 client = None;
             }
         }

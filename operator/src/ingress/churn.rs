@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::ResourceExt;
 use protocol::report::answers::{Answers, Sighting, MAX_SIGHTINGS};
 use protocol::report::histogram::{self, new_latency_histogram, LATENCY_MAX_US};
 use protocol::worker::FinalReport;
@@ -44,34 +45,36 @@ fn now_unix_us() -> u64 {
     micros(now)
 }
 
-/// How many changes one sample makes: one per `every` in the measured window.
+/// How many changes one sample makes: one per `every` of load.duration (the measured time,
+/// after the warm-up).
 pub fn count(spec: &IngressBenchmarkSpec) -> u64 {
     let Some(changes) = &spec.route_changes else {
         return 0;
     };
-    let measured = spec
-        .load
-        .duration
-        .as_std()
-        .saturating_sub(spec.load.warmup.as_std());
     let every = micros(changes.every.as_std()).max(1);
-    (micros(measured) / every).min(MAX_ROUTE_CHANGES)
+    (micros(spec.load.duration.as_std()) / every).min(MAX_ROUTE_CHANGES)
 }
 
-/// The backend change `n` (0-based) swaps to: swapTo, then back, and so on.
-pub fn backend_of(spec: &IngressBenchmarkSpec, step: u32, n: usize) -> Option<&RouteBackend> {
+/// The backend a change swaps to: the other one than the route sends to now (`current`), so
+/// every change is a change, whatever an earlier sample or a retry left behind.
+pub fn swap_target<'a>(
+    spec: &'a IngressBenchmarkSpec,
+    step: u32,
+    current: Option<&str>,
+) -> Option<&'a RouteBackend> {
     let changes = spec.route_changes.as_ref()?;
     let route = plan::controller(spec, step)?.route.as_ref()?;
-    Some(if n.is_multiple_of(2) {
-        &changes.swap_to
-    } else {
+    Some(if current == Some(changes.swap_to.name.as_str()) {
         &route.backend
+    } else {
+        &changes.swap_to
     })
 }
 
-/// When the next change is due (Unix µs), or None when the sample has made all of them:
-/// change `n` at the window's start + n·every, and never sooner than `every` after the one
-/// before (a late operator does not squeeze the changes together).
+/// When the next change is due (Unix µs), or None when the sample has made all it can: change
+/// `n` at the window's start + n·every, never sooner than `every` after the one before (a late
+/// operator does not squeeze them together), and only with a whole `every` left before the
+/// changes' share of the window ends (start + count·every).
 pub fn next_due(anchor_us: u64, every_us: u64, made: &[MadeChange], count: u64) -> Option<u64> {
     let n = u64::try_from(made.len()).unwrap_or(u64::MAX);
     if n >= count {
@@ -81,7 +84,9 @@ pub fn next_due(anchor_us: u64, every_us: u64, made: &[MadeChange], count: u64) 
     let after_last = made
         .last()
         .map_or(0, |m| m.at_unix_us.saturating_add(every_us));
-    Some(scheduled.max(after_last))
+    let due = scheduled.max(after_last);
+    let window_end = anchor_us.saturating_add(count.saturating_mul(every_us));
+    (due.saturating_add(every_us) <= window_end).then_some(due)
 }
 
 /// The sample's log in status, a fresh one when it belongs to another sample.
@@ -95,10 +100,31 @@ fn log_of<'r>(run: &'r mut IngressRun<'_>, slot: Slot) -> &'r mut RouteChangeLog
         status.route_change_log = Some(RouteChangeLog {
             step: slot.measurement,
             sample: slot.sample,
-            changes: vec![],
+            ..Default::default()
         });
     }
     status.route_change_log.get_or_insert_with(Default::default)
+}
+
+/// The annotation a change leaves on the route with the same patch: "<sample>/<n>/<Unix µs>".
+/// A change whose patch went through but whose log entry was lost (an error later in the
+/// reconcile, a restart) is found there instead of being made again with a later instant.
+const CHANGE_ANNOTATION: &str = "netbench.io/route-change";
+
+/// The change `n` of `sample` a route's annotation records, with its instant, if it is that
+/// one and its instant is plausible (not before `since`, not after `now`).
+pub fn recorded_change(
+    value: Option<&str>,
+    sample: u32,
+    n: usize,
+    since: u64,
+    now: u64,
+) -> Option<u64> {
+    let mut parts = value?.splitn(3, '/');
+    let (s, k, at) = (parts.next()?, parts.next()?, parts.next()?);
+    let ours = s.parse::<u32>().ok()? == sample && k.parse::<usize>().ok()? == n;
+    let at = at.parse::<u64>().ok()?;
+    (ours && (since..=now).contains(&at)).then_some(at)
 }
 
 /// Makes the change that is due, if one is; says when the next one is.
@@ -113,12 +139,13 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
     let (count, name) = (count(spec), routes::name(run.id(), &controller.name));
     let slot = run.slot();
     let started = run.ctx().runs.started_at(run.id(), slot.wire());
-    let made = log_of(run, slot).changes.clone();
-    // The measured window starts after the barrier and the warm-up; after an operator
-    // restart the barrier is gone, and the first change made stands for it.
-    let anchor = started
-        .map(|ms| ms.saturating_mul(1000).saturating_add(warmup_us))
-        .or_else(|| made.first().map(|m| m.at_unix_us));
+    // The measured window starts after the barrier and the warm-up; kept in the log, as an
+    // operator restarted after the barrier does not see it again.
+    let log = log_of(run, slot);
+    if log.anchor_unix_us.is_none() {
+        log.anchor_unix_us = started.map(|ms| ms.saturating_mul(1000).saturating_add(warmup_us));
+    }
+    let (anchor, made) = (log.anchor_unix_us, log.changes.clone());
     let Some(anchor) = anchor else {
         return Ok(Step::Wait {
             message: None,
@@ -136,12 +163,48 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
             after,
         });
     }
-    let Some(backend) = backend_of(&run.obj().spec, step, made.len()).cloned() else {
+    let api: Api<DynamicObject> = routes::api(run);
+    let route = match api.get(&name).await {
+        Ok(r) => r,
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
+            let m = format!("HTTPRoute {name} is gone or out of reach: {}", s.message);
+            return Ok(Step::fail(Reason::RouteRefused, m));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let uid = run.obj().uid().unwrap_or_default();
+    if !crate::base::labels::controlled_by(&route.metadata, &uid) {
+        let m = format!("HTTPRoute {name} is not this benchmark's: its backend is left alone");
+        return Ok(Step::fail(Reason::RouteRefused, m));
+    }
+    let current = route.data["spec"]["rules"][0]["backendRefs"][0]["name"].as_str();
+    let annotation = route
+        .annotations()
+        .get(CHANGE_ANNOTATION)
+        .map(String::as_str);
+    if let Some(at) = recorded_change(annotation, slot.sample, made.len(), anchor, now) {
+        // Made already; only its log entry was lost.
+        let backend = current.unwrap_or_default().to_string();
+        log_of(run, slot).changes.push(MadeChange {
+            at_unix_us: at,
+            backend,
+        });
+        return Ok(Step::Wait {
+            message: None,
+            after: Duration::from_millis(10),
+        });
+    }
+    let Some(backend) = swap_target(&run.obj().spec, step, current).cloned() else {
         return Ok(Step::Done);
     };
-    let patch = json!({"spec": {"rules": [{"backendRefs": [{"name": backend.name, "port": backend.port}]}]}});
-    let api: Api<DynamicObject> = routes::api(run);
     let at = now_unix_us();
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": route.metadata.resource_version,
+            "annotations": {CHANGE_ANNOTATION: format!("{}/{}/{at}", slot.sample, made.len())},
+        },
+        "spec": {"rules": [{"backendRefs": [{"name": backend.name, "port": backend.port}]}]},
+    });
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -173,8 +236,10 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
     })
 }
 
-/// One sample's changes against what its clients saw: each change's propagation in µs, None
-/// for a change not shown before the next one (or `end_us`).
+/// One sample's changes against what its clients saw: each change's propagation in µs (until
+/// 2xx answers of its backend began), None for a change not shown before the next one (or
+/// `end_us`). A change back to the backend that never stopped answering (the change before it
+/// was not applied, or coalesced with it) shows nothing.
 pub fn propagation(made: &[MadeChange], answers: &Answers, end_us: u64) -> Vec<Option<u64>> {
     made.iter()
         .enumerate()
@@ -183,7 +248,7 @@ pub fn propagation(made: &[MadeChange], answers: &Answers, end_us: u64) -> Vec<O
             let from_backend = |s: &Sighting| {
                 (200..300).contains(&s.status) && s.backend.as_deref() == Some(&change.backend)
             };
-            let first = answers.first_at_or_after(change.at_unix_us, from_backend)?;
+            let first = answers.first_begun_at_or_after(change.at_unix_us, from_backend)?;
             (first < until).then(|| first - change.at_unix_us)
         })
         .collect()
@@ -270,6 +335,20 @@ pub fn collect(
         .map(|l| l.changes.as_slice())
         .unwrap_or_default();
     let (answers, end_us) = answers(reports)?;
+    let first = plan::controller(&run.obj().spec, slot.measurement)
+        .and_then(|c| c.route.as_ref())
+        .map(|r| r.backend.name.as_str());
+    if let Some(first) = first {
+        if !answers
+            .sightings
+            .iter()
+            .any(|s| s.backend.as_deref() == Some(first))
+        {
+            return Err(format!(
+                "no answer came from {first}, the route's backend, by name: the backends must answer with X-Netbench-Backend: <their Service's name> (netbench-loadgen http-server --name)"
+            ));
+        }
+    }
     let shown = propagation(made, &answers, end_us);
     add_sample(before, slot.sample, &shown).map(Some)
 }
@@ -295,13 +374,57 @@ mod tests {
     }
 
     #[test]
-    fn changes_are_due_on_the_schedule_never_squeezed_and_stop_at_the_count() {
+    fn changes_are_due_on_the_schedule_never_squeezed_and_stop_at_the_window() {
         assert_eq!(next_due(1_000, 500, &[], 3), Some(1_000));
         assert_eq!(next_due(1_000, 500, &[made(1_010, "b")], 3), Some(1_510));
-        // A late change: the next keeps a whole `every` after it.
-        assert_eq!(next_due(1_000, 500, &[made(1_900, "b")], 3), Some(2_400));
+        // A late change: the next keeps a whole `every` after it...
+        assert_eq!(next_due(1_000, 500, &[made(1_100, "b")], 3), Some(1_600));
+        // ...unless that leaves less than `every` before the window's end (1000 + 3·500).
+        assert_eq!(next_due(1_000, 500, &[made(1_900, "b")], 3), None);
         let three = [made(1_000, "b"), made(1_500, "a"), made(2_000, "b")];
         assert_eq!(next_due(1_000, 500, &three, 3), None);
+        assert_eq!(next_due(1_000, 500, &[], 0), None);
+    }
+
+    #[test]
+    fn a_change_left_on_the_route_is_found_once_and_only_if_plausible() {
+        let v = Some("1/3/5000");
+        assert_eq!(recorded_change(v, 1, 3, 4_000, 6_000), Some(5_000));
+        assert_eq!(
+            recorded_change(v, 0, 3, 4_000, 6_000),
+            None,
+            "another sample"
+        );
+        assert_eq!(
+            recorded_change(v, 1, 4, 4_000, 6_000),
+            None,
+            "another change"
+        );
+        assert_eq!(
+            recorded_change(v, 1, 3, 5_001, 6_000),
+            None,
+            "before the window"
+        );
+        assert_eq!(
+            recorded_change(v, 1, 3, 4_000, 4_999),
+            None,
+            "in the future"
+        );
+        for hostile in [
+            "",
+            "1/3",
+            "x/3/5000",
+            "1/3/-1",
+            "1/3/5000/7",
+            "99999999999/3/5000",
+        ] {
+            assert_eq!(
+                recorded_change(Some(hostile), 1, 3, 0, u64::MAX),
+                None,
+                "{hostile}"
+            );
+        }
+        assert_eq!(recorded_change(None, 1, 3, 0, u64::MAX), None);
     }
 
     #[test]
@@ -320,6 +443,12 @@ mod tests {
             propagation(&changes, &a, 3_000),
             vec![Some(100), Some(40), None]
         );
+        // A data plane that coalesced a change: web-a went on answering through the swap to
+        // web-b and back, so neither change shows (not a propagation of 0).
+        let mut steady = Answers::new();
+        steady.add(seen(200, "web-a", 0, 3_000));
+        let coalesced = [made(1_000, "web-b"), made(1_500, "web-a")];
+        assert_eq!(propagation(&coalesced, &steady, 3_000), vec![None, None]);
     }
 
     #[test]
@@ -345,7 +474,7 @@ mod tests {
     }
 
     #[test]
-    fn the_count_fits_the_measured_window() {
+    fn the_count_fits_the_measured_window_and_each_change_is_a_change() {
         let spec: IngressBenchmarkSpec = serde_yaml::from_str(
             r#"
 target: {url: "http://gw/"}
@@ -357,9 +486,14 @@ routeChanges: {every: 2s, swapTo: {name: web-b, port: 80}}
 "#,
         )
         .unwrap();
-        assert_eq!(count(&spec), 12);
-        assert_eq!(backend_of(&spec, 0, 0).unwrap().name, "web-b");
-        assert_eq!(backend_of(&spec, 0, 1).unwrap().name, "web-a");
-        assert_eq!(backend_of(&spec, 1, 0), None);
+        // load.duration is the measured time, after the warm-up.
+        assert_eq!(count(&spec), 15);
+        let to = |current| swap_target(&spec, 0, current).map(|b| b.name.as_str());
+        assert_eq!(to(Some("web-a")), Some("web-b"));
+        assert_eq!(to(Some("web-b")), Some("web-a"));
+        // Anything else on the route (someone edited it): back to a backend of the spec.
+        assert_eq!(to(Some("elsewhere")), Some("web-b"));
+        assert_eq!(to(None), Some("web-b"));
+        assert_eq!(swap_target(&spec, 1, None), None);
     }
 }

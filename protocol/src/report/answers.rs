@@ -36,6 +36,15 @@ impl Sighting {
     }
 }
 
+/// The record's order: by answer (status, backend), then by start.
+fn order(a: &Sighting, b: &Sighting) -> std::cmp::Ordering {
+    (a.status, a.backend.as_deref(), a.from_unix_us).cmp(&(
+        b.status,
+        b.backend.as_deref(),
+        b.from_unix_us,
+    ))
+}
+
 /// The answers of one connection, thread, worker or merge of workers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answers {
@@ -58,9 +67,8 @@ impl Answers {
         if s.to_unix_us < s.from_unix_us {
             std::mem::swap(&mut s.from_unix_us, &mut s.to_unix_us);
         }
-        let key = |x: &Sighting| (x.status, x.backend.clone(), x.from_unix_us);
         // Joins with the neighbours of the same answer that overlap or touch it.
-        let mut at = self.sightings.partition_point(|x| key(x) < key(&s));
+        let mut at = self.sightings.partition_point(|x| order(x, &s).is_lt());
         while at > 0 {
             let before = &self.sightings[at - 1];
             if !before.same_answer(&s) || before.to_unix_us < s.from_unix_us {
@@ -85,20 +93,48 @@ impl Answers {
         self.sightings.insert(at, s);
     }
 
-    /// Both records in one (exact: the union of the sightings of each answer).
+    /// Both records in one (exact: the union of the sightings of each answer). One sort and
+    /// one sweep, whatever the records hold (they come from workers: each is bounded, their
+    /// number is not).
     pub fn merge(&mut self, other: &Answers) {
         self.complete &= other.complete;
-        for s in &other.sightings {
-            self.add(s.clone());
+        let mut all = std::mem::take(&mut self.sightings);
+        all.extend(other.sightings.iter().cloned());
+        for s in &mut all {
+            if s.to_unix_us < s.from_unix_us {
+                std::mem::swap(&mut s.from_unix_us, &mut s.to_unix_us);
+            }
         }
+        all.sort_unstable_by(order);
+        let mut joined: Vec<Sighting> = Vec::with_capacity(all.len().min(MAX_SIGHTINGS));
+        for s in all {
+            if let Some(last) = joined.last_mut() {
+                if last.same_answer(&s) && s.from_unix_us <= last.to_unix_us {
+                    last.to_unix_us = last.to_unix_us.max(s.to_unix_us);
+                    continue;
+                }
+            }
+            if joined.len() >= MAX_SIGHTINGS {
+                self.complete = false;
+                continue;
+            }
+            joined.push(s);
+        }
+        self.sightings = joined;
     }
 
-    /// The first instant at or after `at_us` at which an answer `wanted` was seen.
-    pub fn first_at_or_after(&self, at_us: u64, wanted: impl Fn(&Sighting) -> bool) -> Option<u64> {
+    /// The first instant at or after `at_us` at which answers `wanted` began to be seen: the
+    /// start of a sighting. An answer seen without a break since before `at_us` did not begin
+    /// after it (a change to the backend already answering shows nothing).
+    pub fn first_begun_at_or_after(
+        &self,
+        at_us: u64,
+        wanted: impl Fn(&Sighting) -> bool,
+    ) -> Option<u64> {
         self.sightings
             .iter()
-            .filter(|s| s.to_unix_us >= at_us && wanted(s))
-            .map(|s| s.from_unix_us.max(at_us))
+            .filter(|s| s.from_unix_us >= at_us && wanted(s))
+            .map(|s| s.from_unix_us)
             .min()
     }
 
@@ -194,14 +230,14 @@ mod tests {
             ]
         );
         a.validate("answers").unwrap();
-        // Swapped to web-b at 90: first seen at 101. Back to web-a at 250: at 300.
+        // Swapped to web-b at 90: began at 101. Back to web-a at 250: at 300.
         let b = |s: &Sighting| s.backend.as_deref() == Some("web-b");
-        assert_eq!(a.first_at_or_after(90, b), Some(101));
-        let first_a = a.first_at_or_after(250, |s| s.backend.as_deref() == Some("web-a"));
+        assert_eq!(a.first_begun_at_or_after(90, b), Some(101));
+        let first_a = a.first_begun_at_or_after(250, |s| s.backend.as_deref() == Some("web-a"));
         assert_eq!(first_a, Some(300));
-        // Seen already when the change was made: at once.
-        assert_eq!(a.first_at_or_after(150, b), Some(150));
-        assert_eq!(a.first_at_or_after(201, b), None);
+        // Answering without a break since before the change: it did not begin after it.
+        assert_eq!(a.first_begun_at_or_after(150, b), None);
+        assert_eq!(a.first_begun_at_or_after(201, b), None);
     }
 
     #[test]
@@ -267,10 +303,10 @@ mod tests {
     }
 
     proptest! {
-        /// However sightings arrive and are merged, the record is valid and answers "first
-        /// seen at or after" exactly like the raw sightings.
+        /// However sightings arrive and are merged, the record is valid and says when each
+        /// answer began to be seen exactly like the union of the raw sightings.
         #[test]
-        fn merging_in_any_order_keeps_the_first_sighting(
+        fn merging_in_any_order_keeps_when_answers_began(
             raw in prop::collection::vec((0u8..3, 0u64..1000, 0u64..50), 0..60),
             split in 0usize..60,
             at in 0u64..1100,
@@ -287,13 +323,23 @@ mod tests {
             x.merge(&y);
             x.validate("answers").unwrap();
             for name in ["a", "b", "c"] {
-                let wanted = |s: &Sighting| s.backend.as_deref() == Some(name);
-                let expect = all
+                // The union of the raw spans, by sorting and joining overlaps.
+                let mut spans: Vec<(u64, u64)> = all
                     .iter()
-                    .filter(|s| s.to_unix_us >= at && wanted(s))
-                    .map(|s| s.from_unix_us.max(at))
-                    .min();
-                prop_assert_eq!(x.first_at_or_after(at, wanted), expect);
+                    .filter(|s| s.backend.as_deref() == Some(name))
+                    .map(|s| (s.from_unix_us, s.to_unix_us))
+                    .collect();
+                spans.sort();
+                let mut union: Vec<(u64, u64)> = vec![];
+                for (from, to) in spans {
+                    match union.last_mut() {
+                        Some(last) if from <= last.1 => last.1 = last.1.max(to),
+                        _ => union.push((from, to)),
+                    }
+                }
+                let expect = union.iter().map(|u| u.0).filter(|f| *f >= at).min();
+                let wanted = |s: &Sighting| s.backend.as_deref() == Some(name);
+                prop_assert_eq!(x.first_begun_at_or_after(at, wanted), expect);
             }
         }
     }

@@ -287,7 +287,7 @@ async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
                  "route": route("gateway-traefik", format!("tg.{}.bench.local", ns.name))}
             ],
             "routeChanges": {"every": "1s", "swapTo": {"name": "web-b", "port": 80}},
-            "load": {"connections": 4, "threads": 1, "rate": 200, "duration": "12s", "warmup": "2s"},
+            "load": {"connections": 4, "threads": 1, "rate": 200, "duration": "10s", "warmup": "2s"},
             "workers": {"nodeNames": ["nb-node0"]},
         }),
     );

@@ -61,19 +61,22 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         fail(run, abort);
         return Ok(Next::Continue);
     }
+    // The kind's work while the workers run; an error is said and tried again at the next
+    // tick, never in the way of the checks below (a lost worker, the deadline).
     let mut wake = POLL;
-    match K::while_running(run, index).await? {
-        Step::Done => {}
-        Step::Wait { message, after } => {
+    match K::while_running(run, index).await {
+        Ok(Step::Done) => {}
+        Ok(Step::Wait { message, after }) => {
             if let Some(m) = message {
                 run.say(m);
             }
             wake = wake.min(after);
         }
-        Step::Fail(f) => {
+        Ok(Step::Fail(f)) => {
             fail(run, f.about(&what));
             return Ok(Next::Continue);
         }
+        Err(e) => run.say(format!("{what}: {e}; trying again")),
     }
     if let Some(lost) = lost_worker(run, &expected, &awaited, &pods, &reports).await? {
         fail(run, lost.about(&what));
