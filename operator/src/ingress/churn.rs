@@ -72,21 +72,21 @@ pub fn swap_target<'a>(
 }
 
 /// When the next change is due (Unix µs), or None when the sample has made all it can: change
-/// `n` at the window's start + n·every, never sooner than `every` after the one before (a late
-/// operator does not squeeze them together), and only with a whole `every` left before the
-/// changes' share of the window ends (start + count·every).
+/// `n` at the window's start + n·every (a few late milliseconds of one reconcile do not add up
+/// over the next ones), at least every/2 after the one before (a late operator does not squeeze
+/// them together), and with at least every/2 left before the changes' share of the window
+/// ends (start + count·every).
 pub fn next_due(anchor_us: u64, every_us: u64, made: &[MadeChange], count: u64) -> Option<u64> {
     let n = u64::try_from(made.len()).unwrap_or(u64::MAX);
     if n >= count {
         return None;
     }
+    let half = every_us / 2;
     let scheduled = anchor_us.saturating_add(n.saturating_mul(every_us));
-    let after_last = made
-        .last()
-        .map_or(0, |m| m.at_unix_us.saturating_add(every_us));
+    let after_last = made.last().map_or(0, |m| m.at_unix_us.saturating_add(half));
     let due = scheduled.max(after_last);
     let window_end = anchor_us.saturating_add(count.saturating_mul(every_us));
-    (due.saturating_add(every_us) <= window_end).then_some(due)
+    (due.saturating_add(half) <= window_end).then_some(due)
 }
 
 /// The sample's log in status, a fresh one when it belongs to another sample.
@@ -376,11 +376,17 @@ mod tests {
     #[test]
     fn changes_are_due_on_the_schedule_never_squeezed_and_stop_at_the_window() {
         assert_eq!(next_due(1_000, 500, &[], 3), Some(1_000));
-        assert_eq!(next_due(1_000, 500, &[made(1_010, "b")], 3), Some(1_510));
-        // A late change: the next keeps a whole `every` after it...
-        assert_eq!(next_due(1_000, 500, &[made(1_100, "b")], 3), Some(1_600));
-        // ...unless that leaves less than `every` before the window's end (1000 + 3·500).
-        assert_eq!(next_due(1_000, 500, &[made(1_900, "b")], 3), None);
+        // A few late µs do not add up: the next is still on the schedule.
+        assert_eq!(next_due(1_000, 500, &[made(1_010, "b")], 3), Some(1_500));
+        let late = [made(1_000, "b"), made(1_510, "a")];
+        assert_eq!(next_due(1_000, 500, &late, 3), Some(2_000));
+        // A very late change: the next keeps every/2 after it...
+        assert_eq!(next_due(1_000, 500, &[made(1_400, "b")], 3), Some(1_650));
+        // ...and none comes with less than every/2 before the window's end (1000 + 3·500).
+        assert_eq!(
+            next_due(1_000, 500, &[made(1_000, "b"), made(2_100, "a")], 3),
+            None
+        );
         let three = [made(1_000, "b"), made(1_500, "a"), made(2_000, "b")];
         assert_eq!(next_due(1_000, 500, &three, 3), None);
         assert_eq!(next_due(1_000, 500, &[], 0), None);

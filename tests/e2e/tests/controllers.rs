@@ -303,16 +303,22 @@ async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
         );
         // 10 s measured, one change per second.
         assert_eq!(rc["changes"], 10, "{name}: {rc:#}");
-        let shown = rc["shown"].as_u64().unwrap();
-        assert!(shown >= 1, "{name}: no change showed: {rc:#}");
-        // A shown change answered before the next one: under `every`.
-        let max = rc["maxMs"].as_f64().unwrap();
-        assert!(max > 0.0 && max < 1000.0, "{name}: {rc:#}");
-        assert!(rc["p50Ms"].as_f64().unwrap() <= max, "{rc:#}");
+        if rc["shown"].as_u64().unwrap() > 0 {
+            // A shown change answered before the next one: under `every`.
+            let max = rc["maxMs"].as_f64().unwrap();
+            assert!(max > 0.0 && max < 1000.0, "{name}: {rc:#}");
+            assert!(rc["p50Ms"].as_f64().unwrap() <= max, "{rc:#}");
+        }
     }
-    // Envoy applies a route change within a second, every time.
+    // Envoy Gateway applies each change well within the second before the next one.
     let envoy = &st["steps"][0]["routeChanges"];
-    assert!(envoy["shown"].as_u64().unwrap() >= 9, "{envoy:#}");
+    assert!(envoy["shown"].as_u64().unwrap() >= 8, "{envoy:#}");
+    // Traefik lets at most one new configuration through per providersThrottleDuration (2 s on
+    // the test cluster, tests/cluster/traefik/gateway.yaml): of 10 changes 1 s apart at most
+    // about one in two can show, however fast it is otherwise. Read from the controller's own
+    // route status, every change would look applied.
+    let traefik = &st["steps"][1]["routeChanges"];
+    assert!(traefik["shown"].as_u64().unwrap() <= 6, "{traefik:#}");
     // The log of the last sample's changes, each to the backend after the one before.
     let log = st["routeChangeLog"]["changes"].as_array().unwrap();
     let backends: Vec<&str> = log.iter().map(|c| c["backend"].as_str().unwrap()).collect();
