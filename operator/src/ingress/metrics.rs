@@ -1,6 +1,7 @@
 //! An IngressBenchmark's figures on /metrics: each finished step's requests per second,
 //! latency quantiles and errors (labelled with the step's controller when several are
-//! compared, else an empty `controller`), and a sweep's scaling efficiency.
+//! compared, else an empty `controller`), route changes under load (how many showed, how
+//! fast), and a sweep's scaling efficiency.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -12,6 +13,8 @@ pub struct IngressMetrics {
     errors: GaugeVec,
     error_ratio: GaugeVec,
     efficiency: GaugeVec,
+    propagation: GaugeVec,
+    changes: GaugeVec,
 }
 
 impl Family for IngressMetrics {
@@ -47,6 +50,18 @@ impl Family for IngressMetrics {
                 "netbench_ingress_scaling_efficiency",
                 "Speed-up / size factor against the first step (1 = linear)",
                 &["namespace", "name", "step"],
+            ),
+            propagation: gauge(
+                registry,
+                "netbench_ingress_route_change_propagation_seconds",
+                "Route changes under load (routeChanges): from sending a change to the first answers of its backend, quantiles over the shown changes",
+                &["namespace", "name", "step", "controller", "quantile"],
+            ),
+            changes: gauge(
+                registry,
+                "netbench_ingress_route_changes",
+                "Route changes under load made, and shown before the next change",
+                &["namespace", "name", "step", "controller", "state"],
             ),
         }
     }
@@ -92,6 +107,18 @@ impl IngressMetrics {
             0.0
         };
         self.error_ratio.with_label_values(&labels).set(ratio);
+        if let Some(rc) = &r.route_changes {
+            for (q, v) in [("0.5", rc.p50_ms), ("0.99", rc.p99_ms), ("1", rc.max_ms)] {
+                self.propagation
+                    .with_label_values(&[namespace, name, &step, controller, q])
+                    .set(v / 1000.0);
+            }
+            for (state, v) in [("made", rc.changes), ("shown", rc.shown)] {
+                self.changes
+                    .with_label_values(&[namespace, name, &step, controller, state])
+                    .set(f64::from(v));
+            }
+        }
     }
 
     /// Publishes a sweep's scaling efficiency per step.
@@ -118,6 +145,40 @@ impl IngressMetrics {
         }
         if let Some(scaling) = &s.scaling {
             self.set_scaling(namespace, name, scaling);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_changes_are_published_with_their_controller() {
+        let registry = Registry::new();
+        let m = IngressMetrics::register(&registry);
+        let step = crds::ingress::StepResult {
+            index: 1,
+            controller: Some("envoy-gateway".into()),
+            route_changes: Some(crds::ingress::RouteChangeResult {
+                changes: 10,
+                shown: 9,
+                p50_ms: 20.0,
+                p99_ms: 40.0,
+                max_ms: 41.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        m.set_step("team", "churn", &step);
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .unwrap();
+        for series in [
+            r#"netbench_ingress_route_changes{controller="envoy-gateway",name="churn",namespace="team",state="shown",step="1"} 9"#,
+            r#"netbench_ingress_route_change_propagation_seconds{controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.04"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
         }
     }
 }
