@@ -86,6 +86,36 @@ after=$(ids)
 [[ -n $before && $before == "$after" ]] || die "image IDs differ between two builds of the same binaries: $before / $after"
 log "PASS reproducible images: $(tr '\n' ' ' <<<"$after")"
 
+log "== 4b. the build context leaves out what the images never need"
+# .containerignore (Podman, Buildah; .dockerignore links to it for Docker): a context copied
+# whole into a scratch image holds the sources and dist/bin, never .git, target or the rest of
+# dist (a clean clone with CARGO_TARGET_DIR elsewhere has no target/; a developer's has GBs).
+[[ -L .dockerignore && $(readlink .dockerignore) == .containerignore ]] ||
+    die ".dockerignore is not a link to .containerignore"
+probe=$(mktemp -d)
+made=()
+for d in target dist/images; do
+    [[ -d $d ]] || { mkdir -p "$d" && made+=("$d"); }
+    touch "$d/.netbench-probe"
+done
+printf 'FROM scratch\nCOPY . /ctx/\n' >"$probe/Containerfile"
+ctx_ref=localhost/netbench-context-probe
+buildah build --quiet --network none -f "$probe/Containerfile" -t "$ctx_ref" . >/dev/null
+ctr=$(buildah from "$ctx_ref")
+mnt=$(buildah mount "$ctr")
+for kept in Cargo.toml operator/src/main.rs .ci/release.sh deploy/images/rootfs/etc/passwd \
+    "dist/bin/linux-$host/netbench-operator"; do
+    [[ -e $mnt/ctx/$kept ]] || die "the build context lacks $kept"
+done
+for left in .git target dist/images tests/cluster/.state; do
+    [[ ! -e $mnt/ctx/$left ]] || die "the build context carries $left"
+done
+buildah umount "$ctr" >/dev/null
+buildah rm "$ctr" >/dev/null
+buildah rmi "$ctx_ref" >/dev/null
+rm -rf "$probe" target/.netbench-probe dist/images/.netbench-probe "${made[@]}"
+log "PASS build context: sources and dist/bin only"
+
 log "== 5. a missing architecture fails clearly"
 other=arm64
 [[ $host == arm64 ]] && other=amd64
