@@ -657,11 +657,28 @@ fn topologies_are_one_of_four_with_their_nodes_and_the_operator_agrees() {
     }
 }
 
+/// An ingress object both the CEL rules and the operator's bounds refuse with `message`.
+fn ingress_refuses(obj: &Value, message: &str) {
+    assert_rejected(obj, message);
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+    let err = crds::bounds::ingress(&spec).unwrap_err();
+    assert!(
+        err.contains(message),
+        "operator said {err:?}, want {message:?}"
+    );
+}
+
+/// Ingress without a sweep (controllers cannot be beside one).
+fn unswept() -> Value {
+    let mut base = ingress();
+    base["spec"].as_object_mut().unwrap().remove("sweep");
+    base
+}
+
 /// Controllers compared side by side, from the API server's side (CEL) and the operator's.
 #[test]
 fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
-    let mut base = ingress();
-    base["spec"].as_object_mut().unwrap().remove("sweep");
+    let base = unswept();
     let two = with(
         &base,
         "spec.controllers",
@@ -677,15 +694,6 @@ fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
     let spec: crds::IngressBenchmarkSpec = serde_json::from_value(two["spec"].clone()).unwrap();
     assert_eq!(crds::bounds::ingress(&spec), Ok(()));
 
-    let ingress_refuses = |obj: &Value, message: &str| {
-        assert_rejected(obj, message);
-        let spec: crds::IngressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
-        let err = crds::bounds::ingress(&spec).unwrap_err();
-        assert!(
-            err.contains(message),
-            "operator said {err:?}, want {message:?}"
-        );
-    };
     let same = with(&two, "spec.controllers.1.name", json!("traefik"));
     ingress_refuses(&same, "controllers' names must be unique");
     let swept = with(&two, "spec.sweep", ingress()["spec"]["sweep"].clone());
@@ -715,8 +723,7 @@ fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
 /// Route changes need routes, a bounded pace and a bounded count, on both sides.
 #[test]
 fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
-    let mut base = ingress();
-    base["spec"].as_object_mut().unwrap().remove("sweep");
+    let base = unswept();
     let routed = with(
         &base,
         "spec.controllers",
@@ -748,15 +755,6 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
         std::time::Duration::from_secs(2)
     );
 
-    let refuses = |obj: &Value, message: &str| {
-        assert_rejected(obj, message);
-        let spec: crds::IngressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
-        let err = crds::bounds::ingress(&spec).unwrap_err();
-        assert!(
-            err.contains(message),
-            "operator said {err:?}, want {message:?}"
-        );
-    };
     let needs =
         "routeChanges needs controllers, each with a route (the run changes the routes it creates)";
     let unrouted = with(
@@ -764,16 +762,16 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
         "spec.controllers",
         json!([{"name": "traefik", "url": "http://traefik.ingress/"}]),
     );
-    refuses(&unrouted, needs);
+    ingress_refuses(&unrouted, needs);
     let mut alone = changing.clone();
     alone["spec"].as_object_mut().unwrap().remove("controllers");
-    refuses(&alone, needs);
+    ingress_refuses(&alone, needs);
     let fast = with(&changing, "spec.routeChanges.every", json!("100ms"));
-    refuses(&fast, "routeChanges.every must be between 200ms and 5m");
+    ingress_refuses(&fast, "routeChanges.every must be between 200ms and 5m");
     let slow = with(&changing, "spec.routeChanges.every", json!("6m"));
-    refuses(&slow, "routeChanges.every must be between 200ms and 5m");
+    ingress_refuses(&slow, "routeChanges.every must be between 200ms and 5m");
     let same = with(&changing, "spec.routeChanges.swapTo.name", json!("web-a"));
-    refuses(&same, crds::bounds::SWAP_TO_DIFFERS);
+    ingress_refuses(&same, crds::bounds::SWAP_TO_DIFFERS);
     // The count is the operator's (CEL cannot divide durations): 24h / 200ms, 1s / 2s.
     let spec: crds::IngressBenchmarkSpec = serde_json::from_value(
         with(

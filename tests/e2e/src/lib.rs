@@ -489,6 +489,13 @@ where
         .collect())
 }
 
+/// Waits (up to 120 s) until Deployment `name` in `ns` rolled out; panics if it does not.
+pub fn rolled_out(ns: &str, name: &str) {
+    let deployment = format!("deployment/{name}");
+    kubectl(&["-n", ns, "rollout", "status", &deployment, "--timeout=120s"])
+        .unwrap_or_else(|e| panic!("{ns}/{name} did not roll out: {e}"));
+}
+
 /// kubectl with the test cluster's KUBECONFIG; returns stdout.
 pub fn kubectl(args: &[&str]) -> Result<String> {
     let out = std::process::Command::new("kubectl")

@@ -21,6 +21,16 @@ fn routes(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
+/// No HTTPRoute is left in `ns`.
+async fn assert_no_routes(client: &kube::Client, ns: &str) {
+    let left = routes(client, ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let names: Vec<_> = left.items.iter().map(|r| &r.metadata.name).collect();
+    assert!(names.is_empty(), "routes left: {names:?}");
+}
+
 /// The Service "web" (nginx) in `ns`, and an Ingress of class traefik for `host` to it.
 async fn backend_with_ingress(client: &kube::Client, ns: &str, host: &str) {
     let (d, s) = nginx("web", "100m");
@@ -34,15 +44,7 @@ async fn backend_with_ingress(client: &kube::Client, ns: &str, host: &str) {
             "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}
     });
     create(client, ns, &ingress).await.unwrap();
-    kubectl(&[
-        "-n",
-        ns,
-        "rollout",
-        "status",
-        "deployment/web",
-        "--timeout=120s",
-    ])
-    .unwrap();
+    rolled_out(ns, "web");
 }
 
 /// Two controllers, the second through a route to `web` on Envoy Gateway's Gateway.
@@ -170,18 +172,7 @@ async fn two_data_planes_side_by_side_one_through_a_route_the_run_created_and_re
         created.contains("for controller envoy-gateway"),
         "{created}"
     );
-    let left = routes(&client, &ns.name)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    assert!(
-        left.items.is_empty(),
-        "routes left: {:?}",
-        left.items
-            .iter()
-            .map(|r| &r.metadata.name)
-            .collect::<Vec<_>>()
-    );
+    assert_no_routes(&client, &ns.name).await;
     assert_eq!(operator_restarts(&client).await, restarts);
     let metrics = operator_metrics(&client).await.unwrap();
     let series = format!(
@@ -212,12 +203,7 @@ async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created()
         "{message}"
     );
     assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
-    assert!(routes(&client, &ns.name)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert_no_routes(&client, &ns.name).await;
 
     // Thousands of controllers never reach the operator: the API server refuses them.
     let mut many = comparison(&ns.name, &host, 1);
@@ -246,15 +232,7 @@ async fn named_target(client: &kube::Client, ns: &str, name: &str) {
         let object: Value = serde::Deserialize::deserialize(doc).unwrap();
         create(client, ns, &object).await.unwrap();
     }
-    kubectl(&[
-        "-n",
-        ns,
-        "rollout",
-        "status",
-        &format!("deployment/{name}"),
-        "--timeout=120s",
-    ])
-    .unwrap();
+    rolled_out(ns, name);
 }
 
 /// Two Gateways (Traefik's and Envoy Gateway's) under a steady open-loop load while the run
@@ -328,11 +306,6 @@ async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
         "{backends:?}"
     );
     // The routes are gone with the run; nothing else was disturbed.
-    assert!(routes(&client, &ns.name)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    assert_no_routes(&client, &ns.name).await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }

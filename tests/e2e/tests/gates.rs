@@ -29,15 +29,7 @@ async fn a_gate_with_abort_on_fail_stops_a_run_against_a_slowed_target_well_befo
     for obj in [&slow, &slow_svc] {
         create(&client, &ns.name, obj).await.unwrap();
     }
-    kubectl(&[
-        "-n",
-        &ns.name,
-        "rollout",
-        "status",
-        "deployment/slow",
-        "--timeout=120s",
-    ])
-    .unwrap();
+    rolled_out(&ns.name, "slow");
     let url = format!("http://slow.{}.svc.cluster.local/", ns.name);
 
     // 60 s of load with a gate that breaks at once: aborted after 5 s of live breach.

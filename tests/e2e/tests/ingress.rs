@@ -39,15 +39,7 @@ async fn deploy_nginx(client: &kube::Client, ns: &str, name: &str, cpu: &str) ->
     let (d, s) = nginx(name, cpu);
     create(client, ns, &d).await.unwrap();
     create(client, ns, &s).await.unwrap();
-    kubectl(&[
-        "-n",
-        ns,
-        "rollout",
-        "status",
-        &format!("deployment/{name}"),
-        "--timeout=120s",
-    ])
-    .unwrap();
+    rolled_out(ns, name);
     deployment_spec(client, ns, name).await
 }
 
@@ -279,15 +271,7 @@ async fn the_target_that_ships_with_the_project_answers_a_benchmark() {
     let ns = TestNs::new(&client, "target").await;
     let file = repo_root().join("deploy/examples/target.yaml");
     kubectl(&["-n", &ns.name, "apply", "-f", file.to_str().unwrap()]).unwrap();
-    kubectl(&[
-        "-n",
-        &ns.name,
-        "rollout",
-        "status",
-        "deployment/netbench-target",
-        "--timeout=120s",
-    ])
-    .unwrap();
+    rolled_out(&ns.name, "netbench-target");
     let url = format!("http://netbench-target.{}.svc.cluster.local/", ns.name);
     let done = create_and_wait(
         &client,

@@ -249,16 +249,7 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
         create(&client, &ns.name, obj).await.unwrap();
     }
     for d in ["web", "slow"] {
-        let target = format!("deployment/{d}");
-        kubectl(&[
-            "-n",
-            &ns.name,
-            "rollout",
-            "status",
-            &target,
-            "--timeout=120s",
-        ])
-        .unwrap();
+        rolled_out(&ns.name, d);
     }
     let url = |svc: &str| format!("http://{svc}.{}.svc.cluster.local/", ns.name);
 

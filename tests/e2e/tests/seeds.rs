@@ -62,15 +62,7 @@ async fn ingress_controller_sweep_scales_traefik_across_nodes_and_restores_it() 
         serde_json::to_value(&before.spec.template).unwrap(),
         "Traefik's pod template is restored"
     );
-    kubectl(&[
-        "-n",
-        "ingress-traefik",
-        "rollout",
-        "status",
-        "deployment/traefik",
-        "--timeout=120s",
-    ])
-    .unwrap();
+    rolled_out("ingress-traefik", "traefik");
     let pods = Api::<Pod>::namespaced(client.clone(), "ingress-traefik")
         .list(&ListParams::default().labels("app.kubernetes.io/name=traefik"))
         .await
