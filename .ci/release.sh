@@ -267,6 +267,12 @@ cmd_chart() {
             die "charts/netbench/values.yaml has no line '  repository: netbench/$img'"
         sed -i "s|^  repository: netbench/$img\$|  repository: $IMAGE_PREFIX/$img|" "$work/netbench/values.yaml"
     done
+    # Where the chart comes from (Artifact Hub and `helm show chart` list it), when known.
+    local source
+    source=$(source_url)
+    if [[ -n $source ]]; then
+        printf 'home: %s\nsources:\n  - %s\n' "$source" "$source" >>"$work/netbench/Chart.yaml"
+    fi
     "$HELM" lint --strict "$work/netbench" >/dev/null || die "helm lint --strict charts/netbench failed"
     "$HELM" package "$work/netbench" -d "$DIST" >/dev/null
     rm -rf "$work"

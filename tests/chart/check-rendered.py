@@ -133,7 +133,28 @@ def check_crds(crds, install):
         check(d["metadata"].get("labels", {}).get("app.kubernetes.io/part-of") == "netbench", f"CRD {name} labels")
 
 
-def check_test_hook(hooks, full, ns, image, target):
+# OpenShift's restricted-v2 SCC, as far as a pod spec can break it: non-root, no id outside the
+# namespace's range (so none fixed unless asked: `uid`), seccomp RuntimeDefault (or unset), no
+# privilege escalation, every capability dropped and none added, no host namespaces or paths.
+def check_restricted_v2(what, pod_spec, uid):
+    sc = pod_spec.get("securityContext", {})
+    check(sc.get("runAsNonRoot") is True, f"{what}: runAsNonRoot")
+    check(sc.get("runAsUser") == uid and sc.get("runAsGroup") == uid,
+          f"{what}: runAsUser/runAsGroup {sc.get('runAsUser')}/{sc.get('runAsGroup')}, want {uid} (restricted-v2 assigns its own)")
+    check(sc.get("seccompProfile", {"type": "RuntimeDefault"}) == {"type": "RuntimeDefault"}, f"{what}: seccompProfile")
+    check("fsGroup" not in sc and "supplementalGroups" not in sc, f"{what}: fixed fsGroup/supplementalGroups")
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        check(not pod_spec.get(key), f"{what}: {key}")
+    check(all("hostPath" not in v for v in pod_spec.get("volumes", [])), f"{what}: hostPath volume")
+    for c in pod_spec.get("containers", []) + pod_spec.get("initContainers", []):
+        csc = c.get("securityContext", {})
+        check(csc.get("allowPrivilegeEscalation") is False, f"{what}/{c['name']}: allowPrivilegeEscalation")
+        check(not csc.get("privileged") and "runAsUser" not in csc, f"{what}/{c['name']}: privileged or a fixed uid")
+        caps = csc.get("capabilities", {})
+        check(caps.get("drop") == ["ALL"] and not caps.get("add"), f"{what}/{c['name']}: capabilities {caps}")
+
+
+def check_test_hook(hooks, full, ns, image, target, uid):
     """`helm test`: a tiny IngressBenchmark and a Pod that watches it with the CLI, read-only RBAC."""
     by = {(d["kind"], d["metadata"]["name"]): d for d in hooks}
     name = f"{full}-test"
@@ -158,6 +179,7 @@ def check_test_hook(hooks, full, ns, image, target):
         check(pod["spec"]["securityContext"]["runAsNonRoot"] is True and c["securityContext"]["readOnlyRootFilesystem"] is True
               and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}, "test Pod is not hardened")
         check(pod["spec"]["serviceAccountName"] == name and pod["spec"]["restartPolicy"] == "Never", "test Pod SA/restart")
+        check_restricted_v2("test Pod", pod["spec"], uid)
 
 
 def main():
@@ -175,10 +197,12 @@ def main():
     ns = "netbench-system" if default else "bench-system"
     port = 8080 if default else 9090
     image = f"netbench/operator:{APP_VERSION}" if default else "registry.example/netbench/operator:9.9.9"
+    # No fixed user id unless security.runAsUser asks for one (values-nondefault.yaml does).
+    uid = None if default else 1000650000
     loadgen = f"netbench/loadgen:{APP_VERSION}" if default else "registry.example/netbench/loadgen:9.9.9"
     check_crds(crds, install=default)
     target = f"http://{full}.{ns}.svc:{port}/healthz" if default else "http://target.bench-a.svc/"
-    check_test_hook(hooks, full, ns, image, target)
+    check_test_hook(hooks, full, ns, image, target, uid)
 
     # RBAC
     cr = by.get(("ClusterRole", full, None))
@@ -242,7 +266,11 @@ def main():
         env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
         check(dep["spec"]["replicas"] == (1 if default else 2), "replicas")
         check(spec["serviceAccountName"] == full, "serviceAccountName")
-        check(spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0, "non-root")
+        check_restricted_v2("Deployment", spec, uid)
+        if uid is None:
+            check("NETBENCH_WORKER_UID" not in env, "NETBENCH_WORKER_UID set by default")
+        else:
+            check(env.get("NETBENCH_WORKER_UID") == str(uid), f"NETBENCH_WORKER_UID {env.get('NETBENCH_WORKER_UID')!r}")
         check(c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                        "capabilities": {"drop": ["ALL"]}}, f"container securityContext {c['securityContext']}")
         check(c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz", "probes")

@@ -52,6 +52,14 @@ bad_values=(
     "loadgen.image=netbench/loadgen:0.1.0"
     "tests.timeout=soon"
     "tests.targetUrl=ftp://example.com/"
+    "security.runAsUser=0"
+    "security.runAsUser=root"
+    "resources.limit.cpu=1"
+    "resources.requests.cpu=lots"
+    "tolerations[0].keyy=x"
+    "tolerations[0].operator=Maybe"
+    "imagePullSecrets[0].nam=x"
+    "affinity.nodeAfinity.x=y"
 )
 for v in "${bad_values[@]}"; do
     if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then

@@ -44,7 +44,7 @@ if [[ ! -x dist/bin/linux-$host/netbench-operator || ! -x dist/bin/linux-$host/k
 fi
 "$release" images host
 "$release" check-images host
-"$release" chart
+NB_SOURCE_URL=https://github.com/example/netbench "$release" chart
 "$release" bundle
 "$release" cli-archives host
 "$release" changelog
@@ -58,6 +58,8 @@ trap 'rm -rf "$tmp"' EXIT
 "$NB_HELM" lint --strict "dist/netbench-$version.tgz" >/dev/null || die "helm lint of the package failed"
 rendered=$("$NB_HELM" template netbench "dist/netbench-$version.tgz" -n netbench-system)
 grep -Eq "image: \"?netbench/operator:$version\"?$" <<<"$rendered" || die "packaged chart does not deploy netbench/operator:$version"
+"$NB_HELM" show chart "dist/netbench-$version.tgz" | grep -qx -- "- https://github.com/example/netbench" ||
+    die "packaged chart does not name its sources"
 log "PASS release artefacts for $host: $(find dist -maxdepth 1 -type f -printf '%f ')"
 
 log "== 3. publish-images into a local OCI layout"

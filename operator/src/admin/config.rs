@@ -64,6 +64,11 @@ pub struct Config {
         default_value = DEFAULT_LOADGEN_IMAGE
     )]
     pub loadgen_image: String,
+    /// A fixed user and group id for worker pods (Helm value security.runAsUser); unset, they
+    /// run as the loadgen image's user unless the cluster assigns one.
+    #[arg(long, env = "NETBENCH_WORKER_UID",
+          value_parser = clap::value_parser!(i64).range(1..=2_147_483_647))]
+    pub worker_uid: Option<i64>,
     /// imagePullPolicy of worker pods.
     #[arg(
         long,

@@ -27,8 +27,6 @@ pub const TOKEN_DIR: &str = "/var/run/secrets/netbench";
 const TOKEN_FILE: &str = "token";
 /// Lifetime of a worker's token; the kubelet renews it at 80% of that.
 const TOKEN_SECONDS: i64 = 600;
-/// Non-root user of the loadgen image.
-pub const WORKER_UID: i64 = 65532;
 
 /// Everything one worker pod needs, independent of the benchmark kind.
 #[derive(Clone, Debug)]
@@ -94,8 +92,10 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
             active_deadline_seconds: Some(active_deadline_seconds(plan, config)),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
-                run_as_user: Some(WORKER_UID),
-                run_as_group: Some(WORKER_UID),
+                // The image's user (65532) unless the admin fixes one: a cluster may assign
+                // its own (OpenShift's restricted-v2 refuses ids outside the namespace's range).
+                run_as_user: config.worker_uid,
+                run_as_group: config.worker_uid,
                 seccomp_profile: Some(SeccompProfile {
                     type_: "RuntimeDefault".into(),
                     ..Default::default()
@@ -338,6 +338,15 @@ mod tests {
         assert!(env.iter().all(|e| e.name != "NETBENCH_TOKEN"));
         let psc = spec.security_context.unwrap();
         assert_eq!(psc.run_as_non_root, Some(true));
+        // No fixed id unless the admin asks (OpenShift assigns one from the namespace's range).
+        assert_eq!((psc.run_as_user, psc.run_as_group), (None, None));
+        let fixed = Config {
+            worker_uid: Some(1_000_650_000),
+            ..Config::for_tests()
+        };
+        let psc = super::pod(&plan(), &fixed).spec.unwrap().security_context.unwrap();
+        assert_eq!(psc.run_as_user, Some(1_000_650_000));
+        assert_eq!(psc.run_as_group, Some(1_000_650_000));
         let c = &spec.containers[0];
         assert_eq!(
             c.image.as_deref(),
