@@ -344,7 +344,11 @@ mod tests {
             worker_uid: Some(1_000_650_000),
             ..Config::for_tests()
         };
-        let psc = super::pod(&plan(), &fixed).spec.unwrap().security_context.unwrap();
+        let psc = super::pod(&plan(), &fixed)
+            .spec
+            .unwrap()
+            .security_context
+            .unwrap();
         assert_eq!(psc.run_as_user, Some(1_000_650_000));
         assert_eq!(psc.run_as_group, Some(1_000_650_000));
         let c = &spec.containers[0];
