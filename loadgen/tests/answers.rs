@@ -187,3 +187,63 @@ fn the_http2_path_records_the_backend_too() {
     assert_eq!(answers_of(answers), vec![(200, Some("web-h2"))]);
     assert_within_the_run(&answers.sightings[0], &r);
 }
+
+/// A server that sends each answer's head (naming backend `slow`) at once and its body
+/// `hold` later; its address.
+fn slow_body_server(hold: std::time::Duration) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    // One request per read is enough here: the client sends one and waits.
+                    while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
+                        let head = "HTTP/1.1 200 OK\r\nx-netbench-backend: slow\r\ncontent-length: 6\r\n\r\n";
+                        if s.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(hold).await;
+                        if s.write_all(b"hello\n").await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    });
+    addr
+}
+
+/// An answer is seen when its head arrives, not when its body has: a backend that takes 400 ms
+/// to send a body answered at once.
+#[test]
+fn an_answer_is_seen_when_its_head_arrives() {
+    let hold = std::time::Duration::from_millis(400);
+    let addr = slow_body_server(hold);
+    let mut o = options(format!("http://{addr}/"), true);
+    o.connections = 1;
+    o.threads = 1;
+    o.warmup = "0s".into();
+    let r = load(&o);
+    let a = r.answers.as_ref().expect("answers recorded");
+    assert_eq!(answers_of(a), vec![(200, Some("slow"))]);
+    let first = &a.sightings[0];
+    // The first request went out at the start; its head came back at once, its body 400 ms
+    // later (the latency says so): seen well before the body.
+    assert!(r.latency.p50_us >= 390_000, "{:?}", r.latency);
+    let seen_after_start_ms = (first.from_unix_us / 1000).saturating_sub(r.start_unix_ms);
+    assert!(
+        seen_after_start_ms < 200,
+        "first seen {seen_after_start_ms} ms after the start: at the body, not the head"
+    );
+}

@@ -3,9 +3,10 @@
 //! itself in `X-Netbench-Backend`. Each connection task keeps its current run of equal answers
 //! (first and last instant); only when the answer changes, or the task ends, does the run
 //! become a [`Sighting`] in its thread's [`Answers`]. So a response whose answer did not change
-//! costs a comparison of a few bytes and nothing else: no allocation, no clock read (the
-//! response's instant is the one the statistics already took), no wall-clock syscall (instants
-//! become Unix microseconds through one [`WallClock`] anchor when a run ends).
+//! costs a comparison of a few bytes and one monotonic clock read (when its head arrived: a
+//! change of answer shows then, however long the body takes), and nothing else: no allocation,
+//! no wall-clock syscall (instants become Unix microseconds through one [`WallClock`] anchor
+//! when a run ends).
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 

@@ -18,6 +18,9 @@ const RECV_BUF: usize = 16 * 1024;
 
 struct Outcome {
     answer: Answer,
+    /// When the head arrived (only when answers are recorded): a change of answer shows then,
+    /// however long the body takes.
+    head_at: Option<Instant>,
     close: bool,
     read: u64,
 }
@@ -68,7 +71,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                     out.read,
                     request.len() as u64,
                 );
-                ctx.answered(&mut runs, out.answer, now);
+                ctx.answered(&mut runs, out.answer, out.head_at.unwrap_or(now));
                 if out.close || !plan.keepalive {
                     if let Some(s) = stream.take() {
                         if !s.peer_closed() {
@@ -111,6 +114,7 @@ where
         }
         read += fill(s, buf).await? as u64;
     };
+    let head_at = opts.backend.then(Instant::now);
     buf.consume(head.len);
     let mut body = Body::new(head.framing);
     loop {
@@ -130,6 +134,7 @@ where
             status: head.status,
             backend: head.backend,
         },
+        head_at,
         close: head.close,
         read,
     })

@@ -39,7 +39,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
             continue;
         };
         match timer.run(deadline, exchange(send, plan, &body)).await {
-            Some(Ok((answer, read))) => {
+            Some(Ok((answer, read, head_at))) => {
                 let now = Instant::now();
                 ctx.stats.borrow_mut().response(
                     started,
@@ -48,7 +48,7 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
                     read,
                     body.len() as u64,
                 );
-                ctx.answered(&mut runs, answer, now);
+                ctx.answered(&mut runs, answer, head_at.unwrap_or(now));
                 if !plan.keepalive {
                     client = None;
                 }
@@ -82,7 +82,7 @@ async fn exchange(
     send: &mut SendRequest<Bytes>,
     plan: &super::engine::Plan,
     body: &Bytes,
-) -> Result<(Answer, u64), ErrorClass> {
+) -> Result<(Answer, u64, Option<Instant>), ErrorClass> {
     let mut ready = send.clone().ready().await.map_err(|_| ErrorClass::Write)?;
     let mut builder = http::Request::builder()
         .method(plan.method.as_str())
@@ -100,6 +100,8 @@ async fn exchange(
             .map_err(|_| ErrorClass::Write)?;
     }
     let response = response.await.map_err(|_| ErrorClass::Read)?;
+    // When the head arrived: a change of answer shows then, however long the body takes.
+    let head_at = plan.record_answers.then(Instant::now);
     // Looked up only when answers are recorded.
     let named = plan
         .record_answers
@@ -117,5 +119,5 @@ async fn exchange(
         read += chunk.len() as u64;
         let _ = recv.flow_control().release_capacity(chunk.len());
     }
-    Ok((answer, read))
+    Ok((answer, read, head_at))
 }
