@@ -138,9 +138,13 @@ fn an_error_status_is_an_answer_like_any_other() {
     assert_eq!(cli_report(&args).answers, None);
 }
 
-/// A cleartext HTTP/2 server (prior knowledge, as `--http2` speaks to http:// URLs) answering
-/// 200 with `X-NetBench-Backend: NAME` (mixed case: HTTP/2 lowercases names on the wire).
-fn h2_server(name: &'static str) -> SocketAddr {
+/// A server on 127.0.0.1 on a thread of its own: `serve` takes each accepted connection (in a
+/// task of a current-thread runtime). Its address.
+fn serve_on_a_thread<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -149,29 +153,36 @@ fn h2_server(name: &'static str) -> SocketAddr {
             .enable_all()
             .build()
             .unwrap();
-        rt.block_on(async move {
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     continue;
                 };
-                tokio::spawn(async move {
-                    let Ok(mut conn) = h2::server::handshake(socket).await else {
-                        return;
-                    };
-                    while let Some(Ok((_request, mut respond))) = conn.accept().await {
-                        let response = http::Response::builder()
-                            .status(200)
-                            .header("X-NetBench-Backend", name)
-                            .body(())
-                            .unwrap();
-                        let _ = respond.send_response(response, true);
-                    }
-                });
+                tokio::task::spawn_local(serve(socket));
             }
         });
     });
     addr
+}
+
+/// A cleartext HTTP/2 server (prior knowledge, as `--http2` speaks to http:// URLs) answering
+/// 200 with `X-NetBench-Backend: NAME` (mixed case: HTTP/2 lowercases names on the wire).
+fn h2_server(name: &'static str) -> SocketAddr {
+    serve_on_a_thread(move |socket| async move {
+        let Ok(mut conn) = h2::server::handshake(socket).await else {
+            return;
+        };
+        while let Some(Ok((_request, mut respond))) = conn.accept().await {
+            let response = http::Response::builder()
+                .status(200)
+                .header("X-NetBench-Backend", name)
+                .body(())
+                .unwrap();
+            let _ = respond.send_response(response, true);
+        }
+    })
 }
 
 #[test]
@@ -191,37 +202,21 @@ fn the_http2_path_records_the_backend_too() {
 /// A server that sends each answer's head (naming backend `slow`) at once and its body
 /// `hold` later; its address.
 fn slow_body_server(hold: std::time::Duration) -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let (mut s, _) = listener.accept().await.unwrap();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 4096];
-                    // One request per read is enough here: the client sends one and waits.
-                    while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
-                        let head = "HTTP/1.1 200 OK\r\nx-netbench-backend: slow\r\ncontent-length: 6\r\n\r\n";
-                        if s.write_all(head.as_bytes()).await.is_err() {
-                            return;
-                        }
-                        tokio::time::sleep(hold).await;
-                        if s.write_all(b"hello\n").await.is_err() {
-                            return;
-                        }
-                    }
-                });
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    serve_on_a_thread(move |mut s| async move {
+        let mut buf = vec![0u8; 4096];
+        // One request per read is enough here: the client sends one and waits.
+        while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
+            let head = "HTTP/1.1 200 OK\r\nx-netbench-backend: slow\r\ncontent-length: 6\r\n\r\n";
+            if s.write_all(head.as_bytes()).await.is_err() {
+                return;
             }
-        });
-    });
-    addr
+            tokio::time::sleep(hold).await;
+            if s.write_all(b"hello\n").await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// An answer is seen when its head arrives, not when its body has: a backend that takes 400 ms
