@@ -10,7 +10,9 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use protocol::report::answers::{backend_name, Answers, Sighting, MAX_BACKEND_BYTES};
+use protocol::report::answers::{
+    backend_bytes, backend_name, Answers, Sighting, MAX_BACKEND_BYTES,
+};
 
 /// A backend name held inline (no allocation per response): the `X-Netbench-Backend` value cut
 /// and checked by the record's rule, or none.
@@ -27,22 +29,18 @@ impl Backend {
         bytes: [0; MAX_BACKEND_BYTES],
     };
 
-    /// The name in a header value, by the rule of [`backend_name`]: surrounding whitespace
-    /// trimmed, cut to [`MAX_BACKEND_BYTES`], kept only if it is letters, digits, '-', '.' or
-    /// '_'. A value of any length or content is looked at only up to the cut.
+    /// The name in a header value, by the record's rule ([`backend_bytes`]).
     pub(crate) fn from_value(value: &[u8]) -> Backend {
-        let value = value.trim_ascii();
-        let cut = value.get(..MAX_BACKEND_BYTES).unwrap_or(value);
-        let plain = cut
-            .iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
         let mut b = Backend::NONE;
-        match b.bytes.get_mut(..cut.len()) {
-            Some(into) if plain => into.copy_from_slice(cut),
-            _ => return Backend::NONE,
-        }
+        let Some(name) = backend_bytes(value) else {
+            return Backend::NONE;
+        };
+        let Some(into) = b.bytes.get_mut(..name.len()) else {
+            return Backend::NONE;
+        };
+        into.copy_from_slice(name);
         // At most MAX_BACKEND_BYTES (63), so it fits.
-        b.len = cut.len() as u8;
+        b.len = name.len() as u8;
         b
     }
 

@@ -161,8 +161,7 @@ impl Answers {
             if let Some(b) = &s.backend {
                 let ok = !b.is_empty()
                     && b.len() <= MAX_BACKEND_BYTES
-                    && b.bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
+                    && b.as_bytes().iter().all(name_byte);
                 if !ok {
                     return Err(invalid(
                         at(),
@@ -186,16 +185,24 @@ impl Answers {
     }
 }
 
-/// The backend name from a header value: kept if it is a plain name, cut to
-/// [`MAX_BACKEND_BYTES`]; `None` for anything else (the answer then has no backend).
-pub fn backend_name(value: &[u8]) -> Option<String> {
+/// A byte of a backend name: letters, digits, '-', '.' or '_'.
+fn name_byte(c: &u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')
+}
+
+/// The backend name in a header value, without allocating: surrounding whitespace trimmed, cut
+/// to [`MAX_BACKEND_BYTES`], kept only if it is a plain name (see [`name_byte`]). A value of
+/// any length or content is looked at only up to the cut.
+pub fn backend_bytes(value: &[u8]) -> Option<&[u8]> {
     let value = value.trim_ascii();
     let cut = value.get(..MAX_BACKEND_BYTES).unwrap_or(value);
-    let plain = !cut.is_empty()
-        && cut
-            .iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
-    plain.then(|| String::from_utf8_lossy(cut).into_owned())
+    (!cut.is_empty() && cut.iter().all(name_byte)).then_some(cut)
+}
+
+/// The backend name from a header value ([`backend_bytes`]); `None` for anything else (the
+/// answer then has no backend).
+pub fn backend_name(value: &[u8]) -> Option<String> {
+    backend_bytes(value).map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
 #[cfg(test)]
