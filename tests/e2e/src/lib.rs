@@ -531,6 +531,24 @@ pub async fn operator_metrics(client: &Client) -> Result<String> {
     Ok(resp.body_mut().read_to_string()?)
 }
 
+/// deploy/examples/target.yaml renamed to `name` in `ns` (Deployment, Service, labels, and the
+/// name it answers with in X-Netbench-Backend), its http-server given `args` more (e.g.
+/// `["--delay", "50ms"]`), created and rolled out.
+pub async fn shipped_target(client: &Client, ns: &str, name: &str, args: &[&str]) {
+    let file = repo_root().join("deploy/examples/target.yaml");
+    let text = std::fs::read_to_string(file).unwrap();
+    let renamed = text.replace("netbench-target", name);
+    for doc in serde_yaml::Deserializer::from_str(&renamed) {
+        let mut object: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if let Some(given) = object.pointer_mut("/spec/template/spec/containers/0/args") {
+            let given = given.as_array_mut().unwrap();
+            given.extend(args.iter().map(|a| json!(a)));
+        }
+        create(client, ns, &object).await.unwrap();
+    }
+    rolled_out(ns, name);
+}
+
 /// A Deployment + Service of the in-cluster nginx image, for sweeps.
 pub fn nginx(name: &str, cpu: &str) -> (Value, Value) {
     let deploy = serde_json::json!({

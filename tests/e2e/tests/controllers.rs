@@ -222,19 +222,6 @@ async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created()
     );
 }
 
-/// deploy/examples/target.yaml renamed to `name` in `ns` (Deployment, Service, labels, and the
-/// name it answers with in X-Netbench-Backend), rolled out.
-async fn named_target(client: &kube::Client, ns: &str, name: &str) {
-    let file = repo_root().join("deploy/examples/target.yaml");
-    let text = std::fs::read_to_string(file).unwrap();
-    let renamed = text.replace("netbench-target", name);
-    for doc in serde_yaml::Deserializer::from_str(&renamed) {
-        let object: Value = serde::Deserialize::deserialize(doc).unwrap();
-        create(client, ns, &object).await.unwrap();
-    }
-    rolled_out(ns, name);
-}
-
 /// Two Gateways (Traefik's and Envoy Gateway's) under a steady open-loop load while the run
 /// swaps each one's route between web-a and web-b every second: every change is counted, and
 /// its propagation is read from the answers the workers saw, never from the route's status.
@@ -242,8 +229,8 @@ async fn named_target(client: &kube::Client, ns: &str, name: &str) {
 async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
     let client = client().await;
     let ns = TestNs::new(&client, "ctl").await;
-    named_target(&client, &ns.name, "web-a").await;
-    named_target(&client, &ns.name, "web-b").await;
+    shipped_target(&client, &ns.name, "web-a", &[]).await;
+    shipped_target(&client, &ns.name, "web-b", &[]).await;
     let restarts = operator_restarts(&client).await;
     let route = |gateway_ns: &str, host: String| {
         json!({
