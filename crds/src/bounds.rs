@@ -7,7 +7,8 @@ use std::time::Duration as Std;
 
 use crate::cases::MAX_MEASURED;
 use crate::egress::{Direction, EgressBenchmarkSpec, EgressCase, Protocol};
-use crate::ingress::{IngressBenchmarkSpec, MAX_CONTROLLERS, MAX_ROUTE_CHANGES};
+use crate::gates::GateFigure;
+use crate::ingress::{IngressBenchmarkSpec, RouteChangeAction, MAX_CONTROLLERS, MAX_ROUTE_CHANGES};
 use crate::topology::{NodeSet, Topology};
 use crate::Duration;
 
@@ -85,6 +86,7 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     }
     controllers(spec)?;
     route_changes(spec)?;
+    route_gates(spec)?;
     crate::gates::bounds(&spec.gates, true)?;
     if let Some(max) = spec.thresholds.as_ref().and_then(|t| t.max_p99) {
         if max.as_std().is_zero() {
@@ -147,6 +149,39 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
 /// The answers tell the two backends apart by name only.
 pub const SWAP_TO_DIFFERS: &str = "routeChanges.swapTo must be another Service than every route's backend (answers name their backend)";
 
+/// Gates on route-change figures need the changes that make them.
+pub const ROUTE_GATES_NEED_CHANGES: &str = "gates on routeChangesShown or routeChangeP99Ms need routeChanges (action SwapBackend); on routeCreation* or routeDeletion* figures, routeChanges with action DeleteAndCreate";
+
+/// Which action makes the figure a gate names, if it is a route-change figure.
+fn route_figure_action(figure: GateFigure) -> Option<RouteChangeAction> {
+    match figure {
+        GateFigure::RouteChangesShown | GateFigure::RouteChangeP99Ms => {
+            Some(RouteChangeAction::SwapBackend)
+        }
+        GateFigure::RouteCreationsShown
+        | GateFigure::RouteCreationP99Ms
+        | GateFigure::RouteDeletionsShown
+        | GateFigure::RouteDeletionP99Ms => Some(RouteChangeAction::DeleteAndCreate),
+        _ => None,
+    }
+}
+
+fn route_gates(spec: &IngressBenchmarkSpec) -> Result<(), String> {
+    let action = spec.route_changes.as_ref().map(|c| c.action);
+    let unmade = spec
+        .gates
+        .iter()
+        .filter_map(|g| route_figure_action(g.figure))
+        .any(|needed| action != Some(needed));
+    if unmade {
+        return Err(ROUTE_GATES_NEED_CHANGES.into());
+    }
+    Ok(())
+}
+
+/// swapTo goes with SwapBackend and only with it.
+pub const SWAP_TO_NEEDED: &str = "routeChanges.swapTo is needed to swap backends (action SwapBackend) and has no use with action DeleteAndCreate";
+
 /// Route changes need routes to change, at most MAX_ROUTE_CHANGES per sample.
 fn route_changes(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     let Some(changes) = &spec.route_changes else {
@@ -162,11 +197,15 @@ fn route_changes(spec: &IngressBenchmarkSpec) -> Result<(), String> {
         5 * 60 * SEC,
         "routeChanges.every must be between 200ms and 5m",
     )?;
+    let swapping = changes.action == RouteChangeAction::SwapBackend;
+    if swapping != changes.swap_to.is_some() {
+        return Err(SWAP_TO_NEEDED.into());
+    }
     let same = spec
         .controllers
         .iter()
         .filter_map(|c| c.route.as_ref())
-        .any(|r| r.backend.name == changes.swap_to.name);
+        .any(|r| Some(&r.backend.name) == changes.swap_to.as_ref().map(|b| &b.name));
     if same {
         return Err(SWAP_TO_DIFFERS.into());
     }

@@ -105,11 +105,27 @@ pub enum GateFigure {
     ReturnJitterMs,
     #[serde(rename = "returnJitterMaxMs")]
     ReturnJitterMaxMs,
+    /// Route changes under load (IngressBenchmark routeChanges): the share of a sample's
+    /// changes that showed in the answers (0 to 1), and the 99th percentile of their time to
+    /// show in milliseconds, a change not shown counted at the time it was given. Swaps:
+    #[serde(rename = "routeChangesShown")]
+    RouteChangesShown,
+    #[serde(rename = "routeChangeP99Ms")]
+    RouteChangeP99Ms,
+    /// Creations and deletions (action DeleteAndCreate):
+    #[serde(rename = "routeCreationsShown")]
+    RouteCreationsShown,
+    #[serde(rename = "routeCreationP99Ms")]
+    RouteCreationP99Ms,
+    #[serde(rename = "routeDeletionsShown")]
+    RouteDeletionsShown,
+    #[serde(rename = "routeDeletionP99Ms")]
+    RouteDeletionP99Ms,
 }
 
 impl GateFigure {
     /// Every figure, in the order above.
-    pub const ALL: [GateFigure; 28] = [
+    pub const ALL: [GateFigure; 34] = [
         GateFigure::Rps,
         GateFigure::P50Ms,
         GateFigure::P90Ms,
@@ -138,6 +154,12 @@ impl GateFigure {
         GateFigure::JitterMaxMs,
         GateFigure::ReturnJitterMs,
         GateFigure::ReturnJitterMaxMs,
+        GateFigure::RouteChangesShown,
+        GateFigure::RouteChangeP99Ms,
+        GateFigure::RouteCreationsShown,
+        GateFigure::RouteCreationP99Ms,
+        GateFigure::RouteDeletionsShown,
+        GateFigure::RouteDeletionP99Ms,
     ];
 
     /// The figure's name, as results list it.
@@ -171,6 +193,12 @@ impl GateFigure {
             GateFigure::JitterMaxMs => "jitterMaxMs",
             GateFigure::ReturnJitterMs => "returnJitterMs",
             GateFigure::ReturnJitterMaxMs => "returnJitterMaxMs",
+            GateFigure::RouteChangesShown => "routeChangesShown",
+            GateFigure::RouteChangeP99Ms => "routeChangeP99Ms",
+            GateFigure::RouteCreationsShown => "routeCreationsShown",
+            GateFigure::RouteCreationP99Ms => "routeCreationP99Ms",
+            GateFigure::RouteDeletionsShown => "routeDeletionsShown",
+            GateFigure::RouteDeletionP99Ms => "routeDeletionP99Ms",
         }
     }
 
@@ -178,7 +206,10 @@ impl GateFigure {
     /// is at most 1, a percentage 100, a latency an hour, a rate what no cluster reaches.
     pub const fn ceiling(self) -> f64 {
         match self {
-            GateFigure::ErrorRate => 1.0,
+            GateFigure::ErrorRate
+            | GateFigure::RouteChangesShown
+            | GateFigure::RouteCreationsShown
+            | GateFigure::RouteDeletionsShown => 1.0,
             GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => 100.0,
             GateFigure::P50Ms
             | GateFigure::P90Ms
@@ -190,6 +221,9 @@ impl GateFigure {
             | GateFigure::JitterMaxMs
             | GateFigure::ReturnJitterMs
             | GateFigure::ReturnJitterMaxMs
+            | GateFigure::RouteChangeP99Ms
+            | GateFigure::RouteCreationP99Ms
+            | GateFigure::RouteDeletionP99Ms
             | GateFigure::MaxMs => MAX_MS,
             GateFigure::Rps | GateFigure::TransactionsPerSecond => MAX_PER_SECOND,
             GateFigure::ReceiverBitsPerSecond
@@ -221,7 +255,20 @@ pub const MAX_COUNT: f64 = 1e12;
 /// CPU seconds per GB moved.
 pub const MAX_CPU_PER_GB: f64 = 1e6;
 /// The figures an IngressBenchmark's gates may name (its CEL rule lists the same).
-pub const INGRESS_FIGURES: [&str; 6] = ["rps", "p50Ms", "p90Ms", "p99Ms", "p999Ms", "errorRate"];
+pub const INGRESS_FIGURES: [&str; 12] = [
+    "rps",
+    "p50Ms",
+    "p90Ms",
+    "p99Ms",
+    "p999Ms",
+    "errorRate",
+    "routeChangesShown",
+    "routeChangeP99Ms",
+    "routeCreationsShown",
+    "routeCreationP99Ms",
+    "routeDeletionsShown",
+    "routeDeletionP99Ms",
+];
 
 /// Where a gate is judged.
 #[derive(
@@ -244,6 +291,7 @@ pub enum GateScope {
     validation = Rule::new("has(self.max) != has(self.min)").message("a gate sets exactly one of max and min"),
     validation = Rule::new("(!has(self.max) || self.max >= 0.0) && (!has(self.min) || self.min >= 0.0)").message("a gate's limit must not be negative"),
     validation = Rule::new("self.figure != 'errorRate' || ((!has(self.max) || self.max <= 1.0) && (!has(self.min) || self.min <= 1.0))").message("an errorRate gate's limit is a ratio: at most 1"),
+    validation = Rule::new("!(self.figure in ['routeChangesShown', 'routeCreationsShown', 'routeDeletionsShown']) || ((!has(self.max) || self.max <= 1.0) && (!has(self.min) || self.min <= 1.0))").message("a route*Shown gate's limit is a share of the changes: at most 1"),
     validation = Rule::new("!(self.figure in ['lossPercent', 'scheduleMissedPercent']) || ((!has(self.max) || self.max <= 100.0) && (!has(self.min) || self.min <= 100.0))").message("a percent gate's limit is a percentage: at most 100"),
     validation = Rule::new("!self.figure.endsWith('Ms') || ((!has(self.max) || self.max <= 3600000.0) && (!has(self.min) || self.min <= 3600000.0))").message("a latency gate's limit must be at most 3600000 (1h in ms)"),
     validation = Rule::new("!(self.figure in ['rps', 'transactionsPerSecond', 'clientCpuUsPerTransaction', 'serverCpuUsPerTransaction', 'clientNodeCpuUsPerTransaction', 'serverNodeCpuUsPerTransaction']) || ((!has(self.max) || self.max <= 1e9) && (!has(self.min) || self.min <= 1e9))").message("a gate's limit on a rate must be at most 1e9"),
@@ -356,6 +404,11 @@ fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
     if limit > g.figure.ceiling() {
         return Err(match g.figure {
             GateFigure::ErrorRate => "an errorRate gate's limit is a ratio: at most 1".into(),
+            GateFigure::RouteChangesShown
+            | GateFigure::RouteCreationsShown
+            | GateFigure::RouteDeletionsShown => {
+                "a route*Shown gate's limit is a share of the changes: at most 1".into()
+            }
             GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => {
                 "a percent gate's limit is a percentage: at most 100".into()
             }
@@ -388,8 +441,7 @@ fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
 }
 
 /// The message of the IngressBenchmark's rule on gate figures.
-pub const INGRESS_RULE_MESSAGE: &str =
-    "an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms or errorRate";
+pub const INGRESS_RULE_MESSAGE: &str = "an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms, errorRate or (with routeChanges) routeChangesShown, routeChangeP99Ms, routeCreationsShown, routeCreationP99Ms, routeDeletionsShown, routeDeletionP99Ms";
 
 #[cfg(test)]
 mod tests {

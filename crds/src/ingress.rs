@@ -13,8 +13,9 @@ use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStat
 pub mod compare;
 mod controllers;
 pub use controllers::{
-    Comparison, Controller, ControllerRow, GatewayRef, MadeChange, OwnedRoute, RouteBackend,
-    RouteChangeLog, RouteChangeResult, RouteChanges, Standing, MAX_CONTROLLERS, MAX_ROUTE_CHANGES,
+    Comparison, Controller, ControllerRow, GatewayRef, Made, MadeChange, OwnedRoute, RouteBackend,
+    RouteChangeAction, RouteChangeLog, RouteChangeResult, RouteChanges, Standing, MAX_CONTROLLERS,
+    MAX_ROUTE_CHANGES,
 };
 
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
@@ -40,7 +41,8 @@ pub use controllers::{
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("!has(self.sweep) || !has(self.controllers) || size(self.controllers) == 0").message("a sweep and controllers cannot be combined yet: sweep one controller per benchmark"),
-    validation = Rule::new("!has(self.routeChanges) || !has(self.controllers) || self.controllers.all(c, !has(c.route) || c.route.backend.name != self.routeChanges.swapTo.name)").message("routeChanges.swapTo must be another Service than every route's backend (answers name their backend)"),
+    validation = Rule::new("!has(self.routeChanges) || !has(self.controllers) || !has(self.routeChanges.swapTo) || self.controllers.all(c, !has(c.route) || c.route.backend.name != self.routeChanges.swapTo.name)").message("routeChanges.swapTo must be another Service than every route's backend (answers name their backend)"),
+    validation = Rule::new("!has(self.gates) || self.gates.all(g, !(g.figure in ['routeChangesShown', 'routeChangeP99Ms']) || (has(self.routeChanges) && (!has(self.routeChanges.action) || self.routeChanges.action == 'SwapBackend'))) && self.gates.all(g, !(g.figure in ['routeCreationsShown', 'routeCreationP99Ms', 'routeDeletionsShown', 'routeDeletionP99Ms']) || (has(self.routeChanges) && has(self.routeChanges.action) && self.routeChanges.action == 'DeleteAndCreate'))").message("gates on routeChangesShown or routeChangeP99Ms need routeChanges (action SwapBackend); on routeCreation* or routeDeletion* figures, routeChanges with action DeleteAndCreate"),
     validation = Rule::new("!has(self.routeChanges) || (has(self.controllers) && size(self.controllers) > 0 && self.controllers.all(c, has(c.route)))").message("routeChanges needs controllers, each with a route (the run changes the routes it creates)"),
 )]
 pub struct IngressBenchmarkSpec {
@@ -78,7 +80,7 @@ pub struct IngressBenchmarkSpec {
     /// a broken gate fails the run (at once with abortOnFail). See docs/gates.md.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
-    #[x_kube(validation = Rule::new("self.all(g, g.figure in ['rps', 'p50Ms', 'p90Ms', 'p99Ms', 'p999Ms', 'errorRate'])").message("an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms or errorRate"))]
+    #[x_kube(validation = Rule::new("self.all(g, g.figure in ['rps', 'p50Ms', 'p90Ms', 'p99Ms', 'p999Ms', 'errorRate', 'routeChangesShown', 'routeChangeP99Ms', 'routeCreationsShown', 'routeCreationP99Ms', 'routeDeletionsShown', 'routeDeletionP99Ms'])").message("an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms, errorRate or (with routeChanges) routeChangesShown, routeChangeP99Ms, routeCreationsShown, routeCreationP99Ms, routeDeletionsShown, routeDeletionP99Ms"))]
     pub gates: Vec<crate::gates::Gate>,
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
@@ -428,12 +430,13 @@ pub struct StepResult {
     /// Target replicas during this step, if the sweep set them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
-    /// Successful requests per second over all workers.
+    /// Completed requests per second over all workers: every response, whatever its status,
+    /// as wrk counts them (errors.status4xx and status5xx say how many were not 2xx/3xx).
     pub rps: f64,
     /// Requested rate (open loop only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_rps: Option<f64>,
-    /// Successful requests over the measured duration.
+    /// Completed requests (any status) whose request began in the measured duration.
     pub requests: u64,
     /// Response bytes per second over all workers.
     pub bytes_per_second: f64,
@@ -447,9 +450,17 @@ pub struct StepResult {
     /// Per-worker figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerSummary>,
-    /// How the route changes (spec.routeChanges) showed in the answers.
+    /// How the route changes (spec.routeChanges, action SwapBackend) showed in the answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_changes: Option<RouteChangeResult>,
+    /// How the route's creations (routeChanges action DeleteAndCreate) showed: to the first
+    /// 2xx answer from the route's backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_creations: Option<RouteChangeResult>,
+    /// How the route's deletions (routeChanges action DeleteAndCreate) showed: to the first
+    /// 404 answered by the Gateway itself (no X-Netbench-Backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_deletions: Option<RouteChangeResult>,
 }
 
 /// One worker's share of a step.

@@ -772,6 +772,73 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
     ingress_refuses(&slow, "routeChanges.every must be between 200ms and 5m");
     let same = with(&changing, "spec.routeChanges.swapTo.name", json!("web-a"));
     ingress_refuses(&same, crds::bounds::SWAP_TO_DIFFERS);
+    // swapTo goes with SwapBackend (the default) and only with it.
+    let recreating = with(
+        &routed,
+        "spec.routeChanges",
+        json!({"every": "1s", "action": "DeleteAndCreate"}),
+    );
+    assert_eq!(support::cel_errors(&recreating), Vec::<String>::new());
+    let spec: crds::IngressBenchmarkSpec =
+        serde_json::from_value(recreating["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::ingress(&spec), Ok(()));
+    let both = with(
+        &changing,
+        "spec.routeChanges.action",
+        json!("DeleteAndCreate"),
+    );
+    ingress_refuses(&both, crds::bounds::SWAP_TO_NEEDED);
+    let nowhere = with(&routed, "spec.routeChanges", json!({"every": "1s"}));
+    ingress_refuses(&nowhere, crds::bounds::SWAP_TO_NEEDED);
+    let named = with(&nowhere, "spec.routeChanges.action", json!("SwapBackend"));
+    ingress_refuses(&named, crds::bounds::SWAP_TO_NEEDED);
+    // Gates on route-change figures need the changes that make them.
+    let gate = |figure: &str| {
+        if figure.ends_with("Shown") {
+            json!([{"figure": figure, "min": 0.9}])
+        } else {
+            json!([{"figure": figure, "max": 500}])
+        }
+    };
+    for (obj, figure) in [
+        (&changing, "routeChangeP99Ms"),
+        (&changing, "routeChangesShown"),
+        (&recreating, "routeDeletionP99Ms"),
+        (&recreating, "routeCreationsShown"),
+    ] {
+        let gated = with(obj, "spec.gates", gate(figure));
+        assert_eq!(
+            support::cel_errors(&gated),
+            Vec::<String>::new(),
+            "{figure}"
+        );
+        let spec: crds::IngressBenchmarkSpec =
+            serde_json::from_value(gated["spec"].clone()).unwrap();
+        assert_eq!(crds::bounds::ingress(&spec), Ok(()), "{figure}");
+    }
+    for (obj, figure) in [
+        (&recreating, "routeChangeP99Ms"),
+        (&changing, "routeCreationP99Ms"),
+        (&changing, "routeDeletionsShown"),
+        (&base, "routeChangesShown"),
+    ] {
+        let gated = with(obj, "spec.gates", gate(figure));
+        ingress_refuses(&gated, crds::bounds::ROUTE_GATES_NEED_CHANGES);
+    }
+    let share = with(
+        &changing,
+        "spec.gates",
+        json!([{"figure": "routeChangesShown", "min": 2}]),
+    );
+    ingress_refuses(
+        &share,
+        "a route*Shown gate's limit is a share of the changes: at most 1",
+    );
+    let unknown = with(&recreating, "spec.routeChanges.action", json!("Rename"));
+    assert!(
+        serde_json::from_value::<crds::IngressBenchmarkSpec>(unknown["spec"].clone()).is_err(),
+        "an unknown action is refused by the schema's enum and by the operator's parse"
+    );
     // The count is the operator's (CEL cannot divide durations): 24h / 200ms, 1s / 2s.
     let spec: crds::IngressBenchmarkSpec = serde_json::from_value(
         with(

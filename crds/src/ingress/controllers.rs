@@ -113,24 +113,48 @@ pub struct RouteBackend {
 /// Most route changes one sample makes (load.duration / routeChanges.every).
 pub const MAX_ROUTE_CHANGES: u64 = 600;
 
-/// Route changes under load: during each controller's measurement the run swaps its route's
-/// backend between `backend` and `swapTo` every `every`, and reads from what the clients saw
-/// answer how long each change took to reach the data plane (to the first answer from the new
-/// backend), while the step's error counts say what the churn cost. The backends name
-/// themselves in the `X-Netbench-Backend` header (netbench-loadgen http-server --name, as in
+/// Route changes under load: during each controller's measurement the run changes its route
+/// every `every` and reads from what the clients saw answer how long each change took to reach
+/// the data plane, while the step's error counts say what the churn cost. With `action:
+/// SwapBackend` (the default) it swaps the route's backend between `backend` and `swapTo`
+/// (propagation: to the first 2xx answer from the new backend); with `DeleteAndCreate` it
+/// deletes the route and creates it again, in turn (to the first 404 from the Gateway itself,
+/// and to the first 2xx from the route's backend). The backends name themselves in the
+/// `X-Netbench-Backend` header (netbench-loadgen http-server --name, as in
 /// deploy/examples/target.yaml) with their Service's name.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("(has(self.action) && self.action == 'DeleteAndCreate') ? !has(self.swapTo) : has(self.swapTo)").message("routeChanges.swapTo is needed to swap backends (action SwapBackend) and has no use with action DeleteAndCreate"),
+)]
 pub struct RouteChanges {
-    /// Time between two changes; a change whose backend has not answered before the next one
-    /// is counted as not shown. At most 600 changes per sample (load.duration / every).
+    /// Time between two changes; a change whose effect has not shown in the answers before
+    /// the next one is counted as not shown. At most 600 changes per sample (load.duration /
+    /// every).
     #[serde(default = "default_change_every")]
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('200ms') && duration(self) <= duration('5m')").message("routeChanges.every must be between 200ms and 5m"))]
     pub every: Duration,
-    /// The second backend: a Service in the benchmark's namespace whose pods answer with
-    /// `X-Netbench-Backend: <its name>`, as the route's own backend must.
-    pub swap_to: RouteBackend,
+    /// What a change is: SwapBackend (the route's backend between `backend` and `swapTo`) or
+    /// DeleteAndCreate (the route deleted, then created again, in turn).
+    #[serde(default)]
+    pub action: RouteChangeAction,
+    /// The second backend (SwapBackend only): a Service in the benchmark's namespace whose
+    /// pods answer with `X-Netbench-Backend: <its name>`, as the route's own backend must.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_to: Option<RouteBackend>,
+}
+
+/// What one route change is.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum RouteChangeAction {
+    /// The route's backend swapped between `backend` and `swapTo`.
+    #[default]
+    SwapBackend,
+    /// The route deleted, then created again with the same name and spec, in turn.
+    DeleteAndCreate,
 }
 
 fn default_change_every() -> Duration {
@@ -151,13 +175,36 @@ pub struct RouteChangeLog {
     pub changes: Vec<MadeChange>,
 }
 
-/// One change: when it was sent to the API server (Unix µs) and the backend it swapped to.
+/// One change: when it was sent to the API server (Unix µs), what it did, and the backend
+/// that answers after it (the one swapped to, the one created, or the one deleted).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MadeChange {
     pub at_unix_us: u64,
     #[schemars(length(max = 63))]
     pub backend: String,
+    #[serde(default)]
+    pub made: Made,
+    /// The change was made but its instant was lost (the route was found deleted with no
+    /// record of when: a restart between the deletion and its record, or someone else): it
+    /// counts as made, never as shown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untimed: bool,
+}
+
+/// What a change did to the route.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum Made {
+    #[default]
+    Swapped,
+    Deleted,
+    Created,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How one step's route changes showed in the answers, over its samples.
@@ -169,13 +216,19 @@ pub struct RouteChangeResult {
     pub samples: Vec<u32>,
     /// Changes the run made (sent to the API server).
     pub changes: u32,
-    /// Changes whose new backend answered before the next change or the end of the sample.
+    /// Changes that showed in the answers before the next change or the end of the sample.
     pub shown: u32,
-    /// From sending the change to the first answer from the new backend, over the shown
-    /// changes: 50th and 99th percentile and the largest, in milliseconds.
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
+    /// Changes made whose instant was lost (counted in `changes`, never shown).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untimed: u32,
+    /// From sending the change to the first answer that shows it, over the shown changes:
+    /// 50th and 99th percentile and the largest, in milliseconds (absent while none showed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<f64>,
     /// base64(HDR histogram V2 deflate) of the shown changes' propagation in microseconds,
     /// merged over the samples.
     #[schemars(length(max = 65536))]

@@ -1,35 +1,38 @@
 //! Route changes under load (spec.routeChanges): while a controller's workers measure, the run
-//! swaps the backend of the controller's route between `backend` and `swapTo`, one change per
-//! `every` from the start of the measured window, each with a whole `every` before the end.
-//! Each change's instant (when it was sent to the API server) goes to status first, so a
-//! restarted operator goes on from there and the collection reads it.
+//! changes the controller's route, one change per `every` from the start of the measured
+//! window: it swaps the route's backend between `backend` and `swapTo` (SwapBackend), or
+//! deletes the route and creates it again, in turn (DeleteAndCreate). Each change's instant
+//! (when it was sent to the API server) goes to status, and to the route itself with the same
+//! request, so a restarted operator goes on from there and the collection reads it.
 //!
 //! The clients record which answer (status, the backend named in X-Netbench-Backend) they saw
 //! when (`--record-answers`). A change's propagation is the time from sending it to the first
-//! 2xx answer from its backend, if that came before the next change (or the end of the
-//! measurement); otherwise the change was not shown. The figures are read from the workers'
-//! answers, never from the controller's status.
+//! answer that shows it (a 2xx from the backend swapped to or created; a 404 from the Gateway
+//! itself, naming no backend, for a deletion), if that came before the next change (or the end
+//! of the measurement); otherwise the change was not shown. The figures are read from the
+//! workers' answers, never from the controller's status.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::ResourceExt;
 use protocol::report::answers::{Answers, Sighting, MAX_SIGHTINGS};
 use protocol::report::histogram::{self, new_latency_histogram, LATENCY_MAX_US};
 use protocol::worker::FinalReport;
 use serde_json::json;
 
+use crds::history::Better;
 use crds::ingress::{
-    IngressBenchmark, IngressBenchmarkSpec, MadeChange, RouteBackend, RouteChangeLog,
-    RouteChangeResult, MAX_ROUTE_CHANGES,
+    IngressBenchmark, IngressBenchmarkSpec, Made, MadeChange, RouteBackend, RouteChangeAction,
+    RouteChangeLog, RouteChangeResult, StepResult, MAX_ROUTE_CHANGES,
 };
 
 use super::{plan, result, routes};
 use crate::base::error::Result;
 use crate::base::outcome::{Reason, Step};
-use crate::policy::samples::Slot;
+use crate::policy::samples::{Figure, Slot};
 use crate::run::Run;
 
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
@@ -62,12 +65,12 @@ pub fn swap_target<'a>(
     step: u32,
     current: Option<&str>,
 ) -> Option<&'a RouteBackend> {
-    let changes = spec.route_changes.as_ref()?;
+    let swap_to = spec.route_changes.as_ref()?.swap_to.as_ref()?;
     let route = plan::controller(spec, step)?.route.as_ref()?;
-    Some(if current == Some(changes.swap_to.name.as_str()) {
+    Some(if current == Some(swap_to.name.as_str()) {
         &route.backend
     } else {
-        &changes.swap_to
+        swap_to
     })
 }
 
@@ -127,6 +130,13 @@ pub fn recorded_change(
     (ours && (since..=now).contains(&at)).then_some(at)
 }
 
+/// Whether the run deletes and creates its routes (their 404s while gone are the point).
+pub fn deletes_routes(spec: &IngressBenchmarkSpec) -> bool {
+    spec.route_changes
+        .as_ref()
+        .is_some_and(|c| c.action == RouteChangeAction::DeleteAndCreate)
+}
+
 /// Makes the change that is due, if one is; says when the next one is.
 pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
     let spec = &run.obj().spec;
@@ -134,7 +144,7 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
     else {
         return Ok(Step::Done);
     };
-    let every = changes.every.as_std();
+    let (every, action) = (changes.every.as_std(), changes.action);
     let (every_us, warmup_us) = (micros(every), micros(spec.load.warmup.as_std()));
     let (count, name) = (count(spec), routes::name(run.id(), &controller.name));
     let slot = run.slot();
@@ -164,94 +174,340 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
         });
     }
     let api: Api<DynamicObject> = routes::api(run);
-    let route = match api.get(&name).await {
+    let route = match api.get_opt(&name).await {
         Ok(r) => r,
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
-            let m = format!("HTTPRoute {name} is gone or out of reach: {}", s.message);
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            let m = format!("HTTPRoute {name} is out of reach: {}", s.message);
             return Ok(Step::fail(Reason::RouteRefused, m));
         }
         Err(e) => return Err(e.into()),
     };
     let uid = run.obj().uid().unwrap_or_default();
-    if !crate::base::labels::controlled_by(&route.metadata, &uid) {
-        let m = format!("HTTPRoute {name} is not this benchmark's: its backend is left alone");
-        return Ok(Step::fail(Reason::RouteRefused, m));
-    }
-    let current = route.data["spec"]["rules"][0]["backendRefs"][0]["name"].as_str();
-    let annotation = route
-        .annotations()
-        .get(CHANGE_ANNOTATION)
-        .map(String::as_str);
-    if let Some(at) = recorded_change(annotation, slot.sample, made.len(), anchor, now) {
-        // Made already; only its log entry was lost.
-        let backend = current.unwrap_or_default().to_string();
-        log_of(run, slot).changes.push(MadeChange {
-            at_unix_us: at,
-            backend,
-        });
-        return Ok(Step::Wait {
-            message: None,
-            after: Duration::from_millis(10),
-        });
-    }
-    let Some(backend) = swap_target(&run.obj().spec, step, current).cloned() else {
-        return Ok(Step::Done);
-    };
-    let at = now_unix_us();
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": route.metadata.resource_version,
-            "annotations": {CHANGE_ANNOTATION: format!("{}/{}/{at}", slot.sample, made.len())},
-        },
-        "spec": {"rules": [{"backendRefs": [{"name": backend.name, "port": backend.port}]}]},
-    });
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 || s.code == 422 => {
-            let m = format!(
-                "HTTPRoute {name}: changing its backend to {} was refused: {}",
-                backend.name, s.message
-            );
+    if let Some(route) = &route {
+        if !crate::base::labels::controlled_by(&route.metadata, &uid) {
+            let m = format!("HTTPRoute {name} is not this benchmark's: it is left alone");
             return Ok(Step::fail(Reason::RouteRefused, m));
         }
-        Err(e) => return Err(e.into()),
+        let annotation = route.annotations().get(CHANGE_ANNOTATION);
+        let at = recorded_change(
+            annotation.map(String::as_str),
+            slot.sample,
+            made.len(),
+            anchor,
+            now,
+        );
+        if let Some(at) = at {
+            // Made already; only its log entry was lost.
+            let change = MadeChange {
+                at_unix_us: at,
+                backend: backend_of(route).unwrap_or_default().to_string(),
+                made: match action {
+                    RouteChangeAction::SwapBackend => Made::Swapped,
+                    RouteChangeAction::DeleteAndCreate => Made::Created,
+                },
+                untimed: false,
+            };
+            log_of(run, slot).changes.push(change);
+            return Ok(Step::Wait {
+                message: None,
+                after: Duration::from_millis(10),
+            });
+        }
     }
+    let tag = format!("{}/{}", slot.sample, made.len());
+    let change = match (action, route) {
+        (RouteChangeAction::SwapBackend, Some(route)) => {
+            swap(run, step, &api, &route, &tag).await?
+        }
+        (RouteChangeAction::SwapBackend, None) => {
+            let m = format!("HTTPRoute {name} is gone: its backend cannot be swapped");
+            return Ok(Step::fail(Reason::RouteRefused, m));
+        }
+        (RouteChangeAction::DeleteAndCreate, Some(route)) => remove(&api, &route).await?,
+        (RouteChangeAction::DeleteAndCreate, None) => {
+            if made.last().is_some_and(|m| m.made == Made::Deleted) {
+                create(run, step, &api, &tag).await?
+            } else {
+                // Gone with no record of when: a restart between the deletion and its record,
+                // or someone else deleted it. Made, but not timed; created again next.
+                let backend = plan::controller(&run.obj().spec, step)
+                    .and_then(|c| c.route.as_ref())
+                    .map(|r| r.backend.name.clone())
+                    .unwrap_or_default();
+                Outcome::Made(MadeChange {
+                    at_unix_us: now_unix_us(),
+                    backend,
+                    made: Made::Deleted,
+                    untimed: true,
+                })
+            }
+        }
+    };
+    let change = match change {
+        Outcome::Made(c) => c,
+        Outcome::Again => {
+            return Ok(Step::Wait {
+                message: None,
+                after: Duration::from_millis(10),
+            })
+        }
+        Outcome::Refused(why) => {
+            return Ok(Step::fail(
+                Reason::RouteRefused,
+                format!("HTTPRoute {name}: {why}"),
+            ))
+        }
+    };
+    let what = format!("{:?} {}", change.made, change.backend).to_lowercase();
     let log = log_of(run, slot);
-    log.changes.push(MadeChange {
-        at_unix_us: at,
-        backend: backend.name.clone(),
-    });
+    log.changes.push(change);
     let n = log.changes.len();
-    let what = run.describe(slot);
-    run.say(format!(
-        "{what}: route change {n}/{count}: backend {}",
-        backend.name
-    ));
+    let slot_name = run.describe(slot);
+    run.say(format!("{slot_name}: route change {n}/{count}: {what}"));
     Ok(Step::Wait {
         message: None,
         after: every,
     })
 }
 
+/// What a change request came to.
+enum Outcome {
+    Made(MadeChange),
+    /// Nothing changed (a race with someone else's write): try again.
+    Again,
+    /// The API server refused it: the run fails with this reason.
+    Refused(String),
+}
+
+/// The backend a route sends to (its first rule's first backend).
+fn backend_of(route: &DynamicObject) -> Option<&str> {
+    route.data["spec"]["rules"][0]["backendRefs"][0]["name"].as_str()
+}
+
+/// The refusals that end the run; anything else is retried.
+fn refusal(e: kube::Error, what: &str) -> Result<Outcome> {
+    match e {
+        kube::Error::Api(s) if s.code == 403 || s.code == 422 => Ok(Outcome::Refused(format!(
+            "{what} was refused: {}",
+            s.message
+        ))),
+        kube::Error::Api(s) if s.code == 404 || s.code == 409 => Ok(Outcome::Again),
+        e => Err(e.into()),
+    }
+}
+
+/// Swaps the route's backend (the one it does not send to now), guarded by its resourceVersion;
+/// the same patch leaves the change's tag and instant on the route.
+async fn swap(
+    run: &IngressRun<'_>,
+    step: u32,
+    api: &Api<DynamicObject>,
+    route: &DynamicObject,
+    tag: &str,
+) -> Result<Outcome> {
+    let Some(backend) = swap_target(&run.obj().spec, step, backend_of(route)).cloned() else {
+        return Ok(Outcome::Refused("no backend to swap to".into()));
+    };
+    let at = now_unix_us();
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": route.metadata.resource_version,
+            "annotations": {CHANGE_ANNOTATION: format!("{tag}/{at}")},
+        },
+        "spec": {"rules": [{"backendRefs": [{"name": backend.name, "port": backend.port}]}]},
+    });
+    let what = format!("changing its backend to {}", backend.name);
+    match api
+        .patch(
+            &route.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(Outcome::Made(MadeChange {
+            at_unix_us: at,
+            backend: backend.name,
+            made: Made::Swapped,
+            untimed: false,
+        })),
+        Err(e) => refusal(e, &what),
+    }
+}
+
+/// Deletes the route, the one read (uid and resourceVersion as preconditions).
+async fn remove(api: &Api<DynamicObject>, route: &DynamicObject) -> Result<Outcome> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: route.metadata.uid.clone(),
+            resource_version: route.metadata.resource_version.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    let at = now_unix_us();
+    match api.delete(&route.name_any(), &params).await {
+        Ok(_) => Ok(Outcome::Made(MadeChange {
+            at_unix_us: at,
+            backend: backend_of(route).unwrap_or_default().to_string(),
+            made: Made::Deleted,
+            untimed: false,
+        })),
+        Err(e) => refusal(e, "deleting it"),
+    }
+}
+
+/// Creates the route again as the run first did, with the change's tag and instant.
+async fn create(
+    run: &IngressRun<'_>,
+    step: u32,
+    api: &Api<DynamicObject>,
+    tag: &str,
+) -> Result<Outcome> {
+    let Some(controller) = plan::controller(&run.obj().spec, step) else {
+        return Ok(Outcome::Refused("no controller for this step".into()));
+    };
+    let Some(route) = &controller.route else {
+        return Ok(Outcome::Refused("the controller has no route".into()));
+    };
+    let at = now_unix_us();
+    let mut manifest = routes::manifest(run.obj(), run.id(), controller, route);
+    manifest["metadata"]["annotations"] = json!({CHANGE_ANNOTATION: format!("{tag}/{at}")});
+    let object: DynamicObject = match serde_json::from_value(manifest) {
+        Ok(o) => o,
+        Err(e) => return Ok(Outcome::Refused(e.to_string())),
+    };
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => Ok(Outcome::Made(MadeChange {
+            at_unix_us: at,
+            backend: route.backend.name.clone(),
+            made: Made::Created,
+            untimed: false,
+        })),
+        Err(e) => refusal(e, "creating it again"),
+    }
+}
+
 /// One sample's changes against what its clients saw: each change's propagation in µs (until
-/// 2xx answers of its backend began), None for a change not shown before the next one (or
-/// `end_us`). A change back to the backend that never stopped answering (the change before it
-/// was not applied, or coalesced with it) shows nothing.
+/// answers that show it began: 2xx of its backend, or for a deletion a 404 from the Gateway
+/// itself), None for a change not shown before the next one (or `end_us`) and for an untimed
+/// one. A change back to the backend that never stopped answering (the change before it was
+/// not applied, or coalesced with it) shows nothing.
 pub fn propagation(made: &[MadeChange], answers: &Answers, end_us: u64) -> Vec<Option<u64>> {
     made.iter()
         .enumerate()
         .map(|(i, change)| {
+            if change.untimed {
+                return None;
+            }
             let until = made.get(i + 1).map_or(end_us, |next| next.at_unix_us);
-            let from_backend = |s: &Sighting| {
-                (200..300).contains(&s.status) && s.backend.as_deref() == Some(&change.backend)
+            let shows = |s: &Sighting| match change.made {
+                Made::Deleted => s.status == 404 && s.backend.is_none(),
+                Made::Swapped | Made::Created => {
+                    (200..300).contains(&s.status) && s.backend.as_deref() == Some(&change.backend)
+                }
             };
-            let first = answers.first_begun_at_or_after(change.at_unix_us, from_backend)?;
+            let first = answers.first_begun_at_or_after(change.at_unix_us, shows)?;
             (first < until).then(|| first - change.at_unix_us)
         })
         .collect()
+}
+
+/// Each change's time to show, for the sample's figures: the propagation of a shown change;
+/// for one not shown (or untimed), the time it was given (until the next change or `end_us`),
+/// so the figure is at least what the data plane took and a change it never applied is not
+/// left out as if it were fast.
+pub fn given(made: &[MadeChange], shown: &[Option<u64>], end_us: u64) -> Vec<u64> {
+    made.iter()
+        .zip(shown)
+        .enumerate()
+        .map(|(i, (change, shown))| {
+            let until = made.get(i + 1).map_or(end_us, |next| next.at_unix_us);
+            shown.unwrap_or_else(|| until.saturating_sub(change.at_unix_us))
+        })
+        .collect()
+}
+
+/// The 99th percentile (nearest rank) of `values` in ms; None when empty.
+fn p99_ms(values: &[u64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let rank = (v.len() * 99).div_ceil(100).max(1);
+    v.get(rank - 1).map(|us| *us as f64 / 1000.0)
+}
+
+/// The figure names of one kind of change: (shown share, p99).
+fn figure_names(made: Made) -> (&'static str, &'static str) {
+    match made {
+        Made::Swapped => ("routeChangesShown", "routeChangeP99Ms"),
+        Made::Created => ("routeCreationsShown", "routeCreationP99Ms"),
+        Made::Deleted => ("routeDeletionsShown", "routeDeletionP99Ms"),
+    }
+}
+
+/// Every route-change figure a sample can have (the gates' list is checked against it).
+#[cfg(test)]
+pub fn all_figure_names() -> impl Iterator<Item = &'static str> {
+    [Made::Swapped, Made::Created, Made::Deleted]
+        .into_iter()
+        .flat_map(|m| {
+            let (shown, p99) = figure_names(m);
+            [shown, p99]
+        })
+}
+
+/// The sample's route-change figures (statistics, gates, results, history), per kind of change
+/// the sample made: the share of its changes shown (0 to 1), and the 99th percentile of their
+/// time to show, a change not shown counted at the time it was given (see [`given`]). Err when
+/// the sample's log is not in status (the next sample's replaced it).
+pub fn sample_figures(
+    ib: &IngressBenchmark,
+    slot: Slot,
+    reports: &BTreeMap<String, FinalReport>,
+) -> std::result::Result<Vec<Figure>, String> {
+    let Some(changes) = &ib.spec.route_changes else {
+        return Ok(vec![]);
+    };
+    let log = ib
+        .status
+        .as_ref()
+        .and_then(|s| s.route_change_log.as_ref())
+        .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
+        .ok_or("the sample's route change log is no longer in status")?;
+    let (answers, end_us) = answers(reports)?;
+    let shown = propagation(&log.changes, &answers, end_us);
+    let given = given(&log.changes, &shown, end_us);
+    let kinds: &[Made] = match changes.action {
+        RouteChangeAction::SwapBackend => &[Made::Swapped],
+        RouteChangeAction::DeleteAndCreate => &[Made::Deleted, Made::Created],
+    };
+    let mut figures = vec![];
+    for &kind in kinds {
+        let mine: Vec<usize> = (0..log.changes.len())
+            .filter(|&i| log.changes.get(i).is_some_and(|c| c.made == kind))
+            .collect();
+        let times: Vec<u64> = mine.iter().filter_map(|&i| given.get(i).copied()).collect();
+        let seen = mine
+            .iter()
+            .filter(|&&i| shown.get(i).is_some_and(Option::is_some));
+        let Some(p99) = p99_ms(&times) else {
+            continue;
+        };
+        let share = seen.count() as f64 / times.len() as f64;
+        let (shown_name, p99_name) = figure_names(kind);
+        figures.push(Figure {
+            name: shown_name.into(),
+            unit: "ratio".into(),
+            better: Better::Higher,
+            value: share,
+        });
+        figures.push(Figure {
+            name: p99_name.into(),
+            unit: "ms".into(),
+            better: Better::Lower,
+            value: p99,
+        });
+    }
+    Ok(figures)
 }
 
 /// The answers of every worker of the sample, merged; Err when the workers recorded none or
@@ -288,6 +544,7 @@ pub fn add_sample(
     before: Option<&RouteChangeResult>,
     sample: u32,
     shown: &[Option<u64>],
+    untimed: u32,
 ) -> std::result::Result<RouteChangeResult, String> {
     let mut r = before.cloned().unwrap_or_default();
     if r.samples.contains(&sample) {
@@ -306,27 +563,64 @@ pub fn add_sample(
     r.samples.push(sample);
     r.changes = r.changes.saturating_add(made);
     r.shown = r.shown.saturating_add(seen);
+    r.untimed = r.untimed.saturating_add(untimed);
     let ms = |us: u64| us as f64 / 1000.0;
     if !h.is_empty() {
-        r.p50_ms = ms(h.value_at_quantile(0.5));
-        r.p99_ms = ms(h.value_at_quantile(0.99));
-        r.max_ms = ms(h.max());
+        r.p50_ms = Some(ms(h.value_at_quantile(0.5)));
+        r.p99_ms = Some(ms(h.value_at_quantile(0.99)));
+        r.max_ms = Some(ms(h.max()));
     }
     r.histogram = histogram::encode(&h)?;
     Ok(r)
 }
 
-/// The sample's figures into `step`'s result: Err (the run fails BadReport) when they
-/// cannot be read.
+/// One step's route-change figures: swaps, or creations and deletions.
+#[derive(Debug, Default, PartialEq)]
+pub struct Figures {
+    pub swaps: Option<RouteChangeResult>,
+    pub creations: Option<RouteChangeResult>,
+    pub deletions: Option<RouteChangeResult>,
+}
+
+impl Figures {
+    /// Into the step's result.
+    pub fn fill(self, result: &mut StepResult) {
+        result.route_changes = self.swaps;
+        result.route_creations = self.creations;
+        result.route_deletions = self.deletions;
+    }
+}
+
+/// The figures of the changes of kind `made` with this sample's added.
+fn figures_of(
+    made: Made,
+    changes: &[MadeChange],
+    shown: &[Option<u64>],
+    before: Option<&RouteChangeResult>,
+    sample: u32,
+) -> std::result::Result<Option<RouteChangeResult>, String> {
+    let mine: Vec<_> = changes
+        .iter()
+        .zip(shown)
+        .filter(|(c, _)| c.made == made)
+        .collect();
+    let times: Vec<Option<u64>> = mine.iter().map(|(_, s)| **s).collect();
+    let untimed = mine.iter().filter(|(c, _)| c.untimed).count();
+    let untimed = u32::try_from(untimed).unwrap_or(u32::MAX);
+    add_sample(before, sample, &times, untimed).map(Some)
+}
+
+/// The sample's figures into `step`'s result (`before`: the step's result so far): Err (the
+/// run fails BadReport) when they cannot be read.
 pub fn collect(
     run: &IngressRun<'_>,
     slot: Slot,
     reports: &BTreeMap<String, FinalReport>,
-    before: Option<&RouteChangeResult>,
-) -> std::result::Result<Option<RouteChangeResult>, String> {
-    if run.obj().spec.route_changes.is_none() {
-        return Ok(None);
-    }
+    before: Option<&StepResult>,
+) -> std::result::Result<Figures, String> {
+    let Some(spec_changes) = &run.obj().spec.route_changes else {
+        return Ok(Figures::default());
+    };
     let made = run
         .status()
         .route_change_log
@@ -350,7 +644,33 @@ pub fn collect(
         }
     }
     let shown = propagation(made, &answers, end_us);
-    add_sample(before, slot.sample, &shown).map(Some)
+    let sample = slot.sample;
+    Ok(match spec_changes.action {
+        RouteChangeAction::SwapBackend => {
+            let before = before.and_then(|s| s.route_changes.as_ref());
+            Figures {
+                swaps: figures_of(Made::Swapped, made, &shown, before, sample)?,
+                ..Figures::default()
+            }
+        }
+        RouteChangeAction::DeleteAndCreate => Figures {
+            swaps: None,
+            creations: figures_of(
+                Made::Created,
+                made,
+                &shown,
+                before.and_then(|s| s.route_creations.as_ref()),
+                sample,
+            )?,
+            deletions: figures_of(
+                Made::Deleted,
+                made,
+                &shown,
+                before.and_then(|s| s.route_deletions.as_ref()),
+                sample,
+            )?,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -361,6 +681,7 @@ mod tests {
         MadeChange {
             at_unix_us: at,
             backend: backend.into(),
+            ..Default::default()
         }
     }
 
@@ -457,26 +778,123 @@ mod tests {
         assert_eq!(propagation(&coalesced, &steady, 3_000), vec![None, None]);
     }
 
+    fn of(kind: Made, at: u64, backend: &str) -> MadeChange {
+        MadeChange {
+            made: kind,
+            ..made(at, backend)
+        }
+    }
+
+    fn gateway_404(from: u64, to: u64) -> Sighting {
+        Sighting {
+            status: 404,
+            backend: None,
+            from_unix_us: from,
+            to_unix_us: to,
+        }
+    }
+
+    #[test]
+    fn a_deletion_shows_at_the_gateways_own_404_and_a_creation_at_the_backends_2xx() {
+        let mut a = Answers::new();
+        a.add(seen(200, "web-a", 0, 1_030));
+        a.add(seen(404, "web-a", 1_010, 1_020)); // the backend's own 404 is not the Gateway's
+        a.add(gateway_404(1_040, 2_070));
+        a.add(seen(200, "web-a", 2_080, 3_000));
+        let changes = [
+            of(Made::Deleted, 1_000, "web-a"),
+            of(Made::Created, 2_000, "web-a"),
+        ];
+        assert_eq!(propagation(&changes, &a, 3_000), vec![Some(40), Some(80)]);
+        // A deletion the data plane never applied before the route came back shows nothing,
+        // and so does the creation of a route that never stopped answering.
+        let mut steady = Answers::new();
+        steady.add(seen(200, "web-a", 0, 3_000));
+        assert_eq!(propagation(&changes, &steady, 3_000), vec![None, None]);
+        // An untimed deletion is never shown, even when a 404 followed it.
+        let lost = [MadeChange {
+            untimed: true,
+            ..of(Made::Deleted, 1_000, "web-a")
+        }];
+        assert_eq!(propagation(&lost, &a, 3_000), vec![None]);
+    }
+
+    #[test]
+    fn creations_and_deletions_are_counted_apart_with_the_untimed_ones() {
+        let changes = [
+            of(Made::Deleted, 1_000, "web-a"),
+            of(Made::Created, 2_000, "web-a"),
+            MadeChange {
+                untimed: true,
+                ..of(Made::Deleted, 3_000, "web-a")
+            },
+            of(Made::Created, 4_000, "web-a"),
+        ];
+        let shown = [Some(40), Some(80), None, None];
+        let deleted = figures_of(Made::Deleted, &changes, &shown, None, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!((deleted.changes, deleted.shown, deleted.untimed), (2, 1, 1));
+        let created = figures_of(Made::Created, &changes, &shown, None, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!((created.changes, created.shown, created.untimed), (2, 1, 0));
+        assert!(
+            (created.max_ms.unwrap() - 0.08).abs() < 0.001,
+            "{:?}",
+            created.max_ms
+        );
+        let swapped = figures_of(Made::Swapped, &changes, &shown, None, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!((swapped.changes, swapped.samples.clone()), (0, vec![0]));
+        // None shown: no percentile, rather than a 0 ms that would read as instant.
+        assert_eq!(
+            (swapped.p50_ms, swapped.p99_ms, swapped.max_ms),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn a_change_not_shown_counts_in_the_sample_figure_at_the_time_it_was_given() {
+        let changes = [
+            made(1_000, "web-b"),
+            made(2_000, "web-a"),
+            made(2_500, "web-b"),
+        ];
+        let shown = [Some(100), None, None];
+        // Shown: its propagation; not shown: until the next change, or the end.
+        assert_eq!(given(&changes, &shown, 3_200), vec![100, 500, 700]);
+        assert_eq!(p99_ms(&[100, 500, 700]), Some(0.7));
+        assert_eq!(p99_ms(&[]), None);
+        // Nearest rank: of 200 values the 198th.
+        let many: Vec<u64> = (1..=200).map(|ms| ms * 1000).collect();
+        assert_eq!(p99_ms(&many), Some(198.0));
+        // A hostile log (a change after the end, out of order) gives no underflow.
+        let odd = [made(5_000, "web-b"), made(4_000, "web-a")];
+        assert_eq!(given(&odd, &[None, None], 3_000), vec![0, 0]);
+    }
+
     #[test]
     fn figures_merge_over_samples_once_each() {
-        let one = add_sample(None, 0, &[Some(10_000), Some(30_000), None]).unwrap();
+        let one = add_sample(None, 0, &[Some(10_000), Some(30_000), None], 0).unwrap();
         assert_eq!((one.changes, one.shown), (3, 2));
-        assert!((one.max_ms - 30.0).abs() < 0.1, "{}", one.max_ms);
+        assert!((one.max_ms.unwrap() - 30.0).abs() < 0.1, "{:?}", one.max_ms);
         // The same sample collected again changes nothing.
-        assert_eq!(add_sample(Some(&one), 0, &[Some(1)]).unwrap(), one);
-        let two = add_sample(Some(&one), 1, &[Some(50_000)]).unwrap();
+        assert_eq!(add_sample(Some(&one), 0, &[Some(1)], 0).unwrap(), one);
+        let two = add_sample(Some(&one), 1, &[Some(50_000)], 0).unwrap();
         assert_eq!(
             (two.changes, two.shown, two.samples.clone()),
             (4, 3, vec![0, 1])
         );
-        assert!((two.max_ms - 50.0).abs() < 0.1);
-        assert!((two.p50_ms - 30.0).abs() < 0.1, "{}", two.p50_ms);
+        assert!((two.max_ms.unwrap() - 50.0).abs() < 0.1);
+        assert!((two.p50_ms.unwrap() - 30.0).abs() < 0.1, "{:?}", two.p50_ms);
         // A hostile histogram in status is refused, not trusted.
         let forged = RouteChangeResult {
             histogram: "not base64".into(),
             ..Default::default()
         };
-        assert!(add_sample(Some(&forged), 1, &[Some(1)]).is_err());
+        assert!(add_sample(Some(&forged), 1, &[Some(1)], 0).is_err());
     }
 
     #[test]
@@ -492,6 +910,7 @@ routeChanges: {every: 2s, swapTo: {name: web-b, port: 80}}
 "#,
         )
         .unwrap();
+        assert!(!deletes_routes(&spec));
         // load.duration is the measured time, after the warm-up.
         assert_eq!(count(&spec), 15);
         let to = |current| swap_target(&spec, 0, current).map(|b| b.name.as_str());

@@ -96,7 +96,10 @@ impl Plan for IngressBenchmark {
         slot: Slot,
         reports: &BTreeMap<String, FinalReport>,
     ) -> std::result::Result<Vec<Figure>, String> {
-        result::step_result(slot.measurement, None, reports).map(|r| result::figures(&r))
+        let mut figures =
+            result::step_result(slot.measurement, None, reports).map(|r| result::figures(&r))?;
+        figures.extend(churn::sample_figures(self, slot, reports)?);
+        Ok(figures)
     }
     fn gates(&self) -> &[crds::gates::Gate] {
         &self.spec.gates
@@ -266,12 +269,19 @@ impl Hooks for IngressBenchmark {
         };
         result.controller = plan::controller(&run.obj().spec, step).map(|c| c.name.clone());
         let before = run.status().steps.iter().find(|s| s.index == step);
-        let before = before.and_then(|s| s.route_changes.as_ref());
-        result.route_changes = match churn::collect(run, slot, reports, before) {
-            Ok(r) => r,
+        match churn::collect(run, slot, reports, before) {
+            Ok(figures) => figures.fill(&mut result),
             Err(e) => return Ok(Step::fail(Reason::BadReport, format!("step {step}: {e}"))),
         };
-        let failed = verdict::failed_requests(&result, run.ctx().config.max_error_ratio);
+        let max_error_ratio = run.ctx().config.max_error_ratio;
+        let failed = if churn::deletes_routes(&run.obj().spec) {
+            // The Gateway's 404s while the route is gone are what the run asked for.
+            let mut judged = result.clone();
+            judged.errors.status4xx = 0;
+            verdict::failed_requests(&judged, max_error_ratio)
+        } else {
+            verdict::failed_requests(&result, max_error_ratio)
+        };
         record_step(run, result);
         Ok(match failed {
             Some(why) => Step::fail(Reason::RequestsFailed, format!("step {step}: {why}")),

@@ -54,14 +54,14 @@ impl Family for IngressMetrics {
             propagation: gauge(
                 registry,
                 "netbench_ingress_route_change_propagation_seconds",
-                "Route changes under load (routeChanges): from sending a change to the first answers of its backend, quantiles over the shown changes",
-                &["namespace", "name", "step", "controller", "quantile"],
+                "Route changes under load (routeChanges): from sending a change to the first answers that show it, quantiles over the shown changes; change: swap, create or delete",
+                &["namespace", "name", "step", "controller", "change", "quantile"],
             ),
             changes: gauge(
                 registry,
                 "netbench_ingress_route_changes",
-                "Route changes under load made, and shown before the next change",
-                &["namespace", "name", "step", "controller", "state"],
+                "Route changes under load made, shown before the next change, and made with their instant lost (untimed); change: swap, create or delete",
+                &["namespace", "name", "step", "controller", "change", "state"],
             ),
         }
     }
@@ -107,15 +107,29 @@ impl IngressMetrics {
             0.0
         };
         self.error_ratio.with_label_values(&labels).set(ratio);
-        if let Some(rc) = &r.route_changes {
-            for (q, v) in [("0.5", rc.p50_ms), ("0.99", rc.p99_ms), ("1", rc.max_ms)] {
+        let kinds = [
+            ("swap", &r.route_changes),
+            ("create", &r.route_creations),
+            ("delete", &r.route_deletions),
+        ];
+        for (change, rc) in kinds {
+            let Some(rc) = rc else { continue };
+            let quantiles = [("0.5", rc.p50_ms), ("0.99", rc.p99_ms), ("1", rc.max_ms)];
+            for (q, v) in quantiles {
+                // None showed: no series rather than a 0 s that would read as instant.
+                let Some(v) = v else { continue };
                 self.propagation
-                    .with_label_values(&[namespace, name, &step, controller, q])
+                    .with_label_values(&[namespace, name, &step, controller, change, q])
                     .set(v / 1000.0);
             }
-            for (state, v) in [("made", rc.changes), ("shown", rc.shown)] {
+            let states = [
+                ("made", rc.changes),
+                ("shown", rc.shown),
+                ("untimed", rc.untimed),
+            ];
+            for (state, v) in states {
                 self.changes
-                    .with_label_values(&[namespace, name, &step, controller, state])
+                    .with_label_values(&[namespace, name, &step, controller, change, state])
                     .set(f64::from(v));
             }
         }
@@ -163,9 +177,16 @@ mod tests {
             route_changes: Some(crds::ingress::RouteChangeResult {
                 changes: 10,
                 shown: 9,
-                p50_ms: 20.0,
-                p99_ms: 40.0,
-                max_ms: 41.0,
+                p50_ms: Some(20.0),
+                p99_ms: Some(40.0),
+                max_ms: Some(41.0),
+                ..Default::default()
+            }),
+            route_deletions: Some(crds::ingress::RouteChangeResult {
+                changes: 5,
+                shown: 4,
+                untimed: 1,
+                p99_ms: Some(30.0),
                 ..Default::default()
             }),
             ..Default::default()
@@ -175,10 +196,16 @@ mod tests {
             .encode_to_string(&registry.gather())
             .unwrap();
         for series in [
-            r#"netbench_ingress_route_changes{controller="envoy-gateway",name="churn",namespace="team",state="shown",step="1"} 9"#,
-            r#"netbench_ingress_route_change_propagation_seconds{controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.04"#,
+            r#"netbench_ingress_route_changes{change="swap",controller="envoy-gateway",name="churn",namespace="team",state="shown",step="1"} 9"#,
+            r#"netbench_ingress_route_change_propagation_seconds{change="swap",controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.04"#,
+            r#"netbench_ingress_route_changes{change="delete",controller="envoy-gateway",name="churn",namespace="team",state="untimed",step="1"} 1"#,
+            r#"netbench_ingress_route_change_propagation_seconds{change="delete",controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.03"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }
+        assert!(
+            !text.contains(r#"change="create""#),
+            "no creations made: {text}"
+        );
     }
 }

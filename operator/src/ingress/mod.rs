@@ -6,7 +6,7 @@
 //! (`churn`), the step results
 //! (`result`, `verdict`) and their series on /metrics (`metrics`).
 
-mod churn;
+pub(crate) mod churn;
 pub mod kind;
 pub mod limits;
 pub mod metrics;

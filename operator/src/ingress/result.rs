@@ -88,6 +88,8 @@ pub fn step_result(
         start_skew_ms: skew,
         workers,
         route_changes: None,
+        route_creations: None,
+        route_deletions: None,
     })
 }
 

@@ -222,6 +222,42 @@ async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created()
     );
 }
 
+/// A route the run creates on the test cluster's Gateway in `gateway_ns`, for `host`, to web-a.
+fn route(gateway_ns: &str, host: String) -> Value {
+    json!({
+        "gateway": {"name": "bench", "namespace": gateway_ns, "sectionName": "web"},
+        "hostname": host,
+        "backend": {"name": "web-a", "port": 80},
+        "settle": "2s"})
+}
+
+/// The two Gateways of the test cluster, each with a route of its own in `ns`.
+fn two_gateways(ns: &str) -> Value {
+    json!([
+        {"name": "envoy-gateway", "url": ENVOY,
+         "route": route("gateway-envoy", format!("eg.{ns}.bench.local"))},
+        {"name": "traefik-gateway", "url": TRAEFIK_GATEWAY,
+         "route": route("gateway-traefik", format!("tg.{ns}.bench.local"))}
+    ])
+}
+
+/// Both Gateways, one after the other, 10 s each under 200 req/s open loop from nb-node0,
+/// while the run makes `changes` (spec.routeChanges) every second.
+fn under_churn(ns: &str, name: &str, changes: Value) -> Value {
+    benchmark(
+        IB,
+        ns,
+        name,
+        json!({
+            "target": {"url": ENVOY},
+            "controllers": two_gateways(ns),
+            "routeChanges": changes,
+            "load": {"connections": 4, "threads": 1, "rate": 200, "duration": "10s", "warmup": "2s"},
+            "workers": {"nodeNames": ["nb-node0"]},
+        }),
+    )
+}
+
 /// Two Gateways (Traefik's and Envoy Gateway's) under a steady open-loop load while the run
 /// swaps each one's route between web-a and web-b every second: every change is counted, and
 /// its propagation is read from the answers the workers saw, never from the route's status.
@@ -232,30 +268,8 @@ async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
     shipped_target(&client, &ns.name, "web-a", &[]).await;
     shipped_target(&client, &ns.name, "web-b", &[]).await;
     let restarts = operator_restarts(&client).await;
-    let route = |gateway_ns: &str, host: String| {
-        json!({
-            "gateway": {"name": "bench", "namespace": gateway_ns, "sectionName": "web"},
-            "hostname": host,
-            "backend": {"name": "web-a", "port": 80},
-            "settle": "2s"})
-    };
-    let churn = benchmark(
-        IB,
-        &ns.name,
-        "churn",
-        json!({
-            "target": {"url": ENVOY},
-            "controllers": [
-                {"name": "envoy-gateway", "url": ENVOY,
-                 "route": route("gateway-envoy", format!("eg.{}.bench.local", ns.name))},
-                {"name": "traefik-gateway", "url": TRAEFIK_GATEWAY,
-                 "route": route("gateway-traefik", format!("tg.{}.bench.local", ns.name))}
-            ],
-            "routeChanges": {"every": "1s", "swapTo": {"name": "web-b", "port": 80}},
-            "load": {"connections": 4, "threads": 1, "rate": 200, "duration": "10s", "warmup": "2s"},
-            "workers": {"nodeNames": ["nb-node0"]},
-        }),
-    );
+    let changes = json!({"every": "1s", "swapTo": {"name": "web-b", "port": 80}});
+    let churn = under_churn(&ns.name, "churn", changes);
     let done = create_and_wait(&client, &churn, FINISHED, RUN_TIMEOUT).await;
     let st = &done["status"];
     assert_eq!(st["phase"], "Succeeded", "{st:#}");
@@ -293,6 +307,99 @@ async fn route_changes_under_load_are_read_from_the_answers_on_two_gateways() {
         "{backends:?}"
     );
     // The routes are gone with the run; nothing else was disturbed.
+    assert_no_routes(&client, &ns.name).await;
+    assert_eq!(operator_restarts(&client).await, restarts);
+}
+
+/// The same two Gateways while the run deletes each one's route and creates it again every
+/// second: a deletion shows at the first 404 the Gateway answers itself, a creation at the
+/// first answer from the route's backend; the 404s are counted as what they are (4xx) and do
+/// not fail the run, which asked for them.
+#[tokio::test]
+async fn route_deletions_and_creations_under_load_show_in_the_answers_on_two_gateways() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    shipped_target(&client, &ns.name, "web-a", &[]).await;
+    let restarts = operator_restarts(&client).await;
+    let changes = json!({"every": "1s", "action": "DeleteAndCreate"});
+    let mut churn = under_churn(&ns.name, "recreate", changes);
+    // Judged only if the samples have the figure (else GateNotJudged).
+    let gates = json!([{"figure": "routeDeletionsShown", "min": 0}]);
+    set(&mut churn, "/spec/gates", gates);
+    let done = create_and_wait(&client, &churn, FINISHED, RUN_TIMEOUT).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    for s in st["steps"].as_array().unwrap() {
+        let name = s["controller"].as_str().unwrap();
+        assert!(s.get("routeChanges").is_none(), "{name}: no swaps: {s:#}");
+        for figure in ["routeDeletions", "routeCreations"] {
+            let rc = &s[figure];
+            eprintln!(
+                "{name} {figure}: {} of {} shown, p50 {} ms, p99 {} ms, max {} ms; errors {}",
+                rc["shown"], rc["changes"], rc["p50Ms"], rc["p99Ms"], rc["maxMs"], s["errors"]
+            );
+            // 10 changes in 10 s, deletions and creations in turn.
+            assert_eq!(rc["changes"], 5, "{name} {figure}: {rc:#}");
+            if rc["shown"].as_u64().unwrap() > 0 {
+                let max = rc["maxMs"].as_f64().unwrap();
+                assert!(max > 0.0 && max < 1000.0, "{name} {figure}: {rc:#}");
+            }
+        }
+    }
+    // Envoy Gateway applies a deletion and a creation well within a second: the Gateway's
+    // own 404s were answered, and counted.
+    let envoy = &st["steps"][0];
+    for figure in ["routeDeletions", "routeCreations"] {
+        let shown = envoy[figure]["shown"].as_u64().unwrap();
+        assert!(shown >= 4, "{figure}: {envoy:#}");
+    }
+    assert!(
+        envoy["errors"]["status4xx"].as_u64().unwrap() > 0,
+        "{envoy:#}"
+    );
+    // The sample figures (statistics, results, gates, history): the share shown, and a p99
+    // that counts a change not shown at the time it was given, so never below the shown ones'.
+    for (i, s) in st["steps"].as_array().unwrap().iter().enumerate() {
+        let stats = &st["statistics"][i]["metrics"];
+        let metric = |name: &str| {
+            let m = stats.as_array().unwrap().iter().find(|m| m["name"] == name);
+            m.unwrap_or_else(|| panic!("{name} missing: {stats:#}"))["values"][0]
+                .as_f64()
+                .unwrap()
+        };
+        for (figure, share, p99) in [
+            (
+                "routeDeletions",
+                "routeDeletionsShown",
+                "routeDeletionP99Ms",
+            ),
+            (
+                "routeCreations",
+                "routeCreationsShown",
+                "routeCreationP99Ms",
+            ),
+        ] {
+            let rc = &s[figure];
+            let expected = rc["shown"].as_f64().unwrap() / rc["changes"].as_f64().unwrap();
+            assert!((metric(share) - expected).abs() < 1e-9, "{stats:#}");
+            // No percentile in status while none showed (never a 0 ms that reads as instant).
+            match rc["p99Ms"].as_f64() {
+                Some(shown_p99) => assert!(metric(p99) >= shown_p99 - 1.0, "{stats:#}"),
+                None => assert_eq!(rc["shown"], 0, "{rc:#}"),
+            }
+        }
+    }
+    let gates = condition(&done, "GatesPassed");
+    assert_eq!(gates["status"], "True", "{gates:#}");
+    // The log of the last sample: deleted, created, deleted, ... each timed.
+    let log = st["routeChangeLog"]["changes"].as_array().unwrap();
+    let made: Vec<&str> = log.iter().map(|c| c["made"].as_str().unwrap()).collect();
+    assert_eq!(made.len(), 10);
+    assert!(
+        made.chunks(2).all(|p| p == ["Deleted", "Created"]),
+        "{made:?}"
+    );
+    assert!(log.iter().all(|c| c.get("untimed").is_none()), "{log:?}");
     assert_no_routes(&client, &ns.name).await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }
