@@ -14,6 +14,7 @@
 #                                      left behind, every lie refused and counted, operator
 #                                      restartCount 0), not speed
 #
+# NB_SCALE_METRICS_DIR=DIR keeps the operator's /metrics before and after each row there.
 # Needs the test cluster with the operator deployed (tests/cluster/up.sh, tests/e2e/setup.sh).
 # Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a policy giving
 # worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
@@ -343,6 +344,13 @@ row() {
     done
     op_metrics "$ip" >"$work/op.after"
     api_metrics >"$work/api.after"
+    if [[ -n ${NB_SCALE_METRICS_DIR:-} ]]; then
+        # The operator's series before and after the row (e.g. where a reconcile's time goes:
+        # netbench_reconcile_step_duration_seconds); the operator is redeployed at exit.
+        mkdir -p "$NB_SCALE_METRICS_DIR"
+        cp "$work/op.before" "$NB_SCALE_METRICS_DIR/$name.before.prom"
+        cp "$work/op.after" "$NB_SCALE_METRICS_DIR/$name.after.prom"
+    fi
     local cpu_after
     cpu_after=$(cpu_seconds "$pid")
     local overheads failed

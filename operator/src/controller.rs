@@ -111,7 +111,7 @@ async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result
             Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api)
                 .await
                 .map_err(Halt::Error),
-            Event::Cleanup(b) => match driver::cleanup(b.as_ref(), ctx, &api).await {
+            Event::Cleanup(b) => match driver::cleanup_timed(b.as_ref(), ctx, &api).await {
                 Ok(Step::Done) => Ok(Action::await_change()),
                 Ok(Step::Wait { message, after }) => Err(Halt::Wait { message, after }),
                 // Deletion fails nothing: shown like a wait, and tried again.
@@ -230,8 +230,11 @@ impl Family for ReconcileMetrics {
                 "netbench_reconcile_duration_seconds",
                 "Duration of one reconcile",
             )
+            // Fine enough that a p99 interpolated in them means something (a few slow
+            // reconciles in a 1-2.5 s bucket read as a p99 of 2.2 s).
             .buckets(vec![
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0,
+                10.0,
             ]),
             &["kind"],
         )

@@ -76,12 +76,29 @@ async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
             return Ok(Next::Continue);
         }
     }
-    match phase {
+    let started = std::time::Instant::now();
+    let next = match phase {
         Phase::Pending | Phase::Queued => phases::admit::handle(run).await,
         Phase::Preparing => phases::prepare::handle(run, index).await,
         Phase::Running => phases::measure::handle(run, index).await,
         Phase::Collecting => phases::collect::handle(run, index).await,
         Phase::Succeeded | Phase::Failed => phases::finish::handle(run).await,
+    };
+    let steps = run.ctx().metrics.family::<super::metrics::StepMetrics>();
+    steps.lap(&K::kind(&()), phase_name(phase), started);
+    next
+}
+
+/// The phase's name as a step of the reconcile.
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Pending => "Pending",
+        Phase::Queued => "Queued",
+        Phase::Preparing => "Preparing",
+        Phase::Running => "Running",
+        Phase::Collecting => "Collecting",
+        Phase::Succeeded => "Succeeded",
+        Phase::Failed => "Failed",
     }
 }
 

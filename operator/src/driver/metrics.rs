@@ -1,7 +1,10 @@
 //! The run's own series: `netbench_benchmark_phase` and
-//! `netbench_schedule_next_run_timestamp_seconds`.
+//! `netbench_schedule_next_run_timestamp_seconds`; and where a reconcile's time goes,
+//! `netbench_reconcile_step_duration_seconds`.
 
-use prometheus::{GaugeVec, Registry};
+use std::time::Instant;
+
+use prometheus::{GaugeVec, HistogramOpts, HistogramVec, Registry};
 
 use crate::base::metrics::{gauge, Family};
 
@@ -77,5 +80,41 @@ impl RunMetrics {
                 let _ = self.schedule_next.remove_label_values(&labels);
             }
         }
+    }
+}
+
+/// The time of each step of a reconcile (`driver::apply`'s numbered steps, and each phase
+/// handler by the phase it started in), by kind: what `netbench_reconcile_duration_seconds`
+/// is made of. Buckets from 1 ms to 10 s, finer than the whole reconcile's.
+pub struct StepMetrics {
+    duration: HistogramVec,
+}
+
+impl Family for StepMetrics {
+    fn register(registry: &Registry) -> Self {
+        let opts = HistogramOpts::new(
+            "netbench_reconcile_step_duration_seconds",
+            "Duration of one step of a reconcile (get, extra, start, each phase handler, status, publish, reports)",
+        )
+        .buckets(vec![
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]);
+        let duration = HistogramVec::new(opts, &["kind", "step"]).expect("valid metric");
+        registry
+            .register(Box::new(duration.clone()))
+            .expect("unique metric");
+        StepMetrics { duration }
+    }
+}
+
+impl StepMetrics {
+    /// Observes the time since `since` as `step` of a `kind` reconcile; returns now, the
+    /// start of the next step.
+    pub fn lap(&self, kind: &str, step: &str, since: Instant) -> Instant {
+        let now = Instant::now();
+        self.duration
+            .with_label_values(&[kind, step])
+            .observe(now.saturating_duration_since(since).as_secs_f64());
+        now
     }
 }

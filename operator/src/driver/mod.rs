@@ -38,18 +38,25 @@ use crate::results::metrics::{RegimeMetrics, ResultMetrics};
 use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
 use crate::store::run_record;
-use metrics::RunMetrics;
+use metrics::{RunMetrics, StepMetrics};
 
 /// Moves `obj`'s run on as far as it can go now, writes status, publishes Events.
 pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
+    // Each step's time goes to netbench_reconcile_step_duration_seconds.
+    let kind = K::kind(&());
+    let steps = ctx.metrics.family::<StepMetrics>();
+    let lap = std::time::Instant::now();
+
     // 1. The freshest object, not the cache: our own status writes may not be in it yet.
     let obj = api.get(&obj.name_any()).await?;
+    let lap = steps.lap(&kind, "get", lap);
     let before = obj.status_of().cloned().unwrap_or_default();
 
     // 2. What the schedule says now, and so which run the object should have.
     let decision = scheduled::decide_for(&obj, before.run(), jiff::Timestamp::now());
     let id = scheduled::run_id(&decision, &obj);
     let extra = K::load_extra(ctx, &obj, &id).await?;
+    let lap = steps.lap(&kind, "extra", lap);
     let obj = K::resolve(obj, &extra);
     let mut run = Run::new(&obj, ctx, id, before.clone(), decision, extra);
 
@@ -61,7 +68,9 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
         // 4. A new run id (a new generation, a scheduled round that came due): the old run
         //    stops, the kind retires it, the new run begins.
         if run.is_new() {
-            if let Some(wait) = start::begin_run(&mut run, "the new run starts").await? {
+            let begun = start::begin_run(&mut run, "the new run starts").await?;
+            steps.lap(&kind, "start", lap);
+            if let Some(wait) = begun {
                 break 'moved wait;
             }
         }
@@ -73,6 +82,7 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
 
     // 7. status.schedule, and the wake-up at the next scheduled time.
     let action = scheduled::keep(&mut run, action);
+    let lap = std::time::Instant::now();
 
     // 8. The end of the run in its record, if the finish handler could not write it; then one
     //    status write, only when something changed (the kind's last touches first).
@@ -80,21 +90,32 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     K::before_write(&mut run);
     let recorded = run.take_recorded();
     let persisted = status::write(api, run.name(), run.status(), before).await?;
+    let lap = steps.lap(&kind, "status", lap);
 
     // 9. The phase on /metrics, the Events, and the finished run's reports released (only
     //    once the stored status holds their results); until then, the samples this write
     //    recorded folded into one object each.
-    let kind = K::kind(&());
     let phase = run.status().run().phase.unwrap_or_default();
     ctx.metrics
         .family::<RunMetrics>()
         .set_phase(&kind, run.ns(), run.name(), phase);
     ctx.publish(&obj.object_ref(&()), &mut run.take_events())
         .await;
+    let lap = steps.lap(&kind, "publish", lap);
     if !status::release_reports(ctx, &obj, run.id(), persisted.run()).await? {
         fold::fold_recorded(ctx, &obj, run.id(), &recorded, persisted.run()).await;
     }
+    steps.lap(&kind, "reports", lap);
     Ok(action)
+}
+
+/// [`cleanup`], its time observed as the reconcile step "cleanup".
+pub async fn cleanup_timed<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Step> {
+    let started = std::time::Instant::now();
+    let done = cleanup(obj, ctx, api).await;
+    let steps = ctx.metrics.family::<StepMetrics>();
+    steps.lap(&K::kind(&()), "cleanup", started);
+    done
 }
 
 /// Deletion: stop the workers, let the kind write back what its runs changed, then delete every
