@@ -179,6 +179,9 @@ fn route_gates(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// An error rate would count the Gateway's 404s while the route is gone, which the run asks for.
+pub const ERROR_RATE_WITH_DELETIONS: &str = "an errorRate gate or thresholds.maxErrorRate cannot judge routeChanges with action DeleteAndCreate: the Gateway's 404s while the route is gone would count as errors (the run fails on a backend's own 4xx, 5xx and connection failures above the operator's limit)";
+
 /// swapTo goes with SwapBackend and only with it.
 pub const SWAP_TO_NEEDED: &str = "routeChanges.swapTo is needed to swap backends (action SwapBackend) and has no use with action DeleteAndCreate";
 
@@ -209,7 +212,24 @@ fn route_changes(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     if same {
         return Err(SWAP_TO_DIFFERS.into());
     }
-    let count = spec.load.duration.as_std().as_millis() / changes.every.as_std().as_millis().max(1);
+    // In µs, as the operator counts them.
+    let count = spec.load.duration.as_std().as_micros() / changes.every.as_std().as_micros().max(1);
+    if count < 2 && !swapping {
+        return Err(format!(
+            "routeChanges with action DeleteAndCreate needs room for a deletion and a creation: load.duration at least twice routeChanges.every (got every {} for {})",
+            changes.every, spec.load.duration
+        ));
+    }
+    if !swapping {
+        let error_gate = spec.gates.iter().any(|g| g.figure == GateFigure::ErrorRate);
+        let error_threshold = spec
+            .thresholds
+            .as_ref()
+            .is_some_and(|t| t.max_error_rate.is_some());
+        if error_gate || error_threshold {
+            return Err(ERROR_RATE_WITH_DELETIONS.into());
+        }
+    }
     if count == 0 {
         return Err(format!(
             "routeChanges.every must fit in load.duration (got every {} for {})",

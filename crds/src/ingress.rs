@@ -43,6 +43,7 @@ pub use controllers::{
     validation = Rule::new("!has(self.sweep) || !has(self.controllers) || size(self.controllers) == 0").message("a sweep and controllers cannot be combined yet: sweep one controller per benchmark"),
     validation = Rule::new("!has(self.routeChanges) || !has(self.controllers) || !has(self.routeChanges.swapTo) || self.controllers.all(c, !has(c.route) || c.route.backend.name != self.routeChanges.swapTo.name)").message("routeChanges.swapTo must be another Service than every route's backend (answers name their backend)"),
     validation = Rule::new("!has(self.gates) || self.gates.all(g, !(g.figure in ['routeChangesShown', 'routeChangeP99Ms']) || (has(self.routeChanges) && (!has(self.routeChanges.action) || self.routeChanges.action == 'SwapBackend'))) && self.gates.all(g, !(g.figure in ['routeCreationsShown', 'routeCreationP99Ms', 'routeDeletionsShown', 'routeDeletionP99Ms']) || (has(self.routeChanges) && has(self.routeChanges.action) && self.routeChanges.action == 'DeleteAndCreate'))").message("gates on routeChangesShown or routeChangeP99Ms need routeChanges (action SwapBackend); on routeCreation* or routeDeletion* figures, routeChanges with action DeleteAndCreate"),
+    validation = Rule::new("!has(self.routeChanges) || !has(self.routeChanges.action) || self.routeChanges.action != 'DeleteAndCreate' || ((!has(self.gates) || self.gates.all(g, g.figure != 'errorRate')) && (!has(self.thresholds) || !has(self.thresholds.maxErrorRate)))").message("an errorRate gate or thresholds.maxErrorRate cannot judge routeChanges with action DeleteAndCreate: the Gateway's 404s while the route is gone would count as errors (the run fails on a backend's own 4xx, 5xx and connection failures above the operator's limit)"),
     validation = Rule::new("!has(self.routeChanges) || (has(self.controllers) && size(self.controllers) > 0 && self.controllers.all(c, has(c.route)))").message("routeChanges needs controllers, each with a route (the run changes the routes it creates)"),
 )]
 pub struct IngressBenchmarkSpec {
@@ -59,9 +60,9 @@ pub struct IngressBenchmarkSpec {
         validation = Rule::new("self.all(a, !has(a.route) || self.exists_one(b, has(b.route) && b.route.hostname == a.route.hostname))").message("the routes of controllers must have distinct hostnames (a Gateway gives a hostname to the oldest route)"),
     )]
     pub controllers: Vec<Controller>,
-    /// Swap each controller's route between two backends while it is under load: how long a
-    /// change takes to reach the data plane, and what the churn costs in errors and latency.
-    /// Every controller needs a route.
+    /// Change each controller's route while it is under load (swap its backend, or delete and
+    /// create it again): how long a change takes to reach the data plane, and what the churn
+    /// costs in errors and latency. Every controller needs a route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_changes: Option<RouteChanges>,
     /// How much load each run generates.

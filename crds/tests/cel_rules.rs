@@ -834,6 +834,28 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
         &share,
         "a route*Shown gate's limit is a share of the changes: at most 1",
     );
+    // DeleteAndCreate: room for a deletion and a creation (the operator's count); no error
+    // rate, which would count the Gateway's 404s.
+    let once = with(
+        &recreating,
+        "spec.load",
+        json!({"duration": "1s", "warmup": "0s"}),
+    );
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(once["spec"].clone()).unwrap();
+    let err = crds::bounds::ingress(&spec).unwrap_err();
+    assert!(err.contains("room for a deletion and a creation"), "{err}");
+    let rated = with(
+        &recreating,
+        "spec.gates",
+        json!([{"figure": "errorRate", "max": 0.01}]),
+    );
+    ingress_refuses(&rated, crds::bounds::ERROR_RATE_WITH_DELETIONS);
+    let thresholded = with(
+        &recreating,
+        "spec.thresholds",
+        json!({"maxErrorRate": 0.01}),
+    );
+    ingress_refuses(&thresholded, crds::bounds::ERROR_RATE_WITH_DELETIONS);
     let unknown = with(&recreating, "spec.routeChanges.action", json!("Rename"));
     assert!(
         serde_json::from_value::<crds::IngressBenchmarkSpec>(unknown["spec"].clone()).is_err(),

@@ -214,7 +214,8 @@ pub struct RouteChangeResult {
     /// The samples counted in (a sample is counted once, however often it is collected).
     #[schemars(length(max = 1000))]
     pub samples: Vec<u32>,
-    /// Changes the run made (sent to the API server).
+    /// Changes the run made (sent to the API server), and deletions found made with no
+    /// record of when (`untimed`).
     pub changes: u32,
     /// Changes that showed in the answers before the next change or the end of the sample.
     pub shown: u32,

@@ -183,30 +183,35 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
         Err(e) => return Err(e.into()),
     };
     let uid = run.obj().uid().unwrap_or_default();
+    let Some(own) = &controller.route else {
+        return Ok(Step::Done);
+    };
+    let expected = routes::manifest(run.obj(), run.id(), controller, own);
     if let Some(route) = &route {
         if !crate::base::labels::controlled_by(&route.metadata, &uid) {
             let m = format!("HTTPRoute {name} is not this benchmark's: it is left alone");
             return Ok(Step::fail(Reason::RouteRefused, m));
         }
-        let annotation = route.annotations().get(CHANGE_ANNOTATION);
-        let at = recorded_change(
-            annotation.map(String::as_str),
-            slot.sample,
-            made.len(),
-            anchor,
-            now,
-        );
-        if let Some(at) = at {
+        // Only the route as the run made it (its Gateway, its hostname) is changed.
+        let spec_of = |v: &serde_json::Value, field: &str| v["spec"][field].clone();
+        let moved = ["parentRefs", "hostnames"]
+            .iter()
+            .any(|f| spec_of(&route.data, f) != spec_of(&expected, f));
+        if moved {
+            let m = format!(
+                "HTTPRoute {name} no longer attaches as the run made it (parentRefs or hostnames changed): it is left alone"
+            );
+            return Ok(Step::fail(Reason::RouteRefused, m));
+        }
+        if route.metadata.deletion_timestamp.is_some() {
+            // Deleted, not gone yet (a finalizer): the deletion is not made again.
+            return Ok(Step::Wait {
+                message: None,
+                after: retry(every),
+            });
+        }
+        if let Some(change) = recovered(run, step, route, &made, anchor, now) {
             // Made already; only its log entry was lost.
-            let change = MadeChange {
-                at_unix_us: at,
-                backend: backend_of(route).unwrap_or_default().to_string(),
-                made: match action {
-                    RouteChangeAction::SwapBackend => Made::Swapped,
-                    RouteChangeAction::DeleteAndCreate => Made::Created,
-                },
-                untimed: false,
-            };
             log_of(run, slot).changes.push(change);
             return Ok(Step::Wait {
                 message: None,
@@ -248,7 +253,7 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
         Outcome::Again => {
             return Ok(Step::Wait {
                 message: None,
-                after: Duration::from_millis(10),
+                after: retry(every),
             })
         }
         Outcome::Refused(why) => {
@@ -267,6 +272,58 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
     Ok(Step::Wait {
         message: None,
         after: every,
+    })
+}
+
+/// How soon a change that met a race or a route still terminating is tried again.
+fn retry(every: Duration) -> Duration {
+    (every / 4).clamp(Duration::from_millis(50), Duration::from_millis(500))
+}
+
+/// The change `made.len()` found on the route (its annotation, written with the change) when
+/// its log entry was lost: only a change this action makes at this point (a creation only
+/// after a deletion), not before the last logged one, and with a backend of the spec's, never
+/// a name read from the route.
+fn recovered(
+    run: &IngressRun<'_>,
+    step: u32,
+    route: &DynamicObject,
+    made: &[MadeChange],
+    anchor: u64,
+    now: u64,
+) -> Option<MadeChange> {
+    let spec = &run.obj().spec;
+    let action = spec.route_changes.as_ref()?.action;
+    let own = plan::controller(spec, step)?.route.as_ref()?;
+    let since = made
+        .last()
+        .map_or(anchor, |m| m.at_unix_us.saturating_add(1))
+        .max(anchor);
+    let annotation = route.annotations().get(CHANGE_ANNOTATION);
+    let at = recorded_change(
+        annotation.map(String::as_str),
+        run.slot().sample,
+        made.len(),
+        since,
+        now,
+    )?;
+    let (kind, backend) = match action {
+        RouteChangeAction::SwapBackend => {
+            let current = backend_of(route)?;
+            let swap_to = spec.route_changes.as_ref()?.swap_to.as_ref()?;
+            let known = [own.backend.name.as_str(), swap_to.name.as_str()];
+            (Made::Swapped, known.into_iter().find(|b| *b == current)?)
+        }
+        RouteChangeAction::DeleteAndCreate => {
+            made.last().filter(|m| m.made == Made::Deleted)?;
+            (Made::Created, own.backend.name.as_str())
+        }
+    };
+    Some(MadeChange {
+        at_unix_us: at,
+        backend: backend.to_string(),
+        made: kind,
+        untimed: false,
     })
 }
 
@@ -369,6 +426,14 @@ async fn create(
     let Some(route) = &controller.route else {
         return Ok(Outcome::Refused("the controller has no route".into()));
     };
+    // The admin's limits hold for every creation, not only the run's first.
+    let config = &run.ctx().config;
+    let gateway_ns = route.gateway.namespace.as_deref().unwrap_or(run.ns());
+    let gateway = format!("{gateway_ns}/{}", route.gateway.name);
+    if !config.route_namespaces.allows(run.ns()) || !config.route_gateways.allows(&gateway) {
+        let why = format!("creating it again on Gateway {gateway} is no longer allowed by the cluster admin (security.routeNamespaces, security.routeGateways)");
+        return Ok(Outcome::Refused(why));
+    }
     let at = now_unix_us();
     let mut manifest = routes::manifest(run.obj(), run.id(), controller, route);
     manifest["metadata"]["annotations"] = json!({CHANGE_ANNOTATION: format!("{tag}/{at}")});
@@ -413,16 +478,19 @@ pub fn propagation(made: &[MadeChange], answers: &Answers, end_us: u64) -> Vec<O
 }
 
 /// Each change's time to show, for the sample's figures: the propagation of a shown change;
-/// for one not shown (or untimed), the time it was given (until the next change or `end_us`),
-/// so the figure is at least what the data plane took and a change it never applied is not
-/// left out as if it were fast.
-pub fn given(made: &[MadeChange], shown: &[Option<u64>], end_us: u64) -> Vec<u64> {
+/// for one not shown, the time it was given (until the next change or `end_us`), so the figure
+/// is at least what the data plane took and a change it never applied is not left out as if it
+/// were fast. None for an untimed change (its instant is not known).
+pub fn given(made: &[MadeChange], shown: &[Option<u64>], end_us: u64) -> Vec<Option<u64>> {
     made.iter()
         .zip(shown)
         .enumerate()
         .map(|(i, (change, shown))| {
+            if change.untimed {
+                return None;
+            }
             let until = made.get(i + 1).map_or(end_us, |next| next.at_unix_us);
-            shown.unwrap_or_else(|| until.saturating_sub(change.at_unix_us))
+            Some(shown.unwrap_or_else(|| until.saturating_sub(change.at_unix_us)))
         })
         .collect()
 }
@@ -455,44 +523,140 @@ pub fn all_figure_names() -> impl Iterator<Item = &'static str> {
         })
 }
 
+/// The kinds of change an action makes.
+fn kinds(action: RouteChangeAction) -> &'static [Made] {
+    match action {
+        RouteChangeAction::SwapBackend => &[Made::Swapped],
+        RouteChangeAction::DeleteAndCreate => &[Made::Deleted, Made::Created],
+    }
+}
+
+/// What one sample's changes came to: its log checked, and each change's propagation read
+/// from the workers' answers.
+#[derive(Debug)]
+pub struct SampleReading {
+    action: RouteChangeAction,
+    changes: Vec<MadeChange>,
+    shown: Vec<Option<u64>>,
+    /// The end of the sample: the workers' last instant, or the changes' window on the
+    /// operator's clock if that ends later.
+    end_us: u64,
+    /// A backend itself answered 4xx (not only the Gateway, naming no backend).
+    pub backend_4xx: bool,
+}
+
+/// The log of `slot` in status, checked: Err when it is not there, empty, not in the order the
+/// operator writes it, or lacks a kind of change the action makes (the schedule was missed: an
+/// operator that was not running at its time).
+pub fn checked_log(
+    log: Option<&RouteChangeLog>,
+    slot: Slot,
+    action: RouteChangeAction,
+) -> std::result::Result<(&[MadeChange], u64), String> {
+    let log = log
+        .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
+        .ok_or("no route change of this sample is in status (the operator was not running when they were due?)")?;
+    let anchor = log
+        .anchor_unix_us
+        .ok_or("the sample's route changes have no start")?;
+    let ordered = log
+        .changes
+        .iter()
+        .try_fold(anchor, |last, c| {
+            (c.at_unix_us >= last).then_some(c.at_unix_us.saturating_add(1))
+        })
+        .is_some();
+    if !ordered {
+        return Err(
+            "the route change log in status is not the operator's: its instants are out of order"
+                .into(),
+        );
+    }
+    for kind in kinds(action) {
+        if !log.changes.iter().any(|c| c.made == *kind) {
+            return Err(format!(
+                "this sample made no route change of kind {kind:?} (the operator was not running when it was due?)"
+            ));
+        }
+    }
+    Ok((&log.changes, anchor))
+}
+
+/// Reads the sample `slot`: None without routeChanges; Err (the run fails BadReport) when its
+/// log or its workers' answers cannot say what the changes did.
+pub fn read_sample(
+    spec: &IngressBenchmarkSpec,
+    log: Option<&RouteChangeLog>,
+    slot: Slot,
+    reports: &BTreeMap<String, FinalReport>,
+) -> std::result::Result<Option<SampleReading>, String> {
+    let Some(changes) = &spec.route_changes else {
+        return Ok(None);
+    };
+    let (made, anchor) = checked_log(log, slot, changes.action)?;
+    let (answers, end_us) = answers(reports)?;
+    let first = plan::controller(spec, slot.measurement)
+        .and_then(|c| c.route.as_ref())
+        .map(|r| r.backend.name.as_str());
+    if let Some(first) = first {
+        if !answers
+            .sightings
+            .iter()
+            .any(|s| s.backend.as_deref() == Some(first))
+        {
+            return Err(format!(
+                "no answer came from {first}, the route's backend, by name: the backends must answer with X-Netbench-Backend: <their Service's name> (netbench-loadgen http-server --name)"
+            ));
+        }
+    }
+    let shown = propagation(made, &answers, end_us);
+    let every_us = micros(changes.every.as_std());
+    let window_end = anchor.saturating_add(count(spec).saturating_mul(every_us));
+    let backend_4xx = answers
+        .sightings
+        .iter()
+        .any(|s| (400..500).contains(&s.status) && s.backend.is_some());
+    Ok(Some(SampleReading {
+        action: changes.action,
+        changes: made.to_vec(),
+        shown,
+        end_us: end_us.max(window_end),
+        backend_4xx,
+    }))
+}
+
 /// The sample's route-change figures (statistics, gates, results, history), per kind of change
-/// the sample made: the share of its changes shown (0 to 1), and the 99th percentile of their
-/// time to show, a change not shown counted at the time it was given (see [`given`]). Err when
-/// the sample's log is not in status (the next sample's replaced it).
+/// the action makes: the share of its changes shown (0 to 1), and the 99th percentile of their
+/// time to show, a change not shown counted at the time it was given (see [`given`]; untimed
+/// changes count as not shown and are left out of the percentile). Err (BadReport) when they
+/// cannot be read, so that every sample has the same figures.
 pub fn sample_figures(
     ib: &IngressBenchmark,
     slot: Slot,
     reports: &BTreeMap<String, FinalReport>,
 ) -> std::result::Result<Vec<Figure>, String> {
-    let Some(changes) = &ib.spec.route_changes else {
+    let log = ib.status.as_ref().and_then(|s| s.route_change_log.as_ref());
+    let Some(r) = read_sample(&ib.spec, log, slot, reports)? else {
         return Ok(vec![]);
     };
-    let log = ib
-        .status
-        .as_ref()
-        .and_then(|s| s.route_change_log.as_ref())
-        .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
-        .ok_or("the sample's route change log is no longer in status")?;
-    let (answers, end_us) = answers(reports)?;
-    let shown = propagation(&log.changes, &answers, end_us);
-    let given = given(&log.changes, &shown, end_us);
-    let kinds: &[Made] = match changes.action {
-        RouteChangeAction::SwapBackend => &[Made::Swapped],
-        RouteChangeAction::DeleteAndCreate => &[Made::Deleted, Made::Created],
-    };
+    let given = given(&r.changes, &r.shown, r.end_us);
     let mut figures = vec![];
-    for &kind in kinds {
-        let mine: Vec<usize> = (0..log.changes.len())
-            .filter(|&i| log.changes.get(i).is_some_and(|c| c.made == kind))
+    for &kind in kinds(r.action) {
+        let mine: Vec<usize> = (0..r.changes.len())
+            .filter(|&i| r.changes.get(i).is_some_and(|c| c.made == kind))
             .collect();
-        let times: Vec<u64> = mine.iter().filter_map(|&i| given.get(i).copied()).collect();
+        let times: Vec<u64> = mine
+            .iter()
+            .filter_map(|&i| given.get(i).copied().flatten())
+            .collect();
         let seen = mine
             .iter()
-            .filter(|&&i| shown.get(i).is_some_and(Option::is_some));
-        let Some(p99) = p99_ms(&times) else {
-            continue;
-        };
-        let share = seen.count() as f64 / times.len() as f64;
+            .filter(|&&i| r.shown.get(i).is_some_and(Option::is_some))
+            .count();
+        let p99 = p99_ms(&times).ok_or_else(|| {
+            format!("every route change of kind {kind:?} of this sample is untimed")
+        })?;
+        let share = seen as f64 / mine.len().max(1) as f64;
         let (shown_name, p99_name) = figure_names(kind);
         figures.push(Figure {
             name: shown_name.into(),
@@ -565,11 +729,11 @@ pub fn add_sample(
     r.shown = r.shown.saturating_add(seen);
     r.untimed = r.untimed.saturating_add(untimed);
     let ms = |us: u64| us as f64 / 1000.0;
-    if !h.is_empty() {
-        r.p50_ms = Some(ms(h.value_at_quantile(0.5)));
-        r.p99_ms = Some(ms(h.value_at_quantile(0.99)));
-        r.max_ms = Some(ms(h.max()));
-    }
+    // From the histogram alone (a percentile in status that it does not hold is not kept).
+    let shown_any = !h.is_empty();
+    r.p50_ms = shown_any.then(|| ms(h.value_at_quantile(0.5)));
+    r.p99_ms = shown_any.then(|| ms(h.value_at_quantile(0.99)));
+    r.max_ms = shown_any.then(|| ms(h.max()));
     r.histogram = histogram::encode(&h)?;
     Ok(r)
 }
@@ -580,6 +744,9 @@ pub struct Figures {
     pub swaps: Option<RouteChangeResult>,
     pub creations: Option<RouteChangeResult>,
     pub deletions: Option<RouteChangeResult>,
+    /// A backend itself answered 4xx in this sample (not only the Gateway while the route
+    /// was gone).
+    pub backend_4xx: bool,
 }
 
 impl Figures {
@@ -618,57 +785,41 @@ pub fn collect(
     reports: &BTreeMap<String, FinalReport>,
     before: Option<&StepResult>,
 ) -> std::result::Result<Figures, String> {
-    let Some(spec_changes) = &run.obj().spec.route_changes else {
+    let log = run.status().route_change_log.as_ref();
+    let Some(r) = read_sample(&run.obj().spec, log, slot, reports)? else {
         return Ok(Figures::default());
     };
-    let made = run
-        .status()
-        .route_change_log
-        .as_ref()
-        .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
-        .map(|l| l.changes.as_slice())
-        .unwrap_or_default();
-    let (answers, end_us) = answers(reports)?;
-    let first = plan::controller(&run.obj().spec, slot.measurement)
-        .and_then(|c| c.route.as_ref())
-        .map(|r| r.backend.name.as_str());
-    if let Some(first) = first {
-        if !answers
-            .sightings
-            .iter()
-            .any(|s| s.backend.as_deref() == Some(first))
-        {
-            return Err(format!(
-                "no answer came from {first}, the route's backend, by name: the backends must answer with X-Netbench-Backend: <their Service's name> (netbench-loadgen http-server --name)"
-            ));
-        }
-    }
-    let shown = propagation(made, &answers, end_us);
-    let sample = slot.sample;
-    Ok(match spec_changes.action {
-        RouteChangeAction::SwapBackend => {
-            let before = before.and_then(|s| s.route_changes.as_ref());
-            Figures {
-                swaps: figures_of(Made::Swapped, made, &shown, before, sample)?,
-                ..Figures::default()
-            }
-        }
+    let (changes, shown, sample) = (&r.changes, &r.shown, slot.sample);
+    let before_of = |f: fn(&StepResult) -> Option<&RouteChangeResult>| before.and_then(f);
+    Ok(match r.action {
+        RouteChangeAction::SwapBackend => Figures {
+            swaps: figures_of(
+                Made::Swapped,
+                changes,
+                shown,
+                before_of(|s| s.route_changes.as_ref()),
+                sample,
+            )?,
+            backend_4xx: r.backend_4xx,
+            ..Figures::default()
+        },
         RouteChangeAction::DeleteAndCreate => Figures {
             swaps: None,
             creations: figures_of(
                 Made::Created,
-                made,
-                &shown,
-                before.and_then(|s| s.route_creations.as_ref()),
+                changes,
+                shown,
+                before_of(|s| s.route_creations.as_ref()),
                 sample,
             )?,
             deletions: figures_of(
                 Made::Deleted,
-                made,
-                &shown,
-                before.and_then(|s| s.route_deletions.as_ref()),
+                changes,
+                shown,
+                before_of(|s| s.route_deletions.as_ref()),
                 sample,
             )?,
+            backend_4xx: r.backend_4xx,
         },
     })
 }
@@ -864,15 +1015,63 @@ mod tests {
         ];
         let shown = [Some(100), None, None];
         // Shown: its propagation; not shown: until the next change, or the end.
-        assert_eq!(given(&changes, &shown, 3_200), vec![100, 500, 700]);
+        assert_eq!(
+            given(&changes, &shown, 3_200),
+            vec![Some(100), Some(500), Some(700)]
+        );
         assert_eq!(p99_ms(&[100, 500, 700]), Some(0.7));
         assert_eq!(p99_ms(&[]), None);
         // Nearest rank: of 200 values the 198th.
         let many: Vec<u64> = (1..=200).map(|ms| ms * 1000).collect();
         assert_eq!(p99_ms(&many), Some(198.0));
-        // A hostile log (a change after the end, out of order) gives no underflow.
-        let odd = [made(5_000, "web-b"), made(4_000, "web-a")];
-        assert_eq!(given(&odd, &[None, None], 3_000), vec![0, 0]);
+        // An untimed change has no time to count.
+        let lost = [MadeChange {
+            untimed: true,
+            ..of(Made::Deleted, 1_000, "web-a")
+        }];
+        assert_eq!(given(&lost, &[None], 3_000), vec![None]);
+    }
+
+    fn log(anchor: u64, changes: Vec<MadeChange>) -> RouteChangeLog {
+        RouteChangeLog {
+            step: 0,
+            sample: 1,
+            anchor_unix_us: Some(anchor),
+            changes,
+        }
+    }
+
+    #[test]
+    fn a_log_out_of_order_missing_or_without_a_kind_of_change_is_refused() {
+        let slot = Slot {
+            measurement: 0,
+            sample: 1,
+        };
+        let swap = RouteChangeAction::SwapBackend;
+        let recreate = RouteChangeAction::DeleteAndCreate;
+        let good = log(1_000, vec![made(1_000, "web-b"), made(2_000, "web-a")]);
+        assert_eq!(checked_log(Some(&good), slot, swap).unwrap().1, 1_000);
+        let refused =
+            |l: Option<&RouteChangeLog>, action| checked_log(l, slot, action).unwrap_err();
+        assert!(refused(None, swap).contains("no route change of this sample"));
+        let other = RouteChangeLog {
+            sample: 0,
+            ..good.clone()
+        };
+        assert!(refused(Some(&other), swap).contains("no route change of this sample"));
+        // Forged: a change before the one before it, or before the window's start (a 0 ms
+        // "time given" otherwise).
+        let back = log(1_000, vec![made(2_000, "web-b"), made(1_500, "web-a")]);
+        assert!(refused(Some(&back), swap).contains("out of order"));
+        let early = log(1_000, vec![made(500, "web-b")]);
+        assert!(refused(Some(&early), swap).contains("out of order"));
+        let twice = log(1_000, vec![made(1_500, "web-b"), made(1_500, "web-a")]);
+        assert!(refused(Some(&twice), swap).contains("out of order"));
+        // A sample of DeleteAndCreate that made no creation has no creation figures: refused,
+        // so that every sample has the same figures.
+        let deleted = log(1_000, vec![of(Made::Deleted, 1_000, "web-a")]);
+        assert!(refused(Some(&deleted), recreate).contains("Created"));
+        assert!(refused(Some(&log(1_000, vec![])), swap).contains("Swapped"));
     }
 
     #[test]
@@ -889,6 +1088,14 @@ mod tests {
         );
         assert!((two.max_ms.unwrap() - 50.0).abs() < 0.1);
         assert!((two.p50_ms.unwrap() - 30.0).abs() < 0.1, "{:?}", two.p50_ms);
+        // Percentiles come from the histogram alone: a forged one beside an empty histogram
+        // does not survive.
+        let forged = RouteChangeResult {
+            p99_ms: Some(1.0),
+            ..Default::default()
+        };
+        let none = add_sample(Some(&forged), 0, &[None], 0).unwrap();
+        assert_eq!(none.p99_ms, None);
         // A hostile histogram in status is refused, not trusted.
         let forged = RouteChangeResult {
             histogram: "not base64".into(),

@@ -269,13 +269,18 @@ impl Hooks for IngressBenchmark {
         };
         result.controller = plan::controller(&run.obj().spec, step).map(|c| c.name.clone());
         let before = run.status().steps.iter().find(|s| s.index == step);
-        match churn::collect(run, slot, reports, before) {
-            Ok(figures) => figures.fill(&mut result),
+        let gateway_404s_only = match churn::collect(run, slot, reports, before) {
+            Ok(figures) => {
+                let only = !figures.backend_4xx;
+                figures.fill(&mut result);
+                only
+            }
             Err(e) => return Ok(Step::fail(Reason::BadReport, format!("step {step}: {e}"))),
         };
         let max_error_ratio = run.ctx().config.max_error_ratio;
-        let failed = if churn::deletes_routes(&run.obj().spec) {
-            // The Gateway's 404s while the route is gone are what the run asked for.
+        let failed = if churn::deletes_routes(&run.obj().spec) && gateway_404s_only {
+            // The Gateway's 404s while the route is gone are what the run asked for (no
+            // backend answered a 4xx itself: those would count).
             let mut judged = result.clone();
             judged.errors.status4xx = 0;
             verdict::failed_requests(&judged, max_error_ratio)

@@ -192,6 +192,17 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
             }
         }
     };
+    if let Some(deleted) = &object.metadata.deletion_timestamp {
+        // Deleted by a route change of the sample before, and held by a finalizer: a new one
+        // is created once it is gone.
+        if elapsed_since(&Some(deleted.clone())) > run.ctx().config.rollout_timeout() {
+            let m = format!("HTTPRoute {name} was deleted and is still not gone after the rollout timeout (a finalizer?)");
+            return Ok(Step::fail(Reason::RouteTimeout, m));
+        }
+        return Ok(Step::wait(format!(
+            "waiting for HTTPRoute {name} to be gone"
+        )));
+    }
     let gateway_ns = route
         .gateway
         .namespace
