@@ -25,11 +25,11 @@ use serde_json::json;
 
 use crds::history::Better;
 use crds::ingress::{
-    IngressBenchmark, IngressBenchmarkSpec, Made, MadeChange, RouteBackend, RouteChangeAction,
-    RouteChangeLog, RouteChangeResult, StepResult, MAX_ROUTE_CHANGES,
+    Controller, IngressBenchmark, IngressBenchmarkSpec, Made, MadeChange, OwnedRoute, RouteBackend,
+    RouteChangeAction, RouteChangeLog, RouteChangeResult, StepResult, MAX_ROUTE_CHANGES,
 };
 
-use super::{plan, result, routes};
+use super::{plan, result, routes, validate};
 use crate::base::error::Result;
 use crate::base::outcome::{Reason, Step};
 use crate::policy::samples::{Figure, Slot};
@@ -228,20 +228,18 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
             let m = format!("HTTPRoute {name} is gone: its backend cannot be swapped");
             return Ok(Step::fail(Reason::RouteRefused, m));
         }
-        (RouteChangeAction::DeleteAndCreate, Some(route)) => remove(&api, &route).await?,
+        (RouteChangeAction::DeleteAndCreate, Some(route)) => {
+            remove(&api, &route, &own.backend.name).await?
+        }
         (RouteChangeAction::DeleteAndCreate, None) => {
             if made.last().is_some_and(|m| m.made == Made::Deleted) {
-                create(run, step, &api, &tag).await?
+                create(run, &api, controller, own, &tag).await?
             } else {
                 // Gone with no record of when: a restart between the deletion and its record,
                 // or someone else deleted it. Made, but not timed; created again next.
-                let backend = plan::controller(&run.obj().spec, step)
-                    .and_then(|c| c.route.as_ref())
-                    .map(|r| r.backend.name.clone())
-                    .unwrap_or_default();
                 Outcome::Made(MadeChange {
                     at_unix_us: now_unix_us(),
-                    backend,
+                    backend: own.backend.name.clone(),
                     made: Made::Deleted,
                     untimed: true,
                 })
@@ -392,8 +390,9 @@ async fn swap(
     }
 }
 
-/// Deletes the route, the one read (uid and resourceVersion as preconditions).
-async fn remove(api: &Api<DynamicObject>, route: &DynamicObject) -> Result<Outcome> {
+/// Deletes the route, the one read (uid and resourceVersion as preconditions); `backend` is
+/// the spec's (a name read from the route is not trusted into status).
+async fn remove(api: &Api<DynamicObject>, route: &DynamicObject, backend: &str) -> Result<Outcome> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: route.metadata.uid.clone(),
@@ -405,7 +404,7 @@ async fn remove(api: &Api<DynamicObject>, route: &DynamicObject) -> Result<Outco
     match api.delete(&route.name_any(), &params).await {
         Ok(_) => Ok(Outcome::Made(MadeChange {
             at_unix_us: at,
-            backend: backend_of(route).unwrap_or_default().to_string(),
+            backend: backend.to_string(),
             made: Made::Deleted,
             untimed: false,
         })),
@@ -413,26 +412,17 @@ async fn remove(api: &Api<DynamicObject>, route: &DynamicObject) -> Result<Outco
     }
 }
 
-/// Creates the route again as the run first did, with the change's tag and instant.
+/// Creates `controller`'s route again as the run first did, with the change's tag and instant.
 async fn create(
     run: &IngressRun<'_>,
-    step: u32,
     api: &Api<DynamicObject>,
+    controller: &Controller,
+    route: &OwnedRoute,
     tag: &str,
 ) -> Result<Outcome> {
-    let Some(controller) = plan::controller(&run.obj().spec, step) else {
-        return Ok(Outcome::Refused("no controller for this step".into()));
-    };
-    let Some(route) = &controller.route else {
-        return Ok(Outcome::Refused("the controller has no route".into()));
-    };
     // The admin's limits hold for every creation, not only the run's first.
-    let config = &run.ctx().config;
-    let gateway_ns = route.gateway.namespace.as_deref().unwrap_or(run.ns());
-    let gateway = format!("{gateway_ns}/{}", route.gateway.name);
-    if !config.route_namespaces.allows(run.ns()) || !config.route_gateways.allows(&gateway) {
-        let why = format!("creating it again on Gateway {gateway} is no longer allowed by the cluster admin (security.routeNamespaces, security.routeGateways)");
-        return Ok(Outcome::Refused(why));
+    if let Err(why) = validate::route_allowed(&run.ctx().config, run.ns(), route) {
+        return Ok(Outcome::Refused(format!("creating it again: {why}")));
     }
     let at = now_unix_us();
     let mut manifest = routes::manifest(run.obj(), run.id(), controller, route);

@@ -3,7 +3,7 @@
 
 use kube::Client;
 
-use crds::ingress::IngressBenchmarkSpec;
+use crds::ingress::{IngressBenchmarkSpec, OwnedRoute};
 
 use crate::admin::caps::lookup;
 use crate::admin::config::Config;
@@ -25,20 +25,26 @@ pub fn permitted(
         let Some(route) = &c.route else {
             continue;
         };
-        if !config.route_namespaces.allows(namespace) {
-            return Err(format!(
-                "controller {}: HTTPRoutes created by benchmarks are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.routeNamespaces)",
-                c.name
-            ));
-        }
-        let gateway_ns = route.gateway.namespace.as_deref().unwrap_or(namespace);
-        let gateway = format!("{gateway_ns}/{}", route.gateway.name);
-        if !config.route_gateways.allows(&gateway) {
-            return Err(format!(
-                "controller {}: HTTPRoutes created by benchmarks may not attach to Gateway {gateway}; the cluster admin can allow it (Helm value security.routeGateways)",
-                c.name
-            ));
-        }
+        route_allowed(config, namespace, route)
+            .map_err(|e| format!("controller {}: {e}", c.name))?;
+    }
+    Ok(())
+}
+
+/// Whether the admin lets benchmarks in `namespace` create `route` (checked before the run,
+/// and again for every creation of a route change).
+pub fn route_allowed(config: &Config, namespace: &str, route: &OwnedRoute) -> Result<(), String> {
+    if !config.route_namespaces.allows(namespace) {
+        return Err(format!(
+            "HTTPRoutes created by benchmarks are not enabled for namespace {namespace}; the cluster admin can allow them (Helm value security.routeNamespaces)"
+        ));
+    }
+    let gateway_ns = route.gateway.namespace.as_deref().unwrap_or(namespace);
+    let gateway = format!("{gateway_ns}/{}", route.gateway.name);
+    if !config.route_gateways.allows(&gateway) {
+        return Err(format!(
+            "HTTPRoutes created by benchmarks may not attach to Gateway {gateway}; the cluster admin can allow it (Helm value security.routeGateways)"
+        ));
     }
     Ok(())
 }
