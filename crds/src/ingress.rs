@@ -13,9 +13,9 @@ use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStat
 pub mod compare;
 mod controllers;
 pub use controllers::{
-    Comparison, Controller, ControllerRow, GatewayRef, Made, MadeChange, OwnedRoute, RouteBackend,
-    RouteChangeAction, RouteChangeLog, RouteChangeResult, RouteChanges, Standing, MAX_CONTROLLERS,
-    MAX_ROUTE_CHANGES,
+    Comparison, Controller, ControllerRow, ControllerWorkload, GatewayRef, Made, MadeChange,
+    OwnedRoute, RouteBackend, RouteChangeAction, RouteChangeLog, RouteChangeResult, RouteChanges,
+    Standing, WorkloadUsage, MAX_CONTROLLERS, MAX_ROUTE_CHANGES, MAX_WORKLOADS,
 };
 
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
@@ -462,6 +462,11 @@ pub struct StepResult {
     /// 404 answered by the Gateway itself (no X-Netbench-Backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_deletions: Option<RouteChangeResult>,
+    /// CPU and memory of the controller's workloads (controllers[].workloads) during the
+    /// measured window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4))]
+    pub workloads: Vec<WorkloadUsage>,
 }
 
 /// One worker's share of a step.

@@ -24,6 +24,8 @@ pub struct Context {
     pub wake: tokio::sync::mpsc::UnboundedSender<Wake>,
     /// Every kind the operator runs.
     pub kinds: Kinds,
+    /// Pods' CPU and memory sampled during measured windows.
+    pub usage: Arc<crate::k8s::usage::Windows>,
 }
 
 /// Every kind the operator runs (main.rs lists them), for what looks across kinds: the queue

@@ -52,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
             run::kinds::entry::<IngressBenchmark>(),
             run::kinds::entry::<EgressBenchmark>(),
         ]),
+        usage: Default::default(),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let server = serve_api(&ctx, ready.clone()).await?;

@@ -43,6 +43,10 @@ EDIT_RULES = [(("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("cr
 REPORT_RULES = [(("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection"))]
 LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
 SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
+# security.usageTargets: a workload's selector where it lives, and every kubelet's
+# /metrics/resource through the API server (nodes/proxy get, cluster-wide).
+USAGE_RULES = [(("apps",), ("deployments", "daemonsets"), ("get",))]
+KUBELET_RULES = [(("",), ("nodes/proxy",), ("get",))]
 OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete")),
                  (("",), ("pods/log",), ("get",))]
 RECORDS_RULES = [(("",), ("configmaps",), ("update",))]
@@ -219,6 +223,7 @@ def main():
             if k != kind or name in (full, f"{full}-leader", f"{full}-records", f"{full}-reports"):
                 continue
             want = {f"{full}-sweep": SWEEP_RULES, f"{full}-offload": OFFLOAD_RULES,
+                    f"{full}-usage": USAGE_RULES, f"{full}-kubelet-metrics": KUBELET_RULES,
                     f"{full}-apiserver": APISERVER_RULES, f"{full}-view": VIEW_RULES,
                     f"{full}-edit": EDIT_RULES}.get(name)
             if name in (f"{full}-view", f"{full}-edit"):
@@ -241,14 +246,20 @@ def main():
     check(apiserver == want_apiserver, f"apiserver RBAC: {apiserver}")
     sweep = sorted((k, w) for (k, n, w) in by if n == f"{full}-sweep")
     offload = sorted((k, w) for (k, n, w) in by if n == f"{full}-offload")
+    usage = sorted((k, w) for (k, n, w) in by if n in (f"{full}-usage", f"{full}-kubelet-metrics"))
     if default:
-        check(sweep == [] and offload == [], f"opt-in RBAC rendered by default: {sweep} {offload}")
+        check(sweep == [] and offload == [] and usage == [],
+              f"opt-in RBAC rendered by default: {sweep} {offload} {usage}")
         check("ServiceMonitor" not in kinds, "ServiceMonitor rendered by default")
     else:
         # sweepNamespaces and the target namespaces of sweepTargets.
         check(sweep == [("Role", "bench-a"), ("Role", "bench-b"), ("Role", "ingress"),
                         ("RoleBinding", "bench-a"), ("RoleBinding", "bench-b"), ("RoleBinding", "ingress")],
               f"sweep RBAC: {sweep}")
+        # Usage: the target namespace of each usageTargets pair, and nodes/proxy cluster-wide.
+        check(usage == [("ClusterRole", None), ("ClusterRoleBinding", None),
+                        ("Role", "gateway-system"), ("RoleBinding", "gateway-system")],
+              f"usage RBAC: {usage}")
         # Offload Jobs run in the release namespace, whatever namespaces may request them.
         check(offload == [("Role", ns), ("RoleBinding", ns)], f"offload RBAC: {offload}")
         sm = by.get(("ServiceMonitor", full, ns))
@@ -285,7 +296,7 @@ def main():
             check(env["NETBENCH_LOADGEN_IMAGE"] == loadgen, "loadgen image")
             for k in ("HOST_NETWORK", "OFFLOAD", "SWEEP"):
                 check(env[f"NETBENCH_{k}_NAMESPACES"] == "", f"{k} namespaces not empty by default")
-            for k in ("SWEEP_TARGETS", "OFFLOAD_INTERFACES", "OFFLOAD_NODE_SELECTOR"):
+            for k in ("SWEEP_TARGETS", "USAGE_TARGETS", "OFFLOAD_INTERFACES", "OFFLOAD_NODE_SELECTOR"):
                 check(env[f"NETBENCH_{k}"] == "", f"{k} not empty by default")
             check("tx-checksumming" in env["NETBENCH_OFFLOAD_FEATURES"].split(","), "default offload features")
             caps = {"MAX_WORKERS": "16", "MAX_CONNECTIONS_PER_WORKER": "10000", "MAX_TOTAL_CONNECTIONS": "50000",
@@ -302,6 +313,7 @@ def main():
             check(env["NETBENCH_OFFLOAD_NAMESPACES"] == "*", "offload namespaces env")
             check(env["NETBENCH_HOST_NETWORK_NAMESPACES"] == "bench-a", "hostNetwork namespaces env")
             check(env["NETBENCH_SWEEP_TARGETS"] == "bench-a=ingress/ingress-nginx-controller", "sweep targets env")
+            check(env["NETBENCH_USAGE_TARGETS"] == "bench-a=gateway-system/envoy-*", "usage targets env")
             check(env["NETBENCH_OFFLOAD_INTERFACES"] == "vxlan.calico,nbe-*", "offload interfaces env")
             check(env["NETBENCH_OFFLOAD_FEATURES"] == "tx-checksumming", "offload features env")
             check(env["NETBENCH_OFFLOAD_NODE_SELECTOR"] == "netbench.io/offload=true", "offload node selector env")

@@ -67,6 +67,7 @@ kc label namespace netbench-system --overwrite pod-security.kubernetes.io/enforc
 kc apply -f "$repo/tests/e2e/sweep-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/egress-rbac.yaml" >&2
 kc apply -f "$repo/tests/e2e/route-rbac.yaml" >&2
+kc apply -f "$repo/tests/e2e/usage-rbac.yaml" >&2
 # Sweeps: every namespace within itself (pairs "*=."), and the seed test's namespaces (and
 # bench/seeds.sh's netbench-seeds) the Traefik Deployment; netbench-seeds may also use
 # hostNetwork workers and offload Jobs, for the egress seed. Offload: only the nodes' NIC and overlay
@@ -79,7 +80,8 @@ kc -n netbench-system set env deployment/netbench-operator \
     NETBENCH_SWEEP_TARGETS='*=.,e2e-seed-*=ingress-traefik/traefik,netbench-seeds=ingress-traefik/traefik' NETBENCH_IMAGE_PULL_POLICY=Never NETBENCH_WORKER_START_TIMEOUT=60 \
     NETBENCH_HOST_NETWORK_NAMESPACES='e2e-egpriv-*,netbench-seeds' NETBENCH_OFFLOAD_NAMESPACES='e2e-egpriv-*,netbench-seeds' \
     NETBENCH_OFFLOAD_INTERFACES='eth0,nb-vxlan0' NETBENCH_OFFLOAD_NODE_SELECTOR='netbench.io/e2e-offload=allowed' \
-    NETBENCH_ROUTE_NAMESPACES='e2e-ctl-*' NETBENCH_ROUTE_GATEWAYS='gateway-envoy/bench,gateway-traefik/bench' >&2
+    NETBENCH_ROUTE_NAMESPACES='e2e-ctl-*' NETBENCH_ROUTE_GATEWAYS='gateway-envoy/bench,gateway-traefik/bench' \
+    NETBENCH_USAGE_TARGETS='e2e-ctl-*=.,e2e-ctl-*=envoy-gateway-system,e2e-ctl-*=ingress-traefik/traefik,e2e-ctl-*=gateway-traefik/traefik-gateway' >&2
 # A new image under the same tag needs new pods.
 kc -n netbench-system rollout restart deployment/netbench-operator >&2
 # (rollout status can lose track of a ReplicaSet replaced by the second rollout: retry)

@@ -41,6 +41,65 @@ pub struct Controller {
     /// controller's first measurement, waits for, and deletes when the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<OwnedRoute>,
+    /// The controller's workloads (its data plane, its control plane) whose pods' CPU and
+    /// memory each measurement reports, as the kubelets sampled them during the measured
+    /// window. The cluster admin must allow it (Helm value security.usageTargets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // A map list: the API server refuses a workload listed twice, at no CEL cost.
+    #[schemars(length(max = 4), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["kind", "namespace", "name"]))]
+    pub workloads: Vec<ControllerWorkload>,
+}
+
+/// A Deployment or DaemonSet of a controller, by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerWorkload {
+    /// Deployment (the default) or DaemonSet.
+    #[serde(default)]
+    pub kind: super::TargetKind,
+    #[schemars(
+        regex(pattern = DNS_SUBDOMAIN),
+        length(min = 1, max = 253)
+    )]
+    pub name: String,
+    #[schemars(
+        regex(pattern = DNS_LABEL),
+        length(min = 1, max = 63)
+    )]
+    pub namespace: String,
+}
+
+/// Most workloads one controller lists (controllers[].workloads).
+pub const MAX_WORKLOADS: usize = 4;
+
+/// CPU and memory of one controller workload's pods during a measured window, from the
+/// kubelets' resource metrics (`/metrics/resource`, what metrics-server reads), read through
+/// the API server's node proxy. The kubelet samples a busy pod every 10-20 s (an idle one up to
+/// every 30 s): the CPU figure covers the part of the window between each pod's first and last
+/// sample in it, and a window of 40 s or more gives a busy pod the two samples it needs.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadUsage {
+    /// "Kind namespace/name".
+    #[schemars(length(max = 340))]
+    pub workload: String,
+    /// Pods of the workload the kubelets sampled in the window.
+    pub pods: u32,
+    /// Mean CPU over the covered part of the window, in cores, summed over the pods (the
+    /// pods' CPU-seconds between their first and last samples, over that time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
+    /// Seconds of the window the CPU figure covers (the shortest over the pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered_seconds: Option<f64>,
+    /// Highest working-set memory sampled in the window, summed over the pods, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Why a figure is missing (fewer than two samples of a pod in the window, a pod
+    /// restarted, the kubelet out of reach).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub note: Option<String>,
 }
 
 /// An HTTPRoute (gateway.networking.k8s.io/v1) owned by the run: one rule, one hostname, one

@@ -119,6 +119,11 @@ pub struct Config {
     /// benchmark's own namespace (empty = no sweep).
     #[arg(long, env = "NETBENCH_SWEEP_TARGETS", default_value = "")]
     pub sweep_targets: SweepPairs,
+    /// Usage pairs, as sweep pairs: `BENCHMARK_NS=TARGET_NS[/NAME]`, comma-separated globs.
+    /// An IngressBenchmark in BENCHMARK_NS may read the CPU and memory of workload NAME in
+    /// TARGET_NS (controllers[].workloads) from the kubelets (empty = none).
+    #[arg(long, env = "NETBENCH_USAGE_TARGETS", default_value = "")]
+    pub usage_targets: SweepPairs,
     /// Old form of sweep permissions: each listed namespace ("*" = every one) may sweep
     /// workloads in its OWN namespace only (pairs `NS=.`); use --sweep-targets for others.
     #[arg(long, env = "NETBENCH_SWEEP_NAMESPACES", default_value = "")]

@@ -17,7 +17,7 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
-use super::{churn, plan, result, routes, sweep, validate, verdict};
+use super::{churn, plan, result, routes, sweep, usage, validate, verdict};
 use crate::admin::config::Config;
 use crate::base::conditions::THRESHOLDS_MET;
 use crate::base::error::Result;
@@ -172,6 +172,7 @@ impl Hooks for IngressBenchmark {
     /// The scaling table of a sweep, the controllers side by side, and the thresholds (against
     /// the last step, or every controller's), on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
+        usage::forget_run(run);
         let (controllers, stats) = (&run.obj().spec.controllers, &run.status().run.statistics);
         let steps = controllers.iter().zip(0u32..).filter_map(|(c, step)| {
             let m = stats.iter().find(|m| m.index == step)?;
@@ -246,7 +247,18 @@ impl Hooks for IngressBenchmark {
 
     /// The step's route changes under load (spec.routeChanges).
     async fn while_running(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
-        churn::while_running(run, step).await
+        let sample_again = usage::while_running(run, step).await;
+        match (churn::while_running(run, step).await?, sample_again) {
+            (Step::Done, Some(after)) => Ok(Step::Wait {
+                message: None,
+                after,
+            }),
+            (Step::Wait { message, after }, Some(sooner)) => Ok(Step::Wait {
+                message,
+                after: after.min(sooner),
+            }),
+            (step, _) => Ok(step),
+        }
     }
 
     /// The step's result into status, with its verdict on failed requests (and how its
@@ -268,6 +280,7 @@ impl Hooks for IngressBenchmark {
             Err(e) => return Ok(Step::fail(Reason::BadReport, e)),
         };
         result.controller = plan::controller(&run.obj().spec, step).map(|c| c.name.clone());
+        result.workloads = usage::collect(run, slot).await;
         let before = run.status().steps.iter().find(|s| s.index == step);
         let gateway_404s_only = match churn::collect(run, slot, reports, before) {
             Ok(figures) => {

@@ -1,7 +1,7 @@
 //! An IngressBenchmark's figures on /metrics: each finished step's requests per second,
 //! latency quantiles and errors (labelled with the step's controller when several are
 //! compared, else an empty `controller`), route changes under load (how many showed, how
-//! fast), and a sweep's scaling efficiency.
+//! fast), the controller workloads' CPU and memory, and a sweep's scaling efficiency.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -15,6 +15,8 @@ pub struct IngressMetrics {
     efficiency: GaugeVec,
     propagation: GaugeVec,
     changes: GaugeVec,
+    cpu: GaugeVec,
+    memory: GaugeVec,
 }
 
 impl Family for IngressMetrics {
@@ -62,6 +64,18 @@ impl Family for IngressMetrics {
                 "netbench_ingress_route_changes",
                 "Route changes under load made, shown before the next change, and made with their instant lost (untimed); change: swap, create or delete",
                 &["namespace", "name", "step", "controller", "change", "state"],
+            ),
+            cpu: gauge(
+                registry,
+                "netbench_ingress_workload_cpu_cores",
+                "Mean CPU of a controller workload's pods (controllers[].workloads) over the kubelet samples inside a finished step's window, in cores",
+                &["namespace", "name", "step", "controller", "workload"],
+            ),
+            memory: gauge(
+                registry,
+                "netbench_ingress_workload_memory_bytes",
+                "Highest working-set memory of a controller workload's pods sampled by the kubelets inside a finished step's window",
+                &["namespace", "name", "step", "controller", "workload"],
             ),
         }
     }
@@ -133,6 +147,15 @@ impl IngressMetrics {
                     .set(f64::from(v));
             }
         }
+        for w in &r.workloads {
+            let labels = [namespace, name, &step, controller, w.workload.as_str()];
+            if let Some(cores) = w.cpu_cores {
+                self.cpu.with_label_values(&labels).set(cores);
+            }
+            if let Some(bytes) = w.memory_bytes {
+                self.memory.with_label_values(&labels).set(bytes as f64);
+            }
+        }
     }
 
     /// Publishes a sweep's scaling efficiency per step.
@@ -154,7 +177,13 @@ impl IngressMetrics {
         let steps = super::plan::step_count(&ib.spec);
         for step in s.steps.iter().filter(|r| r.index < steps) {
             let mut step = step.clone();
-            step.controller = super::plan::controller(&ib.spec, step.index).map(|c| c.name.clone());
+            let controller = super::plan::controller(&ib.spec, step.index);
+            step.controller = controller.map(|c| c.name.clone());
+            // Only the spec's workloads label a series.
+            let named: Vec<String> = controller
+                .map(|c| c.workloads.iter().map(super::usage::describe).collect())
+                .unwrap_or_default();
+            step.workloads.retain(|w| named.contains(&w.workload));
             self.set_step(namespace, name, &step);
         }
         if let Some(scaling) = &s.scaling {
@@ -189,6 +218,13 @@ mod tests {
                 p99_ms: Some(30.0),
                 ..Default::default()
             }),
+            workloads: vec![crds::ingress::WorkloadUsage {
+                workload: "Deployment gw/envoy".into(),
+                pods: 1,
+                cpu_cores: Some(0.25),
+                memory_bytes: Some(1 << 20),
+                ..Default::default()
+            }],
             ..Default::default()
         };
         m.set_step("team", "churn", &step);
@@ -200,6 +236,8 @@ mod tests {
             r#"netbench_ingress_route_change_propagation_seconds{change="swap",controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.04"#,
             r#"netbench_ingress_route_changes{change="delete",controller="envoy-gateway",name="churn",namespace="team",state="untimed",step="1"} 1"#,
             r#"netbench_ingress_route_change_propagation_seconds{change="delete",controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.03"#,
+            r#"netbench_ingress_workload_cpu_cores{controller="envoy-gateway",name="churn",namespace="team",step="1",workload="Deployment gw/envoy"} 0.25"#,
+            r#"netbench_ingress_workload_memory_bytes{controller="envoy-gateway",name="churn",namespace="team",step="1",workload="Deployment gw/envoy"} 1048576"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }

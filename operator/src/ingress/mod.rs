@@ -3,7 +3,7 @@
 //! deadline and the run's budget, its claims in the queue), the admin's caps (`limits`),
 //! checks (`validate`), the sweep target (`target`) in a run (`sweep`, with its saved spec in
 //! `restore`), the HTTPRoutes a run creates for its controllers (`routes`) and changes under load
-//! (`churn`), the step results
+//! (`churn`), its controllers' CPU and memory during each window (`usage`), the step results
 //! (`result`, `verdict`) and their series on /metrics (`metrics`).
 
 pub(crate) mod churn;
@@ -16,5 +16,6 @@ pub mod result;
 pub mod routes;
 pub mod sweep;
 pub mod target;
+pub(crate) mod usage;
 pub mod validate;
 pub mod verdict;

@@ -90,6 +90,7 @@ pub fn step_result(
         route_changes: None,
         route_creations: None,
         route_deletions: None,
+        workloads: vec![],
     })
 }
 

@@ -28,6 +28,19 @@ pub fn permitted(
         route_allowed(config, namespace, route)
             .map_err(|e| format!("controller {}: {e}", c.name))?;
     }
+    for c in &spec.controllers {
+        for w in &c.workloads {
+            if !config
+                .usage_targets
+                .allows(namespace, &w.namespace, &w.name)
+            {
+                return Err(format!(
+                    "controller {}: benchmarks in namespace {namespace} may not read the CPU and memory of {}/{}; the cluster admin can pair them (Helm value security.usageTargets: \"{namespace}={}/{}\")",
+                    c.name, w.namespace, w.name, w.namespace, w.name
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -204,5 +217,29 @@ mod tests {
         let mut c = Config::for_tests();
         c.sweep_namespaces = "*".into();
         assert!(sweep_permitted(&own, "team-a", &c).is_ok());
+    }
+
+    #[test]
+    fn reading_a_workloads_usage_needs_the_admins_pair() {
+        let s = spec("{target: {url: 'http://x/'}, controllers: [{name: eg, workloads: [{name: envoy, namespace: gw}]}]}");
+        let mut c = Config::for_tests();
+        let err = permitted(&s, "team-a", &c).unwrap_err();
+        assert!(
+            err.contains("controller eg: benchmarks in namespace team-a may not read the CPU and memory of gw/envoy")
+                && err.contains("security.usageTargets: \"team-a=gw/envoy\""),
+            "{err}"
+        );
+        c.usage_targets = crate::admin::allow::SweepPairs::parse("team-b=gw/envoy,team-a=gw/other");
+        assert!(
+            permitted(&s, "team-a", &c).is_err(),
+            "another team's or workload's pair"
+        );
+        c.sweep_targets = crate::admin::allow::SweepPairs::parse("team-a=gw/envoy");
+        assert!(
+            permitted(&s, "team-a", &c).is_err(),
+            "a sweep pair is not a usage pair"
+        );
+        c.usage_targets = crate::admin::allow::SweepPairs::parse("team-a=gw/envoy");
+        assert!(permitted(&s, "team-a", &c).is_ok());
     }
 }

@@ -144,5 +144,6 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         },
         wake,
         kinds: Kinds::default(),
+        usage: Default::default(),
     }
 }

@@ -535,6 +535,17 @@ pub async fn operator_metrics(client: &Client) -> Result<String> {
 /// name it answers with in X-Netbench-Backend), its http-server given `args` more (e.g.
 /// `["--delay", "50ms"]`), created and rolled out.
 pub async fn shipped_target(client: &Client, ns: &str, name: &str, args: &[&str]) {
+    shipped_target_with(client, ns, name, args, |_| {}).await
+}
+
+/// [`shipped_target`], its objects changed by `edit` before they are created.
+pub async fn shipped_target_with(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    args: &[&str],
+    edit: impl Fn(&mut Value),
+) {
     let file = repo_root().join("deploy/examples/target.yaml");
     let text = std::fs::read_to_string(file).unwrap();
     let renamed = text.replace("netbench-target", name);
@@ -544,6 +555,7 @@ pub async fn shipped_target(client: &Client, ns: &str, name: &str, args: &[&str]
             let given = given.as_array_mut().unwrap();
             given.extend(args.iter().map(|a| json!(a)));
         }
+        edit(&mut object);
         create(client, ns, &object).await.unwrap();
     }
     rolled_out(ns, name);

@@ -205,6 +205,27 @@ async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created()
     assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
     assert_no_routes(&client, &ns.name).await;
 
+    // Reading a workload's CPU and memory needs the admin's pair too: refused before any pod.
+    let mut usage = comparison(&ns.name, &host, 1);
+    set(&mut usage, "/metadata/name", json!("usage"));
+    set(
+        &mut usage,
+        "/spec/controllers",
+        json!([{"name": "traefik", "url": TRAEFIK, "hostHeader": host,
+                "workloads": [{"name": "traefik", "namespace": "ingress-traefik"}]}]),
+    );
+    let done = create_and_wait(&client, &usage, FINISHED, Duration::from_secs(60)).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Failed", "{st:#}");
+    let message = st["message"].as_str().unwrap();
+    assert!(
+        message.contains("controller traefik: benchmarks in namespace")
+            && message.contains("may not read the CPU and memory of ingress-traefik/traefik")
+            && message.contains("security.usageTargets"),
+        "{message}"
+    );
+    assert!(worker_pods(&client, &ns.name).await.unwrap().is_empty());
+
     // Thousands of controllers never reach the operator: the API server refuses them.
     let mut many = comparison(&ns.name, &host, 1);
     let list: Vec<Value> = (0..2000)
@@ -220,6 +241,116 @@ async fn a_route_where_the_admin_allows_none_is_refused_and_nothing_is_created()
         refused.contains("spec.controllers") && refused.contains("must have at most 8 items"),
         "{refused}"
     );
+}
+
+/// The shipped target held to 100m CPU by its limit (the CFS quota), in `ns` as "capped": a
+/// controller whose CPU under load is known.
+async fn capped_target(client: &kube::Client, ns: &str) {
+    shipped_target_with(client, ns, "capped", &[], |object| {
+        if let Some(resources) = object.pointer_mut("/spec/template/spec/containers/0/resources") {
+            *resources =
+                json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "100m", "memory": "128Mi"}});
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn controller_workloads_cpu_and_memory_are_read_from_the_kubelets() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    let host = format!("web.{}.bench.local", ns.name);
+    backend_with_ingress(&client, &ns.name, &host).await;
+    capped_target(&client, &ns.name).await;
+    let restarts = operator_restarts(&client).await;
+    let capped_url = format!("http://capped.{}.svc.cluster.local/", ns.name);
+    let ib = benchmark(
+        IB,
+        &ns.name,
+        "usage",
+        json!({
+            "target": {"url": capped_url},
+            "controllers": [
+                {"name": "capped", "url": capped_url,
+                 "workloads": [{"name": "capped", "namespace": ns.name}]},
+                {"name": "envoy-gateway", "url": ENVOY, "route": {
+                    "gateway": {"name": "bench", "namespace": "gateway-envoy", "sectionName": "web"},
+                    "hostname": host,
+                    "backend": {"name": "web", "port": 80},
+                    "settle": "1s"},
+                 "workloads": [
+                    {"name": "envoy-bench", "namespace": "envoy-gateway-system"},
+                    {"name": "envoy-gateway", "namespace": "envoy-gateway-system"}]}
+            ],
+            // 40 s: the kubelet samples a busy pod every 10-20 s, so it has two samples.
+            "load": {"connections": 8, "duration": "40s", "warmup": "2s"},
+            "workers": {"nodeNames": ["nb-node0"]},
+            "cleanup": "Never",
+        }),
+    );
+    let done = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let steps = st["steps"].as_array().unwrap();
+    let usage = |step: usize, i: usize| steps[step]["workloads"][i].clone();
+    eprintln!(
+        "workloads: {:#}",
+        json!([steps[0]["workloads"], steps[1]["workloads"]])
+    );
+
+    // The known answer: a pod held to 100m by its CFS quota and loaded beyond it used 0.1 core.
+    let capped = usage(0, 0);
+    assert_eq!(
+        capped["workload"],
+        format!("Deployment {}/capped", ns.name),
+        "{capped:#}"
+    );
+    assert_eq!(capped["pods"], 1, "{capped:#}");
+    let cores = capped["cpuCores"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (0.07..=0.105).contains(&cores),
+        "capped target's CPU {cores}: {capped:#}"
+    );
+    let covered = capped["coveredSeconds"].as_f64().unwrap();
+    assert!((10.0..=40.0).contains(&covered), "{capped:#}");
+    let memory = capped["memoryBytes"].as_u64().unwrap();
+    assert!((1 << 20..128 << 20).contains(&memory), "{capped:#}");
+
+    // Envoy Gateway: its data plane worked under the load, its control plane hardly.
+    let (data, control) = (usage(1, 0), usage(1, 1));
+    assert_eq!(
+        data["workload"],
+        "Deployment envoy-gateway-system/envoy-bench"
+    );
+    assert_eq!(
+        control["workload"],
+        "Deployment envoy-gateway-system/envoy-gateway"
+    );
+    let data_cores = data["cpuCores"].as_f64().unwrap_or(-1.0);
+    assert!(data_cores > 0.05, "{data:#}");
+    // An idle pod may be sampled only every 15-30 s: its CPU, when two samples fell in the
+    // window, or the note that says why not.
+    match control["cpuCores"].as_f64() {
+        Some(cores) => assert!(
+            (0.0..data_cores).contains(&cores),
+            "{control:#} vs {data:#}"
+        ),
+        None => assert!(control["note"]
+            .as_str()
+            .unwrap()
+            .contains("fewer than two kubelet samples")),
+    }
+    for w in [&data, &control] {
+        assert!(w["memoryBytes"].as_u64().unwrap() > 1 << 20, "{w:#}");
+    }
+
+    let metrics = operator_metrics(&client).await.unwrap();
+    let series = format!(
+        "netbench_ingress_workload_cpu_cores{{controller=\"capped\",name=\"usage\",namespace=\"{0}\",step=\"0\",workload=\"Deployment {0}/capped\"}}",
+        ns.name
+    );
+    assert!(metrics.contains(&series), "{series} missing");
+    assert_eq!(operator_restarts(&client).await, restarts);
 }
 
 /// A route the run creates on the test cluster's Gateway in `gateway_ns`, for `host`, to web-a.
