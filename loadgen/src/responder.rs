@@ -4,10 +4,14 @@
 //! so the default answer is "hello\n"), after an optional delay. Keep-alive as the client asks.
 //! With `--name NAME` every answer names its backend in `X-Netbench-Backend: NAME`, so a client
 //! recording answers (`http --record-answers`) sees which backend a route led to, and when.
+//! With `--count-port PORT` it says on that port how many answers it gave (`answered N`), so a
+//! test can hold a client's counts against what the backend served.
 //! Built on hyper (the operator's worker API uses it too).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -68,6 +72,10 @@ pub struct ServerArgs {
     /// letters, digits, '-' or '.'), so clients recording answers see which backend answered.
     #[arg(long)]
     pub name: Option<String>,
+    /// Also listen on this port and answer every request there with the number of answers
+    /// given so far (`answered N`).
+    #[arg(long)]
+    pub count_port: Option<u16>,
 }
 
 impl ServerArgs {
@@ -127,6 +135,15 @@ fn respond(answer: &Answer) -> Response<Full<Bytes>> {
 
 /// Serves `answer` on `listener` until the process ends (a failed connection ends only itself).
 pub async fn serve(listener: TcpListener, answer: Answer) -> std::io::Result<()> {
+    serve_counted(listener, answer, Arc::default()).await
+}
+
+/// [`serve`], adding one to `answered` for every answer given.
+pub async fn serve_counted(
+    listener: TcpListener,
+    answer: Answer,
+    answered: Arc<AtomicU64>,
+) -> std::io::Result<()> {
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -142,26 +159,66 @@ pub async fn serve(listener: TcpListener, answer: Answer) -> std::io::Result<()>
             }
         };
         let _ = stream.set_nodelay(true);
-        let answer = answer.clone();
+        let (answer, answered) = (answer.clone(), answered.clone());
         tokio::spawn(async move {
             let _slot = slot;
             let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
-                let answer = answer.clone();
+                let (answer, answered) = (answer.clone(), answered.clone());
                 async move {
                     if !answer.delay.is_zero() {
                         tokio::time::sleep(answer.delay).await;
                     }
+                    answered.fetch_add(1, Ordering::Relaxed);
                     Ok::<_, Infallible>(respond(&answer))
                 }
             });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .max_buf_size(MAX_BUFFER);
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            serve_connection(stream, service).await;
+        });
+    }
+}
+
+/// Serves one connection with the responder's bounds (head timeout, buffer); its end or
+/// failure ends only it.
+async fn serve_connection<S>(stream: tokio::net::TcpStream, service: S)
+where
+    S: hyper::service::Service<Request<hyper::body::Incoming>, Response = Response<Full<Bytes>>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::Future: Send,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_BUFFER);
+    let _ = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// Answers every request on `listener` with `answered N`, the answers given so far (a few
+/// connections at a time: it is read by tests, not loaded).
+pub async fn serve_count(listener: TcpListener, answered: Arc<AtomicU64>) -> std::io::Result<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(16));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return Ok(());
+        };
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let answered = answered.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
+                let n = answered.load(Ordering::Relaxed);
+                async move {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(format!(
+                        "answered {n}\n"
+                    )))))
+                }
+            });
+            serve_connection(stream, service).await;
         });
     }
 }
@@ -194,7 +251,13 @@ pub fn run(args: &ServerArgs) -> anyhow::Result<()> {
                 None => String::new(),
             }
         );
-        serve(listener, answer).await?;
+        let answered = Arc::<AtomicU64>::default();
+        if let Some(port) = args.count_port {
+            let counts = TcpListener::bind(SocketAddr::new(args.bind, port)).await?;
+            eprintln!("answers counted on {}", counts.local_addr()?);
+            tokio::spawn(serve_count(counts, answered.clone()));
+        }
+        serve_counted(listener, answer, answered).await?;
         Ok(())
     })
 }
@@ -212,6 +275,7 @@ mod tests {
             status,
             threads: None,
             name: None,
+            count_port: None,
         }
     }
 

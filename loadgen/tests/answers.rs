@@ -23,6 +23,7 @@ fn named_responder(name: &str, status: u16) -> String {
         status,
         threads: Some(1),
         name: Some(name.into()),
+        count_port: None,
     })
 }
 

@@ -21,6 +21,7 @@ fn responder(body_size: usize, delay: &str, status: u16) -> String {
         status,
         threads: Some(1),
         name: None,
+        count_port: None,
     })
 }
 
@@ -105,4 +106,66 @@ fn a_client_that_never_finishes_its_request_holds_only_its_own_connection() {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     assert_eq!(get(&mut other, "/").1, b"hello\n");
+}
+
+#[test]
+fn the_count_port_says_how_many_answers_were_given() {
+    let answer = ServerArgs {
+        port: 0,
+        bind: "127.0.0.1".parse().unwrap(),
+        body_size: 6,
+        delay: "0s".into(),
+        status: 503,
+        threads: Some(1),
+        name: None,
+        count_port: None,
+    }
+    .answer()
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let answers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let counts = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send((answers.local_addr().unwrap(), counts.local_addr().unwrap()))
+                .unwrap();
+            let answered = std::sync::Arc::<std::sync::atomic::AtomicU64>::default();
+            tokio::spawn(loadgen::responder::serve_count(counts, answered.clone()));
+            loadgen::responder::serve_counted(answers, answer, answered)
+                .await
+                .unwrap();
+        });
+    });
+    let (answers, counts) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let count = || {
+        let mut conn = TcpStream::connect(counts).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        get(&mut conn, "/")
+    };
+    assert_eq!(
+        count(),
+        ("HTTP/1.1 200 OK".to_string(), b"answered 0\n".to_vec())
+    );
+    let mut conn = TcpStream::connect(answers).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    for _ in 0..5 {
+        assert_eq!(get(&mut conn, "/").0, "HTTP/1.1 503 Service Unavailable");
+    }
+    let mut other = TcpStream::connect(answers).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    get(&mut other, "/x");
+    assert_eq!(
+        count().1,
+        b"answered 6\n",
+        "reading the count is not an answer"
+    );
+    assert_eq!(count().1, b"answered 6\n");
 }

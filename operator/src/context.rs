@@ -25,7 +25,7 @@ pub struct Context {
     /// Every kind the operator runs.
     pub kinds: Kinds,
     /// Pods' CPU and memory sampled during measured windows.
-    pub usage: Arc<crate::k8s::usage::Windows>,
+    pub usage: Arc<crate::k8s::usage::Windows<Vec<crds::ingress::WorkloadUsage>>>,
 }
 
 /// Every kind the operator runs (main.rs lists them), for what looks across kinds: the queue

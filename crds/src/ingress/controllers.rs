@@ -85,12 +85,14 @@ pub struct WorkloadUsage {
     pub workload: String,
     /// Pods of the workload the kubelets sampled in the window.
     pub pods: u32,
-    /// Mean CPU over the covered part of the window, in cores, summed over the pods (the
-    /// pods' CPU-seconds between their first and last samples, over that time).
+    /// CPU in cores: the sum over the pods of each pod's mean between its first and last
+    /// kubelet samples in the window (its CPU-seconds between them, over the time between).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
     pub cpu_cores: Option<f64>,
     /// Seconds of the window the CPU figure covers (the shortest over the pods).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
     pub covered_seconds: Option<f64>,
     /// Highest working-set memory sampled in the window, summed over the pods, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

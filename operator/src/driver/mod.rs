@@ -149,6 +149,7 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     run_record::delete(&ctx.client, &ctx.config.namespace, &Owner::of(&obj)).await?;
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
         ctx.runs.forget(id);
+        ctx.usage.forget_run(id);
     }
     ctx.metrics.family::<RunMetrics>().forget(&kind, &ns, &name);
     ctx.metrics

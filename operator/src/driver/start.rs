@@ -45,6 +45,7 @@ async fn stop_old_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
         let selector = format!("{}={old}", labels::RUN);
         pods::delete_workers(&run.ctx().client, &K::kind(&()), run.ns(), &selector).await?;
         run.ctx().runs.forget(&old);
+        run.ctx().usage.forget_run(&old);
     }
     Ok(())
 }

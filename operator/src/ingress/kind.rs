@@ -247,8 +247,10 @@ impl Hooks for IngressBenchmark {
 
     /// The step's route changes under load (spec.routeChanges).
     async fn while_running(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
+        // Route changes first: they keep a schedule; the kubelet readings can wait.
+        let churn = churn::while_running(run, step).await?;
         let sample_again = usage::while_running(run, step).await;
-        match (churn::while_running(run, step).await?, sample_again) {
+        match (churn, sample_again) {
             (Step::Done, Some(after)) => Ok(Step::Wait {
                 message: None,
                 after,

@@ -149,11 +149,14 @@ impl IngressMetrics {
         }
         for w in &r.workloads {
             let labels = [namespace, name, &step, controller, w.workload.as_str()];
-            if let Some(cores) = w.cpu_cores {
-                self.cpu.with_label_values(&labels).set(cores);
+            // A figure this run does not have leaves no earlier run's value behind.
+            match w.cpu_cores {
+                Some(cores) => self.cpu.with_label_values(&labels).set(cores),
+                None => drop(self.cpu.remove_label_values(&labels)),
             }
-            if let Some(bytes) = w.memory_bytes {
-                self.memory.with_label_values(&labels).set(bytes as f64);
+            match w.memory_bytes {
+                Some(bytes) => self.memory.with_label_values(&labels).set(bytes as f64),
+                None => drop(self.memory.remove_label_values(&labels)),
             }
         }
     }

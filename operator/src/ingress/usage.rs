@@ -2,7 +2,9 @@
 //! workloads' pods are sampled from their kubelets every [`POLL_EVERY`] while the window is
 //! open and once more when the sample is collected; each workload then gets a WorkloadUsage
 //! from the kubelet samples taken inside the window. Reading never fails a run: what could not
-//! be read is said in the figure's note.
+//! be read is said in the figure's note. Only pods the workload owns count, at most
+//! [`MAX_PODS`] of them (a workload with more is not read at all), and one reading of every
+//! workload takes at most [`SAMPLE_DEADLINE`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -17,7 +19,7 @@ use kube::Client;
 use crds::ingress::{ControllerWorkload, IngressBenchmark, TargetKind, WorkloadUsage};
 
 use super::plan;
-use crate::k8s::usage::{self, PodSeries, Window, MAX_PODS};
+use crate::k8s::usage::{self, PodSeries, MAX_PODS};
 use crate::policy::samples::Slot;
 use crate::run::Run;
 
@@ -26,6 +28,14 @@ type IngressRun<'a> = Run<'a, IngressBenchmark>;
 /// How often the kubelets are read while a window is open (cAdvisor samples a container every
 /// 10-20 s, up to 30 s while it is idle).
 const POLL_EVERY: Duration = Duration::from_secs(2);
+/// Longest one reading of every workload may take (its pods listed, their kubelets read).
+const SAMPLE_DEADLINE: Duration = Duration::from_secs(4);
+/// Longest note kept.
+const MAX_NOTE: usize = 1000;
+/// Most pods a note names.
+const NAMED_PODS: usize = 5;
+
+type Window = usage::Window<Vec<WorkloadUsage>>;
 
 fn now_ms() -> u64 {
     let now = std::time::SystemTime::now()
@@ -81,7 +91,8 @@ pub async fn while_running(run: &IngressRun<'_>, step: u32) -> Option<Duration> 
 }
 
 /// The figures of the slot's window, after one last reading (the kubelets may publish a
-/// sample taken inside the window after it ended); the window's samples are then forgotten.
+/// sample taken inside the window after it ended); kept with the window, so a collection
+/// tried again gives the same figures. The run's windows go when it ends (`forget_run`).
 pub async fn collect(run: &IngressRun<'_>, slot: Slot) -> Vec<WorkloadUsage> {
     let Some(controller) = plan::controller(&run.obj().spec, slot.measurement) else {
         return vec![];
@@ -90,19 +101,25 @@ pub async fn collect(run: &IngressRun<'_>, slot: Slot) -> Vec<WorkloadUsage> {
         return vec![];
     }
     let key = key(run, slot);
+    if let Some(made) = run.ctx().usage.get(&key).and_then(|w| w.figures) {
+        return made;
+    }
     let Some(bounds) = window(run, slot) else {
-        run.ctx().usage.forget(&key);
-        return unmeasured(&controller.workloads, "the window's start is not known");
+        // The operator restarted during the window: its readings were in memory.
+        let why = "not measured: the operator restarted during the window";
+        return unmeasured(&controller.workloads, why);
     };
     sample(run, &key, &controller.workloads, bounds).await;
-    let window = run.ctx().usage.get(&key).unwrap_or_default();
-    run.ctx().usage.forget(&key);
-    figures(&controller.workloads, &window)
+    run.ctx().usage.update(&key, now_ms(), |window| {
+        let made = figures(&controller.workloads, window);
+        window.figures = Some(made.clone());
+        made
+    })
 }
 
-/// Forgets every window of run `id` (a run that ended before its windows were collected).
+/// Forgets every window of the run (it ended).
 pub fn forget_run(run: &IngressRun<'_>) {
-    run.ctx().usage.forget(&format!("{}/", run.id()));
+    run.ctx().usage.forget_run(run.id());
 }
 
 fn unmeasured(workloads: &[ControllerWorkload], why: &str) -> Vec<WorkloadUsage> {
@@ -124,8 +141,8 @@ pub(crate) fn describe(w: &ControllerWorkload) -> String {
     format!("{kind} {}/{}", w.namespace, w.name)
 }
 
-/// Reads every workload's pods and their nodes' kubelets once, and keeps the samples taken
-/// within `bounds`.
+/// Reads every workload's pods and their nodes' kubelets once (within [`SAMPLE_DEADLINE`]),
+/// and keeps the samples taken within `bounds`.
 async fn sample(
     run: &IngressRun<'_>,
     key: &str,
@@ -133,20 +150,31 @@ async fn sample(
     (from, to): (u64, u64),
 ) {
     let client = run.ctx().client.clone();
-    let mut found: BTreeMap<usize, Result<Vec<(String, String)>, String>> = BTreeMap::new();
-    for (i, w) in workloads.iter().enumerate() {
-        found.insert(i, pods_of(&client, w).await);
-    }
-    let nodes: BTreeSet<&String> = found
-        .values()
-        .flatten()
-        .flat_map(|pods| pods.iter().map(|(_, node)| node))
-        .collect();
-    let mut pages = BTreeMap::new();
-    for node in nodes {
-        pages.insert(node.clone(), usage::read_node(&client, node).await);
-    }
-    run.ctx().usage.update(key, |window| {
+    let read = async {
+        let mut found: BTreeMap<usize, Result<Vec<(String, String)>, String>> = BTreeMap::new();
+        for (i, w) in workloads.iter().enumerate() {
+            found.insert(i, pods_of(&client, w).await);
+        }
+        let nodes: BTreeSet<String> = found
+            .values()
+            .flatten()
+            .flat_map(|pods| pods.iter().map(|(_, node)| node.clone()))
+            .collect();
+        let pages = usage::read_nodes(&client, nodes.into_iter().collect()).await;
+        (found, pages)
+    };
+    let (found, pages) = match tokio::time::timeout(SAMPLE_DEADLINE, read).await {
+        Ok(read) => read,
+        Err(_) => {
+            let late = format!(
+                "a reading of the workloads took more than {}s",
+                SAMPLE_DEADLINE.as_secs()
+            );
+            let failed = (0..workloads.len()).map(|i| (i, Err(late.clone())));
+            (failed.collect(), BTreeMap::new())
+        }
+    };
+    run.ctx().usage.update(key, now_ms(), |window| {
         window.polled_at = Some(now_ms());
         for (i, w) in workloads.iter().enumerate() {
             let pods = match found.get(&i) {
@@ -169,14 +197,11 @@ async fn sample(
                 let Some(reading) = page.get(&(w.namespace.clone(), pod.clone())) else {
                     continue;
                 };
-                let series = window.pods.entry(i).or_default();
-                if series.len() >= MAX_PODS && !series.contains_key(pod) {
-                    window.errors.insert(
-                        i,
-                        format!("more than {MAX_PODS} pods: the rest are not followed"),
-                    );
+                // A pod counts once the kubelet sampled it inside the window.
+                if !PodSeries::inside(reading, from, to) {
                     continue;
                 }
+                let series = window.pods.entry(i).or_default();
                 series
                     .entry(pod.clone())
                     .or_default()
@@ -186,43 +211,75 @@ async fn sample(
     });
 }
 
-/// The running pods of workload `w` and their nodes, by its selector.
+/// The running pods workload `w` owns and their nodes: selected by its selector, kept only if
+/// owned (a DaemonSet's pods by its uid, a Deployment's through a ReplicaSet named for it and
+/// the pod's template hash). More than [`MAX_PODS`] is an error: the workload is not read.
 async fn pods_of(client: &Client, w: &ControllerWorkload) -> Result<Vec<(String, String)>, String> {
     let it = describe(w);
     let forbidden = |e: kube::Error| match e {
         kube::Error::Api(s) if s.code == 403 => format!("{it} is out of reach: {}", s.message),
         e => format!("{it}: {e}"),
     };
-    let selector: Option<LabelSelector> = match w.kind {
+    let found: Option<(LabelSelector, Option<String>)> = match w.kind {
         TargetKind::Deployment => Api::<Deployment>::namespaced(client.clone(), &w.namespace)
             .get_opt(&w.name)
             .await
             .map_err(forbidden)?
-            .map(|d| d.spec.selector),
+            .map(|d| (d.spec.selector, d.metadata.uid)),
         TargetKind::DaemonSet => Api::<DaemonSet>::namespaced(client.clone(), &w.namespace)
             .get_opt(&w.name)
             .await
             .map_err(forbidden)?
-            .map(|d| d.spec.selector),
+            .map(|d| (d.spec.selector, d.metadata.uid)),
     };
-    let selector = selector.ok_or_else(|| format!("{it} not found"))?;
+    let (selector, uid) = found.ok_or_else(|| format!("{it} not found"))?;
     let selector = Selector::try_from(selector).map_err(|e| format!("{it}'s selector: {e}"))?;
     if selector.selects_all() {
         return Err(format!("{it} selects every pod of its namespace"));
     }
+    let limit = u32::try_from(MAX_PODS)
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
+    let params = ListParams::default()
+        .labels_from(&selector)
+        .fields("status.phase=Running")
+        .limit(limit);
     let pods = Api::<Pod>::namespaced(client.clone(), &w.namespace)
-        .list(&ListParams::default().labels_from(&selector))
+        .list(&params)
         .await
         .map_err(forbidden)?;
+    let more = pods.metadata.continue_.is_some_and(|c| !c.is_empty());
+    if pods.items.len() > MAX_PODS || more {
+        return Err(format!(
+            "{it} has more than {MAX_PODS} running pods: not read (at most {MAX_PODS})"
+        ));
+    }
     Ok(pods
         .items
         .into_iter()
-        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .filter(|p| owned(w, uid.as_deref(), p))
         .filter_map(|p| {
             let node = p.spec.as_ref()?.node_name.clone()?;
             Some((p.metadata.name?, node))
         })
         .collect())
+}
+
+/// Whether workload `w` (of uid `uid`) controls pod `p`.
+fn owned(w: &ControllerWorkload, uid: Option<&str>, p: &Pod) -> bool {
+    let owners = p.metadata.owner_references.iter().flatten();
+    let Some(owner) = owners.into_iter().find(|o| o.controller == Some(true)) else {
+        return false;
+    };
+    match w.kind {
+        TargetKind::DaemonSet => owner.kind == "DaemonSet" && Some(owner.uid.as_str()) == uid,
+        TargetKind::Deployment => {
+            let labels = p.metadata.labels.as_ref();
+            let hash = labels.and_then(|l| l.get("pod-template-hash"));
+            owner.kind == "ReplicaSet"
+                && hash.is_some_and(|h| owner.name == format!("{}-{h}", w.name))
+        }
+    }
 }
 
 /// Each workload's figures from the window's samples.
@@ -236,18 +293,37 @@ fn figures(workloads: &[ControllerWorkload], window: &Window) -> Vec<WorkloadUsa
             let mut usage = workload_usage(pods);
             usage.workload = describe(w);
             if let Some(e) = window.errors.get(&i) {
-                let note = match usage.note.take() {
+                usage.note = Some(match usage.note.take() {
                     Some(n) => format!("{n}; {e}"),
                     None => e.clone(),
-                };
-                usage.note = Some(crate::base::labels::truncate(&note, 1000));
+                });
             }
+            usage.note = usage
+                .note
+                .map(|n| crate::base::labels::truncate(&n, MAX_NOTE));
             usage
         })
         .collect()
 }
 
-/// One workload's figures: CPU only when every pod sampled has two samples in the window.
+/// Pod names for a note: the first few, then how many more.
+fn some_pods(names: &[&str]) -> String {
+    let more = names.len().saturating_sub(NAMED_PODS);
+    let named = names
+        .iter()
+        .take(NAMED_PODS)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match more {
+        0 => named,
+        n => format!("{named} and {n} more"),
+    }
+}
+
+/// One workload's figures: CPU only when every pod sampled in the window has two CPU samples
+/// there (the sum of each pod's mean between its first and last sample), memory only when
+/// every such pod has a memory sample.
 fn workload_usage(pods: &BTreeMap<String, PodSeries>) -> WorkloadUsage {
     let mut usage = WorkloadUsage {
         pods: u32::try_from(pods.len()).unwrap_or(u32::MAX),
@@ -271,11 +347,26 @@ fn workload_usage(pods: &BTreeMap<String, PodSeries>) -> WorkloadUsage {
                 .collect();
             usage.note = Some(format!(
                 "no CPU figure: fewer than two kubelet samples in the window, or a restart, for pod(s) {} (the kubelet samples a busy pod every 10-20 s, an idle one every 15-30 s: a window of 40 s or more gives a busy pod two)",
-                short.join(", ")
+                some_pods(&short)
             ));
         }
     }
     let memory: Option<f64> = pods.values().map(|s| s.max_memory).sum();
+    if memory.is_none() {
+        let missing: Vec<&str> = pods
+            .iter()
+            .filter(|(_, s)| s.max_memory.is_none())
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let note = format!(
+            "no memory figure: no working-set sample in the window for pod(s) {}",
+            some_pods(&missing)
+        );
+        usage.note = Some(match usage.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
+    }
     // A working set is at most a node's memory: far inside u64 and f64's exact integers.
     usage.memory_bytes = memory.map(|m| m.round().clamp(0.0, 9.0e15) as u64);
     usage
@@ -354,6 +445,146 @@ mod tests {
         assert!(
             note.contains("no pod") && note.contains("HTTP 403"),
             "{note}"
+        );
+    }
+
+    #[test]
+    fn a_note_stays_short_whatever_the_number_of_pods() {
+        let pods: BTreeMap<String, PodSeries> = (0..200)
+            .map(|i| {
+                (
+                    format!("ingress-nginx-controller-{i:03}-abcdefghij"),
+                    series(&[(1.0, 1000, 1.0)]),
+                )
+            })
+            .collect();
+        let mut window = Window::default();
+        window.pods.insert(0, pods);
+        window.errors.insert(0, "x".repeat(5000));
+        let w = ControllerWorkload {
+            kind: TargetKind::Deployment,
+            name: "ingress-nginx-controller".into(),
+            namespace: "ingress".into(),
+        };
+        let u = &figures(&[w], &window)[0];
+        let note = u.note.clone().unwrap();
+        assert!(note.chars().count() <= MAX_NOTE, "{}", note.len());
+        assert!(note.contains("and 195 more"), "{note}");
+        assert_eq!(u.pods, 200);
+    }
+
+    #[test]
+    fn a_pod_without_a_memory_sample_is_named() {
+        let mut cpu_only = PodSeries::default();
+        let reading = PodReading {
+            cpu: Some((1.0, 1000)),
+            memory: None,
+        };
+        cpu_only.add(&reading, 0, 100_000);
+        let pods = BTreeMap::from([
+            (
+                "a".to_string(),
+                series(&[(1.0, 1000, 5e6), (3.0, 21_000, 7e6)]),
+            ),
+            ("b".to_string(), cpu_only),
+        ]);
+        let u = workload_usage(&pods);
+        assert_eq!(u.memory_bytes, None);
+        assert!(u
+            .note
+            .unwrap()
+            .contains("no memory figure: no working-set sample in the window for pod(s) b"));
+    }
+
+    fn pod(owner_kind: &str, owner: &str, uid: &str, hash: Option<&str>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "p",
+                "labels": hash.map(|h| serde_json::json!({"pod-template-hash": h})).unwrap_or(serde_json::json!({})),
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": owner,
+                                     "uid": uid, "controller": true}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_pods_the_workload_controls_count() {
+        let deploy = ControllerWorkload {
+            kind: TargetKind::Deployment,
+            name: "envoy".into(),
+            namespace: "gw".into(),
+        };
+        assert!(owned(
+            &deploy,
+            Some("d1"),
+            &pod("ReplicaSet", "envoy-5d8f", "rs1", Some("5d8f"))
+        ));
+        // Another Deployment's ReplicaSet whose name starts the same, a bare ReplicaSet, no hash.
+        assert!(!owned(
+            &deploy,
+            Some("d1"),
+            &pod("ReplicaSet", "envoy-admin-5d8f", "rs2", Some("5d8f"))
+        ));
+        assert!(!owned(
+            &deploy,
+            Some("d1"),
+            &pod("ReplicaSet", "other", "rs3", Some("5d8f"))
+        ));
+        assert!(!owned(
+            &deploy,
+            Some("d1"),
+            &pod("ReplicaSet", "envoy-5d8f", "rs1", None)
+        ));
+        assert!(!owned(
+            &deploy,
+            Some("d1"),
+            &pod("DaemonSet", "envoy", "d1", Some("5d8f"))
+        ));
+        let ds = ControllerWorkload {
+            kind: TargetKind::DaemonSet,
+            name: "cilium-envoy".into(),
+            namespace: "kube-system".into(),
+        };
+        assert!(owned(
+            &ds,
+            Some("u1"),
+            &pod("DaemonSet", "cilium-envoy", "u1", None)
+        ));
+        assert!(!owned(
+            &ds,
+            Some("u1"),
+            &pod("DaemonSet", "cilium-envoy", "u2", None)
+        ));
+        assert!(!owned(
+            &ds,
+            None,
+            &pod("DaemonSet", "cilium-envoy", "u1", None)
+        ));
+        let mut bare = pod("DaemonSet", "cilium-envoy", "u1", None);
+        bare.metadata.owner_references = None;
+        assert!(!owned(&ds, Some("u1"), &bare));
+    }
+
+    #[test]
+    fn windows_go_with_their_run_and_when_stale() {
+        let windows = usage::Windows::<Vec<WorkloadUsage>>::default();
+        for key in ["run-1/0", "run-1/65", "run-10/0", "run-2/1"] {
+            windows.update(key, 1_000, |w| w.polled_at = Some(1_000));
+        }
+        windows.forget_run("run-1");
+        assert!(windows.get("run-1/0").is_none() && windows.get("run-1/65").is_none());
+        assert!(
+            windows.get("run-10/0").is_some(),
+            "another run whose id starts the same"
+        );
+        windows.update("run-3/0", 1_000 + 3_600_000, |w| {
+            w.polled_at = Some(3_601_000)
+        });
+        assert_eq!(
+            windows.kept(),
+            1,
+            "windows not read for an hour are dropped"
         );
     }
 }

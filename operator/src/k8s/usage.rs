@@ -16,8 +16,12 @@ use kube::Client;
 const MAX_PAGE: usize = 4 << 20;
 /// How long one kubelet read may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most pods one window follows (a workload with more is not measured).
-pub const MAX_PODS: usize = 64;
+/// Most pods of one workload that are read (a workload with more is not measured).
+pub const MAX_PODS: usize = 16;
+/// Most kubelets read at once.
+const PARALLEL_READS: usize = 4;
+/// A window not read for this long belongs to a run that went without collecting it.
+const STALE_MS: u64 = 3_600_000;
 
 /// One pod's figures in one kubelet page.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -64,6 +68,25 @@ pub async fn read_node(client: &Client, node: &str) -> Result<Page, String> {
     tokio::time::timeout(READ_TIMEOUT, read)
         .await
         .map_err(|_| format!("node {node}'s resource metrics: no answer within 5s"))?
+}
+
+/// Reads the kubelets of `nodes`, a few at a time.
+pub async fn read_nodes(
+    client: &Client,
+    nodes: Vec<String>,
+) -> BTreeMap<String, Result<Page, String>> {
+    use futures::stream::{self, StreamExt};
+    stream::iter(nodes)
+        .map(|node| {
+            let client = client.clone();
+            async move {
+                let page = read_node(&client, &node).await;
+                (node, page)
+            }
+        })
+        .buffer_unordered(PARALLEL_READS)
+        .collect()
+        .await
 }
 
 fn is_dns_subdomain(s: &str) -> bool {
@@ -157,6 +180,12 @@ pub struct PodSeries {
 }
 
 impl PodSeries {
+    /// Whether the kubelet sampled `reading` (CPU or memory) within `[from_ms, to_ms]`.
+    pub fn inside(reading: &PodReading, from_ms: u64, to_ms: u64) -> bool {
+        let inside = |r: Option<(f64, u64)>| r.is_some_and(|(_, at)| from_ms <= at && at <= to_ms);
+        inside(reading.cpu) || inside(reading.memory)
+    }
+
     /// Adds a reading if the kubelet sampled it within `[from_ms, to_ms]`.
     pub fn add(&mut self, reading: &PodReading, from_ms: u64, to_ms: u64) {
         let inside = |at: u64| from_ms <= at && at <= to_ms;
@@ -187,44 +216,78 @@ impl PodSeries {
             return None;
         }
         let seconds = (t1 - t0) as f64 / 1000.0;
-        Some(((b - a) / seconds, seconds))
+        let cores = (b - a) / seconds;
+        cores.is_finite().then_some((cores, seconds))
     }
 }
 
-/// The samples of every window being measured, by a key the caller chooses (a run and its
-/// measurement); kept in memory only: an operator restarted during a window measures what
-/// remains of it.
-#[derive(Default)]
-pub struct Windows {
-    windows: Mutex<HashMap<String, Window>>,
+/// The samples of every window being measured, by a key the caller chooses (`RUN/SLOT`); kept
+/// in memory only: an operator restarted during a window has no figures for it (the note says
+/// so).
+pub struct Windows<F> {
+    windows: Mutex<HashMap<String, Window<F>>>,
 }
 
-/// One window's pods by workload, and what went wrong reading them.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Window {
+impl<F> Default for Windows<F> {
+    fn default() -> Self {
+        Windows {
+            windows: Mutex::default(),
+        }
+    }
+}
+
+/// One window's pods by workload, what went wrong reading them, and the figures `F` made of
+/// them once collected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window<F> {
     /// Pods by workload (an index the caller chooses), then by pod name.
     pub pods: BTreeMap<usize, BTreeMap<String, PodSeries>>,
     /// The last error per workload.
     pub errors: BTreeMap<usize, String>,
     /// When the window was last sampled (ms since the epoch).
     pub polled_at: Option<u64>,
+    /// What the window was made into once collected (a retried collection gives the same).
+    pub figures: Option<F>,
 }
 
-impl Windows {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Window>> {
+impl<F> Default for Window<F> {
+    fn default() -> Self {
+        Window {
+            pods: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            polled_at: None,
+            figures: None,
+        }
+    }
+}
+
+impl<F: Clone> Windows<F> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Window<F>>> {
         self.windows.lock().unwrap_or_else(PoisonError::into_inner)
     }
-    /// Changes window `key` (made empty first if new).
-    pub fn update<R>(&self, key: &str, change: impl FnOnce(&mut Window) -> R) -> R {
-        change(self.lock().entry(key.to_string()).or_default())
+    /// Changes window `key` (made empty first if new); windows of runs that went without
+    /// collecting them (not read for an hour) are dropped.
+    pub fn update<R>(&self, key: &str, now_ms: u64, change: impl FnOnce(&mut Window<F>) -> R) -> R {
+        let mut windows = self.lock();
+        windows.retain(|_, w| {
+            w.polled_at
+                .is_none_or(|at| now_ms.saturating_sub(at) < STALE_MS)
+        });
+        change(windows.entry(key.to_string()).or_default())
     }
     /// Window `key`'s samples, if any.
-    pub fn get(&self, key: &str) -> Option<Window> {
+    pub fn get(&self, key: &str) -> Option<Window<F>> {
         self.lock().get(key).cloned()
     }
-    /// Forgets every window whose key starts with `prefix` (a run that ended).
-    pub fn forget(&self, prefix: &str) {
-        self.lock().retain(|k, _| !k.starts_with(prefix));
+    /// Forgets every window of run `run` (keys `RUN/...`: a run that ended, was replaced or
+    /// deleted).
+    pub fn forget_run(&self, run: &str) {
+        self.lock()
+            .retain(|k, _| k.split_once('/').is_none_or(|(r, _)| r != run));
+    }
+    /// How many windows are kept.
+    pub fn kept(&self) -> usize {
+        self.lock().len()
     }
 }
 
@@ -314,6 +377,13 @@ container_cpu_usage_seconds_total{container="envoy",namespace="envoy-gateway-sys
         restarted.add(&reading(1.5, 6000, 1.0), 0, 9000);
         assert!(restarted.restarted);
         assert_eq!(restarted.cpu(), None);
+        let mut huge = PodSeries::default();
+        huge.add(&reading(0.0, 1000, 1.0), 0, 9000);
+        huge.add(&reading(f64::MAX, 1001, 1.0), 0, 9000);
+        assert_eq!(huge.cpu(), None, "no infinite cores");
+        let outside = reading(1.0, 10_000, 1.0);
+        assert!(!PodSeries::inside(&outside, 0, 9000));
+        assert!(PodSeries::inside(&outside, 0, 10_000));
     }
 
     #[test]

@@ -581,3 +581,103 @@ async fn route_deletions_and_creations_under_load_show_in_the_answers_on_two_gat
     assert_no_routes(&client, &ns.name).await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }
+
+/// The shipped target as backend `name` in `ns`, answering `status`, counting its answers on
+/// port 9090 (`--count-port`), which its readiness probe reads (so probes are not answers).
+async fn counted_backend(client: &kube::Client, ns: &str, name: &str, status: &str) {
+    let args = ["--status", status, "--count-port", "9090"];
+    shipped_target_with(client, ns, name, &args, |object| {
+        let probe = "/spec/template/spec/containers/0/readinessProbe/httpGet/port";
+        if let Some(port) = object.pointer_mut(probe) {
+            *port = json!(9090);
+        }
+    })
+    .await;
+}
+
+/// What backend `name` in `ns` says it answered (its count port, through the API server's pod
+/// proxy).
+async fn answered(client: &kube::Client, ns: &str, name: &str) -> u64 {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={name}")))
+        .await
+        .unwrap();
+    let running: Vec<_> = pods
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    assert_eq!(running.len(), 1, "one pod of {name}");
+    let pod = running[0].metadata.name.clone().unwrap();
+    let path = format!("/api/v1/namespaces/{ns}/pods/{pod}:9090/proxy/");
+    let text = client
+        .request_text(http::Request::get(path).body(vec![]).unwrap())
+        .await
+        .unwrap();
+    text.trim()
+        .strip_prefix("answered ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{name}'s count: {text:?}"))
+}
+
+/// Route churn, counted against what the backends served: Envoy Gateway's route swapped every
+/// second between web-a (200) and web-b (503) under a steady load, with no warm-up, so every
+/// answer a backend gave was asked for in the measured window. The workers' 2xx are web-a's
+/// answers and their 5xx web-b's, each short by at most the requests still in flight when the
+/// window closed; a backend answering 503 counts as errors and fails the run.
+#[tokio::test]
+async fn route_churn_errors_are_counted_as_the_backends_served_them() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    counted_backend(&client, &ns.name, "web-a", "200").await;
+    counted_backend(&client, &ns.name, "web-b", "503").await;
+    let restarts = operator_restarts(&client).await;
+    let changes = json!({"every": "1s", "swapTo": {"name": "web-b", "port": 80}});
+    let mut churn = under_churn(&ns.name, "counted", changes);
+    let controllers = two_gateways(&ns.name);
+    set(&mut churn, "/spec/controllers", json!([controllers[0]]));
+    set(&mut churn, "/spec/load/warmup", json!("0s"));
+    let connections = 4;
+    let (before_a, before_b) = (
+        answered(&client, &ns.name, "web-a").await,
+        answered(&client, &ns.name, "web-b").await,
+    );
+    let done = create_and_wait(&client, &churn, FINISHED, RUN_TIMEOUT).await;
+    let st = &done["status"];
+    let a = answered(&client, &ns.name, "web-a").await - before_a;
+    let b = answered(&client, &ns.name, "web-b").await - before_b;
+    let step = &st["steps"][0];
+    let e = &step["errors"];
+    let requests = step["requests"].as_u64().unwrap();
+    let (s4, s5) = (
+        e["status4xx"].as_u64().unwrap(),
+        e["status5xx"].as_u64().unwrap(),
+    );
+    let ok = requests - s4 - s5;
+    eprintln!(
+        "web-a served {a}, web-b served {b}; the workers counted {requests} answers: {ok} 2xx, {s5} 5xx, {s4} 4xx; errors {e}; changes {}",
+        step["routeChanges"]
+    );
+    assert_eq!(st["phase"], "Failed", "web-b's 503s fail the run: {st:#}");
+    assert!(
+        st["message"].as_str().unwrap().contains("failed"),
+        "{}",
+        st["message"]
+    );
+    assert!(b > 0 && a > 0, "both backends served: {a} {b}");
+    assert!(
+        (a.saturating_sub(connections)..=a).contains(&ok),
+        "2xx {ok} against web-a's {a}"
+    );
+    assert!(
+        (b.saturating_sub(connections)..=b).contains(&s5),
+        "5xx {s5} against web-b's {b}"
+    );
+    assert_eq!(s4, 0);
+    for class in ["connect", "timeout", "read", "write", "parse"] {
+        assert_eq!(e[class], 0, "{class}: {e}");
+    }
+    assert_eq!(step["routeChanges"]["changes"], 10);
+    assert_no_routes(&client, &ns.name).await;
+    assert_eq!(operator_restarts(&client).await, restarts);
+}
