@@ -433,12 +433,21 @@ fn controllers_are_drawn_side_by_side_with_what_is_significant() {
         "| traefik | 3 | 10000 | 248 | 100.0%, best | 2.00 | 0.25 | worse (significant) |",
         "| envoy-gateway | 3 | 8000 | 248 | 80.0%, worse (significant) | 1.20 | 0.25 | best |",
         "20.0% fewer than traefik (significant)",
+        "### Route changes under load",
+        "| controller | swaps shown | swap p99 ms |\n|---|---|---|\n",
+        "| traefik | 50% ± 25 | 2000.0 ± 248.4 |",
+        "| envoy-gateway | 100% ± 0 | 25.0 ± 12.4 |",
     ] {
         assert!(md.contains(row), "missing {row:?} in\n{md}");
     }
     assert!(
         !md.contains("-ingress-scaling.svg"),
         "no scaling chart for controllers"
+    );
+    let plain = report::render(&fixtures(&["ingress-sweep.yaml"])).unwrap();
+    assert!(
+        !plain.markdown.contains("Route changes"),
+        "no route table without route figures"
     );
     for (suffix, tallest_first) in [
         ("-controllers-rps.svg", true),

@@ -16,9 +16,11 @@
 #
 # An expression without data fails, except where the cluster's real state explains it, and then
 # it is printed as EMPTY with the reason: per benchmark, the other kind's panels and
-# netbench_ingress_scaling_efficiency without a sweep (needs two or more steps); egress series
+# netbench_ingress_scaling_efficiency without a sweep (needs two or more steps), route-change and
+# controller-workload series without spec.routeChanges / controllers[].workloads; egress series
 # when no EgressBenchmark has succeeded; netbench_reconcile_errors_total when the operator's own
-# /metrics shows no reconcile error. With all benchmarks selected only the last is excused.
+# /metrics shows no reconcile error. With all benchmarks selected only the last (and route and
+# workload series no benchmark here asks for) is excused.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_cmds prometheus promtool kubectl curl jq python3
 
@@ -147,6 +149,10 @@ for f in "${bench_files[@]}"; do
         extra+=(--may-be-empty "netbench_live_(transactions_per_second|loss_ratio)=$name is an IngressBenchmark; live transactions and loss are for request/response and UDP egress cases")
         [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.sweep}') ]] ||
             extra+=(--may-be-empty "netbench_ingress_scaling_efficiency=$name has no sweep; efficiency needs two or more steps")
+        [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.routeChanges}') ]] ||
+            extra+=(--may-be-empty "netbench_ingress_route_change(s|_propagation_seconds)=$name changes no route under load (spec.routeChanges)")
+        [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.controllers[*].workloads}') ]] ||
+            extra+=(--may-be-empty "netbench_ingress_workload_(cpu_cores|memory_bytes)=$name lists no controller workloads (controllers[].workloads)")
     fi
     [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.baseline}') ]] ||
         extra+=(--may-be-empty "netbench_regression=$name has no baseline; verdicts need one")
@@ -164,6 +170,12 @@ done
 all="($(IFS='|'; echo "${names[*]}"))"
 log "dashboard with namespace=$bench_ns benchmark=$all"
 errors_explained=(--may-be-empty "netbench_regression=none of the benchmarks here has a baseline")
+route_changes=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.routeChanges}' 2>/dev/null; done)
+[[ -n $route_changes ]] ||
+    errors_explained+=(--may-be-empty "netbench_ingress_route_change(s|_propagation_seconds)=none of the benchmarks here changes routes under load")
+workloads=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.controllers[*].workloads}' 2>/dev/null; done)
+[[ -n $workloads ]] ||
+    errors_explained+=(--may-be-empty "netbench_ingress_workload_(cpu_cores|memory_bytes)=none of the benchmarks here lists controller workloads")
 topologies=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].topology}' 2>/dev/null; done)
 [[ -n $topologies ]] ||
     errors_explained+=(--may-be-empty "netbench_egress_pair_value=none of the benchmarks here has a case with a topology")

@@ -1,6 +1,7 @@
 //! Controllers side by side (an IngressBenchmark with `spec.controllers`): the comparison the
 //! operator makes (crds::ingress::compare, from the result's measurements, never from status),
-//! as a table and two bar charts, a colour per controller.
+//! as a table and two bar charts, a colour per controller; and, when the run changed routes
+//! under load, each controller's route figures (the share of changes shown, their p99).
 
 use anyhow::Result;
 
@@ -92,4 +93,66 @@ pub fn section(number: usize, title: &str, c: &Comparison, out: &mut Rendered) -
         svg,
     );
     Ok(())
+}
+
+/// The per-sample route figures (spec.routeChanges), in the order a table shows them.
+const ROUTE_FIGURES: [(&str, &str); 6] = [
+    ("routeChangesShown", "swaps shown"),
+    ("routeChangeP99Ms", "swap p99 ms"),
+    ("routeCreationsShown", "creations shown"),
+    ("routeCreationP99Ms", "creation p99 ms"),
+    ("routeDeletionsShown", "deletions shown"),
+    ("routeDeletionP99Ms", "deletion p99 ms"),
+];
+
+/// Each controller's route figures (mean ± 95% over the samples), when the result has any:
+/// a share as a percentage, a p99 in ms.
+pub fn route_section(spec: &BenchmarkResultSpec, out: &mut Rendered) {
+    let mut rows: Vec<(u32, &str, crds::result::MeasurementStats)> = spec
+        .measurements
+        .iter()
+        .filter_map(|m| {
+            Some((
+                m.index,
+                m.parameters.get("controller")?.as_str(),
+                m.statistics(),
+            ))
+        })
+        .collect();
+    rows.sort_by_key(|(index, _, _)| *index);
+    let present: Vec<(&str, &str)> = ROUTE_FIGURES
+        .into_iter()
+        .filter(|(name, _)| rows.iter().any(|(_, _, m)| m.metric(name).is_some()))
+        .collect();
+    if present.is_empty() {
+        return;
+    }
+    out.markdown
+        .push_str("### Route changes under load
+
+Mean of the samples ± 95%. A change not shown counts in the p99 at the time it was given (the p99 is then a lower bound).
+
+| controller |");
+    for (_, title) in &present {
+        out.markdown.push_str(&format!(" {title} |"));
+    }
+    out.markdown.push_str("\n|---|");
+    out.markdown.push_str(&"---|".repeat(present.len()));
+    out.markdown.push('\n');
+    for (_, controller, m) in &rows {
+        out.markdown
+            .push_str(&format!("| {} |", md_cell(controller)));
+        for (name, _) in &present {
+            let cell = match m.metric(name) {
+                Some(f) if name.ends_with("Shown") => {
+                    format!(" {:.0}% ± {:.0} |", f.mean * 100.0, f.ci95 * 100.0)
+                }
+                Some(f) => format!(" {:.1} ± {:.1} |", f.mean, f.ci95),
+                None => " - |".to_string(),
+            };
+            out.markdown.push_str(&cell);
+        }
+        out.markdown.push('\n');
+    }
+    out.markdown.push('\n');
 }

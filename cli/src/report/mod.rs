@@ -126,6 +126,7 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
     }
     if let Some(c) = controllers::of(&r.spec) {
         controllers::section(number, &r.spec.benchmark.name, &c, out)?;
+        controllers::route_section(&r.spec, out);
     } else if steps.len() > 1 {
         let (x_desc, points) = scaling_points(&steps);
         let title = format!("{}: requests/s against size", r.spec.benchmark.name);
