@@ -77,20 +77,23 @@ pub fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> 
 
 /// Removes every series of `g` labelled with this benchmark (kind, namespace, name first).
 pub fn remove_benchmark(g: &GaugeVec, kind: &str, namespace: &str, name: &str) {
-    let ours = [kind, namespace, name];
+    remove_labelled(
+        g,
+        &[("kind", kind), ("namespace", namespace), ("name", name)],
+    );
+}
+
+/// Removes every series of `g` that has all of `labels` (name, value).
+pub fn remove_labelled(g: &GaugeVec, labels: &[(&str, &str)]) {
     for family in g.collect() {
         for m in family.get_metric() {
-            let labels: HashMap<&str, &str> = m
+            let series: HashMap<&str, &str> = m
                 .get_label()
                 .iter()
                 .map(|l| (l.name(), l.value()))
                 .collect();
-            let same = ["kind", "namespace", "name"]
-                .iter()
-                .zip(ours)
-                .all(|(k, v)| labels.get(k) == Some(&v));
-            if same {
-                let _ = g.remove(&labels);
+            if labels.iter().all(|(k, v)| series.get(k) == Some(v)) {
+                let _ = g.remove(&series);
             }
         }
     }

@@ -336,6 +336,10 @@ impl Hooks for IngressBenchmark {
         let mut events = sweep::restore_earlier(ctx, ib, run).await?;
         let reference = kube::Resource::object_ref(ib, &());
         ctx.publish(&reference, &mut events).await;
+        let ns = ib.namespace().unwrap_or_default();
+        ctx.metrics
+            .family::<IngressMetrics>()
+            .forget(&ns, &ib.name_any());
         Ok(Step::Done)
     }
 }

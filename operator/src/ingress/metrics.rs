@@ -5,7 +5,7 @@
 
 use prometheus::{GaugeVec, Registry};
 
-use crate::base::metrics::{gauge, Family};
+use crate::base::metrics::{gauge, remove_labelled, Family};
 
 pub struct IngressMetrics {
     rps: GaugeVec,
@@ -161,6 +161,24 @@ impl IngressMetrics {
         }
     }
 
+    /// Drops every series of benchmark `namespace`/`name` (it is deleted).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let ours = [("namespace", namespace), ("name", name)];
+        for g in [
+            &self.rps,
+            &self.latency,
+            &self.errors,
+            &self.error_ratio,
+            &self.efficiency,
+            &self.propagation,
+            &self.changes,
+            &self.cpu,
+            &self.memory,
+        ] {
+            remove_labelled(g, &ours);
+        }
+    }
+
     /// Publishes a sweep's scaling efficiency per step.
     pub fn set_scaling(&self, namespace: &str, name: &str, s: &crds::ingress::Scaling) {
         for row in &s.rows {
@@ -247,6 +265,19 @@ mod tests {
         assert!(
             !text.contains(r#"change="create""#),
             "no creations made: {text}"
+        );
+        m.set_step("team", "churn-2", &step);
+        m.forget("team", "churn");
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.gather())
+            .unwrap();
+        assert!(
+            !text.contains(r#"name="churn","#),
+            "a deleted benchmark's series: {text}"
+        );
+        assert!(
+            text.contains(r#"netbench_ingress_rps{controller="envoy-gateway",name="churn-2",namespace="team",step="1"}"#),
+            "another benchmark's series stay: {text}"
         );
     }
 }
