@@ -7,20 +7,26 @@ use anyhow::Result;
 
 use crds::ingress::compare::comparison;
 use crds::ingress::{Comparison, Standing};
-use crds::result::BenchmarkResultSpec;
+use crds::result::{BenchmarkResultSpec, MeasurementStats};
 
 use super::charts::{self, Bar};
 use super::{push_chart, Rendered};
 use crate::text::{md_cell, md_text};
 
-/// The comparison of a result whose measurements name their controllers; None otherwise.
-pub fn of(spec: &BenchmarkResultSpec) -> Option<Comparison> {
+/// The measurements that name their controller, with their statistics, in step order.
+fn named(spec: &BenchmarkResultSpec) -> Vec<(&str, MeasurementStats)> {
     let mut named: Vec<_> = spec
         .measurements
         .iter()
         .filter_map(|m| Some((m.parameters.get("controller")?.as_str(), m.statistics())))
         .collect();
     named.sort_by_key(|(_, m)| m.index);
+    named
+}
+
+/// The comparison of a result whose measurements name their controllers; None otherwise.
+pub fn of(spec: &BenchmarkResultSpec) -> Option<Comparison> {
+    let named = named(spec);
     comparison(named.iter().map(|(n, m)| (*n, m)))
 }
 
@@ -108,21 +114,10 @@ const ROUTE_FIGURES: [(&str, &str); 6] = [
 /// Each controller's route figures (mean ± 95% over the samples), when the result has any:
 /// a share as a percentage, a p99 in ms.
 pub fn route_section(spec: &BenchmarkResultSpec, out: &mut Rendered) {
-    let mut rows: Vec<(u32, &str, crds::result::MeasurementStats)> = spec
-        .measurements
-        .iter()
-        .filter_map(|m| {
-            Some((
-                m.index,
-                m.parameters.get("controller")?.as_str(),
-                m.statistics(),
-            ))
-        })
-        .collect();
-    rows.sort_by_key(|(index, _, _)| *index);
+    let rows = named(spec);
     let present: Vec<(&str, &str)> = ROUTE_FIGURES
         .into_iter()
-        .filter(|(name, _)| rows.iter().any(|(_, _, m)| m.metric(name).is_some()))
+        .filter(|(name, _)| rows.iter().any(|(_, m)| m.metric(name).is_some()))
         .collect();
     if present.is_empty() {
         return;
@@ -139,7 +134,7 @@ Mean of the samples ± 95%. A change not shown counts in the p99 at the time it 
     out.markdown.push_str("\n|---|");
     out.markdown.push_str(&"---|".repeat(present.len()));
     out.markdown.push('\n');
-    for (_, controller, m) in &rows {
+    for (controller, m) in &rows {
         out.markdown
             .push_str(&format!("| {} |", md_cell(controller)));
         for (name, _) in &present {

@@ -18,6 +18,8 @@ use kube::Client;
 
 use crds::ingress::{ControllerWorkload, IngressBenchmark, TargetKind, WorkloadUsage};
 
+use protocol::worker::now_unix_ms as now_ms;
+
 use super::plan;
 use crate::k8s::usage::{self, PodSeries, MAX_PODS};
 use crate::policy::samples::Slot;
@@ -36,13 +38,6 @@ const MAX_NOTE: usize = 1000;
 const NAMED_PODS: usize = 5;
 
 type Window = usage::Window<Vec<WorkloadUsage>>;
-
-fn now_ms() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
-}
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -134,10 +129,7 @@ fn unmeasured(workloads: &[ControllerWorkload], why: &str) -> Vec<WorkloadUsage>
 }
 
 pub(crate) fn describe(w: &ControllerWorkload) -> String {
-    let kind = match w.kind {
-        TargetKind::Deployment => "Deployment",
-        TargetKind::DaemonSet => "DaemonSet",
-    };
+    let kind = super::target::kind_name(w.kind);
     format!("{kind} {}/{}", w.namespace, w.name)
 }
 
@@ -174,8 +166,9 @@ async fn sample(
             (failed.collect(), BTreeMap::new())
         }
     };
-    run.ctx().usage.update(key, now_ms(), |window| {
-        window.polled_at = Some(now_ms());
+    let now = now_ms();
+    run.ctx().usage.update(key, now, |window| {
+        window.polled_at = Some(now);
         for (i, w) in workloads.iter().enumerate() {
             let pods = match found.get(&i) {
                 Some(Ok(pods)) => pods,
