@@ -140,7 +140,9 @@ pub struct LatencyMillis {
     pub mean: f64,
 }
 
-/// Failed requests by class. Errors never enter the latency figures.
+/// Errors by class. `status4xx`/`status5xx` are answers (also counted in the step's `requests`
+/// and in its latency, as wrk counts them); the other classes are requests that got no answer,
+/// which never enter the latency figures.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorCounts {
@@ -169,6 +171,30 @@ impl ErrorCounts {
         .into_iter()
         .fold(0, u64::saturating_add)
     }
+
+    /// Requests that got no answer (connect, timeout, read, write, parse), saturating.
+    pub fn unanswered(&self) -> u64 {
+        [
+            self.connect,
+            self.timeout,
+            self.read,
+            self.write,
+            self.parse,
+        ]
+        .into_iter()
+        .fold(0, u64::saturating_add)
+    }
+
+    /// The share of attempted requests that failed, given the step's `requests` (its answers,
+    /// status errors among them): (4xx + 5xx + unanswered) / (answers + unanswered), so every
+    /// answer a backend gave as 503 counts once. `None` when nothing was attempted. A stored
+    /// status claiming more status errors than answers is held to the answers.
+    pub fn error_rate(&self, requests: u64) -> Option<f64> {
+        let unanswered = self.unanswered();
+        let status = self.status4xx.saturating_add(self.status5xx).min(requests);
+        let attempts = requests.saturating_add(unanswered);
+        (attempts > 0).then(|| status.saturating_add(unanswered) as f64 / attempts as f64)
+    }
 }
 
 #[cfg(test)]
@@ -190,5 +216,33 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(small.total(), 5);
+    }
+
+    #[test]
+    fn error_rate_counts_each_status_error_once() {
+        // 2000 answers, 1000 of them 503: half the requests failed, not a third.
+        let half = ErrorCounts {
+            status5xx: 1000,
+            ..Default::default()
+        };
+        assert_eq!(half.error_rate(2000), Some(0.5));
+        // Every answer a 503: all failed.
+        assert_eq!(half.error_rate(1000), Some(1.0));
+        // 90 answers (10 of them 404) and 10 connections refused: 20 of 100 failed.
+        let mixed = ErrorCounts {
+            status4xx: 10,
+            connect: 10,
+            ..Default::default()
+        };
+        assert_eq!(mixed.error_rate(90), Some(0.2));
+        assert_eq!(ErrorCounts::default().error_rate(0), None);
+        assert_eq!(ErrorCounts::default().error_rate(5), Some(0.0));
+        // A forged status: more status errors than answers, counts at the edge of u64.
+        let forged = ErrorCounts {
+            status5xx: u64::MAX,
+            timeout: u64::MAX,
+            ..Default::default()
+        };
+        assert_eq!(forged.error_rate(3), Some(1.0));
     }
 }

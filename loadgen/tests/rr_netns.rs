@@ -1,6 +1,6 @@
 //! The request/response engines on the veth and vxlan paths of namespaces this test builds
 //! (tests/netns/topology.sh), with delay and loss added to one device inside them: netem when
-//! the kernel has it, else the nfqueue stand-in of support/impair.rs (same packets, same
+//! the kernel has it, else the nfqueue stand-in of test-support's impair.rs (same packets, same
 //! effect; the run says which). tcp-rr's median must move by exactly the added delay, udp-rr
 //! must report the configured loss and never stall, and tcp-crr must say when it ran out of
 //! local ports instead of quietly slowing down.
@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use protocol::rr::{validate_rr, RrCounts, RrReport};
 use protocol::Protocol;
-use support::impair::{Impairment, Spec};
 use support::*;
+use test_support::impair::{Impairment, Spec};
 
 const PORT: &str = "5211";
 

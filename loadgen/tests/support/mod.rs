@@ -6,8 +6,6 @@
 
 pub use test_support::ports;
 
-pub mod impair;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

@@ -114,12 +114,7 @@ impl IngressMetrics {
                 .with_label_values(&[namespace, name, &step, controller, class])
                 .set(v as f64);
         }
-        let all = r.requests as f64 + e.total() as f64;
-        let ratio = if all > 0.0 {
-            e.total() as f64 / all
-        } else {
-            0.0
-        };
+        let ratio = e.error_rate(r.requests).unwrap_or(0.0);
         self.error_ratio.with_label_values(&labels).set(ratio);
         let kinds = [
             ("swap", &r.route_changes),

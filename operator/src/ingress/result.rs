@@ -214,9 +214,8 @@ pub fn check_thresholds(t: &Thresholds, s: &StepResult) -> (bool, String) {
         }
     }
     if let Some(max) = t.max_error_rate {
-        let errors = s.errors.total() as f64;
-        let all = s.requests as f64 + errors;
-        let rate = if all > 0.0 { errors / all } else { 1.0 };
+        // Nothing attempted misses the threshold.
+        let rate = s.errors.error_rate(s.requests).unwrap_or(1.0);
         if rate > max {
             failures.push(format!("error rate {rate:.4} > maxErrorRate {max}"));
         }
@@ -236,9 +235,7 @@ pub fn figures(r: &StepResult) -> Vec<Figure> {
         better,
         value,
     };
-    let errors = r.errors.total() as f64;
-    let all = r.requests as f64 + errors;
-    let error_rate = if all > 0.0 { errors / all } else { 0.0 };
+    let error_rate = r.errors.error_rate(r.requests).unwrap_or(0.0);
     let l = &r.latency_ms;
     vec![
         fig("rps", "req/s", Better::Higher, r.rps),
@@ -408,8 +405,8 @@ mod tests {
         assert!(!ok);
         assert!(msg.contains("p99 12.00ms > maxP99 10ms"), "{msg}");
         assert!(
-            msg.contains("error rate 0.0196 > maxErrorRate 0.01"),
-            "{msg}"
+            msg.contains("error rate 0.0200 > maxErrorRate 0.01"),
+            "20 of 1000 answers were 503s: {msg}"
         );
         let (ok, _) = check_thresholds(
             &Thresholds {
@@ -419,6 +416,29 @@ mod tests {
             &s,
         );
         assert!(ok);
+    }
+
+    #[test]
+    fn the_error_rate_figure_counts_a_503_once() {
+        // 2000 answers, half of them 503s, and 0 unanswered: half the requests failed.
+        let mut s = step(0, "1", 200.0);
+        s.requests = 2000;
+        s.errors.status5xx = 1000;
+        let rate = |s: &StepResult| {
+            figures(s)
+                .into_iter()
+                .find(|f| f.name == "errorRate")
+                .map(|f| f.value)
+        };
+        assert_eq!(rate(&s), Some(0.5));
+        // 500 more refused connections: 1500 of 2500 attempts.
+        s.errors.connect = 500;
+        assert_eq!(rate(&s), Some(0.6));
+        let t = Thresholds {
+            max_error_rate: Some(0.59),
+            ..Default::default()
+        };
+        assert!(!check_thresholds(&t, &s).0);
     }
 
     #[test]

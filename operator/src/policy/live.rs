@@ -151,13 +151,18 @@ impl Point {
                 broken(self.bits?)
             }
             GateFigure::ErrorRate => {
+                // Live errors/s hold 4xx/5xx answers (also in rps) and unanswered requests
+                // (not in rps) without telling them apart: the rate lies between "all were
+                // unanswered" and "all were answers".
                 let (errors, rps) = (self.errors?, self.rps?);
                 let all = errors + rps;
-                if all > 0.0 {
-                    broken(errors / all)
+                let lo = (all > 0.0).then(|| errors / all)?;
+                let hi = if rps > 0.0 {
+                    (errors / rps).min(1.0)
                 } else {
-                    None
-                }
+                    1.0
+                };
+                bounded(Some((lo, hi)))
             }
             GateFigure::P50Ms => bounded(self.p50),
             GateFigure::P99Ms => bounded(self.p99),
@@ -438,6 +443,15 @@ mod tests {
             s.push("a", Reading::of(&u).unwrap(), 1);
         }
         assert_eq!(decide(&s.points(), &g, 0.0).unwrap().value, 0.2);
+        // 9.5 errors/s beside 90 answers/s: 0.095 if none of them were answers, 0.106 if all
+        // were 5xx answers. Not broken for certain, so no abort.
+        let mut s = Series::default();
+        for t in 1..=4 {
+            let mut u = http(f64::from(t), 90.0, 1.0);
+            u.errors_per_second = Some(9.5);
+            s.push("a", Reading::of(&u).unwrap(), 1);
+        }
+        assert_eq!(decide(&s.points(), &g, 0.0), None);
         let loss = gate("{figure: lossPercent, max: 1, abortOnFail: true, abortAfter: 2s}");
         let mut s = Series::default();
         for t in 1..=4 {

@@ -4,7 +4,9 @@
 //! NFQUEUE (with --queue-bypass, so packets flow if the stand-in is gone), and a thread of the
 //! test, moved into the namespace, gives each one its verdict: dropped with the loss
 //! probability (seeded, deterministic), accepted once the delay has passed (FIFO: the delay
-//! is constant). Nothing outside the test's namespace is touched.
+//! is constant). Nothing outside the test's namespace is touched. [`Impairment::matching`]
+//! hands the stand-in only the packets an iptables match selects (e.g. one pod's replies
+//! from the API server, on a test cluster's node namespace).
 //!
 //! The stand-in's thread runs at real-time priority ([`STAND_IN_PRIORITY`], SCHED_FIFO) and
 //! sleeps until the next packet or the next release is due (`ppoll`, to the nanosecond). At
@@ -37,7 +39,8 @@ pub struct Spec {
 
 pub struct Impairment {
     ns: String,
-    dev: String,
+    /// The iptables match of the packets impaired (mangle POSTROUTING).
+    rule: Vec<String>,
     queue: Option<Queue>,
 }
 
@@ -65,7 +68,7 @@ impl Impairment {
         if out.status.success() {
             return Impairment {
                 ns: ns.into(),
-                dev: dev.into(),
+                rule: vec!["-o".into(), dev.into()],
                 queue: None,
             };
         }
@@ -74,11 +77,19 @@ impl Impairment {
             why.contains("unknown") || why.contains("Unknown"),
             "tc netem failed for another reason than a kernel without netem: {why}"
         );
+        Self::matching(ns, &["-o", dev], spec)
+    }
+
+    /// Applies `spec` with the stand-in to the packets leaving namespace `ns` that the
+    /// iptables match `rule` selects in mangle POSTROUTING (after routing, before the source
+    /// NAT), e.g. `["-d", POD_IP, "-p", "tcp", "--sport", "6443"]`.
+    pub fn matching(ns: &str, rule: &[&str], spec: Spec) -> Impairment {
         let queue = Queue::start(ns, spec);
-        iptables(ns, "-A", dev);
+        let rule: Vec<String> = rule.iter().map(|s| s.to_string()).collect();
+        iptables(ns, "-A", &rule);
         Impairment {
             ns: ns.into(),
-            dev: dev.into(),
+            rule,
             queue: Some(queue),
         }
     }
@@ -105,13 +116,14 @@ impl Impairment {
     fn take_down(&mut self) {
         match self.queue.take() {
             Some(q) => {
-                iptables(&self.ns, "-D", &self.dev);
+                iptables(&self.ns, "-D", &self.rule);
                 q.stop();
             }
             None => {
+                let dev = self.rule.get(1).map_or("", String::as_str);
                 let _ = Command::new("ip")
                     .args([
-                        "netns", "exec", &self.ns, "tc", "qdisc", "del", "dev", &self.dev, "root",
+                        "netns", "exec", &self.ns, "tc", "qdisc", "del", "dev", dev, "root",
                     ])
                     .output();
             }
@@ -125,7 +137,7 @@ impl Drop for Impairment {
     }
 }
 
-fn iptables(ns: &str, op: &str, dev: &str) {
+fn iptables(ns: &str, op: &str, rule: &[String]) {
     let queue = QUEUE.to_string();
     let out = Command::new("ip")
         .args([
@@ -137,9 +149,8 @@ fn iptables(ns: &str, op: &str, dev: &str) {
             "mangle",
             op,
             "POSTROUTING",
-            "-o",
-            dev,
         ])
+        .args(rule)
         .args(["-j", "NFQUEUE", "--queue-num", &queue, "--queue-bypass"])
         .output()
         .expect("running iptables (Debian package iptables)");
