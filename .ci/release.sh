@@ -31,7 +31,7 @@
 #
 # ARCH: amd64, arm64 or host (this machine's). Environment:
 #   NB_PROFILE       cargo profile: release (default; fat LTO) or image (CI: no LTO, faster)
-#   NB_IMAGE_PREFIX  image names are PREFIX/operator and PREFIX/loadgen (default: netbench)
+#   NB_IMAGE_PREFIX  image names are PREFIX/operator and PREFIX/loadgen (default: localhost/netbench)
 #   NB_RELEASE_URL   where the release's files are downloadable (for the krew manifest; default
 #                    https://github.com/$GITHUB_REPOSITORY/releases/download/vVERSION)
 #   NB_SOURCE_URL    the repository URL for the images' org.opencontainers.image.source label
@@ -43,7 +43,7 @@ cd "$repo"
 
 DIST=$repo/dist
 PROFILE=${NB_PROFILE:-release}
-IMAGE_PREFIX=${NB_IMAGE_PREFIX:-netbench}
+IMAGE_PREFIX=${NB_IMAGE_PREFIX:-localhost/netbench}
 HELM=${NB_HELM:-helm}
 BINS=(netbench-operator netbench-loadgen netbench kubectl-netbench)
 IMAGES=(operator loadgen)
@@ -190,7 +190,7 @@ check_image() {
     work=$(mktemp -d)
     tar -C "$work" -xf "$tar"
     cfg=$work/$(jq -r '.[0].Config' "$work/manifest.json")
-    # (buildah writes the fully qualified name: docker.io/netbench/...)
+    # (buildah qualifies a short name: netbench/x becomes docker.io/netbench/x)
     local tag
     tag=$(jq -r '.[0].RepoTags[0]' "$work/manifest.json")
     [[ $tag == "$(image_name "$img")" || $tag == "docker.io/$(image_name "$img")" ]] ||
@@ -263,9 +263,9 @@ cmd_chart() {
     work=$(mktemp -d)
     cp -r charts/netbench "$work/netbench"
     for img in "${IMAGES[@]}"; do
-        grep -qx "  repository: netbench/$img" "$work/netbench/values.yaml" ||
-            die "charts/netbench/values.yaml has no line '  repository: netbench/$img'"
-        sed -i "s|^  repository: netbench/$img\$|  repository: $IMAGE_PREFIX/$img|" "$work/netbench/values.yaml"
+        grep -qx "  repository: localhost/netbench/$img" "$work/netbench/values.yaml" ||
+            die "charts/netbench/values.yaml has no line '  repository: localhost/netbench/$img'"
+        sed -i "s|^  repository: localhost/netbench/$img\$|  repository: $IMAGE_PREFIX/$img|" "$work/netbench/values.yaml"
     done
     # Where the chart comes from (Artifact Hub and `helm show chart` list it), when known.
     local source

@@ -96,7 +96,7 @@ fn the_shipped_target_runs_this_releases_loadgen_as_http_server() {
         .expect("target.yaml has a Deployment")
         .1;
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let image = format!("netbench/loadgen:{}", env!("CARGO_PKG_VERSION"));
+    let image = format!("localhost/netbench/loadgen:{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(
         container["image"],
         image.as_str(),

@@ -243,3 +243,122 @@ fn an_answer_is_seen_when_its_head_arrives() {
         "first seen {seen_after_start_ms} ms after the start: at the body, not the head"
     );
 }
+
+/// `--host-count`: the first instant each hostname answered a 2xx naming a backend, within the
+/// run and no later than the last answer.
+fn assert_each_host_answered(r: &HttpReport, hosts: usize) {
+    let answers = r.answers.as_ref().expect("answers recorded");
+    let firsts = &answers.first_ok_by_host;
+    assert_eq!(firsts.len(), hosts, "{firsts:?}");
+    let warmup_us = (r.config.warmup_s * 1e6) as u64;
+    let run_start_us = r.start_unix_ms * 1000 - warmup_us;
+    let end_us = r.end_unix_ms * 1000 + 999;
+    for (i, at) in firsts.iter().enumerate() {
+        let at = at.unwrap_or_else(|| panic!("hostname {i} never answered: {firsts:?}"));
+        assert!(
+            (run_start_us..=end_us).contains(&at),
+            "hostname {i} at {at}"
+        );
+        // The first answers of the run come within its first 100 ms.
+        assert!(
+            at < run_start_us + 100_000,
+            "hostname {i} first at {at}, run from {run_start_us}"
+        );
+    }
+}
+
+#[test]
+fn a_host_count_dates_each_hostnames_first_named_2xx() {
+    let url = named_responder("web-a", 200);
+    let mut o = options(url.clone(), true);
+    o.connections = 6;
+    o.host = Some("bench.test".into());
+    o.host_count = 3;
+    let r = load(&o);
+    assert_eq!(r.counters.errors.total(), 0);
+    assert_each_host_answered(&r, 3);
+    // The command line the operator gives a worker does the same.
+    let args = [
+        "--record-answers",
+        "--host",
+        "bench.test",
+        "--host-count",
+        "4",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "-d",
+        "300ms",
+        &url,
+    ];
+    assert_each_host_answered(&cli_report(&args), 4);
+    // An error status is not the route working.
+    let failing = named_responder("web-a", 503);
+    let mut o = options(failing, true);
+    o.host = Some("bench.test".into());
+    o.host_count = 2;
+    o.connections = 2;
+    let r = load(&o);
+    assert!(r.answers.unwrap().first_ok_by_host.is_empty());
+}
+
+#[test]
+fn a_host_count_asks_each_hostname_from_its_own_connections() {
+    // nginx logs the Host of every request, and names no backend: the hostnames are spread
+    // over the connections, and an unnamed 2xx dates no hostname.
+    let nginx = test_support::nginx::Nginx::start();
+    let mut o = options(nginx.url("/"), true);
+    o.connections = 6;
+    o.threads = 2;
+    o.host = Some("bench.test".into());
+    o.host_count = 3;
+    let r = load(&o);
+    assert_eq!(r.counters.errors.total(), 0);
+    assert!(r.answers.unwrap().first_ok_by_host.is_empty());
+    let lines = nginx.log_lines();
+    let mut per_host = std::collections::BTreeMap::<String, std::collections::BTreeSet<u64>>::new();
+    for l in &lines {
+        per_host
+            .entry(l.host.clone())
+            .or_default()
+            .insert(l.connection);
+    }
+    let hosts: Vec<&str> = per_host.keys().map(String::as_str).collect();
+    assert_eq!(hosts, ["r0.bench.test", "r1.bench.test", "r2.bench.test"]);
+    // Two connections each (6 over 3), none shared.
+    for (host, conns) in &per_host {
+        assert_eq!(conns.len(), 2, "{host}: {conns:?}");
+    }
+    let all: std::collections::BTreeSet<u64> = per_host.values().flatten().copied().collect();
+    assert_eq!(all.len(), 6);
+}
+
+#[test]
+fn the_http2_path_spreads_over_hostnames_too() {
+    let addr = h2_server("web-h2");
+    let mut o = options(format!("http://{addr}/"), true);
+    o.http2 = true;
+    o.warmup = "200ms".into();
+    o.host = Some("bench.test".into());
+    o.host_count = 2;
+    let r = load(&o);
+    assert_eq!(r.counters.errors.total(), 0);
+    assert_each_host_answered(&r, 2);
+}
+
+#[test]
+fn a_host_count_is_refused_without_a_host_or_the_connections_for_it() {
+    let refused = |count: u64, connections: u64, host: Option<&str>| {
+        let mut o = HttpOptions::new("http://127.0.0.1:1/");
+        o.connections = connections;
+        o.threads = 1;
+        o.host = host.map(String::from);
+        o.host_count = count;
+        HttpConfig::from_options(&o).unwrap_err().to_string()
+    };
+    assert!(refused(3, 2, Some("h")).contains("at least as many connections"));
+    assert!(refused(2, 2, None).contains("needs --host"));
+    assert!(refused(0, 2, Some("h")).contains("between 1 and 1000"));
+    assert!(refused(1001, 2000, Some("h")).contains("between 1 and 1000"));
+}

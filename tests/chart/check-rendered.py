@@ -200,10 +200,10 @@ def main():
     full = "netbench-operator" if default else "nb"
     ns = "netbench-system" if default else "bench-system"
     port = 8080 if default else 9090
-    image = f"netbench/operator:{APP_VERSION}" if default else "registry.example/netbench/operator:9.9.9"
+    image = f"localhost/netbench/operator:{APP_VERSION}" if default else "registry.example/netbench/operator:9.9.9"
     # No fixed user id unless security.runAsUser asks for one (values-nondefault.yaml does).
     uid = None if default else 1000650000
-    loadgen = f"netbench/loadgen:{APP_VERSION}" if default else "registry.example/netbench/loadgen:9.9.9"
+    loadgen = f"localhost/netbench/loadgen:{APP_VERSION}" if default else "registry.example/netbench/loadgen:9.9.9"
     check_crds(crds, install=default)
     target = f"http://{full}.{ns}.svc:{port}/healthz" if default else "http://target.bench-a.svc/"
     check_test_hook(hooks, full, ns, image, target, uid)

@@ -56,7 +56,7 @@ if $netbench_images; then (source "$cluster/images.sh" && import_netbench_images
 # Every node must hold both images (each node has its own containerd).
 for sock in /run/netbench-cluster/nodes/*/containerd.sock; do
     images=$(ctr --address "$sock" -n k8s.io images ls -q)
-    for ref in "netbench/operator:$NB_VERSION" "netbench/loadgen:$NB_VERSION"; do
+    for ref in "localhost/netbench/operator:$NB_VERSION" "localhost/netbench/loadgen:$NB_VERSION"; do
         grep -q "$ref" <<<"$images" || die "image $ref is not on the node of $sock: pass --netbench-images"
     done
 done
@@ -173,7 +173,7 @@ git -C "$NBC_REPO" archive "$prev_commit" charts/netbench | tar -x -C "$tmp/prev
 # The previous chart runs this checkout's images (CI does not rebuild the previous operator): what
 # this proves is the chart and CRD upgrade path, and that benchmarks and results survive it.
 "$helm" install "$NBC_RELEASE" "$tmp/prev/charts/netbench" --namespace "$NBC_NAMESPACE" --create-namespace \
-    --set image.tag="$NB_VERSION" --set loadgen.image="netbench/loadgen:$NB_VERSION" \
+    --set image.tag="$NB_VERSION" --set loadgen.image="localhost/netbench/loadgen:$NB_VERSION" \
     --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install of chart $prev_version failed"
 wait_operator "$NBC_NAMESPACE"
 sed 's/^  name: ingress-simple$/  name: before-upgrade/; s/duration: 20s/duration: 3s/' "$tmp/simple.yaml" >"$tmp/before.yaml"

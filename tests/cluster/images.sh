@@ -15,9 +15,9 @@
 # has /etc/passwd, /etc/group, /etc/nsswitch.conf, /etc/hosts and /tmp. Example (the lead's
 # operator, built with RUSTFLAGS='-C target-feature=+crt-static' cargo build --release
 # --target x86_64-unknown-linux-gnu):
-#   tests/cluster/images.sh image netbench/operator:0.1.0 /operator \
+#   tests/cluster/images.sh image localhost/netbench/operator:0.1.0 /operator \
 #       target/x86_64-unknown-linux-gnu/release/operator
-# Pods then use image: netbench/operator:0.1.0 with imagePullPolicy: Never (or IfNotPresent).
+# Pods then use image: localhost/netbench/operator:0.1.0 with imagePullPolicy: Never (or IfNotPresent).
 #
 # Sourcing this file gives the functions build_image and import_image.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -52,8 +52,8 @@ NB_ETCD_PEER_PORT=32380
 
 # netbench's own version (Cargo.toml), the tag of its images as .ci/release.sh builds them.
 NB_VERSION=$("$NB_CLUSTER_DIR/../../.ci/release.sh" version)
-NB_OPERATOR_IMAGE=netbench/operator:$NB_VERSION
-NB_LOADGEN_IMAGE=netbench/loadgen:$NB_VERSION
+NB_OPERATOR_IMAGE=localhost/netbench/operator:$NB_VERSION
+NB_LOADGEN_IMAGE=localhost/netbench/loadgen:$NB_VERSION
 
 # Image tags (never `latest`). Images are imported under docker.io/<name>.
 NB_PAUSE_IMAGE=netbench/pause:3.10-nb1

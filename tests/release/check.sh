@@ -57,7 +57,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$NB_HELM" lint --strict "dist/netbench-$version.tgz" >/dev/null || die "helm lint of the package failed"
 rendered=$("$NB_HELM" template netbench "dist/netbench-$version.tgz" -n netbench-system)
-grep -Eq "image: \"?netbench/operator:$version\"?$" <<<"$rendered" || die "packaged chart does not deploy netbench/operator:$version"
+grep -Eq "image: \"?localhost/netbench/operator:$version\"?$" <<<"$rendered" || die "packaged chart does not deploy localhost/netbench/operator:$version"
 "$NB_HELM" show chart "dist/netbench-$version.tgz" | grep -qx -- "- https://github.com/example/netbench" ||
     die "packaged chart does not name its sources"
 log "PASS release artefacts for $host: $(find dist -maxdepth 1 -type f -printf '%f ')"

@@ -127,6 +127,8 @@ pub(crate) struct Run {
 #[derive(Debug, Default)]
 pub(crate) struct ConnRuns {
     current: Option<Run>,
+    /// A 2xx naming a backend was seen (`--host-count`: only the first one is kept).
+    pub ok_seen: bool,
 }
 
 impl ConnRuns {
@@ -181,6 +183,11 @@ impl ThreadAnswers {
             from_unix_us: self.wall.unix_us(run.first),
             to_unix_us: self.wall.unix_us(run.last),
         });
+    }
+
+    /// Hostname `host` answered a 2xx naming a backend at `at`.
+    pub(crate) fn first_ok(&mut self, host: usize, at: Instant) {
+        self.answers.first_ok(host, self.wall.unix_us(at));
     }
 }
 

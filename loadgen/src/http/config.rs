@@ -58,6 +58,12 @@ pub struct HttpOptions {
     /// were seen when, from the start (warm-up included), into the report's `answers`.
     #[arg(long)]
     pub record_answers: bool,
+    /// Spread the connections over N hostnames, `r0.HOST` ... `r<N-1>.HOST` (HOST from
+    /// --host): connection c always asks `r<c mod N>.HOST`. With --record-answers the report
+    /// says when each hostname first answered a 2xx naming a backend (a route scale). At most
+    /// 1000, and at most the connections.
+    #[arg(long, default_value_t = 1)]
+    pub host_count: u64,
 }
 
 impl HttpOptions {
@@ -80,6 +86,7 @@ impl HttpOptions {
             host: None,
             insecure: false,
             record_answers: false,
+            host_count: 1,
         }
     }
 }
@@ -117,6 +124,8 @@ pub struct HttpConfig {
     pub insecure: bool,
     /// Record the answers seen (report's `answers`).
     pub record_answers: bool,
+    /// Hostnames the connections spread over (`--host-count`; 1: the Host header as given).
+    pub host_count: usize,
 }
 
 /// A rejected option, with a one-line reason.
@@ -208,6 +217,22 @@ impl HttpConfig {
             (None, Some(b)) => b.clone().into_bytes(),
             (None, None) => Vec::new(),
         };
+        let host_count = o.host_count;
+        if host_count == 0 || host_count > protocol::report::answers::MAX_HOSTS as u64 {
+            return err(format!(
+                "host count (--host-count {host_count}) must be between 1 and {}",
+                protocol::report::answers::MAX_HOSTS
+            ));
+        }
+        if host_count > 1 && o.host.is_none() {
+            return err("--host-count needs --host (the hostnames are r<i>.HOST)");
+        }
+        if host_count > o.connections {
+            return err(format!(
+                "--host-count {host_count} needs at least as many connections (-c {}): each connection asks one hostname",
+                o.connections
+            ));
+        }
         let addr = (host.as_str(), port)
             .to_socket_addrs()
             .map_err(|e| ConfigError(format!("cannot resolve host '{host}': {e}")))?
@@ -234,6 +259,7 @@ impl HttpConfig {
             http2: o.http2,
             insecure: o.insecure,
             record_answers: o.record_answers,
+            host_count: host_count as usize,
         })
     }
 
@@ -263,6 +289,11 @@ impl HttpConfig {
         } else {
             format!("{host}:{}", self.port)
         }
+    }
+
+    /// The Host header of hostname `i` of `--host-count` (`r<i>.` before the authority).
+    pub fn authority_of(&self, i: usize) -> String {
+        format!("r{i}.{}", self.authority())
     }
 
     /// Name used for TLS SNI and certificate checks: the Host override if given, else the URL host.

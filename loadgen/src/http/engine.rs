@@ -13,12 +13,12 @@ use protocol::report::histogram::new_latency_histogram;
 use protocol::report::{Counters, HttpReport, HttpRunConfig, ThreadSummary};
 use rustls::pki_types::ServerName;
 
-use super::answers::{Answer, ConnRuns, WallClock};
+use super::answers::{Answer, Backend, ConnRuns, WallClock};
 use super::config::{HttpConfig, Scheme};
 use super::connect::{Connector, Plain, Tls};
 use super::gate::StartGate;
 use super::progress::{report_progress, DoneGuard, ProgressSink};
-use super::request::serialize_h1;
+use super::request::{serialize_h1, serialize_h1_to};
 use super::stats::{LiveCounters, ThreadStats};
 use super::{h1, h2conn, tls};
 
@@ -47,6 +47,14 @@ pub(crate) struct Plan {
     pub h2_headers: Vec<(String, String)>,
     /// Record which answers were seen when (`--record-answers`).
     pub record_answers: bool,
+    /// With `--host-count` N > 1: hostname i's request (HTTP/1.1) and URI (HTTP/2).
+    pub hosts: Vec<HostRequest>,
+}
+
+/// The request of one hostname of `--host-count`.
+pub(crate) struct HostRequest {
+    pub request: Vec<u8>,
+    pub uri: String,
 }
 
 /// The run's timeline, fixed when all threads are ready.
@@ -65,14 +73,35 @@ pub(crate) struct ConnCtx {
     pub stats: Rc<RefCell<ThreadStats>>,
     /// Open loop: (first due time, interval) of this connection.
     pub schedule: Option<(Instant, Duration)>,
+    /// The hostname this connection asks (`--host-count`), else None.
+    pub host: Option<usize>,
 }
 
 impl ConnCtx {
+    /// The serialized HTTP/1.1 request of this connection.
+    pub(crate) fn request(&self) -> &[u8] {
+        let host = self.host.and_then(|h| self.plan.hosts.get(h));
+        host.map_or(&self.plan.request, |h| &h.request)
+    }
+
+    /// The HTTP/2 request URI of this connection.
+    pub(crate) fn uri(&self) -> &str {
+        let host = self.host.and_then(|h| self.plan.hosts.get(h));
+        host.map_or(&self.plan.uri, |h| &h.uri)
+    }
+
     /// A response of this connection task answered `answer` at `at` (recorded only with
     /// `--record-answers`; the thread's record is touched only when the answer changed).
     pub(crate) fn answered(&self, runs: &mut ConnRuns, answer: Answer, at: Instant) {
         if !self.plan.record_answers {
             return;
+        }
+        if let Some(host) = self.host {
+            let ok = (200..300).contains(&answer.status) && answer.backend != Backend::NONE;
+            if ok && !runs.ok_seen {
+                runs.ok_seen = true;
+                self.stats.borrow_mut().first_ok(host, at);
+            }
         }
         if let Some(ended) = runs.seen(answer, at) {
             self.stats.borrow_mut().answers_run(ended);
@@ -136,6 +165,7 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
         );
         let (http2, rate, total, record) =
             (cfg.http2, cfg.rate, cfg.connections, cfg.record_answers);
+        let host_count = cfg.host_count;
         let spawned = std::thread::Builder::new()
             .name(format!("loadgen-{t}"))
             .spawn(move || {
@@ -163,6 +193,7 @@ pub fn run(cfg: &HttpConfig, mut progress: Option<ProgressSink>) -> Result<HttpR
                             (first, Duration::from_secs_f64(total as f64 / r))
                         });
                         let ctx = ConnCtx {
+                            host: (host_count > 1).then(|| index % host_count),
                             plan: plan.clone(),
                             clock,
                             stats: stats.clone(),
@@ -320,7 +351,21 @@ fn plan(cfg: &HttpConfig) -> Plan {
         })
         .cloned()
         .collect();
+    let hosts = if cfg.host_count > 1 {
+        (0..cfg.host_count)
+            .map(|i| {
+                let authority = cfg.authority_of(i);
+                HostRequest {
+                    request: serialize_h1_to(cfg, &authority),
+                    uri: format!("{scheme}://{authority}{}", cfg.path),
+                }
+            })
+            .collect()
+    } else {
+        vec![]
+    };
     Plan {
+        hosts,
         request: serialize_h1(cfg),
         head: cfg.method.eq_ignore_ascii_case("HEAD"),
         keepalive: cfg.keepalive,

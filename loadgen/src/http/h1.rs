@@ -27,7 +27,7 @@ struct Outcome {
 
 pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
     let plan = &*ctx.plan;
-    let request: &[u8] = &plan.request;
+    let request: &[u8] = ctx.request();
     let mut buf = RecvBuf::new(RECV_BUF);
     let mut stream: Option<C::Stream> = None;
     let mut pacer = Pacer::new(ctx.clock.end, ctx.schedule);

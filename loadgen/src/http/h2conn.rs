@@ -38,7 +38,10 @@ pub(crate) async fn run<C: Connector>(connector: C, ctx: ConnCtx) {
         let Some(send) = client.as_mut() else {
             continue;
         };
-        match timer.run(deadline, exchange(send, plan, &body)).await {
+        match timer
+            .run(deadline, exchange(send, plan, ctx.uri(), &body))
+            .await
+        {
             Some(Ok((answer, read, head_at))) => {
                 let now = Instant::now();
                 ctx.stats.borrow_mut().response(
@@ -81,12 +84,13 @@ async fn handshake<C: Connector>(connector: &C) -> Result<SendRequest<Bytes>, Er
 async fn exchange(
     send: &mut SendRequest<Bytes>,
     plan: &super::engine::Plan,
+    uri: &str,
     body: &Bytes,
 ) -> Result<(Answer, u64, Option<Instant>), ErrorClass> {
     let mut ready = send.clone().ready().await.map_err(|_| ErrorClass::Write)?;
     let mut builder = http::Request::builder()
         .method(plan.method.as_str())
-        .uri(plan.uri.as_str());
+        .uri(uri);
     for (name, value) in &plan.h2_headers {
         builder = builder.header(name.as_str(), value.as_str());
     }

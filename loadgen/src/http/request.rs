@@ -4,12 +4,17 @@ use super::config::HttpConfig;
 
 /// Serializes the request line, headers and body into one buffer.
 pub(crate) fn serialize_h1(cfg: &HttpConfig) -> Vec<u8> {
+    serialize_h1_to(cfg, &cfg.authority())
+}
+
+/// The same request with Host `authority`.
+pub(crate) fn serialize_h1_to(cfg: &HttpConfig, authority: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(256 + cfg.body.len());
     out.extend_from_slice(cfg.method.as_bytes());
     out.push(b' ');
     out.extend_from_slice(cfg.path.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    out.extend_from_slice(cfg.authority().as_bytes());
+    out.extend_from_slice(authority.as_bytes());
     out.extend_from_slice(b"\r\n");
     for (name, value) in &cfg.headers {
         let skip = name.eq_ignore_ascii_case("host")

@@ -172,6 +172,13 @@ impl ThreadStats {
         }
     }
 
+    /// Hostname `host` first answered a 2xx naming a backend on some connection at `at`.
+    pub(crate) fn first_ok(&mut self, host: usize, at: Instant) {
+        if let Some(a) = &mut self.answers {
+            a.first_ok(host, at);
+        }
+    }
+
     /// A failed request; never retried, never in the latency figures.
     pub(crate) fn error(&mut self, started: Instant, class: ErrorClass) {
         self.failed += 1;

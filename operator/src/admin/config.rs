@@ -48,7 +48,8 @@ pub enum LogFormat {
 }
 
 /// The worker image of this release: the load generator built from the same version.
-pub const DEFAULT_LOADGEN_IMAGE: &str = concat!("netbench/loadgen:", env!("CARGO_PKG_VERSION"));
+pub const DEFAULT_LOADGEN_IMAGE: &str =
+    concat!("localhost/netbench/loadgen:", env!("CARGO_PKG_VERSION"));
 
 #[derive(clap::Parser, Clone, Debug)]
 #[command(

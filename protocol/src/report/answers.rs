@@ -19,6 +19,8 @@ pub const MAX_BACKEND_BYTES: usize = 63;
 /// Most sightings one record keeps; past it the record says it is incomplete. A full record
 /// with the longest names is about 300 KB of JSON, within a worker report's 512 KiB.
 pub const MAX_SIGHTINGS: usize = 2048;
+/// Most hostnames one load spreads over (`http --host-count`): about 20 KB of JSON at most.
+pub const MAX_HOSTS: usize = 1000;
 
 /// One answer, seen from `from_unix_us` to `to_unix_us` (wall clock, microseconds).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +54,10 @@ pub struct Answers {
     pub sightings: Vec<Sighting>,
     /// False once a sighting was dropped because the record was full.
     pub complete: bool,
+    /// Per hostname (index i: `r<i>.<host>`), the first instant (Unix µs) a 2xx answer naming
+    /// a backend came through it; None while none did. Empty without `--host-count`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_ok_by_host: Vec<Option<u64>>,
 }
 
 impl Answers {
@@ -59,6 +65,21 @@ impl Answers {
         Answers {
             sightings: vec![],
             complete: true,
+            first_ok_by_host: vec![],
+        }
+    }
+
+    /// A 2xx answer naming a backend came through hostname `host` at `at_us`: kept if it is
+    /// the first. A host past [`MAX_HOSTS`] is not kept.
+    pub fn first_ok(&mut self, host: usize, at_us: u64) {
+        if host >= MAX_HOSTS {
+            return;
+        }
+        if self.first_ok_by_host.len() <= host {
+            self.first_ok_by_host.resize(host + 1, None);
+        }
+        if let Some(slot) = self.first_ok_by_host.get_mut(host) {
+            *slot = Some(slot.map_or(at_us, |t| t.min(at_us)));
         }
     }
 
@@ -98,6 +119,11 @@ impl Answers {
     /// number is not).
     pub fn merge(&mut self, other: &Answers) {
         self.complete &= other.complete;
+        for (host, at) in other.first_ok_by_host.iter().enumerate() {
+            if let Some(at) = at {
+                self.first_ok(host, *at);
+            }
+        }
         let mut all = std::mem::take(&mut self.sightings);
         all.extend(other.sightings.iter().cloned());
         for s in &mut all {
@@ -140,6 +166,15 @@ impl Answers {
 
     /// Checks a record from outside: size, order, statuses, names and instants.
     pub fn validate(&self, field: &str) -> Result<(), InvalidReport> {
+        if self.first_ok_by_host.len() > MAX_HOSTS {
+            return Err(invalid(
+                format!("{field}.first_ok_by_host"),
+                format!(
+                    "{} hostnames (at most {MAX_HOSTS})",
+                    self.first_ok_by_host.len()
+                ),
+            ));
+        }
         if self.sightings.len() > MAX_SIGHTINGS {
             return Err(invalid(
                 field,
@@ -209,6 +244,30 @@ pub fn backend_name(value: &[u8]) -> Option<String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_first_ok_of_each_host_is_the_earliest_over_threads_and_workers() {
+        let mut a = Answers::new();
+        a.first_ok(0, 500);
+        a.first_ok(0, 300);
+        a.first_ok(2, 900);
+        let mut b = Answers::new();
+        b.first_ok(1, 700);
+        b.first_ok(2, 800);
+        a.merge(&b);
+        assert_eq!(a.first_ok_by_host, vec![Some(300), Some(700), Some(800)]);
+        a.validate("answers").unwrap();
+        // Not kept past the bound; a record claiming more hosts is refused.
+        a.first_ok(MAX_HOSTS, 1);
+        assert_eq!(a.first_ok_by_host.len(), 3);
+        let mut hostile = Answers::new();
+        hostile.first_ok_by_host = vec![None; MAX_HOSTS + 1];
+        let e = hostile.validate("answers").unwrap_err();
+        assert!(e.to_string().contains("at most 1000"), "{e}");
+        // Without hosts nothing is written: old reports read the same.
+        let json = serde_json::to_value(Answers::new()).unwrap();
+        assert!(json.get("first_ok_by_host").is_none(), "{json}");
+    }
 
     fn seen(status: u16, backend: &str, from: u64, to: u64) -> Sighting {
         Sighting {
@@ -285,7 +344,7 @@ mod tests {
         for sightings in cases {
             let a = Answers {
                 sightings: sightings.clone(),
-                complete: true,
+                ..Answers::new()
             };
             let e = a.validate("answers").unwrap_err();
             assert!(
@@ -295,7 +354,7 @@ mod tests {
         }
         let big = Answers {
             sightings: vec![seen(200, "a", 0, 0); MAX_SIGHTINGS + 1],
-            complete: true,
+            ..Answers::new()
         };
         assert_eq!(big.validate("answers").unwrap_err().field, "answers");
     }
