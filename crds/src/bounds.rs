@@ -8,7 +8,9 @@ use std::time::Duration as Std;
 use crate::cases::MAX_MEASURED;
 use crate::egress::{Direction, EgressBenchmarkSpec, EgressCase, Protocol};
 use crate::gates::GateFigure;
-use crate::ingress::{IngressBenchmarkSpec, RouteChangeAction, MAX_CONTROLLERS, MAX_ROUTE_CHANGES};
+use crate::ingress::{
+    IngressBenchmarkSpec, RouteChangeAction, MAX_CONTROLLERS, MAX_ROUTE_CHANGES, MAX_ROUTE_COUNT,
+};
 use crate::topology::{NodeSet, Topology};
 use crate::Duration;
 
@@ -87,6 +89,7 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     controllers(spec)?;
     route_changes(spec)?;
     route_gates(spec)?;
+    route_scale(spec)?;
     crate::gates::bounds(&spec.gates, true)?;
     if let Some(max) = spec.thresholds.as_ref().and_then(|t| t.max_p99) {
         if max.as_std().is_zero() {
@@ -146,6 +149,47 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// A route scale's routes fit the connections, the hostname's length and the schema's bound,
+/// and are not changed under load as well.
+fn route_scale(spec: &IngressBenchmarkSpec) -> Result<(), String> {
+    for c in &spec.controllers {
+        let Some(route) = &c.route else { continue };
+        let count = route.count;
+        if count == 0 || count > MAX_ROUTE_COUNT {
+            return Err(format!(
+                "controllers[{}].route.count must be between 1 and {MAX_ROUTE_COUNT} (got {count})",
+                c.name
+            ));
+        }
+        if count == 1 {
+            continue;
+        }
+        if spec.route_changes.is_some() {
+            return Err(ROUTE_SCALE_WITH_CHANGES.into());
+        }
+        if u64::from(spec.load.connections) < u64::from(count) {
+            return Err(format!(
+                "controllers[{}].route.count {count} needs load.connections at least {count} (each connection asks one of the routes' hostnames; got {})",
+                c.name, spec.load.connections
+            ));
+        }
+        // "r999." before the hostname, within a DNS name's 253.
+        let longest = route.hostname.len() + format!("r{}.", count - 1).len();
+        if longest > 253 {
+            return Err(format!(
+                "controllers[{}].route.hostname is too long for {count} routes: r{}.{} would be {longest} characters (at most 253)",
+                c.name,
+                count - 1,
+                route.hostname
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A route scale creates and deletes its routes itself; changing one under load is another run.
+pub const ROUTE_SCALE_WITH_CHANGES: &str = "a route scale (controllers[].route.count above 1) and routeChanges cannot be combined: measure the scale and the churn in two benchmarks";
+
 /// The answers tell the two backends apart by name only.
 pub const SWAP_TO_DIFFERS: &str = "routeChanges.swapTo must be another Service than every route's backend (answers name their backend)";
 
@@ -166,7 +210,23 @@ fn route_figure_action(figure: GateFigure) -> Option<RouteChangeAction> {
     }
 }
 
+/// Gates on a route scale's figures need a controller with one.
+pub const SCALE_GATES_NEED_SCALE: &str = "gates on routesAnswered or routesAllAnsweredMs need a route scale: a controller whose route.count is above 1";
+
 fn route_gates(spec: &IngressBenchmarkSpec) -> Result<(), String> {
+    let scale_gate = spec.gates.iter().any(|g| {
+        matches!(
+            g.figure,
+            GateFigure::RoutesAnswered | GateFigure::RoutesAllAnsweredMs
+        )
+    });
+    let scaled = spec
+        .controllers
+        .iter()
+        .any(|c| c.route.as_ref().is_some_and(|r| r.count > 1));
+    if scale_gate && !scaled {
+        return Err(SCALE_GATES_NEED_SCALE.into());
+    }
     let action = spec.route_changes.as_ref().map(|c| c.action);
     let unmade = spec
         .gates

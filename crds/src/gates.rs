@@ -121,11 +121,18 @@ pub enum GateFigure {
     RouteDeletionsShown,
     #[serde(rename = "routeDeletionP99Ms")]
     RouteDeletionP99Ms,
+    /// Route scale (controllers[].route.count above 1): the share of a sample's routes that
+    /// answered (0 to 1), and the time from its first creation request until all of them did
+    /// in milliseconds (a sample whose routes did not all answer counts the time it gave them).
+    #[serde(rename = "routesAnswered")]
+    RoutesAnswered,
+    #[serde(rename = "routesAllAnsweredMs")]
+    RoutesAllAnsweredMs,
 }
 
 impl GateFigure {
     /// Every figure, in the order above.
-    pub const ALL: [GateFigure; 34] = [
+    pub const ALL: [GateFigure; 36] = [
         GateFigure::Rps,
         GateFigure::P50Ms,
         GateFigure::P90Ms,
@@ -160,6 +167,8 @@ impl GateFigure {
         GateFigure::RouteCreationP99Ms,
         GateFigure::RouteDeletionsShown,
         GateFigure::RouteDeletionP99Ms,
+        GateFigure::RoutesAnswered,
+        GateFigure::RoutesAllAnsweredMs,
     ];
 
     /// The figure's name, as results list it.
@@ -199,6 +208,8 @@ impl GateFigure {
             GateFigure::RouteCreationP99Ms => "routeCreationP99Ms",
             GateFigure::RouteDeletionsShown => "routeDeletionsShown",
             GateFigure::RouteDeletionP99Ms => "routeDeletionP99Ms",
+            GateFigure::RoutesAnswered => "routesAnswered",
+            GateFigure::RoutesAllAnsweredMs => "routesAllAnsweredMs",
         }
     }
 
@@ -209,7 +220,8 @@ impl GateFigure {
             GateFigure::ErrorRate
             | GateFigure::RouteChangesShown
             | GateFigure::RouteCreationsShown
-            | GateFigure::RouteDeletionsShown => 1.0,
+            | GateFigure::RouteDeletionsShown
+            | GateFigure::RoutesAnswered => 1.0,
             GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => 100.0,
             GateFigure::P50Ms
             | GateFigure::P90Ms
@@ -224,6 +236,7 @@ impl GateFigure {
             | GateFigure::RouteChangeP99Ms
             | GateFigure::RouteCreationP99Ms
             | GateFigure::RouteDeletionP99Ms
+            | GateFigure::RoutesAllAnsweredMs
             | GateFigure::MaxMs => MAX_MS,
             GateFigure::Rps | GateFigure::TransactionsPerSecond => MAX_PER_SECOND,
             GateFigure::ReceiverBitsPerSecond
@@ -255,7 +268,7 @@ pub const MAX_COUNT: f64 = 1e12;
 /// CPU seconds per GB moved.
 pub const MAX_CPU_PER_GB: f64 = 1e6;
 /// The figures an IngressBenchmark's gates may name (its CEL rule lists the same).
-pub const INGRESS_FIGURES: [&str; 12] = [
+pub const INGRESS_FIGURES: [&str; 14] = [
     "rps",
     "p50Ms",
     "p90Ms",
@@ -268,6 +281,8 @@ pub const INGRESS_FIGURES: [&str; 12] = [
     "routeCreationP99Ms",
     "routeDeletionsShown",
     "routeDeletionP99Ms",
+    "routesAnswered",
+    "routesAllAnsweredMs",
 ];
 
 /// Where a gate is judged.
@@ -291,7 +306,7 @@ pub enum GateScope {
     validation = Rule::new("has(self.max) != has(self.min)").message("a gate sets exactly one of max and min"),
     validation = Rule::new("(!has(self.max) || self.max >= 0.0) && (!has(self.min) || self.min >= 0.0)").message("a gate's limit must not be negative"),
     validation = Rule::new("self.figure != 'errorRate' || ((!has(self.max) || self.max <= 1.0) && (!has(self.min) || self.min <= 1.0))").message("an errorRate gate's limit is a ratio: at most 1"),
-    validation = Rule::new("!(self.figure in ['routeChangesShown', 'routeCreationsShown', 'routeDeletionsShown']) || ((!has(self.max) || self.max <= 1.0) && (!has(self.min) || self.min <= 1.0))").message("a route*Shown gate's limit is a share of the changes: at most 1"),
+    validation = Rule::new("!(self.figure in ['routeChangesShown', 'routeCreationsShown', 'routeDeletionsShown', 'routesAnswered']) || ((!has(self.max) || self.max <= 1.0) && (!has(self.min) || self.min <= 1.0))").message("a route*Shown or routesAnswered gate's limit is a share: at most 1"),
     validation = Rule::new("!(self.figure in ['lossPercent', 'scheduleMissedPercent']) || ((!has(self.max) || self.max <= 100.0) && (!has(self.min) || self.min <= 100.0))").message("a percent gate's limit is a percentage: at most 100"),
     validation = Rule::new("!self.figure.endsWith('Ms') || ((!has(self.max) || self.max <= 3600000.0) && (!has(self.min) || self.min <= 3600000.0))").message("a latency gate's limit must be at most 3600000 (1h in ms)"),
     validation = Rule::new("!(self.figure in ['rps', 'transactionsPerSecond', 'clientCpuUsPerTransaction', 'serverCpuUsPerTransaction', 'clientNodeCpuUsPerTransaction', 'serverNodeCpuUsPerTransaction']) || ((!has(self.max) || self.max <= 1e9) && (!has(self.min) || self.min <= 1e9))").message("a gate's limit on a rate must be at most 1e9"),
@@ -406,8 +421,9 @@ fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
             GateFigure::ErrorRate => "an errorRate gate's limit is a ratio: at most 1".into(),
             GateFigure::RouteChangesShown
             | GateFigure::RouteCreationsShown
-            | GateFigure::RouteDeletionsShown => {
-                "a route*Shown gate's limit is a share of the changes: at most 1".into()
+            | GateFigure::RouteDeletionsShown
+            | GateFigure::RoutesAnswered => {
+                "a route*Shown or routesAnswered gate's limit is a share: at most 1".into()
             }
             GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => {
                 "a percent gate's limit is a percentage: at most 100".into()
@@ -441,7 +457,7 @@ fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
 }
 
 /// The message of the IngressBenchmark's rule on gate figures.
-pub const INGRESS_RULE_MESSAGE: &str = "an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms, errorRate or (with routeChanges) routeChangesShown, routeChangeP99Ms, routeCreationsShown, routeCreationP99Ms, routeDeletionsShown, routeDeletionP99Ms";
+pub const INGRESS_RULE_MESSAGE: &str = "an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms, errorRate, (with routeChanges) routeChangesShown, routeChangeP99Ms, routeCreationsShown, routeCreationP99Ms, routeDeletionsShown, routeDeletionP99Ms or (with a route scale) routesAnswered, routesAllAnsweredMs";
 
 #[cfg(test)]
 mod tests {

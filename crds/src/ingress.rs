@@ -15,7 +15,8 @@ mod controllers;
 pub use controllers::{
     Comparison, Controller, ControllerRow, ControllerWorkload, GatewayRef, Made, MadeChange,
     OwnedRoute, RouteBackend, RouteChangeAction, RouteChangeLog, RouteChangeResult, RouteChanges,
-    Standing, WorkloadUsage, MAX_CONTROLLERS, MAX_ROUTE_CHANGES, MAX_WORKLOADS,
+    RouteScaleLog, RouteScaleResult, Standing, WorkloadUsage, MAX_CONTROLLERS, MAX_ROUTE_CHANGES,
+    MAX_ROUTE_COUNT, MAX_WORKLOADS,
 };
 
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
@@ -81,7 +82,7 @@ pub struct IngressBenchmarkSpec {
     /// a broken gate fails the run (at once with abortOnFail). See docs/gates.md.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
-    #[x_kube(validation = Rule::new("self.all(g, g.figure in ['rps', 'p50Ms', 'p90Ms', 'p99Ms', 'p999Ms', 'errorRate', 'routeChangesShown', 'routeChangeP99Ms', 'routeCreationsShown', 'routeCreationP99Ms', 'routeDeletionsShown', 'routeDeletionP99Ms'])").message("an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms, errorRate or (with routeChanges) routeChangesShown, routeChangeP99Ms, routeCreationsShown, routeCreationP99Ms, routeDeletionsShown, routeDeletionP99Ms"))]
+    #[x_kube(validation = Rule::new("self.all(g, g.figure in ['rps', 'p50Ms', 'p90Ms', 'p99Ms', 'p999Ms', 'errorRate', 'routeChangesShown', 'routeChangeP99Ms', 'routeCreationsShown', 'routeCreationP99Ms', 'routeDeletionsShown', 'routeDeletionP99Ms', 'routesAnswered', 'routesAllAnsweredMs'])").message("an IngressBenchmark's gates judge rps, p50Ms, p90Ms, p99Ms, p999Ms, errorRate, (with routeChanges) routeChangesShown, routeChangeP99Ms, routeCreationsShown, routeCreationP99Ms, routeDeletionsShown, routeDeletionP99Ms or (with a route scale) routesAnswered, routesAllAnsweredMs"))]
     pub gates: Vec<crate::gates::Gate>,
     /// What happens to worker pods when the run ends: Always (default), OnSuccess, Never.
     #[serde(default)]
@@ -391,6 +392,9 @@ pub struct IngressBenchmarkStatus {
     /// The route changes of the sample under way (spec.routeChanges).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_change_log: Option<RouteChangeLog>,
+    /// The routes the sample under way created (a route scale: controllers[].route.count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_scale_log: Option<RouteScaleLog>,
     /// How throughput grew across sweep steps compared with linear scaling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<Scaling>,
@@ -462,6 +466,9 @@ pub struct StepResult {
     /// 404 answered by the Gateway itself (no X-Netbench-Backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_deletions: Option<RouteChangeResult>,
+    /// The route scale's routes (controllers[].route.count > 1): how soon each answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_scale: Option<RouteScaleResult>,
     /// CPU and memory of the controller's workloads (controllers[].workloads) during the
     /// measured window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -832,7 +832,7 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
     );
     ingress_refuses(
         &share,
-        "a route*Shown gate's limit is a share of the changes: at most 1",
+        "a route*Shown or routesAnswered gate's limit is a share: at most 1",
     );
     // DeleteAndCreate: room for a deletion and a creation (the operator's count); no error
     // rate, which would count the Gateway's 404s.
@@ -884,4 +884,81 @@ fn route_changes_need_routes_and_a_bounded_pace_and_the_operator_agrees() {
     let spec: crds::IngressBenchmarkSpec = serde_json::from_value(many["spec"].clone()).unwrap();
     let err = crds::bounds::ingress(&spec).unwrap_err();
     assert!(err.contains("at most 600 changes per sample"), "{err}");
+}
+
+/// A route scale: its count bounded by the schema; what CEL cannot see (the connections, the
+/// hostnames' length, route changes beside it, gates on its figures) refused by the operator.
+#[test]
+fn a_route_scale_is_bounded_and_the_operator_refuses_what_cel_cannot_see() {
+    let base = unswept();
+    let scaled = with(
+        &with(
+            &base,
+            "spec.controllers",
+            json!([{"name": "envoy-100", "route": {
+                "gateway": {"name": "bench", "namespace": "gw"},
+                "hostname": "eg.example",
+                "backend": {"name": "web-a", "port": 80},
+                "count": 100}}]),
+        ),
+        "spec.load.connections",
+        json!(100),
+    );
+    assert_eq!(support::cel_errors(&scaled), Vec::<String>::new());
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(scaled["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::ingress(&spec), Ok(()));
+    let gated = with(
+        &scaled,
+        "spec.gates",
+        json!([{"figure": "routesAnswered", "min": 1}, {"figure": "routesAllAnsweredMs", "max": 5000}]),
+    );
+    assert_eq!(support::cel_errors(&gated), Vec::<String>::new());
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(gated["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::ingress(&spec), Ok(()));
+    // A share at most 1 (CEL and the operator).
+    let over = with(&gated, "spec.gates.0.min", json!(2));
+    ingress_refuses(
+        &over,
+        "a route*Shown or routesAnswered gate's limit is a share: at most 1",
+    );
+    // The operator: what CEL cannot see.
+    let operator_refuses = |obj: &Value, message: &str| {
+        assert_eq!(support::cel_errors(obj), Vec::<String>::new(), "{message}");
+        let spec: crds::IngressBenchmarkSpec = serde_json::from_value(obj["spec"].clone()).unwrap();
+        let err = crds::bounds::ingress(&spec).expect_err(message);
+        assert!(
+            err.contains(message),
+            "operator said {err:?}, want {message:?}"
+        );
+    };
+    // 1 to 1000 routes: the schema's minimum and maximum, and the operator's.
+    for bad in [0, 1001] {
+        let obj = with(&scaled, "spec.controllers.0.route.count", json!(bad));
+        operator_refuses(
+            &obj,
+            "controllers[envoy-100].route.count must be between 1 and 1000",
+        );
+    }
+    let few = with(&scaled, "spec.load.connections", json!(10));
+    operator_refuses(
+        &few,
+        "controllers[envoy-100].route.count 100 needs load.connections at least 100",
+    );
+    let long = with(
+        &scaled,
+        "spec.controllers.0.route.hostname",
+        json!(format!(
+            "{}.example",
+            "a".repeat(60) + "." + &"b".repeat(60) + "." + &"c".repeat(60) + "." + &"d".repeat(60)
+        )),
+    );
+    operator_refuses(&long, "is too long for 100 routes");
+    let churned = with(
+        &scaled,
+        "spec.routeChanges",
+        json!({"every": "1s", "swapTo": {"name": "web-b", "port": 80}}),
+    );
+    operator_refuses(&churned, crds::bounds::ROUTE_SCALE_WITH_CHANGES);
+    let unscaled = with(&gated, "spec.controllers.0.route.count", json!(1));
+    operator_refuses(&unscaled, crds::bounds::SCALE_GATES_NEED_SCALE);
 }

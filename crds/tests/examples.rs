@@ -28,8 +28,15 @@ fn every_example_parses_round_trips_and_passes_cel() {
     }
     for (name, value) in &examples {
         match value["kind"].as_str() {
-            Some("IngressBenchmark") => drop(round_trip::<IngressBenchmark>(value)),
-            Some("EgressBenchmark") => drop(round_trip::<EgressBenchmark>(value)),
+            // And what the operator checks beyond the schema.
+            Some("IngressBenchmark") => {
+                let ib = round_trip::<IngressBenchmark>(value);
+                assert_eq!(crds::bounds::ingress(&ib.spec), Ok(()), "{name}");
+            }
+            Some("EgressBenchmark") => {
+                let eb = round_trip::<EgressBenchmark>(value);
+                assert_eq!(crds::bounds::egress(&eb.spec), Ok(()), "{name}");
+            }
             // The target that ships with the project (checked below).
             Some("Deployment" | "Service") if name == "target.yaml" => continue,
             other => panic!("{name}: unexpected kind {other:?}"),

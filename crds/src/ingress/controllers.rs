@@ -127,7 +127,30 @@ pub struct OwnedRoute {
     #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
     #[x_kube(validation = Rule::new("duration(self) <= duration('5m')").message("controllers[].route.settle must be at most 5m"))]
     pub settle: Duration,
+    /// How many routes: 1 (the default) is one route for `hostname`, created before the
+    /// controller's first measurement and kept until the run ends. More is a route scale: at
+    /// the start of each of the controller's measurements (when its load and warm-up begin)
+    /// the run creates `count` routes, hostnames r0.<hostname> ... r<count-1>.<hostname>, all
+    /// to `backend`, and deletes them when the measurement ends. Every worker spreads its
+    /// connections over the hostnames (load.connections at least `count`), and each route's
+    /// time from its creation to the first 2xx answer from its backend through it is reported
+    /// (steps[].routeScale). Requests/s and latency are those at that scale after the warm-up:
+    /// make the warm-up longer than the routes take to answer.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub count: u32,
 }
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// Most routes one controller's route scale creates (controllers[].route.count).
+pub const MAX_ROUTE_COUNT: u32 = 1000;
 
 fn default_route_settle() -> Duration {
     std::time::Duration::from_secs(3).into()
@@ -295,6 +318,61 @@ pub struct RouteChangeResult {
     /// merged over the samples.
     #[schemars(length(max = 65536))]
     pub histogram: String,
+}
+
+/// The routes the current sample of a route scale has created (the operator's record: a
+/// restarted operator goes on from it, and the sample's collection reads it).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteScaleLog {
+    pub step: u32,
+    pub sample: u32,
+    /// Per route (index i: hostname r<i>.<hostname>), when its creation was sent to the API
+    /// server, Unix µs; None for a route found created with no record of when.
+    #[schemars(length(max = 1000))]
+    pub created_unix_us: Vec<Option<u64>>,
+    /// Creations the API server refused, with the first reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub refused: Option<String>,
+}
+
+/// A route scale's routes (controllers[].route.count > 1), over the step's samples: each
+/// route's time from its creation request to the first 2xx answer naming a backend that the
+/// workers got through its hostname.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteScaleResult {
+    /// The samples counted in (a sample is counted once, however often it is collected).
+    #[schemars(length(max = 1000))]
+    pub samples: Vec<u32>,
+    /// Routes per sample (route.count).
+    pub routes: u32,
+    /// Routes the API server accepted, over the samples.
+    pub created: u32,
+    /// Created routes that answered before their measurement ended, over the samples.
+    pub answered: u32,
+    /// From a route's creation request to its first 2xx answer, over the answered routes:
+    /// 50th and 99th percentile and the largest, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<f64>,
+    /// From the first creation request of a sample to the last of its routes answering, the
+    /// longest over the samples; absent when a sample's routes did not all answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_answered_ms: Option<f64>,
+    /// base64(HDR histogram V2 deflate) of the answered routes' times in microseconds, merged
+    /// over the samples.
+    #[schemars(length(max = 65536))]
+    pub histogram: String,
+    /// What went wrong: routes refused by the API server, a hostname answered before its
+    /// route existed (another route matches it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub note: Option<String>,
 }
 
 /// The controllers side by side once the run ended (status.comparison): each one's figures

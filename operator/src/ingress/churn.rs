@@ -15,11 +15,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::ResourceExt;
 use protocol::report::answers::{Answers, Sighting, MAX_SIGHTINGS};
-use protocol::report::histogram::{self, new_latency_histogram, LATENCY_MAX_US};
 use protocol::worker::FinalReport;
 use serde_json::json;
 
@@ -669,19 +667,7 @@ pub fn sample_figures(
 pub fn answers(
     reports: &BTreeMap<String, FinalReport>,
 ) -> std::result::Result<(Answers, u64), String> {
-    let mut all = Answers::new();
-    let mut end_ms = 0;
-    for r in reports.values() {
-        let h = result::http_of(r)?;
-        let Some(a) = &h.answers else {
-            return Err(format!(
-                "worker {:.253} recorded no answers (its loadgen does not support --record-answers?)",
-                r.worker
-            ));
-        };
-        all.merge(a);
-        end_ms = end_ms.max(h.end_unix_ms);
-    }
+    let (all, end_us) = result::merged_answers(reports, "--record-answers")?;
     if !all.complete {
         return Err(format!(
             "the answers changed too often to record ({MAX_SIGHTINGS} sightings): fewer changes or connections"
@@ -690,7 +676,7 @@ pub fn answers(
     if all.sightings.iter().all(|s| s.backend.is_none()) {
         return Err("no answer named its backend (header X-Netbench-Backend): routeChanges needs backends that name themselves, e.g. netbench-loadgen http-server --name <Service> (deploy/examples/target.yaml)".into());
     }
-    Ok((all, end_ms.saturating_mul(1000)))
+    Ok((all, end_us))
 }
 
 /// The step's route-change figures with this sample's added (once per sample).
@@ -704,27 +690,16 @@ pub fn add_sample(
     if r.samples.contains(&sample) {
         return Ok(r);
     }
-    let mut h: Histogram<u64> = if r.histogram.is_empty() {
-        new_latency_histogram()
-    } else {
-        histogram::decode(&r.histogram)?
-    };
-    for us in shown.iter().flatten() {
-        h.saturating_record((*us).clamp(1, LATENCY_MAX_US));
-    }
+    let (histogram, figures) = result::record_times(&r.histogram, shown.iter().flatten().copied())?;
     let made = u32::try_from(shown.len()).unwrap_or(u32::MAX);
     let seen = u32::try_from(shown.iter().flatten().count()).unwrap_or(u32::MAX);
     r.samples.push(sample);
     r.changes = r.changes.saturating_add(made);
     r.shown = r.shown.saturating_add(seen);
     r.untimed = r.untimed.saturating_add(untimed);
-    let ms = |us: u64| us as f64 / 1000.0;
     // From the histogram alone (a percentile in status that it does not hold is not kept).
-    let shown_any = !h.is_empty();
-    r.p50_ms = shown_any.then(|| ms(h.value_at_quantile(0.5)));
-    r.p99_ms = shown_any.then(|| ms(h.value_at_quantile(0.99)));
-    r.max_ms = shown_any.then(|| ms(h.max()));
-    r.histogram = histogram::encode(&h)?;
+    [r.p50_ms, r.p99_ms, r.max_ms] = figures.map_or([None; 3], |f| f.map(Some));
+    r.histogram = histogram;
     Ok(r)
 }
 

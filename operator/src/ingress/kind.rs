@@ -17,7 +17,7 @@ use crds::result::MeasurementStats;
 use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
-use super::{churn, plan, result, routes, sweep, usage, validate, verdict};
+use super::{churn, plan, result, routes, scale, sweep, usage, validate, verdict};
 use crate::admin::config::Config;
 use crate::base::conditions::THRESHOLDS_MET;
 use crate::base::error::Result;
@@ -99,6 +99,7 @@ impl Plan for IngressBenchmark {
         let mut figures =
             result::step_result(slot.measurement, None, reports).map(|r| result::figures(&r))?;
         figures.extend(churn::sample_figures(self, slot, reports)?);
+        figures.extend(scale::sample_figures(self, slot, reports)?);
         Ok(figures)
     }
     fn gates(&self) -> &[crds::gates::Gate] {
@@ -247,7 +248,12 @@ impl Hooks for IngressBenchmark {
 
     /// The step's route changes under load (spec.routeChanges).
     async fn while_running(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
-        // Route changes first: they keep a schedule; the kubelet readings can wait.
+        // A route scale's routes come with the load; route changes keep a schedule; the
+        // kubelet readings can wait.
+        let created = scale::while_running(run, step).await?;
+        if created != Step::Done {
+            return Ok(created);
+        }
         let churn = churn::while_running(run, step).await?;
         let sample_again = usage::while_running(run, step).await;
         match (churn, sample_again) {
@@ -302,6 +308,13 @@ impl Hooks for IngressBenchmark {
         } else {
             verdict::failed_requests(&result, max_error_ratio)
         };
+        let scale_before = before.and_then(|s| s.route_scale.as_ref());
+        result.route_scale = match scale::collect(run, slot, reports, scale_before) {
+            Ok(r) => r,
+            Err(e) => return Ok(Step::fail(Reason::BadReport, format!("step {step}: {e}"))),
+        };
+        // Read: the sample's routes go (the next sample creates its own).
+        scale::delete_sample(run, slot).await?;
         record_step(run, result);
         Ok(match failed {
             Some(why) => Step::fail(Reason::RequestsFailed, format!("step {step}: {why}")),

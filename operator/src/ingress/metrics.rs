@@ -1,7 +1,8 @@
 //! An IngressBenchmark's figures on /metrics: each finished step's requests per second,
 //! latency quantiles and errors (labelled with the step's controller when several are
 //! compared, else an empty `controller`), route changes under load (how many showed, how
-//! fast), the controller workloads' CPU and memory, and a sweep's scaling efficiency.
+//! fast), a route scale's routes (how many answered, how soon), the controller workloads'
+//! CPU and memory, and a sweep's scaling efficiency.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -15,6 +16,8 @@ pub struct IngressMetrics {
     efficiency: GaugeVec,
     propagation: GaugeVec,
     changes: GaugeVec,
+    scale_seconds: GaugeVec,
+    scale_routes: GaugeVec,
     cpu: GaugeVec,
     memory: GaugeVec,
 }
@@ -64,6 +67,18 @@ impl Family for IngressMetrics {
                 "netbench_ingress_route_changes",
                 "Route changes under load made, shown before the next change, and made with their instant lost (untimed); change: swap, create or delete",
                 &["namespace", "name", "step", "controller", "change", "state"],
+            ),
+            scale_seconds: gauge(
+                registry,
+                "netbench_ingress_route_scale_seconds",
+                "Route scale (controllers[].route.count): from a route's creation to its first 2xx answer, quantiles over the answered routes of a finished step's samples (quantile 0.5, 0.99, 1), and quantile \"all\": from a sample's first creation until all its routes answered, the longest sample",
+                &["namespace", "name", "step", "controller", "quantile"],
+            ),
+            scale_routes: gauge(
+                registry,
+                "netbench_ingress_route_scale_routes",
+                "Route scale: routes per sample (asked), and created and answered over a finished step's samples",
+                &["namespace", "name", "step", "controller", "state"],
             ),
             cpu: gauge(
                 registry,
@@ -142,6 +157,35 @@ impl IngressMetrics {
                     .set(f64::from(v));
             }
         }
+        if let Some(rs) = &r.route_scale {
+            let quantiles = [
+                ("0.5", rs.p50_ms),
+                ("0.99", rs.p99_ms),
+                ("1", rs.max_ms),
+                ("all", rs.all_answered_ms),
+            ];
+            for (q, v) in quantiles {
+                let labels = [namespace, name, &step, controller, q];
+                // Not answered: no series rather than a 0 s that would read as instant.
+                match v {
+                    Some(v) => self
+                        .scale_seconds
+                        .with_label_values(&labels)
+                        .set(v / 1000.0),
+                    None => drop(self.scale_seconds.remove_label_values(&labels)),
+                }
+            }
+            let states = [
+                ("asked", rs.routes),
+                ("created", rs.created),
+                ("answered", rs.answered),
+            ];
+            for (state, v) in states {
+                self.scale_routes
+                    .with_label_values(&[namespace, name, &step, controller, state])
+                    .set(f64::from(v));
+            }
+        }
         for w in &r.workloads {
             let labels = [namespace, name, &step, controller, w.workload.as_str()];
             // A figure this run does not have leaves no earlier run's value behind.
@@ -167,6 +211,8 @@ impl IngressMetrics {
             &self.efficiency,
             &self.propagation,
             &self.changes,
+            &self.scale_seconds,
+            &self.scale_routes,
             &self.cpu,
             &self.memory,
         ] {
@@ -234,6 +280,14 @@ mod tests {
                 p99_ms: Some(30.0),
                 ..Default::default()
             }),
+            route_scale: Some(crds::ingress::RouteScaleResult {
+                routes: 50,
+                created: 100,
+                answered: 99,
+                p50_ms: Some(25.0),
+                all_answered_ms: None,
+                ..Default::default()
+            }),
             workloads: vec![crds::ingress::WorkloadUsage {
                 workload: "Deployment gw/envoy".into(),
                 pods: 1,
@@ -253,6 +307,8 @@ mod tests {
             r#"netbench_ingress_route_changes{change="delete",controller="envoy-gateway",name="churn",namespace="team",state="untimed",step="1"} 1"#,
             r#"netbench_ingress_route_change_propagation_seconds{change="delete",controller="envoy-gateway",name="churn",namespace="team",quantile="0.99",step="1"} 0.03"#,
             r#"netbench_ingress_workload_cpu_cores{controller="envoy-gateway",name="churn",namespace="team",step="1",workload="Deployment gw/envoy"} 0.25"#,
+            r#"netbench_ingress_route_scale_routes{controller="envoy-gateway",name="churn",namespace="team",state="answered",step="1"} 99"#,
+            r#"netbench_ingress_route_scale_seconds{controller="envoy-gateway",name="churn",namespace="team",quantile="0.5",step="1"} 0.025"#,
             r#"netbench_ingress_workload_memory_bytes{controller="envoy-gateway",name="churn",namespace="team",step="1",workload="Deployment gw/envoy"} 1048576"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
@@ -260,6 +316,10 @@ mod tests {
         assert!(
             !text.contains(r#"change="create""#),
             "no creations made: {text}"
+        );
+        assert!(
+            !text.contains(r#"quantile="all""#),
+            "not all routes answered: no time for all: {text}"
         );
         m.set_step("team", "churn-2", &step);
         m.forget("team", "churn");

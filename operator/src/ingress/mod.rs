@@ -14,6 +14,7 @@ pub mod plan;
 pub mod restore;
 pub mod result;
 pub mod routes;
+pub(crate) mod scale;
 pub mod sweep;
 pub mod target;
 pub(crate) mod usage;

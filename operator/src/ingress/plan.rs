@@ -68,8 +68,15 @@ pub fn loadgen_args(spec: &IngressBenchmarkSpec, step: u32) -> Vec<String> {
     if load.http2 {
         args.push("--http2".into());
     }
-    if spec.route_changes.is_some() {
+    let scale = controller(spec, step)
+        .and_then(|c| c.route.as_ref())
+        .map_or(1, |r| r.count);
+    if spec.route_changes.is_some() || scale > 1 {
         args.push("--record-answers".into());
+    }
+    if scale > 1 {
+        // Each connection asks one of the routes' hostnames, r<i>.<hostname>.
+        args.extend(["--host-count".into(), scale.to_string()]);
     }
     for h in &spec.target.headers {
         args.extend(["-H".into(), format!("{}: {}", h.name, h.value)]);

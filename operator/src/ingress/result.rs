@@ -90,6 +90,7 @@ pub fn step_result(
         route_changes: None,
         route_creations: None,
         route_deletions: None,
+        route_scale: None,
         workloads: vec![],
     })
 }
@@ -197,6 +198,54 @@ pub fn judge_thresholds(
         .map(|(_, w)| w.as_str())
         .collect();
     Some((ok, why.join("; ")))
+}
+
+/// A status histogram of times (base64 HDR, empty for none yet) with `us` recorded: its new
+/// text, and its 50th and 99th percentile and largest value in ms (None while it is empty).
+pub fn record_times(
+    before: &str,
+    us: impl IntoIterator<Item = u64>,
+) -> Result<(String, Option<[f64; 3]>), String> {
+    use protocol::report::histogram::{self, new_latency_histogram, LATENCY_MAX_US};
+    let mut h = if before.is_empty() {
+        new_latency_histogram()
+    } else {
+        histogram::decode(before)?
+    };
+    for t in us {
+        h.saturating_record(t.clamp(1, LATENCY_MAX_US));
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    let figures = (!h.is_empty()).then(|| {
+        [
+            ms(h.value_at_quantile(0.5)),
+            ms(h.value_at_quantile(0.99)),
+            ms(h.max()),
+        ]
+    });
+    Ok((histogram::encode(&h)?, figures))
+}
+
+/// The answers every worker of a sample recorded, merged, and the workers' last instant (µs);
+/// Err when a worker recorded none (`what`: the option it needed).
+pub fn merged_answers(
+    reports: &BTreeMap<String, FinalReport>,
+    what: &str,
+) -> Result<(protocol::report::answers::Answers, u64), String> {
+    let mut all = protocol::report::answers::Answers::new();
+    let mut end_ms = 0;
+    for r in reports.values() {
+        let h = http_of(r)?;
+        let Some(a) = &h.answers else {
+            return Err(format!(
+                "worker {:.253} recorded no answers (its loadgen does not support {what}?)",
+                r.worker
+            ));
+        };
+        all.merge(a);
+        end_ms = end_ms.max(h.end_unix_ms);
+    }
+    Ok((all, end_ms.saturating_mul(1000)))
 }
 
 /// Checks a step against the thresholds; returns (met, explanation).

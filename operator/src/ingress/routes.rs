@@ -27,7 +27,7 @@ use crate::run::Run;
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
 
 /// The label that names the controller a route was created for.
-const CONTROLLER: &str = "netbench.io/controller";
+pub(super) const CONTROLLER: &str = "netbench.io/controller";
 
 fn resource() -> ApiResource {
     let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
@@ -154,6 +154,10 @@ pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
     let Some(route) = &controller.route else {
         return Ok(Step::Done);
     };
+    if route.count > 1 {
+        // A route scale: its routes come with each measurement's load (scale.rs).
+        return Ok(Step::Done);
+    }
     let (controller, route) = (controller.clone(), route.clone());
     let name = name(run.id(), &controller.name);
     let api = api(run);
@@ -296,19 +300,34 @@ pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => return Ok(0),
         Err(e) => return Err(e.into()),
     };
+    // By uid: a benchmark whose name shares the first 63 characters (the label's length)
+    // labels its routes the same.
+    let names: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|r| labels::controlled_by(&r.metadata, &uid))
+        .filter(|r| keep.is_none() || run_of(&r.metadata) != keep)
+        .map(|r| r.name_any())
+        .collect();
+    delete_named(&api, names).await
+}
+
+/// Deletes the routes `names` of `api`, several at once (a route scale leaves up to 1000);
+/// one already gone is not an error. Returns how many were deleted.
+pub(super) async fn delete_named(api: &Api<DynamicObject>, names: Vec<String>) -> Result<usize> {
+    use futures::StreamExt;
+    let results: Vec<std::result::Result<(), kube::Error>> = futures::stream::iter(names)
+        .map(|n| {
+            let api = api.clone();
+            async move { api.delete(&n, &DeleteParams::default()).await.map(drop) }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
     let mut deleted = 0;
-    for route in listed.items {
-        // By uid: a benchmark whose name shares the first 63 characters (the label's length)
-        // labels its routes the same.
-        let ours = labels::controlled_by(&route.metadata, &uid);
-        if !ours || (keep.is_some() && run_of(&route.metadata) == keep) {
-            continue;
-        }
-        match api
-            .delete(&route.name_any(), &DeleteParams::default())
-            .await
-        {
-            Ok(_) => deleted += 1,
+    for r in results {
+        match r {
+            Ok(()) => deleted += 1,
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
         }

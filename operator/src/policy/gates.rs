@@ -334,6 +334,13 @@ mod tests {
             .map(|f| f.name.to_string())
             .collect();
         ingress.extend(crate::ingress::churn::all_figure_names().map(String::from));
+        ingress.extend(
+            [
+                crate::ingress::scale::ANSWERED,
+                crate::ingress::scale::ALL_ANSWERED_MS,
+            ]
+            .map(String::from),
+        );
         let mut listed: Vec<String> = INGRESS_FIGURES.iter().map(|f| f.to_string()).collect();
         listed.sort();
         ingress.sort();

@@ -809,3 +809,97 @@ fn histogram_min_ms(text: &str) -> f64 {
         .unwrap();
     h.min() as f64 / 1000.0
 }
+
+/// A route scale on both Gateways: 50 routes created with each measurement's load (two
+/// samples each, interleaved), every worker connection asking one of their hostnames; each
+/// route's time from its creation to its first 2xx is read from what the workers saw, the
+/// routes go after each measurement, and the requests of the measured window (after a warm-up
+/// longer than the routes take) all succeed at that scale.
+#[tokio::test]
+async fn a_route_scale_creates_its_routes_with_the_load_and_reads_when_each_answered() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    shipped_target(&client, &ns.name, "web-a", &[]).await;
+    let restarts = operator_restarts(&client).await;
+    let scaled = |name: &str, url: &str, gateway: &str, prefix: &str| {
+        let mut r = route(gateway, format!("{prefix}.{}.bench.local", ns.name));
+        r["count"] = json!(50);
+        json!({"name": name, "url": url, "route": r})
+    };
+    let spec = benchmark(
+        IB,
+        &ns.name,
+        "scale",
+        json!({
+            "target": {"url": ENVOY},
+            "controllers": [
+                scaled("envoy-50", ENVOY, "gateway-envoy", "eg"),
+                scaled("traefik-50", TRAEFIK_GATEWAY, "gateway-traefik", "tg"),
+            ],
+            "load": {"connections": 50, "threads": 1, "rate": 500, "duration": "7s", "warmup": "6s"},
+            "samples": {"count": 2, "pause": "1s"},
+            "workers": {"nodeNames": ["nb-node0"]},
+            "gates": [{"figure": "routesAnswered", "min": 1}],
+        }),
+    );
+    let done = create_and_wait(&client, &spec, FINISHED, RUN_TIMEOUT).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    for step in st["steps"].as_array().unwrap() {
+        let (name, rs) = (step["controller"].as_str().unwrap(), &step["routeScale"]);
+        eprintln!(
+            "{name}: {} of {} routes answered, p50 {} ms, p99 {} ms, max {} ms, all within {} ms; rps {}, p99 {} ms, errors {}",
+            rs["answered"], rs["created"], rs["p50Ms"], rs["p99Ms"], rs["maxMs"], rs["allAnsweredMs"],
+            step["rps"], step["latencyMs"]["p99"], step["errors"]
+        );
+        assert_eq!(rs["routes"], 50, "{name}: {rs:#}");
+        assert_eq!(rs["samples"], json!([0, 1]), "{name}: {rs:#}");
+        // Two samples of 50, every one created with its instant and answered.
+        assert_eq!(rs["created"], 100, "{name}: {rs:#}");
+        assert_eq!(rs["answered"], 100, "{name}: {rs:#}");
+        assert!(rs.get("note").is_none(), "{name}: {rs:#}");
+        let (p50, max, all) = (
+            rs["p50Ms"].as_f64().unwrap(),
+            rs["maxMs"].as_f64().unwrap(),
+            rs["allAnsweredMs"].as_f64().unwrap(),
+        );
+        // Each route's own time is at most the time until all answered (which also holds
+        // the spread of the creations), and all answered within the warm-up.
+        assert!(
+            0.0 < p50 && p50 <= max && max <= all + 1.0,
+            "{name}: {rs:#}"
+        );
+        assert!(all < 6000.0, "{name}: {rs:#}");
+        // The measured window: every request to the 50 hostnames answered by the backend.
+        let e = &step["errors"];
+        for class in [
+            "connect",
+            "timeout",
+            "read",
+            "write",
+            "parse",
+            "status4xx",
+            "status5xx",
+        ] {
+            assert_eq!(e[class], 0, "{name} {class}: {e}");
+        }
+    }
+    // The sample figures, one per sample and controller, gated.
+    for m in st["statistics"].as_array().unwrap() {
+        let metrics = m["metrics"].as_array().unwrap();
+        let answered = metrics
+            .iter()
+            .find(|f| f["name"] == "routesAnswered")
+            .unwrap();
+        assert_eq!(answered["values"], json!([1.0, 1.0]), "{m:#}");
+        let all = metrics
+            .iter()
+            .find(|f| f["name"] == "routesAllAnsweredMs")
+            .unwrap();
+        assert_eq!(all["values"].as_array().unwrap().len(), 2, "{m:#}");
+    }
+    assert_eq!(condition(&done, "GatesPassed")["status"], "True");
+    // Every route of every sample is gone.
+    assert_no_routes(&client, &ns.name).await;
+    assert_eq!(operator_restarts(&client).await, restarts);
+}

@@ -1,0 +1,522 @@
+//! Route scale (`controllers[].route.count` above 1): at the start of each of the controller's
+//! measurements (when the workers' load and warm-up begin) the run creates `count` HTTPRoutes,
+//! hostnames `r<i>.<hostname>`, all to the route's backend, and deletes them when the
+//! measurement is collected. The workers spread their connections over the hostnames
+//! (`netbench-loadgen http --host-count`) and report when each hostname first answered a 2xx
+//! naming a backend; a route's figure is the time from sending its creation to that answer.
+//! Nothing is read from the routes' status.
+//!
+//! Each creation's instant goes to `status.routeScaleLog` (the sample's record: a restarted
+//! operator goes on from it, and the sample's figures read it). A route found created with no
+//! instant (its record lost to a restart) counts as not answered. The log is hostile like all
+//! status: sized to the spec's count, its instants held to the sample's time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::ResourceExt;
+use protocol::worker::FinalReport;
+use serde_json::json;
+
+use crds::history::Better;
+use crds::ingress::{
+    Controller, IngressBenchmark, IngressBenchmarkSpec, OwnedRoute, RouteScaleLog, RouteScaleResult,
+};
+
+use super::{plan, result, routes};
+use crate::base::error::Result;
+use crate::base::labels;
+use crate::base::outcome::{Reason, Step};
+use crate::policy::samples::{Figure, Slot};
+use crate::run::Run;
+
+type IngressRun<'a> = Run<'a, IngressBenchmark>;
+
+/// The label that numbers a scale's route (its hostname's `r<i>`).
+const INDEX: &str = "netbench.io/route-index";
+/// The label that names the sample a scale's route was created for.
+const SAMPLE: &str = "netbench.io/route-sample";
+/// Routes created per reconcile, and at once within it.
+const BATCH: usize = 100;
+const AT_ONCE: usize = 16;
+/// The sample figures' names.
+pub const ANSWERED: &str = "routesAnswered";
+pub const ALL_ANSWERED_MS: &str = "routesAllAnsweredMs";
+
+fn now_unix_us() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The controller of `step` and its route, when the route is a scale (count above 1).
+pub fn scaled(spec: &IngressBenchmarkSpec, step: u32) -> Option<(&Controller, &OwnedRoute)> {
+    let c = plan::controller(spec, step)?;
+    let r = c.route.as_ref()?;
+    (r.count > 1).then_some((c, r))
+}
+
+/// Route `i`'s hostname.
+pub fn hostname(route: &OwnedRoute, i: usize) -> String {
+    format!("r{i}.{}", route.hostname)
+}
+
+/// Route `i`'s name: the run, the controller, the sample and the index (a DNS subdomain).
+pub fn name(run: &str, controller: &str, sample: u32, i: usize) -> String {
+    format!("{}-s{sample}-r{i}", routes::name(run, controller))
+}
+
+/// The selector of the sample's routes.
+fn selector(run: &IngressRun<'_>, controller: &str, sample: u32) -> String {
+    format!(
+        "{},{}={},{}={controller},{SAMPLE}={sample}",
+        labels::benchmark_selector(plan::KIND, run.name()),
+        labels::RUN,
+        run.id(),
+        routes::CONTROLLER,
+    )
+}
+
+fn manifest(
+    run: &IngressRun<'_>,
+    controller: &Controller,
+    route: &OwnedRoute,
+    sample: u32,
+    i: usize,
+) -> serde_json::Value {
+    let one = OwnedRoute {
+        hostname: hostname(route, i),
+        count: 1,
+        ..route.clone()
+    };
+    let mut m = routes::manifest(run.obj(), run.id(), controller, &one);
+    m["metadata"]["name"] = json!(name(run.id(), &controller.name, sample, i));
+    m["metadata"]["labels"][SAMPLE] = json!(sample.to_string());
+    m["metadata"]["labels"][INDEX] = json!(i.to_string());
+    m
+}
+
+/// The sample's log in status, made anew for a new sample, sized to `count`.
+fn log_of<'r>(run: &'r mut IngressRun<'_>, slot: Slot, count: usize) -> &'r mut RouteScaleLog {
+    let status = run.status_mut();
+    let stale = status
+        .route_scale_log
+        .as_ref()
+        .is_none_or(|l| l.step != slot.measurement || l.sample != slot.sample);
+    if stale {
+        status.route_scale_log = Some(RouteScaleLog {
+            step: slot.measurement,
+            sample: slot.sample,
+            ..Default::default()
+        });
+    }
+    let log = status.route_scale_log.get_or_insert_with(Default::default);
+    log.created_unix_us.resize(count, None);
+    log
+}
+
+/// The indices of the sample's routes that exist (this benchmark's, by uid).
+async fn existing(run: &IngressRun<'_>, controller: &str, sample: u32) -> Result<BTreeSet<usize>> {
+    let uid = run.obj().uid().unwrap_or_default();
+    let listed = routes::api(run)
+        .list_metadata(&ListParams::default().labels(&selector(run, controller, sample)))
+        .await?;
+    Ok(listed
+        .items
+        .iter()
+        .filter(|r| labels::controlled_by(&r.metadata, &uid))
+        .filter_map(|r| r.labels().get(INDEX)?.parse().ok())
+        .collect())
+}
+
+/// Creates the sample's routes once its load has begun, [`BATCH`] per call, each creation's
+/// instant into the log. Done when every route exists; Fail when the API server refused one.
+pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
+    let Some((controller, route)) = scaled(&run.obj().spec, step) else {
+        return Ok(Step::Done);
+    };
+    let (controller, route) = (controller.clone(), route.clone());
+    let slot = run.slot();
+    if run.ctx().runs.started_at(run.id(), slot.wire()).is_none() {
+        // The workers have not been released yet: the routes come with the load.
+        return Ok(Step::Wait {
+            message: None,
+            after: Duration::from_millis(100),
+        });
+    }
+    let count = usize::try_from(route.count).unwrap_or(0);
+    let logged: Vec<bool> = log_of(run, slot, count)
+        .created_unix_us
+        .iter()
+        .map(Option::is_some)
+        .collect();
+    let exist = existing(run, &controller.name, slot.sample).await?;
+    // A route logged but gone was deleted by someone else: not made again (it would get
+    // another instant).
+    let missing: Vec<usize> = (0..count)
+        .filter(|i| !exist.contains(i) && !logged.get(*i).copied().unwrap_or(false))
+        .collect();
+    if missing.is_empty() {
+        return Ok(Step::Done);
+    }
+    let api = routes::api(run);
+    let manifests: Vec<(usize, DynamicObject)> = missing
+        .iter()
+        .take(BATCH)
+        .filter_map(|&i| {
+            let m = manifest(run, &controller, &route, slot.sample, i);
+            Some((i, serde_json::from_value(m).ok()?))
+        })
+        .collect();
+    let made: Vec<(usize, u64, std::result::Result<(), kube::Error>)> =
+        futures::stream::iter(manifests)
+            .map(|(i, object)| {
+                let api = api.clone();
+                async move {
+                    let at = now_unix_us();
+                    let done = api.create(&PostParams::default(), &object).await;
+                    (i, at, done.map(drop))
+                }
+            })
+            .buffer_unordered(AT_ONCE)
+            .collect()
+            .await;
+    let mut refused = None;
+    let run_id = run.id().to_string();
+    let log = log_of(run, slot, count);
+    for (i, at, done) in made {
+        match done {
+            Ok(()) => {
+                if let Some(slot) = log.created_unix_us.get_mut(i) {
+                    *slot = Some(at);
+                }
+            }
+            // Created by an earlier call whose record was lost: no instant.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                let why = match e {
+                    kube::Error::Api(s) => s.message,
+                    other => other.to_string(),
+                };
+                refused.get_or_insert(format!(
+                    "HTTPRoute {} (route scale of controller {}): {why}",
+                    name(&run_id, &controller.name, slot.sample, i),
+                    controller.name
+                ));
+            }
+        }
+    }
+    if let Some(why) = refused {
+        let cut: String = why.chars().take(1000).collect();
+        log.refused = Some(cut.clone());
+        return Ok(Step::fail(Reason::RouteRefused, cut));
+    }
+    let remaining = missing.len().saturating_sub(BATCH);
+    if remaining == 0 {
+        let m = format!(
+            "{count} HTTPRoutes of the route scale created for controller {}",
+            controller.name
+        );
+        run.event(kube::runtime::events::EventType::Normal, "RoutesCreated", m);
+        return Ok(Step::Done);
+    }
+    Ok(Step::Wait {
+        message: None,
+        after: Duration::from_millis(1),
+    })
+}
+
+/// Deletes the sample's routes (after its collection, or when it is over).
+pub async fn delete_sample(run: &IngressRun<'_>, slot: Slot) -> Result<()> {
+    let Some((controller, _)) = scaled(&run.obj().spec, slot.measurement) else {
+        return Ok(());
+    };
+    let controller = controller.name.clone();
+    let api = routes::api(run);
+    let uid = run.obj().uid().unwrap_or_default();
+    let listed = api
+        .list_metadata(&ListParams::default().labels(&selector(run, &controller, slot.sample)))
+        .await?;
+    let names: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|r| labels::controlled_by(&r.metadata, &uid))
+        .map(|r| r.name_any())
+        .collect();
+    routes::delete_named(&api, names).await.map(drop)
+}
+
+/// One sample of a route scale, read from its log and the workers' answers.
+#[derive(Debug, PartialEq)]
+pub struct SampleReading {
+    /// Routes asked for.
+    pub count: usize,
+    /// Per route: its creation's instant, if known.
+    pub created: Vec<Option<u64>>,
+    /// Per route: from its creation to its first 2xx, µs, if it answered.
+    pub times: Vec<Option<u64>>,
+    /// When the last route first answered, if all did.
+    pub all_answered_at: Option<u64>,
+    /// The end of the sample (the workers' last instant).
+    pub end_us: u64,
+    /// Hostnames that answered before their route was created.
+    pub early: usize,
+}
+
+impl SampleReading {
+    fn first_created(&self) -> Option<u64> {
+        self.created.iter().flatten().min().copied()
+    }
+
+    fn answered(&self) -> usize {
+        self.times.iter().flatten().count()
+    }
+
+    /// From the first creation until every route answered, or the time they were given.
+    fn all_answered_us(&self) -> Option<u64> {
+        let first = self.first_created()?;
+        let last = self.all_answered_at.unwrap_or(self.end_us);
+        Some(last.saturating_sub(first))
+    }
+}
+
+/// The sample's reading: Err when its log is missing or no route was created.
+pub fn read_sample(
+    spec: &IngressBenchmarkSpec,
+    log: Option<&RouteScaleLog>,
+    slot: Slot,
+    reports: &BTreeMap<String, FinalReport>,
+) -> std::result::Result<Option<SampleReading>, String> {
+    let Some((_, route)) = scaled(spec, slot.measurement) else {
+        return Ok(None);
+    };
+    let count = usize::try_from(route.count).unwrap_or(0);
+    let log = log
+        .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
+        .ok_or("the route scale's record of this sample is missing from status")?;
+    let (answers, end_us) = result::merged_answers(reports, "--host-count")?;
+    // Instants after the sample's end are not the operator's: held as unknown.
+    let mut created: Vec<Option<u64>> = log
+        .created_unix_us
+        .iter()
+        .take(count)
+        .map(|c| c.filter(|&at| at <= end_us))
+        .collect();
+    created.resize(count, None);
+    if created.iter().all(Option::is_none) {
+        return Err(log
+            .refused
+            .clone()
+            .unwrap_or_else(|| "no route of the route scale was created in this sample".into()));
+    }
+    Ok(Some(reading_of(created, &answers.first_ok_by_host, end_us)))
+}
+
+/// Each route's time from its creation to its hostname's first 2xx (`firsts`, by index).
+pub fn reading_of(created: Vec<Option<u64>>, firsts: &[Option<u64>], end_us: u64) -> SampleReading {
+    let mut early = 0;
+    let mut times = Vec::with_capacity(created.len());
+    let mut all_answered_at = Some(0u64);
+    for (i, c) in created.iter().enumerate() {
+        let first = firsts.get(i).copied().flatten();
+        let time = match (c, first) {
+            (Some(c), Some(f)) if f >= *c => Some(f - c),
+            (Some(_), Some(_)) => {
+                early += 1;
+                None
+            }
+            _ => None,
+        };
+        all_answered_at = match (all_answered_at, time, first) {
+            (Some(last), Some(_), Some(f)) => Some(last.max(f)),
+            _ => None,
+        };
+        times.push(time);
+    }
+    SampleReading {
+        count: created.len(),
+        created,
+        times,
+        all_answered_at,
+        end_us,
+        early,
+    }
+}
+
+/// The sample's figures (statistics, gates, results, history): the share of its routes that
+/// answered, and the time from its first creation until all did (or, when not all did, the
+/// time they were given: a lower bound).
+pub fn sample_figures(
+    ib: &IngressBenchmark,
+    slot: Slot,
+    reports: &BTreeMap<String, FinalReport>,
+) -> std::result::Result<Vec<Figure>, String> {
+    let log = ib.status.as_ref().and_then(|s| s.route_scale_log.as_ref());
+    let Some(r) = read_sample(&ib.spec, log, slot, reports)? else {
+        return Ok(vec![]);
+    };
+    let share = r.answered() as f64 / r.count.max(1) as f64;
+    let all_ms = r.all_answered_us().map_or(0.0, |us| us as f64 / 1000.0);
+    Ok(vec![
+        Figure {
+            name: ANSWERED.into(),
+            unit: "ratio".into(),
+            better: Better::Higher,
+            value: share,
+        },
+        Figure {
+            name: ALL_ANSWERED_MS.into(),
+            unit: "ms".into(),
+            better: Better::Lower,
+            value: all_ms,
+        },
+    ])
+}
+
+/// The step's route-scale result with this sample's added (once per sample).
+pub fn add_sample(
+    before: Option<&RouteScaleResult>,
+    sample: u32,
+    r: &SampleReading,
+) -> std::result::Result<RouteScaleResult, String> {
+    let mut out = before.cloned().unwrap_or_default();
+    if out.samples.contains(&sample) {
+        return Ok(out);
+    }
+    let (histogram, figures) =
+        result::record_times(&out.histogram, r.times.iter().flatten().copied())?;
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let first_sample = out.samples.is_empty();
+    out.samples.push(sample);
+    out.routes = n(r.count);
+    out.created = out
+        .created
+        .saturating_add(n(r.created.iter().flatten().count()));
+    out.answered = out.answered.saturating_add(n(r.answered()));
+    [out.p50_ms, out.p99_ms, out.max_ms] = figures.map_or([None; 3], |f| f.map(Some));
+    let ms = |us: u64| us as f64 / 1000.0;
+    // The longest over the samples, and only while every sample's routes all answered.
+    let this = r.all_answered_at.and_then(|_| r.all_answered_us()).map(ms);
+    out.all_answered_ms = match (first_sample, out.all_answered_ms, this) {
+        (true, _, this) => this,
+        (false, Some(before), Some(this)) => Some(before.max(this)),
+        _ => None,
+    };
+    let mut notes = vec![];
+    let untimed = r.created.iter().filter(|c| c.is_none()).count();
+    if untimed > 0 {
+        notes.push(format!(
+            "sample {sample}: {untimed} route(s) not created or created with no record of when"
+        ));
+    }
+    if r.early > 0 {
+        notes.push(format!(
+            "sample {sample}: {} hostname(s) answered before their route was created (another route matches them?)",
+            r.early
+        ));
+    }
+    if !notes.is_empty() {
+        let mut note = out.note.take().map(|n| vec![n]).unwrap_or_default();
+        note.extend(notes);
+        out.note = Some(note.join("; ").chars().take(1000).collect());
+    }
+    out.histogram = histogram;
+    Ok(out)
+}
+
+/// The sample's route-scale figures into the step's result (`before`: its result so far).
+pub fn collect(
+    run: &IngressRun<'_>,
+    slot: Slot,
+    reports: &BTreeMap<String, FinalReport>,
+    before: Option<&RouteScaleResult>,
+) -> std::result::Result<Option<RouteScaleResult>, String> {
+    let log = run.status().route_scale_log.as_ref();
+    let Some(r) = read_sample(&run.obj().spec, log, slot, reports)? else {
+        return Ok(None);
+    };
+    add_sample(before, slot.sample, &r).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(created: Vec<Option<u64>>, firsts: Vec<Option<u64>>, end_us: u64) -> SampleReading {
+        reading_of(created, &firsts, end_us)
+    }
+
+    #[test]
+    fn samples_merge_once_each_and_all_answered_is_the_longest() {
+        // Routes created at 1.000 s, 1.010 s, 1.020 s; answered 120, 150 and 400 ms later.
+        let s0 = reading(
+            vec![Some(1_000_000), Some(1_010_000), Some(1_020_000)],
+            vec![Some(1_120_000), Some(1_160_000), Some(1_420_000)],
+            9_000_000,
+        );
+        let r = add_sample(None, 0, &s0).unwrap();
+        assert_eq!((r.routes, r.created, r.answered), (3, 3, 3));
+        assert_eq!(r.all_answered_ms, Some(420.0));
+        assert_eq!(r.max_ms.map(f64::round), Some(400.0));
+        assert_eq!(
+            add_sample(Some(&r), 0, &s0).unwrap(),
+            r,
+            "a sample counts once"
+        );
+        // Another sample, all in 300 ms: the longest stays.
+        let s1 = reading(
+            vec![Some(2_000_000), Some(2_000_000), Some(2_000_000)],
+            vec![Some(2_100_000), Some(2_300_000), Some(2_200_000)],
+            9_000_000,
+        );
+        let r = add_sample(Some(&r), 1, &s1).unwrap();
+        assert_eq!((r.created, r.answered), (6, 6));
+        assert_eq!(r.all_answered_ms, Some(420.0));
+        // A sample with a route that never answered: no all-answered figure any more.
+        let s2 = reading(
+            vec![Some(3_000_000), Some(3_000_000), None],
+            vec![Some(3_100_000), None, None],
+            5_000_000,
+        );
+        let r = add_sample(Some(&r), 2, &s2).unwrap();
+        assert_eq!((r.created, r.answered), (8, 7));
+        assert_eq!(r.all_answered_ms, None);
+        assert!(r.note.unwrap().contains("1 route(s) not created"));
+        // Its time given counts for the gate: from the first creation to the end.
+        assert_eq!(s2.all_answered_us(), Some(2_000_000));
+    }
+
+    #[test]
+    fn a_hostname_answering_before_its_route_existed_is_not_a_figure() {
+        let s = reading(
+            vec![Some(5_000), Some(5_000)],
+            vec![Some(4_000), Some(9_000)],
+            10_000,
+        );
+        assert_eq!(s.times, vec![None, Some(4_000)]);
+        assert_eq!(s.early, 1);
+        let r = add_sample(None, 0, &s).unwrap();
+        assert_eq!(r.answered, 1);
+        assert!(r
+            .note
+            .unwrap()
+            .contains("answered before their route was created"));
+    }
+
+    #[test]
+    fn hostnames_and_names_are_dns_names() {
+        let route: OwnedRoute = serde_json::from_value(serde_json::json!({
+            "gateway": {"name": "gw"}, "hostname": "eg.bench.local",
+            "backend": {"name": "web", "port": 80}, "count": 1000,
+        }))
+        .unwrap();
+        assert_eq!(hostname(&route, 999), "r999.eg.bench.local");
+        assert_eq!(
+            name("a1b2c3d4", "envoy", 3, 999),
+            "netbench-a1b2c3d4-envoy-s3-r999"
+        );
+    }
+}
