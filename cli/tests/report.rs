@@ -444,11 +444,30 @@ fn controllers_are_drawn_side_by_side_with_what_is_significant() {
         !md.contains("-ingress-scaling.svg"),
         "no scaling chart for controllers"
     );
+    assert!(
+        !md.contains("### Route scale"),
+        "no scale table without a scale"
+    );
     let plain = report::render(&fixtures(&["ingress-sweep.yaml"])).unwrap();
     assert!(
         !plain.markdown.contains("Route changes"),
         "no route table without route figures"
     );
+    // A route scale: its own table, shares as percentages, times in ms.
+    let scale = report::render(&fixtures(&["ingress-route-scale.yaml"])).unwrap();
+    for row in [
+        "### Route scale",
+        "| controller | routes answered | all answered ms |\n|---|---|---|\n",
+        "| traefik | 100% ± 0 | 2300.0 ± 248.4 |",
+        "| envoy-gateway | 99% ± 3 | 1700.0 ± 248.4 |",
+    ] {
+        assert!(
+            scale.markdown.contains(row),
+            "missing {row:?} in\n{}",
+            scale.markdown
+        );
+    }
+    assert!(!scale.markdown.contains("Route changes"), "no churn table");
     for (suffix, tallest_first) in [
         ("-controllers-rps.svg", true),
         ("-controllers-p99.svg", true),

@@ -1,7 +1,8 @@
 //! Controllers side by side (an IngressBenchmark with `spec.controllers`): the comparison the
 //! operator makes (crds::ingress::compare, from the result's measurements, never from status),
 //! as a table and two bar charts, a colour per controller; and, when the run changed routes
-//! under load, each controller's route figures (the share of changes shown, their p99).
+//! under load or made a route scale, each controller's route figures (the share of changes
+//! shown, their p99; the share of routes answered, the time until all did).
 
 use anyhow::Result;
 
@@ -111,35 +112,62 @@ const ROUTE_FIGURES: [(&str, &str); 6] = [
     ("routeDeletionP99Ms", "deletion p99 ms"),
 ];
 
+/// A route scale's per-sample figures (controllers[].route.count).
+const SCALE_FIGURES: [(&str, &str); 2] = [
+    ("routesAnswered", "routes answered"),
+    ("routesAllAnsweredMs", "all answered ms"),
+];
+
 /// Each controller's route figures (mean ± 95% over the samples), when the result has any:
-/// a share as a percentage, a p99 in ms.
+/// a share as a percentage, a time in ms. Route changes under load, then a route scale.
 pub fn route_section(spec: &BenchmarkResultSpec, out: &mut Rendered) {
     let rows = named(spec);
-    let present: Vec<(&str, &str)> = ROUTE_FIGURES
-        .into_iter()
+    figure_table(
+        &rows,
+        "Route changes under load",
+        "A change not shown counts in the p99 at the time it was given (the p99 is then a lower bound).",
+        &ROUTE_FIGURES,
+        out,
+    );
+    figure_table(
+        &rows,
+        "Route scale",
+        "Routes answered: the share of a sample's routes whose first 2xx came through the data plane. All answered: from the first route's creation until the last one answered (when not all did, the time they were given: a lower bound).",
+        &SCALE_FIGURES,
+        out,
+    );
+}
+
+/// One table of `figures` (those any controller has), a row per controller.
+fn figure_table(
+    rows: &[(&str, MeasurementStats)],
+    title: &str,
+    intro: &str,
+    figures: &[(&str, &str)],
+    out: &mut Rendered,
+) {
+    let present: Vec<&(&str, &str)> = figures
+        .iter()
         .filter(|(name, _)| rows.iter().any(|(_, m)| m.metric(name).is_some()))
         .collect();
     if present.is_empty() {
         return;
     }
-    out.markdown
-        .push_str("### Route changes under load
-
-Mean of the samples ± 95%. A change not shown counts in the p99 at the time it was given (the p99 is then a lower bound).
-
-| controller |");
+    out.markdown.push_str(&format!(
+        "### {title}\n\nMean of the samples ± 95%. {intro}\n\n| controller |"
+    ));
     for (_, title) in &present {
         out.markdown.push_str(&format!(" {title} |"));
     }
     out.markdown.push_str("\n|---|");
     out.markdown.push_str(&"---|".repeat(present.len()));
     out.markdown.push('\n');
-    for (controller, m) in &rows {
+    for (controller, m) in rows {
         out.markdown
             .push_str(&format!("| {} |", md_cell(controller)));
         for (name, _) in &present {
             let cell = match m.metric(name) {
-                Some(f) if name.ends_with("Shown") => {
+                Some(f) if !name.ends_with("Ms") => {
                     format!(" {:.0}% ± {:.0} |", f.mean * 100.0, f.ci95 * 100.0)
                 }
                 Some(f) => format!(" {:.1} ± {:.1} |", f.mean, f.ci95),
