@@ -17,7 +17,8 @@
 # An expression without data fails, except where the cluster's real state explains it, and then
 # it is printed as EMPTY with the reason: per benchmark, the other kind's panels and
 # netbench_ingress_scaling_efficiency without a sweep (needs two or more steps), route-change and
-# controller-workload series without spec.routeChanges / controllers[].workloads; egress series
+# controller-workload series without spec.routeChanges / controllers[].workloads, route-scale
+# series without a controllers[].route.count above 1; egress series
 # when no EgressBenchmark has succeeded; netbench_reconcile_errors_total when the operator's own
 # /metrics shows no reconcile error. With all benchmarks selected only the last (and route and
 # workload series no benchmark here asks for) is excused.
@@ -40,6 +41,15 @@ done
 ((${#bench_files[@]})) || bench_files=("$NBC_REPO/deploy/examples/ingress-simple.yaml")
 [[ -n ${KUBECONFIG:-} ]] || die "KUBECONFIG is not set (eval \"\$(tests/cluster/up.sh)\")"
 kubectl -n "$ns" get service "$svc" >/dev/null || die "Service $ns/$svc not found: install the chart first"
+
+# scaled FILE: the benchmark makes a route scale (a controller's route.count above 1).
+scaled() {
+    local c
+    for c in $(kubectl -n "$bench_ns" get -f "$1" -o jsonpath='{.spec.controllers[*].route.count}' 2>/dev/null); do
+        ((c > 1)) && return 0
+    done
+    return 1
+}
 
 work=$(mktemp -d /tmp/netbench-prom.XXXXXX)
 prom_pid=
@@ -153,6 +163,8 @@ for f in "${bench_files[@]}"; do
             extra+=(--may-be-empty "netbench_ingress_route_change(s|_propagation_seconds)=$name changes no route under load (spec.routeChanges)")
         [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.controllers[*].workloads}') ]] ||
             extra+=(--may-be-empty "netbench_ingress_workload_(cpu_cores|memory_bytes)=$name lists no controller workloads (controllers[].workloads)")
+        scaled "$f" ||
+            extra+=(--may-be-empty "netbench_ingress_route_scale_(seconds|routes)=$name makes no route scale (controllers[].route.count above 1)")
     fi
     [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.baseline}') ]] ||
         extra+=(--may-be-empty "netbench_regression=$name has no baseline; verdicts need one")
@@ -176,6 +188,10 @@ route_changes=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "
 workloads=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.controllers[*].workloads}' 2>/dev/null; done)
 [[ -n $workloads ]] ||
     errors_explained+=(--may-be-empty "netbench_ingress_workload_(cpu_cores|memory_bytes)=none of the benchmarks here lists controller workloads")
+any_scale=false
+for f in "${bench_files[@]}"; do scaled "$f" && any_scale=true; done
+$any_scale ||
+    errors_explained+=(--may-be-empty "netbench_ingress_route_scale_(seconds|routes)=none of the benchmarks here makes a route scale")
 topologies=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].topology}' 2>/dev/null; done)
 [[ -n $topologies ]] ||
     errors_explained+=(--may-be-empty "netbench_egress_pair_value=none of the benchmarks here has a case with a topology")
