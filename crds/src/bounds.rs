@@ -167,6 +167,42 @@ fn route_scale(spec: &IngressBenchmarkSpec) -> Result<(), String> {
         if spec.route_changes.is_some() {
             return Err(ROUTE_SCALE_WITH_CHANGES.into());
         }
+        if c.host_header.is_some() {
+            return Err(format!(
+                "controllers[{}].hostHeader cannot be set with a route scale: the workers ask the routes' own hostnames, r<i>.{}",
+                c.name, route.hostname
+            ));
+        }
+        let url = c.url.as_deref().unwrap_or(&spec.target.url);
+        if url
+            .get(..8)
+            .is_some_and(|p| p.eq_ignore_ascii_case("https://"))
+        {
+            return Err(format!(
+                "controllers[{}]: a route scale over https is not supported yet (the TLS server name would be {}, not each route's r<i>.{}): use an http:// listener",
+                c.name, route.hostname, route.hostname
+            ));
+        }
+        // No other controller's route may take one of this scale's hostnames.
+        let taken = spec
+            .controllers
+            .iter()
+            .filter_map(|o| o.route.as_ref())
+            .filter_map(|o| o.hostname.strip_suffix(route.hostname.as_str()))
+            .filter_map(|prefix| {
+                prefix
+                    .strip_prefix('r')?
+                    .strip_suffix('.')?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .any(|i| i < count);
+        if taken {
+            return Err(format!(
+                "another controller's route hostname is one of controllers[{}]'s {count} routes' (r<i>.{})",
+                c.name, route.hostname
+            ));
+        }
         if u64::from(spec.load.connections) < u64::from(count) {
             return Err(format!(
                 "controllers[{}].route.count {count} needs load.connections at least {count} (each connection asks one of the routes' hostnames; got {})",

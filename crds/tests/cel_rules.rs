@@ -959,6 +959,48 @@ fn a_route_scale_is_bounded_and_the_operator_refuses_what_cel_cannot_see() {
         json!({"every": "1s", "swapTo": {"name": "web-b", "port": 80}}),
     );
     operator_refuses(&churned, crds::bounds::ROUTE_SCALE_WITH_CHANGES);
+    let headed = with(
+        &scaled,
+        "spec.controllers.0.hostHeader",
+        json!("other.example"),
+    );
+    operator_refuses(&headed, "hostHeader cannot be set with a route scale");
+    let tls = with(
+        &scaled,
+        "spec.controllers.0.url",
+        json!("https://gw.example/"),
+    );
+    operator_refuses(&tls, "a route scale over https is not supported yet");
+    // Multi-byte text where a scheme would be: refused by CEL, and no panic in the operator.
+    let odd = with(
+        &scaled,
+        "spec.controllers.0.url",
+        json!("httpé://gw.example/"),
+    );
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(odd["spec"].clone()).unwrap();
+    let _ = crds::bounds::ingress(&spec);
+    let mut squatting = scaled.clone();
+    squatting["spec"]["controllers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(
+        {"name": "other", "url": "http://other.gw/", "route": {
+            "gateway": {"name": "bench", "namespace": "gw"},
+            "hostname": "r7.eg.example",
+            "backend": {"name": "web-a", "port": 80}}}));
+    operator_refuses(&squatting, "another controller's route hostname is one of");
+    squatting = with(
+        &squatting,
+        "spec.controllers.1.route.hostname",
+        json!("r100.eg.example"),
+    );
+    let spec: crds::IngressBenchmarkSpec =
+        serde_json::from_value(squatting["spec"].clone()).unwrap();
+    assert_eq!(
+        crds::bounds::ingress(&spec),
+        Ok(()),
+        "r100 is not one of 100 routes"
+    );
     let unscaled = with(&gated, "spec.controllers.0.route.count", json!(1));
     operator_refuses(&unscaled, crds::bounds::SCALE_GATES_NEED_SCALE);
 }

@@ -293,6 +293,15 @@ fn a_host_count_dates_each_hostnames_first_named_2xx() {
         &url,
     ];
     assert_each_host_answered(&cli_report(&args), 4);
+    // With --host-backend, only that backend's 2xx dates a hostname (not another route's).
+    let mut o = options(url.clone(), true);
+    o.connections = 2;
+    o.host = Some("bench.test".into());
+    o.host_count = 2;
+    o.host_backend = Some("web-a".into());
+    assert_each_host_answered(&load(&o), 2);
+    o.host_backend = Some("web-b".into());
+    assert!(load(&o).answers.unwrap().first_ok_by_host.is_empty());
     // An error status is not the route working.
     let failing = named_responder("web-a", 503);
     let mut o = options(failing, true);
@@ -361,4 +370,10 @@ fn a_host_count_is_refused_without_a_host_or_the_connections_for_it() {
     assert!(refused(2, 2, None).contains("needs --host"));
     assert!(refused(0, 2, Some("h")).contains("between 1 and 1000"));
     assert!(refused(1001, 2000, Some("h")).contains("between 1 and 1000"));
+    let mut o = HttpOptions::new("http://127.0.0.1:1/");
+    o.host = Some("h".into());
+    o.host_count = 2;
+    o.host_backend = Some("not a name".into());
+    let e = HttpConfig::from_options(&o).unwrap_err().to_string();
+    assert!(e.contains("is not a backend name"), "{e}");
 }

@@ -327,8 +327,13 @@ pub struct RouteChangeResult {
 pub struct RouteScaleLog {
     pub step: u32,
     pub sample: u32,
+    /// When the workers' load began (their barrier), Unix µs: the routes are created from then
+    /// on, never before (no route can answer before the first request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_start_unix_us: Option<u64>,
     /// Per route (index i: hostname r<i>.<hostname>), when its creation was sent to the API
-    /// server, Unix µs; None for a route found created with no record of when.
+    /// server, Unix µs; 0 for a route found created with no record of when (a restart), None
+    /// while not created.
     #[schemars(length(max = 1000))]
     pub created_unix_us: Vec<Option<u64>>,
     /// Creations the API server refused, with the first reason.

@@ -64,6 +64,10 @@ pub struct HttpOptions {
     /// 1000, and at most the connections.
     #[arg(long, default_value_t = 1)]
     pub host_count: u64,
+    /// With --host-count: only a 2xx naming this backend (X-Netbench-Backend) dates a
+    /// hostname; another backend answering (a wildcard route, another route) does not.
+    #[arg(long)]
+    pub host_backend: Option<String>,
 }
 
 impl HttpOptions {
@@ -87,6 +91,7 @@ impl HttpOptions {
             insecure: false,
             record_answers: false,
             host_count: 1,
+            host_backend: None,
         }
     }
 }
@@ -126,6 +131,8 @@ pub struct HttpConfig {
     pub record_answers: bool,
     /// Hostnames the connections spread over (`--host-count`; 1: the Host header as given).
     pub host_count: usize,
+    /// The backend whose 2xx dates a hostname (`--host-backend`); any named one without it.
+    pub host_backend: Option<String>,
 }
 
 /// A rejected option, with a one-line reason.
@@ -227,6 +234,14 @@ impl HttpConfig {
         if host_count > 1 && o.host.is_none() {
             return err("--host-count needs --host (the hostnames are r<i>.HOST)");
         }
+        if let Some(b) = &o.host_backend {
+            if protocol::report::answers::backend_name(b.as_bytes()).as_deref() != Some(b.as_str())
+            {
+                return err(format!(
+                    "--host-backend '{b}' is not a backend name (1 to 63 letters, digits, '-', '.' or '_')"
+                ));
+            }
+        }
         if host_count > o.connections {
             return err(format!(
                 "--host-count {host_count} needs at least as many connections (-c {}): each connection asks one hostname",
@@ -260,6 +275,7 @@ impl HttpConfig {
             insecure: o.insecure,
             record_answers: o.record_answers,
             host_count: host_count as usize,
+            host_backend: o.host_backend.clone(),
         })
     }
 

@@ -49,6 +49,8 @@ pub(crate) struct Plan {
     pub record_answers: bool,
     /// With `--host-count` N > 1: hostname i's request (HTTP/1.1) and URI (HTTP/2).
     pub hosts: Vec<HostRequest>,
+    /// The backend whose 2xx dates a hostname (`--host-backend`); NONE: any named one.
+    pub host_backend: Backend,
 }
 
 /// The request of one hostname of `--host-count`.
@@ -97,7 +99,13 @@ impl ConnCtx {
             return;
         }
         if let Some(host) = self.host {
-            let ok = (200..300).contains(&answer.status) && answer.backend != Backend::NONE;
+            let expected = self.plan.host_backend;
+            let named = if expected == Backend::NONE {
+                answer.backend != Backend::NONE
+            } else {
+                answer.backend == expected
+            };
+            let ok = (200..300).contains(&answer.status) && named;
             if ok && !runs.ok_seen {
                 runs.ok_seen = true;
                 self.stats.borrow_mut().first_ok(host, at);
@@ -366,6 +374,10 @@ fn plan(cfg: &HttpConfig) -> Plan {
     };
     Plan {
         hosts,
+        host_backend: cfg
+            .host_backend
+            .as_deref()
+            .map_or(Backend::NONE, |b| Backend::from_value(b.as_bytes())),
         request: serialize_h1(cfg),
         head: cfg.method.eq_ignore_ascii_case("HEAD"),
         keepalive: cfg.keepalive,

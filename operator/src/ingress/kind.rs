@@ -246,27 +246,26 @@ impl Hooks for IngressBenchmark {
         }
     }
 
-    /// The step's route changes under load (spec.routeChanges).
+    /// The step's route scale's routes, its route changes under load (spec.routeChanges) and
+    /// the kubelets' readings of its controller's workloads.
     async fn while_running(run: &mut Run<'_, Self>, step: u32) -> Result<Step> {
-        // A route scale's routes come with the load; route changes keep a schedule; the
-        // kubelet readings can wait.
+        // The routes come with the load and the changes keep a schedule; the kubelet readings
+        // can wait, but are never left out.
         let created = scale::while_running(run, step).await?;
-        if created != Step::Done {
+        if let Step::Fail(_) = created {
             return Ok(created);
         }
         let churn = churn::while_running(run, step).await?;
         let sample_again = usage::while_running(run, step).await;
-        match (churn, sample_again) {
-            (Step::Done, Some(after)) => Ok(Step::Wait {
-                message: None,
-                after,
-            }),
-            (Step::Wait { message, after }, Some(sooner)) => Ok(Step::Wait {
-                message,
-                after: after.min(sooner),
-            }),
-            (step, _) => Ok(step),
-        }
+        Ok(sooner(
+            sooner(created, churn),
+            sample_again
+                .map(|after| Step::Wait {
+                    message: None,
+                    after,
+                })
+                .unwrap_or(Step::Done),
+        ))
     }
 
     /// The step's result into status, with its verdict on failed requests (and how its
@@ -377,4 +376,26 @@ fn record_step(run: &mut Run<'_, IngressBenchmark>, r: StepResult) {
     status.steps.retain(|s| s.index != r.index);
     status.steps.push(r);
     status.steps.sort_by_key(|s| s.index);
+}
+
+/// The step that comes back sooner: a failure first, then the shorter wait (with its message,
+/// or the other's), Done only when both are.
+fn sooner(a: Step, b: Step) -> Step {
+    match (a, b) {
+        (f @ Step::Fail(_), _) | (_, f @ Step::Fail(_)) => f,
+        (Step::Done, other) | (other, Step::Done) => other,
+        (
+            Step::Wait {
+                message: m1,
+                after: a1,
+            },
+            Step::Wait {
+                message: m2,
+                after: a2,
+            },
+        ) => Step::Wait {
+            message: m1.or(m2),
+            after: a1.min(a2),
+        },
+    }
 }

@@ -68,15 +68,17 @@ pub fn loadgen_args(spec: &IngressBenchmarkSpec, step: u32) -> Vec<String> {
     if load.http2 {
         args.push("--http2".into());
     }
-    let scale = controller(spec, step)
+    let scaled = controller(spec, step)
         .and_then(|c| c.route.as_ref())
-        .map_or(1, |r| r.count);
-    if spec.route_changes.is_some() || scale > 1 {
+        .filter(|r| r.count > 1);
+    if spec.route_changes.is_some() || scaled.is_some() {
         args.push("--record-answers".into());
     }
-    if scale > 1 {
-        // Each connection asks one of the routes' hostnames, r<i>.<hostname>.
-        args.extend(["--host-count".into(), scale.to_string()]);
+    if let Some(route) = scaled {
+        // Each connection asks one of the routes' hostnames, r<i>.<hostname>, and only the
+        // route's own backend answering dates it.
+        args.extend(["--host-count".into(), route.count.to_string()]);
+        args.extend(["--host-backend".into(), route.backend.name.clone()]);
     }
     for h in &spec.target.headers {
         args.extend(["-H".into(), format!("{}: {}", h.name, h.value)]);

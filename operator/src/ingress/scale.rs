@@ -64,9 +64,10 @@ pub fn hostname(route: &OwnedRoute, i: usize) -> String {
     format!("r{i}.{}", route.hostname)
 }
 
-/// Route `i`'s name: the run, the controller, the sample and the index (a DNS subdomain).
+/// Route `i`'s name: the run, the controller, the sample and the index (a DNS subdomain; the
+/// dots keep it apart from any controller's own route, whose names have none).
 pub fn name(run: &str, controller: &str, sample: u32, i: usize) -> String {
-    format!("{}-s{sample}-r{i}", routes::name(run, controller))
+    format!("{}.s{sample}.r{i}", routes::name(run, controller))
 }
 
 /// The selector of the sample's routes.
@@ -132,32 +133,59 @@ async fn existing(run: &IngressRun<'_>, controller: &str, sample: u32) -> Result
         .collect())
 }
 
-/// Creates the sample's routes once its load has begun, [`BATCH`] per call, each creation's
-/// instant into the log. Done when every route exists; Fail when the API server refused one.
+/// A route found created with no record of when (its instant lost to a restart).
+pub const UNTIMED: u64 = 0;
+
+/// Whether the API server's refusal is for good (the request is wrong or not allowed), not a
+/// moment's trouble (throttling, a server error, the network) that the next pass retries.
+fn for_good(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 422))
+}
+
+/// Creates the sample's routes from the moment its load begins (the workers' barrier, kept in
+/// the log for a restarted operator), [`BATCH`] per pass, each creation's instant into the
+/// log. Done when every route exists; Fail when the API server refused one for good or a
+/// route of that name is not this benchmark's.
 pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
     let Some((controller, route)) = scaled(&run.obj().spec, step) else {
         return Ok(Step::Done);
     };
     let (controller, route) = (controller.clone(), route.clone());
     let slot = run.slot();
-    if run.ctx().runs.started_at(run.id(), slot.wire()).is_none() {
+    let count = usize::try_from(route.count).unwrap_or(0);
+    let started = run.ctx().runs.started_at(run.id(), slot.wire());
+    let log = log_of(run, slot, count);
+    if log.load_start_unix_us.is_none() {
+        log.load_start_unix_us = started.map(|ms| ms.saturating_mul(1000));
+    }
+    let Some(load_start) = log.load_start_unix_us else {
         // The workers have not been released yet: the routes come with the load.
         return Ok(Step::Wait {
             message: None,
-            after: Duration::from_millis(100),
+            after: crate::base::outcome::POLL,
+        });
+    };
+    let now = now_unix_us();
+    if now < load_start {
+        // No route can answer before the first request: none is created before it.
+        let after = Duration::from_micros(load_start - now).min(crate::base::outcome::POLL);
+        return Ok(Step::Wait {
+            message: None,
+            after,
         });
     }
-    let count = usize::try_from(route.count).unwrap_or(0);
-    let logged: Vec<bool> = log_of(run, slot, count)
-        .created_unix_us
-        .iter()
-        .map(Option::is_some)
-        .collect();
     let exist = existing(run, &controller.name, slot.sample).await?;
+    let log = log_of(run, slot, count);
+    for i in &exist {
+        // Ours, with no record (a restart between its creation and the status write).
+        if let Some(c @ None) = log.created_unix_us.get_mut(*i) {
+            *c = Some(UNTIMED);
+        }
+    }
     // A route logged but gone was deleted by someone else: not made again (it would get
     // another instant).
     let missing: Vec<usize> = (0..count)
-        .filter(|i| !exist.contains(i) && !logged.get(*i).copied().unwrap_or(false))
+        .filter(|&i| log.created_unix_us.get(i).is_some_and(Option::is_none))
         .collect();
     if missing.is_empty() {
         return Ok(Step::Done);
@@ -171,42 +199,68 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
             Some((i, serde_json::from_value(m).ok()?))
         })
         .collect();
-    let made: Vec<(usize, u64, std::result::Result<(), kube::Error>)> =
-        futures::stream::iter(manifests)
-            .map(|(i, object)| {
-                let api = api.clone();
-                async move {
-                    let at = now_unix_us();
-                    let done = api.create(&PostParams::default(), &object).await;
-                    (i, at, done.map(drop))
+    let uid = run.obj().uid().unwrap_or_default();
+    let made: Vec<(usize, std::result::Result<u64, kube::Error>)> = futures::stream::iter(
+        manifests,
+    )
+    .map(|(i, object)| {
+        let (api, uid) = (api.clone(), uid.clone());
+        async move {
+            let at = now_unix_us();
+            match api.create(&PostParams::default(), &object).await {
+                Ok(_) => (i, Ok(at)),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    // Ours from a pass whose record was lost, or someone else's.
+                    let found = api.get_opt(&object.name_any()).await;
+                    let ours =
+                        matches!(&found, Ok(Some(r)) if labels::controlled_by(&r.metadata, &uid));
+                    (
+                        i,
+                        if ours {
+                            Ok(UNTIMED)
+                        } else {
+                            Err(kube::Error::Api(s))
+                        },
+                    )
                 }
-            })
-            .buffer_unordered(AT_ONCE)
-            .collect()
-            .await;
+                Err(e) => (i, Err(e)),
+            }
+        }
+    })
+    .buffer_unordered(AT_ONCE)
+    .collect()
+    .await;
     let mut refused = None;
+    let mut troubled = None;
     let run_id = run.id().to_string();
     let log = log_of(run, slot, count);
-    for (i, at, done) in made {
-        match done {
-            Ok(()) => {
-                if let Some(slot) = log.created_unix_us.get_mut(i) {
-                    *slot = Some(at);
-                }
-            }
-            // Created by an earlier call whose record was lost: no instant.
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+    for (i, done) in made {
+        let at = match done {
+            Ok(at) => at,
             Err(e) => {
-                let why = match e {
-                    kube::Error::Api(s) => s.message,
+                let route_name = name(&run_id, &controller.name, slot.sample, i);
+                let why = match &e {
+                    kube::Error::Api(s) if s.code == 409 => {
+                        "exists and is not this benchmark's: it is left alone".to_string()
+                    }
+                    kube::Error::Api(s) => s.message.clone(),
                     other => other.to_string(),
                 };
-                refused.get_or_insert(format!(
-                    "HTTPRoute {} (route scale of controller {}): {why}",
-                    name(&run_id, &controller.name, slot.sample, i),
+                let m = format!(
+                    "HTTPRoute {route_name} (route scale of controller {}): {why}",
                     controller.name
-                ));
+                );
+                let conflict = matches!(&e, kube::Error::Api(s) if s.code == 409);
+                if conflict || for_good(&e) {
+                    refused.get_or_insert(m);
+                } else {
+                    troubled.get_or_insert(m);
+                }
+                continue;
             }
+        };
+        if let Some(slot) = log.created_unix_us.get_mut(i) {
+            *slot = Some(at);
         }
     }
     if let Some(why) = refused {
@@ -214,18 +268,25 @@ pub async fn while_running(run: &mut IngressRun<'_>, step: u32) -> Result<Step> 
         log.refused = Some(cut.clone());
         return Ok(Step::fail(Reason::RouteRefused, cut));
     }
-    let remaining = missing.len().saturating_sub(BATCH);
-    if remaining == 0 {
+    if let Some(why) = troubled {
+        // Throttled or a server error: the routes made so far are kept; the rest next pass.
+        return Ok(Step::Wait {
+            message: Some(why.chars().take(1000).collect()),
+            after: Duration::from_secs(1),
+        });
+    }
+    if missing.len() <= BATCH {
         let m = format!(
-            "{count} HTTPRoutes of the route scale created for controller {}",
+            "the {count} HTTPRoutes of the route scale exist for controller {}",
             controller.name
         );
         run.event(kube::runtime::events::EventType::Normal, "RoutesCreated", m);
         return Ok(Step::Done);
     }
+    // The next batch soon, without spinning the reconcile.
     Ok(Step::Wait {
         message: None,
-        after: Duration::from_millis(1),
+        after: Duration::from_millis(50),
     })
 }
 
@@ -254,6 +315,8 @@ pub async fn delete_sample(run: &IngressRun<'_>, slot: Slot) -> Result<()> {
 pub struct SampleReading {
     /// Routes asked for.
     pub count: usize,
+    /// Routes that exist (created, timed or not).
+    pub made: usize,
     /// Per route: its creation's instant, if known.
     pub created: Vec<Option<u64>>,
     /// Per route: from its creation to its first 2xx, µs, if it answered.
@@ -275,13 +338,23 @@ impl SampleReading {
         self.times.iter().flatten().count()
     }
 
-    /// From the first creation until every route answered, or the time they were given.
+    /// From the first creation until every route answered; None when not all did.
     fn all_answered_us(&self) -> Option<u64> {
         let first = self.first_created()?;
-        let last = self.all_answered_at.unwrap_or(self.end_us);
-        Some(last.saturating_sub(first))
+        Some(self.all_answered_at?.saturating_sub(first))
+    }
+
+    /// The sample figure `routesAllAnsweredMs`: the time until all answered, or, when not all
+    /// did, [`NOT_ALL_ANSWERED_MS`], which breaks any limit a gate may set.
+    fn all_answered_figure_ms(&self) -> f64 {
+        self.all_answered_us()
+            .map_or(NOT_ALL_ANSWERED_MS, |us| us as f64 / 1000.0)
     }
 }
+
+/// `routesAllAnsweredMs` of a sample whose routes did not all answer: twice the largest limit
+/// a gate may set (crds::gates::MAX_MS), so every `max` gate on it breaks.
+pub const NOT_ALL_ANSWERED_MS: f64 = 2.0 * crds::gates::MAX_MS;
 
 /// The sample's reading: Err when its log is missing or no route was created.
 pub fn read_sample(
@@ -298,21 +371,32 @@ pub fn read_sample(
         .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
         .ok_or("the route scale's record of this sample is missing from status")?;
     let (answers, end_us) = result::merged_answers(reports, "--host-count")?;
-    // Instants after the sample's end are not the operator's: held as unknown.
-    let mut created: Vec<Option<u64>> = log
-        .created_unix_us
-        .iter()
-        .take(count)
-        .map(|c| c.filter(|&at| at <= end_us))
-        .collect();
-    created.resize(count, None);
-    if created.iter().all(Option::is_none) {
+    let made = log.created_unix_us.iter().take(count).flatten().count();
+    if made == 0 {
         return Err(log
             .refused
             .clone()
             .unwrap_or_else(|| "no route of the route scale was created in this sample".into()));
     }
-    Ok(Some(reading_of(created, &answers.first_ok_by_host, end_us)))
+    // The log is status, the answers a worker's: an instant outside the sample (before its
+    // load began, after its end) is no one's measurement and is held as unknown.
+    let start = log.load_start_unix_us.unwrap_or(0);
+    let window = |at: &u64| (start..=end_us).contains(at) && *at != UNTIMED;
+    let mut created: Vec<Option<u64>> = log
+        .created_unix_us
+        .iter()
+        .take(count)
+        .map(|c| c.filter(window))
+        .collect();
+    created.resize(count, None);
+    let firsts: Vec<Option<u64>> = answers
+        .first_ok_by_host
+        .iter()
+        .map(|f| f.filter(window))
+        .collect();
+    let mut reading = reading_of(created, &firsts, end_us);
+    reading.made = made;
+    Ok(Some(reading))
 }
 
 /// Each route's time from its creation to its hostname's first 2xx (`firsts`, by index).
@@ -338,6 +422,7 @@ pub fn reading_of(created: Vec<Option<u64>>, firsts: &[Option<u64>], end_us: u64
     }
     SampleReading {
         count: created.len(),
+        made: created.iter().flatten().count(),
         created,
         times,
         all_answered_at,
@@ -359,7 +444,7 @@ pub fn sample_figures(
         return Ok(vec![]);
     };
     let share = r.answered() as f64 / r.count.max(1) as f64;
-    let all_ms = r.all_answered_us().map_or(0.0, |us| us as f64 / 1000.0);
+    let all_ms = r.all_answered_figure_ms();
     Ok(vec![
         Figure {
             name: ANSWERED.into(),
@@ -392,25 +477,27 @@ pub fn add_sample(
     let first_sample = out.samples.is_empty();
     out.samples.push(sample);
     out.routes = n(r.count);
-    out.created = out
-        .created
-        .saturating_add(n(r.created.iter().flatten().count()));
+    out.created = out.created.saturating_add(n(r.made));
     out.answered = out.answered.saturating_add(n(r.answered()));
     [out.p50_ms, out.p99_ms, out.max_ms] = figures.map_or([None; 3], |f| f.map(Some));
     let ms = |us: u64| us as f64 / 1000.0;
     // The longest over the samples, and only while every sample's routes all answered.
-    let this = r.all_answered_at.and_then(|_| r.all_answered_us()).map(ms);
+    let this = r.all_answered_us().map(ms);
     out.all_answered_ms = match (first_sample, out.all_answered_ms, this) {
         (true, _, this) => this,
         (false, Some(before), Some(this)) => Some(before.max(this)),
         _ => None,
     };
     let mut notes = vec![];
-    let untimed = r.created.iter().filter(|c| c.is_none()).count();
+    let untimed = r.made.saturating_sub(r.created.iter().flatten().count());
     if untimed > 0 {
         notes.push(format!(
-            "sample {sample}: {untimed} route(s) not created or created with no record of when"
+            "sample {sample}: {untimed} route(s) created with no record of when (counted as not answered)"
         ));
+    }
+    let unmade = r.count.saturating_sub(r.made);
+    if unmade > 0 {
+        notes.push(format!("sample {sample}: {unmade} route(s) not created"));
     }
     if r.early > 0 {
         notes.push(format!(
@@ -485,8 +572,11 @@ mod tests {
         assert_eq!((r.created, r.answered), (8, 7));
         assert_eq!(r.all_answered_ms, None);
         assert!(r.note.unwrap().contains("1 route(s) not created"));
-        // Its time given counts for the gate: from the first creation to the end.
-        assert_eq!(s2.all_answered_us(), Some(2_000_000));
+        // Its sample figure breaks every max gate (none may be above MAX_MS).
+        assert_eq!(s2.all_answered_us(), None);
+        assert_eq!(s2.all_answered_figure_ms(), NOT_ALL_ANSWERED_MS);
+        const { assert!(NOT_ALL_ANSWERED_MS > crds::gates::MAX_MS) };
+        assert_eq!(s0.all_answered_figure_ms(), 420.0);
     }
 
     #[test]
@@ -516,7 +606,7 @@ mod tests {
         assert_eq!(hostname(&route, 999), "r999.eg.bench.local");
         assert_eq!(
             name("a1b2c3d4", "envoy", 3, 999),
-            "netbench-a1b2c3d4-envoy-s3-r999"
+            "netbench-a1b2c3d4-envoy.s3.r999"
         );
     }
 }
