@@ -156,6 +156,12 @@ check_static() {
 # --- images ---------------------------------------------------------------------------------
 
 image_name() { echo "$IMAGE_PREFIX/$1:$VERSION"; }
+# local_ref IMG: buildah's local name of the image (under localhost/, never twice).
+local_ref() {
+    local name
+    name=$(image_name "$1")
+    echo "localhost/${name#localhost/}"
+}
 image_tar() { echo "$DIST/images/netbench-$1_${VERSION}_linux_$2.tar"; }
 
 cmd_images() {
@@ -168,7 +174,7 @@ cmd_images() {
         for img in "${IMAGES[@]}"; do
             [[ -x $DIST/bin/linux-$arch/netbench-$img ]] ||
                 die "dist/bin/linux-$arch/netbench-$img missing: run '.ci/release.sh binaries $arch' first"
-            ref=localhost/$(image_name "$img")-$arch
+            ref=$(local_ref "$img")-$arch
             # --timestamp 0: layer and config times are the epoch, so the same binaries always
             # give the same image digest. --network none: nothing can be fetched.
             id=$(buildah build --quiet --network none --timestamp 0 --identity-label=false \
@@ -232,11 +238,11 @@ cmd_publish_images() {
     (($# == 1)) || die "usage: publish-images DEST (docker://REGISTRY/PREFIX or oci:DIR)"
     local dest=$1 img list arch ref
     for img in "${IMAGES[@]}"; do
-        list=localhost/$(image_name "$img")
+        list=$(local_ref "$img")
         buildah manifest rm "$list" >/dev/null 2>&1 || true
         buildah manifest create "$list" >/dev/null
         for arch in amd64 arm64; do
-            ref=localhost/$(image_name "$img")-$arch
+            ref=$(local_ref "$img")-$arch
             buildah inspect --type image "$ref" >/dev/null 2>&1 || continue
             buildah manifest add "$list" "$ref" >/dev/null
         done
