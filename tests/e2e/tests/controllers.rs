@@ -864,11 +864,11 @@ async fn a_route_scale_creates_its_routes_with_the_load_and_reads_when_each_answ
             rs["allAnsweredMs"].as_f64().unwrap(),
         );
         // Each route's own time is at most the time until all answered (which also holds
-        // the spread of the creations), and all answered within the warm-up.
-        assert!(
-            0.0 < p50 && p50 <= max && max <= all + 1.0,
-            "{name}: {rs:#}"
-        );
+        // the spread of the creations), and all answered within the warm-up. The per-route
+        // figures come from an HDR histogram of 3 significant digits (its max is the top of
+        // a bucket up to 0.1% wide); the time until all answered is exact.
+        assert!(0.0 < p50 && p50 <= max, "{name}: {rs:#}");
+        assert!(max <= all * 1.001 + 1.0, "{name}: {rs:#}");
         assert!(all < 6000.0, "{name}: {rs:#}");
         // The measured window: every request to the 50 hostnames answered by the backend.
         let e = &step["errors"];
