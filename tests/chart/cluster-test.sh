@@ -171,9 +171,11 @@ git -C "$NBC_REPO" archive "$prev_commit" charts/netbench | tar -x -C "$tmp/prev
 [[ $(sed -n 's/^version: //p' "$tmp/prev/charts/netbench/Chart.yaml") == "$prev_version" ]] ||
     die "charts/netbench at $prev_commit is not version $prev_version"
 # The previous chart runs this checkout's images (CI does not rebuild the previous operator): what
-# this proves is the chart and CRD upgrade path, and that benchmarks and results survive it.
+# this proves is the chart and CRD upgrade path, and that benchmarks and results survive it. Its
+# default operator image was the short name netbench/operator: the full local one is set.
 "$helm" install "$NBC_RELEASE" "$tmp/prev/charts/netbench" --namespace "$NBC_NAMESPACE" --create-namespace \
-    --set image.tag="$NB_VERSION" --set loadgen.image="localhost/netbench/loadgen:$NB_VERSION" \
+    --set image.repository=localhost/netbench/operator --set image.tag="$NB_VERSION" \
+    --set loadgen.image="localhost/netbench/loadgen:$NB_VERSION" \
     --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install of chart $prev_version failed"
 wait_operator "$NBC_NAMESPACE"
 sed 's/^  name: ingress-simple$/  name: before-upgrade/; s/duration: 20s/duration: 3s/' "$tmp/simple.yaml" >"$tmp/before.yaml"
