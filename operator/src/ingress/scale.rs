@@ -25,6 +25,7 @@ use crds::ingress::{
     Controller, IngressBenchmark, IngressBenchmarkSpec, OwnedRoute, RouteScaleLog, RouteScaleResult,
 };
 
+use super::churn::now_unix_us;
 use super::{plan, result, routes};
 use crate::base::error::Result;
 use crate::base::labels;
@@ -44,13 +45,6 @@ const AT_ONCE: usize = 16;
 /// The sample figures' names.
 pub const ANSWERED: &str = "routesAnswered";
 pub const ALL_ANSWERED_MS: &str = "routesAllAnsweredMs";
-
-fn now_unix_us() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_micros()).unwrap_or(u64::MAX)
-}
 
 /// The controller of `step` and its route, when the route is a scale (count above 1).
 pub fn scaled(spec: &IngressBenchmarkSpec, step: u32) -> Option<(&Controller, &OwnedRoute)> {
@@ -121,15 +115,27 @@ fn log_of<'r>(run: &'r mut IngressRun<'_>, slot: Slot, count: usize) -> &'r mut 
 
 /// The indices of the sample's routes that exist (this benchmark's, by uid).
 async fn existing(run: &IngressRun<'_>, controller: &str, sample: u32) -> Result<BTreeSet<usize>> {
+    let ours = ours(run, controller, sample).await?;
+    Ok(ours
+        .iter()
+        .filter_map(|r| r.labels().get(INDEX)?.parse().ok())
+        .collect())
+}
+
+/// The sample's routes that are this benchmark's (by uid, not only by labels).
+async fn ours(
+    run: &IngressRun<'_>,
+    controller: &str,
+    sample: u32,
+) -> Result<Vec<kube::core::PartialObjectMeta<DynamicObject>>> {
     let uid = run.obj().uid().unwrap_or_default();
     let listed = routes::api(run)
         .list_metadata(&ListParams::default().labels(&selector(run, controller, sample)))
         .await?;
     Ok(listed
         .items
-        .iter()
+        .into_iter()
         .filter(|r| labels::controlled_by(&r.metadata, &uid))
-        .filter_map(|r| r.labels().get(INDEX)?.parse().ok())
         .collect())
 }
 
@@ -295,18 +301,12 @@ pub async fn delete_sample(run: &IngressRun<'_>, slot: Slot) -> Result<()> {
     let Some((controller, _)) = scaled(&run.obj().spec, slot.measurement) else {
         return Ok(());
     };
-    let controller = controller.name.clone();
-    let api = routes::api(run);
-    let uid = run.obj().uid().unwrap_or_default();
-    let listed = api
-        .list_metadata(&ListParams::default().labels(&selector(run, &controller, slot.sample)))
-        .await?;
-    let names: Vec<String> = listed
-        .items
+    let names: Vec<String> = ours(run, &controller.name, slot.sample)
+        .await?
         .iter()
-        .filter(|r| labels::controlled_by(&r.metadata, &uid))
         .map(|r| r.name_any())
         .collect();
+    let api = routes::api(run);
     routes::delete_named(&api, names).await.map(drop)
 }
 
