@@ -99,17 +99,23 @@ pub struct Step<'a> {
 impl Step<'_> {
     /// "8 CPUs", "500m CPU", "2 CPUs x 3 replicas", "3 replicas", or the step's name.
     pub fn describe(&self) -> String {
-        let cpus = |c: &str| match c.trim() {
-            "1" => "1 CPU".to_string(),
-            c if c.ends_with('m') => format!("{c} CPU"),
-            c => format!("{c} CPUs"),
-        };
-        match (self.cpu, self.replicas) {
-            (Some(c), Some(r)) => format!("{} x {r} replicas", cpus(c)),
-            (Some(c), None) => cpus(c),
-            (None, Some(r)) => format!("{r} replicas"),
-            (None, None) => self.m.name.clone(),
-        }
+        size_label(self.cpu, self.replicas).unwrap_or_else(|| self.m.name.clone())
+    }
+}
+
+/// A sweep step's size from a measurement's parameters: "8 CPUs", "500m CPU",
+/// "2 CPUs x 3 replicas", "3 replicas"; None when the sweep set neither.
+pub fn size_label(cpu: Option<&str>, replicas: Option<&str>) -> Option<String> {
+    let cpus = |c: &str| match c.trim() {
+        "1" => "1 CPU".to_string(),
+        c if c.ends_with('m') => format!("{c} CPU"),
+        c => format!("{c} CPUs"),
+    };
+    match (cpu, replicas) {
+        (Some(c), Some(r)) => Some(format!("{} x {r} replicas", cpus(c))),
+        (Some(c), None) => Some(cpus(c)),
+        (None, Some(r)) => Some(format!("{r} replicas")),
+        (None, None) => None,
     }
 }
 
@@ -135,13 +141,17 @@ fn size(m: &Measurement) -> Option<f64> {
     }
 }
 
-/// The steps of an ingress result, with speed-up and efficiency against the first step. The
-/// size factor comes from the steps' parameters, else from the result's scaling table.
+fn controller(m: &Measurement) -> Option<&str> {
+    m.parameters.get("controller").map(String::as_str)
+}
+
+/// The steps of an ingress result, with speed-up and efficiency against the first step (of
+/// the same controller, when controllers are compared: one controller is never a size of
+/// another). The size factor comes from the steps' parameters, else from the result's
+/// scaling table.
 pub fn steps(spec: &BenchmarkResultSpec) -> Vec<Step<'_>> {
     let ms = sorted(spec);
-    let first = ms.first().copied();
-    let base_size = first.and_then(size);
-    let base_rps = first.and_then(|m| metric(m, RPS)).map(|f| f.mean);
+    let first_of = |m: &Measurement| ms.iter().copied().find(|f| controller(f) == controller(m));
     let scaling_factor = |index: u32| {
         spec.scaling.as_ref().and_then(|s| {
             s.rows
@@ -151,8 +161,12 @@ pub fn steps(spec: &BenchmarkResultSpec) -> Vec<Step<'_>> {
                 .filter(|f| f.is_finite() && *f > 0.0)
         })
     };
-    ms.into_iter()
+    ms.iter()
+        .copied()
         .map(|m| {
+            let first = first_of(m);
+            let base_size = first.and_then(size);
+            let base_rps = first.and_then(|m| metric(m, RPS)).map(|f| f.mean);
             let rps = metric(m, RPS);
             let size_factor = match (size(m), base_size) {
                 (Some(s), Some(b)) => ratio(s, b),
@@ -174,18 +188,37 @@ pub fn steps(spec: &BenchmarkResultSpec) -> Vec<Step<'_>> {
 }
 
 /// "8 CPUs: 6.45x of 1 CPU, 81% of linear", for a sweep of two steps or more.
+/// With controllers swept, a line per controller ("traefik: 2 CPUs: ..."); None for
+/// controllers measured once each.
 pub fn conclusion(steps: &[Step<'_>]) -> Option<String> {
-    let (first, last) = (steps.first()?, steps.last()?);
-    if steps.len() < 2 {
-        return None;
+    let mut names: Vec<Option<&str>> = vec![];
+    for s in steps {
+        if !names.contains(&controller(s.m)) {
+            names.push(controller(s.m));
+        }
     }
-    let (speedup, efficiency) = (last.speedup?, last.efficiency?);
-    Some(format!(
-        "{}: {speedup:.2}x of {}, {:.0}% of linear",
-        last.describe(),
-        first.describe(),
-        efficiency * 100.0
-    ))
+    let lines: Vec<String> = names
+        .into_iter()
+        .filter_map(|name| {
+            let own: Vec<&Step<'_>> = steps.iter().filter(|s| controller(s.m) == name).collect();
+            let (first, last) = (own.first()?, own.last()?);
+            if own.len() < 2 {
+                return None;
+            }
+            let (speedup, efficiency) = (last.speedup?, last.efficiency?);
+            let line = format!(
+                "{}: {speedup:.2}x of {}, {:.0}% of linear",
+                last.describe(),
+                first.describe(),
+                efficiency * 100.0
+            );
+            Some(match name {
+                Some(n) => format!("{n}: {line}"),
+                None => line,
+            })
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("; "))
 }
 
 /// One case of an egress result (one measurement: a swept case has one per value).

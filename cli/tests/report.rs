@@ -425,6 +425,41 @@ fn bars<'a>(doc: &'a roxmltree::Document<'a>) -> Vec<roxmltree::Node<'a, 'a>> {
 }
 
 #[test]
+fn controllers_swept_side_by_side_are_compared_at_each_size_and_scaled_each() {
+    let r = report::render(&fixtures(&["ingress-controllers-swept.yaml"])).unwrap();
+    let md = &r.markdown;
+    for row in [
+        "### Controllers side by side at 1 CPU",
+        "| haproxy | 3 | 7000 | 248 | 100.0%, best |",
+        "| traefik | 3 | 5000 | 248 | 71.4%, worse (significant) |",
+        "### Controllers side by side at 2 CPUs",
+        "| traefik | 3 | 9000 | 248 | 100.0%, best |",
+        "| haproxy | 3 | 8000 | 248 | 88.9%, worse (significant) |",
+        "1-controllers-rps-0.svg",
+        "1-controllers-rps-1.svg",
+        "1-ingress-scaling-0.svg",
+        "1-ingress-scaling-1.svg",
+        // Each controller against its own first step, never another controller.
+        "**traefik: 2 CPUs: 1.80x of 1 CPU, 90% of linear; haproxy: 2 CPUs: 1.14x of 1 CPU, 57% of linear**",
+    ] {
+        assert!(md.contains(row), "missing {row:?} in\n{md}");
+    }
+    // Each controller's chart holds its own two steps, with linear scaling from its first.
+    for (suffix, title) in [
+        ("-ingress-scaling-0.svg", "traefik"),
+        ("-ingress-scaling-1.svg", "haproxy"),
+    ] {
+        let svg = chart(&r, suffix);
+        assert!(
+            svg.contains(&format!("swept: {title}: requests/s against size")),
+            "{suffix}"
+        );
+    }
+    let files: std::collections::BTreeSet<_> = r.charts.iter().map(|c| c.file.as_str()).collect();
+    assert_eq!(files.len(), r.charts.len(), "every chart has its own file");
+}
+
+#[test]
 fn controllers_are_drawn_side_by_side_with_what_is_significant() {
     let r = report::render(&fixtures(&["ingress-controllers.yaml"])).unwrap();
     let md = &r.markdown;

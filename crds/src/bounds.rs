@@ -105,15 +105,27 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// The controllers' count, names and settle times; no sweep beside them.
+/// A sweep's targets: sweep.targetRef alone, or every controller's sweepTarget.
+pub const SWEEP_TARGETS: &str = "a sweep scales sweep.targetRef; with controllers, each controller's own sweepTarget instead (every controller names one, and sweep.targetRef is left out)";
+/// A controller's sweepTarget without a sweep.
+pub const SWEEP_TARGET_WITHOUT_SWEEP: &str =
+    "controllers[].sweepTarget needs spec.sweep (its steps say the sizes)";
+
+/// The controllers' count, names and settle times; who a sweep scales.
 fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     let controllers = &spec.controllers;
     at_most("controllers", len(controllers.len()), len(MAX_CONTROLLERS))?;
-    if !controllers.is_empty() && spec.sweep.is_some() {
-        return Err(
-            "a sweep and controllers cannot be combined yet: sweep one controller per benchmark"
-                .into(),
-        );
+    if let Some(sweep) = &spec.sweep {
+        let targets_ok = if controllers.is_empty() {
+            sweep.target_ref.is_some()
+        } else {
+            sweep.target_ref.is_none() && controllers.iter().all(|c| c.sweep_target.is_some())
+        };
+        if !targets_ok {
+            return Err(SWEEP_TARGETS.into());
+        }
+    } else if controllers.iter().any(|c| c.sweep_target.is_some()) {
+        return Err(SWEEP_TARGET_WITHOUT_SWEEP.into());
     }
     let mut names = std::collections::BTreeSet::new();
     let mut hostnames = std::collections::BTreeSet::new();

@@ -41,7 +41,8 @@ pub use controllers::{
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("!has(self.sweep) || !has(self.controllers) || size(self.controllers) == 0").message("a sweep and controllers cannot be combined yet: sweep one controller per benchmark"),
+    validation = Rule::new("!has(self.sweep) || (has(self.controllers) && size(self.controllers) > 0 ? !has(self.sweep.targetRef) && self.controllers.all(c, has(c.sweepTarget)) : has(self.sweep.targetRef))").message("a sweep scales sweep.targetRef; with controllers, each controller's own sweepTarget instead (every controller names one, and sweep.targetRef is left out)"),
+    validation = Rule::new("has(self.sweep) || !has(self.controllers) || self.controllers.all(c, !has(c.sweepTarget))").message("controllers[].sweepTarget needs spec.sweep (its steps say the sizes)"),
     validation = Rule::new("!has(self.routeChanges) || !has(self.controllers) || !has(self.routeChanges.swapTo) || self.controllers.all(c, !has(c.route) || c.route.backend.name != self.routeChanges.swapTo.name)").message("routeChanges.swapTo must be another Service than every route's backend (answers name their backend)"),
     validation = Rule::new("!has(self.gates) || self.gates.all(g, !(g.figure in ['routeChangesShown', 'routeChangeP99Ms']) || (has(self.routeChanges) && (!has(self.routeChanges.action) || self.routeChanges.action == 'SwapBackend'))) && self.gates.all(g, !(g.figure in ['routeCreationsShown', 'routeCreationP99Ms', 'routeDeletionsShown', 'routeDeletionP99Ms']) || (has(self.routeChanges) && has(self.routeChanges.action) && self.routeChanges.action == 'DeleteAndCreate'))").message("gates on routeChangesShown or routeChangeP99Ms need routeChanges (action SwapBackend); on routeCreation* or routeDeletion* figures, routeChanges with action DeleteAndCreate"),
     validation = Rule::new("!has(self.routeChanges) || !has(self.routeChanges.action) || self.routeChanges.action != 'DeleteAndCreate' || ((!has(self.gates) || self.gates.all(g, g.figure != 'errorRate')) && (!has(self.thresholds) || !has(self.thresholds.maxErrorRate)))").message("an errorRate gate or thresholds.maxErrorRate cannot judge routeChanges with action DeleteAndCreate: the Gateway's 404s while the route is gone would count as errors (the run fails on a backend's own 4xx, 5xx and connection failures above the operator's limit)"),
@@ -282,13 +283,17 @@ impl WorkerSpec {
     }
 }
 
-/// Repeat the run at increasing sizes of the target to see how throughput scales.
+/// Repeat the run at increasing sizes of the target to see how throughput scales. With
+/// controllers, every step measures every controller, each scaled to the step's size.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SweepSpec {
     /// The workload serving the target (e.g. the ingress controller). Its original spec is saved
     /// before the first step and restored after the last one, on failure, or on deletion.
-    pub target_ref: TargetRef,
+    /// Required without controllers; with controllers, each names its own
+    /// (controllers[].sweepTarget) and this is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_ref: Option<TargetRef>,
     /// The sizes to measure, smallest first.
     #[schemars(length(min = 1, max = 16))]
     #[x_kube(
@@ -401,9 +406,14 @@ pub struct IngressBenchmarkStatus {
     /// When the sweep target finished rolling out for the current step (settle counts from here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ready_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    /// The sweep target's spec before the first step, kept until it has been restored.
+    /// The sweep target's spec before the first step, kept until it has been restored (with
+    /// controllers swept, the target of the step under way; savedTargets has them all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_target: Option<SavedTarget>,
+    /// Every controller's sweep target as saved before the first step (controllers[].sweepTarget).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub saved_targets: Vec<SavedTarget>,
     /// Requests per second of the last finished step (printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps: Option<f64>,
@@ -494,7 +504,8 @@ pub struct WorkerSummary {
 #[serde(rename_all = "camelCase")]
 pub struct Scaling {
     pub rows: Vec<ScalingRow>,
-    /// One-line verdict, e.g. "8 CPUs: 6.45x of 1 CPU, 81% of linear".
+    /// One-line verdict, e.g. "8 CPUs: 6.45x of 1 CPU, 81% of linear" (a line per controller
+    /// when controllers are swept).
     pub summary: String,
 }
 
@@ -503,6 +514,10 @@ pub struct Scaling {
 #[serde(rename_all = "camelCase")]
 pub struct ScalingRow {
     pub index: u32,
+    /// The controller of the step (controllers swept side by side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
+    pub controller: Option<String>,
     /// The step's size relative to the first step (CPU ratio, or replica ratio).
     pub size_factor: f64,
     pub rps: f64,

@@ -677,7 +677,8 @@ fn unswept() -> Value {
 
 /// Controllers compared side by side, from the API server's side (CEL) and the operator's.
 #[test]
-fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
+fn controllers_are_unique_and_a_sweep_beside_them_scales_their_own_targets_and_the_operator_agrees()
+{
     let base = unswept();
     let two = with(
         &base,
@@ -696,11 +697,45 @@ fn controllers_are_unique_and_never_beside_a_sweep_and_the_operator_agrees() {
 
     let same = with(&two, "spec.controllers.1.name", json!("traefik"));
     ingress_refuses(&same, "controllers' names must be unique");
+    // A sweep beside controllers scales each controller's own target, never sweep.targetRef.
     let swept = with(&two, "spec.sweep", ingress()["spec"]["sweep"].clone());
-    ingress_refuses(
-        &swept,
-        "a sweep and controllers cannot be combined yet: sweep one controller per benchmark",
+    ingress_refuses(&swept, crds::bounds::SWEEP_TARGETS);
+    let mut own = with(&swept, "spec.sweep.targetRef", Value::Null);
+    own["spec"]["sweep"]
+        .as_object_mut()
+        .unwrap()
+        .remove("targetRef");
+    ingress_refuses(&own, crds::bounds::SWEEP_TARGETS);
+    let one = with(
+        &own,
+        "spec.controllers.0.sweepTarget",
+        json!({"name": "traefik", "namespace": "ingress"}),
     );
+    ingress_refuses(&one, crds::bounds::SWEEP_TARGETS);
+    let both = with(
+        &one,
+        "spec.controllers.1.sweepTarget",
+        json!({"name": "envoy", "namespace": "gw"}),
+    );
+    assert_eq!(support::cel_errors(&both), Vec::<String>::new());
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(both["spec"].clone()).unwrap();
+    assert_eq!(crds::bounds::ingress(&spec), Ok(()));
+    let mut unswept_target = with(
+        &two,
+        "spec.controllers.0.sweepTarget",
+        json!({"name": "traefik"}),
+    );
+    unswept_target["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("sweep");
+    ingress_refuses(&unswept_target, crds::bounds::SWEEP_TARGET_WITHOUT_SWEEP);
+    let mut alone = ingress();
+    alone["spec"]["sweep"]
+        .as_object_mut()
+        .unwrap()
+        .remove("targetRef");
+    ingress_refuses(&alone, crds::bounds::SWEEP_TARGETS);
     let mut shared = with(
         &two,
         "spec.controllers.0.route",

@@ -14,21 +14,73 @@ use super::charts::{self, Bar};
 use super::{push_chart, Rendered};
 use crate::text::{md_cell, md_text};
 
+/// A measurement's controller, and its sweep size when controllers were swept.
+struct Named<'a> {
+    controller: &'a str,
+    size: Option<String>,
+    stats: MeasurementStats,
+}
+
+impl Named<'_> {
+    /// "traefik", or "traefik at 2 CPUs" when controllers were swept.
+    fn label(&self) -> String {
+        match &self.size {
+            Some(size) => format!("{} at {size}", self.controller),
+            None => self.controller.to_string(),
+        }
+    }
+}
+
 /// The measurements that name their controller, with their statistics, in step order.
-fn named(spec: &BenchmarkResultSpec) -> Vec<(&str, MeasurementStats)> {
+fn named(spec: &BenchmarkResultSpec) -> Vec<Named<'_>> {
     let mut named: Vec<_> = spec
         .measurements
         .iter()
-        .filter_map(|m| Some((m.parameters.get("controller")?.as_str(), m.statistics())))
+        .filter_map(|m| {
+            let p = |k: &str| m.parameters.get(k).map(String::as_str);
+            Some(Named {
+                controller: p("controller")?,
+                size: crate::figures::size_label(p("cpu"), p("replicas")),
+                stats: m.statistics(),
+            })
+        })
         .collect();
-    named.sort_by_key(|(_, m)| m.index);
+    named.sort_by_key(|n| n.stats.index);
     named
 }
 
-/// The comparison of a result whose measurements name their controllers; None otherwise.
-pub fn of(spec: &BenchmarkResultSpec) -> Option<Comparison> {
+/// The sizes the controllers were measured at, in step order (one None when not swept).
+pub fn sizes(spec: &BenchmarkResultSpec) -> Vec<Option<String>> {
+    let mut sizes = vec![];
+    for n in named(spec) {
+        if !sizes.contains(&n.size) {
+            sizes.push(n.size);
+        }
+    }
+    sizes
+}
+
+/// The comparison of the controllers measured at `size` (None: not swept); None with fewer
+/// than two.
+pub fn of(spec: &BenchmarkResultSpec, size: Option<&str>) -> Option<Comparison> {
     let named = named(spec);
-    comparison(named.iter().map(|(n, m)| (*n, m)))
+    comparison(
+        named
+            .iter()
+            .filter(|n| n.size.as_deref() == size)
+            .map(|n| (n.controller, &n.stats)),
+    )
+}
+
+/// The controllers measured, each once, in step order.
+pub fn names(spec: &BenchmarkResultSpec) -> Vec<&str> {
+    let mut names = vec![];
+    for n in named(spec) {
+        if !names.contains(&n.controller) {
+            names.push(n.controller);
+        }
+    }
+    names
 }
 
 fn standing(s: Standing) -> &'static str {
@@ -40,9 +92,23 @@ fn standing(s: Standing) -> &'static str {
     }
 }
 
-/// The table, the summary and the two charts.
-pub fn section(number: usize, title: &str, c: &Comparison, out: &mut Rendered) -> Result<()> {
-    out.markdown.push_str("### Controllers side by side\n\n");
+/// The table, the summary and the two charts; `size` (controllers swept) names the sweep step
+/// compared, and `part` keeps each step's chart files apart.
+pub fn section(
+    number: usize,
+    title: &str,
+    size: Option<&str>,
+    part: usize,
+    c: &Comparison,
+    out: &mut Rendered,
+) -> Result<()> {
+    let (at, file_part) = match size {
+        Some(s) => (format!(" at {s}"), format!("-{part}")),
+        None => (String::new(), String::new()),
+    };
+    let title = format!("{title}{at}");
+    out.markdown
+        .push_str(&format!("### Controllers side by side{}\n\n", md_text(&at)));
     out.markdown.push_str(
         "| controller | samples | req/s | ± 95% | vs best | p99 ms | ± 95% | vs best |\n|---|---|---|---|---|---|---|---|\n",
     );
@@ -83,7 +149,7 @@ pub fn section(number: usize, title: &str, c: &Comparison, out: &mut Rendered) -
     )?;
     push_chart(
         out,
-        format!("{number}-controllers-rps.svg"),
+        format!("{number}-controllers-rps{file_part}.svg"),
         "requests/s per controller with 95% intervals",
         svg,
     );
@@ -95,7 +161,7 @@ pub fn section(number: usize, title: &str, c: &Comparison, out: &mut Rendered) -
     let svg = charts::bars(&format!("{title}: p99 per controller"), "p99 (ms)", &p99)?;
     push_chart(
         out,
-        format!("{number}-controllers-p99.svg"),
+        format!("{number}-controllers-p99{file_part}.svg"),
         "p99 per controller with 95% intervals",
         svg,
     );
@@ -121,7 +187,9 @@ const SCALE_FIGURES: [(&str, &str); 2] = [
 /// Each controller's route figures (mean ± 95% over the samples), when the result has any:
 /// a share as a percentage, a time in ms. Route changes under load, then a route scale.
 pub fn route_section(spec: &BenchmarkResultSpec, out: &mut Rendered) {
-    let rows = named(spec);
+    let named = named(spec);
+    let rows: Vec<(String, &MeasurementStats)> =
+        named.iter().map(|n| (n.label(), &n.stats)).collect();
     figure_table(
         &rows,
         "Route changes under load",
@@ -140,7 +208,7 @@ pub fn route_section(spec: &BenchmarkResultSpec, out: &mut Rendered) {
 
 /// One table of `figures` (those any controller has), a row per controller.
 fn figure_table(
-    rows: &[(&str, MeasurementStats)],
+    rows: &[(String, &MeasurementStats)],
     title: &str,
     intro: &str,
     figures: &[(&str, &str)],

@@ -124,19 +124,38 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
     if let Some(c) = figures::conclusion(&steps) {
         out.markdown.push_str(&format!("**{}**\n\n", md_text(&c)));
     }
-    if let Some(c) = controllers::of(&r.spec) {
-        controllers::section(number, &r.spec.benchmark.name, &c, out)?;
+    let name = &r.spec.benchmark.name;
+    // Controllers side by side: a comparison at each size when they were swept.
+    let sizes = controllers::sizes(&r.spec);
+    let mut compared = false;
+    for (part, size) in sizes.iter().enumerate() {
+        if let Some(c) = controllers::of(&r.spec, size.as_deref()) {
+            controllers::section(number, name, size.as_deref(), part, &c, out)?;
+            compared = true;
+        }
+    }
+    if compared {
         controllers::route_section(&r.spec, out);
-    } else if steps.len() > 1 {
-        let (x_desc, points) = scaling_points(&steps);
-        let title = format!("{}: requests/s against size", r.spec.benchmark.name);
-        let svg = charts::scaling(&title, x_desc, "requests/s", &points)?;
-        push_chart(
-            out,
-            format!("{number}-ingress-scaling.svg"),
-            "RPS against CPU with the linear-scaling line",
-            svg,
-        );
+    }
+    let swept = sizes.iter().any(Option::is_some);
+    if compared && swept {
+        // A scaling chart per controller, from its own steps.
+        for (part, controller) in controllers::names(&r.spec).into_iter().enumerate() {
+            let own: Vec<_> = steps
+                .iter()
+                .filter(|s| {
+                    s.m.parameters.get("controller").map(String::as_str) == Some(controller)
+                })
+                .cloned()
+                .collect();
+            if own.len() > 1 {
+                let title = format!("{name}: {controller}: requests/s against size");
+                scaling_chart(number, &format!("-{part}"), &title, &own, out)?;
+            }
+        }
+    } else if !compared && steps.len() > 1 {
+        let title = format!("{name}: requests/s against size");
+        scaling_chart(number, "", &title, &steps, out)?;
     }
     let reads = latency::read(steps.iter().map(|s| (s.m, s.m.name.clone())));
     if let Some(t) = latency::table(&reads, "step", "requests") {
@@ -145,6 +164,25 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
     }
     let title = format!("{}: latency per step", r.spec.benchmark.name);
     latency::charts(out, number, "steps", &title, &reads)
+}
+
+/// Requests/s against size, with the line of linear scaling from the first step.
+fn scaling_chart(
+    number: usize,
+    part: &str,
+    title: &str,
+    steps: &[figures::Step<'_>],
+    out: &mut Rendered,
+) -> Result<()> {
+    let (x_desc, points) = scaling_points(steps);
+    let svg = charts::scaling(title, x_desc, "requests/s", &points)?;
+    push_chart(
+        out,
+        format!("{number}-ingress-scaling{part}.svg"),
+        "RPS against CPU with the linear-scaling line",
+        svg,
+    );
+    Ok(())
 }
 
 /// The x of each step: CPUs when the sweep set them, else replicas, else the size factor.

@@ -48,6 +48,12 @@ pub struct Controller {
     // A map list: the API server refuses a workload listed twice, at no CEL cost.
     #[schemars(length(max = 4), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["kind", "namespace", "name"]))]
     pub workloads: Vec<ControllerWorkload>,
+    /// The workload serving this controller (its data plane) that each step of spec.sweep
+    /// scales, saved before the first step and restored at the end like sweep.targetRef.
+    /// Required for every controller when the benchmark has a sweep; the cluster admin must
+    /// pair it with the benchmark's namespace (Helm value security.sweepTargets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_target: Option<super::TargetRef>,
 }
 
 /// A Deployment or DaemonSet of a controller, by name.

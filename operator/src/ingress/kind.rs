@@ -128,11 +128,7 @@ impl Plan for IngressBenchmark {
         _reports: &BTreeMap<String, FinalReport>,
     ) -> BTreeMap<String, String> {
         let step = slot.measurement;
-        let sweep_step = self
-            .spec
-            .sweep
-            .as_ref()
-            .and_then(|s| s.steps.get(step as usize));
+        let sweep_step = plan::sweep_step(&self.spec, step);
         let mut p = BTreeMap::new();
         if let Some(c) = plan::controller(&self.spec, step) {
             p.insert("controller".to_string(), c.name.clone());
@@ -152,8 +148,8 @@ impl Plan for IngressBenchmark {
         &self,
         measurements: &[crds::result::Measurement],
     ) -> Option<crds::ingress::Scaling> {
-        let sweep = self.spec.sweep.as_ref()?;
-        result::scaling(&result::sweep_steps(sweep, measurements))
+        self.spec.sweep.as_ref()?;
+        result::scaling_by_controller(&result::sweep_steps(&self.spec, measurements))
     }
     fn show_progress(status: &mut IngressBenchmarkStatus, reported: usize, expected: usize) {
         status.workers = Some(format!("{reported}/{expected}"));
@@ -170,16 +166,23 @@ impl Plan for IngressBenchmark {
 impl Hooks for IngressBenchmark {
     type Extra = ();
 
-    /// The scaling table of a sweep, the controllers side by side, and the thresholds (against
-    /// the last step, or every controller's), on either end.
+    /// The scaling table of a sweep (a table per controller), the controllers side by side
+    /// (at the sweep's largest size), and the thresholds (against the last step, or every
+    /// controller's there), on either end.
     fn on_finish(run: &mut Run<'_, Self>) {
         usage::forget_run(run);
-        let (controllers, stats) = (&run.obj().spec.controllers, &run.status().run.statistics);
-        let steps = controllers.iter().zip(0u32..).filter_map(|(c, step)| {
+        let (spec, stats) = (&run.obj().spec, &run.status().run.statistics);
+        let steps = plan::judged_steps(spec).filter_map(|step| {
+            let c = plan::controller(spec, step)?;
             let m = stats.iter().find(|m| m.index == step)?;
             Some((c.name.as_str(), m))
         });
-        if let Some(c) = crds::ingress::compare::comparison(steps) {
+        if let Some(mut c) = crds::ingress::compare::comparison(steps) {
+            let last = plan::judged_steps(spec).start;
+            if let Some(size) = plan::sweep_step(spec, last).map(result::describe_size) {
+                c.summary =
+                    crate::base::labels::truncate(&format!("at {size}:\n{}", c.summary), 4096);
+            }
             let m = crate::base::labels::truncate(&c.summary.replace('\n', "; "), 1000);
             run.event(EventType::Normal, "ControllersCompared", m);
             run.status_mut().comparison = Some(c);
@@ -187,7 +190,7 @@ impl Hooks for IngressBenchmark {
         if run.obj().spec.sweep.is_some() {
             let status = run.status();
             let steps = result::with_mean_rps(&status.steps, &status.run.statistics);
-            let scaling = result::scaling(&steps);
+            let scaling = result::scaling_by_controller(&steps);
             if let Some(s) = &scaling {
                 run.ctx()
                     .metrics
@@ -197,8 +200,8 @@ impl Hooks for IngressBenchmark {
             run.status_mut().scaling = scaling;
         }
         if let Some(t) = &run.obj().spec.thresholds {
-            let every_step = !run.obj().spec.controllers.is_empty();
-            if let Some((ok, why)) = result::judge_thresholds(t, &run.status().steps, every_step) {
+            let judged = plan::judged_steps(&run.obj().spec);
+            if let Some((ok, why)) = result::judge_thresholds(t, &run.status().steps, judged) {
                 run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
             }
         }
@@ -276,12 +279,7 @@ impl Hooks for IngressBenchmark {
         reports: &BTreeMap<String, FinalReport>,
     ) -> Result<Step> {
         let step = slot.measurement;
-        let sweep_step = run
-            .obj()
-            .spec
-            .sweep
-            .as_ref()
-            .and_then(|s| s.steps.get(step as usize));
+        let sweep_step = plan::sweep_step(&run.obj().spec, step);
         let mut result = match result::step_result(step, sweep_step, reports) {
             Ok(r) => r,
             Err(e) => return Ok(Step::fail(Reason::BadReport, e)),

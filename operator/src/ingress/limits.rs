@@ -52,26 +52,29 @@ pub fn check(spec: &IngressBenchmarkSpec, caps: &AdminCaps) -> Result<(), String
     run_duration(total, &how, caps)
 }
 
-/// The time an IngressBenchmark's steps take, and how it was summed.
+/// The time an IngressBenchmark's steps take (every controller in every sweep step), and how
+/// it was summed.
 fn ingress_duration(spec: &IngressBenchmarkSpec) -> (Duration, String) {
     let load = &spec.load;
     let warmup = Duration::from(load.warmup);
     let measure = Duration::from(load.duration);
-    let per_step = warmup.saturating_add(measure);
-    let Some(sweep) = &spec.sweep else {
-        return (
-            per_step,
-            format!("load.warmup {warmup:?} + load.duration {measure:?}"),
-        );
-    };
-    let settle = Duration::from(sweep.settle);
-    let steps = u32::try_from(sweep.steps.len()).unwrap_or(u32::MAX);
-    (
-        per_step.saturating_add(settle).saturating_mul(steps),
-        format!(
-            "{steps} sweep step(s) x (load.warmup {warmup:?} + load.duration {measure:?} + sweep.settle {settle:?})"
-        ),
-    )
+    let mut per_step = warmup.saturating_add(measure);
+    let mut how = format!("load.warmup {warmup:?} + load.duration {measure:?}");
+    let mut times = String::new();
+    if let Some(sweep) = &spec.sweep {
+        let settle = Duration::from(sweep.settle);
+        per_step = per_step.saturating_add(settle);
+        how = format!("({how} + sweep.settle {settle:?})");
+        times = format!("{} sweep step(s) x ", sweep.steps.len());
+    }
+    if !spec.controllers.is_empty() {
+        if !how.starts_with('(') {
+            how = format!("({how})");
+        }
+        times = format!("{times}{} controller(s) x ", spec.controllers.len());
+    }
+    let steps = super::plan::step_count(spec);
+    (per_step.saturating_mul(steps), format!("{times}{how}"))
 }
 
 #[cfg(test)]
@@ -181,6 +184,21 @@ mod tests {
         c.max_run_seconds = 320;
         assert_eq!(check(&ib(sweep), &c), Ok(()));
         c.max_run_seconds = 300;
+        // Every controller in every sweep step.
+        c.max_run_seconds = 200;
+        let both = "{target: {url: 'http://x/'}, load: {duration: 20s, warmup: 5s}, controllers: [{name: a}, {name: b}, {name: c}], sweep: {settle: 10s, steps: [{cpu: '1'}, {cpu: '2'}]}}";
+        let err = check(&ib(both), &c).unwrap_err();
+        assert!(
+            err.contains("210s (2 sweep step(s) x 3 controller(s) x (load.warmup 5s + load.duration 20s + sweep.settle 10s))"),
+            "{err}"
+        );
+        let three = "{target: {url: 'http://x/'}, load: {duration: 60s, warmup: 10s}, controllers: [{name: a}, {name: b}, {name: c}]}";
+        let err = check(&ib(three), &c).unwrap_err();
+        assert!(
+            err.contains("210s (3 controller(s) x (load.warmup 10s + load.duration 60s))"),
+            "{err}"
+        );
+        c.max_run_seconds = 300;
         let single = ib("{target: {url: 'http://x/'}, load: {duration: 5m, warmup: 1s}}");
         assert!(check(&single, &c)
             .unwrap_err()
@@ -200,10 +218,16 @@ mod props {
             0usize..80,
             any::<u32>(),
             (any_duration(), any_duration(), any_duration()),
-            proptest::option::of(0usize..40),
+            (proptest::option::of(0usize..40), 0usize..=8),
         )
             .prop_map(
-                |(replicas, nodes, connections, (warmup, duration, settle), steps)| {
+                |(
+                    replicas,
+                    nodes,
+                    connections,
+                    (warmup, duration, settle),
+                    (steps, controllers),
+                )| {
                     let mut s: IngressBenchmarkSpec =
                         serde_yaml::from_str("{target: {url: 'http://x/'}}").unwrap();
                     s.workers.replicas = replicas;
@@ -218,6 +242,9 @@ mod props {
                         sweep.steps = vec![serde_yaml::from_str("{replicas: 1}").unwrap(); n];
                         sweep
                     });
+                    s.controllers = (0..controllers)
+                        .map(|i| serde_yaml::from_str(&format!("{{name: c{i}}}")).unwrap())
+                        .collect();
                     s
                 },
             )
@@ -236,7 +263,8 @@ mod props {
                 prop_assert!(conns <= u128::from(caps.max_connections_per_worker));
                 prop_assert!(w * conns <= u128::from(caps.max_total_connections));
                 let per_step = nanos(spec.load.warmup) + nanos(spec.load.duration);
-                let total = match &spec.sweep {
+                let controllers = u128::try_from(spec.controllers.len().max(1)).unwrap();
+                let total = controllers * match &spec.sweep {
                     None => per_step,
                     Some(s) => (per_step + nanos(s.settle)) * u128::try_from(s.steps.len()).unwrap(),
                 };

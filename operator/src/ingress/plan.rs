@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crds::ingress::{Controller, IngressBenchmark, IngressBenchmarkSpec};
+use crds::ingress::{Controller, IngressBenchmark, IngressBenchmarkSpec, SweepStep, TargetRef};
 use kube::ResourceExt;
 
 use crate::base::labels;
@@ -15,10 +15,59 @@ use crate::policy::samples::Slot;
 
 pub const KIND: &str = "IngressBenchmark";
 
-/// The controller measured in `step` (spec.controllers, one per step), None without
-/// controllers.
+/// Steps come in rounds of one per controller (one round without controllers), a round per
+/// sweep step: step = sweep step x controllers + controller.
+fn per_round(spec: &IngressBenchmarkSpec) -> usize {
+    spec.controllers.len().max(1)
+}
+
+/// The controller measured in `step`, None without controllers (or past the last step).
 pub fn controller(spec: &IngressBenchmarkSpec, step: u32) -> Option<&Controller> {
-    spec.controllers.get(usize::try_from(step).ok()?)
+    if step >= step_count(spec) {
+        return None;
+    }
+    let step = usize::try_from(step).ok()?;
+    spec.controllers.get(step % per_round(spec))
+}
+
+/// The sweep step (the size) of `step`, None without a sweep.
+pub fn sweep_step(spec: &IngressBenchmarkSpec, step: u32) -> Option<&SweepStep> {
+    let step = usize::try_from(step).ok()?;
+    spec.sweep.as_ref()?.steps.get(step / per_round(spec))
+}
+
+/// The workload a sweep scales for `step`: its controller's sweepTarget, else sweep.targetRef.
+pub fn sweep_target(spec: &IngressBenchmarkSpec, step: u32) -> Option<&TargetRef> {
+    let sweep = spec.sweep.as_ref()?;
+    match controller(spec, step) {
+        Some(c) => c.sweep_target.as_ref(),
+        None => sweep.target_ref.as_ref(),
+    }
+}
+
+/// Every workload the sweep scales, each once, in the controllers' order.
+pub fn sweep_targets(spec: &IngressBenchmarkSpec) -> Vec<&TargetRef> {
+    let mut targets: Vec<&TargetRef> = vec![];
+    for step in 0..u32::try_from(per_round(spec)).unwrap_or(1) {
+        if let Some(t) = sweep_target(spec, step) {
+            if !targets.iter().any(|seen| same_target(seen, t)) {
+                targets.push(t);
+            }
+        }
+    }
+    targets
+}
+
+/// The same workload (an absent namespace is the benchmark's, the same for both).
+pub fn same_target(a: &TargetRef, b: &TargetRef) -> bool {
+    a.kind == b.kind && a.name == b.name && a.namespace == b.namespace
+}
+
+/// The steps thresholds judge: the last sweep step's (the largest size), of every controller.
+pub fn judged_steps(spec: &IngressBenchmarkSpec) -> std::ops::Range<u32> {
+    let count = step_count(spec);
+    let round = u32::try_from(per_round(spec)).unwrap_or(1);
+    count.saturating_sub(round)..count
 }
 
 /// Where `step`'s load goes: its controller's URL and Host header (the route's hostname when
@@ -141,14 +190,10 @@ pub fn workers(
         .collect()
 }
 
-/// Number of steps of a run: one per sweep step, or per controller (a sweep and controllers
-/// are never combined), else 1.
+/// Number of steps of a run: one per controller (or one) in each sweep step (or once).
 pub fn step_count(spec: &IngressBenchmarkSpec) -> u32 {
-    let steps = match &spec.sweep {
-        Some(s) => s.steps.len(),
-        None => spec.controllers.len(),
-    };
-    u32::try_from(steps.max(1)).unwrap_or(u32::MAX)
+    let sizes = spec.sweep.as_ref().map_or(1, |s| s.steps.len().max(1));
+    u32::try_from(sizes.saturating_mul(per_round(spec))).unwrap_or(u32::MAX)
 }
 
 /// How long one step may run once its workers exist (before it is declared failed):
@@ -186,9 +231,9 @@ pub fn budget(spec: &IngressBenchmarkSpec, t: Timeouts) -> Duration {
 pub fn contender(ib: &IngressBenchmark) -> Contender {
     let ns = ib.namespace().unwrap_or_default();
     let mut claims = vec![];
-    if let Some(s) = &ib.spec.sweep {
-        let target_ns = s.target_ref.namespace.as_deref().unwrap_or(&ns);
-        claims.push(format!("sweep target {target_ns}/{}", s.target_ref.name));
+    for t in sweep_targets(&ib.spec) {
+        let target_ns = t.namespace.as_deref().unwrap_or(&ns);
+        claims.push(format!("sweep target {target_ns}/{}", t.name));
     }
     for step in 0..step_count(&ib.spec) {
         let (url, _) = destination(&ib.spec, step);
@@ -250,6 +295,69 @@ mod tests {
 
     fn ingress_spec(yaml: &str) -> IngressBenchmarkSpec {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_sweep_beside_controllers_measures_every_controller_at_every_size() {
+        let b = ib("{apiVersion: netbench.io/v1alpha1, kind: IngressBenchmark, metadata: {name: b, namespace: team-a},
+            spec: {target: {url: 'http://t/'},
+              controllers: [{name: a, url: 'http://a/', sweepTarget: {name: web-a}}, {name: b, url: 'http://b/', sweepTarget: {name: web-b, namespace: gw}}],
+              sweep: {steps: [{cpu: '1'}, {cpu: '2'}, {cpu: '4'}]}}}");
+        let spec = &b.spec;
+        assert_eq!(step_count(spec), 6);
+        let layout: Vec<(String, String, String)> = (0..6)
+            .map(|step| {
+                (
+                    controller(spec, step).unwrap().name.clone(),
+                    sweep_step(spec, step)
+                        .unwrap()
+                        .cpu
+                        .as_ref()
+                        .unwrap()
+                        .0
+                        .clone(),
+                    sweep_target(spec, step).unwrap().name.clone(),
+                )
+            })
+            .collect();
+        let want = |c: &str, cpu: &str, t: &str| (c.to_string(), cpu.to_string(), t.to_string());
+        assert_eq!(
+            layout,
+            [
+                want("a", "1", "web-a"),
+                want("b", "1", "web-b"),
+                want("a", "2", "web-a"),
+                want("b", "2", "web-b"),
+                want("a", "4", "web-a"),
+                want("b", "4", "web-b")
+            ]
+        );
+        assert!(controller(spec, 6).is_none() && sweep_step(spec, 6).is_none());
+        assert_eq!(
+            judged_steps(spec),
+            4..6,
+            "every controller at the largest size"
+        );
+        assert_eq!(destination(spec, 3).0, "http://b/");
+        // Both targets are claimed in the queue: no other run scales them meanwhile.
+        let claims = contender(&b).claims;
+        assert!(
+            claims.contains(&"sweep target team-a/web-a".to_string()),
+            "{claims:?}"
+        );
+        assert!(
+            claims.contains(&"sweep target gw/web-b".to_string()),
+            "{claims:?}"
+        );
+        // Without controllers, a step per size; without a sweep, a step per controller.
+        let plain = ingress_spec("{target: {url: 'http://t/'}, sweep: {targetRef: {name: w}, steps: [{cpu: '1'}, {cpu: '2'}]}}");
+        assert_eq!((step_count(&plain), judged_steps(&plain)), (2, 1..2));
+        assert_eq!(sweep_target(&plain, 1).unwrap().name, "w");
+        let side = ingress_spec(
+            "{target: {url: 'http://t/'}, controllers: [{name: a}, {name: b}, {name: c}]}",
+        );
+        assert_eq!((step_count(&side), judged_steps(&side)), (3, 0..3));
+        assert!(sweep_target(&side, 0).is_none());
     }
 
     #[test]

@@ -15,11 +15,23 @@ use crate::base::error::{Error, Result};
 use crate::ingress::target;
 use crate::store::records::{Owner, Store, Stored};
 
-/// The stored record: the saved target and the run that saved it.
+/// The stored record: the saved target (and, with controllers swept, the others) and the run
+/// that saved them.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct TargetRecord {
     pub run: String,
     pub saved: SavedTarget,
+    /// The other controllers' targets (a record of one target, as older versions wrote it,
+    /// has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<SavedTarget>,
+}
+
+impl TargetRecord {
+    /// Every target the record saved, the first one first.
+    pub fn targets(&self) -> impl Iterator<Item = &SavedTarget> {
+        std::iter::once(&self.saved).chain(&self.others)
+    }
 }
 
 pub fn store(client: &Client, config: &Config) -> Store {
@@ -31,8 +43,8 @@ pub fn store(client: &Client, config: &Config) -> Store {
 pub enum Restore {
     /// No record: nothing was patched (or it is restored and verified already).
     Nothing,
-    /// Written back and read back as saved; the record is deleted.
-    Restored(SavedTarget),
+    /// Every target written back and read back as saved; the record is deleted.
+    Restored(Vec<SavedTarget>),
     /// The admin's pairs (or the spec) do not allow touching it: nothing was patched.
     Refused(String),
     /// The patch or the read-back failed; retried later.
@@ -56,8 +68,9 @@ impl From<RestoreError> for Error {
     }
 }
 
-/// May this benchmark patch the record's target? The admin's pairs always; for the current
-/// run also the spec's targetRef (an older run's target may differ after a spec change).
+/// May this benchmark patch the record's targets? The admin's pairs always; for the current
+/// run each must also be one the spec's sweep scales (an older run's may differ after a spec
+/// change).
 pub fn permitted(
     record: &TargetRecord,
     ib: &IngressBenchmark,
@@ -65,23 +78,27 @@ pub fn permitted(
     config: &Config,
 ) -> Result<(), String> {
     let ns = ib.metadata.namespace.clone().unwrap_or_default();
-    let s = &record.saved;
-    if !config.sweep_allows(&ns, &s.namespace, &s.name) {
-        return Err(format!(
-            "sweeps from namespace {ns} may not patch {}/{} (Helm value security.sweepTargets); not touched",
-            s.namespace, s.name
-        ));
-    }
-    if record.run == current_run {
-        let Some(tref) = ib.spec.sweep.as_ref().map(|s| &s.target_ref) else {
+    for s in record.targets() {
+        if !config.sweep_allows(&ns, &s.namespace, &s.name) {
+            return Err(format!(
+                "sweeps from namespace {ns} may not patch {}/{} (Helm value security.sweepTargets); not touched",
+                s.namespace, s.name
+            ));
+        }
+        if record.run != current_run {
+            continue;
+        }
+        if ib.spec.sweep.is_none() {
             return Err(format!(
                 "{} {}/{}: the spec has no sweep; not touched",
                 s.kind, s.namespace, s.name
             ));
-        };
-        let tref_ns = tref.namespace.as_deref().unwrap_or(&ns);
-        let kind = target::kind_name(tref.kind);
-        if tref_ns != s.namespace || tref.name != s.name || kind != s.kind {
+        }
+        let in_spec = super::plan::sweep_targets(&ib.spec).into_iter().any(|t| {
+            let t_ns = t.namespace.as_deref().unwrap_or(&ns);
+            t_ns == s.namespace && t.name == s.name && target::kind_name(t.kind) == s.kind
+        });
+        if !in_spec {
             return Err(format!(
                 "{} {}/{} is not the spec's sweep target; not touched",
                 s.kind, s.namespace, s.name
@@ -128,25 +145,28 @@ pub async fn restore(
     if let Err(m) = permitted(&record, ib, current_run, config) {
         return Ok(Restore::Refused(m));
     }
-    let saved = &record.saved;
-    if let Err(e) = target::restore(client, saved).await {
-        return Ok(Restore::Failed(e.to_string()));
-    }
-    match target::is_restored(client, saved).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return Ok(Restore::Failed(format!(
-                "{} {}/{} does not read back as saved yet",
-                saved.kind, saved.namespace, saved.name
-            )))
+    for saved in record.targets() {
+        if let Err(e) = target::restore(client, saved).await {
+            return Ok(Restore::Failed(e.to_string()));
         }
-        Err(e) => return Ok(Restore::Failed(e.to_string())),
+    }
+    for saved in record.targets() {
+        match target::is_restored(client, saved).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Ok(Restore::Failed(format!(
+                    "{} {}/{} does not read back as saved yet",
+                    saved.kind, saved.namespace, saved.name
+                )))
+            }
+            Err(e) => return Ok(Restore::Failed(e.to_string())),
+        }
     }
     store(client, config)
         .delete(&Owner::of(ib))
         .await
         .map_err(RestoreError::DeleteRecord)?;
-    Ok(Restore::Restored(record.saved))
+    Ok(Restore::Restored(record.targets().cloned().collect()))
 }
 
 #[cfg(test)]
@@ -174,6 +194,7 @@ mod tests {
                 resources_json: "{}".into(),
                 restored: false,
             },
+            others: vec![],
         }
     }
 
@@ -198,5 +219,32 @@ mod tests {
             Ok(()),
             "an older run's target"
         );
+    }
+
+    #[test]
+    fn every_controllers_target_is_checked_and_a_one_target_record_still_reads() {
+        let b: IngressBenchmark = serde_yaml::from_str(
+            "{apiVersion: netbench.io/v1alpha1, kind: IngressBenchmark, metadata: {name: b, namespace: team-a, uid: u}, spec: {target: {url: 'http://x/'}, controllers: [{name: a, sweepTarget: {name: web-a}}, {name: b, sweepTarget: {name: web-b}}], sweep: {steps: [{cpu: '1'}]}}}",
+        )
+        .unwrap();
+        let mut c = Config::for_tests();
+        c.sweep_targets = SweepPairs::parse("team-a=.,team-b=*");
+        let mut both = record("team-a", "web-a");
+        both.others = vec![record("team-a", "web-b").saved];
+        assert_eq!(permitted(&both, &b, "r1", &c), Ok(()));
+        // A record that slipped in a target the spec does not sweep, or the pairs forbid.
+        both.others.push(record("team-a", "web-c").saved);
+        let err = permitted(&both, &b, "r1", &c).unwrap_err();
+        assert!(
+            err.contains("team-a/web-c is not the spec's sweep target"),
+            "{err}"
+        );
+        both.others = vec![record("team-b", "web-b").saved];
+        let err = permitted(&both, &b, "r0", &c).unwrap_err();
+        assert!(err.contains("may not patch team-b/web-b"), "{err}");
+        // What older versions stored: one target, no others.
+        let old = r#"{"run":"r1","saved":{"kind":"Deployment","namespace":"team-a","name":"web-a","container":"c","containerIndex":0,"resourcesJson":"{}"}}"#;
+        let read: TargetRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(read.targets().count(), 1);
     }
 }

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 
 use crds::history::Better;
 use crds::ingress::{
-    Scaling, ScalingRow, StepResult, SweepSpec, SweepStep, Thresholds, WorkerSummary,
+    IngressBenchmarkSpec, Scaling, ScalingRow, StepResult, SweepStep, Thresholds, WorkerSummary,
 };
 use crds::result::{Measurement, MeasurementStats};
 use crds::{ErrorCounts, LatencyMillis};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub use crds::ingress::compare::format_ms;
 
@@ -125,11 +126,61 @@ fn size_factors(steps: &[StepResult]) -> Vec<f64> {
 
 fn describe(s: &StepResult) -> String {
     match (&s.cpu, s.replicas) {
+        (None, None) => format!("step {}", s.index),
+        (cpu, replicas) => size(cpu.as_ref(), replicas),
+    }
+}
+
+/// A sweep step's size: "2 CPU", "2 CPU x 3", "3 replicas".
+pub fn describe_size(step: &SweepStep) -> String {
+    size(step.cpu.as_ref(), step.replicas)
+}
+
+fn size(cpu: Option<&Quantity>, replicas: Option<i32>) -> String {
+    match (cpu, replicas) {
         (Some(c), Some(r)) => format!("{} CPU x {r}", c.0),
         (Some(c), None) => format!("{} CPU", c.0),
         (None, Some(r)) => format!("{r} replicas"),
-        (None, None) => format!("step {}", s.index),
+        (None, None) => "its size".to_string(),
     }
+}
+
+/// The scaling table of each controller's steps (steps without a controller are one table):
+/// rows in step order, a summary line per controller ("traefik: 2 CPU: 1.9x ...").
+pub fn scaling_by_controller(steps: &[StepResult]) -> Option<Scaling> {
+    let mut names: Vec<Option<&str>> = vec![];
+    for s in steps {
+        if !names.contains(&s.controller.as_deref()) {
+            names.push(s.controller.as_deref());
+        }
+    }
+    let (mut rows, mut lines) = (vec![], vec![]);
+    for name in names {
+        let own: Vec<StepResult> = steps
+            .iter()
+            .filter(|s| s.controller.as_deref() == name)
+            .cloned()
+            .collect();
+        let Some(table) = scaling(&own) else {
+            continue;
+        };
+        rows.extend(table.rows.into_iter().map(|r| ScalingRow {
+            controller: name.map(str::to_string),
+            ..r
+        }));
+        lines.push(match name {
+            Some(n) => format!("{n}: {}", table.summary),
+            None => table.summary,
+        });
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    rows.sort_by_key(|r| r.index);
+    Some(Scaling {
+        rows,
+        summary: lines.join("; "),
+    })
 }
 
 /// Throughput per step against linear growth from the first step.
@@ -145,6 +196,7 @@ pub fn scaling(steps: &[StepResult]) -> Option<Scaling> {
             let speedup = s.rps / steps[0].rps;
             ScalingRow {
                 index: s.index,
+                controller: None,
                 size_factor: *f,
                 rps: s.rps,
                 speedup,
@@ -163,22 +215,16 @@ pub fn scaling(steps: &[StepResult]) -> Option<Scaling> {
     Some(Scaling { rows, summary })
 }
 
-/// The thresholds against the last step (a sweep's largest), or against every step when
-/// controllers are compared (each explanation named by its controller); None without steps.
+/// The thresholds against the `judged` steps (plan::judged_steps: the last, a sweep's largest,
+/// of every controller; each explanation named by its controller); None without any.
 pub fn judge_thresholds(
     t: &Thresholds,
     steps: &[StepResult],
-    every_step: bool,
+    judged: std::ops::Range<u32>,
 ) -> Option<(bool, String)> {
-    let judged = if every_step {
-        steps
-    } else {
-        steps
-            .split_last()
-            .map_or(&[][..], |(last, _)| std::slice::from_ref(last))
-    };
-    let verdicts: Vec<(bool, String)> = judged
+    let verdicts: Vec<(bool, String)> = steps
         .iter()
+        .filter(|s| judged.contains(&s.index))
         .map(|s| {
             let (ok, why) = check_thresholds(t, s);
             match &s.controller {
@@ -315,15 +361,16 @@ pub fn with_mean_rps(steps: &[StepResult], stats: &[MeasurementStats]) -> Vec<St
         .collect()
 }
 
-/// A result's sweep steps as the scaling table needs them: size from the spec, requests/s the
-/// mean over the samples.
-pub fn sweep_steps(sweep: &SweepSpec, measurements: &[Measurement]) -> Vec<StepResult> {
+/// A result's sweep steps as the scaling table needs them: size and controller from the spec,
+/// requests/s the mean over the samples.
+pub fn sweep_steps(spec: &IngressBenchmarkSpec, measurements: &[Measurement]) -> Vec<StepResult> {
     measurements
         .iter()
         .filter_map(|m| {
-            let step = sweep.steps.get(usize::try_from(m.index).ok()?)?;
+            let step = super::plan::sweep_step(spec, m.index)?;
             Some(StepResult {
                 index: m.index,
+                controller: super::plan::controller(spec, m.index).map(|c| c.name.clone()),
                 cpu: step.cpu.clone(),
                 replicas: step.replicas,
                 rps: m.metrics.iter().find(|f| f.name == "rps")?.mean,
@@ -346,13 +393,12 @@ pub fn rps_interval(stats: &MeasurementStats) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     #[test]
     fn a_results_scaling_comes_from_the_spec_sizes_and_the_sample_means() {
-        let sweep: SweepSpec = serde_json::from_value(serde_json::json!({
-            "targetRef": {"name": "web"},
-            "steps": [{"cpu": "1"}, {"cpu": "2"}]
+        let spec: IngressBenchmarkSpec = serde_json::from_value(serde_json::json!({
+            "target": {"url": "http://x/"},
+            "sweep": {"targetRef": {"name": "web"}, "steps": [{"cpu": "1"}, {"cpu": "2"}]}
         }))
         .unwrap();
         let m = |index, values: Vec<f64>| Measurement {
@@ -367,7 +413,7 @@ mod tests {
             m(1, vec![1800.0]),
             m(7, vec![1.0]),
         ];
-        let table = scaling(&sweep_steps(&sweep, &ms)).unwrap();
+        let table = scaling(&sweep_steps(&spec, &ms)).unwrap();
         assert_eq!(table.rows.len(), 2);
         assert_eq!(table.rows[0].rps, 1000.0);
         assert!((table.rows[1].speedup - 1.8).abs() < 1e-9);
@@ -497,18 +543,94 @@ mod tests {
             ..Default::default()
         };
         let (slow, mut fast) = (step(0, "1", 100.0), step(1, "2", 200.0));
-        assert_eq!(judge_thresholds(&t, &[], false), None);
-        let (ok, _) = judge_thresholds(&t, &[slow.clone(), fast.clone()], false).unwrap();
+        assert_eq!(judge_thresholds(&t, &[], 1..2), None);
+        let (ok, _) = judge_thresholds(&t, &[slow.clone(), fast.clone()], 1..2).unwrap();
         assert!(ok, "a sweep is judged at its last step");
         let mut slow = slow;
         slow.controller = Some("a".into());
         fast.controller = Some("b".into());
-        let (ok, why) = judge_thresholds(&t, &[slow, fast], true).unwrap();
+        let (ok, why) = judge_thresholds(&t, &[slow, fast], 0..2).unwrap();
         assert!(!ok);
         assert!(why.starts_with("a: rps 100.0 < minRps 150"), "{why}");
         assert!(
             !why.contains("b: "),
             "only the controllers that missed: {why}"
         );
+    }
+
+    #[test]
+    fn controllers_swept_side_by_side_get_a_scaling_table_each() {
+        // Steps in rounds: step = sweep step x 2 + controller (a, b).
+        let spec: IngressBenchmarkSpec = serde_json::from_value(serde_json::json!({
+            "target": {"url": "http://x/"},
+            "controllers": [
+                {"name": "a", "sweepTarget": {"name": "web-a"}},
+                {"name": "b", "sweepTarget": {"name": "web-b"}}
+            ],
+            "sweep": {"steps": [{"cpu": "1"}, {"cpu": "2"}]}
+        }))
+        .unwrap();
+        let m = |index, rps: f64| Measurement {
+            index,
+            name: format!("step {index}"),
+            metrics: vec![crds::stats::metric(
+                "rps",
+                "req/s",
+                Better::Higher,
+                vec![rps],
+            )],
+            ..Default::default()
+        };
+        let ms = [m(0, 100.0), m(1, 300.0), m(2, 190.0), m(3, 330.0)];
+        let steps = sweep_steps(&spec, &ms);
+        let named: Vec<(u32, Option<&str>, Option<&str>)> = steps
+            .iter()
+            .map(|s| {
+                (
+                    s.index,
+                    s.controller.as_deref(),
+                    s.cpu.as_ref().map(|c| c.0.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (0, Some("a"), Some("1")),
+                (1, Some("b"), Some("1")),
+                (2, Some("a"), Some("2")),
+                (3, Some("b"), Some("2"))
+            ]
+        );
+        let table = scaling_by_controller(&steps).unwrap();
+        assert_eq!(table.rows.len(), 4);
+        let a2 = table.rows.iter().find(|r| r.index == 2).unwrap();
+        assert_eq!(a2.controller.as_deref(), Some("a"));
+        assert!(
+            (a2.speedup - 1.9).abs() < 1e-9,
+            "a's 2 CPUs against a's 1 CPU"
+        );
+        let b2 = table.rows.iter().find(|r| r.index == 3).unwrap();
+        assert!(
+            (b2.speedup - 1.1).abs() < 1e-9,
+            "b's against b's own first step"
+        );
+        assert_eq!(
+            table.summary,
+            "a: 2 CPU: 1.90x the RPS of 1 CPU (95% of linear); b: 2 CPU: 1.10x the RPS of 1 CPU (55% of linear)"
+        );
+        // Without controllers, one table as before.
+        let plain: Vec<StepResult> = steps
+            .iter()
+            .map(|s| StepResult {
+                controller: None,
+                ..s.clone()
+            })
+            .take(2)
+            .collect();
+        assert!(scaling_by_controller(&plain)
+            .unwrap()
+            .summary
+            .starts_with("1 CPU: 3.00x"));
     }
 }

@@ -5,7 +5,7 @@
 
 use kube::runtime::events::EventType;
 
-use crds::ingress::{SavedTarget, SweepSpec, SweepStep};
+use crds::ingress::{SavedTarget, SweepStep, TargetRef};
 use crds::IngressBenchmark;
 
 use super::restore::{self, Restore, RestoreError, TargetRecord};
@@ -15,22 +15,26 @@ use crate::base::error::Result;
 use crate::base::events::PendingEvent;
 use crate::base::outcome::{Failure, Reason, Step};
 use crate::context::Context;
-use crate::ingress::target;
+use crate::ingress::{plan, target};
 use crate::run::Run;
 
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
 
-/// Scales the sweep target for `step`, waits for its rollout and the settle time.
+/// Scales the sweep target of `step` (its controller's, with controllers) to the step's size,
+/// waits for its rollout and the settle time.
 pub async fn prepare(run: &mut IngressRun<'_>, step: u32) -> Result<Step> {
-    let Some(sweep) = &run.obj().spec.sweep else {
+    let spec = &run.obj().spec;
+    let Some(sweep) = &spec.sweep else {
         return Ok(Step::Done);
     };
-    let Some(step_spec) = sweep.steps.get(step as usize) else {
+    let (Some(step_spec), Some(tref)) =
+        (plan::sweep_step(spec, step), plan::sweep_target(spec, step))
+    else {
         return Ok(Step::Fail(Failure::invalid(format!(
-            "no sweep step {step}"
+            "no sweep step or target for step {step}"
         ))));
     };
-    let saved = match saved_target(run, sweep).await? {
+    let saved = match saved_target(run, tref).await? {
         Ok(saved) => saved,
         Err(failure) => return Ok(Step::Fail(failure)),
     };
@@ -71,12 +75,13 @@ async fn scale(
     Ok(Some(Step::wait(m)))
 }
 
-/// The target's saved spec from the operator's namespace, saved there (and copied to status)
-/// before the first patch; re-checked against the admin's pairs and the spec before every
-/// patch. Err((reason, message)) fails the run.
+/// The saved spec of `tref` (the target of the step under way) from the operator's namespace.
+/// Every target of the sweep is saved there (and copied to status) before the first patch,
+/// and the record re-checked against the admin's pairs and the spec before every patch.
+/// Err fails the run.
 async fn saved_target(
     run: &mut IngressRun<'_>,
-    sweep: &SweepSpec,
+    tref: &TargetRef,
 ) -> Result<std::result::Result<SavedTarget, Failure>> {
     let (client, config) = (&run.ctx().client, &run.ctx().config);
     let (record, new) = match restore::load(client, config, run.obj()).await? {
@@ -89,13 +94,24 @@ async fn saved_target(
             return Ok(Err(Failure::new(Reason::TargetNotRestored, m)));
         }
         None => {
-            let saved = match target::save(client, &sweep.target_ref, run.ns()).await {
-                Ok(saved) => saved,
-                Err(e) => return Ok(Err(Failure::new(Reason::TargetUnavailable, e.to_string()))),
+            let mut saved = vec![];
+            for t in plan::sweep_targets(&run.obj().spec) {
+                match target::save(client, t, run.ns()).await {
+                    Ok(s) => saved.push(s),
+                    Err(e) => {
+                        return Ok(Err(Failure::new(Reason::TargetUnavailable, e.to_string())))
+                    }
+                }
+            }
+            let mut saved = saved.into_iter();
+            let Some(first) = saved.next() else {
+                let m = "the sweep names no target".to_string();
+                return Ok(Err(Failure::invalid(m)));
             };
             let record = TargetRecord {
                 run: run.id().to_string(),
-                saved,
+                saved: first,
+                others: saved.collect(),
             };
             (record, true)
         }
@@ -105,18 +121,39 @@ async fn saved_target(
         return Ok(Err(Failure::not_permitted(m)));
     }
     if new {
-        // The original spec must be durable before the first patch.
+        // The original specs must be durable before the first patch.
         restore::save(client, config, run.obj(), record.clone()).await?;
     }
-    run.status_mut().saved_target = Some(record.saved.clone());
-    Ok(Ok(record.saved))
+    let tref_ns = tref.namespace.as_deref().unwrap_or(run.ns());
+    let kind = target::kind_name(tref.kind);
+    let Some(current) = record
+        .targets()
+        .find(|s| s.namespace == tref_ns && s.name == tref.name && s.kind == kind)
+        .cloned()
+    else {
+        // The record was saved for this run from the spec, which cannot change within a run.
+        let m = format!(
+            "{kind} {tref_ns}/{} is not in the run's saved targets",
+            tref.name
+        );
+        return Ok(Err(Failure::new(Reason::TargetNotRestored, m)));
+    };
+    let status = run.status_mut();
+    status.saved_target = Some(current.clone());
+    status.saved_targets = if record.others.is_empty() {
+        vec![]
+    } else {
+        record.targets().cloned().collect()
+    };
+    Ok(Ok(current))
 }
 
 /// The image of the sweep target's container (the ingress controller, for the result's
 /// environment fingerprint), when the admin pairs the target with the benchmark's namespace.
 /// None without a sweep, when not permitted, or when it cannot be read.
 pub async fn target_image(run: &IngressRun<'_>) -> Option<String> {
-    let tref = &run.obj().spec.sweep.as_ref()?.target_ref;
+    // With controllers swept, the first controller's.
+    let tref = plan::sweep_target(&run.obj().spec, 0)?;
     let namespace = tref.namespace.as_deref().unwrap_or(run.ns());
     if !run
         .ctx()
@@ -141,11 +178,29 @@ pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
     Ok(match outcome {
         Restore::Nothing => false,
         Restore::Restored(saved) => {
-            let m = format!("{} {}/{} restored", saved.kind, saved.namespace, saved.name);
-            run.status_mut().saved_target = Some(SavedTarget {
+            let named: Vec<String> = saved
+                .iter()
+                .map(|s| format!("{} {}/{}", s.kind, s.namespace, s.name))
+                .collect();
+            let m = format!("{} restored", named.join(", "));
+            let restored = |s: &SavedTarget| SavedTarget {
                 restored: true,
-                ..saved
-            });
+                ..s.clone()
+            };
+            let status = run.status_mut();
+            let current = status.saved_target.take();
+            // The one status showed (the last step's), else the first.
+            let shown = current
+                .and_then(|c| {
+                    saved
+                        .iter()
+                        .find(|s| s.name == c.name && s.namespace == c.namespace)
+                })
+                .or(saved.first());
+            status.saved_target = shown.map(restored);
+            if saved.len() > 1 {
+                status.saved_targets = saved.iter().map(restored).collect();
+            }
             run.condition(TARGET_RESTORED, true, "Restored", m);
             false
         }

@@ -69,18 +69,24 @@ pub fn sweep_permitted(
     namespace: &str,
     config: &Config,
 ) -> Result<(), String> {
-    let Some(sweep) = &spec.sweep else {
-        return Ok(());
-    };
-    let tref = &sweep.target_ref;
-    let target_ns = tref.namespace.as_deref().unwrap_or(namespace);
-    if config.sweep_allows(namespace, target_ns, &tref.name) {
+    if spec.sweep.is_none() {
         return Ok(());
     }
-    Err(format!(
-        "sweeps from namespace {namespace} may not patch {target_ns}/{}; the cluster admin can pair them (Helm value security.sweepTargets: \"{namespace}={target_ns}/{}\")",
-        tref.name, tref.name
-    ))
+    let targets = super::plan::sweep_targets(spec);
+    if targets.is_empty() {
+        // The API server refuses this; an object stored before its rules were is refused here.
+        return Err("the sweep names no target: set sweep.targetRef, or with controllers each controller's sweepTarget".into());
+    }
+    for tref in targets {
+        let target_ns = tref.namespace.as_deref().unwrap_or(namespace);
+        if !config.sweep_allows(namespace, target_ns, &tref.name) {
+            return Err(format!(
+                "sweeps from namespace {namespace} may not patch {target_ns}/{}; the cluster admin can pair them (Helm value security.sweepTargets: \"{namespace}={target_ns}/{}\")",
+                tref.name, tref.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The admin's caps, the named nodes, and where target.url leads: Ok, or why the run may not
@@ -217,6 +223,22 @@ mod tests {
         let mut c = Config::for_tests();
         c.sweep_namespaces = "*".into();
         assert!(sweep_permitted(&own, "team-a", &c).is_ok());
+    }
+
+    #[test]
+    fn every_controllers_sweep_target_needs_the_admins_pair() {
+        let s = spec("{target: {url: 'http://x/'}, controllers: [{name: a, sweepTarget: {name: web-a}}, {name: b, sweepTarget: {name: web-b, namespace: ingress}}], sweep: {steps: [{cpu: '1'}]}}");
+        let mut c = Config::for_tests();
+        c.sweep_targets = crate::admin::allow::SweepPairs::parse("team-a=.");
+        let err = sweep_permitted(&s, "team-a", &c).unwrap_err();
+        assert!(err.contains("may not patch ingress/web-b"), "{err}");
+        c.sweep_targets = crate::admin::allow::SweepPairs::parse("team-a=.,team-a=ingress/web-b");
+        assert!(sweep_permitted(&s, "team-a", &c).is_ok());
+        let none = spec(
+            "{target: {url: 'http://x/'}, controllers: [{name: a}], sweep: {steps: [{cpu: '1'}]}}",
+        );
+        let err = sweep_permitted(&none, "team-a", &c).unwrap_err();
+        assert!(err.contains("names no target"), "{err}");
     }
 
     #[test]
