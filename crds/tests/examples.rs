@@ -22,6 +22,7 @@ fn every_example_parses_round_trips_and_passes_cel() {
     for expected in [
         "egress-vxlan-offload.yaml",
         "ingress-cpu-sweep.yaml",
+        "ingress-controllers-sweep.yaml",
         "ingress-simple.yaml",
     ] {
         assert!(names.contains(&expected), "missing example {expected}");

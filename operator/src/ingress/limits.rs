@@ -92,7 +92,11 @@ mod tests {
 
     #[test]
     fn the_shipped_examples_are_within_the_default_caps() {
-        for file in ["ingress-simple.yaml", "ingress-cpu-sweep.yaml"] {
+        for file in [
+            "ingress-simple.yaml",
+            "ingress-cpu-sweep.yaml",
+            "ingress-controllers-sweep.yaml",
+        ] {
             let path = format!("{}/../deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(path).unwrap();
             let ib: crds::IngressBenchmark = serde_yaml::from_str(&text).unwrap();

@@ -128,6 +128,93 @@ async fn two_step_sweep_gives_a_scaling_table_and_restores_the_target() {
     assert_eq!(after["replicas"], before["replicas"]);
 }
 
+/// Two "controllers" (nginx Deployments with their Services) swept side by side: every size
+/// measures both, each scaled to it first; a scaling table each; both restored.
+#[tokio::test]
+async fn controllers_swept_side_by_side_each_scale_their_own_target_and_are_restored() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctlsweep").await;
+    let before_a = deploy_nginx(&client, &ns.name, "web-a", "100m").await;
+    let before_b = deploy_nginx(&client, &ns.name, "web-b", "100m").await;
+    let generation = async |name: &str| {
+        Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get(name)
+            .await
+            .unwrap()
+            .metadata
+            .generation
+            .unwrap()
+    };
+    let (gen_a, gen_b) = (generation("web-a").await, generation("web-b").await);
+    let mut ib = simple(&ns.name, TARGET, "3s");
+    set(&mut ib, "/metadata/name", json!("ctlsweep"));
+    let controller = |name: &str| {
+        json!({"name": name, "url": format!("http://web-{name}.{}.svc.cluster.local/", ns.name),
+               "sweepTarget": {"name": format!("web-{name}")}})
+    };
+    set(
+        &mut ib,
+        "/spec/controllers",
+        json!([controller("a"), controller("b")]),
+    );
+    set(
+        &mut ib,
+        "/spec/sweep",
+        json!({"steps": [{"cpu": "250m"}, {"cpu": "500m"}], "settle": "1s"}),
+    );
+    let done = create_and_wait(&client, &ib, FINISHED, RUN_TIMEOUT * 3).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    // Every controller at every size, a size's controllers together.
+    let steps: Vec<(u64, &str, &str)> = st["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["index"].as_u64().unwrap(),
+                s["controller"].as_str().unwrap(),
+                s["cpu"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (0, "a", "250m"),
+            (1, "b", "250m"),
+            (2, "a", "500m"),
+            (3, "b", "500m")
+        ]
+    );
+    for s in st["steps"].as_array().unwrap() {
+        assert!(s["rps"].as_f64().unwrap() > 0.0, "{s:#}");
+    }
+    // A scaling table per controller, each against its own first step.
+    let rows = st["scaling"]["rows"].as_array().unwrap();
+    let of = |c: &str| rows.iter().filter(|r| r["controller"] == c).count();
+    assert_eq!((rows.len(), of("a"), of("b")), (4, 2, 2), "{rows:#?}");
+    let summary = st["scaling"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("a: 500m CPU: ") && summary.contains("; b: 500m CPU: "),
+        "{summary}"
+    );
+    // Both targets saved before the first patch, restored and read back as saved.
+    let saved = st["savedTargets"].as_array().unwrap();
+    let names: Vec<&str> = saved.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["web-a", "web-b"]);
+    assert!(saved.iter().all(|t| t["restored"] == true), "{saved:#?}");
+    let restored = condition(&done, "TargetRestored");
+    assert_eq!(restored["status"], "True", "{restored}");
+    for (name, before) in [("web-a", &before_a), ("web-b", &before_b)] {
+        let after = deployment_spec(&client, &ns.name, name).await;
+        assert_eq!(after["template"], before["template"], "{name} restored");
+    }
+    // Each was patched to both sizes and back: three new generations each.
+    assert_eq!(generation("web-a").await, gen_a + 3);
+    assert_eq!(generation("web-b").await, gen_b + 3);
+}
+
 #[tokio::test]
 async fn invalid_spec_is_rejected_by_the_api_server_with_the_rules_message() {
     let client = client().await;
