@@ -103,6 +103,16 @@ pub struct WorkloadUsage {
     /// Highest working-set memory sampled in the window, summed over the pods, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// With a route scale: the working set before the sample's routes, summed over the pods
+    /// sampled in the window (each pod's last kubelet sample before the first route was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_before_routes_bytes: Option<u64>,
+    /// With a route scale: (memoryBytes - memoryBeforeRoutesBytes) / the routes the sample
+    /// made, in bytes: what each route, with the connections that load it, added to the
+    /// working set (negative when it shrank). A sample after another's routes were deleted
+    /// may start from memory they left behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_per_route_bytes: Option<f64>,
     /// Why a figure is missing (fewer than two samples of a pod in the window, a pod
     /// restarted, the kubelet out of reach).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -371,7 +371,7 @@ pub fn read_sample(
         .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
         .ok_or("the route scale's record of this sample is missing from status")?;
     let (answers, end_us) = result::merged_answers(reports, "--host-count")?;
-    let made = log.created_unix_us.iter().take(count).flatten().count();
+    let made = made(log, count);
     if made == 0 {
         return Err(log
             .refused
@@ -397,6 +397,23 @@ pub fn read_sample(
     let mut reading = reading_of(created, &firsts, end_us);
     reading.made = made;
     Ok(Some(reading))
+}
+
+/// Routes of the sample that exist (created, timed or not), at most `count`.
+fn made(log: &RouteScaleLog, count: usize) -> usize {
+    log.created_unix_us.iter().take(count).flatten().count()
+}
+
+/// Routes the sample in `slot` made, from its record; None without a route scale or a record
+/// of that sample.
+pub fn made_in_sample(
+    spec: &IngressBenchmarkSpec,
+    log: Option<&RouteScaleLog>,
+    slot: Slot,
+) -> Option<usize> {
+    let (_, route) = scaled(spec, slot.measurement)?;
+    let log = log.filter(|l| l.step == slot.measurement && l.sample == slot.sample)?;
+    Some(made(log, usize::try_from(route.count).unwrap_or(0)))
 }
 
 /// Each route's time from its creation to its hostname's first 2xx (`firsts`, by index).

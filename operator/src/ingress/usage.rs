@@ -20,7 +20,7 @@ use crds::ingress::{ControllerWorkload, IngressBenchmark, TargetKind, WorkloadUs
 
 use protocol::worker::now_unix_ms as now_ms;
 
-use super::plan;
+use super::{plan, scale};
 use crate::k8s::usage::{self, PodSeries, MAX_PODS};
 use crate::policy::samples::Slot;
 use crate::run::Run;
@@ -56,6 +56,13 @@ fn window(run: &IngressRun<'_>, slot: Slot) -> Option<(u64, u64)> {
     Some((from, from.saturating_add(ms(load.duration.as_std()))))
 }
 
+/// With a route scale, the instant its routes begin to be created (the workers' barrier, in
+/// ms): the kubelets' samples before it are the workloads without the sample's routes.
+fn routes_from(run: &IngressRun<'_>, slot: Slot) -> Option<u64> {
+    scale::scaled(&run.obj().spec, slot.measurement)?;
+    run.ctx().runs.started_at(run.id(), slot.wire())
+}
+
 /// While step `step`'s workers run: samples its controller's workloads when due. Returns when
 /// it wants to sample next (None: nothing to sample, or the window is over).
 pub async fn while_running(run: &IngressRun<'_>, step: u32) -> Option<Duration> {
@@ -68,14 +75,19 @@ pub async fn while_running(run: &IngressRun<'_>, step: u32) -> Option<Duration> 
         return Some(POLL_EVERY);
     };
     let now = now_ms();
+    let key = key(run, slot);
+    let polled = run.ctx().usage.get(&key).and_then(|w| w.polled_at);
     if now < from {
+        // A route scale's workloads are read once at once, while the kubelets' last samples
+        // still predate its routes.
+        if polled.is_none() && routes_from(run, slot).is_some() {
+            sample(run, &key, &controller.workloads, (from, to)).await;
+        }
         return Some(Duration::from_millis(from - now));
     }
     if now > to {
         return None;
     }
-    let key = key(run, slot);
-    let polled = run.ctx().usage.get(&key).and_then(|w| w.polled_at);
     if let Some(due) = polled.map(|at| at.saturating_add(ms(POLL_EVERY))) {
         if now < due {
             return Some(Duration::from_millis(due - now));
@@ -105,11 +117,59 @@ pub async fn collect(run: &IngressRun<'_>, slot: Slot) -> Vec<WorkloadUsage> {
         return unmeasured(&controller.workloads, why);
     };
     sample(run, &key, &controller.workloads, bounds).await;
+    let spec = &run.obj().spec;
+    let routes = scale::made_in_sample(spec, run.status().route_scale_log.as_ref(), slot);
     run.ctx().usage.update(&key, now_ms(), |window| {
-        let made = figures(&controller.workloads, window);
+        let mut made = figures(&controller.workloads, window);
+        if let Some(routes) = routes {
+            per_route(&mut made, &controller.workloads, window, routes);
+        }
         window.figures = Some(made.clone());
         made
     })
+}
+
+/// A route scale's cost per route: each workload's working set before the sample's routes
+/// (the sum over its pods of each one's last kubelet sample before the first route), and its
+/// growth to the highest in the window over the `routes` the sample made.
+fn per_route(
+    made: &mut [WorkloadUsage],
+    workloads: &[ControllerWorkload],
+    window: &Window,
+    routes: usize,
+) {
+    let empty = BTreeMap::new();
+    for ((i, _), usage) in workloads.iter().enumerate().zip(made.iter_mut()) {
+        let sampled = window.pods.get(&i).unwrap_or(&empty);
+        let before = window.before.get(&i);
+        let each: Option<Vec<f64>> = sampled
+            .keys()
+            .map(|pod| before.and_then(|b| b.get(pod)).map(|(bytes, _)| *bytes))
+            .collect();
+        let before = each
+            .filter(|b| !b.is_empty())
+            .map(|b| b.iter().sum::<f64>());
+        let Some(before) = before else {
+            let note = "no memory per route: a pod has no kubelet sample from before the routes (the kubelet sampled it again as they were made)";
+            usage.note = Some(match usage.note.take() {
+                Some(n) => crate::base::labels::truncate(&format!("{n}; {note}"), MAX_NOTE),
+                None => note.to_string(),
+            });
+            continue;
+        };
+        usage.memory_before_routes_bytes = Some(bytes(before));
+        if let (Some(after), Ok(routes)) = (usage.memory_bytes, u32::try_from(routes)) {
+            if routes > 0 {
+                let growth = after as f64 - bytes(before) as f64;
+                usage.memory_per_route_bytes = Some((growth / f64::from(routes)).round());
+            }
+        }
+    }
+}
+
+/// A working set is at most a node's memory: far inside u64 and f64's exact integers.
+fn bytes(b: f64) -> u64 {
+    b.round().clamp(0.0, 9.0e15) as u64
 }
 
 /// Forgets every window of the run (it ended).
@@ -142,6 +202,7 @@ async fn sample(
     (from, to): (u64, u64),
 ) {
     let client = run.ctx().client.clone();
+    let routes_from = routes_from(run, run.slot());
     let read = async {
         let mut found: BTreeMap<usize, Result<Vec<(String, String)>, String>> = BTreeMap::new();
         for (i, w) in workloads.iter().enumerate() {
@@ -190,6 +251,9 @@ async fn sample(
                 let Some(reading) = page.get(&(w.namespace.clone(), pod.clone())) else {
                     continue;
                 };
+                if let Some(instant) = routes_from {
+                    window.remember_before(i, pod, reading, instant);
+                }
                 // A pod counts once the kubelet sampled it inside the window.
                 if !PodSeries::inside(reading, from, to) {
                     continue;
@@ -360,8 +424,7 @@ fn workload_usage(pods: &BTreeMap<String, PodSeries>) -> WorkloadUsage {
             None => note,
         });
     }
-    // A working set is at most a node's memory: far inside u64 and f64's exact integers.
-    usage.memory_bytes = memory.map(|m| m.round().clamp(0.0, 9.0e15) as u64);
+    usage.memory_bytes = memory.map(bytes);
     usage
 }
 
@@ -400,6 +463,63 @@ mod tests {
         assert_eq!(u.covered_seconds, Some(10.0));
         assert_eq!(u.memory_bytes, Some(9_000_000));
         assert_eq!(u.note, None);
+    }
+
+    #[test]
+    fn memory_per_route_is_the_growth_from_before_the_routes_over_the_routes_made() {
+        let w: Vec<ControllerWorkload> = vec![
+            serde_yaml::from_str("{name: envoy, namespace: gw}").unwrap(),
+            serde_yaml::from_str("{name: ctl, namespace: gw}").unwrap(),
+        ];
+        let mut window = Window::default();
+        let at = |bytes: f64, ms: u64| PodReading {
+            cpu: Some((1.0, ms)),
+            memory: Some((bytes, ms)),
+        };
+        // The routes begin at 10 s. Pod e1's samples at 2 s and 8 s come before: the later
+        // one is kept; one at 12 s is not "before". Pod e2 was last sampled at 9 s.
+        window.remember_before(0, "e1", &at(50e6, 2_000), 10_000);
+        window.remember_before(0, "e1", &at(60e6, 8_000), 10_000);
+        window.remember_before(0, "e1", &at(55e6, 5_000), 10_000);
+        window.remember_before(0, "e1", &at(99e6, 12_000), 10_000);
+        window.remember_before(0, "e2", &at(40e6, 9_000), 10_000);
+        // In the window: e1 peaks at 80 MB, e2 at 50 MB: 30 MB more with 100 routes.
+        let mut s = PodSeries::default();
+        s.add(&at(80e6, 15_000), 10_000, 40_000);
+        window
+            .pods
+            .entry(0)
+            .or_default()
+            .insert("e1".into(), s.clone());
+        let mut s2 = PodSeries::default();
+        s2.add(&at(50e6, 16_000), 10_000, 40_000);
+        window.pods.entry(0).or_default().insert("e2".into(), s2);
+        // The control plane's only pod has no sample from before.
+        window.pods.entry(1).or_default().insert("c1".into(), s);
+        let mut made = figures(&w, &window);
+        per_route(&mut made, &w, &window, 100);
+        assert_eq!(made[0].memory_before_routes_bytes, Some(100_000_000));
+        assert_eq!(made[0].memory_bytes, Some(130_000_000));
+        assert_eq!(made[0].memory_per_route_bytes, Some(300_000.0));
+        assert_eq!(made[1].memory_per_route_bytes, None);
+        assert!(
+            made[1]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("no memory per route"),
+            "{:?}",
+            made[1].note
+        );
+        // Memory that fell reads as a negative growth, not as nothing.
+        let mut shrunk = figures(&w, &window);
+        shrunk[0].memory_bytes = Some(90_000_000);
+        per_route(&mut shrunk, &w, &window, 100);
+        assert_eq!(shrunk[0].memory_per_route_bytes, Some(-100_000.0));
+        // No route made: no figure (never a division by zero).
+        let mut none = figures(&w, &window);
+        per_route(&mut none, &w, &window, 0);
+        assert_eq!(none[0].memory_per_route_bytes, None);
     }
 
     #[test]

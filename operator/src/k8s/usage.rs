@@ -242,6 +242,9 @@ impl<F> Default for Windows<F> {
 pub struct Window<F> {
     /// Pods by workload (an index the caller chooses), then by pod name.
     pub pods: BTreeMap<usize, BTreeMap<String, PodSeries>>,
+    /// Per workload and pod, the last working set (bytes, ms) the kubelet sampled before a
+    /// given instant (a route scale's first route: see `remember_before`).
+    pub before: BTreeMap<usize, BTreeMap<String, (f64, u64)>>,
     /// The last error per workload.
     pub errors: BTreeMap<usize, String>,
     /// When the window was last sampled (ms since the epoch).
@@ -250,10 +253,25 @@ pub struct Window<F> {
     pub figures: Option<F>,
 }
 
+impl<F> Window<F> {
+    /// Keeps `reading`'s working set for `pod` of workload `i` if the kubelet sampled it
+    /// before `instant_ms` and after what is kept.
+    pub fn remember_before(&mut self, i: usize, pod: &str, reading: &PodReading, instant_ms: u64) {
+        let Some((bytes, at)) = reading.memory.filter(|(_, at)| *at < instant_ms) else {
+            return;
+        };
+        let kept = self.before.entry(i).or_default();
+        if kept.get(pod).is_none_or(|(_, then)| at > *then) {
+            kept.insert(pod.to_string(), (bytes, at));
+        }
+    }
+}
+
 impl<F> Default for Window<F> {
     fn default() -> Self {
         Window {
             pods: BTreeMap::new(),
+            before: BTreeMap::new(),
             errors: BTreeMap::new(),
             polled_at: None,
             figures: None,

@@ -904,3 +904,64 @@ async fn a_route_scale_creates_its_routes_with_the_load_and_reads_when_each_answ
     assert_no_routes(&client, &ns.name).await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }
+
+/// A route scale of 300 on Envoy Gateway with its two workloads: each one's working set
+/// before the routes (the kubelets' last samples before the first was made) and its growth
+/// per route in the window, as the kubelets sampled them.
+#[tokio::test]
+async fn a_route_scale_reads_each_workloads_memory_before_its_routes_and_per_route() {
+    let client = client().await;
+    let ns = TestNs::new(&client, "ctl").await;
+    shipped_target(&client, &ns.name, "web-a", &[]).await;
+    let restarts = operator_restarts(&client).await;
+    let mut r = route("gateway-envoy", format!("mem.{}.bench.local", ns.name));
+    r["count"] = json!(300);
+    let spec = benchmark(
+        IB,
+        &ns.name,
+        "memory",
+        json!({
+            "target": {"url": ENVOY},
+            "controllers": [{"name": "envoy-300", "url": ENVOY, "route": r, "workloads": [
+                {"name": "envoy-bench", "namespace": "envoy-gateway-system"},
+                {"name": "envoy-gateway", "namespace": "envoy-gateway-system"}]}],
+            // 30 s measured after the routes answered: the kubelets sample every 10-20 s.
+            "load": {"connections": 300, "threads": 1, "rate": 600, "duration": "30s", "warmup": "8s"},
+            "workers": {"nodeNames": ["nb-node0"]},
+        }),
+    );
+    let done = create_and_wait(&client, &spec, FINISHED, RUN_TIMEOUT).await;
+    let st = &done["status"];
+    assert_eq!(st["phase"], "Succeeded", "{st:#}");
+    let step = &st["steps"][0];
+    let rs = &step["routeScale"];
+    assert_eq!(
+        (rs["created"].as_u64(), rs["answered"].as_u64()),
+        (Some(300), Some(300)),
+        "{rs:#}"
+    );
+    eprintln!(
+        "300 routes: all answered within {} ms (p50 {} ms); workloads {:#}",
+        rs["allAnsweredMs"], rs["p50Ms"], step["workloads"]
+    );
+    for w in step["workloads"].as_array().unwrap() {
+        let (before, peak, each) = (
+            w["memoryBeforeRoutesBytes"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{w:#}")),
+            w["memoryBytes"].as_f64().unwrap_or_else(|| panic!("{w:#}")),
+            w["memoryPerRouteBytes"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{w:#}")),
+        );
+        assert!(before > 1e6, "a working set before the routes: {w:#}");
+        // The growth over the routes the sample made, to the byte.
+        assert_eq!(each, ((peak - before) / 300.0).round(), "{w:#}");
+    }
+    // Envoy's data plane grew with 300 routes and their 300 connections, by less than 1 MiB each.
+    let envoy = &step["workloads"][0];
+    let each = envoy["memoryPerRouteBytes"].as_f64().unwrap();
+    assert!(0.0 < each && each < 1_048_576.0, "{envoy:#}");
+    assert_no_routes(&client, &ns.name).await;
+    assert_eq!(operator_restarts(&client).await, restarts);
+}
