@@ -107,6 +107,11 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
 
 /// A sweep's targets: sweep.targetRef alone, or every controller's sweepTarget.
 pub const SWEEP_TARGETS: &str = "a sweep scales sweep.targetRef; with controllers, each controller's own sweepTarget instead (every controller names one, and sweep.targetRef is left out)";
+/// More steps than a run holds.
+pub const SWEEP_BESIDE_CONTROLLERS_STEPS: &str = "a sweep beside controllers measures each controller at each size: sweep.steps x controllers must be at most 64";
+/// Two controllers scaling one workload.
+pub const SHARED_SWEEP_TARGET: &str =
+    "controllers must sweep distinct workloads (controllers[].sweepTarget)";
 /// A controller's sweepTarget without a sweep.
 pub const SWEEP_TARGET_WITHOUT_SWEEP: &str =
     "controllers[].sweepTarget needs spec.sweep (its steps say the sizes)";
@@ -123,6 +128,15 @@ fn controllers(spec: &IngressBenchmarkSpec) -> Result<(), String> {
         };
         if !targets_ok {
             return Err(SWEEP_TARGETS.into());
+        }
+        if sweep.steps.len().saturating_mul(controllers.len()) > 64 {
+            return Err(SWEEP_BESIDE_CONTROLLERS_STEPS.into());
+        }
+        let mut targets = std::collections::BTreeSet::new();
+        for t in controllers.iter().filter_map(|c| c.sweep_target.as_ref()) {
+            if !targets.insert((t.name.as_str(), t.namespace.as_deref().unwrap_or(""))) {
+                return Err(SHARED_SWEEP_TARGET.into());
+            }
         }
     } else if controllers.iter().any(|c| c.sweep_target.is_some()) {
         return Err(SWEEP_TARGET_WITHOUT_SWEEP.into());

@@ -730,6 +730,41 @@ fn controllers_are_unique_and_a_sweep_beside_them_scales_their_own_targets_and_t
         .unwrap()
         .remove("sweep");
     ingress_refuses(&unswept_target, crds::bounds::SWEEP_TARGET_WITHOUT_SWEEP);
+    // Two controllers scaling one workload; more steps than a run holds.
+    // (The operator's check alone: the API server's CEL would have to compare optional
+    // namespaces, and the namespace left out is only known to be the benchmark's there.)
+    let shared = with(
+        &both,
+        "spec.controllers.1.sweepTarget",
+        json!({"name": "traefik", "namespace": "ingress"}),
+    );
+    let spec: crds::IngressBenchmarkSpec = serde_json::from_value(shared["spec"].clone()).unwrap();
+    assert_eq!(
+        crds::bounds::ingress(&spec),
+        Err(crds::bounds::SHARED_SWEEP_TARGET.to_string())
+    );
+    let other_ns = with(
+        &both,
+        "spec.controllers.1.sweepTarget",
+        json!({"name": "traefik", "namespace": "gw"}),
+    );
+    assert_eq!(support::cel_errors(&other_ns), Vec::<String>::new());
+    let steps: Vec<Value> = (1..=16)
+        .map(|i| json!({"cpu": format!("{i}00m")}))
+        .collect();
+    let controllers = |n: usize| -> Value {
+        (0..n)
+            .map(|i| json!({"name": format!("c{i}"), "url": "http://x/", "sweepTarget": {"name": format!("t{i}")}}))
+            .collect()
+    };
+    let most = with(
+        &with(&both, "spec.sweep.steps", json!(steps)),
+        "spec.controllers",
+        controllers(4),
+    );
+    assert_eq!(support::cel_errors(&most), Vec::<String>::new());
+    let many = with(&most, "spec.controllers", controllers(5));
+    ingress_refuses(&many, crds::bounds::SWEEP_BESIDE_CONTROLLERS_STEPS);
     let mut alone = ingress();
     alone["spec"]["sweep"]
         .as_object_mut()

@@ -188,8 +188,13 @@ impl Hooks for IngressBenchmark {
             run.status_mut().comparison = Some(c);
         }
         if run.obj().spec.sweep.is_some() {
-            let status = run.status();
-            let steps = result::with_mean_rps(&status.steps, &status.run.statistics);
+            let (spec, status) = (&run.obj().spec, run.status());
+            let mut steps = result::with_mean_rps(&status.steps, &status.run.statistics);
+            // Each step's controller as the spec names it, never as status says.
+            steps.retain(|s| s.index < plan::step_count(spec));
+            for s in &mut steps {
+                s.controller = plan::controller(spec, s.index).map(|c| c.name.clone());
+            }
             let scaling = result::scaling_by_controller(&steps);
             if let Some(s) = &scaling {
                 run.ctx()

@@ -221,7 +221,7 @@ pub fn budget(spec: &IngressBenchmarkSpec, t: Timeouts) -> Duration {
         .max()
         .unwrap_or_default();
     let per_step = match &spec.sweep {
-        Some(s) => sum([step, t.rollout, s.settle.into()]),
+        Some(s) => sum([step, t.rollout, s.settle.into(), route]),
         None => sum([step, route]),
     };
     with_margin(per_step.saturating_mul(step_count(spec)))

@@ -77,35 +77,73 @@ pub fn permitted(
     current_run: &str,
     config: &Config,
 ) -> Result<(), String> {
+    record
+        .targets()
+        .try_for_each(|s| permitted_one(s, &record.run, ib, current_run, config))
+}
+
+/// May this benchmark patch `s`, saved by its run `saved_by`?
+fn permitted_one(
+    s: &SavedTarget,
+    saved_by: &str,
+    ib: &IngressBenchmark,
+    current_run: &str,
+    config: &Config,
+) -> Result<(), String> {
     let ns = ib.metadata.namespace.clone().unwrap_or_default();
-    for s in record.targets() {
-        if !config.sweep_allows(&ns, &s.namespace, &s.name) {
-            return Err(format!(
-                "sweeps from namespace {ns} may not patch {}/{} (Helm value security.sweepTargets); not touched",
-                s.namespace, s.name
-            ));
-        }
-        if record.run != current_run {
-            continue;
-        }
-        if ib.spec.sweep.is_none() {
-            return Err(format!(
-                "{} {}/{}: the spec has no sweep; not touched",
-                s.kind, s.namespace, s.name
-            ));
-        }
-        let in_spec = super::plan::sweep_targets(&ib.spec).into_iter().any(|t| {
-            let t_ns = t.namespace.as_deref().unwrap_or(&ns);
-            t_ns == s.namespace && t.name == s.name && target::kind_name(t.kind) == s.kind
-        });
-        if !in_spec {
-            return Err(format!(
-                "{} {}/{} is not the spec's sweep target; not touched",
-                s.kind, s.namespace, s.name
-            ));
-        }
+    if !config.sweep_allows(&ns, &s.namespace, &s.name) {
+        return Err(format!(
+            "sweeps from namespace {ns} may not patch {}/{} (Helm value security.sweepTargets); not touched",
+            s.namespace, s.name
+        ));
+    }
+    if saved_by != current_run {
+        return Ok(());
+    }
+    if ib.spec.sweep.is_none() {
+        return Err(format!(
+            "{} {}/{}: the spec has no sweep; not touched",
+            s.kind, s.namespace, s.name
+        ));
+    }
+    let in_spec = super::plan::sweep_targets(&ib.spec).into_iter().any(|t| {
+        let t_ns = t.namespace.as_deref().unwrap_or(&ns);
+        t_ns == s.namespace && t.name == s.name && target::kind_name(t.kind) == s.kind
+    });
+    if !in_spec {
+        return Err(format!(
+            "{} {}/{} is not the spec's sweep target; not touched",
+            s.kind, s.namespace, s.name
+        ));
     }
     Ok(())
+}
+
+/// The first of `targets` another benchmark's record still holds (a sweep of its not restored
+/// yet), said as why this run may not save it: a run saving a target another has patched
+/// would keep the patched spec as the original.
+pub async fn held_elsewhere(
+    client: &Client,
+    config: &Config,
+    ib: &IngressBenchmark,
+    targets: &[SavedTarget],
+) -> Result<Option<String>> {
+    let me = Owner::of(ib);
+    let records = store(client, config).list::<TargetRecord>().await?;
+    for (owner, record) in records.iter().filter(|(o, _)| o.uid != me.uid) {
+        for held in record.targets() {
+            let same = |t: &&SavedTarget| {
+                t.kind == held.kind && t.namespace == held.namespace && t.name == held.name
+            };
+            if let Some(t) = targets.iter().find(same) {
+                return Ok(Some(format!(
+                    "{} {}/{} is still held by the sweep of {}/{}, not restored yet",
+                    t.kind, t.namespace, t.name, owner.namespace, owner.name
+                )));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Loads the record; None when there is none.
@@ -132,41 +170,81 @@ pub async fn save(
         .await
 }
 
-/// Writes the saved spec back, reads it back, and deletes the record once they agree.
+/// Writes each saved spec back and reads it back; deletes the record once every target reads
+/// back as saved. A target refused or failed does not stop the others: those restored leave
+/// the record, which keeps only what is still to restore.
 pub async fn restore(
     client: &Client,
     config: &Config,
     ib: &IngressBenchmark,
     current_run: &str,
 ) -> Result<Restore> {
-    let Some(record) = load(client, config, ib).await? else {
+    let records = store(client, config);
+    let owner = Owner::of(ib);
+    let Some(mut stored) = records.load::<TargetRecord>(&owner).await? else {
         return Ok(Restore::Nothing);
     };
-    if let Err(m) = permitted(&record, ib, current_run, config) {
-        return Ok(Restore::Refused(m));
-    }
+    let record = stored.data.clone();
+    let (mut restored, mut left, mut why) = (vec![], vec![], vec![]);
+    let mut refused_only = true;
     for saved in record.targets() {
-        if let Err(e) = target::restore(client, saved).await {
-            return Ok(Restore::Failed(e.to_string()));
-        }
-    }
-    for saved in record.targets() {
-        match target::is_restored(client, saved).await {
-            Ok(true) => {}
-            Ok(false) => {
-                return Ok(Restore::Failed(format!(
-                    "{} {}/{} does not read back as saved yet",
-                    saved.kind, saved.namespace, saved.name
-                )))
+        let outcome = match permitted_one(saved, &record.run, ib, current_run, config) {
+            Err(m) => Err((m, true)),
+            Ok(()) => restore_one(client, saved).await.map_err(|m| (m, false)),
+        };
+        match outcome {
+            Ok(()) => restored.push(saved.clone()),
+            Err((m, refused)) => {
+                refused_only &= refused;
+                why.push(m);
+                left.push(saved.clone());
             }
-            Err(e) => return Ok(Restore::Failed(e.to_string())),
         }
     }
-    store(client, config)
-        .delete(&Owner::of(ib))
+    let mut left = left.into_iter();
+    let Some(first_left) = left.next() else {
+        records
+            .delete(&owner)
+            .await
+            .map_err(RestoreError::DeleteRecord)?;
+        return Ok(Restore::Restored(restored));
+    };
+    let mut m = why.join("; ");
+    if !restored.is_empty() {
+        stored.data = TargetRecord {
+            run: record.run.clone(),
+            saved: first_left,
+            others: left.collect(),
+        };
+        records.save(&owner, &mut stored).await?;
+        let named: Vec<String> = restored.iter().map(describe).collect();
+        m = format!("{m} ({} restored)", named.join(", "));
+    }
+    Ok(if refused_only {
+        Restore::Refused(m)
+    } else {
+        Restore::Failed(m)
+    })
+}
+
+/// "Deployment ns/name".
+pub fn describe(s: &SavedTarget) -> String {
+    format!("{} {}/{}", s.kind, s.namespace, s.name)
+}
+
+/// Writes `saved` back and reads it back as saved; Err says why not.
+async fn restore_one(client: &Client, saved: &SavedTarget) -> std::result::Result<(), String> {
+    target::restore(client, saved)
         .await
-        .map_err(RestoreError::DeleteRecord)?;
-    Ok(Restore::Restored(record.targets().cloned().collect()))
+        .map_err(|e| e.to_string())?;
+    match target::is_restored(client, saved).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "{} does not read back as saved yet",
+            describe(saved)
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -246,5 +324,84 @@ mod tests {
         let old = r#"{"run":"r1","saved":{"kind":"Deployment","namespace":"team-a","name":"web-a","container":"c","containerIndex":0,"resourcesJson":"{}"}}"#;
         let read: TargetRecord = serde_json::from_str(old).unwrap();
         assert_eq!(read.targets().count(), 1);
+    }
+
+    fn two_target_record(run: &str) -> TargetRecord {
+        let mut r = record("team-a", "web-a");
+        r.run = run.into();
+        r.others = vec![record("team-a", "web-b").saved];
+        r
+    }
+
+    fn configmap_of(r: &TargetRecord, uid: &str, name: &str) -> serde_json::Value {
+        serde_json::json!({
+            "metadata": {"name": format!("netbench-target-{uid}"), "resourceVersion": "7", "labels": {
+                "app.kubernetes.io/managed-by": "netbench-operator", "netbench.io/kind": "ingressbenchmark",
+                "netbench.io/namespace": "team-a", "netbench.io/benchmark": name,
+                "netbench.io/uid": uid, "netbench.io/record": "target"}},
+            "data": {"record.json": serde_json::to_string(r).unwrap()}
+        })
+    }
+
+    /// One target whose patch is refused by the API server does not keep the other from
+    /// being restored; the record then holds only the one still to restore.
+    #[tokio::test]
+    async fn a_failed_target_leaves_the_others_restored_and_the_record_holds_the_rest() {
+        use crate::testing::fake_api::{status, FakeApi};
+        let b = ib("{name: web-a}");
+        let mut c = Config::for_tests();
+        c.sweep_targets = SweepPairs::parse("team-a=.");
+        let stored = configmap_of(&two_target_record("r0"), "u", "b");
+        let fake = FakeApi::default();
+        let client = fake.client(
+            move |seen| match (seen.method.as_str(), seen.path.as_str()) {
+                ("GET", p) if p.ends_with("/configmaps/netbench-target-u") => (200, stored.clone()),
+                ("PUT", p) if p.ends_with("/configmaps/netbench-target-u") => (200, stored.clone()),
+                // web-a is gone (counts as restored); web-b's patch is refused.
+                ("PATCH", p) if p.ends_with("/deployments/web-b") => (422, status(422, "Invalid")),
+                _ => (404, status(404, "NotFound")),
+            },
+        );
+        let outcome = restore(&client, &c, &b, "r1").await.unwrap();
+        let Restore::Failed(m) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(m.contains("(Deployment team-a/web-a restored)"), "{m}");
+        let seen = fake.requests();
+        let patched: Vec<&String> = seen.iter().filter(|r| r.starts_with("PATCH")).collect();
+        assert_eq!(patched.len(), 2, "both tried: {seen:#?}");
+        let put = seen
+            .iter()
+            .find(|r| r.starts_with("PUT"))
+            .expect("the record rewritten");
+        assert!(put.contains("web-b") && !put.contains("web-a"), "{put}");
+        assert!(!seen.iter().any(|r| r.starts_with("DELETE")), "{seen:#?}");
+    }
+
+    /// A target another benchmark's record still holds is not saved again.
+    #[tokio::test]
+    async fn a_target_another_sweep_still_holds_is_named() {
+        use crate::testing::fake_api::{status, FakeApi};
+        let b = ib("{name: web-a}");
+        let c = Config::for_tests();
+        let theirs = configmap_of(&two_target_record("x"), "other", "theirs");
+        let mine = configmap_of(&two_target_record("r0"), "u", "b");
+        let list = serde_json::json!({"metadata": {}, "items": [mine, theirs]});
+        let fake = FakeApi::default();
+        let client = fake.client(move |seen| match seen.method.as_str() {
+            "GET" if seen.path.ends_with("/configmaps") => (200, list.clone()),
+            _ => (404, status(404, "NotFound")),
+        });
+        let wanted = [record("team-a", "web-b").saved];
+        let m = held_elsewhere(&client, &c, &b, &wanted)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            m,
+            "Deployment team-a/web-b is still held by the sweep of team-a/theirs, not restored yet"
+        );
+        let free = [record("team-a", "web-c").saved];
+        assert_eq!(held_elsewhere(&client, &c, &b, &free).await.unwrap(), None);
     }
 }

@@ -404,16 +404,19 @@ fn made(log: &RouteScaleLog, count: usize) -> usize {
     log.created_unix_us.iter().take(count).flatten().count()
 }
 
-/// Routes the sample in `slot` made, from its record; None without a route scale or a record
-/// of that sample.
+/// Routes the sample in `slot` made by `until_us` (Unix µs), from its record; None without a
+/// route scale or a record of that sample.
 pub fn made_in_sample(
     spec: &IngressBenchmarkSpec,
     log: Option<&RouteScaleLog>,
     slot: Slot,
+    until_us: u64,
 ) -> Option<usize> {
     let (_, route) = scaled(spec, slot.measurement)?;
     let log = log.filter(|l| l.step == slot.measurement && l.sample == slot.sample)?;
-    Some(made(log, usize::try_from(route.count).unwrap_or(0)))
+    let count = usize::try_from(route.count).unwrap_or(0);
+    let made = log.created_unix_us.iter().take(count).flatten();
+    Some(made.filter(|at| **at <= until_us).count())
 }
 
 /// Each route's time from its creation to its hostname's first 2xx (`firsts`, by index).

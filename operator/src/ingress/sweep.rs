@@ -103,6 +103,9 @@ async fn saved_target(
                     }
                 }
             }
+            if let Some(m) = restore::held_elsewhere(client, config, run.obj(), &saved).await? {
+                return Ok(Err(Failure::new(Reason::TargetNotRestored, m)));
+            }
             let mut saved = saved.into_iter();
             let Some(first) = saved.next() else {
                 let m = "the sweep names no target".to_string();
@@ -178,10 +181,7 @@ pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
     Ok(match outcome {
         Restore::Nothing => false,
         Restore::Restored(saved) => {
-            let named: Vec<String> = saved
-                .iter()
-                .map(|s| format!("{} {}/{}", s.kind, s.namespace, s.name))
-                .collect();
+            let named: Vec<String> = saved.iter().map(restore::describe).collect();
             let m = format!("{} restored", named.join(", "));
             let restored = |s: &SavedTarget| SavedTarget {
                 restored: true,

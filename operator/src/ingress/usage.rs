@@ -118,7 +118,9 @@ pub async fn collect(run: &IngressRun<'_>, slot: Slot) -> Vec<WorkloadUsage> {
     };
     sample(run, &key, &controller.workloads, bounds).await;
     let spec = &run.obj().spec;
-    let routes = scale::made_in_sample(spec, run.status().route_scale_log.as_ref(), slot);
+    // The routes made by the window's end (the peak is read up to there).
+    let until_us = bounds.1.saturating_mul(1000);
+    let routes = scale::made_in_sample(spec, run.status().route_scale_log.as_ref(), slot, until_us);
     run.ctx().usage.update(&key, now_ms(), |window| {
         let mut made = figures(&controller.workloads, window);
         if let Some(routes) = routes {
@@ -150,7 +152,7 @@ fn per_route(
             .filter(|b| !b.is_empty())
             .map(|b| b.iter().sum::<f64>());
         let Some(before) = before else {
-            let note = "no memory per route: a pod has no kubelet sample from before the routes (the kubelet sampled it again as they were made)";
+            let note = "no memory per route: a pod has no kubelet sample from before the routes (the kubelet sampled it again before the operator's first reading, or the pod started since)";
             usage.note = Some(match usage.note.take() {
                 Some(n) => crate::base::labels::truncate(&format!("{n}; {note}"), MAX_NOTE),
                 None => note.to_string(),

@@ -77,8 +77,13 @@ pub fn sweep_permitted(
         // The API server refuses this; an object stored before its rules were is refused here.
         return Err("the sweep names no target: set sweep.targetRef, or with controllers each controller's sweepTarget".into());
     }
+    let mut seen = std::collections::BTreeSet::new();
     for tref in targets {
         let target_ns = tref.namespace.as_deref().unwrap_or(namespace);
+        // The namespace left out is this one: the same workload named two ways.
+        if !seen.insert((target_ns, tref.name.as_str())) {
+            return Err(crds::bounds::SHARED_SWEEP_TARGET.into());
+        }
         if !config.sweep_allows(namespace, target_ns, &tref.name) {
             return Err(format!(
                 "sweeps from namespace {namespace} may not patch {target_ns}/{}; the cluster admin can pair them (Helm value security.sweepTargets: \"{namespace}={target_ns}/{}\")",
@@ -234,6 +239,9 @@ mod tests {
         assert!(err.contains("may not patch ingress/web-b"), "{err}");
         c.sweep_targets = crate::admin::allow::SweepPairs::parse("team-a=.,team-a=ingress/web-b");
         assert!(sweep_permitted(&s, "team-a", &c).is_ok());
+        let twice = spec("{target: {url: 'http://x/'}, controllers: [{name: a, sweepTarget: {name: web-a}}, {name: b, sweepTarget: {name: web-a, namespace: team-a}}], sweep: {steps: [{cpu: '1'}]}}");
+        let err = sweep_permitted(&twice, "team-a", &c).unwrap_err();
+        assert!(err.contains("distinct workloads"), "{err}");
         let none = spec(
             "{target: {url: 'http://x/'}, controllers: [{name: a}], sweep: {steps: [{cpu: '1'}]}}",
         );

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -128,6 +128,28 @@ impl Store {
         };
         record.resource_version = written.metadata.resource_version;
         Ok(())
+    }
+
+    /// Every record of this kind in the operator's namespace, each with the labels naming
+    /// its benchmark (namespace, name, uid); a record that does not read is left out.
+    pub async fn list<T: DeserializeOwned>(&self) -> Result<Vec<(Owner, T)>> {
+        let params = ListParams::default().labels(&format!("{RECORD}={}", self.what));
+        let found = self.api.list(&params).await?;
+        Ok(found
+            .items
+            .into_iter()
+            .filter_map(|cm| {
+                let labels = cm.metadata.labels.as_ref()?;
+                let owner = Owner {
+                    kind: labels.get(labels::KIND)?.clone(),
+                    namespace: labels.get(labels::NAMESPACE)?.clone(),
+                    name: labels.get(labels::BENCHMARK)?.clone(),
+                    uid: labels.get(UID)?.clone(),
+                };
+                let text = cm.data.as_ref()?.get(DATA_KEY)?;
+                Some((owner, serde_json::from_str(text).ok()?))
+            })
+            .collect())
     }
 
     /// Deletes the owner's record (call only once its restore is verified).
