@@ -14,7 +14,9 @@
 #                                      left behind, every lie refused and counted, operator
 #                                      restartCount 0), not speed
 #
-# NB_SCALE_METRICS_DIR=DIR keeps the operator's /metrics before and after each row there.
+# NB_SCALE_METRICS_DIR=DIR keeps the operator's /metrics before and after each row there, and
+# the API server's requests by verb and resource with their latency (bench/api-by-resource.py
+# reads them).
 # Needs the test cluster with the operator deployed (tests/cluster/up.sh, tests/e2e/setup.sh).
 # Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a policy giving
 # worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
@@ -130,7 +132,12 @@ op_pid() {
 cpu_seconds() { awk -v t="$clk_tck" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
 rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 op_metrics() { curl -sf --max-time 10 "http://$1:8080/metrics"; }
-api_metrics() { kc get --raw /metrics | grep '^apiserver_flowcontrol_dispatched_requests_total' || true; }
+# The operator's requests (its FlowSchema), and every client's by verb and resource with their
+# latency (kept with NB_SCALE_METRICS_DIR: the API server's view of a row).
+api_metrics() {
+    kc get --raw /metrics |
+        grep -E '^apiserver_(flowcontrol_dispatched_requests_total|request_total|request_duration_seconds_(sum|count))' || true
+}
 
 # deltas BEFORE_OP AFTER_OP BEFORE_API AFTER_API: "reconcile_p99_ms reconciles requests" and the
 # refusals by reason.
@@ -350,6 +357,8 @@ row() {
         mkdir -p "$NB_SCALE_METRICS_DIR"
         cp "$work/op.before" "$NB_SCALE_METRICS_DIR/$name.before.prom"
         cp "$work/op.after" "$NB_SCALE_METRICS_DIR/$name.after.prom"
+        cp "$work/api.before" "$NB_SCALE_METRICS_DIR/$name.apiserver.before.prom"
+        cp "$work/api.after" "$NB_SCALE_METRICS_DIR/$name.apiserver.after.prom"
     fi
     local cpu_after
     cpu_after=$(cpu_seconds "$pid")

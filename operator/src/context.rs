@@ -26,6 +26,11 @@ pub struct Context {
     pub kinds: Kinds,
     /// Pods' CPU and memory sampled during measured windows.
     pub usage: Arc<crate::k8s::usage::Windows<Vec<crds::ingress::WorkloadUsage>>>,
+    /// The version of each benchmark last read or written (a reconcile's fresh GET is skipped
+    /// when the cached copy is that one).
+    pub versions: Arc<crate::k8s::versions::Versions>,
+    /// Nodes' health, read at most every few seconds (a lost worker's node).
+    pub nodes: Arc<crate::k8s::pods::NodeHealth>,
 }
 
 /// Every kind the operator runs (main.rs lists them), for what looks across kinds: the queue

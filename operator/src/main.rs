@@ -53,6 +53,8 @@ async fn main() -> anyhow::Result<()> {
             run::kinds::entry::<EgressBenchmark>(),
         ]),
         usage: Default::default(),
+        versions: Default::default(),
+        nodes: Default::default(),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let server = serve_api(&ctx, ready.clone()).await?;

@@ -128,8 +128,7 @@ impl Authenticator for PodTokens {
                 Some(facts) => facts,
                 None => {
                     let facts = self.look_up(bearer).await?;
-                    // A pod whose status has no address yet is read again on the next call.
-                    if !facts.addresses.is_empty() {
+                    if worth_keeping(&spec, &facts) {
                         self.remember(bearer, &facts);
                     }
                     facts
@@ -138,6 +137,13 @@ impl Authenticator for PodTokens {
             expected_worker(&spec, run, &facts)
         })
     }
+}
+
+/// Whether a positive answer may serve the pod's next calls: a server registers one of its
+/// pod's addresses, so a server pod whose status has none yet is read again on its next call;
+/// a client's calls need no address.
+fn worth_keeping(spec: &RunSpec, facts: &PodFacts) -> bool {
+    !facts.addresses.is_empty() || spec.workers.get(&facts.name) != Some(&Role::Server)
 }
 
 /// Who a TokenReview says holds the token: a pod's ServiceAccount, for our audience.
@@ -333,6 +339,32 @@ mod tests {
 
     fn facts(review: TokenReview, pod: &Pod) -> Result<PodFacts, AuthError> {
         pod_facts(reviewed_pod(review)?, pod)
+    }
+
+    #[test]
+    fn a_client_is_remembered_without_an_address_a_server_only_with_one() {
+        let client = facts(
+            review_of("team", "w-client", "uid-1"),
+            &worker_pod("w-client", "uid-1", "client"),
+        )
+        .unwrap();
+        let server = facts(
+            review_of("team", "w-server", "uid-2"),
+            &worker_pod("w-server", "uid-2", "server"),
+        )
+        .unwrap();
+        assert!(client.addresses.is_empty() && server.addresses.is_empty());
+        assert!(
+            worth_keeping(&spec(), &client),
+            "a client's calls need no address"
+        );
+        assert!(
+            !worth_keeping(&spec(), &server),
+            "read again until it has an address"
+        );
+        let mut addressed = server.clone();
+        addressed.addresses = vec!["10.0.0.2".parse().unwrap()];
+        assert!(worth_keeping(&spec(), &addressed));
     }
 
     #[test]

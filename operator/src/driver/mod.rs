@@ -47,8 +47,18 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     let steps = ctx.metrics.family::<StepMetrics>();
     let lap = std::time::Instant::now();
 
-    // 1. The freshest object, not the cache: our own status writes may not be in it yet.
-    let obj = api.get(&obj.name_any()).await?;
+    // 1. The freshest object: the cache's copy only when it is the version this operator last
+    //    read or wrote (it then holds our own last status write), else read anew.
+    let cached = match (obj.uid(), obj.resource_version()) {
+        (Some(uid), Some(version)) => ctx.versions.is_current(&uid, &version),
+        _ => false,
+    };
+    let obj = if cached {
+        obj.clone()
+    } else {
+        api.get(&obj.name_any()).await?
+    };
+    note_version(ctx, &obj);
     let lap = steps.lap(&kind, "get", lap);
     let before = obj.status_of().cloned().unwrap_or_default();
 
@@ -89,7 +99,13 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     record::end(&mut run, true).await;
     K::before_write(&mut run);
     let recorded = run.take_recorded();
-    let persisted = status::write(api, run.name(), run.status(), before).await?;
+    let persisted = match status::write(api, run.name(), run.status(), before).await? {
+        status::Written::Unchanged(status) => status,
+        status::Written::Stored(stored) => {
+            note_version(ctx, &stored);
+            stored.status_of().cloned().unwrap_or_default()
+        }
+    };
     let lap = steps.lap(&kind, "status", lap);
 
     // 9. The phase on /metrics, the Events, and the finished run's reports released (only
@@ -107,6 +123,16 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     }
     steps.lap(&kind, "reports", lap);
     Ok(action)
+}
+
+/// The version of `obj` this reconcile holds (read, or written by its status write).
+fn note_version<K: kube::Resource>(ctx: &Context, obj: &K) {
+    if let (Some(uid), Some(version)) = (
+        obj.meta().uid.as_deref(),
+        obj.meta().resource_version.as_deref(),
+    ) {
+        ctx.versions.note(uid, version);
+    }
 }
 
 /// [`cleanup`], its time observed as the reconcile step "cleanup".
@@ -150,6 +176,9 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
         ctx.runs.forget(id);
         ctx.usage.forget_run(id);
+    }
+    if let Some(uid) = obj.uid() {
+        ctx.versions.forget(&uid);
     }
     ctx.metrics.family::<RunMetrics>().forget(&kind, &ns, &name);
     ctx.metrics

@@ -12,19 +12,24 @@ use crate::store::reports::Owner;
 use crate::store::run_record;
 use crds::BenchmarkResult;
 
-/// Writes `status` when it differs from `before` (as read); returns the status as the API server
-/// stored it (or as it was read).
+/// What a status write left: the status as read (nothing changed), or the object as the API
+/// server stored it.
+pub enum Written<K: Plan> {
+    Unchanged(K::Status),
+    Stored(K),
+}
+
+/// Writes `status` when it differs from `before` (as read).
 pub async fn write<K: Plan>(
     api: &Api<K>,
     name: &str,
     status: &K::Status,
     before: K::Status,
-) -> Result<K::Status> {
+) -> Result<Written<K>> {
     if *status == before {
-        return Ok(before);
+        return Ok(Written::Unchanged(before));
     }
-    let written = status::write(api, name, status).await?;
-    Ok(written.status_of().cloned().unwrap_or_default())
+    Ok(Written::Stored(status::write(api, name, status).await?))
 }
 
 /// Deletes the report objects of `run` once `persisted` (the status as the API server returned

@@ -1,5 +1,6 @@
 //! Cluster helpers that know no benchmark kind: worker pods (their specs, creation, problems),
-//! status writes, Events, leader election, pods' CPU and memory from the kubelets.
+//! status writes, Events, leader election, pods' CPU and memory from the kubelets, which
+//! version of each benchmark was last seen, nodes' health.
 
 pub mod creation;
 pub mod events;
@@ -7,4 +8,5 @@ pub mod leader;
 pub mod pods;
 pub mod status;
 pub mod usage;
+pub mod versions;
 pub mod workers;

@@ -2,6 +2,10 @@
 //! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
 //! store::reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
@@ -220,6 +224,7 @@ pub fn node_not_ready(node: &Node) -> Option<String> {
 /// Each node is read once.
 pub async fn node_problem<'a>(
     client: &Client,
+    health: &NodeHealth,
     pods: &[Pod],
     workers: impl IntoIterator<Item = &'a String>,
 ) -> Result<Option<String>, kube::Error> {
@@ -236,15 +241,52 @@ pub async fn node_problem<'a>(
         if !checked.insert(node.clone()) {
             continue;
         }
-        let why = match api.get_opt(&node).await? {
-            None => Some(format!("node {node} no longer exists")),
-            Some(n) => node_not_ready(&n),
+        let why = match health.fresh(&node) {
+            Some(why) => why,
+            None => {
+                let why = match api.get_opt(&node).await? {
+                    None => Some(format!("node {node} no longer exists")),
+                    Some(n) => node_not_ready(&n),
+                };
+                health.keep(&node, why.clone());
+                why
+            }
         };
         if let Some(why) = why {
             return Ok(Some(format!("worker pod {w}: {why}")));
         }
     }
     Ok(None)
+}
+
+/// How long a node's reading is used again: a run's every tick (and every run on the node)
+/// needs no GET of it, and a lost node is noticed at most this much later.
+const NODE_FRESH: Duration = Duration::from_secs(10);
+/// Most nodes remembered.
+const NODES_KEPT: usize = 4096;
+
+/// Nodes' health as last read (None: there and Ready; Some: why not), each used for
+/// [`NODE_FRESH`].
+#[derive(Default)]
+pub struct NodeHealth(Mutex<HashMap<String, (Instant, Option<String>)>>);
+
+impl NodeHealth {
+    fn fresh(&self, node: &str) -> Option<Option<String>> {
+        let read = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, why) = read.get(node)?;
+        (at.elapsed() < NODE_FRESH).then(|| why.clone())
+    }
+
+    fn keep(&self, node: &str, why: Option<String>) {
+        let mut read = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if read.len() >= NODES_KEPT {
+            read.retain(|_, (at, _)| at.elapsed() < NODE_FRESH);
+        }
+        if read.len() >= NODES_KEPT {
+            read.clear();
+        }
+        read.insert(node.to_string(), (Instant::now(), why));
+    }
 }
 
 /// The first in-cluster server (a topology has one per pair) that is gone or failed before

@@ -145,5 +145,7 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         wake,
         kinds: Kinds::default(),
         usage: Default::default(),
+        versions: Default::default(),
+        nodes: Default::default(),
     }
 }

@@ -139,6 +139,7 @@ async fn lost_worker<K: Hooks>(
         .keys()
         .filter(|w| !reports.contains_key(*w))
         .collect();
-    let lost = pods::node_problem(&run.ctx().client, pods, unreported).await?;
+    let ctx = run.ctx();
+    let lost = pods::node_problem(&ctx.client, &ctx.nodes, pods, unreported).await?;
     Ok(lost.map(|p| Failure::new(Reason::NodeLost, p)))
 }

@@ -1,0 +1,60 @@
+//! What a reconcile reads of its benchmark: the controller's cached copy when it is the version
+//! the operator last read or wrote (it then holds the operator's own last status write), a
+//! fresh GET otherwise. Counted on the in-process fake API server (testing::FakeApi).
+
+use kube::api::Api;
+use serde_json::{json, Value};
+
+use operator::admin::config::Config;
+use operator::testing::FakeApi;
+
+fn benchmark(version: &str) -> Value {
+    json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+        "metadata": {"name": "b", "namespace": "team-a", "uid": "u1", "resourceVersion": version},
+        "spec": {"target": {"url": "http://x.team-a/"}}
+    })
+}
+
+/// GETs of the benchmark itself (not its status, not other objects).
+fn gets(api_server: &FakeApi) -> usize {
+    api_server
+        .requests()
+        .iter()
+        .filter(|l| {
+            l.starts_with("GET /apis/netbench.io/v1alpha1/namespaces/team-a/ingressbenchmarks/b")
+        })
+        .filter(|l| !l.contains("/status"))
+        .count()
+}
+
+#[tokio::test]
+async fn the_cached_copy_serves_when_it_is_the_version_last_seen_else_a_get() {
+    // The server holds (and its status write answers with) version 5.
+    let api_server = FakeApi::default();
+    let client = api_server.serving(benchmark("5"));
+    let ctx = operator::testing::context(client.clone(), Config::for_tests());
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let cached =
+        |v: &str| -> crds::IngressBenchmark { serde_json::from_value(benchmark(v)).unwrap() };
+
+    // The first reconcile knows no version: it reads.
+    operator::driver::apply(&cached("5"), &ctx, &api)
+        .await
+        .unwrap();
+    assert_eq!(gets(&api_server), 1);
+    // The cache now holds the version last seen: no read.
+    operator::driver::apply(&cached("5"), &ctx, &api)
+        .await
+        .unwrap();
+    assert_eq!(gets(&api_server), 1, "{:#?}", api_server.requests());
+    // A copy the cache has not caught up with (or a user's edit): read again.
+    operator::driver::apply(&cached("4"), &ctx, &api)
+        .await
+        .unwrap();
+    assert_eq!(gets(&api_server), 2);
+    operator::driver::apply(&cached("6"), &ctx, &api)
+        .await
+        .unwrap();
+    assert_eq!(gets(&api_server), 3);
+}
