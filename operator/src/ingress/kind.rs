@@ -183,7 +183,8 @@ impl Hooks for IngressBenchmark {
                 c.summary =
                     crate::base::labels::truncate(&format!("at {size}:\n{}", c.summary), 4096);
             }
-            let m = crate::base::labels::truncate(&c.summary.replace('\n', "; "), 1000);
+            let line = c.summary.replace(":\n", ": ").replace('\n', "; ");
+            let m = crate::base::labels::truncate(&line, 1000);
             run.event(EventType::Normal, "ControllersCompared", m);
             run.status_mut().comparison = Some(c);
         }
