@@ -629,4 +629,99 @@ mod tests {
             "netbench-a1b2c3d4-envoy.s3.r999"
         );
     }
+
+    /// One worker's report of one second from `start_ms`, whose hostnames first answered at
+    /// `firsts` (Unix µs).
+    fn report_with_firsts(
+        start_ms: u64,
+        firsts: Vec<Option<u64>>,
+    ) -> BTreeMap<String, FinalReport> {
+        let mut report = crate::testing::reports::http_report(&[1000], start_ms);
+        report["answers"] =
+            serde_json::json!({"sightings": [], "complete": true, "first_ok_by_host": firsts});
+        let r = FinalReport {
+            version: protocol::worker::PROTOCOL_VERSION,
+            worker: "w0".into(),
+            node: None,
+            step: 0,
+            started_at_unix_ms: start_ms,
+            report,
+            host: None,
+        };
+        BTreeMap::from([("w0".to_string(), r)])
+    }
+
+    /// Instants from status (a forged log) or from a worker outside the sample's load are no
+    /// one's measurement: held as unknown, never turned into a time.
+    #[test]
+    fn instants_outside_the_sample_are_held_unknown() {
+        let spec: IngressBenchmarkSpec = serde_yaml::from_str(
+            "{target: {url: 'http://gw/'}, load: {connections: 3}, controllers: [{name: eg, route: {gateway: {name: bench}, hostname: s.example, backend: {name: web, port: 80}, count: 3}}]}",
+        )
+        .unwrap();
+        let start_ms = 1_000_000;
+        let (start_us, end_us) = (start_ms * 1000, (start_ms + 1000) * 1000);
+        let log = RouteScaleLog {
+            step: 0,
+            sample: 0,
+            load_start_unix_us: Some(start_us),
+            // Route 0 honest; route 1 "created" before the load began; route 2 after its end.
+            created_unix_us: vec![
+                Some(start_us + 10_000),
+                Some(start_us - 5_000_000),
+                Some(end_us + 1_000_000),
+            ],
+            refused: None,
+        };
+        let firsts = vec![
+            Some(start_us + 110_000),
+            Some(start_us + 200_000),
+            Some(start_us + 300_000),
+        ];
+        let slot = Slot {
+            measurement: 0,
+            sample: 0,
+        };
+        let r = read_sample(
+            &spec,
+            Some(&log),
+            slot,
+            &report_with_firsts(start_ms, firsts),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.times, vec![Some(100_000), None, None], "{r:?}");
+        assert_eq!(r.all_answered_at, None, "not every route has a time");
+        // A worker's first answer far after the sample (its clock, or a lie) is unknown too.
+        let honest = RouteScaleLog {
+            created_unix_us: vec![Some(start_us + 10_000); 3],
+            ..log.clone()
+        };
+        let far = vec![
+            Some(start_us + 50_000),
+            Some(u64::MAX),
+            Some(end_us + 60_000_000),
+        ];
+        let r = read_sample(
+            &spec,
+            Some(&honest),
+            slot,
+            &report_with_firsts(start_ms, far),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.times, vec![Some(40_000), None, None], "{r:?}");
+        // A log of another sample is not this sample's record.
+        let other = RouteScaleLog {
+            sample: 1,
+            ..honest
+        };
+        assert!(read_sample(
+            &spec,
+            Some(&other),
+            slot,
+            &report_with_firsts(start_ms, vec![])
+        )
+        .is_err());
+    }
 }
