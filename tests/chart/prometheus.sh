@@ -165,6 +165,9 @@ for f in "${bench_files[@]}"; do
             extra+=(--may-be-empty "netbench_ingress_workload_(cpu_cores|memory_bytes)=$name lists no controller workloads (controllers[].workloads)")
         scaled "$f" ||
             extra+=(--may-be-empty "netbench_ingress_route_scale_(seconds|routes)=$name makes no route scale (controllers[].route.count above 1)")
+        if ! scaled "$f" || [[ -z $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.controllers[*].workloads}') ]]; then
+            extra+=(--may-be-empty "netbench_ingress_workload_memory_per_route_bytes=$name has no route scale beside controller workloads")
+        fi
     fi
     [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.baseline}') ]] ||
         extra+=(--may-be-empty "netbench_regression=$name has no baseline; verdicts need one")
@@ -192,6 +195,13 @@ any_scale=false
 for f in "${bench_files[@]}"; do scaled "$f" && any_scale=true; done
 $any_scale ||
     errors_explained+=(--may-be-empty "netbench_ingress_route_scale_(seconds|routes)=none of the benchmarks here makes a route scale")
+scale_beside_workloads=false
+for f in "${bench_files[@]}"; do
+    scaled "$f" && [[ -n $(kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.controllers[*].workloads}') ]] &&
+        scale_beside_workloads=true
+done
+$scale_beside_workloads ||
+    errors_explained+=(--may-be-empty "netbench_ingress_workload_memory_per_route_bytes=none of the benchmarks here makes a route scale beside controller workloads")
 topologies=$(for f in "${bench_files[@]}"; do kubectl -n "$bench_ns" get -f "$f" -o jsonpath='{.spec.cases[*].topology}' 2>/dev/null; done)
 [[ -n $topologies ]] ||
     errors_explained+=(--may-be-empty "netbench_egress_pair_value=none of the benchmarks here has a case with a topology")

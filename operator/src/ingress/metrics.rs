@@ -2,7 +2,7 @@
 //! latency quantiles and errors (labelled with the step's controller when several are
 //! compared, else an empty `controller`), route changes under load (how many showed, how
 //! fast), a route scale's routes (how many answered, how soon), the controller workloads'
-//! CPU and memory, and a sweep's scaling efficiency.
+//! CPU and memory (and a route scale's memory per route), and a sweep's scaling efficiency.
 
 use prometheus::{GaugeVec, Registry};
 
@@ -20,6 +20,7 @@ pub struct IngressMetrics {
     scale_routes: GaugeVec,
     cpu: GaugeVec,
     memory: GaugeVec,
+    memory_per_route: GaugeVec,
 }
 
 impl Family for IngressMetrics {
@@ -90,6 +91,12 @@ impl Family for IngressMetrics {
                 registry,
                 "netbench_ingress_workload_memory_bytes",
                 "Highest working-set memory of a controller workload's pods sampled by the kubelets inside a finished step's window",
+                &["namespace", "name", "step", "controller", "workload"],
+            ),
+            memory_per_route: gauge(
+                registry,
+                "netbench_ingress_workload_memory_per_route_bytes",
+                "Route scale: a controller workload's working-set growth from before the sample's routes to the highest in the window, over the routes made (steps[].workloads[].memoryPerRouteBytes)",
                 &["namespace", "name", "step", "controller", "workload"],
             ),
         }
@@ -197,6 +204,10 @@ impl IngressMetrics {
                 Some(bytes) => self.memory.with_label_values(&labels).set(bytes as f64),
                 None => drop(self.memory.remove_label_values(&labels)),
             }
+            match w.memory_per_route_bytes {
+                Some(bytes) => self.memory_per_route.with_label_values(&labels).set(bytes),
+                None => drop(self.memory_per_route.remove_label_values(&labels)),
+            }
         }
     }
 
@@ -215,6 +226,7 @@ impl IngressMetrics {
             &self.scale_routes,
             &self.cpu,
             &self.memory,
+            &self.memory_per_route,
         ] {
             remove_labelled(g, &ours);
         }
@@ -293,6 +305,7 @@ mod tests {
                 pods: 1,
                 cpu_cores: Some(0.25),
                 memory_bytes: Some(1 << 20),
+                memory_per_route_bytes: Some(-512.0),
                 ..Default::default()
             }],
             ..Default::default()
@@ -310,6 +323,7 @@ mod tests {
             r#"netbench_ingress_route_scale_routes{controller="envoy-gateway",name="churn",namespace="team",state="answered",step="1"} 99"#,
             r#"netbench_ingress_route_scale_seconds{controller="envoy-gateway",name="churn",namespace="team",quantile="0.5",step="1"} 0.025"#,
             r#"netbench_ingress_workload_memory_bytes{controller="envoy-gateway",name="churn",namespace="team",step="1",workload="Deployment gw/envoy"} 1048576"#,
+            r#"netbench_ingress_workload_memory_per_route_bytes{controller="envoy-gateway",name="churn",namespace="team",step="1",workload="Deployment gw/envoy"} -512"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }

@@ -962,6 +962,13 @@ async fn a_route_scale_reads_each_workloads_memory_before_its_routes_and_per_rou
     let envoy = &step["workloads"][0];
     let each = envoy["memoryPerRouteBytes"].as_f64().unwrap();
     assert!(0.0 < each && each < 1_048_576.0, "{envoy:#}");
+    // The same figure on /metrics, for the dashboard's panel.
+    let metrics = operator_metrics(&client).await.unwrap();
+    let series = format!(
+        "netbench_ingress_workload_memory_per_route_bytes{{controller=\"envoy-300\",name=\"memory\",namespace=\"{}\",step=\"0\",workload=\"Deployment envoy-gateway-system/envoy-bench\"}} {each}",
+        ns.name
+    );
+    assert!(metrics.contains(&series), "{series} missing");
     assert_no_routes(&client, &ns.name).await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }
