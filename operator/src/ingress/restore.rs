@@ -106,10 +106,9 @@ fn permitted_one(
             s.kind, s.namespace, s.name
         ));
     }
-    let in_spec = super::plan::sweep_targets(&ib.spec).into_iter().any(|t| {
-        let t_ns = t.namespace.as_deref().unwrap_or(&ns);
-        t_ns == s.namespace && t.name == s.name && target::kind_name(t.kind) == s.kind
-    });
+    let in_spec = super::plan::sweep_targets(&ib.spec)
+        .into_iter()
+        .any(|t| target::is_saved_of(s, t, &ns));
     if !in_spec {
         return Err(format!(
             "{} {}/{} is not the spec's sweep target; not touched",

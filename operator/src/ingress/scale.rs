@@ -371,7 +371,7 @@ pub fn read_sample(
         .filter(|l| l.step == slot.measurement && l.sample == slot.sample)
         .ok_or("the route scale's record of this sample is missing from status")?;
     let (answers, end_us) = result::merged_answers(reports, "--host-count")?;
-    let made = made(log, count);
+    let made = made(log, count, u64::MAX);
     if made == 0 {
         return Err(log
             .refused
@@ -399,9 +399,10 @@ pub fn read_sample(
     Ok(Some(reading))
 }
 
-/// Routes of the sample that exist (created, timed or not), at most `count`.
-fn made(log: &RouteScaleLog, count: usize) -> usize {
-    log.created_unix_us.iter().take(count).flatten().count()
+/// Routes of the sample that exist (created, timed or not) by `until_us`, at most `count`.
+fn made(log: &RouteScaleLog, count: usize, until_us: u64) -> usize {
+    let made = log.created_unix_us.iter().take(count).flatten();
+    made.filter(|at| **at <= until_us).count()
 }
 
 /// Routes the sample in `slot` made by `until_us` (Unix µs), from its record; None without a
@@ -414,9 +415,11 @@ pub fn made_in_sample(
 ) -> Option<usize> {
     let (_, route) = scaled(spec, slot.measurement)?;
     let log = log.filter(|l| l.step == slot.measurement && l.sample == slot.sample)?;
-    let count = usize::try_from(route.count).unwrap_or(0);
-    let made = log.created_unix_us.iter().take(count).flatten();
-    Some(made.filter(|at| **at <= until_us).count())
+    Some(made(
+        log,
+        usize::try_from(route.count).unwrap_or(0),
+        until_us,
+    ))
 }
 
 /// Each route's time from its creation to its hostname's first 2xx (`firsts`, by index).

@@ -127,16 +127,16 @@ async fn saved_target(
         // The original specs must be durable before the first patch.
         restore::save(client, config, run.obj(), record.clone()).await?;
     }
-    let tref_ns = tref.namespace.as_deref().unwrap_or(run.ns());
-    let kind = target::kind_name(tref.kind);
     let Some(current) = record
         .targets()
-        .find(|s| s.namespace == tref_ns && s.name == tref.name && s.kind == kind)
+        .find(|s| target::is_saved_of(s, tref, run.ns()))
         .cloned()
     else {
         // The record was saved for this run from the spec, which cannot change within a run.
         let m = format!(
-            "{kind} {tref_ns}/{} is not in the run's saved targets",
+            "{} {}/{} is not in the run's saved targets",
+            target::kind_name(tref.kind),
+            tref.namespace.as_deref().unwrap_or(run.ns()),
             tref.name
         );
         return Ok(Err(Failure::new(Reason::TargetNotRestored, m)));

@@ -52,6 +52,13 @@ pub fn kind_name(kind: TargetKind) -> &'static str {
     }
 }
 
+/// Whether `saved` is the workload `tref` names for a benchmark in `benchmark_ns` (a namespace
+/// left out is the benchmark's).
+pub fn is_saved_of(saved: &SavedTarget, tref: &TargetRef, benchmark_ns: &str) -> bool {
+    let ns = tref.namespace.as_deref().unwrap_or(benchmark_ns);
+    saved.namespace == ns && saved.name == tref.name && saved.kind == kind_name(tref.kind)
+}
+
 /// The fields a sweep reads: containers, replicas, and rollout state.
 struct Workload {
     containers: Vec<Container>,
