@@ -24,8 +24,15 @@
 #   .ci/release.sh cli-archives ARCH...    dist/netbench_linux_ARCH.tar.gz (netbench,
 #                                           kubectl-netbench, LICENSE, README.md) + dist/netbench.krew.yaml
 #   .ci/release.sh changelog               dist/CHANGELOG.md: commits since the previous tag
-#   .ci/release.sh checksums               dist/SHA256SUMS over every file above (image tars too)
-#   .ci/release.sh all ARCH...             all of the above but publish-images
+#   .ci/release.sh sbom [ARCH...]          CycloneDX SBOMs (cargo-cyclonedx) of the shipped crates:
+#                                           dist/sbom/netbench-{operator,loadgen,cli}.cdx.json, each
+#                                           the union of the dependencies the linux ARCH builds use
+#                                           (default amd64 arm64); needs no build
+#   .ci/release.sh sbom-tool               installs cargo-cyclonedx at the pinned version into
+#                                           NB_TOOLS (once) and prints its path
+#   .ci/release.sh checksums               dist/SHA256SUMS over every file above (image tars and
+#                                           SBOMs too)
+#   .ci/release.sh all ARCH...             all of the above but publish-images and sbom-tool
 #   .ci/release.sh verify ARCH...          checks dist/: static binaries, images, archive contents,
 #                                           krew manifest, chart package, checksums
 #
@@ -36,6 +43,8 @@
 #                    https://github.com/$GITHUB_REPOSITORY/releases/download/vVERSION)
 #   NB_SOURCE_URL    the repository URL for the images' org.opencontainers.image.source label
 #   NB_HELM          helm binary (default: helm on PATH)
+#   NB_TOOLS         where sbom-tool installs cargo-cyclonedx (default: /var/cache/netbench/tools,
+#                    outside the clone)
 #   CARGO_TARGET_DIR as cargo uses it
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,6 +56,11 @@ IMAGE_PREFIX=${NB_IMAGE_PREFIX:-localhost/netbench}
 HELM=${NB_HELM:-helm}
 BINS=(netbench-operator netbench-loadgen netbench kubectl-netbench)
 IMAGES=(operator loadgen)
+# The crates whose programs a release ships (images and CLI archives), each with an SBOM.
+SBOM_CRATES=(operator loadgen cli)
+# cargo-cyclonedx, the SBOM generator (crates.io), at one version everywhere: CI, the workflow.
+CYCLONEDX_VERSION=0.5.9
+TOOLS=${NB_TOOLS:-/var/cache/netbench/tools}
 
 log() { printf '[release %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -365,6 +379,98 @@ EOF
     log "krew manifest: dist/netbench.krew.yaml ($url)"
 }
 
+# --- SBOM -------------------------------------------------------------------------------------
+
+# sbom_tool: the path of cargo-cyclonedx at CYCLONEDX_VERSION, installed from crates.io
+# (--locked: its own Cargo.lock) into TOOLS when missing or at another version.
+sbom_tool() {
+    local bin=$TOOLS/bin/cargo-cyclonedx
+    if [[ ! -x $bin || $("$bin" cyclonedx --version 2>/dev/null) != *" $CYCLONEDX_VERSION" ]]; then
+        log "installing cargo-cyclonedx $CYCLONEDX_VERSION into $TOOLS"
+        mkdir -p "$TOOLS"
+        cargo install --locked --quiet --force cargo-cyclonedx --version "=$CYCLONEDX_VERSION" --root "$TOOLS" >&2
+        [[ $("$bin" cyclonedx --version) == *" $CYCLONEDX_VERSION" ]] ||
+            die "cargo-cyclonedx --version says '$("$bin" cyclonedx --version)', want $CYCLONEDX_VERSION"
+    fi
+    echo "$bin"
+}
+
+# sbom [ARCH...]: one CycloneDX 1.5 JSON SBOM per shipped crate: every crate it depends on (with
+# build dependencies), version, license, checksum, as Cargo.lock resolves them for the default
+# features. cargo-cyclonedx describes one target at a time; the SBOM of a crate is the union of
+# its SBOMs for the linux targets the release builds (they differ by a crate or two), with each
+# target named in metadata.properties. SOURCE_DATE_EPOCH (the commit's time) makes the output
+# depend on the sources only (no random serial number, no wall-clock time).
+cmd_sbom() {
+    local archs=("$@") bin arch t c name work out targets=() files
+    ((${#archs[@]})) || archs=(amd64 arm64)
+    bin=$(sbom_tool)
+    work=$(mktemp -d)
+    # cargo-cyclonedx writes NAME.json beside every workspace member's Cargo.toml: a name of its
+    # own, moved out at once (and removed on failure), so the checkout is left as it was.
+    name=.release-sbom-$$
+    SBOM_LEFTOVERS=("$work" "$name")
+    trap sbom_cleanup EXIT
+    for arch in "${archs[@]}"; do
+        arch=$(arch_of "$arch")
+        t=$(rust_target "$arch")
+        targets+=("$t")
+        SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 0) PATH="$(dirname "$bin"):$PATH" \
+            cargo cyclonedx --quiet --format json --spec-version 1.5 --target "$t" \
+            --override-filename "$name" --manifest-path "$repo/Cargo.toml"
+        for c in "${SBOM_CRATES[@]}"; do
+            [[ -f $c/$name.json ]] || die "cargo cyclonedx wrote no $c/$name.json"
+            mv "$c/$name.json" "$work/$c-$arch.json"
+        done
+        sbom_cleanup_files "$name"
+    done
+    mkdir -p "$DIST/sbom"
+    for c in "${SBOM_CRATES[@]}"; do
+        files=()
+        for arch in "${archs[@]}"; do files+=("$work/$c-$(arch_of "$arch").json"); done
+        out=$DIST/sbom/netbench-$c.cdx.json
+        jq -s --argjson targets "$(printf '%s\n' "${targets[@]}" | jq -R . | jq -s .)" '
+            . as $all
+            | .[0]
+            | .components = ([$all[].components[]?] | unique_by(."bom-ref"))
+            | .dependencies = ([$all[].dependencies[]?] | group_by(.ref)
+                | map({ref: .[0].ref, dependsOn: ([.[].dependsOn[]?] | unique)}))
+            | .metadata.properties = ([.metadata.properties[]? | select(.name != "cdx:rustc:sbom:target:triple")]
+                + [$targets[] | {name: "cdx:rustc:sbom:target:triple", value: .}])
+        ' "${files[@]}" >"$out.tmp"
+        check_sbom "$out.tmp" "$c" || { rm -f "$out.tmp"; exit 1; }
+        mv "$out.tmp" "$out"
+        log "SBOM: ${out#"$repo"/} ($(jq '.components | length' "$out") components; ${targets[*]})"
+    done
+    sbom_cleanup
+    trap - EXIT
+}
+SBOM_LEFTOVERS=()
+# sbom_cleanup_files NAME: cargo-cyclonedx's NAME.json files left in the workspace's crates.
+sbom_cleanup_files() {
+    [[ $1 == .release-sbom-* ]] || return 0
+    find "$repo" -path "$repo/target" -prune -o -path "$repo/dist" -prune -o -path "$repo/.git" -prune \
+        -o -type f -name "$1.json" -print0 | xargs -0r rm -f
+}
+sbom_cleanup() {
+    ((${#SBOM_LEFTOVERS[@]} == 2)) || return 0
+    rm -rf "${SBOM_LEFTOVERS[0]}"
+    sbom_cleanup_files "${SBOM_LEFTOVERS[1]}"
+    SBOM_LEFTOVERS=()
+}
+
+# check_sbom FILE CRATE: CycloneDX JSON describing CRATE, with components, whose dependency graph
+# names only components of the SBOM.
+check_sbom() {
+    jq -e --arg c "$2" '
+        .bomFormat == "CycloneDX" and .specVersion == "1.5" and .metadata.component.name == $c
+        and (.components | length) > 0
+        and ([.metadata.component."bom-ref", .components[]."bom-ref"] | map({key: ., value: true})
+             | from_entries) as $refs
+        | [.dependencies[] | .ref, .dependsOn[]?] | all($refs[.] == true)
+    ' "$1" >/dev/null || die "$1 is not a consistent CycloneDX SBOM of crate $2"
+}
+
 # --- changelog, checksums ---------------------------------------------------------------------
 
 cmd_changelog() {
@@ -384,7 +490,8 @@ cmd_checksums() {
     [[ -d $DIST ]] || die "nothing in dist/ yet"
     local sums
     sums=$( (cd "$DIST" && find . -maxdepth 1 -type f ! -name 'SHA256SUMS*' -printf '%P\n' &&
-        find images -maxdepth 1 -name '*.tar' 2>/dev/null) | sort | (cd "$DIST" && xargs -r sha256sum))
+        find images -maxdepth 1 -name '*.tar' 2>/dev/null &&
+        find sbom -maxdepth 1 -name '*.cdx.json' 2>/dev/null) | sort | (cd "$DIST" && xargs -r sha256sum))
     printf '%s\n' "$sums" >"$DIST/SHA256SUMS"
     log "checksums: dist/SHA256SUMS ($(wc -l <"$DIST/SHA256SUMS") files)"
 }
@@ -437,10 +544,11 @@ cmd_all() {
     cmd_bundle
     cmd_cli_archives "$@"
     cmd_changelog
+    cmd_sbom "$@"
     cmd_checksums
 }
 
-(($# >= 1)) || die "usage: $0 binaries|images|check-images|publish-images|chart|bundle|cli-archives|changelog|checksums|all|verify ... (see the header)"
+(($# >= 1)) || die "usage: $0 binaries|images|check-images|publish-images|chart|bundle|cli-archives|changelog|sbom|sbom-tool|checksums|all|verify ... (see the header)"
 cmd=$1
 shift
 case $cmd in
@@ -453,6 +561,8 @@ case $cmd in
     bundle) cmd_bundle ;;
     cli-archives) cmd_cli_archives "$@" ;;
     changelog) cmd_changelog ;;
+    sbom) cmd_sbom "$@" ;;
+    sbom-tool) sbom_tool ;;
     checksums) cmd_checksums ;;
     all) cmd_all "$@" ;;
     verify) cmd_verify "$@" ;;
