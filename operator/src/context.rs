@@ -10,6 +10,7 @@ use kube::Client;
 use crate::admin::config::Config;
 use crate::base::events::PendingEvent;
 use crate::base::metrics::Metrics;
+use crate::k8s::scope::Scope;
 use crate::policy::queue::Contender;
 use crate::store::registry::Registry;
 use crate::store::reports::Store;
@@ -39,8 +40,8 @@ pub struct Context {
 #[derive(Clone, Default)]
 pub struct Kinds(pub Vec<KindEntry>);
 
-/// A listing of one kind's benchmarks.
-pub type ListFn<T> = for<'c> fn(&'c Client) -> BoxFuture<'c, Result<T, kube::Error>>;
+/// A listing of one kind's benchmarks in the operator's scope.
+pub type ListFn<T> = for<'c> fn(&'c Client, &'c Scope) -> BoxFuture<'c, Result<T, kube::Error>>;
 
 /// The queue's view of one kind from its controller's cache: None until the cache has its
 /// first complete listing.
@@ -70,12 +71,16 @@ pub struct Listed {
 
 impl Kinds {
     /// Every benchmark of every kind, as contenders of the queue.
-    pub async fn contenders(&self, client: &Client) -> Result<Vec<Contender>, kube::Error> {
+    pub async fn contenders(
+        &self,
+        client: &Client,
+        scope: &Scope,
+    ) -> Result<Vec<Contender>, kube::Error> {
         let mut all = vec![];
         for kind in &self.0 {
             match kind.cached.get().and_then(|cached| cached()) {
                 Some(cached) => all.extend(cached),
-                None => all.extend((kind.contenders)(client).await?),
+                None => all.extend((kind.contenders)(client, scope).await?),
             }
         }
         Ok(all)

@@ -29,7 +29,9 @@ use crate::base::metrics::{counter, Family};
 use crate::base::outcome::Step;
 use crate::context::Context;
 use crate::driver;
+use crate::k8s::scope::Scope;
 use crate::run::Hooks;
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";
@@ -46,42 +48,82 @@ pub async fn run<K: Hooks>(
     ctx: Arc<Context>,
     wake: impl Stream<Item = ObjectRef<K>> + Send + 'static,
 ) {
-    let benchmarks = Api::<Guarded<K>>::all(ctx.client.clone());
-    let pods = Api::<Pod>::all(ctx.client.clone());
+    // One controller per place the operator watches: the whole cluster, or each namespace of a
+    // namespace-scoped install (no watch or list across the cluster, which its Roles forbid).
+    let scope = ctx.config.watch_namespaces.clone();
+    let benchmarks = scope.apis::<Guarded<K>>(&ctx.client);
+    let pods = scope.apis::<Pod>(&ctx.client);
     let owned = watcher::Config::default().labels(&format!(
         "{}={}",
         crate::base::labels::MANAGED_BY,
         crate::base::labels::OPERATOR
     ));
-    let wake = wake.map(|r| {
-        let guarded = ObjectRef::<Guarded<K>>::new(&r.name);
-        match r.namespace {
-            Some(ns) => guarded.within(&ns),
-            None => guarded,
-        }
-    });
+    let wakes = wake_by_namespace(wake, &scope);
     let reconciler = Arc::new(Reconciler {
         ctx,
         backoff: Backoff::default(),
     });
-    let controller = Controller::new(benchmarks, watcher::Config::default());
-    // The queue reads every benchmark of this kind from the controller's cache from now on.
+    let controllers: Vec<_> = benchmarks
+        .into_iter()
+        .map(|api| Controller::new(api, watcher::Config::default()))
+        .collect();
+    // The queue reads every benchmark of this kind from the controllers' caches from now on.
+    let stores = controllers.iter().map(Controller::store).collect();
     let kinds = &reconciler.ctx.kinds;
-    kinds.cache(
-        &K::kind(&()),
-        crate::run::kinds::cached::<K>(controller.store()),
-    );
-    controller
-        .owns(pods, owned)
-        .reconcile_on(wake)
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, reconciler)
+    kinds.cache(&K::kind(&()), crate::run::kinds::cached::<K>(stores));
+    let runs = controllers
+        .into_iter()
+        .zip(pods)
+        .zip(wakes)
+        .map(|((controller, pods), wake)| {
+            controller
+                .owns(pods, owned.clone())
+                .reconcile_on(wake)
+                .shutdown_on_signal()
+                .run(reconcile, error_policy, reconciler.clone())
+                .boxed()
+        });
+    futures::stream::select_all(runs)
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(kind = %K::kind(&()), "reconcile: {e}");
             }
         })
         .await;
+}
+
+type WakeStream<K> = futures::stream::BoxStream<'static, ObjectRef<Guarded<K>>>;
+
+/// The wake requests of kind `K`, one stream per controller of `scope` (in the order of
+/// `Scope::apis`); a request for a namespace outside the scope is dropped.
+fn wake_by_namespace<K: Hooks>(
+    wake: impl Stream<Item = ObjectRef<K>> + Send + 'static,
+    scope: &Scope,
+) -> Vec<WakeStream<K>> {
+    let guarded = |r: ObjectRef<K>| {
+        let g = ObjectRef::<Guarded<K>>::new(&r.name);
+        match r.namespace {
+            Some(ns) => g.within(&ns),
+            None => g,
+        }
+    };
+    let Scope::Namespaces(names) = scope else {
+        return vec![wake.map(guarded).boxed()];
+    };
+    let (senders, receivers): (HashMap<_, _>, Vec<_>) = names
+        .iter()
+        .map(|ns| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            ((ns.clone(), tx), UnboundedReceiverStream::new(rx).boxed())
+        })
+        .unzip();
+    tokio::spawn(wake.for_each(move |r| {
+        if let Some(tx) = r.namespace.as_ref().and_then(|ns| senders.get(ns)) {
+            let _ = tx.send(guarded(r));
+        }
+        futures::future::ready(())
+    }));
+    receivers
 }
 
 /// Every log line of one reconcile carries the object and its run: `kind`, `namespace`,

@@ -23,7 +23,7 @@ pub async fn on_leading(ctx: &Context) {
 async fn resume(ctx: &Context) -> Result<(), kube::Error> {
     let mut listed = vec![];
     for kind in &ctx.kinds.0 {
-        listed.push((kind.list)(&ctx.client).await?);
+        listed.push((kind.list)(&ctx.client, &ctx.config.watch_namespaces).await?);
     }
     // Only with every list complete: a benchmark missing from them would lose its reports.
     let mut live = BTreeSet::new();

@@ -129,6 +129,10 @@ pub struct Config {
     /// workloads in its OWN namespace only (pairs `NS=.`); use --sweep-targets for others.
     #[arg(long, env = "NETBENCH_SWEEP_NAMESPACES", default_value = "")]
     pub sweep_namespaces: String,
+    /// Namespaces whose benchmarks this operator runs, comma-separated exact names (Helm
+    /// `watchNamespaces`); empty = every namespace. Benchmarks elsewhere are left alone.
+    #[arg(long, env = "NETBENCH_WATCH_NAMESPACES", default_value = "")]
+    pub watch_namespaces: crate::k8s::scope::Scope,
     /// Namespace of the operator (holds the leader Lease).
     #[arg(long, env = "POD_NAMESPACE", default_value = "netbench-system")]
     pub namespace: String,

@@ -59,7 +59,10 @@ pub async fn result_spec<K: Hooks>(
         placement,
         ..
     } = measurements(run).await?;
-    let cluster = facts::gather(&run.ctx().client, &nodes, K::ingress_controller(run).await).await;
+    let ctx = run.ctx();
+    let cluster_wide = ctx.config.watch_namespaces.is_cluster();
+    let controller = K::ingress_controller(run).await;
+    let cluster = facts::gather(&ctx.client, &nodes, controller, cluster_wide).await;
     // Placement is the benchmark's own: where its spec pins workers. Where the scheduler
     // chooses, each run may land elsewhere, and that is not another environment.
     let pins = run

@@ -37,11 +37,14 @@ const KNOWN_CNIS: [&str; 14] = [
 /// Node names from the run's reports, with the host facts a worker there reported.
 pub type Seen = std::collections::BTreeMap<String, Option<HostFacts>>;
 
-/// The facts; `ingress_controller` is what the kind found (its sweep target's image).
+/// The facts; `ingress_controller` is what the kind found (its sweep target's image). The CNI
+/// is looked for only by a cluster-wide operator (`cluster_wide`): it lists the pods on the
+/// workers' nodes in every namespace, which a namespace-scoped install may not.
 pub async fn gather(
     client: &Client,
     nodes: &Seen,
     ingress_controller: Option<String>,
+    cluster_wide: bool,
 ) -> ClusterFacts {
     let version = match client.apiserver_version().await {
         Ok(v) => Some(clip(&v.git_version, 64)),
@@ -67,7 +70,10 @@ pub async fn gather(
     let names: Vec<&str> = facts.iter().map(|n| n.name.as_str()).collect();
     ClusterFacts {
         kubernetes_version: version,
-        cni: cni(client, &names).await,
+        cni: match cluster_wide {
+            true => cni(client, &names).await,
+            false => None,
+        },
         ingress_controller: ingress_controller.map(|i| clip(&i, 512)),
         nodes: facts,
     }

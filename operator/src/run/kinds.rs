@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use kube::api::{Api, ListParams};
+use kube::api::ListParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
@@ -13,6 +13,7 @@ use kube::{Client, ResourceExt};
 use super::Plan;
 use crate::base::metrics::Metrics;
 use crate::context::{CachedFn, KindEntry, Listed};
+use crate::k8s::scope::Scope;
 use crate::policy::queue::Contender;
 
 /// The entry of kind `K`.
@@ -25,43 +26,49 @@ pub fn entry<K: Plan>() -> KindEntry {
     }
 }
 
-/// The queue's view of kind `K` from its controller's cache: every benchmark the cache holds
-/// (one that does not parse is left out, as the API server's list would fail on it), once
-/// the cache has had its first complete listing.
-pub fn cached<K: Plan>(store: Store<DeserializeGuard<K>>) -> CachedFn {
+/// The queue's view of kind `K` from its controllers' caches (one per watched place): every
+/// benchmark they hold (one that does not parse is left out, as the API server's list would fail
+/// on it), once every cache has had its first complete listing.
+pub fn cached<K: Plan>(stores: Vec<Store<DeserializeGuard<K>>>) -> CachedFn {
     Arc::new(move || {
-        // Ready once the first listing is complete (never blocks).
-        store.wait_until_ready().now_or_never()?.ok()?;
-        let mut all: Vec<Contender> = store
-            .state()
-            .iter()
-            .filter_map(|b| b.0.as_ref().ok())
-            .map(K::contender)
-            .collect();
+        let mut all: Vec<Contender> = vec![];
+        for store in &stores {
+            // Ready once the first listing is complete (never blocks).
+            store.wait_until_ready().now_or_never()?.ok()?;
+            all.extend(
+                store
+                    .state()
+                    .iter()
+                    .filter_map(|b| b.0.as_ref().ok())
+                    .map(K::contender),
+            );
+        }
         // In the order a list has (the cache is a hash map).
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Some(all)
     })
 }
 
-/// Every benchmark of kind `K`, as the queue sees it.
-fn contenders<K: Plan>(client: &Client) -> BoxFuture<'_, Result<Vec<Contender>, kube::Error>> {
+/// Every benchmark of kind `K` in the operator's scope, as the queue sees it.
+fn contenders<'c, K: Plan>(
+    client: &'c Client,
+    scope: &'c Scope,
+) -> BoxFuture<'c, Result<Vec<Contender>, kube::Error>> {
     async move {
-        let all = Api::<K>::all(client.clone())
-            .list(&ListParams::default())
-            .await?;
-        Ok(all.items.iter().map(K::contender).collect())
+        let all = scope.list::<K>(client, &ListParams::default()).await?;
+        Ok(all.iter().map(K::contender).collect())
     }
     .boxed()
 }
 
-/// Every benchmark of kind `K`: their uids, and the export of the results their status holds.
-fn list<K: Plan>(client: &Client) -> BoxFuture<'_, Result<Listed, kube::Error>> {
+/// Every benchmark of kind `K` in the operator's scope: their uids, and the export of the
+/// results their status holds.
+fn list<'c, K: Plan>(
+    client: &'c Client,
+    scope: &'c Scope,
+) -> BoxFuture<'c, Result<Listed, kube::Error>> {
     async move {
-        let all = Api::<K>::all(client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let all = scope.list::<K>(client, &ListParams::default()).await?;
         let uids = all.iter().filter_map(|b| b.uid()).collect();
         let export = move |metrics: &Metrics| {
             for b in &all {
@@ -104,10 +111,10 @@ mod tests {
             entry::<EgressBenchmark>(),
         ]);
         let (store, mut writer) = reflector::store::<DeserializeGuard<IngressBenchmark>>();
-        kinds.cache("IngressBenchmark", cached::<IngressBenchmark>(store));
+        kinds.cache("IngressBenchmark", cached::<IngressBenchmark>(vec![store]));
 
         // Before the cache's first complete listing the API server is asked.
-        let all = kinds.contenders(&client).await.unwrap();
+        let all = kinds.contenders(&client, &Scope::Cluster).await.unwrap();
         assert!(all.is_empty());
         let lists = |fake: &FakeApi, plural: &str| {
             fake.requests()
@@ -121,11 +128,54 @@ mod tests {
         writer.apply_watcher_event(&Event::InitApply(guarded("a")));
         writer.apply_watcher_event(&Event::InitApply(guarded("b")));
         writer.apply_watcher_event(&Event::InitDone);
-        let all = kinds.contenders(&client).await.unwrap();
+        let all = kinds.contenders(&client, &Scope::Cluster).await.unwrap();
         let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         // IngressBenchmarks from the cache; EgressBenchmarks (no controller here) still listed.
         assert_eq!(lists(&fake, "ingressbenchmarks"), 1);
         assert_eq!(lists(&fake, "egressbenchmarks"), 2);
+    }
+
+    #[tokio::test]
+    async fn a_namespace_scoped_operator_lists_and_caches_only_its_namespaces() {
+        let fake = FakeApi::default();
+        let client = fake.client(|_| (200, empty_list()));
+        let kinds = Kinds(vec![entry::<IngressBenchmark>()]);
+        let scope = Scope::parse("team-b,team-a").unwrap();
+        let (store_a, mut writer_a) = reflector::store::<DeserializeGuard<IngressBenchmark>>();
+        let (store_b, mut writer_b) = reflector::store::<DeserializeGuard<IngressBenchmark>>();
+        kinds.cache(
+            "IngressBenchmark",
+            cached::<IngressBenchmark>(vec![store_a, store_b]),
+        );
+
+        // Until every cache is ready: one list per watched namespace, none across the cluster.
+        writer_a.apply_watcher_event(&Event::Init);
+        writer_a.apply_watcher_event(&Event::InitApply(guarded("a")));
+        writer_a.apply_watcher_event(&Event::InitDone);
+        kinds.contenders(&client, &scope).await.unwrap();
+        let paths: Vec<String> = fake
+            .requests()
+            .iter()
+            .map(|r| r.split(' ').nth(1).unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(paths.len(), 2, "{paths:?}");
+        assert!(
+            paths[0].ends_with("/namespaces/team-a/ingressbenchmarks"),
+            "{paths:?}"
+        );
+        assert!(
+            paths[1].ends_with("/namespaces/team-b/ingressbenchmarks"),
+            "{paths:?}"
+        );
+
+        // Both ready: the union of the caches, no request.
+        writer_b.apply_watcher_event(&Event::Init);
+        writer_b.apply_watcher_event(&Event::InitApply(guarded("b")));
+        writer_b.apply_watcher_event(&Event::InitDone);
+        let all = kinds.contenders(&client, &scope).await.unwrap();
+        let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(fake.requests().len(), 2);
     }
 }

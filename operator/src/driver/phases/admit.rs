@@ -28,7 +28,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     }
     run.condition(INVALID, false, "Valid", "the spec is valid");
     let ctx = run.ctx();
-    let all = ctx.kinds.contenders(&ctx.client).await?;
+    let all = ctx
+        .kinds
+        .contenders(&ctx.client, &ctx.config.watch_namespaces)
+        .await?;
     let me = run.obj().contender();
     let cap = ctx.config.caps.max_runs_per_namespace;
     if let Some(wait) = queue::wait(&me, &all, cap) {
