@@ -263,7 +263,12 @@ cmd_publish_images() {
         case $dest in
             docker://*)
                 mkdir -p "$DIST/images"
+                rm -f "$DIST/images/$img.digest"
                 buildah manifest push --all --digestfile "$DIST/images/$img.digest" "$list" "$dest/$img:$VERSION"
+                # buildah (1.28 at least) can print an error and exit 0 when the push failed (a
+                # registry refusing the credentials, unreachable): the digest is the proof.
+                [[ $(cat "$DIST/images/$img.digest" 2>/dev/null) =~ ^sha256:[0-9a-f]{64}$ ]] ||
+                    die "pushing $img to $dest failed: buildah wrote no digest"
                 ;;
             oci:*) buildah manifest push --all --quiet "$list" "$dest:$img-$VERSION" >/dev/null ;;
             *) die "publish-images: DEST must start with docker:// or oci:" ;;
