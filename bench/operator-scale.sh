@@ -14,6 +14,12 @@
 #                                      left behind, every lie refused and counted, operator
 #                                      restartCount 0), not speed
 #
+# NB_SCALE_EGRESS_PROTOCOL=P runs the egress rows' case with protocol P (tcp-stream, the default;
+# tcp-rr, tcp-crr, udp-rr or udp-stream, each with the operator's defaults for its flags), e.g.
+#   NB_SCALE_EGRESS_PROTOCOL=udp-rr bench/operator-scale.sh --short
+# netbench-sim plays each protocol's client (its report passes the operator's checks: tests/sim
+# tests/protocols.rs), and the check compares the pair rows with what the clients sent: receiver
+# bits/s for the stream protocols, transactions/s for the request/response ones.
 # NB_SCALE_METRICS_DIR=DIR keeps the operator's /metrics before and after each row there, and
 # the API server's requests by verb and resource with their latency (bench/api-by-resource.py
 # reads them).
@@ -48,6 +54,11 @@ case ${1:-} in
     *) die "usage: bench/operator-scale.sh [--short]" ;;
 esac
 fake_nodes=${NB_SCALE_FAKE_NODES:-8}
+egress_protocol=${NB_SCALE_EGRESS_PROTOCOL:-tcp-stream}
+case $egress_protocol in
+    tcp-stream | tcp-rr | tcp-crr | udp-rr | udp-stream) ;;
+    *) die "NB_SCALE_EGRESS_PROTOCOL must be one of tcp-stream, tcp-rr, tcp-crr, udp-rr, udp-stream (got '$egress_protocol')" ;;
+esac
 duration_ms=${NB_SCALE_DURATION_MS:-2000}
 need_workers=256
 $short && need_workers=128
@@ -254,8 +265,9 @@ node_list() {
     echo "[${out[*]}]"
 }
 
-# egress_benchmark NAMESPACE ROW PAIRS: one tcp-stream case of PAIRS client/server pairs, clients
-# on the first half of the fake nodes and servers on the second (2 x PAIRS worker pods).
+# egress_benchmark NAMESPACE ROW PAIRS: one case (tcp-stream, or NB_SCALE_EGRESS_PROTOCOL) of PAIRS
+# client/server pairs, clients on the first half of the fake nodes and servers on the second
+# (2 x PAIRS worker pods).
 egress_benchmark() {
     local half=$((fake_nodes / 2))
     cat <<EOF
@@ -268,7 +280,7 @@ metadata:
 spec:
   cases:
     - name: pairs
-      protocol: tcp-stream
+      protocol: $egress_protocol
       client: {}
       server: {}
       duration: ${duration_ms}ms
@@ -386,7 +398,10 @@ print(max(v) if v else "n/a")' "$work/$name.check")
     per_bench=$(awk -v r="$requests" -v n="$count" 'BEGIN {printf "%.0f", r / n}')
     per_worker=$(awk -v r="$requests" -v n="$count" -v w="$workers" 'BEGIN {printf "%.1f", r / n / w}')
     local label=$workers
-    [[ $kind == egress ]] && label="$workers (egress, $((workers / 2)) pairs)"
+    if [[ $kind == egress ]]; then
+        label="$workers (egress, $((workers / 2)) pairs)"
+        [[ $egress_protocol == tcp-stream ]] || label="$workers (egress $egress_protocol, $((workers / 2)) pairs)"
+    fi
     printf '| %s | %s | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
         "$label" "$count" "$p50" "$max" "$spread" "$reconcile" "$rss_before" "$peak" \
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \

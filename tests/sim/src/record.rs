@@ -1,5 +1,6 @@
 //! What the simulator sent, per benchmark step: ONE histogram into which every latency sample
-//! of every worker was recorded one by one (never merged from the reports' histograms), the
+//! of every worker was recorded one by one (never merged from the reports' histograms; a
+//! request/response client's samples each with the count of transactions it stands for), the
 //! request count, each worker's start and the barrier's. `bench/operator-scale.sh` compares
 //! these with the merged percentiles and start skew the operator wrote to status.
 
@@ -46,11 +47,12 @@ pub struct StepRecord {
     /// The barrier's common start and each reporting worker's actual start (Unix ms).
     pub start_at_unix_ms: Option<u64>,
     pub started_at_unix_ms: Vec<u64>,
-    /// Bytes the TCP clients' receivers counted (tcp steps).
+    /// Bytes the TCP and UDP stream clients' receivers counted (egress steps).
     pub receiver_bytes: u64,
-    /// The TCP clients' receiver bits/s, summed (what a topology case's aggregate.sum is).
-    #[serde(default)]
-    pub receiver_bits_per_second: f64,
+    /// The clients' main figure, summed (what a topology case's aggregate.sum is): receiver
+    /// bits/s for tcp-stream and udp-stream, transactions/s for tcp-rr, tcp-crr and udp-rr.
+    #[serde(default, alias = "receiverBitsPerSecond")]
+    pub main_figure: f64,
     /// Paired clients (EgressBenchmark topologies) whose barrier named exactly one server: the
     /// address their own pair's server registered.
     #[serde(default)]
@@ -79,11 +81,15 @@ impl StepRecord {
 /// What one worker sent in its stored report.
 #[derive(Clone, Debug, Default)]
 pub struct Sent<'a> {
-    /// Every latency sample (microseconds).
+    /// Every latency sample (microseconds)...
     pub samples: &'a [u64],
-    /// TCP: bytes and bits/s its receivers counted.
+    /// ...or a request/response client's: each latency with the count of transactions it
+    /// stands for (see `report::RrDraw`).
+    pub counted: &'a [(u64, u64)],
+    /// Stream clients: bytes their receivers counted.
     pub receiver_bytes: u64,
-    pub receiver_bits_per_second: f64,
+    /// The figure of its pair row (receiver bits/s, or transactions/s for request/response).
+    pub main_figure: f64,
     /// The barrier's common start and this worker's actual start (Unix ms).
     pub start_at_unix_ms: Option<u64>,
     pub started_at_unix_ms: u64,
@@ -113,7 +119,8 @@ impl Recorder {
         })
     }
 
-    /// Adds one worker's stored report: its samples, recorded one by one, and its start.
+    /// Adds one worker's stored report: its samples, recorded one by one (with their counts),
+    /// and its start.
     pub fn add(&self, key: &StepKey, sent: &Sent<'_>) -> Result<StepRecord, String> {
         let mut steps = self
             .steps
@@ -135,10 +142,16 @@ impl Recorder {
                 .record(v)
                 .map_err(|e| format!("cannot record {v} us: {e:?}"))?;
         }
+        for &(v, n) in sent.counted {
+            tally
+                .samples
+                .record_n(v, n)
+                .map_err(|e| format!("cannot record {n} x {v} us: {e:?}"))?;
+        }
         let r = &mut tally.record;
         r.reports += 1;
         r.receiver_bytes = r.receiver_bytes.saturating_add(sent.receiver_bytes);
-        r.receiver_bits_per_second += sent.receiver_bits_per_second;
+        r.main_figure += sent.main_figure;
         r.start_at_unix_ms = r.start_at_unix_ms.or(sent.start_at_unix_ms);
         r.started_at_unix_ms.push(sent.started_at_unix_ms);
         match &sent.pairing {

@@ -453,9 +453,82 @@ async fn sleep_until_unix_ms(at: u64) {
 /// What the worker measured, ready to report.
 struct Measured {
     report: serde_json::Value,
+    /// HTTP: every latency sample, each one request.
     samples: Vec<u64>,
+    /// Request/response: each latency with the count of transactions it stands for.
+    counted: Vec<(u64, u64)>,
     receiver_bytes: u64,
-    receiver_bits_per_second: f64,
+    /// The figure a topology case's pair row shows for this client (receiver bits/s, or
+    /// transactions/s for request/response).
+    main_figure: f64,
+}
+
+/// What a worker draws before the barrier (that CPU work must not delay the start).
+enum Drawn {
+    Http(Vec<u64>),
+    Rr(report::RrDraw),
+    Udp(Vec<protocol::udp::UdpStream>),
+    Nothing,
+}
+
+impl Drawn {
+    fn of(sim: &Sim, work: &Work, rng: &mut StdRng) -> Drawn {
+        match work {
+            Work::Http(h) => {
+                let n = h.requests(&sim.model, sim.max_samples);
+                Drawn::Http(report::sample_latencies(&sim.model, n, rng))
+            }
+            Work::Rr(r) => Drawn::Rr(report::draw_rr(
+                r,
+                &r.model(&sim.model),
+                sim.max_samples,
+                rng,
+            )),
+            Work::Udp(u) => Drawn::Udp(report::udp_streams(u, sim.gbps, rng)),
+            Work::Tcp(_) | Work::Server { .. } | Work::Unsupported(_) => Drawn::Nothing,
+        }
+    }
+}
+
+/// What a worker's progress says each second (the real workers' fields for its test).
+fn progress_figures(
+    sim: &Sim,
+    w: &WorkerPod,
+    drawn: &Drawn,
+    live: Option<LiveLatency>,
+    run_s: f64,
+) -> ProgressUpdate {
+    let base = ProgressUpdate {
+        version: PROTOCOL_VERSION,
+        worker: w.worker.clone(),
+        step: w.step,
+        ..ProgressUpdate::default()
+    };
+    match drawn {
+        Drawn::Http(samples) => ProgressUpdate {
+            rps: samples.len() as f64 / run_s.max(1e-3),
+            errors_per_second: Some(0.0),
+            latency: live,
+            ..base
+        },
+        Drawn::Rr(d) => ProgressUpdate {
+            transactions_per_second: Some(d.transactions() as f64 / run_s.max(1e-3)),
+            ..base
+        },
+        Drawn::Udp(streams) => {
+            let (bits_per_second, loss_percent) = report::udp_progress(streams);
+            ProgressUpdate {
+                bits_per_second,
+                loss_percent,
+                ..base
+            }
+        }
+        Drawn::Nothing if matches!(w.work, Work::Tcp(_)) => ProgressUpdate {
+            bits_per_second: sim.gbps * 1e9,
+            ..base
+        },
+        Drawn::Nothing => base,
+    }
 }
 
 /// Plays one worker pod to the end. Ok(what happened) or Err(why it stopped).
@@ -474,13 +547,7 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
     };
     // The samples are drawn before the barrier: that CPU work must not delay the start.
     let mut rng = StdRng::from_os_rng();
-    let samples = match &w.work {
-        Work::Http(h) => {
-            let n = h.requests(&sim.model, sim.max_samples);
-            report::sample_latencies(&sim.model, n, &mut rng)
-        }
-        _ => vec![],
-    };
+    let drawn = Drawn::of(&sim, &w.work, &mut rng);
     sim.note_listen(&w);
     session.register().await?;
     let barrier = session.barrier().await?;
@@ -489,43 +556,35 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
     if w.role == Role::Server {
         return Ok("served (servers send no report)".into());
     }
-    let live = report::histogram_of(&samples)
-        .ok()
-        .filter(|h| !h.is_empty())
-        .map(|h| LiveLatency {
-            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
-            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
-            max_ms: h.max() as f64 / 1000.0,
-        });
+    let live = match &drawn {
+        Drawn::Http(samples) => report::histogram_of(samples)
+            .ok()
+            .filter(|h| !h.is_empty())
+            .map(|h| LiveLatency {
+                p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+                p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+                max_ms: h.max() as f64 / 1000.0,
+            }),
+        _ => None,
+    };
     let run_ms = (w.work.run_seconds() * 1000.0).round() as u64;
     let seconds = run_ms.div_ceil(1000);
-    let per_second = samples.len() as f64 / (run_ms as f64 / 1000.0).max(1e-3);
+    let every_second = progress_figures(&sim, &w, &drawn, live, run_ms as f64 / 1000.0);
+    let requests = match &drawn {
+        Drawn::Http(samples) => samples.len() as u64,
+        _ => 0,
+    };
     for second in 1..=seconds {
         sleep_until_unix_ms(started_at + (second * 1000).min(run_ms)).await;
         let update = ProgressUpdate {
-            version: PROTOCOL_VERSION,
-            worker: w.worker.clone(),
-            step: w.step,
             elapsed_s: (second * 1000).min(run_ms) as f64 / 1000.0,
-            requests: ((second as f64 * per_second) as u64).min(samples.len() as u64),
-            rps: if matches!(w.work, Work::Http(_)) {
-                per_second
-            } else {
-                0.0
-            },
-            bits_per_second: if matches!(w.work, Work::Tcp(_)) {
-                sim.gbps * 1e9
-            } else {
-                0.0
-            },
-            errors_per_second: matches!(w.work, Work::Http(_)).then_some(0.0),
-            latency: live.filter(|_| matches!(w.work, Work::Http(_))),
-            ..ProgressUpdate::default()
+            requests: ((second as f64 * every_second.rps) as u64).min(requests),
+            ..every_second.clone()
         };
         session.progress(&update).await;
     }
     sleep_until_unix_ms(started_at + run_ms).await;
-    let measured = measure(&sim, &w, started_at, &barrier, samples, &mut rng)?;
+    let measured = measure(&sim, &w, started_at, &barrier, drawn, &mut rng)?;
     let final_report = report::final_report(
         &w.worker,
         Some(&w.node),
@@ -567,8 +626,9 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
         &key,
         &Sent {
             samples: &measured.samples,
+            counted: &measured.counted,
             receiver_bytes: measured.receiver_bytes,
-            receiver_bits_per_second: measured.receiver_bits_per_second,
+            main_figure: measured.main_figure,
             start_at_unix_ms: barrier.start_at_unix_ms,
             started_at_unix_ms: started_at,
             pairing,
@@ -596,35 +656,60 @@ fn measure(
     w: &WorkerPod,
     started_at: u64,
     barrier: &BarrierResponse,
-    samples: Vec<u64>,
+    drawn: Drawn,
     rng: &mut StdRng,
 ) -> Result<Measured, String> {
-    match &w.work {
-        Work::Http(h) => {
+    // The server the barrier named (a client connects to the first), as the report names it.
+    let server = || {
+        barrier
+            .servers
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "external:5201".into())
+    };
+    match (&w.work, drawn) {
+        (Work::Http(h), Drawn::Http(samples)) => {
             let window_start = started_at + (h.warmup_s * 1000.0).round() as u64;
             let r = report::http_report(h, window_start, &samples)?;
             Ok(Measured {
                 report: report::http_json(&r)?,
                 samples,
+                counted: vec![],
                 receiver_bytes: 0,
-                receiver_bits_per_second: 0.0,
+                main_figure: 0.0,
             })
         }
-        Work::Tcp(t) => {
-            let server = barrier
-                .servers
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "external:5201".into());
-            let r = report::tcp_report(t, &server, started_at, sim.gbps, rng);
+        (Work::Tcp(t), _) => {
+            let r = report::tcp_report(t, &server(), started_at, sim.gbps, rng);
             Ok(Measured {
                 report: report::tcp_json(&r)?,
-                samples,
+                samples: vec![],
+                counted: vec![],
                 receiver_bytes: r.receiver.bytes,
-                receiver_bits_per_second: r.receiver.bits_per_second,
+                main_figure: r.receiver.bits_per_second,
             })
         }
-        Work::Server { .. } | Work::Unsupported(_) => Err("nothing to report".into()),
+        (Work::Rr(shape), Drawn::Rr(draw)) => {
+            let r = report::rr_report(shape, &draw, &server(), started_at, rng)?;
+            Ok(Measured {
+                report: report::rr_json(&r)?,
+                samples: vec![],
+                counted: draw.answered,
+                receiver_bytes: 0,
+                main_figure: r.transactions_per_second,
+            })
+        }
+        (Work::Udp(shape), Drawn::Udp(streams)) => {
+            let r = report::udp_report(shape, streams, &server(), started_at, rng);
+            Ok(Measured {
+                report: report::udp_json(&r)?,
+                samples: vec![],
+                counted: vec![],
+                receiver_bytes: r.received.bytes,
+                main_figure: r.received.bits_per_second,
+            })
+        }
+        _ => Err("nothing to report".into()),
     }
 }
 

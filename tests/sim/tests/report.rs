@@ -190,7 +190,7 @@ fn reports_of_one_step_recorded_at_once_are_all_kept() {
                     recorder.add(
                         key,
                         &Sent {
-                            receiver_bits_per_second: 1e9,
+                            main_figure: 1e9,
                             started_at_unix_ms: 1_700_000_000_000 + w,
                             pairing: Some(Ok(())),
                             ..Sent::default()
@@ -207,6 +207,6 @@ fn reports_of_one_step_recorded_at_once_are_all_kept() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!((records[0].reports, records[0].paired), (64, 64));
-    assert_eq!(records[0].receiver_bits_per_second, 64e9);
+    assert_eq!(records[0].main_figure, 64e9);
     assert_eq!(records[0].start_spread_ms(), Some(63));
 }
