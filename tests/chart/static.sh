@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Chart tests that need no cluster: helm lint / template (pinned helm built from its Go module)
 # with default and non-default values, assertions on the rendered objects, values.schema.json
-# rejecting bad values, the dashboard's structure and PromQL syntax, deploy/ in sync.
+# rejecting bad values (all of these with Helm 4 and Helm 3: helm and helm3 of
+# tests/cluster/build.sh --with-tools), the dashboard's structure and PromQL syntax, deploy/ in
+# sync (rendered by Helm 4).
 # Exit 0 = everything passed.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need_cmds python3 promtool
 python3 -c 'import yaml' 2>/dev/null || die "python3-yaml missing (apt-get install -y python3-yaml)"
-helm=$(helm_bin)
-log "helm: $("$helm" version --short)"
+helm4=$(helm_bin)
+helm3=$(dirname "$helm4")/helm3
+[[ -x $helm3 ]] || die "helm3 missing beside $helm4"
+log "helm: $("$helm4" version --short), helm3: $("$helm3" version --short)"
 dash=$NBC_CHART/dashboards/netbench.json
 fail=0
 run() {
@@ -18,17 +22,6 @@ run() {
         fail=1
     fi
 }
-
-run "helm lint (default values)" "$helm" lint --strict "$NBC_CHART"
-run "helm lint (non-default values)" "$helm" lint --strict "$NBC_CHART" -f "$NBC_DIR/values-nondefault.yaml"
-run "helm template + assertions (default values)" bash -c \
-    "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system | '$NBC_DIR/check-rendered.py' default '$dash'"
-run "helm template + assertions (non-default values)" bash -c \
-    "set -o pipefail; '$helm' template nbt '$NBC_CHART' -n bench-system -f '$NBC_DIR/values-nondefault.yaml' | '$NBC_DIR/check-rendered.py' nondefault '$dash'"
-# Default values with the release Namespace (Pod Security: restricted) and the NetworkPolicy
-# (workers only) switched on; without them (above) neither renders.
-run "helm template + assertions (default values, namespace.create, networkPolicy.enabled)" bash -c \
-    "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system --set namespace.create=true --set networkPolicy.enabled=true | '$NBC_DIR/check-rendered.py' default-optin '$dash'"
 
 # values.schema.json must refuse these (each would otherwise render something broken).
 bad_values=(
@@ -61,16 +54,30 @@ bad_values=(
     "imagePullSecrets[0].nam=x"
     "affinity.nodeAfinity.x=y"
 )
-for v in "${bad_values[@]}"; do
-    if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then
-        log "FAIL schema accepted --set $v"
-        fail=1
-    elif grep -q "schema" <<<"$out"; then
-        log "PASS schema rejects --set $v"
-    else
-        log "FAIL --set $v failed, but not by the schema: $out"
-        fail=1
-    fi
+for helm in "$helm4" "$helm3"; do
+    hv=$("$helm" version --short)
+    run "helm lint ($hv, default values)" "$helm" lint --strict "$NBC_CHART"
+    run "helm lint ($hv, non-default values)" "$helm" lint --strict "$NBC_CHART" -f "$NBC_DIR/values-nondefault.yaml"
+    run "helm template + assertions ($hv, default values)" bash -c \
+        "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system | '$NBC_DIR/check-rendered.py' default '$dash'"
+    run "helm template + assertions ($hv, non-default values)" bash -c \
+        "set -o pipefail; '$helm' template nbt '$NBC_CHART' -n bench-system -f '$NBC_DIR/values-nondefault.yaml' | '$NBC_DIR/check-rendered.py' nondefault '$dash'"
+    # Default values with the release Namespace (Pod Security: restricted) and the NetworkPolicy
+    # (workers only) switched on; without them (above) neither renders.
+    run "helm template + assertions ($hv, default values, namespace.create, networkPolicy.enabled)" bash -c \
+        "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system --set namespace.create=true --set networkPolicy.enabled=true | '$NBC_DIR/check-rendered.py' default-optin '$dash'"
+
+    for v in "${bad_values[@]}"; do
+        if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then
+            log "FAIL schema ($hv) accepted --set $v"
+            fail=1
+        elif grep -q "schema" <<<"$out"; then
+            log "PASS schema ($hv) rejects --set $v"
+        else
+            log "FAIL --set $v ($hv) failed, but not by the schema: $out"
+            fail=1
+        fi
+    done
 done
 
 run "dashboard structure and PromQL syntax" "$NBC_DIR/check-dashboard.py" "$dash" --static

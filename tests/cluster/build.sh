@@ -6,7 +6,8 @@
 #             few plugins), pause (pod sandbox), probe (tiny HTTP client for tests)
 #   kwok      sigs.k8s.io/kwok (fake nodes) and its stage config        --with-kwok
 #   traefik   github.com/traefik/traefik/v3 (the ingress controller)    --with-traefik
-#   tools     helm (chart tests) and actionlint (the release workflow)  --with-tools
+#   tools     helm (v4, chart tests), helm3 (Helm v3, the same chart tests and tests/compat) and
+#             actionlint (the release workflow)                          --with-tools
 # Usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all]. Prints the directory.
 #
 # Every module (this directory's go.mod, coredns/, kwok/, traefik/ completed by
@@ -27,8 +28,8 @@ for arg in "$@"; do
     case $arg in
         --with-kwok) wanted+=(kwok) ;;
         --with-traefik) wanted+=(traefik) ;;
-        --with-tools) wanted+=(helm actionlint) ;;
-        --all) wanted+=(kwok traefik helm actionlint) ;;
+        --with-tools) wanted+=(helm helm3 actionlint) ;;
+        --all) wanted+=(kwok traefik helm helm3 actionlint) ;;
         *) die "usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all]" ;;
     esac
 done
@@ -77,6 +78,7 @@ package_of() {
         k8s | etcd | pause | probe) echo "./cluster/cmd/$1" ;;
         coredns | kwok | traefik) echo "./$1" ;;
         helm) echo helm.sh/helm/v4/cmd/helm ;;
+        helm3) echo helm.sh/helm/v3/cmd/helm ;;
         actionlint) echo github.com/rhysd/actionlint/cmd/actionlint ;;
     esac
 }
@@ -94,21 +96,38 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 traefik_version=$(module_version github.com/traefik/traefik/v3)
 helm_version=$(module_version helm.sh/helm/v4)
+helm3_version=$(module_version helm.sh/helm/v3)
 actionlint_version=$(module_version github.com/rhysd/actionlint)
 ldflags+=" -X github.com/traefik/traefik/v3/pkg/version.Version=$traefik_version"
 ldflags+=" -X github.com/traefik/traefik/v3/pkg/version.BuildDate=$now"
 ldflags+=" -X helm.sh/helm/v4/internal/version.version=$helm_version"
+ldflags+=" -X helm.sh/helm/v3/internal/version.version=$helm3_version"
+# Helm 3's default Kubernetes version (`helm template`, lint's deprecation checks) is 1.20 unless
+# its Makefile's ldflags set it from client-go's; without them the chart's kubeVersion (>=1.30)
+# refuses `helm template`. Helm 4 reads client-go's version from the build info itself.
+client_go=$(module_version k8s.io/client-go)
+client_go=${client_go#v0.}
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=${client_go%%.*}"
+done
 ldflags+=" -X github.com/rhysd/actionlint.version=$actionlint_version"
 
+# helm3's main package is named like helm's, so it gets a `go build -o` of its own, after the
+# others (what it shares with them is compiled by then).
 pkgs=()
-for b in "${missing[@]}"; do pkgs+=("$(package_of "$b")"); done
+for b in "${missing[@]}"; do [[ $b == helm3 ]] || pkgs+=("$(package_of "$b")"); done
 tmp="$out.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 start=$SECONDS
 log "building ${missing[*]} in one Go workspace (cold: about 25 min for all on 2 cores)"
-(cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
+if ((${#pkgs[@]} > 0)); then
+    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
+fi
+if [[ " ${missing[*]} " == *" helm3 "* ]]; then
+    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/helm3" "$(package_of helm3)")
+fi
 
 # Each binary says the version it was built from.
 for b in "${missing[@]}"; do
@@ -119,6 +138,8 @@ for b in "${missing[@]}"; do
             die "traefik version does not say $traefik_version: $("$tmp/traefik" version)" ;;
         helm) "$tmp/helm" version --short | grep -q "^${helm_version%%+*}" ||
             die "helm version does not say $helm_version: $("$tmp/helm" version --short)" ;;
+        helm3) "$tmp/helm3" version --short | grep -q "^${helm3_version%%+*}" ||
+            die "helm3 version does not say $helm3_version: $("$tmp/helm3" version --short)" ;;
         actionlint) "$tmp/actionlint" -version | grep -q "^${actionlint_version#v}\$\|^$actionlint_version\$" ||
             die "actionlint -version does not say $actionlint_version: $("$tmp/actionlint" -version | head -1)" ;;
     esac
