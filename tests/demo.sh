@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job in one command (as root, on a fresh machine): build netbench from this checkout,
 # bring up the local Kubernetes cluster (tests/cluster), install the CRDs and the operator,
-# run deploy/examples/ingress-simple.yaml against the in-cluster nginx, and print the result.
+# run deploy/examples/ingress-simple.yaml against the target that ships with the project
+# (deploy/examples/target.yaml, in namespace default), and print the result.
 #   tests/demo.sh [EXAMPLE.yaml]      the cluster stays up; tests/cluster/down.sh removes it
 #   e.g. tests/demo.sh deploy/examples/egress-pod-to-pod.yaml
 set -euo pipefail
@@ -10,6 +11,9 @@ example=${1:-$repo/deploy/examples/ingress-simple.yaml}
 "$repo/tests/install-deps.sh"
 env_lines=$("$repo/tests/e2e/setup.sh" --no-traefik)
 eval "$env_lines"
+# The shipped target, where ingress-simple.yaml looks for it (other examples ignore it).
+kubectl -n default apply -f "$repo/deploy/examples/target.yaml"
+kubectl -n default rollout status deployment/netbench-target --timeout=120s
 kind=$(sed -n 's/^kind: *//p' "$example" | head -1)
 name=$(kubectl create --dry-run=client -o jsonpath='{.metadata.name}' -f "$example")
 kubectl delete -f "$example" --ignore-not-found --wait=true >/dev/null

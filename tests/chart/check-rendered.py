@@ -21,18 +21,24 @@ with open(os.path.join(CHART, "Chart.yaml")) as _f:
     APP_VERSION = yaml.safe_load(_f)["appVersion"]
 
 # The rules every install gets (ClusterRole "<fullname>"), exactly.
-BASE_RULES = [
+# The operator's rules on namespaced objects: in its ClusterRole, or (watchNamespaces) in a Role
+# of that name in each watched namespace.
+NAMESPACED_RULES = [
     (("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("get", "list", "watch", "patch", "update")),
     (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
     (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
     (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
     (("",), ("services",), ("get", "list", "create", "delete")),
     (("",), ("configmaps",), ("list",)),
-    (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
-    (("",), ("nodes",), ("get", "list")),
     (("netbench.io",), ("benchmarkresults",), ("get", "list", "watch", "create", "delete")),
 ]
+# What stays cluster-wide in every install.
+CLUSTER_WIDE_RULES = [
+    (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
+    (("",), ("nodes",), ("get", "list")),
+]
+BASE_RULES = NAMESPACED_RULES + CLUSTER_WIDE_RULES
 # Roles for people, aggregated into the built-in view/edit/admin roles (never bound by the
 # chart): read everything; edit benchmarks and delete results; nobody but the operator creates
 # or changes a result.
@@ -45,10 +51,10 @@ LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update
 SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
 # security.usageTargets: a workload's selector where it lives, and every kubelet's
 # /metrics/resource through the API server (nodes/proxy get, cluster-wide).
-USAGE_RULES = [(("apps",), ("deployments", "daemonsets"), ("get",))]
+USAGE_RULES = [(("apps",), ("deployments", "daemonsets"), ("get",)), (("",), ("pods",), ("list",))]
 KUBELET_RULES = [(("",), ("nodes/proxy",), ("get",))]
 OFFLOAD_RULES = [(("batch",), ("jobs",), ("get", "list", "watch", "create", "delete")),
-                 (("",), ("pods/log",), ("get",))]
+                 (("",), ("pods",), ("list",)), (("",), ("pods/log",), ("get",))]
 RECORDS_RULES = [(("",), ("configmaps",), ("update",))]
 # targets.denyApiServer: get on exactly Service and EndpointSlice default/kubernetes.
 APISERVER_RULES = [(("",), ("services",), ("get",)), (("discovery.k8s.io",), ("endpointslices",), ("get",))]
@@ -210,7 +216,17 @@ def main():
 
     # RBAC
     cr = by.get(("ClusterRole", full, None))
-    check(cr is not None and rules_of(cr) == BASE_RULES, f"ClusterRole {full} rules: {cr and rules_of(cr)}")
+    # values-nondefault.yaml watches bench-a and bench-b: a Role there, only nodes and
+    # TokenReviews cluster-wide.
+    watched = [] if default else ["bench-a", "bench-b"]
+    want_cr = CLUSTER_WIDE_RULES if watched else BASE_RULES
+    check(cr is not None and rules_of(cr) == want_cr, f"ClusterRole {full} rules: {cr and rules_of(cr)}")
+    scoped = sorted((k, w) for (k, n, w) in by if n == full and k in ("Role", "RoleBinding"))
+    check(scoped == sorted([("Role", w) for w in watched] + [("RoleBinding", w) for w in watched]),
+          f"watchNamespaces Roles: {scoped}")
+    for w in watched:
+        role = by.get(("Role", full, w))
+        check(role is not None and rules_of(role) == NAMESPACED_RULES, f"Role {w}/{full}: {role and rules_of(role)}")
     lease = by.get(("Role", f"{full}-leader", ns))
     check(lease is not None and rules_of(lease) == LEASE_RULES, f"leader Role in {ns}")
     records = by.get(("Role", f"{full}-records", ns))
@@ -294,7 +310,7 @@ def main():
         if default:
             check(c["image"] == image and c["imagePullPolicy"] == "IfNotPresent", f"image {c['image']}")
             check(env["NETBENCH_LOADGEN_IMAGE"] == loadgen, "loadgen image")
-            for k in ("HOST_NETWORK", "OFFLOAD", "SWEEP"):
+            for k in ("WATCH", "HOST_NETWORK", "OFFLOAD", "SWEEP"):
                 check(env[f"NETBENCH_{k}_NAMESPACES"] == "", f"{k} namespaces not empty by default")
             for k in ("SWEEP_TARGETS", "USAGE_TARGETS", "OFFLOAD_INTERFACES", "OFFLOAD_NODE_SELECTOR"):
                 check(env[f"NETBENCH_{k}"] == "", f"{k} not empty by default")
@@ -310,6 +326,7 @@ def main():
             check(env["NETBENCH_LOADGEN_IMAGE"] == loadgen, f"loadgen image {env['NETBENCH_LOADGEN_IMAGE']}")
             check(env["NETBENCH_IMAGE_PULL_POLICY"] == "Always", "worker pull policy")
             check(env["NETBENCH_SWEEP_NAMESPACES"] == "bench-a,bench-b", "sweep namespaces env")
+            check(env["NETBENCH_WATCH_NAMESPACES"] == "bench-a,bench-b", "watch namespaces env")
             check(env["NETBENCH_OFFLOAD_NAMESPACES"] == "*", "offload namespaces env")
             check(env["NETBENCH_HOST_NETWORK_NAMESPACES"] == "bench-a", "hostNetwork namespaces env")
             check(env["NETBENCH_SWEEP_TARGETS"] == "bench-a=ingress/ingress-nginx-controller", "sweep targets env")

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The chart and the plain manifests against the real test cluster (tests/cluster), as root:
-#   1. kubectl path: `kubectl apply -f deploy/` -> operator Ready (leader) -> `kubectl delete -f
-#      deploy/` -> no netbench object left
-#   2. Helm path: `helm install` of the previous chart version (tests/chart/previous-release,
-#      from git) -> a benchmark Succeeds -> `helm upgrade` to this chart as `helm package` made it
+#   1. kubectl path: `kubectl apply -f deploy/` -> operator Ready (leader) -> the first run of
+#      README.md (deploy/examples/target.yaml + ingress-simple.yaml in default) Succeeds ->
+#      `kubectl delete -f deploy/` -> no netbench object left
+#   1b. a namespace-scoped install (watchNamespaces={default}) from the packaged chart: its RBAC
+#      (pods and benchmarks in default only), the same first run Succeeds, a benchmark in
+#      another namespace is left alone; uninstalled, nothing left
+#   2. Helm path: `helm install` of the previous chart version (the package in
+#      tests/chart/previous-release/) -> a benchmark Succeeds -> `helm upgrade` to this chart as `helm package` made it
 #      (.ci/release.sh chart) -> CRDs upgraded, the benchmark and its result kept -> `helm test`
 #      passes, and fails when its benchmark fails (pinned helm, sweeps allowed in the test
 #      namespace: the opt-in Role)
@@ -80,6 +84,20 @@ leftovers() {
     grep -v "^$" <<<"$found" || true
 }
 
+# first_run WHAT: the first run of a new user, as README.md says it: the target that ships with the
+# project and ingress-simple.yaml, applied together to the namespace "default", Succeeded; then
+# both removed.
+first_run() {
+    local examples=$NBC_REPO/deploy/examples phase
+    kubectl apply -f "$examples/target.yaml" -f "$examples/ingress-simple.yaml" >/dev/null
+    kubectl wait ib/ingress-simple --for=jsonpath='{.status.phase}'=Succeeded --timeout=240s >/dev/null || {
+        phase=$(kubectl get ib/ingress-simple -o jsonpath='{.status}')
+        die "$1: ingress-simple against the shipped target did not succeed: $phase"
+    }
+    log "$1: target.yaml + ingress-simple.yaml Succeeded ($(kubectl get ib ingress-simple --no-headers))"
+    kubectl delete -f "$examples/ingress-simple.yaml" -f "$examples/target.yaml" --wait=true >/dev/null
+}
+
 # Test target: the Service ingress-simple.yaml names, in our own namespace.
 kubectl create namespace "$bench_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n "$bench_ns" apply -f - >/dev/null <<EOF2
@@ -110,7 +128,9 @@ kubectl -n "$bench_ns" rollout status deployment/nginx-target --timeout=120s >/d
 # the per-step and linear-scaling panels have data; sweeps need security.sweepNamespaces).
 tmp=$(mktemp -d /tmp/netbench-chart-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-sed "s/nginx-target\.default\.svc/nginx-target.$bench_ns.svc/" "$NBC_REPO/deploy/examples/ingress-simple.yaml" >"$tmp/simple.yaml"
+sed "s#http://netbench-target\.default\.svc\.cluster\.local/#http://nginx-target.$bench_ns.svc.cluster.local:8080/#" \
+    "$NBC_REPO/deploy/examples/ingress-simple.yaml" >"$tmp/simple.yaml"
+grep -q "nginx-target.$bench_ns.svc" "$tmp/simple.yaml" || die "ingress-simple.yaml's target URL changed: update the sed above"
 cat >"$tmp/sweep.yaml" <<EOF2
 apiVersion: netbench.io/v1alpha1
 kind: IngressBenchmark
@@ -158,22 +178,55 @@ kubectl apply -f "$NBC_REPO/deploy/crds.yaml" >/dev/null
 kubectl wait --for condition=established --timeout=60s "${crds[@]/#/crd/}" >/dev/null
 kubectl apply -f "$NBC_REPO/deploy/operator.yaml" >/dev/null
 wait_operator "$NBC_NAMESPACE"
+first_run "plain manifests"
 kubectl delete -f "$NBC_REPO/deploy/" --wait=true >/dev/null
 [[ -z $(leftovers yes) ]] || die "left after kubectl delete -f deploy/: $(leftovers yes)"
 log "PASS plain manifests install, run and delete cleanly"
 
+log "== 1b. a namespace-scoped install (watchNamespaces) from the packaged chart"
+NB_HELM=$helm "$NBC_REPO/.ci/release.sh" chart
+"$helm" install "$NBC_RELEASE" "$NBC_REPO/dist/netbench-$NB_VERSION.tgz" --namespace "$NBC_NAMESPACE" --create-namespace \
+    --set 'watchNamespaces={default}' --wait --timeout 180s >/dev/null || die "namespace-scoped helm install failed"
+wait_operator "$NBC_NAMESPACE"
+# Its rights: pods and benchmarks in the watched namespace only; nothing namespaced cluster-wide.
+operator_sa=system:serviceaccount:$NBC_NAMESPACE:netbench-operator
+can() { kubectl auth can-i "$@" --as="$operator_sa" 2>/dev/null || true; }
+[[ $(can create pods -n default) == yes ]] || die "the namespace-scoped operator cannot create pods in default"
+[[ $(can watch ingressbenchmarks.netbench.io -n default) == yes ]] || die "cannot watch benchmarks in default"
+for denied in "create pods -n $bench_ns" "list pods --all-namespaces" "create services -n $bench_ns" \
+    "list ingressbenchmarks.netbench.io --all-namespaces" "create events.events.k8s.io -n $bench_ns"; do
+    # shellcheck disable=SC2086 # the words of one can-i question
+    [[ $(can $denied) == no ]] || die "a namespace-scoped operator may: $denied"
+done
+[[ $(can list nodes) == yes ]] || die "the namespace-scoped operator cannot list nodes"
+# A benchmark outside the watched namespaces is left alone: applied first, still without status
+# (and without pods) once the watched one has Succeeded.
+kubectl -n "$bench_ns" apply -f "$tmp/simple.yaml" >/dev/null
+first_run "a namespace-scoped install"
+[[ -z $(kubectl -n "$bench_ns" get ib ingress-simple -o jsonpath='{.status}') ]] ||
+    die "a benchmark outside watchNamespaces was acted on: $(kubectl -n "$bench_ns" get ib ingress-simple -o jsonpath='{.status}')"
+[[ -z $(kubectl -n "$bench_ns" get pods -l app.kubernetes.io/managed-by=netbench-operator -o name) ]] ||
+    die "worker pods were created outside watchNamespaces"
+[[ -z $(kubectl -n "$bench_ns" get ib ingress-simple -o jsonpath='{.metadata.finalizers}') ]] ||
+    die "a benchmark outside watchNamespaces got the operator's finalizer"
+kubectl -n "$bench_ns" delete ib ingress-simple --wait=true >/dev/null
+"$helm" uninstall "$NBC_RELEASE" -n "$NBC_NAMESPACE" --wait >/dev/null
+kubectl delete namespace "$NBC_NAMESPACE" --wait=true >/dev/null
+kubectl delete crd "${crds[@]}" --wait=true >/dev/null
+[[ -z $(leftovers yes) ]] || die "left after the namespace-scoped uninstall: $(leftovers yes)"
+log "PASS namespace-scoped install: Roles in default only, the first run Succeeded, other namespaces left alone"
+
 log "== 2. helm install of the previous chart, a run, helm upgrade to this chart's package, helm test"
-read -r prev_version prev_commit < <(grep -v '^#' "$NBC_DIR/previous-release")
-git -C "$NBC_REPO" cat-file -e "$prev_commit^{commit}" 2>/dev/null ||
-    die "commit $prev_commit (chart $prev_version) is not in this clone: a shallow clone? fetch the history"
-mkdir -p "$tmp/prev"
-git -C "$NBC_REPO" archive "$prev_commit" charts/netbench | tar -x -C "$tmp/prev"
-[[ $(sed -n 's/^version: //p' "$tmp/prev/charts/netbench/Chart.yaml") == "$prev_version" ]] ||
-    die "charts/netbench at $prev_commit is not version $prev_version"
+# The previous release's chart package (tests/chart/previous-release/: no git history needed).
+prev_chart=$(ls "$NBC_DIR"/previous-release/netbench-*.tgz)
+[[ $(wc -l <<<"$prev_chart") == 1 ]] || die "tests/chart/previous-release must hold one chart package: $prev_chart"
+prev_version=$(tar -xOzf "$prev_chart" netbench/Chart.yaml | sed -n 's/^version: //p')
+[[ $(basename "$prev_chart") == "netbench-$prev_version.tgz" ]] || die "$prev_chart holds chart version $prev_version"
+[[ $prev_version != "$NB_VERSION" ]] || die "the previous chart is this version ($NB_VERSION): replace it after a release"
 # The previous chart runs this checkout's images (CI does not rebuild the previous operator): what
 # this proves is the chart and CRD upgrade path, and that benchmarks and results survive it. Its
 # default operator image was the short name netbench/operator: the full local one is set.
-"$helm" install "$NBC_RELEASE" "$tmp/prev/charts/netbench" --namespace "$NBC_NAMESPACE" --create-namespace \
+"$helm" install "$NBC_RELEASE" "$prev_chart" --namespace "$NBC_NAMESPACE" --create-namespace \
     --set image.repository=localhost/netbench/operator --set image.tag="$NB_VERSION" \
     --set loadgen.image="localhost/netbench/loadgen:$NB_VERSION" \
     --set "security.sweepNamespaces={$bench_ns}" --wait --timeout 180s >/dev/null || die "helm install of chart $prev_version failed"
