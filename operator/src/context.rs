@@ -8,9 +8,9 @@ use kube::runtime::events::Reporter;
 use kube::Client;
 
 use crate::admin::config::Config;
+use crate::admin::scope::Scope;
 use crate::base::events::PendingEvent;
 use crate::base::metrics::Metrics;
-use crate::k8s::scope::Scope;
 use crate::policy::queue::Contender;
 use crate::store::registry::Registry;
 use crate::store::reports::Store;
@@ -65,6 +65,8 @@ pub struct KindEntry {
 pub struct Listed {
     /// Their uids (report objects of any other benchmark are orphans).
     pub uids: Vec<String>,
+    /// Whether every watched namespace answered (else the uids are not all of them).
+    pub complete: bool,
     /// Publishes the results their status holds.
     pub export: Box<dyn FnOnce(&Metrics) + Send>,
 }

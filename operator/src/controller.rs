@@ -25,11 +25,11 @@ use crate::base::error::{Error, Result, Retry};
 use crate::policy::backoff;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
 
+use crate::admin::scope::Scope;
 use crate::base::metrics::{counter, Family};
 use crate::base::outcome::Step;
 use crate::context::Context;
 use crate::driver;
-use crate::k8s::scope::Scope;
 use crate::run::Hooks;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 

@@ -15,6 +15,7 @@ use kube::Resource;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use operator::admin::config::{Config, LogFormat};
+use operator::admin::scope::Scope;
 use operator::api::{self, ApiState};
 use operator::base::metrics::Metrics;
 use operator::context::{Context, Kinds};
@@ -121,7 +122,13 @@ async fn lead(
         tracing::info!("waiting for the leader Lease");
         elector.acquire().await;
     }
-    tracing::info!("leading: starting controllers");
+    match &ctx.config.watch_namespaces {
+        Scope::Cluster => tracing::info!("leading: starting controllers for every namespace"),
+        Scope::Namespaces(names) => tracing::info!(
+            "leading: starting controllers for the namespaces {} only (watchNamespaces)",
+            names.join(", ")
+        ),
+    }
     ctx.metrics.family::<LeaderMetrics>().leader.set(1);
     ready.store(true, Ordering::Relaxed);
     // Worker reports wake the controller of their benchmark's kind at once.

@@ -27,9 +27,15 @@ async fn resume(ctx: &Context) -> Result<(), kube::Error> {
     }
     // Only with every list complete: a benchmark missing from them would lose its reports.
     let mut live = BTreeSet::new();
+    let mut complete = true;
     for kind in listed {
         (kind.export)(&ctx.metrics);
         live.extend(kind.uids);
+        complete &= kind.complete;
+    }
+    if !complete {
+        tracing::warn!("a watched namespace refused the list: no report deleted as an orphan");
+        return Ok(());
     }
     let deleted = ctx.reports().delete_orphans(&live).await?;
     if deleted > 0 {

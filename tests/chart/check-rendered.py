@@ -24,21 +24,24 @@ with open(os.path.join(CHART, "Chart.yaml")) as _f:
 # The operator's rules on namespaced objects: in its ClusterRole, or (watchNamespaces) in a Role
 # of that name in each watched namespace.
 NAMESPACED_RULES = [
-    (("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("get", "list", "watch", "patch", "update")),
-    (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
-    (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
     (("",), ("pods",), ("get", "list", "watch", "create", "delete", "deletecollection")),
     (("",), ("services",), ("get", "list", "create", "delete")),
     (("",), ("configmaps",), ("list",)),
     (("events.k8s.io",), ("events",), ("create", "patch")),
     (("netbench.io",), ("benchmarkresults",), ("get", "list", "watch", "create", "delete")),
 ]
-# What stays cluster-wide in every install.
-CLUSTER_WIDE_RULES = [
+# What stays cluster-wide in every install: netbench's own benchmark kinds (a namespace being
+# deleted loses its Role before its benchmarks' finalizers are done), nodes and TokenReviews.
+BENCHMARK_RULES = [
+    (("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("get", "list", "watch", "patch", "update")),
+    (("netbench.io",), ("ingressbenchmarks/status", "egressbenchmarks/status"), ("get", "patch", "update")),
+    (("netbench.io",), ("ingressbenchmarks/finalizers", "egressbenchmarks/finalizers"), ("update",)),
+]
+CLUSTER_WIDE_RULES = BENCHMARK_RULES + [
     (("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     (("",), ("nodes",), ("get", "list")),
 ]
-BASE_RULES = NAMESPACED_RULES + CLUSTER_WIDE_RULES
+BASE_RULES = BENCHMARK_RULES + NAMESPACED_RULES + CLUSTER_WIDE_RULES[len(BENCHMARK_RULES):]
 # Roles for people, aggregated into the built-in view/edit/admin roles (never bound by the
 # chart): read everything; edit benchmarks and delete results; nobody but the operator creates
 # or changes a result.
@@ -216,9 +219,9 @@ def main():
 
     # RBAC
     cr = by.get(("ClusterRole", full, None))
-    # values-nondefault.yaml watches bench-a and bench-b: a Role there, only nodes and
-    # TokenReviews cluster-wide.
-    watched = [] if default else ["bench-a", "bench-b"]
+    # values-nondefault.yaml watches bench-a, bench-b and bench-system: a Role there; only
+    # the benchmark kinds, nodes and TokenReviews cluster-wide.
+    watched = [] if default else ["bench-a", "bench-b", "bench-system"]
     want_cr = CLUSTER_WIDE_RULES if watched else BASE_RULES
     check(cr is not None and rules_of(cr) == want_cr, f"ClusterRole {full} rules: {cr and rules_of(cr)}")
     scoped = sorted((k, w) for (k, n, w) in by if n == full and k in ("Role", "RoleBinding"))
@@ -326,7 +329,7 @@ def main():
             check(env["NETBENCH_LOADGEN_IMAGE"] == loadgen, f"loadgen image {env['NETBENCH_LOADGEN_IMAGE']}")
             check(env["NETBENCH_IMAGE_PULL_POLICY"] == "Always", "worker pull policy")
             check(env["NETBENCH_SWEEP_NAMESPACES"] == "bench-a,bench-b", "sweep namespaces env")
-            check(env["NETBENCH_WATCH_NAMESPACES"] == "bench-a,bench-b", "watch namespaces env")
+            check(env["NETBENCH_WATCH_NAMESPACES"] == "bench-a,bench-b,bench-system", "watch namespaces env")
             check(env["NETBENCH_OFFLOAD_NAMESPACES"] == "*", "offload namespaces env")
             check(env["NETBENCH_HOST_NETWORK_NAMESPACES"] == "bench-a", "hostNetwork namespaces env")
             check(env["NETBENCH_SWEEP_TARGETS"] == "bench-a=ingress/ingress-nginx-controller", "sweep targets env")

@@ -53,6 +53,9 @@ bad_values=(
     "tolerations[0].operator=Maybe"
     "imagePullSecrets[0].nam=x"
     "affinity.nodeAfinity.x=y"
+    "watchNamespaces={team-*}"
+    "watchNamespaces={team-a,team-a}"
+    "watchNamespaces={Team}"
 )
 for helm in "$helm4" "$helm3"; do
     hv=$("$helm" version --short)
@@ -78,6 +81,17 @@ for helm in "$helm4" "$helm3"; do
             fail=1
         fi
     done
+    # A namespace-scoped install whose helm test could never run (its benchmark would sit in an
+    # unwatched release namespace) is refused with what to do.
+    if out=$("$helm" template netbench "$NBC_CHART" -n netbench-system --set 'watchNamespaces={team-a}' 2>&1); then
+        log "FAIL ($hv) rendered helm test's benchmark outside watchNamespaces"
+        fail=1
+    elif grep -q "watchNamespaces does not list" <<<"$out"; then
+        log "PASS ($hv) refuses helm test outside watchNamespaces"
+    else
+        log "FAIL ($hv) watchNamespaces without the release namespace failed otherwise: $out"
+        fail=1
+    fi
 done
 
 run "dashboard structure and PromQL syntax" "$NBC_DIR/check-dashboard.py" "$dash" --static

@@ -132,7 +132,7 @@ pub struct Config {
     /// Namespaces whose benchmarks this operator runs, comma-separated exact names (Helm
     /// `watchNamespaces`); empty = every namespace. Benchmarks elsewhere are left alone.
     #[arg(long, env = "NETBENCH_WATCH_NAMESPACES", default_value = "")]
-    pub watch_namespaces: crate::k8s::scope::Scope,
+    pub watch_namespaces: crate::admin::scope::Scope,
     /// Namespace of the operator (holds the leader Lease).
     #[arg(long, env = "POD_NAMESPACE", default_value = "netbench-system")]
     pub namespace: String,

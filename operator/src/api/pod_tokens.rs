@@ -84,8 +84,9 @@ impl PodTokens {
         cache.insert(token.to_string(), (Instant::now(), facts.clone()));
     }
 
-    /// The TokenReview, then the pod it names.
-    async fn look_up(&self, token: &str) -> Result<PodFacts, AuthError> {
+    /// The TokenReview, then the pod it names (only a pod this run could have: another
+    /// namespace's pod is never read, which a namespace-scoped operator may not).
+    async fn look_up(&self, spec: &RunSpec, token: &str) -> Result<PodFacts, AuthError> {
         let _slot = self
             .reviews
             .acquire()
@@ -103,6 +104,12 @@ impl PodTokens {
             .await
             .map_err(|e| AuthError::Unavailable(format!("TokenReview: {e}")))?;
         let identity = reviewed_pod(reviewed)?;
+        if identity.namespace != spec.namespace || !spec.workers.contains_key(&identity.name) {
+            return Err(AuthError::NotAWorker(format!(
+                "pod {}/{}: not a worker of this run's current step",
+                identity.namespace, identity.name
+            )));
+        }
         let pod = Api::<Pod>::namespaced(self.client.clone(), &identity.namespace)
             .get_opt(&identity.name)
             .await
@@ -127,7 +134,7 @@ impl Authenticator for PodTokens {
             let facts = match self.cached(bearer) {
                 Some(facts) => facts,
                 None => {
-                    let facts = self.look_up(bearer).await?;
+                    let facts = self.look_up(&spec, bearer).await?;
                     if worth_keeping(&spec, &facts) {
                         self.remember(bearer, &facts);
                     }

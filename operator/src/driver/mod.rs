@@ -152,9 +152,20 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     let name = obj.name_any();
     let kind = K::kind(&());
 
-    // 1. The workers stop.
+    // 1. The workers stop. Without the right to (a namespace-scoped install whose Role in this
+    // namespace is gone: the namespace is being deleted, or no longer watched) they go with the
+    // benchmark (owner references), and what the runs changed must still be written back.
     let selector = labels::benchmark_selector(&kind, &name);
-    pods::delete_workers(&ctx.client, &kind, &ns, &selector).await?;
+    match pods::delete_workers(&ctx.client, &kind, &ns, &selector).await {
+        Ok(()) => {}
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::warn!(
+                "deleting the workers was refused ({}); restoring anyway",
+                e.message
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
 
     // 2. The freshest copy of this very object (a re-created one of the same name is not ours).
     let obj = api

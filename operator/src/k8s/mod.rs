@@ -1,12 +1,11 @@
 //! Cluster helpers that know no benchmark kind: worker pods (their specs, creation, problems),
 //! status writes, Events, leader election, pods' CPU and memory from the kubelets, which
-//! version of each benchmark was last seen, nodes' health, which namespaces are watched.
+//! version of each benchmark was last seen, nodes' health.
 
 pub mod creation;
 pub mod events;
 pub mod leader;
 pub mod pods;
-pub mod scope;
 pub mod status;
 pub mod usage;
 pub mod versions;

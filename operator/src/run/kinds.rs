@@ -11,9 +11,9 @@ use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
 use super::Plan;
+use crate::admin::scope::Scope;
 use crate::base::metrics::Metrics;
 use crate::context::{CachedFn, KindEntry, Listed};
-use crate::k8s::scope::Scope;
 use crate::policy::queue::Contender;
 
 /// The entry of kind `K`.
@@ -56,7 +56,7 @@ fn contenders<'c, K: Plan>(
 ) -> BoxFuture<'c, Result<Vec<Contender>, kube::Error>> {
     async move {
         let all = scope.list::<K>(client, &ListParams::default()).await?;
-        Ok(all.iter().map(K::contender).collect())
+        Ok(all.items.iter().map(K::contender).collect())
     }
     .boxed()
 }
@@ -68,7 +68,8 @@ fn list<'c, K: Plan>(
     scope: &'c Scope,
 ) -> BoxFuture<'c, Result<Listed, kube::Error>> {
     async move {
-        let all = scope.list::<K>(client, &ListParams::default()).await?;
+        let listed = scope.list::<K>(client, &ListParams::default()).await?;
+        let (all, skipped) = (listed.items, listed.skipped);
         let uids = all.iter().filter_map(|b| b.uid()).collect();
         let export = move |metrics: &Metrics| {
             for b in &all {
@@ -77,6 +78,7 @@ fn list<'c, K: Plan>(
         };
         Ok(Listed {
             uids,
+            complete: skipped.is_empty(),
             export: Box::new(export),
         })
     }
@@ -177,5 +179,36 @@ mod tests {
         let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(fake.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_watched_namespace_that_refuses_is_left_out_and_the_listing_says_so() {
+        let fake = FakeApi::default();
+        let b = serde_json::json!({
+            "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+            "metadata": {"name": "b", "namespace": "team-b", "uid": "u-b"},
+            "spec": {"target": {"url": "http://x/"}, "load": {}},
+        });
+        let client = fake.client(move |seen| {
+            if seen.path.contains("/namespaces/team-a/") {
+                (403, crate::testing::fake_api::status(403, "Forbidden"))
+            } else {
+                (200, serde_json::json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [b.clone()]}))
+            }
+        });
+        let scope = Scope::parse("team-a,team-b").unwrap();
+        let kinds = Kinds(vec![entry::<IngressBenchmark>()]);
+        // The queue still sees team-b's benchmarks.
+        let all = kinds.contenders(&client, &scope).await.unwrap();
+        let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["b"]);
+        // A new leader's listing is marked incomplete (no report is then taken for an orphan).
+        let listed = (kinds.0[0].list)(&client, &scope).await.unwrap();
+        assert_eq!(listed.uids, ["u-b"]);
+        assert!(!listed.complete);
+        // A cluster-wide operator refused is an error, as before.
+        assert!(kinds.contenders(&client, &Scope::Cluster).await.is_ok());
+        let refused = fake.client(|_| (403, crate::testing::fake_api::status(403, "Forbidden")));
+        assert!(kinds.contenders(&refused, &Scope::Cluster).await.is_err());
     }
 }

@@ -78,18 +78,43 @@ impl Scope {
         }
     }
 
-    /// Every object of kind `K` in scope (one list per namespace when namespaced).
-    pub async fn list<K>(&self, client: &Client, lp: &ListParams) -> Result<Vec<K>, kube::Error>
+    /// Every object of kind `K` in scope (one list per namespace when namespaced). A watched
+    /// namespace that refuses the list (403: its Role is gone; 404) is left out, named in
+    /// `Listed::skipped`, so one namespace cannot stop the others; a cluster-wide list, and any
+    /// other error, fails.
+    pub async fn list<K>(&self, client: &Client, lp: &ListParams) -> Result<Listed<K>, kube::Error>
     where
         K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
         K::DynamicType: Default,
     {
-        let mut all = vec![];
-        for api in self.apis::<K>(client) {
-            all.extend(api.list(lp).await?.items);
+        let mut listed = Listed {
+            items: vec![],
+            skipped: vec![],
+        };
+        let Scope::Namespaces(names) = self else {
+            listed.items = Api::<K>::all(client.clone()).list(lp).await?.items;
+            return Ok(listed);
+        };
+        for ns in names {
+            match Api::<K>::namespaced(client.clone(), ns).list(lp).await {
+                Ok(list) => listed.items.extend(list.items),
+                Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => {
+                    tracing::warn!(namespace = %ns, "listing refused ({}): left out", e.message);
+                    listed.skipped.push(ns.clone());
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(all)
+        Ok(listed)
     }
+}
+
+/// What `Scope::list` found.
+#[derive(Debug)]
+pub struct Listed<K> {
+    pub items: Vec<K>,
+    /// Watched namespaces that refused the list.
+    pub skipped: Vec<String>,
 }
 
 impl std::str::FromStr for Scope {
