@@ -2,15 +2,19 @@
 # The one command that runs every test: `tests/run-all.sh` (as root; installs what it needs).
 #  1. dependencies (apt packages, rustfmt, clippy); then the Go build of the test cluster and
 #     tools (tests/cluster/build.sh --all: Kubernetes, etcd, CoreDNS, kwok, Traefik, helm,
-#     actionlint, one Go workspace) starts in the background at a lower priority, so the cores
-#     the Rust steps leave idle (links, the last crates, tests waiting on servers) build it
+#     helm3, actionlint, one Go workspace) starts in the background at a lower priority, so the
+#     cores the Rust steps leave idle (links, the last crates, tests waiting on servers) build
+#     it; beside it, lower still, the oldest tested kube-apiserver (tests/compat/build.sh)
 #  2. formatting and lints
 #  3. cargo test: the fast tier (unit, property, CRD sync/CEL/example, API handler tests) plus,
 #     with the system-tests features, loadgen tests against real nginx, iperf3 and network
 #     namespaces
 #     ... then, while the Go build may still run, the e2e test binaries and the release binaries
 #  4. the real 3-node cluster (tests/cluster): smoke test, CRDs and examples against the API server
-#  5. the Helm chart without a cluster: lint, template, schema, dashboard, deploy/ in sync
+#  5. the Helm chart without a cluster: lint, template, schema (Helm 4 and Helm 3), dashboard,
+#     deploy/ in sync; then the compatibility matrix (tests/compat/run.sh): CRDs, CEL rules,
+#     examples and the chart against the oldest Kubernetes the README claims (API server and
+#     etcd only, on loopback), installed and upgraded with Helm 4 and Helm 3
 #  6. end-to-end: the operator and loadgen images built by the release script (.ci/release.sh:
 #     static binaries, buildah FROM scratch) and imported into the nodes, Traefik as ingress
 #     controller, the e2e tests (both kinds across the nodes, node failures, the seed ingress
@@ -31,7 +35,10 @@ tests/install-deps.sh
 go_log=$(mktemp /tmp/netbench-go-build.XXXXXX)
 nice -n 10 tests/cluster/build.sh --all >"$go_log" 2>&1 &
 go_pid=$!
-trap 'kill "$go_pid" 2>/dev/null || true' EXIT
+compat_log=$(mktemp /tmp/netbench-compat-build.XXXXXX)
+nice -n 15 tests/compat/build.sh >"$compat_log" 2>&1 &
+compat_pid=$!
+trap 'kill "$go_pid" "$compat_pid" 2>/dev/null || true' EXIT
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -70,6 +77,15 @@ tests/cluster/crd-check.sh
 
 step "Helm chart, dashboard and deploy/ (static)"
 tests/chart/static.sh
+
+step "compatibility: the oldest Kubernetes claimed (API server only), Helm 4 and Helm 3"
+if ! wait "$compat_pid"; then
+    cat "$compat_log"
+    echo "tests/compat/build.sh failed" >&2
+    exit 1
+fi
+tail -n 1 "$compat_log"
+tests/compat/run.sh
 
 step "end-to-end tests"
 # The target's tcp-server and the cluster go even if a test fails or leaks something.
