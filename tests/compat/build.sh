@@ -8,7 +8,7 @@
 # Its own module, not a member of tests/cluster's Go workspace (there Go would select one version
 # of k8s.io/api, apimachinery, client-go, ... for 1.30 and 1.37 together). Static (CGO_ENABLED=0),
 # -trimpath, GOMODCACHE/GOCACHE in Go's defaults like tests/cluster/build.sh.
-# shellcheck source=../cluster/lib.sh
+# shellcheck source=SCRIPTDIR/../cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../cluster/lib.sh"
 
 need_cmds go sha256sum

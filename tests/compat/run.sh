@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The compatibility matrix (tests/compat/README.md): netbench's CRDs, their CEL rules, the
 # examples, the plain manifests and the Helm chart against the OLDEST Kubernetes the README
-# claims (kube-apiserver v1.30.14, built from its Go modules by tests/compat/build.sh), with
-# Helm 4 and Helm 3 (tests/cluster/build.sh --with-tools). Kubernetes 1.37.2 is the main test
-# cluster's (tests/cluster/crd-check.sh, tests/chart/cluster-test.sh), not run here.
+# claims (a kube-apiserver built from its Go modules by tests/compat/build.sh, at the version
+# apiserver/go.mod requires: v1.34.4, as 1.30-1.33 refuse the IngressBenchmark CRD), with Helm 4
+# and Helm 3 (tests/cluster/build.sh --with-tools). Kubernetes 1.37.2 is the main test cluster's
+# (tests/cluster/crd-check.sh, tests/chart/cluster-test.sh), not run here.
 #
 # Only etcd and the API server, on loopback, with throwaway certificates in a temporary
 # directory: no nodes, no controller-manager (Deployments just sit, nothing becomes Ready). Each
 # part gets a fresh API server over its own etcd prefix, so its objects never meet the others':
 #   kubectl  crds/manifests/*.yaml applied server-side, without warnings, Established (a CEL rule
-#            1.30 cannot compile, or whose estimated cost is too high, fails here); the cases of
+#            the release cannot compile, or whose estimated cost is too high, fails here); the cases of
 #            cel-cases.yaml (accepted, or refused with the rule's message); a BenchmarkResult
 #            refused an update (oldSelf); every deploy/examples/*.yaml; deploy/crds.yaml and
 #            deploy/operator.yaml; the chart as Helm 4 and Helm 3 render it (default values,
@@ -32,9 +33,9 @@ work=$(mktemp -d /tmp/netbench-compat.XXXXXX)
 # tests/cluster/lib.sh, with its state and runtime directories (certs, logs, PID files) in ours.
 # shellcheck disable=SC2034 # read by lib.sh
 NB_CLUSTER_STATE=$work/state NB_CLUSTER_RUN=$work/run
-# shellcheck source=../cluster/lib.sh
+# shellcheck source=SCRIPTDIR/../cluster/lib.sh
 source "$repo/tests/cluster/lib.sh"
-# shellcheck source=../cluster/pki.sh
+# shellcheck source=SCRIPTDIR/../cluster/pki.sh
 source "$repo/tests/cluster/pki.sh"
 need_cmds openssl curl python3 jq
 python3 -c 'import yaml' 2>/dev/null || die "python3-yaml missing (apt-get install -y python3-yaml)"
