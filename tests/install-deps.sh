@@ -20,6 +20,3 @@ if systemctl is-active --quiet nginx 2>/dev/null; then systemctl stop nginx || t
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done
-# cargo-cyclonedx (the release's SBOMs: .ci/release.sh sbom) at the version release.sh pins,
-# built from crates.io once into /var/cache/netbench/tools (outside the clone, kept across runs).
-"$here/../.ci/release.sh" sbom-tool >/dev/null

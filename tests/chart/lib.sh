@@ -27,12 +27,12 @@ need_cmds() {
 # tests/cluster/build.sh --with-tools when missing.
 helm_bin() {
     local dir
-    dir=$("$NBC_REPO/tests/cluster/build.sh" --with-tools) || die "building helm failed"
+    dir=$("$NBC_REPO/tests/cluster/build.sh" --tools-only) || die "building helm failed"
     echo "$dir/helm"
 }
 # actionlint_bin: path of the pinned actionlint (tools/go.mod), built like helm.
 actionlint_bin() {
     local dir
-    dir=$("$NBC_REPO/tests/cluster/build.sh" --with-tools) || die "building actionlint failed"
+    dir=$("$NBC_REPO/tests/cluster/build.sh" --tools-only) || die "building actionlint failed"
     echo "$dir/actionlint"
 }

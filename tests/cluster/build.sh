@@ -8,7 +8,8 @@
 #   traefik   github.com/traefik/traefik/v3 (the ingress controller)    --with-traefik
 #   tools     helm (v4, chart tests), helm3 (Helm v3, the same chart tests and tests/compat) and
 #             actionlint (the release workflow)                          --with-tools
-# Usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all]. Prints the directory.
+# Usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all] | --tools-only (helm,
+# helm3, actionlint alone: the chart tests). Prints the directory.
 #
 # Every module (this directory's go.mod, coredns/, kwok/, traefik/ completed by
 # traefik/prepare.sh, ../chart/tools/) is one member of a single Go workspace, assembled in
@@ -30,7 +31,8 @@ for arg in "$@"; do
         --with-traefik) wanted+=(traefik) ;;
         --with-tools) wanted+=(helm helm3 actionlint) ;;
         --all) wanted+=(kwok traefik helm helm3 actionlint) ;;
-        *) die "usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all]" ;;
+        --tools-only) wanted=(helm helm3 actionlint) ;;
+        *) die "usage: build.sh [--with-kwok] [--with-traefik] [--with-tools] [--all] | --tools-only" ;;
     esac
 done
 

@@ -242,8 +242,8 @@ for h in helm4 helm3; do
             indent <"$work/$h/render/$v.err"
         fi
     done
-    # Chart.yaml's kubeVersion must admit the version tested here; one that admits older
-    # releases than that is noted (it claims what nothing tests).
+    # Chart.yaml's kubeVersion must admit the version tested here, and refuse older releases
+    # (it would claim what nothing tests).
     if out=$("$helm" template netbench "$chart" --kube-version "${k8s_version#v}" 2>&1 >/dev/null); then
         pass "$h template --kube-version ${k8s_version#v}"
     else
@@ -252,7 +252,7 @@ for h in helm4 helm3; do
     fi
     older=1.$((k8s_minor - 1)).0
     if "$helm" template netbench "$chart" --kube-version "$older" >/dev/null 2>&1; then
-        echo "note $h template --kube-version $older is accepted: Chart.yaml's kubeVersion ($(sed -n 's/^kubeVersion: *//p' "$chart/Chart.yaml")) admits releases older than the one tested here"
+        fail "$h template --kube-version $older is accepted: Chart.yaml's kubeVersion ($(sed -n 's/^kubeVersion: *//p' "$chart/Chart.yaml")) admits releases older than the one tested here"
     else
         pass "$h template --kube-version $older refused by the chart's kubeVersion"
     fi
