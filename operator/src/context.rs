@@ -32,6 +32,10 @@ pub struct Context {
     pub versions: Arc<crate::k8s::versions::Versions>,
     /// Nodes' health, read at most every few seconds (a lost worker's node).
     pub nodes: Arc<crate::k8s::pods::NodeHealth>,
+    /// The worker pods as the controllers' watches hold them.
+    pub pods: Arc<crate::k8s::watched_pods::WatchedPods>,
+    /// The report objects as the operator's watch of its namespace holds them.
+    pub watched_reports: Arc<crate::store::reports::WatchedReports>,
 }
 
 /// Every kind the operator runs (main.rs lists them), for what looks across kinds: the queue
@@ -100,6 +104,7 @@ impl Context {
     /// The worker reports, kept in the operator's namespace.
     pub fn reports(&self) -> Store {
         Store::new(self.client.clone(), self.config.namespace.clone())
+            .reading(self.watched_reports.clone())
     }
 
     /// Publishes and clears `events` about `reference` (see `k8s::events`).

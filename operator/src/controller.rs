@@ -17,8 +17,8 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{self, finalizer, Event};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{watcher, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 
 use crate::base::error::{Error, Result, Retry};
@@ -30,6 +30,7 @@ use crate::base::metrics::{counter, Family};
 use crate::base::outcome::Step;
 use crate::context::Context;
 use crate::driver;
+use crate::k8s::watched_pods::Place;
 use crate::run::Hooks;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
@@ -52,12 +53,28 @@ pub async fn run<K: Hooks>(
     // namespace-scoped install (no watch or list across the cluster, which its Roles forbid).
     let scope = ctx.config.watch_namespaces.clone();
     let benchmarks = scope.apis::<Guarded<K>>(&ctx.client);
-    let pods = scope.apis::<Pod>(&ctx.client);
+    // The kind's worker pods: each watch keeps a store the Running ticks read
+    // (k8s::watched_pods), and wakes the pod's benchmark when the pod changes.
     let owned = watcher::Config::default().labels(&format!(
-        "{}={}",
+        "{}={},{}={}",
         crate::base::labels::MANAGED_BY,
-        crate::base::labels::OPERATOR
+        crate::base::labels::OPERATOR,
+        crate::base::labels::KIND,
+        K::kind(&()).to_lowercase()
     ));
+    let pods: Vec<_> = scope
+        .apis::<Pod>(&ctx.client)
+        .into_iter()
+        .zip(places(&scope))
+        .map(|(api, place)| {
+            let (store, writer) = reflector::store();
+            ctx.pods.add(place, store);
+            watcher(api, owned.clone())
+                .default_backoff()
+                .reflect(writer)
+                .touched_objects()
+        })
+        .collect();
     let wakes = wake_by_namespace(wake, &scope);
     let reconciler = Arc::new(Reconciler {
         ctx,
@@ -77,7 +94,7 @@ pub async fn run<K: Hooks>(
         .zip(wakes)
         .map(|((controller, pods), wake)| {
             controller
-                .owns(pods, owned.clone())
+                .owns_stream(pods)
                 .reconcile_on(wake)
                 .shutdown_on_signal()
                 .run(reconcile, error_policy, reconciler.clone())
@@ -90,6 +107,14 @@ pub async fn run<K: Hooks>(
             }
         })
         .await;
+}
+
+/// Where each of `scope`'s watches looks, in the order of `Scope::apis`.
+fn places(scope: &Scope) -> Vec<Place> {
+    match scope {
+        Scope::Cluster => vec![Place::Cluster],
+        Scope::Namespaces(names) => names.iter().cloned().map(Place::Namespace).collect(),
+    }
 }
 
 type WakeStream<K> = futures::stream::BoxStream<'static, ObjectRef<Guarded<K>>>;

@@ -56,6 +56,8 @@ async fn main() -> anyhow::Result<()> {
         usage: Default::default(),
         versions: Default::default(),
         nodes: Default::default(),
+        pods: Default::default(),
+        watched_reports: Default::default(),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let server = serve_api(&ctx, ready.clone()).await?;
@@ -81,7 +83,7 @@ async fn serve_api(
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let config = &ctx.config;
     let sink = operator::store::reports::ApiSink {
-        store: operator::store::reports::Store::new(ctx.client.clone(), &config.namespace),
+        store: ctx.reports(),
         metrics: ctx.metrics.clone(),
         reporter: ctx.reporter.clone(),
     };
@@ -137,11 +139,19 @@ async fn lead(
         // Results back on /metrics, orphaned report objects gone, before any run moves on
         // (inside the lead, so the Lease is renewed meanwhile).
         operator::resume::on_leading(&ctx).await;
-        futures::future::join(
+        // The report objects are watched while leading (a Running tick counts them from it),
+        // until the controllers stop.
+        let reports = ctx
+            .watched_reports
+            .run(ctx.client.clone(), &ctx.config.namespace);
+        let both = futures::future::join(
             operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
-            operator::controller::run::<EgressBenchmark>(ctx, egress_wake),
-        )
-        .await
+            operator::controller::run::<EgressBenchmark>(ctx.clone(), egress_wake),
+        );
+        tokio::select! {
+            _ = both => {}
+            _ = reports => tracing::error!("the watch of the report objects ended"),
+        }
     };
     if election {
         elector.lead(controllers).await.map(drop)?;

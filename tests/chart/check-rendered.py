@@ -49,7 +49,7 @@ VIEW_RULES = [(("netbench.io",), ("ingressbenchmarks", "egressbenchmarks", "benc
 EDIT_RULES = [(("netbench.io",), ("ingressbenchmarks", "egressbenchmarks"), ("create", "update", "patch", "delete", "deletecollection")),
               (("netbench.io",), ("benchmarkresults",), ("delete", "deletecollection"))]
 # Report ConfigMaps live in the release namespace only (Role "<fullname>-reports").
-REPORT_RULES = [(("",), ("configmaps",), ("get", "list", "create", "delete", "deletecollection"))]
+REPORT_RULES = [(("",), ("configmaps",), ("get", "list", "watch", "create", "delete", "deletecollection"))]
 LEASE_RULES = [(("coordination.k8s.io",), ("leases",), ("get", "create", "update"))]
 SWEEP_RULES = [(("apps",), ("deployments", "daemonsets"), ("get", "list", "watch", "patch"))]
 # security.usageTargets: a workload's selector where it lives, and every kubelet's

@@ -25,7 +25,6 @@ use crate::base::error::Result;
 use crate::base::metrics::Metrics;
 use crate::base::outcome::{Failure, Reason, Step, POLL};
 use crate::context::Context;
-use crate::k8s::pods;
 use crate::k8s::workers;
 use crate::policy::queue::Contender;
 use crate::policy::samples::{Figure, Slot};
@@ -286,7 +285,11 @@ impl Hooks for EgressBenchmark {
         };
         let spec = &measured;
         let selector = run.slot_selector(slot);
-        let pods = pods::list_pods(&run.ctx().client, run.ns(), &selector).await?;
+        let ctx = run.ctx();
+        let pods = ctx
+            .pods
+            .list_or_get(&ctx.client, run.ns(), &selector)
+            .await?;
         let pairs = match pair_reports(run.obj(), run.id(), slot, reports, Nodes::Pods(&pods)) {
             Ok(p) => p,
             Err(m) => return Ok(Step::fail(Reason::BadReport, m)),

@@ -9,4 +9,5 @@ pub mod pods;
 pub mod status;
 pub mod usage;
 pub mod versions;
+pub mod watched_pods;
 pub mod workers;

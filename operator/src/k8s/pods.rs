@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
-use protocol::worker::FinalReport;
 
 fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
@@ -137,9 +136,9 @@ pub async fn delete_workers(
 pub fn worker_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
     pods: &[Pod],
-    reports: &std::collections::BTreeMap<String, FinalReport>,
+    reported: &std::collections::BTreeSet<String>,
 ) -> Option<String> {
-    for w in expected.keys().filter(|w| !reports.contains_key(*w)) {
+    for w in expected.keys().filter(|w| !reported.contains(*w)) {
         let Some(pod) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(w)) else {
             return Some(format!("worker pod {w} was deleted before it reported"));
         };

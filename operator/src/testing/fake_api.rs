@@ -147,5 +147,7 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         usage: Default::default(),
         versions: Default::default(),
         nodes: Default::default(),
+        pods: Default::default(),
+        watched_reports: Default::default(),
     }
 }

@@ -3,10 +3,10 @@
 //! an SLO gate with abortOnFail is broken on the clients' merged live progress, or the
 //! measurement outlived its deadline, naming who never reported.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
-use protocol::worker::{FinalReport, Role};
+use protocol::worker::Role;
 
 use crds::Phase;
 
@@ -18,6 +18,7 @@ use crate::base::error::Result;
 use crate::base::outcome::{Failure, Reason, Step, POLL};
 use crate::base::text::clip;
 use crate::k8s::pods;
+use crate::policy::samples::Slot;
 use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
 
@@ -33,37 +34,45 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         fail(run, Failure::new(Reason::PreflightFailed, m).about(&what));
         return Ok(Next::Continue);
     }
-    // Pods first, then reports: a worker exits only after its report is stored, so a
-    // finished pod's report is always in the second list.
-    let selector = run.slot_selector(slot);
-    let pods = pods::list_pods(&ctx.client, run.ns(), &selector).await?;
     let expected = run.obj().workers(run.id(), slot);
-    let owner = Owner::of(run.obj());
-    let reports = ctx
-        .reports()
-        .load(&owner, run.id(), slot.wire(), &expected)
-        .await?
-        .reports;
     let awaited: BTreeMap<String, Role> = expected
         .iter()
         .filter(|(_, role)| **role == Role::Client)
         .map(|(w, r)| (w.clone(), *r))
         .collect();
-    let done = awaited.keys().filter(|w| reports.contains_key(*w)).count();
-    K::show_progress(run.status_mut(), done, awaited.len());
-    if done == awaited.len() {
-        let m = format!("{what}: collecting {} report(s)", reports.len());
-        set_phase(run, Phase::Collecting, m);
+    // What the watches hold first; the API server is asked only before failing the run on
+    // what they said (they lag it by a few milliseconds).
+    let mut seen = look(run, slot, &expected, From::Watches).await?;
+    let mut wake = POLL;
+    loop {
+        let done = awaited
+            .keys()
+            .filter(|w| seen.reported.contains(*w))
+            .count();
+        K::show_progress(run.status_mut(), done, awaited.len());
+        if done == awaited.len() {
+            let m = format!("{what}: collecting {} report(s)", seen.reported.len());
+            set_phase(run, Phase::Collecting, m);
+            return Ok(Next::Continue);
+        }
+        let ending = match ending(run, index, &expected, &awaited, &seen).await? {
+            None => break,
+            Some(_) if seen.from == From::Watches => {
+                seen = look(run, slot, &expected, From::ApiServer).await?;
+                continue;
+            }
+            Some(ending) => ending,
+        };
+        fail(run, ending.about(&what));
         return Ok(Next::Continue);
     }
-    note_scheduled(run, &pods, expected.len());
+    note_scheduled(run, &seen.pods, expected.len());
     if let Some(abort) = gates::live_abort(run, slot) {
         fail(run, abort);
         return Ok(Next::Continue);
     }
     // The kind's work while the workers run; an error is said and tried again at the next
-    // tick, never in the way of the checks below (a lost worker, the deadline).
-    let mut wake = POLL;
+    // tick, never in the way of the checks above (a lost worker, the deadline).
     match K::while_running(run, index).await {
         Ok(Step::Done) => {}
         Ok(Step::Wait { message, after }) => {
@@ -78,26 +87,90 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         }
         Err(e) => run.say(format!("{what}: {e}; trying again")),
     }
-    if let Some(lost) = lost_worker(run, &expected, &awaited, &pods, &reports).await? {
-        fail(run, lost.about(&what));
-        return Ok(Next::Continue);
+    Ok(Next::after(wake))
+}
+
+/// Where a look at the sample's pods and reports came from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum From {
+    /// The controllers' pod watches and the operator's report watch (where they can answer).
+    Watches,
+    /// Lists from the API server.
+    ApiServer,
+}
+
+/// The sample's pods and the workers whose report is stored.
+struct Seen {
+    pods: Vec<Pod>,
+    reported: BTreeSet<String>,
+    from: From,
+}
+
+/// Pods first, then reports: a worker exits only after its report is stored, so a finished
+/// pod's report is always in the second look.
+async fn look<K: Hooks>(
+    run: &Run<'_, K>,
+    slot: Slot,
+    expected: &BTreeMap<String, Role>,
+    from: From,
+) -> Result<Seen> {
+    let ctx = run.ctx();
+    let selector = run.slot_selector(slot);
+    let owner = Owner::of(run.obj());
+    let store = ctx.reports();
+    let watched = match from {
+        From::Watches => ctx.pods.list(run.ns(), &selector).zip(store.reported(
+            &owner,
+            run.id(),
+            slot.wire(),
+            expected,
+        )),
+        From::ApiServer => None,
+    };
+    if let Some((pods, reported)) = watched {
+        return Ok(Seen {
+            pods,
+            reported,
+            from: From::Watches,
+        });
     }
+    let pods = pods::list_pods(&ctx.client, run.ns(), &selector).await?;
+    let reports = store.load(&owner, run.id(), slot.wire(), expected).await?;
+    Ok(Seen {
+        pods,
+        reported: reports.reports.into_keys().collect(),
+        from: From::ApiServer,
+    })
+}
+
+/// Why the sample can no longer succeed, if it cannot: a lost worker, or the measurement's
+/// deadline passed with reports missing.
+async fn ending<K: Hooks>(
+    run: &Run<'_, K>,
+    index: u32,
+    expected: &BTreeMap<String, Role>,
+    awaited: &BTreeMap<String, Role>,
+    seen: &Seen,
+) -> Result<Option<Failure>> {
+    if let Some(lost) = lost_worker(run, expected, awaited, &seen.pods, &seen.reported).await? {
+        return Ok(Some(lost));
+    }
+    let ctx = run.ctx();
     let deadline = run.obj().deadline(index, &ctx.config);
     if elapsed_since(&run.status().run().phase_since) <= deadline {
-        return Ok(Next::after(wake));
+        return Ok(None);
     }
     let missing: Vec<String> = awaited
         .keys()
-        .filter(|w| !reports.contains_key(*w))
-        .map(|w| pods::describe_pod(w, &pods))
+        .filter(|w| !seen.reported.contains(*w))
+        .map(|w| pods::describe_pod(w, &seen.pods))
         .collect();
     let m = format!(
-        "{what}: {} never reported within {}s",
+        "{} never reported within {}s",
         missing.join(", "),
         deadline.as_secs()
     );
-    fail(run, Failure::new(Reason::WorkerTimeout, m));
-    Ok(Next::Continue)
+    Ok(Some(Failure::new(Reason::WorkerTimeout, m)))
 }
 
 /// Some(message) when a worker of the run reported that it cannot start (its target does not
@@ -128,17 +201,14 @@ async fn lost_worker<K: Hooks>(
     expected: &BTreeMap<String, Role>,
     awaited: &BTreeMap<String, Role>,
     pods: &[Pod],
-    reports: &BTreeMap<String, FinalReport>,
+    reports: &BTreeSet<String>,
 ) -> Result<Option<Failure>> {
     let problem = pods::worker_problem(awaited, pods, reports)
         .or_else(|| pods::server_problem(expected, pods));
     if let Some(p) = problem {
         return Ok(Some(Failure::new(Reason::WorkerFailed, p)));
     }
-    let unreported: Vec<&String> = expected
-        .keys()
-        .filter(|w| !reports.contains_key(*w))
-        .collect();
+    let unreported: Vec<&String> = expected.keys().filter(|w| !reports.contains(*w)).collect();
     let ctx = run.ctx();
     let lost = pods::node_problem(&ctx.client, &ctx.nodes, pods, unreported).await?;
     Ok(lost.map(|p| Failure::new(Reason::NodeLost, p)))

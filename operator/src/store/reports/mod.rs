@@ -7,6 +7,7 @@
 //! their result is persisted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -26,8 +27,10 @@ use crate::store::registry::RunSpec;
 
 pub mod folded;
 mod sink;
+mod watched;
 pub use folded::Folded;
 pub use sink::ApiSink;
+pub use watched::WatchedReports;
 
 /// Where accepted reports go: ConfigMaps in the operator's namespace (`ApiSink`).
 pub trait ReportSink: Send + Sync {
@@ -71,23 +74,35 @@ pub const FORGED: &str = "ForgedReport";
 /// Selects `owner`'s report objects: all, one run's (folded samples included), or one step's
 /// worker reports (folded samples not).
 fn selector(owner: &Owner, run: Option<&str>, step: Option<u32>) -> String {
-    let mut s = format!(
-        "{}={},{}=true,{}={},{}={}",
-        labels::MANAGED_BY,
-        labels::OPERATOR,
-        labels::REPORT,
-        labels::NAMESPACE,
-        owner.namespace,
-        labels::BENCHMARK_UID,
-        owner.uid
-    );
+    let mut s: Vec<String> = selected_labels(owner, run, step)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if step.is_some() {
+        s.push(format!("!{}", labels::SAMPLE));
+    }
+    s.join(",")
+}
+
+/// The labels [`selector`] asks for (its `!sample` term aside).
+fn selected_labels(
+    owner: &Owner,
+    run: Option<&str>,
+    step: Option<u32>,
+) -> Vec<(&'static str, String)> {
+    let mut l = vec![
+        (labels::MANAGED_BY, labels::OPERATOR.to_string()),
+        (labels::REPORT, "true".to_string()),
+        (labels::NAMESPACE, owner.namespace.clone()),
+        (labels::BENCHMARK_UID, owner.uid.clone()),
+    ];
     if let Some(run) = run {
-        s.push_str(&format!(",{}={run}", labels::RUN));
+        l.push((labels::RUN, run.to_string()));
     }
     if let Some(step) = step {
-        s.push_str(&format!(",{}={step},!{}", labels::STEP, labels::SAMPLE));
+        l.push((labels::STEP, step.to_string()));
     }
-    s
+    l
 }
 
 /// The labels every report object of step `step` of `run` carries (a worker's report adds its
@@ -153,15 +168,15 @@ fn report_object(
     })
 }
 
-/// Whether `cm` is exactly what [`Store::store`] writes for a worker of step `step` accepted by
-/// `expected`; its report if so, what is wrong otherwise.
-fn verify(
+/// Whether `cm`'s name and labels are exactly what [`Store::store`] writes for a worker of step
+/// `step` accepted by `expected`; the worker if so, what is wrong otherwise.
+fn verify_name(
     cm: &ConfigMap,
     owner: &Owner,
     run: &str,
     step: u32,
     expected: impl Fn(&str) -> bool,
-) -> Result<FinalReport, String> {
+) -> Result<String, String> {
     let empty = BTreeMap::new();
     let have = cm.metadata.labels.as_ref().unwrap_or(&empty);
     let worker = have
@@ -181,6 +196,19 @@ fn verify(
     if cm.metadata.name.as_deref() != Some(name.as_str()) {
         return Err(format!("a report of {worker} is named {name}"));
     }
+    Ok(worker.clone())
+}
+
+/// Whether `cm` is exactly what [`Store::store`] writes for a worker of step `step` accepted by
+/// `expected`; its report if so, what is wrong otherwise.
+fn verify(
+    cm: &ConfigMap,
+    owner: &Owner,
+    run: &str,
+    step: u32,
+    expected: impl Fn(&str) -> bool,
+) -> Result<FinalReport, String> {
+    let worker = verify_name(cm, owner, run, step, expected)?;
     let text = cm
         .data
         .as_ref()
@@ -188,7 +216,7 @@ fn verify(
         .ok_or_else(|| format!("it has no {KEY}"))?;
     let report: FinalReport =
         serde_json::from_str(text).map_err(|e| format!("unreadable report: {e}"))?;
-    if report.worker != *worker || report.step != step {
+    if report.worker != worker || report.step != step {
         return Err(format!(
             "its report claims worker {} step {}, its labels worker {worker} step {step}",
             report.worker, report.step
@@ -261,6 +289,8 @@ pub enum StoreError {
 pub struct Store {
     client: Client,
     namespace: String,
+    /// The operator's watch of its report objects (read once it has listed them).
+    watched: Option<Arc<WatchedReports>>,
 }
 
 impl Store {
@@ -268,11 +298,62 @@ impl Store {
         Store {
             client,
             namespace: namespace.into(),
+            watched: None,
         }
+    }
+
+    /// Reads from `watched` where it can answer, and tells it what this store writes (see
+    /// [`WatchedReports`]).
+    pub fn reading(mut self, watched: Arc<WatchedReports>) -> Store {
+        self.watched = Some(watched);
+        self
+    }
+
+    /// The watch's objects of step `step` of `run` (its worker reports, not folded samples).
+    fn watched_step(&self, owner: &Owner, run: &str, step: u32) -> Option<Vec<Arc<ConfigMap>>> {
+        let watched = self.watched.as_ref()?.ready()?;
+        // What the API server would list with `selector(owner, Some(run), Some(step))`.
+        let wanted = selected_labels(owner, Some(run), Some(step));
+        Some(watched.state_filter(|cm| {
+            let have = cm.metadata.labels.as_ref();
+            have.is_some_and(|have| {
+                !have.contains_key(labels::SAMPLE)
+                    && wanted.iter().all(|(k, v)| have.get(*k) == Some(v))
+            })
+        }))
+    }
+
+    /// The `expected` workers of step `step` of `run` whose report object the watch holds (by
+    /// name and labels; the content is read in [`Store::load`]) or this process has just
+    /// stored; None until the watch has listed.
+    pub fn reported(
+        &self,
+        owner: &Owner,
+        run: &str,
+        step: u32,
+        expected: &BTreeMap<String, Role>,
+    ) -> Option<BTreeSet<String>> {
+        let objects = self.watched_step(owner, run, step)?;
+        let watched = self.watched.as_ref()?;
+        let shown = objects
+            .iter()
+            .filter_map(|cm| verify_name(cm, owner, run, step, |w| expected.contains_key(w)).ok());
+        let just_stored = expected
+            .keys()
+            .filter(|w| watched.is_unseen(&object_name(owner, run, step, w)))
+            .cloned();
+        Some(shown.chain(just_stored).collect())
     }
 
     fn api(&self) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn note_stored(&self, name: &str) {
+        // Only a watch that runs (the leader's) ever shows a name again.
+        if let Some(watched) = self.watched.as_ref().filter(|w| w.ready().is_some()) {
+            watched.stored(name);
+        }
     }
 
     /// Stores `report` (its worker and step already authorized for `run`). Storing it twice is
@@ -292,7 +373,10 @@ impl Store {
         // Create, or find what holds the name; a squatter is deleted and creation retried.
         for _ in 0..3 {
             match api.create(&PostParams::default(), &cm).await {
-                Ok(_) => return Ok(replaced.map_or(Stored::New, Stored::Replaced)),
+                Ok(_) => {
+                    self.note_stored(&name);
+                    return Ok(replaced.map_or(Stored::New, Stored::Replaced));
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
@@ -300,7 +384,10 @@ impl Store {
                 continue;
             };
             let why = match verify(&existing, owner, run, report.step, |w| w == report.worker) {
-                Ok(stored) if stored == *report => return Ok(Stored::Again),
+                Ok(stored) if stored == *report => {
+                    self.note_stored(&name);
+                    return Ok(Stored::Again);
+                }
                 Ok(_) => {
                     return Err(StoreError::Conflict(format!(
                         "ConfigMap {}/{name} already holds a different report of {}",
@@ -322,7 +409,8 @@ impl Store {
     }
 
     /// The stored reports of step `step` of `run`: only objects that are exactly what `store`
-    /// writes for one of the `expected` workers.
+    /// writes for one of the `expected` workers. Read from the watch when it holds a report of
+    /// every client (a finished sample's, the common case), else listed from the API server.
     pub async fn load(
         &self,
         owner: &Owner,
@@ -330,14 +418,42 @@ impl Store {
         step: u32,
         expected: &BTreeMap<String, Role>,
     ) -> Result<Loaded, kube::Error> {
+        if let Some(objects) = self.watched_step(owner, run, step) {
+            let loaded = self.verified(
+                objects.iter().map(|cm| cm.as_ref()),
+                owner,
+                run,
+                step,
+                expected,
+            );
+            let clients = expected.iter().filter(|(_, r)| **r == Role::Client);
+            if clients.clone().next().is_some()
+                && clients
+                    .into_iter()
+                    .all(|(w, _)| loaded.reports.contains_key(w))
+            {
+                return Ok(loaded);
+            }
+        }
         let selector = selector(owner, Some(run), Some(step));
-        let mut out = Loaded::default();
-        for cm in self
+        let listed = self
             .api()
             .list(&ListParams::default().labels(&selector))
-            .await?
-        {
-            match verify(&cm, owner, run, step, |w| expected.contains_key(w)) {
+            .await?;
+        Ok(self.verified(listed.iter(), owner, run, step, expected))
+    }
+
+    fn verified<'a>(
+        &self,
+        objects: impl Iterator<Item = &'a ConfigMap>,
+        owner: &Owner,
+        run: &str,
+        step: u32,
+        expected: &BTreeMap<String, Role>,
+    ) -> Loaded {
+        let mut out = Loaded::default();
+        for cm in objects {
+            match verify(cm, owner, run, step, |w| expected.contains_key(w)) {
                 Ok(r) => {
                     out.reports.insert(r.worker.clone(), r);
                 }
@@ -348,7 +464,7 @@ impl Store {
                 )),
             }
         }
-        Ok(out)
+        out
     }
 
     /// Deletes the report objects of one run, or of every run of the benchmark.

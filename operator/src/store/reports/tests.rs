@@ -172,3 +172,80 @@ fn impostors_are_report_labelled_objects_naming_the_benchmark_or_run() {
     assert!(!poses_as_report(Some(&not_a_report), &o, RUN));
     assert!(!poses_as_report(None, &o, RUN));
 }
+
+/// A store over a fake API server that counts its lists (and holds nothing), reading `watched`.
+fn watched_store(objects: Vec<ConfigMap>) -> (Store, crate::testing::FakeApi, Arc<WatchedReports>) {
+    let api_server = crate::testing::FakeApi::default();
+    let client = api_server.client(|seen| match seen.method.as_str() {
+        "GET" => (200, crate::testing::fake_api::empty_list()),
+        _ => (201, json!({})),
+    });
+    let watched = Arc::new(WatchedReports::listed(objects));
+    let store = Store::new(client, "netbench-system").reading(watched.clone());
+    (store, api_server, watched)
+}
+
+fn lists(api_server: &crate::testing::FakeApi) -> usize {
+    api_server
+        .requests()
+        .iter()
+        .filter(|l| l.starts_with("GET ") && l.contains("labelSelector"))
+        .count()
+}
+
+#[tokio::test]
+async fn a_finished_sample_loads_from_the_watch_without_a_list() {
+    let (w0, w1) = ("bench-3f2a9c1d-g1-s0-w0", "bench-3f2a9c1d-g1-s0-w1");
+    let mut forged = stored(w1, 0);
+    forged.metadata.name = Some("not-its-name".into());
+    let (store, api_server, _) = watched_store(vec![stored(w0, 0), stored(w1, 0), forged]);
+    let loaded = store
+        .load(&owner(), RUN, 0, &expected(&[w0, w1]))
+        .await
+        .unwrap();
+    assert_eq!(lists(&api_server), 0, "{:?}", api_server.requests());
+    assert_eq!(loaded.reports.keys().collect::<Vec<_>>(), [w0, w1]);
+    // What the watch holds goes through the same checks as a list.
+    assert_eq!(loaded.rejected.len(), 1, "{:?}", loaded.rejected);
+    assert!(
+        loaded.rejected[0].contains("not-its-name"),
+        "{:?}",
+        loaded.rejected
+    );
+}
+
+#[tokio::test]
+async fn a_sample_the_watch_holds_only_part_of_is_listed() {
+    let (w0, w1) = ("bench-3f2a9c1d-g1-s0-w0", "bench-3f2a9c1d-g1-s0-w1");
+    let (store, api_server, _) = watched_store(vec![stored(w0, 0)]);
+    store
+        .load(&owner(), RUN, 0, &expected(&[w0, w1]))
+        .await
+        .unwrap();
+    assert_eq!(lists(&api_server), 1, "{:?}", api_server.requests());
+}
+
+#[tokio::test]
+async fn reported_counts_the_watch_and_what_was_just_stored() {
+    let (w0, w1, w2) = (
+        "bench-3f2a9c1d-g1-s0-w0",
+        "bench-3f2a9c1d-g1-s0-w1",
+        "bench-3f2a9c1d-g1-s0-w2",
+    );
+    let other_step = stored(w2, 1);
+    let (store, api_server, watched) = watched_store(vec![stored(w0, 0), other_step]);
+    let all = expected(&[w0, w1, w2]);
+    let seen = store.reported(&owner(), RUN, 0, &all).unwrap();
+    assert_eq!(seen.iter().collect::<Vec<_>>(), [w0]);
+    // Stored by this process a moment ago, not in the watch yet: counted.
+    let stored = store.store(&owner(), RUN, &report(w1, 0)).await.unwrap();
+    assert_eq!(stored, Stored::New);
+    assert!(watched.is_unseen(&object_name(&owner(), RUN, 0, w1)));
+    let seen = store.reported(&owner(), RUN, 0, &all).unwrap();
+    assert_eq!(seen.iter().collect::<Vec<_>>(), [w0, w1]);
+    assert_eq!(lists(&api_server), 0, "{:?}", api_server.requests());
+    // A store whose watch has not listed answers nothing.
+    let unlisted = Store::new(store.client.clone(), "netbench-system")
+        .reading(Arc::new(WatchedReports::default()));
+    assert_eq!(unlisted.reported(&owner(), RUN, 0, &all), None);
+}

@@ -1,0 +1,204 @@
+//! The worker pods as the controllers' watches last saw them, so a Running tick reads them from
+//! memory instead of listing them from the API server every two seconds.
+//!
+//! A watch lags the API server by a few milliseconds and may miss a pod just created or still
+//! hold one just deleted: callers take what it says for progress only, and read the API server
+//! before they fail a run on it (driver::phases::measure). Until a watch has listed its place
+//! once, or for a namespace no watch covers, it answers None and the caller lists.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
+use kube::ResourceExt;
+
+/// Where one watch looks: every namespace, or one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    Cluster,
+    Namespace(String),
+}
+
+impl Place {
+    fn covers(&self, namespace: &str) -> bool {
+        match self {
+            Place::Cluster => true,
+            Place::Namespace(ns) => ns == namespace,
+        }
+    }
+}
+
+/// The pod watches of every controller (one per kind and watched place).
+#[derive(Default)]
+pub struct WatchedPods {
+    stores: RwLock<Vec<(Place, Store<Pod>)>>,
+}
+
+impl WatchedPods {
+    /// Adds one watch's store (controller::run, once per kind and place).
+    pub fn add(&self, place: Place, store: Store<Pod>) {
+        let mut stores = self.stores.write().unwrap_or_else(PoisonError::into_inner);
+        stores.push((place, store));
+    }
+
+    /// The pods of `namespace` that carry every label of `selector` (`key=value` pairs joined by
+    /// commas, as `Run::slot_selector` writes them), from the watches; None when a watch covering
+    /// the namespace has not listed it yet, none covers it, or the selector is of another form.
+    pub fn list(&self, namespace: &str, selector: &str) -> Option<Vec<Pod>> {
+        let wanted = equalities(selector)?;
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        let covering: Vec<&Store<Pod>> = stores
+            .iter()
+            .filter(|(place, _)| place.covers(namespace))
+            .map(|(_, store)| store)
+            .collect();
+        if covering.is_empty() {
+            return None;
+        }
+        let mut found: Vec<Arc<Pod>> = vec![];
+        for store in covering {
+            // Ready once its first listing is complete (never blocks).
+            futures::FutureExt::now_or_never(store.wait_until_ready())?.ok()?;
+            found.extend(store.state_filter(|p| {
+                p.namespace().as_deref() == Some(namespace) && has_labels(p, &wanted)
+            }));
+        }
+        // Two kinds' watches may both hold a pod: once each, in name order like a list.
+        let mut pods: Vec<Pod> = found.iter().map(|p| Pod::clone(p)).collect();
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pods.dedup_by(|a, b| a.metadata.uid == b.metadata.uid);
+        Some(pods)
+    }
+
+    /// The pods [`WatchedPods::list`] answers with, or else those the API server lists.
+    pub async fn list_or_get(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<Pod>, kube::Error> {
+        match self.list(namespace, selector) {
+            Some(pods) => Ok(pods),
+            None => super::pods::list_pods(client, namespace, selector).await,
+        }
+    }
+}
+
+/// The pairs of a selector made only of `key=value` terms; None for any other form.
+fn equalities(selector: &str) -> Option<Vec<(&str, &str)>> {
+    selector
+        .split(',')
+        .map(|term| {
+            let (k, v) = term.split_once('=')?;
+            let plain = |s: &str| !s.is_empty() && !s.contains(['=', '!', '(', ')', ' ']);
+            (plain(k) && (v.is_empty() || plain(v))).then_some((k, v))
+        })
+        .collect()
+}
+
+fn has_labels(pod: &Pod, wanted: &[(&str, &str)]) -> bool {
+    let labels = pod.labels();
+    wanted
+        .iter()
+        .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+
+    fn pod(ns: &str, name: &str, labels: &[(&str, &str)]) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                uid: Some(format!("{ns}/{name}")),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn listed(pods: Vec<Pod>) -> Store<Pod> {
+        let (reader, mut writer) = store();
+        writer.apply_watcher_event(&Event::Init);
+        for p in pods {
+            writer.apply_watcher_event(&Event::InitApply(p));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        // Ready for good once listed: the reader keeps what it was given after the writer goes.
+        reader
+    }
+
+    #[test]
+    fn selects_by_every_label_in_the_namespace_only() {
+        let watched = WatchedPods::default();
+        watched.add(
+            Place::Cluster,
+            listed(vec![
+                pod("a", "w1", &[("run", "r1"), ("step", "0")]),
+                pod("a", "w0", &[("run", "r1"), ("step", "0")]),
+                pod("a", "w2", &[("run", "r1"), ("step", "1")]),
+                pod("b", "w3", &[("run", "r1"), ("step", "0")]),
+            ]),
+        );
+        let names = |pods: Vec<Pod>| -> Vec<String> {
+            pods.into_iter().filter_map(|p| p.metadata.name).collect()
+        };
+        assert_eq!(
+            names(watched.list("a", "run=r1,step=0").unwrap()),
+            ["w0", "w1"]
+        );
+        assert_eq!(names(watched.list("b", "run=r1").unwrap()), ["w3"]);
+        assert!(watched.list("a", "run=r2").unwrap().is_empty());
+    }
+
+    #[test]
+    fn no_answer_before_the_first_listing_or_outside_the_watches() {
+        let watched = WatchedPods::default();
+        assert_eq!(watched.list("a", "run=r1"), None, "no watch at all");
+        let (reader, writer) = store::<Pod>();
+        watched.add(Place::Namespace("a".into()), reader);
+        assert_eq!(watched.list("a", "run=r1"), None, "not listed yet");
+        drop(writer);
+        watched.add(Place::Namespace("b".into()), listed(vec![]));
+        assert_eq!(watched.list("c", "run=r1"), None, "no watch covers c");
+        assert_eq!(watched.list("b", "run=r1"), Some(vec![]));
+    }
+
+    #[test]
+    fn a_pod_held_by_two_watches_is_listed_once() {
+        let watched = WatchedPods::default();
+        let p = pod("a", "w0", &[("run", "r1")]);
+        watched.add(Place::Cluster, listed(vec![p.clone()]));
+        watched.add(Place::Namespace("a".into()), listed(vec![p]));
+        assert_eq!(watched.list("a", "run=r1").map(|p| p.len()), Some(1));
+    }
+
+    #[test]
+    fn only_equality_selectors_are_answered() {
+        let watched = WatchedPods::default();
+        watched.add(Place::Cluster, listed(vec![]));
+        for s in [
+            "run!=r1",
+            "run in (a,b)",
+            "!run",
+            "run",
+            "run==r1",
+            "",
+            "a=b,,c=d",
+        ] {
+            assert_eq!(watched.list("a", s), None, "{s}");
+        }
+        assert_eq!(equalities("a=b,c="), Some(vec![("a", "b"), ("c", "")]));
+    }
+}

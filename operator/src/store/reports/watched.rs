@@ -1,0 +1,127 @@
+//! The operator's report objects as its watch last saw them, so that a Running tick counts the
+//! reports, and Collecting and the result read them, from memory instead of listing them from
+//! the API server (one list per benchmark every two seconds before).
+//!
+//! The watch sees every object in the operator's namespace that carries the report labels, the
+//! forged ones too: what it holds goes through the same checks as a list (`Store::load`). It lags
+//! the API server by a few milliseconds, so it answers a load only when it holds a report of
+//! every client, and the names of the objects this process stored and the watch has not shown
+//! yet fill the gap while a Running tick counts (the worker API wakes the benchmark right after
+//! storing, usually before the watch has the object).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+
+use crate::base::labels;
+
+/// Names of objects stored but not yet shown by the watch, at most this many (the watch removes
+/// them as it shows them; a watch that is down cannot make the set grow without bound).
+const UNSEEN_AT_MOST: usize = 100_000;
+
+/// The watch's store, its writer until [`WatchedReports::run`] takes it, and the names of the
+/// report objects this process stored that the watch has not shown yet.
+pub struct WatchedReports {
+    reader: reflector::Store<ConfigMap>,
+    writer: Mutex<Option<Writer<ConfigMap>>>,
+    unseen: Mutex<HashSet<String>>,
+}
+
+impl Default for WatchedReports {
+    fn default() -> Self {
+        let (reader, writer) = reflector::store();
+        WatchedReports {
+            reader,
+            writer: Mutex::new(Some(writer)),
+            unseen: Mutex::default(),
+        }
+    }
+}
+
+impl WatchedReports {
+    /// A watch that has listed `objects` and runs no more: what a test's reconcile reads.
+    pub fn listed(objects: Vec<ConfigMap>) -> WatchedReports {
+        let (reader, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for cm in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(cm));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        WatchedReports {
+            reader,
+            writer: Mutex::new(None),
+            unseen: Mutex::default(),
+        }
+    }
+
+    /// The store once the watch has listed every report object (never blocks); None before.
+    pub fn ready(&self) -> Option<&reflector::Store<ConfigMap>> {
+        self.reader.wait_until_ready().now_or_never()?.ok()?;
+        Some(&self.reader)
+    }
+
+    fn unseen(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.unseen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This process stored the object `name` (the API server said so).
+    pub fn stored(&self, name: &str) {
+        let mut unseen = self.unseen();
+        if unseen.len() < UNSEEN_AT_MOST {
+            unseen.insert(name.to_string());
+        }
+    }
+
+    /// Whether this process stored `name` and the watch has not shown it yet.
+    pub fn is_unseen(&self, name: &str) -> bool {
+        self.unseen().contains(name)
+    }
+
+    /// The watch showed `name` (created, changed or deleted): it answers for it from now on.
+    fn seen(&self, name: &str) {
+        self.unseen().remove(name);
+    }
+
+    /// Keeps the store up to date from a watch of the report objects in `namespace` (retried
+    /// with backoff when the watch fails). Runs once; a second call returns at once.
+    pub async fn run(&self, client: Client, namespace: &str) {
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(writer) = writer else {
+            return;
+        };
+        let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+        let selector = format!(
+            "{}={},{}=true",
+            labels::MANAGED_BY,
+            labels::OPERATOR,
+            labels::REPORT
+        );
+        watcher(api, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .reflect(writer)
+            .for_each(|event| {
+                match event {
+                    Ok(
+                        watcher::Event::Apply(cm)
+                        | watcher::Event::InitApply(cm)
+                        | watcher::Event::Delete(cm),
+                    ) => self.seen(&cm.name_any()),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("watching the report objects: {e}"),
+                }
+                futures::future::ready(())
+            })
+            .await;
+    }
+}

@@ -1,0 +1,163 @@
+//! What a Running tick asks the API server: nothing about the sample's pods and reports while
+//! the operator's watches can answer (it listed both every two seconds before), a list of each
+//! when they cannot (not yet listed), and a list of each before it fails the run on what the
+//! watches said (they lag the API server). Counted on the in-process fake API server
+//! (testing::FakeApi).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::reflector;
+use kube::runtime::watcher::Event;
+use serde_json::{json, Value};
+
+use operator::admin::config::Config;
+use operator::context::Context;
+use operator::k8s::watched_pods::Place;
+use operator::store::reports::WatchedReports;
+use operator::testing::FakeApi;
+
+/// An IngressBenchmark of one worker, Running since `since` (RFC 3339).
+fn running(since: &str) -> Value {
+    json!({
+        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+        "metadata": {"name": "b", "namespace": "team-a", "uid": "3b6e1f7c-0000-4c1d-9e3f-1234567890ab",
+                     "generation": 1, "resourceVersion": "5", "finalizers": ["netbench.io/cleanup"]},
+        "spec": {"target": {"url": "http://x.team-a/"}, "load": {"duration": "10s"}},
+        "status": {"runId": "3b6e1f7c-g1", "phase": "Running", "currentStep": 0,
+                   "observedGeneration": 1, "phaseSince": since, "startTime": since}
+    })
+}
+
+/// The benchmark's one worker pod, running (not yet reported).
+fn worker() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "b-3b6e1f7c-g1-s0-w0", "namespace": "team-a", "uid": "p1",
+                     "labels": {"app.kubernetes.io/managed-by": "netbench-operator",
+                                "netbench.io/run": "3b6e1f7c-g1", "netbench.io/step": "0"}},
+        "spec": {"containers": []},
+        "status": {"phase": "Running"}
+    })
+}
+
+/// A context whose pod and report watches have listed `pods` and no report.
+fn watching(client: kube::Client, pods: &[Value]) -> Context {
+    let mut ctx = operator::testing::context(client, Config::for_tests());
+    let (store, mut writer) = reflector::store::<Pod>();
+    writer.apply_watcher_event(&Event::Init);
+    for p in pods {
+        writer.apply_watcher_event(&Event::InitApply(
+            serde_json::from_value(p.clone()).unwrap(),
+        ));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    let pods = store;
+    ctx.pods.add(Place::Cluster, pods);
+    ctx.watched_reports = Arc::new(WatchedReports::listed(vec![]));
+    ctx
+}
+
+/// Lists of the sample's pods and of the operator's report objects.
+fn lists(api_server: &FakeApi) -> (usize, usize) {
+    let requests = api_server.requests();
+    let count = |prefix: &str| {
+        requests
+            .iter()
+            .filter(|l| l.starts_with(prefix) && l.contains("labelSelector"))
+            .count()
+    };
+    (
+        count("GET /api/v1/namespaces/team-a/pods "),
+        count("GET /api/v1/namespaces/netbench-system/configmaps "),
+    )
+}
+
+async fn tick(ctx: &Context, client: kube::Client, benchmark: &Value) {
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let obj: crds::IngressBenchmark = serde_json::from_value(benchmark.clone()).unwrap();
+    operator::driver::apply(&obj, ctx, &api).await.unwrap();
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+#[tokio::test]
+async fn a_tick_reads_the_watches_not_the_api_server() {
+    let b = running(&now());
+    let api_server = FakeApi::default();
+    let client = api_server.serving(b.clone());
+    let ctx = watching(client.clone(), &[worker()]);
+    tick(&ctx, client, &b).await;
+    assert_eq!(lists(&api_server), (0, 0), "{:#?}", api_server.requests());
+    assert!(!failed(&api_server), "{:#?}", api_server.requests());
+}
+
+/// A client of an API server holding `benchmark` and its worker pod.
+fn with_worker(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
+    let holding = benchmark.clone();
+    api_server.client(move |seen| {
+        if seen.method == "GET" && seen.path == "/api/v1/namespaces/team-a/pods" {
+            let list =
+                json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [worker()]});
+            return (200, list);
+        }
+        operator::testing::fake_api::holding(&holding, seen)
+    })
+}
+
+/// Whether the reconcile wrote a Failed status.
+fn failed(api_server: &FakeApi) -> bool {
+    api_server
+        .requests()
+        .iter()
+        .any(|l| l.starts_with("PATCH ") && l.contains("\"phase\":\"Failed\""))
+}
+
+#[tokio::test]
+async fn before_the_watches_have_listed_a_tick_lists() {
+    let b = running(&now());
+    let api_server = FakeApi::default();
+    let client = with_worker(&api_server, &b);
+    let ctx = operator::testing::context(client.clone(), Config::for_tests());
+    tick(&ctx, client, &b).await;
+    assert_eq!(lists(&api_server), (1, 1), "{:#?}", api_server.requests());
+    assert!(!failed(&api_server), "{:#?}", api_server.requests());
+}
+
+#[tokio::test]
+async fn the_api_server_is_asked_before_a_run_fails_on_what_the_watches_said() {
+    // The watch does not hold the worker's pod (deleted, or just created and not shown yet):
+    // the API server is asked, and it has none either, so the run ends.
+    let b = running(&now());
+    let api_server = FakeApi::default();
+    let client = api_server.serving(b.clone());
+    let ctx = watching(client.clone(), &[]);
+    tick(&ctx, client, &b).await;
+    // One look at each (the failed run's result then reads the reports again).
+    let (pods, reports) = lists(&api_server);
+    assert!(pods == 1 && reports >= 1, "{:#?}", api_server.requests());
+    let status = api_server
+        .requests()
+        .into_iter()
+        .find(|l| l.starts_with("PATCH ") && l.contains("\"phase\":\"Failed\""));
+    let status = status.unwrap_or_else(|| panic!("{:#?}", api_server.requests()));
+    assert!(
+        status.contains("was deleted before it reported"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_the_watch_has_not_shown_yet_fails_nothing() {
+    // The API server has the worker's pod, the watch not yet: the run goes on.
+    let b = running(&now());
+    let api_server = FakeApi::default();
+    let client = with_worker(&api_server, &b);
+    let ctx = watching(client.clone(), &[]);
+    tick(&ctx, client, &b).await;
+    assert_eq!(lists(&api_server), (1, 1), "{:#?}", api_server.requests());
+    assert!(!failed(&api_server), "{:#?}", api_server.requests());
+}
