@@ -57,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
         versions: Default::default(),
         nodes: Default::default(),
         pods: Default::default(),
+        batches: Default::default(),
         watched_reports: Default::default(),
     });
     let ready = Arc::new(AtomicBool::new(false));

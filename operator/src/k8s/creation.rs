@@ -2,7 +2,14 @@
 //! admission, an invalid quantity) ends the run at once with the server's message; other
 //! errors (5xx, 429, timeouts) are retried until the worker start timeout, then end the run
 //! naming the last one. Either way the pods already created go, and nothing blocks the queue.
+//!
+//! A reconcile creates at most [`BATCH`] pods and comes back at once for the next ones, so a
+//! 256-worker step is 16 short reconciles instead of one that holds a controller worker for
+//! seconds. How far creation got is kept in memory ([`Batches`]); after a restart it starts
+//! again from the first pod (AlreadyExists is success).
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -24,10 +31,53 @@ pub const RETRYING: &str = "PodCreationRetrying";
 /// Longest API server message kept in status.
 const MAX_MESSAGE: usize = 1024;
 
+/// Pods one reconcile creates (all at once: `pods::create_pods` sends 16 at a time).
+pub const BATCH: usize = 16;
+
+/// Steps whose creation is under way at most: beyond it the oldest progress is forgotten (that
+/// step's next reconcile starts again from its first pod, harmlessly).
+const STEPS_AT_MOST: usize = 4096;
+
+/// How many pods of each step the operator has created so far, by step (namespace and
+/// selector): where the next reconcile's batch starts.
+#[derive(Default)]
+pub struct Batches {
+    done: Mutex<HashMap<String, usize>>,
+}
+
+impl Batches {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.done.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where step `key`'s next batch starts.
+    fn next(&self, key: &str) -> usize {
+        self.lock().get(key).copied().unwrap_or(0)
+    }
+
+    /// Step `key` has its first `created` pods; None: it is over (every pod, or given up).
+    fn set(&self, key: &str, created: Option<usize>) {
+        let mut done = self.lock();
+        match created {
+            Some(n) => {
+                if done.len() >= STEPS_AT_MOST && !done.contains_key(key) {
+                    done.clear();
+                }
+                done.insert(key.to_string(), n);
+            }
+            None => {
+                done.remove(key);
+            }
+        }
+    }
+}
+
 #[derive(Debug, PartialEq)]
 pub enum Started {
     /// Every pod exists.
     Yes,
+    /// A batch was created and more pods remain: come back at once.
+    More { created: usize, of: usize },
     /// A transient error; try again shortly. The message says what failed.
     Retrying(String),
     /// The run must end.
@@ -75,6 +125,8 @@ pub struct StepPods<'a> {
     /// Selects the step's pods (to remove them when the run cannot start).
     pub selector: &'a str,
     pub pods: &'a [Pod],
+    /// How far creation got in earlier reconciles.
+    pub batches: &'a Batches,
 }
 
 /// Creates the pods and records the outcome in the WorkersScheduled condition (whose
@@ -88,14 +140,30 @@ pub async fn start(
     events: &mut Vec<PendingEvent>,
     generation: i64,
 ) -> Result<Started> {
-    let result = pods::create_pods(client, step.namespace, step.pods).await;
+    let key = format!("{}/{}", step.namespace, step.selector);
+    let from = step.batches.next(&key).min(step.pods.len());
+    let to = from.saturating_add(BATCH).min(step.pods.len());
+    let batch = step.pods.get(from..to).unwrap_or_default();
+    let result = pods::create_pods(client, step.namespace, batch).await;
     let retrying = conditions::get(&run.conditions, WORKERS_SCHEDULED)
         .filter(|c| c.reason == RETRYING)
         .map(|c| c.last_transition_time.clone());
     let failing_for = elapsed_since(&retrying);
-    let outcome = judge(result, failing_for, timeout);
+    let mut outcome = judge(result, failing_for, timeout);
+    match outcome {
+        Started::Yes if to < step.pods.len() => {
+            step.batches.set(&key, Some(to));
+            outcome = Started::More {
+                created: to,
+                of: step.pods.len(),
+            };
+        }
+        Started::Yes | Started::Failed(_) => step.batches.set(&key, None),
+        Started::Retrying(_) | Started::More { .. } => {}
+    }
     let generation = Some(generation);
     match &outcome {
+        Started::More { .. } => {}
         Started::Yes => {
             if retrying.is_some() {
                 let m = format!("{} worker pod(s) created", step.pods.len());
@@ -182,6 +250,106 @@ mod tests {
         assert_eq!(reason, Reason::PodCreationTimeout);
         assert!(m.contains("60s") && m.contains("exceeded quota"), "{m}");
         assert_eq!(judge(Ok(()), MINUTE, MINUTE), Started::Yes);
+    }
+
+    fn pod(name: String) -> Pod {
+        Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Runs `start` on `pods` against a fake API server answering pod creations with `code`;
+    /// the outcome and the pods it posted.
+    async fn start_once(pods: &[Pod], batches: &Batches, code: u16) -> (Started, Vec<String>) {
+        let api_server = crate::testing::FakeApi::default();
+        let client = api_server.client(move |seen| match seen.method.as_str() {
+            "POST" => (code, serde_json::json!({"code": code})),
+            _ => (200, crate::testing::fake_api::empty_list()),
+        });
+        let step = StepPods {
+            kind: "IngressBenchmark",
+            namespace: "team-a",
+            selector: "netbench.io/run=r1,netbench.io/step=0",
+            pods,
+            batches,
+        };
+        let mut status = crds::RunStatus::default();
+        let outcome = start(&client, MINUTE, step, &mut status, &mut vec![], 1)
+            .await
+            .unwrap();
+        let posted = api_server
+            .requests()
+            .into_iter()
+            .filter(|l| l.starts_with("POST "))
+            .filter_map(|l| {
+                let body = l.split_once('{')?.1;
+                let v: serde_json::Value = serde_json::from_str(&format!("{{{body}")).ok()?;
+                Some(v["metadata"]["name"].as_str()?.to_string())
+            })
+            .collect();
+        (outcome, posted)
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_creates_one_batch_and_the_next_goes_on_from_there() {
+        let pods: Vec<Pod> = (0..40).map(|i| pod(format!("w{i:02}"))).collect();
+        let names =
+            |r: std::ops::Range<usize>| -> Vec<String> { r.map(|i| format!("w{i:02}")).collect() };
+        let batches = Batches::default();
+        let (first, posted) = start_once(&pods, &batches, 201).await;
+        assert_eq!(
+            first,
+            Started::More {
+                created: 16,
+                of: 40
+            }
+        );
+        let mut posted = posted;
+        posted.sort();
+        assert_eq!(posted, names(0..16));
+        let (second, mut posted) = start_once(&pods, &batches, 201).await;
+        posted.sort();
+        assert_eq!(
+            second,
+            Started::More {
+                created: 32,
+                of: 40
+            }
+        );
+        assert_eq!(posted, names(16..32));
+        let (last, mut posted) = start_once(&pods, &batches, 201).await;
+        posted.sort();
+        assert_eq!(last, Started::Yes);
+        assert_eq!(posted, names(32..40));
+        // Over: a later start (a restart, another sample) begins with the first pod again.
+        let (_, mut posted) = start_once(&pods, &batches, 201).await;
+        posted.sort();
+        assert_eq!(posted, names(0..16));
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_is_tried_again_and_a_refusal_forgets_the_step() {
+        let pods: Vec<Pod> = (0..20).map(|i| pod(format!("w{i:02}"))).collect();
+        let batches = Batches::default();
+        let (first, _) = start_once(&pods, &batches, 201).await;
+        assert_eq!(
+            first,
+            Started::More {
+                created: 16,
+                of: 20
+            }
+        );
+        let (retry, posted) = start_once(&pods, &batches, 503).await;
+        assert!(matches!(retry, Started::Retrying(_)), "{retry:?}");
+        assert_eq!(posted.len(), 4, "the same batch: {posted:?}");
+        let (refused, _) = start_once(&pods, &batches, 403).await;
+        assert!(matches!(refused, Started::Failed(_)), "{refused:?}");
+        let (_, posted) = start_once(&pods, &batches, 201).await;
+        assert_eq!(posted.len(), 16, "from the first pod again: {posted:?}");
     }
 
     #[test]

@@ -148,6 +148,7 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         versions: Default::default(),
         nodes: Default::default(),
         pods: Default::default(),
+        batches: Default::default(),
         watched_reports: Default::default(),
     }
 }

@@ -3,6 +3,8 @@
 //! registry and their pods created (a refusal fails the run, transient errors retry until the
 //! worker start timeout; see k8s::creation).
 
+use std::time::Duration;
+
 use crds::Phase;
 
 use super::super::machine::{fail, set_phase, Next};
@@ -32,6 +34,8 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
     }
     match create_workers(run, slot).await? {
         Started::Yes => {}
+        // The next batch in the next reconcile, at once (status is written only if it changed).
+        Started::More { .. } => return Ok(Next::after(Duration::ZERO)),
         Started::Retrying(m) => {
             run.say(format!("{what}: {m}"));
             return Ok(Next::after(POLL));
@@ -61,6 +65,7 @@ async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<St
         namespace: &ns,
         selector: &selector,
         pods: &pods,
+        batches: &ctx.batches,
     };
     let generation = run.generation();
     let timeout = ctx.config.worker_start_timeout();
