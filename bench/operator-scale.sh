@@ -2,11 +2,12 @@
 # The operator at scale: the REAL operator and API server with workers on kwok fake nodes, played
 # by netbench-sim (tests/sim: the real worker protocol, pod-bound tokens, realistic reports).
 #
-#   bench/operator-scale.sh            the table: 1 and 64 workers in one run, 1, 50 and 200
-#                                      concurrent benchmarks of one worker (IngressBenchmark);
+#   bench/operator-scale.sh            the table: 1 and 64 workers in one run, 1, 50, 200 and
+#                                      1000 concurrent benchmarks of one worker (IngressBenchmark);
 #                                      64 and 256 workers in one run (EgressBenchmark, one
-#                                      tcp-stream case with topology pairs: 32 and 128); then the
-#                                      hostile block
+#                                      tcp-stream case with topology pairs: 32 and 128); the
+#                                      queue's fairness (one namespace's 100 benchmarks and 20
+#                                      namespaces' one each, at once); then the hostile block
 #   bench/operator-scale.sh --short    CI: 64 workers in one run, 20 concurrent benchmarks and
 #                                      128 egress workers in one run (pairs: 64), then the
 #                                      hostile block; ASSERTS correctness (all Succeeded,
@@ -14,6 +15,8 @@
 #                                      left behind, every lie refused and counted, operator
 #                                      restartCount 0), not speed
 #
+# NB_SCALE_ROWS="b200 fair" runs those rows only (names: w1 w64 b20 b50 b200 b1000 e64 e128 e256
+# fair), then the hostile block.
 # NB_SCALE_EGRESS_PROTOCOL=P runs the egress rows' case with protocol P (tcp-stream, the default;
 # tcp-rr, tcp-crr, udp-rr or udp-stream, each with the operator's defaults for its flags), e.g.
 #   NB_SCALE_EGRESS_PROTOCOL=udp-rr bench/operator-scale.sh --short
@@ -221,7 +224,8 @@ spec: {ports: [{port: 80, targetPort: 8080}]}
 ---
 EOF
     done | kc apply -f - >/dev/null
-    wait_for "ServiceAccount default in the row's $count namespaces" 120 service_accounts_ready "$row" "$count"
+    # The controller-manager makes each namespace's ServiceAccount (20 requests/s by default).
+    wait_for "ServiceAccount default in the row's $count namespaces" $((120 + count / 5)) service_accounts_ready "$row" "$count"
 }
 service_accounts_ready() {
     local n
@@ -239,22 +243,27 @@ benchmarks() {
             egress_benchmark "scale-$tag-$row-$i" "$row" $((workers / 2))
             continue
         fi
-        cat <<EOF
+        ingress_benchmark "scale-$tag-$row-$i" "$row" b "$workers"
+    done
+}
+
+# ingress_benchmark NAMESPACE ROW NAME WORKERS
+ingress_benchmark() {
+    cat <<EOF
 apiVersion: netbench.io/v1alpha1
 kind: IngressBenchmark
 metadata:
-  name: b
-  namespace: scale-$tag-$row-$i
-  labels: {netbench.io/scale-row: "$tag-$row"}
+  name: $3
+  namespace: $1
+  labels: {netbench.io/scale-row: "$tag-$2"}
 spec:
-  target: {url: "http://target.scale-$tag-$row-$i.svc/"}
+  target: {url: "http://target.$1.svc/"}
   load: {connections: 4, threads: 2, duration: ${duration_ms}ms, warmup: 0s, timeout: 1s}
   workers:
-    replicas: $workers
+    replicas: $4
     nodeSelector: {netbench.io/fake-node: "true"}
 ---
 EOF
-    done
 }
 
 # node_list FROM TO: fake nodes FROM..TO-1 as a YAML flow list.
@@ -475,19 +484,75 @@ hostile_ended() {
 }
 lies_answered() { [[ -f $work/lies.jsonl ]] && (($(grep -c . "$work/lies.jsonl") >= 5)); }
 
+# fairness BUSY LONE: one namespace applies BUSY benchmarks of one worker and LONE other
+# namespaces one each, in one apply (the busy namespace's first). The queue takes namespaces in
+# rounds and runs at most maxRunsPerNamespace of one namespace at once, so every lone
+# namespace's run must end before half of the busy namespace's have: checked.
+fairness() {
+    local busy=$1 lone=$2 i
+    log "fairness: one namespace applies $busy benchmarks, $lone other namespaces one each"
+    make_namespaces fair $((lone + 1))
+    {
+        for ((i = 0; i < busy; i++)); do ingress_benchmark "scale-$tag-fair-0" fair "b$i" 1; done
+        for ((i = 1; i <= lone; i++)); do ingress_benchmark "scale-$tag-fair-$i" fair b 1; done
+    } >"$work/fair.yaml"
+    local t0 total=$((busy + lone)) deadline=$((SECONDS + 1800)) now key phase
+    declare -A done_at=()
+    t0=$(now_ms)
+    kc apply -f "$work/fair.yaml" >/dev/null
+    while ((${#done_at[@]} < total)); do
+        ((SECONDS < deadline)) || die "fairness: ${#done_at[@]}/$total benchmarks ended within 1800 s"
+        now=$(now_ms)
+        while read -r key phase; do
+            [[ -n $key && -z ${done_at[$key]:-} ]] || continue
+            [[ $phase == Succeeded || $phase == Failed ]] && done_at[$key]="$now $phase"
+        done < <(kc get ingressbenchmarks -A -l "netbench.io/scale-row=$tag-fair" \
+            -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{"\n"}{end}')
+        sleep 0.5
+    done
+    for key in "${!done_at[@]}"; do echo "$key ${done_at[$key]}"; done >"$work/fair.done"
+    python3 - "$work/fair.done" "$t0" "$duration_ms" "scale-$tag-fair-0/" "$busy" "$lone" >"$work/fairness" <<'PY' ||
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+t0, d, busy_prefix = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+over = lambda r: (int(r[1]) - t0 - d) / 1000
+busy = sorted(over(r) for r in rows if r[0].startswith(busy_prefix))
+lone = sorted(over(r) for r in rows if not r[0].startswith(busy_prefix))
+failed = [r[0] for r in rows if r[2] != 'Succeeded']
+p50 = lambda v: v[(len(v) - 1) // 2]
+print('| namespace | benchmarks | overhead p50 / max (s) |')
+print('| --- | --- | --- |')
+print(f'| one busy namespace | {len(busy)} | {p50(busy):.2f} / {busy[-1]:.2f} |')
+print(f'| {len(lone)} namespaces of one | {len(lone)} | {p50(lone):.2f} / {lone[-1]:.2f} |')
+if failed or lone[-1] >= p50(busy):
+    print(f'FAIL: failed {failed[:5]}; lone max {lone[-1]:.2f} s not below the busy p50 {p50(busy):.2f} s')
+    sys.exit(1)
+PY
+        failures+=("fairness: $(tail -n1 "$work/fairness")")
+    kc delete namespace -l "netbench.io/scale-row=$tag-fair" --wait=false >/dev/null
+}
+
+# run_row NAME: one row of the table by its name.
+run_row() {
+    case $1 in
+        w1) row w1 1 1 ;;
+        w64) row w64 64 1 ;;
+        b20) row b20 1 20 ;;
+        b50) row b50 1 50 ;;
+        b200) row b200 1 200 ;;
+        b1000) row b1000 1 1000 ;;
+        e64) row e64 64 1 egress ;;
+        e128) row e128 128 1 egress ;;
+        e256) row e256 256 1 egress ;;
+        fair) fairness 100 20 ;;
+        *) die "unknown row $1 (w1 w64 b20 b50 b200 b1000 e64 e128 e256 fair)" ;;
+    esac
+}
+
 restarts_before=$(restarts)
-if $short; then
-    row w64 64 1
-    row b20 1 20
-    row e128 128 1 egress
-else
-    row w1 1 1
-    row w64 64 1
-    row b50 1 50
-    row b200 1 200
-    row e64 64 1 egress
-    row e256 256 1 egress
-fi
+rows="w1 w64 b50 b200 b1000 e64 e256 fair"
+$short && rows="w64 b20 e128"
+for r in ${NB_SCALE_ROWS:-$rows}; do run_row "$r"; done
 hostile
 restarts_after=$(restarts)
 ((restarts_after == restarts_before)) || failures+=("the operator restarted ($restarts_before -> $restarts_after)")
@@ -496,9 +561,14 @@ echo
 echo "Operator at scale ($(date -u +%Y-%m-%d), $fake_nodes kwok nodes, ${duration_ms} ms runs, workers played by netbench-sim):"
 echo
 cat "$work/table"
+if [[ -f $work/fairness ]]; then
+    echo
+    cat "$work/fairness"
+fi
 echo
-echo "Goals: overhead < 5 s at 256 workers; start spread < 100 ms at 64; reconcile p99 < 50 ms;"
-echo "RSS < 64 MiB idle, < 160 MiB with 200 benchmarks; API requests per run linear in workers."
+echo "Goals (issue 33): overhead < 5 s at 256 workers; 200 benchmarks p50 < 5 s, max < 8 s;"
+echo "reconcile p99 < 100 ms; start spread < 100 ms at 256; RSS < 256 MiB with 1000 benchmarks;"
+echo "API requests per worker <= 4, per benchmark at 1000 no more than at 200."
 echo
 cat "$work/hostile"
 if ((${#failures[@]} > 0)); then

@@ -94,7 +94,7 @@ impl Family for StepMetrics {
     fn register(registry: &Registry) -> Self {
         let opts = HistogramOpts::new(
             "netbench_reconcile_step_duration_seconds",
-            "Duration of one step of a reconcile (get, extra, start, each phase handler, status, publish, reports)",
+            "Duration of one step of a reconcile (get, extra, start, each phase handler, status, publish, reports; the parts of Collecting as \"Collecting: ...\", inside the Collecting handler's time)",
         )
         .buckets(vec![
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,

@@ -2,6 +2,8 @@
 //! kind's result (once per sample); then another sample, the next measurement, or the end of
 //! the run once the kind has nothing left to write back.
 
+use std::time::Instant;
+
 use crds::{CleanupPolicy, Phase};
 
 use super::super::machine::{fail, finish, set_phase, Next};
@@ -9,6 +11,7 @@ use super::{after_hook, gates};
 use crate::base::conditions::READY;
 use crate::base::error::Result;
 use crate::base::outcome::{Failure, Reason, Step};
+use crate::driver::metrics::StepMetrics;
 use crate::k8s::pods;
 use crate::policy::samples::{self, Slot};
 use crate::run::{Hooks, Run, RunState};
@@ -70,6 +73,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
 /// break, ends the run once the sample is recorded.
 async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     let ctx = run.ctx();
+    // Where a Collecting's time goes, each part on its own step of the reconcile histogram.
+    let steps = ctx.metrics.family::<StepMetrics>();
+    let kind = K::kind(&());
+    let lap = Instant::now();
     let expected = run.obj().workers(run.id(), slot);
     let (reports, forged) = ctx
         .reports()
@@ -82,11 +89,14 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
         )
         .await?;
     run.events(forged);
+    let lap = steps.lap(&kind, "Collecting: load reports", lap);
     let figures = match run.obj().figures(run.id(), slot, &reports) {
         Ok(f) => f,
         Err(e) => return Ok(Step::Fail(Failure::new(Reason::BadReport, e))),
     };
+    let lap = steps.lap(&kind, "Collecting: figures", lap);
     let mut verdict = K::collect(run, slot, &reports).await?;
+    let lap = steps.lap(&kind, "Collecting: kind", lap);
     if let Step::Wait { .. } = verdict {
         return Ok(verdict);
     }
@@ -110,7 +120,8 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     }
     if run.obj().cleanup_policy() != CleanupPolicy::Never {
         let selector = run.slot_selector(slot);
-        pods::delete_workers(&ctx.client, &K::kind(&()), run.ns(), &selector).await?;
+        pods::delete_workers(&ctx.client, &kind, run.ns(), &selector).await?;
+        steps.lap(&kind, "Collecting: delete pods", lap);
     }
     Ok(verdict)
 }

@@ -303,6 +303,9 @@ impl Store {
 
     /// Deletes every folded sample of `run`.
     pub async fn delete_folds(&self, owner: &Owner, run: &str) -> Result<(), kube::Error> {
+        if self.watch_holds_none(owner, Some(run), None, |sample| sample) {
+            return Ok(());
+        }
         let lp = ListParams::default().labels(&format!(
             "{},{}=true",
             selector(owner, Some(run), None),

@@ -177,8 +177,8 @@ fn impostors_are_report_labelled_objects_naming_the_benchmark_or_run() {
 fn watched_store(objects: Vec<ConfigMap>) -> (Store, crate::testing::FakeApi, Arc<WatchedReports>) {
     let api_server = crate::testing::FakeApi::default();
     let client = api_server.client(|seen| match seen.method.as_str() {
-        "GET" => (200, crate::testing::fake_api::empty_list()),
-        _ => (201, json!({})),
+        "POST" => (201, json!({})),
+        _ => (200, crate::testing::fake_api::empty_list()),
     });
     let watched = Arc::new(WatchedReports::listed(objects));
     let store = Store::new(client, "netbench-system").reading(watched.clone());
@@ -248,4 +248,33 @@ async fn reported_counts_the_watch_and_what_was_just_stored() {
     let unlisted = Store::new(store.client.clone(), "netbench-system")
         .reading(Arc::new(WatchedReports::default()));
     assert_eq!(unlisted.reported(&owner(), RUN, 0, &all), None);
+}
+
+#[tokio::test]
+async fn a_delete_the_watch_says_would_find_nothing_is_not_sent() {
+    let deletes = |api_server: &crate::testing::FakeApi| {
+        api_server
+            .requests()
+            .iter()
+            .filter(|l| l.starts_with("DELETE "))
+            .count()
+    };
+    let w0 = "bench-3f2a9c1d-g1-s0-w0";
+    // Nothing of the benchmark in the watch: no request.
+    let (store, api_server, _) = watched_store(vec![]);
+    store.delete(&owner(), Some(RUN)).await.unwrap();
+    store.delete_folds(&owner(), RUN).await.unwrap();
+    assert_eq!(deletes(&api_server), 0, "{:?}", api_server.requests());
+    // A worker report of the run: the run's delete is sent, the folds' (none) is not.
+    let (store, api_server, _) = watched_store(vec![stored(w0, 0)]);
+    store.delete(&owner(), Some(RUN)).await.unwrap();
+    store.delete_folds(&owner(), RUN).await.unwrap();
+    assert_eq!(deletes(&api_server), 1, "{:?}", api_server.requests());
+    // A watch that has not listed decides nothing: both are sent.
+    let api_server = crate::testing::FakeApi::default();
+    let client = api_server.client(|_| (200, crate::testing::fake_api::empty_list()));
+    let store = Store::new(client, "netbench-system").reading(Arc::new(WatchedReports::default()));
+    store.delete(&owner(), Some(RUN)).await.unwrap();
+    store.delete_folds(&owner(), RUN).await.unwrap();
+    assert_eq!(deletes(&api_server), 2, "{:?}", api_server.requests());
 }
