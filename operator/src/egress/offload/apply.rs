@@ -245,3 +245,185 @@ pub(super) fn take_apply(
     }
     errors
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::config::Config;
+    use crate::egress::offload::record::tests::{
+        allowing, cluster, eb, jobs_created, requests, state, stored_before_first_job,
+    };
+    use crate::testing::fake_api::FakeApi;
+
+    fn device(run: &str, case: &str, node: &str, interface: &str) -> DeviceRecord {
+        DeviceRecord {
+            run: run.into(),
+            case: case.into(),
+            node: node.into(),
+            interface: interface.into(),
+            ..Default::default()
+        }
+    }
+
+    fn clean(s: protocol::offload::DeviceState) -> Outcome {
+        Outcome {
+            state: Some(s),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn only_the_unfinished_groups_of_the_case_in_this_run_are_applied() {
+        let mut done = device("r1", "vx", "n3", "vx0");
+        done.apply_done = true;
+        let records = [
+            device("r1", "vx", "n1", "vx0"),
+            device("r1", "vx", "n1", "eth9"),
+            device("r0", "vx", "n2", "vx0"),
+            device("r1", "other", "n4", "vx0"),
+            done,
+            device("r1", "vx", "n5", "vx0"),
+        ];
+        let nodes: Vec<String> = to_apply(&records, "r1", "vx")
+            .into_iter()
+            .map(|(run, case, node)| {
+                assert_eq!((run.as_str(), case.as_str()), ("r1", "vx"));
+                node
+            })
+            .collect();
+        assert_eq!(nodes, ["n1", "n5"]);
+    }
+
+    #[test]
+    fn the_state_before_comes_only_from_a_clean_read_of_the_same_device() {
+        let mut records = vec![
+            device("r1", "vx", "n1", "vx0"),
+            device("r1", "vx", "n1", "vx1"),
+            device("r1", "vx", "n1", "eth9"),
+            device("r1", "vx", "n1", "vx2"),
+            device("r1", "vx", "n1", "vx3"),
+        ];
+        let read = state(&[("tx-checksum-ip-generic", true)]);
+        let mut failed = clean(read.clone());
+        failed.error = Some("exit code 1: no such device".into());
+        let outcomes = BTreeMap::from([
+            (job::container_name(0), clean(read.clone())),
+            (job::container_name(1), failed),
+            // A state of vx0 reported for eth9 is not eth9's state.
+            (job::container_name(2), clean(read.clone())),
+            (job::container_name(4), clean(read.clone())),
+        ]);
+        // Record 4 is not being read: its outcome is ignored.
+        let errors = take_reads(&mut records, &[0, 1, 2, 3], &outcomes);
+        assert_eq!(records[0].before, Some(read));
+        assert!(records.iter().skip(1).all(|r| r.before.is_none()));
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with("n1/vx1: ") && errors[0].contains("no such device"));
+        assert!(errors[1].starts_with("n1/eth9: ") && errors[1].contains("is of vx0"));
+        assert!(errors[2].starts_with("n1/vx2: ") && errors[2].contains("reported nothing"));
+    }
+
+    #[test]
+    fn an_apply_outcome_is_recorded_per_device_and_every_failure_named() {
+        let mut records = vec![
+            device("r1", "vx", "n1", "vx0"),
+            device("r1", "vx", "n1", "vx1"),
+            device("r1", "vx", "n1", "eth9"),
+            device("r1", "vx", "n1", "vx2"),
+        ];
+        let changed = state(&[("tx-checksum-ip-generic", false)]);
+        let mut failed = clean(changed.clone());
+        failed.error = Some("exit code 1: busy".into());
+        let outcomes = BTreeMap::from([
+            (job::container_name(0), clean(changed.clone())),
+            (job::container_name(1), failed),
+            (job::container_name(2), clean(changed.clone())),
+        ]);
+        let errors = take_apply(&mut records, &[0, 1, 2, 3], &outcomes);
+        // Every device's apply is over, whatever its outcome: a restore may now be needed.
+        assert!(records.iter().all(|r| r.apply_done));
+        assert_eq!(records[0].applied, Some(changed.clone()));
+        assert_eq!(records[0].after, Some(changed));
+        assert_eq!(records[0].apply_error, None);
+        assert_eq!(records[1].apply_error.as_deref(), Some("exit code 1: busy"));
+        // Another interface's read-back is not this device's state.
+        assert!(records[2].applied.is_none() && records[2].after.is_none());
+        assert_eq!(records[3].apply_error.as_deref(), Some("no outcome"));
+        assert_eq!(
+            errors,
+            ["n1/vx1: exit code 1: busy", "n1/vx2: no outcome"],
+            "{records:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_case_stores_nothing_and_creates_no_job() {
+        let fake = FakeApi::default();
+        let client = fake.client(cluster(true));
+        // The namespace has not opted in to offload Jobs.
+        let config = Config::for_tests();
+        let b = eb();
+        let offload = Offload {
+            client: &client,
+            config: &config,
+            eb: &b,
+            run: "r1",
+        };
+        let mut book = Book::load(&client, &config, &b).await.unwrap();
+        let stage = offload.apply(&b.spec.cases[0], &mut book).await.unwrap();
+        let Stage::Refused(m) = stage else {
+            panic!("{stage:?}")
+        };
+        assert!(m.contains("not enabled for namespace ns"), "{m}");
+        assert!(book.records().is_empty());
+        let writes: Vec<_> = requests(&fake)
+            .into_iter()
+            .filter(|(m, _, _)| m != "GET")
+            .collect();
+        assert!(writes.is_empty(), "{writes:?}");
+        assert_eq!(
+            offload.refusal().await.unwrap().as_deref(),
+            Some(m.as_str())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_records_are_stored_before_the_read_jobs_and_nothing_is_applied_yet() {
+        let fake = FakeApi::default();
+        let client = fake.client(cluster(true));
+        let config = allowing();
+        let b = eb();
+        let offload = Offload {
+            client: &client,
+            config: &config,
+            eb: &b,
+            run: "r1",
+        };
+        assert_eq!(offload.refusal().await.unwrap(), None);
+        let mut book = Book::load(&client, &config, &b).await.unwrap();
+        let stage = offload.apply(&b.spec.cases[0], &mut book).await.unwrap();
+        assert_eq!(
+            stage,
+            Stage::Waiting(
+                "case vx: recording the state on n1, recording the state on n2, \
+                 recording the state on n3"
+                    .into()
+            )
+        );
+        let jobs = jobs_created(&fake);
+        assert_eq!(jobs.len(), 3);
+        assert!(jobs.iter().all(|j| j.contains("offload-read")), "{jobs:?}");
+        assert!(!jobs.iter().any(|j| j.contains("offload-apply")));
+        // The first Job exists only once its record and its read attempt are stored.
+        let stored = stored_before_first_job(&fake).unwrap();
+        assert_eq!(stored.len(), 3);
+        assert_eq!(stored[0].node, "n1");
+        assert_eq!(stored[0].read_attempts, 1);
+        // Nothing is owed yet: no apply started, no state before invented.
+        assert!(book
+            .records()
+            .iter()
+            .all(|r| r.read_attempts == 1 && !r.apply_started && r.before.is_none()));
+        assert!(!book.open());
+    }
+}

@@ -164,3 +164,37 @@ fn describe(outcome: Option<&Outcome>) -> String {
         Some(_) => "no state".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_shares_its_highest_attempt_and_each_device_gets_its_own_features() {
+        let records: Vec<DeviceRecord> = (0..3u32)
+            .map(|n| DeviceRecord {
+                interface: format!("vx{n}"),
+                restore_attempts: n,
+                wanted: [(format!("f{n}"), n % 2 == 0)].into(),
+                ..Default::default()
+            })
+            .collect();
+        assert_eq!(attempts(&records, &[0, 1], |r| r.restore_attempts), 1);
+        assert_eq!(attempts(&records, &[2, 0], |r| r.restore_attempts), 2);
+        assert_eq!(attempts(&records, &[], |r| r.restore_attempts), 0);
+        // An index outside the records is skipped, not a panic.
+        assert_eq!(attempts(&records, &[1, 9], |r| r.restore_attempts), 1);
+        let got = devices(&records, &[2, 0, 9], |r| r.wanted.clone());
+        assert_eq!(
+            got,
+            [
+                (2, "vx2".to_string(), [("f2".to_string(), true)].into()),
+                (0, "vx0".to_string(), [("f0".to_string(), true)].into()),
+            ]
+        );
+        let mut records = records;
+        mark(&mut records, &[1, 9], |r| r.restored = true);
+        let restored: Vec<bool> = records.iter().map(|r| r.restored).collect();
+        assert_eq!(restored, [false, true, false]);
+    }
+}

@@ -184,3 +184,197 @@ fn take_read_backs(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::offload::record::tests::{
+        allowing, cluster, eb, jobs_created, state, stored_before_first_job,
+    };
+    use crate::testing::fake_api::FakeApi;
+
+    const A: &str = "tx-checksum-ip-generic";
+    const B: &str = "tx-tcp-segmentation";
+
+    /// A device of an older run whose apply changed A (B unchanged).
+    fn applied(node: &str) -> DeviceRecord {
+        DeviceRecord {
+            run: "r0".into(),
+            case: "vx".into(),
+            node: node.into(),
+            interface: "vx0".into(),
+            before: Some(state(&[(A, true), (B, true)])),
+            after: Some(state(&[(A, false), (B, true)])),
+            apply_started: true,
+            apply_done: true,
+            apply_attempts: 1,
+            ..Default::default()
+        }
+    }
+
+    fn group(r: &DeviceRecord) -> Group {
+        (r.run.clone(), r.case.clone(), r.node.clone())
+    }
+
+    #[test]
+    fn only_the_case_being_prepared_in_this_run_is_skipped() {
+        let mut this_run = applied("n1");
+        this_run.run = "r1".into();
+        let mut other_case = applied("n2");
+        other_case.run = "r1".into();
+        other_case.case = "other".into();
+        let mut restored = applied("n3");
+        restored.restored = true;
+        let mut never_started = applied("n4");
+        never_started.apply_started = false;
+        let records = [
+            this_run.clone(),
+            other_case.clone(),
+            applied("n5"),
+            restored,
+            never_started,
+        ];
+        let nodes = |skip| -> Vec<String> {
+            owed(&records, "r1", skip)
+                .into_iter()
+                .map(|g| g.2)
+                .collect()
+        };
+        assert_eq!(nodes(Some("vx")), ["n2", "n5"]);
+        assert_eq!(nodes(Some("other")), ["n1", "n5"]);
+        assert_eq!(nodes(None), ["n1", "n2", "n5"]);
+    }
+
+    #[test]
+    fn a_device_is_settled_without_a_job_only_when_nothing_can_or_need_be_written() {
+        let mut no_before = applied("n1");
+        no_before.before = None;
+        let mut unchanged = applied("n1");
+        unchanged.after = unchanged.before.clone();
+        let changed = applied("n1");
+        let mut records = vec![no_before, unchanged, changed];
+        let g = group(&records[0]);
+        settle_without_job(&mut records, &g);
+        assert!(records[0]
+            .abandoned
+            .as_deref()
+            .is_some_and(|m| m.contains("no state before")));
+        assert!(!records[0].needs_restore());
+        assert!(records[1].restored && records[1].abandoned.is_none());
+        // A device that differs still owes a restore Job.
+        assert!(records[2].needs_restore() && records[2].abandoned.is_none());
+        assert_eq!(
+            records[2].restore_features(),
+            BTreeMap::from([(A.to_string(), true)])
+        );
+    }
+
+    #[test]
+    fn only_a_read_back_equal_to_before_counts_as_restored() {
+        let mut records = vec![applied("n1"), applied("n1"), applied("n1")];
+        let outcomes = BTreeMap::from([
+            (
+                job::container_name(0),
+                Outcome {
+                    state: Some(state(&[(A, true), (B, true)])),
+                    error: None,
+                },
+            ),
+            (
+                job::container_name(1),
+                Outcome {
+                    state: Some(state(&[(A, false), (B, true)])),
+                    error: None,
+                },
+            ),
+        ]);
+        take_read_backs(&mut records, &[0, 1, 2], &outcomes);
+        assert!(records[0].restored && !records[0].needs_restore());
+        assert!(records[1].needs_restore());
+        assert!(records[1]
+            .restore_error
+            .as_deref()
+            .is_some_and(|e| e.contains("differs from before")));
+        assert!(records[2].needs_restore());
+        assert_eq!(
+            records[2].restore_error.as_deref(),
+            Some("the container reported nothing")
+        );
+    }
+
+    async fn restore_with(
+        fake: &FakeApi,
+        nodes_exist: bool,
+        records: Vec<DeviceRecord>,
+    ) -> (Stage, Vec<DeviceRecord>) {
+        let client = fake.client(cluster(nodes_exist));
+        let config = allowing();
+        let b = eb();
+        let offload = Offload {
+            client: &client,
+            config: &config,
+            eb: &b,
+            run: "r1",
+        };
+        let mut book = Book::load(&client, &config, &b).await.unwrap();
+        book.stored.data = records;
+        let stage = offload.restore(&mut book, None).await.unwrap();
+        (stage, book.records().to_vec())
+    }
+
+    #[tokio::test]
+    async fn a_restore_job_writes_back_what_differs_after_storing_its_attempt() {
+        let fake = FakeApi::default();
+        let (stage, records) = restore_with(&fake, true, vec![applied("n1")]).await;
+        assert_eq!(
+            stage,
+            Stage::Waiting("restoring offload settings on n1".into())
+        );
+        let jobs = jobs_created(&fake);
+        assert_eq!(jobs.len(), 1);
+        assert!(jobs[0].contains("offload-restore"), "{}", jobs[0]);
+        assert!(jobs[0].contains(&format!("{A}=on")), "{}", jobs[0]);
+        assert!(!jobs[0].contains(B), "B is unchanged: {}", jobs[0]);
+        assert_eq!(
+            stored_before_first_job(&fake).unwrap()[0].restore_attempts,
+            1
+        );
+        // Creating the Job restores nothing.
+        assert!(records[0].needs_restore() && records[0].restore_attempts == 1);
+    }
+
+    #[tokio::test]
+    async fn an_apply_job_gone_mid_apply_means_every_changeable_feature_is_written_back() {
+        let fake = FakeApi::default();
+        let mut in_flight = applied("n1");
+        in_flight.apply_done = false;
+        in_flight.after = None;
+        let (stage, records) = restore_with(&fake, true, vec![in_flight]).await;
+        assert_eq!(
+            stage,
+            Stage::Waiting("restoring offload settings on n1".into())
+        );
+        assert!(records[0].apply_done);
+        let jobs = jobs_created(&fake);
+        assert_eq!(jobs.len(), 1);
+        assert!(jobs[0].contains(&format!("{A}=on")), "{}", jobs[0]);
+        assert!(jobs[0].contains(&format!("{B}=on")), "{}", jobs[0]);
+    }
+
+    #[tokio::test]
+    async fn a_device_on_a_node_that_is_gone_is_abandoned_without_a_job() {
+        let fake = FakeApi::default();
+        let (stage, records) = restore_with(&fake, false, vec![applied("n1")]).await;
+        assert_eq!(stage, Stage::Done);
+        assert!(jobs_created(&fake).is_empty());
+        assert!(!records[0].restored);
+        assert_eq!(
+            records[0].abandoned.as_deref(),
+            Some("node n1 no longer exists; not restored")
+        );
+        assert_eq!(
+            crate::egress::offload::restore_problems(&records),
+            ["n1/vx0: node n1 no longer exists; not restored"]
+        );
+    }
+}
