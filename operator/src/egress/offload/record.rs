@@ -276,10 +276,12 @@ pub fn restore_problems(records: &[DeviceRecord]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::admin::allow::{GlobList, NodeSelector};
     use crate::admin::config::NamespaceList;
+    use crate::testing::fake_api::{status, Answer, FakeApi, Seen};
+    use serde_json::{json, Value};
 
     pub(crate) fn eb() -> EgressBenchmark {
         serde_yaml::from_str(
@@ -304,7 +306,7 @@ spec:
         .unwrap()
     }
 
-    fn state(pairs: &[(&str, bool)]) -> DeviceState {
+    pub(crate) fn state(pairs: &[(&str, bool)]) -> DeviceState {
         DeviceState {
             interface: "vx0".into(),
             features: pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
@@ -318,6 +320,67 @@ spec:
         c.offload_interfaces = GlobList::parse("vx*,eth9");
         c.offload_node_selector = NodeSelector::parse("offload=yes");
         c
+    }
+
+    /// An API server for the offload steps: nodes exist (labelled offload=yes) when
+    /// `nodes_exist`, a created or replaced object is echoed back with a resourceVersion, and
+    /// anything else (a record not yet written, a Job) is not found.
+    pub(crate) fn cluster(nodes_exist: bool) -> impl Fn(&Seen) -> Answer + Clone + Send + Sync {
+        move |seen: &Seen| match seen.method.as_str() {
+            "GET" if nodes_exist && seen.path.starts_with("/api/v1/nodes/") => {
+                let name = seen.path.rsplit('/').next().unwrap_or_default();
+                let node = json!({"apiVersion": "v1", "kind": "Node",
+                                  "metadata": {"name": name, "labels": {"offload": "yes"}}});
+                (200, node)
+            }
+            "POST" | "PUT" => {
+                let mut object: Value = serde_json::from_str(&seen.body).unwrap_or_default();
+                object["metadata"]["resourceVersion"] = json!("1");
+                (200, object)
+            }
+            _ => (404, status(404, "NotFound")),
+        }
+    }
+
+    /// The (method, path, body) of every request `fake` saw.
+    pub(crate) fn requests(fake: &FakeApi) -> Vec<(String, String, String)> {
+        fake.requests()
+            .iter()
+            .map(|line| {
+                let mut parts = line.splitn(4, ' ');
+                let mut next = || parts.next().unwrap_or_default().to_string();
+                let (method, path, _query, body) = (next(), next(), next(), next());
+                (method, path, body)
+            })
+            .collect()
+    }
+
+    /// The records a request wrote to the record ConfigMap (None if it wrote none).
+    pub(crate) fn written(request: &(String, String, String)) -> Option<Vec<DeviceRecord>> {
+        let (method, path, body) = request;
+        if !(method == "POST" || method == "PUT") || !path.contains("/configmaps") {
+            return None;
+        }
+        let cm: Value = serde_json::from_str(body).ok()?;
+        serde_json::from_str(cm["data"]["record.json"].as_str()?).ok()
+    }
+
+    /// The bodies of the Jobs created, in order.
+    pub(crate) fn jobs_created(fake: &FakeApi) -> Vec<String> {
+        requests(fake)
+            .into_iter()
+            .filter(|(m, p, _)| m == "POST" && p.ends_with("/jobs"))
+            .map(|(_, _, body)| body)
+            .collect()
+    }
+
+    /// The records last written before the first Job was created.
+    pub(crate) fn stored_before_first_job(fake: &FakeApi) -> Option<Vec<DeviceRecord>> {
+        let all = requests(fake);
+        let first_job = all
+            .iter()
+            .position(|(m, p, _)| m == "POST" && p.ends_with("/jobs"))?;
+        all.get(..first_job)?.iter().rev().find_map(written)
     }
 
     #[test]
