@@ -11,10 +11,10 @@ use protocol::worker::ReportRefusal;
 use protocol::worker::*;
 use serde::Deserialize;
 
-use super::auth::Authenticated;
+use super::identity::Authenticated;
 use super::metrics::LiveMetrics;
 use super::refusal::{refuse, registry_refusal, Refusal};
-use super::ApiState;
+use super::state::ApiState;
 use crate::context::Wake;
 use crate::store::registry::BarrierState;
 

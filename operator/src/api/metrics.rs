@@ -4,7 +4,7 @@
 use prometheus::{GaugeVec, IntCounterVec, Registry};
 use protocol::worker::ProgressUpdate;
 
-use super::REASONS;
+use super::reasons::REASONS;
 use crate::base::metrics::{counter, gauge, Family};
 
 /// `netbench_api_requests_total` and `netbench_api_rejected_total`.

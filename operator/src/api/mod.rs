@@ -6,12 +6,15 @@
 
 mod auth;
 mod handlers;
+mod identity;
 pub mod metrics;
 pub mod pod_tokens;
+mod reasons;
 mod refusal;
 mod server;
+mod state;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -21,14 +24,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
-pub use auth::{AuthError, Authenticated, Authenticator};
+pub use identity::{AuthError, Authenticated, Authenticator};
 pub use pod_tokens::PodTokens;
-pub use refusal::REASONS;
+pub use reasons::REASONS;
 pub use server::{serve, ServerLimits};
+pub use state::ApiState;
 
 use crate::base::metrics::Metrics;
-use crate::context::Wake;
-use crate::store::registry::Registry;
 pub use crate::store::reports::ReportSink;
 use metrics::ApiMetrics;
 
@@ -39,18 +41,6 @@ pub const MAX_REPORT_BYTES: usize = 512 * 1024;
 pub const MAX_SMALL_BODY_BYTES: usize = 8 * 1024;
 // A report, JSON-escaped once more into a ConfigMap value, must fit the ConfigMap's 1 MiB.
 const _: () = assert!(MAX_REPORT_BYTES <= 512 * 1024);
-
-#[derive(Clone)]
-pub struct ApiState {
-    pub runs: Arc<Registry>,
-    /// Who may call the run routes.
-    pub auth: Arc<dyn Authenticator>,
-    pub metrics: Arc<Metrics>,
-    pub sink: Arc<dyn ReportSink>,
-    pub wake: tokio::sync::mpsc::UnboundedSender<Wake>,
-    /// True while this replica leads (and so serves workers).
-    pub ready: Arc<AtomicBool>,
-}
 
 pub fn router(state: ApiState) -> Router {
     // The refusal series exist at 0 from the start.

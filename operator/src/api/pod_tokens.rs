@@ -16,7 +16,7 @@ use kube::api::{Api, PostParams};
 use protocol::worker::Role;
 use tokio::sync::Semaphore;
 
-use super::auth::{AuthError, Authenticator};
+use super::identity::{AuthError, Authenticator};
 use crate::base::labels;
 use crate::store::registry::{Caller, Registry, RunSpec};
 

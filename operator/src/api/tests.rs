@@ -3,6 +3,7 @@
 //! e2e tests use a real cluster for both.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -13,6 +14,7 @@ use tower::ServiceExt;
 
 use super::metrics::ApiMetrics;
 use super::*;
+use crate::store::registry::Registry;
 use crate::store::registry::RunSpec;
 use crate::testing::{FixedTokens, MemorySink};
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -13,6 +14,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::tests::{call, http_report, rejected, report_body, setup_with_runs};
 use super::*;
+use crate::store::registry::Registry;
 use crate::store::registry::{Listen, ListenHost, Pairing, RunSpec};
 use crate::testing::{FixedTokens, MemorySink};
 

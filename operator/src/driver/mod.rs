@@ -7,8 +7,8 @@
 //! restores at the end.
 //!
 //! [`apply`] below is the whole reconcile, step by step; `scheduled` applies the schedule,
-//! `start` begins a new run, `machine` runs the phase handlers (`phases/`, one file per phase)
-//! and is the only place a run changes phase, `status` writes status and releases reports,
+//! `start` begins a new run, `machine` runs the phase handlers (`phases/`, one file per phase),
+//! `transition` is the only place a run changes phase, `status` writes status and releases reports,
 //! `record` writes the run record (what the operator decided about the run; results are made
 //! of it).
 //!
@@ -23,6 +23,7 @@ mod record;
 mod scheduled;
 mod start;
 mod status;
+mod transition;
 
 use kube::api::Api;
 use kube::runtime::controller::Action;

@@ -9,14 +9,14 @@ use kube::ResourceExt;
 
 use crds::{Phase, RunStatus};
 
-use super::machine::{fail, set_phase};
 use super::metrics::RunMetrics;
 use super::start::begin_run;
+use super::transition::{fail, set_phase};
 use crate::base::conditions::{INVALID, READY};
 use crate::base::error::Result;
 use crate::base::labels;
 use crate::base::outcome::{Failure, Reason};
-use crate::policy::schedule::{decide, round_of, spec_hash, Decision, Input, Scheduled};
+use crate::policy::schedule::{decide, spec_hash, Decision, Input, Scheduled};
 use crate::run::{Hooks, Plan, Run, RunState};
 
 /// The schedule's decision for `obj` at `now`.
@@ -107,19 +107,6 @@ pub(in crate::driver) fn refuse_invalid<K: Hooks>(run: &mut Run<'_, K>) {
     let reason = Reason::InvalidSchedule;
     run.condition(INVALID, true, reason.as_str(), m.clone());
     fail(run, Failure::new(reason, m));
-}
-
-/// Whether the run `old` is stopped because a later round's run replaces it (the
-/// RunReplaced Event says so, not that the spec changed).
-pub(in crate::driver) fn replaces<K: Hooks>(run: &Run<'_, K>, old: &str) -> bool {
-    let Decision::Scheduled(Scheduled { run: Some(new), .. }) = run.schedule() else {
-        return false;
-    };
-    let uid = run.obj().uid().unwrap_or_default();
-    match (round_of(old, &uid), round_of(new, &uid)) {
-        (Some(old), Some(new)) => new > old,
-        _ => false,
-    }
 }
 
 /// After the phases: `status.schedule` as decided (a new run's fresh status does not carry

@@ -5,16 +5,17 @@
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::ResourceExt;
 
 use crds::Phase;
 
-use super::machine::{fail, set_phase};
-use super::scheduled;
+use super::transition::{fail, set_phase};
 use crate::base::conditions::READY;
 use crate::base::error::Result;
 use crate::base::labels;
 use crate::base::outcome::Step;
 use crate::k8s::pods;
+use crate::policy::schedule::{round_of, Decision, Scheduled};
 use crate::run::{Hooks, Run, RunState};
 use crate::store::reports::Owner;
 
@@ -61,7 +62,7 @@ async fn start_new_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
         let ctx = run.ctx();
         ctx.reports().delete(&owner, Some(&old)).await?;
         let finished = run.status().run().phase.is_some_and(Phase::is_finished);
-        if !finished && !scheduled::replaces(run, &old) {
+        if !finished && !replaces(run, &old) {
             let m =
                 format!("the spec changed during run {old}; it was stopped and a new run starts");
             run.event(EventType::Warning, "SpecChanged", m);
@@ -78,4 +79,17 @@ async fn start_new_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
     set_phase(run, Phase::Pending, "accepted");
     run.condition(READY, false, "Pending", "the run has not finished");
     Ok(())
+}
+
+/// Whether the run `old` is stopped because a later round's run replaces it (the
+/// RunReplaced Event says so, not that the spec changed).
+fn replaces<K: Hooks>(run: &Run<'_, K>, old: &str) -> bool {
+    let Decision::Scheduled(Scheduled { run: Some(new), .. }) = run.schedule() else {
+        return false;
+    };
+    let uid = run.obj().uid().unwrap_or_default();
+    match (round_of(old, &uid), round_of(new, &uid)) {
+        (Some(old), Some(new)) => new > old,
+        _ => false,
+    }
 }

@@ -4,7 +4,7 @@
 //! A `Run` keeps its fields to itself. A kind's hooks read the object, the context and the
 //! status, write the kind's own status fields, set conditions, say what the run waits for and
 //! add Events, all through the methods below; none of them moves the run to another phase:
-//! only the driver does (driver::machine), so every phase change goes through one place that
+//! only the driver does (driver::transition), so every phase change goes through one place that
 //! also sets phaseSince and the phase Event.
 
 pub mod kind;
@@ -124,7 +124,7 @@ impl<'a, K: Hooks> Run<'a, K> {
         self.ended.as_ref()
     }
 
-    /// The driver ended the run (only `driver::machine` calls this).
+    /// The driver ended the run (only `driver::transition` calls this).
     pub fn set_ended(&mut self, ended: Ended) {
         self.ended = Some(ended);
     }

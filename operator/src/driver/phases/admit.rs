@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crds::Phase;
 
-use super::super::machine::{set_phase, Next};
+use super::super::transition::{set_phase, Next};
 use super::after_hook;
 use crate::base::conditions::{self, INVALID, QUEUED};
 use crate::base::error::Result;

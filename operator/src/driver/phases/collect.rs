@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crds::{CleanupPolicy, Phase};
 
-use super::super::machine::{fail, finish, set_phase, Next};
+use super::super::transition::{fail, finish, set_phase, Next};
 use super::{after_hook, gates};
 use crate::base::conditions::READY;
 use crate::base::error::Result;

@@ -14,7 +14,7 @@ use kube::runtime::events::EventType;
 
 use crds::{CleanupPolicy, Phase};
 
-use super::super::machine::{fail, Next};
+use super::super::transition::{fail, Next};
 use crate::base::conditions::{self, NEW_REGIME, REGRESSED, RESULT_RECORDED};
 use crate::base::error::{Error, Result};
 use crate::base::outcome::Step;

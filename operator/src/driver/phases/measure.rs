@@ -10,7 +10,7 @@ use protocol::worker::Role;
 
 use crds::Phase;
 
-use super::super::machine::{fail, set_phase, Next};
+use super::super::transition::{fail, set_phase, Next};
 use super::{announce, gates};
 use crate::base::clock::elapsed_since;
 use crate::base::conditions::WORKERS_SCHEDULED;

@@ -1,5 +1,5 @@
 //! The phase handlers, one file per phase; each is idempotent and says what comes next
-//! ([`Next`](super::machine::Next)). A new phase is a new file here, a variant of `crds::Phase`
+//! ([`Next`](super::transition::Next)). A new phase is a new file here, a variant of `crds::Phase`
 //! and an arm of `machine::handle`.
 //!
 //! Pending and Queued: `admit` (the spec checked, the queue). Preparing: `prepare` (the pause
@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use protocol::worker::Role;
 
-use super::machine::{fail, Next};
+use super::transition::{fail, Next};
 use crate::base::outcome::Step;
 use crate::policy::samples::Slot;
 use crate::run::{Hooks, Run};

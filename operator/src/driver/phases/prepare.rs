@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crds::Phase;
 
-use super::super::machine::{fail, set_phase, Next};
+use super::super::transition::{fail, set_phase, Next};
 use super::{after_hook, announce, clients};
 use crate::base::clock::elapsed_since;
 use crate::base::error::Result;
