@@ -126,7 +126,10 @@ impl Hooks for EgressBenchmark {
         let spec = &measured;
         let selector = run.slot_selector(slot);
         let ctx = run.ctx();
-        let pods = ctx.pods.list_or_get(&ctx.client, run.ns(), &selector).await?;
+        let pods = ctx
+            .pods
+            .list_or_get(&ctx.client, run.ns(), &selector)
+            .await?;
         let pairs = match pair_reports(run.obj(), run.id(), slot, reports, Nodes::Pods(&pods)) {
             Ok(p) => p,
             Err(m) => return Ok(Step::fail(Reason::BadReport, m)),

@@ -20,9 +20,7 @@ use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use crds::ingress::{
-    Controller, IngressBenchmark, IngressBenchmarkSpec, OwnedRoute, RouteScaleLog,
-};
+use crds::ingress::{Controller, IngressBenchmark, OwnedRoute, RouteScaleLog};
 
 use super::churn::now_unix_us;
 use super::{plan, routes};
@@ -33,7 +31,9 @@ use crate::policy::samples::Slot;
 use crate::run::Run;
 
 mod reading;
+mod terms;
 pub use reading::{collect, made_in_sample, sample_figures};
+pub use terms::{scaled, UNTIMED};
 
 type IngressRun<'a> = Run<'a, IngressBenchmark>;
 
@@ -44,17 +44,6 @@ const SAMPLE: &str = "netbench.io/route-sample";
 /// Routes created per reconcile, and at once within it.
 const BATCH: usize = 100;
 const AT_ONCE: usize = 16;
-/// The sample figures' names.
-pub const ANSWERED: &str = "routesAnswered";
-pub const ALL_ANSWERED_MS: &str = "routesAllAnsweredMs";
-
-/// The controller of `step` and its route, when the route is a scale (count above 1).
-pub fn scaled(spec: &IngressBenchmarkSpec, step: u32) -> Option<(&Controller, &OwnedRoute)> {
-    let c = plan::controller(spec, step)?;
-    let r = c.route.as_ref()?;
-    (r.count > 1).then_some((c, r))
-}
-
 /// Route `i`'s hostname.
 pub fn hostname(route: &OwnedRoute, i: usize) -> String {
     format!("r{i}.{}", route.hostname)
@@ -140,9 +129,6 @@ async fn ours(
         .filter(|r| labels::controlled_by(&r.metadata, &uid))
         .collect())
 }
-
-/// A route found created with no record of when (its instant lost to a restart).
-pub const UNTIMED: u64 = 0;
 
 /// Whether the API server's refusal is for good (the request is wrong or not allowed), not a
 /// moment's trouble (throttling, a server error, the network) that the next pass retries.

@@ -14,7 +14,7 @@ use protocol::worker::FinalReport;
 use crds::history::Better;
 use crds::ingress::{IngressBenchmark, IngressBenchmarkSpec, RouteScaleLog, RouteScaleResult};
 
-use super::{scaled, ALL_ANSWERED_MS, ANSWERED, UNTIMED};
+use super::terms::{scaled, ALL_ANSWERED_MS, ANSWERED, UNTIMED};
 use crate::ingress::result;
 use crate::policy::samples::{Figure, Slot};
 use crate::run::Run;

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use super::RegistryError;
+use super::error::RegistryError;
 
 /// The `listen` address a server may register: a host it owns and the port the plan gave it.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,7 +11,9 @@ use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
 use crate::policy::live::{Point, Reading, Series};
 
 mod caller;
+mod error;
 pub use caller::{check_listen, Caller, Listen, ListenHost};
+pub use error::RegistryError;
 
 /// How far in the future the common start is set when the last worker registers, so every
 /// worker's barrier poll sees it before it passes.
@@ -58,30 +60,6 @@ struct RunState {
     start_at_unix_ms: Option<u64>,
     /// The clients' progress merged (SLO gates' early abort); a new step starts it anew.
     live: Series,
-}
-
-#[derive(Debug, PartialEq)]
-pub enum RegistryError {
-    UnknownRun,
-    UnknownWorker,
-    WrongStep {
-        current: u32,
-    },
-    /// The caller is not a worker of the run's current step.
-    NotAWorker,
-    /// The caller is a worker, but not the one the request names.
-    NotThisWorker,
-    /// The worker registers in a role the run does not give it.
-    WrongRole,
-    /// The worker asks for the barrier before registering.
-    Unregistered,
-    /// A server registered an address that is not its own (or not the port it was given).
-    ListenNotOwn(String),
-    /// A worker claims to run on another node than its pod's.
-    NodeNotOwn(String),
-    /// The caller's pod has no address yet in the API server (its status lags its start): it
-    /// may retry.
-    AddressUnknown,
 }
 
 /// The barrier's answer for one worker.
@@ -311,16 +289,6 @@ impl Registry {
                 refused.chain(failed).collect()
             })
             .unwrap_or_default()
-    }
-}
-
-impl RegistryError {
-    /// Why, when the refusal is of a worker that spoke beyond itself (which ends its run).
-    pub fn speaks_beyond_itself(&self) -> Option<&str> {
-        match self {
-            RegistryError::ListenNotOwn(why) | RegistryError::NodeNotOwn(why) => Some(why),
-            _ => None,
-        }
     }
 }
 
