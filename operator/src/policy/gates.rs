@@ -336,8 +336,8 @@ mod tests {
         ingress.extend(crate::ingress::churn::all_figure_names().map(String::from));
         ingress.extend(
             [
-                crate::ingress::scale::ANSWERED,
-                crate::ingress::scale::ALL_ANSWERED_MS,
+                crate::ingress::scale::terms::ANSWERED,
+                crate::ingress::scale::terms::ALL_ANSWERED_MS,
             ]
             .map(String::from),
         );

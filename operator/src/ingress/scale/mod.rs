@@ -31,7 +31,7 @@ use crate::policy::samples::Slot;
 use crate::run::Run;
 
 mod reading;
-mod terms;
+pub mod terms;
 pub use reading::{collect, made_in_sample, sample_figures};
 pub use terms::{scaled, UNTIMED};
 
@@ -302,6 +302,7 @@ pub async fn delete_sample(run: &IngressRun<'_>, slot: Slot) -> Result<()> {
 mod tests {
     use super::reading::{add_sample, read_sample, reading_of, SampleReading, NOT_ALL_ANSWERED_MS};
     use super::*;
+    use crds::ingress::IngressBenchmarkSpec;
     use protocol::worker::FinalReport;
     use std::collections::BTreeMap;
 
