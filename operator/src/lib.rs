@@ -9,9 +9,10 @@
 //! - `policy`: pure decisions, no client: the queue, deadlines, samples, the schedule, what a
 //!   spec measures.
 //! - `admin`: what the cluster admin allows: the operator's configuration, allow-lists, caps.
-//! - `k8s`, `store`: the cluster, kind-agnostic: worker pods (specs, creation, problems),
-//!   status writes, Events, leader election; worker reports and restore records in the
-//!   operator's namespace, and the in-memory registry of the runs under way.
+//! - `k8s`, `store`: the cluster, kind-agnostic: worker pods (specs, creation, problems, the
+//!   watches' copies), status writes, Events, leader election; worker reports, run records and
+//!   restore records in the operator's namespace, and the in-memory registry of the runs under
+//!   way.
 //! - `context`: the handles every reconcile shares, and the list of kinds.
 //! - `run`: the run model: `Run` (one reconcile's view of a run, fields private) and what a
 //!   kind adds to the driver (`Plan`, pure; `Hooks`, its own steps).
@@ -23,10 +24,11 @@
 //!   leader does first. `main.rs` wires them.
 //! - `testing`: the fake API server and test doubles of every operator test.
 //!
-//! Where things go: a new kind is a folder beside `ingress/` and `egress/` implementing
-//! `run::Plan` and `run::Hooks`, added to the kinds in main.rs. A new phase is a variant of
-//! `crds::Phase`, a file in `driver/phases/` and an arm of `driver::machine::handle`. A new
-//! failure reason is a variant of `base::outcome::Reason`.
+//! Where things go (docs/architecture.md has each step): a new kind is a folder beside
+//! `ingress/` and `egress/` implementing `run::Plan` and `run::Hooks`, wired in main.rs. A new
+//! phase is a variant of `crds::Phase`, a file in `driver/phases/` and arms of
+//! `driver::machine::{handle, phase_name}`. A new failure reason is a variant of
+//! `base::outcome::Reason`, its string and its entry in `Reason::ALL`.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 

@@ -42,14 +42,14 @@ const KINDS: &[&str] = &["ingress", "egress"];
 
 /// The places a neutral module names a kind today: (file under src/, path as written).
 const KIND_EXCEPTIONS: &[(&str, &str)] = &[
-    // issue 35: kind contract (Hooks::pairs, an egress result type in the shared trait)
+    // issue 35: kind contract (Plan::pair_rows, an egress result type in the shared trait)
     ("run/kind.rs", "crds::egress::PairResult"),
-    // issue 35: kind contract (Hooks::scaling, an ingress status type in the shared trait)
+    // issue 35: kind contract (Plan::scaling, an ingress status type in the shared trait)
     ("run/kind.rs", "crds::ingress::Scaling"),
 ];
 
-/// The file cycles there today that this change may not remove, each as its files: a cycle
-/// through other files, or one that is gone, fails.
+/// The file cycles there are today, each as its files, to be removed from this list as they go:
+/// a cycle through other files, or an entry whose cycle is gone, fails.
 const CYCLE_EXCEPTIONS: &[&[&str]] = &[
     // issue 35: kind contract. `Run<K: Hooks>` and the `Hooks` methods that take a `Run` name
     // each other; the change that reworks the kind contract (run/kind.rs) breaks this.

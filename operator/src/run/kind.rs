@@ -2,7 +2,7 @@
 //! synchronous (what the kind's spec asks for: measurements, workers, deadlines, figures), and
 //! [`Hooks`], the kind's own steps in a run, each idempotent and each answering with a
 //! [`Step`] (done, wait, or fail the run). A new kind implements both (see ingress/kind.rs,
-//! egress/kind.rs) and is added to the list of kinds in main.rs.
+//! egress/kind/) and is wired in main.rs (docs/architecture.md lists where).
 
 use std::collections::BTreeMap;
 use std::future::Future;
