@@ -1,8 +1,9 @@
-//! What a Running tick asks the API server: nothing about the sample's pods and reports while
-//! the operator's watches can answer (it listed both every two seconds before), a list of each
-//! when they cannot (not yet listed), and a list of each before it fails the run on what the
-//! watches said (they lag the API server). Counted on the in-process fake API server
-//! (testing::FakeApi).
+//! What a reconcile asks the API server while a run is measured and after it ended. A Running
+//! tick: nothing about the sample's pods and reports while the operator's watches can answer
+//! (it listed both every two seconds before), a list of each when they cannot (not yet listed),
+//! and a list of each before it fails the run on what the watches said (they lag the API
+//! server). A run this process saw through to its end: nothing more on later reconciles.
+//! Counted on the in-process fake API server (testing::FakeApi).
 
 use std::sync::Arc;
 
@@ -160,4 +161,70 @@ async fn a_pod_the_watch_has_not_shown_yet_fails_nothing() {
     tick(&ctx, client, &b).await;
     assert_eq!(lists(&api_server), (1, 1), "{:#?}", api_server.requests());
     assert!(!failed(&api_server), "{:#?}", api_server.requests());
+}
+
+/// An API server holding `benchmark` that creates what it is sent (a BenchmarkResult, a run
+/// record) and answers with it.
+fn creating(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
+    let holding = benchmark.clone();
+    api_server.client(move |seen| {
+        if seen.method == "GET"
+            && seen
+                .path
+                .ends_with(&format!("/configmaps/netbench-run-{UID}"))
+        {
+            return (200, run_record());
+        }
+        if seen.method == "POST" {
+            let sent: Value = serde_json::from_str(&seen.body).unwrap_or(Value::Null);
+            return (201, sent);
+        }
+        operator::testing::fake_api::holding(&holding, seen)
+    })
+}
+
+const UID: &str = "3b6e1f7c-0000-4c1d-9e3f-1234567890ab";
+
+/// The run's record in the operator's namespace: admitted and ended, so its result is due.
+fn run_record() -> Value {
+    let record = json!({"run": "3b6e1f7c-g1", "admitted": true, "started": "2026-01-01T00:00:00Z",
+        "ended": {"phase": "Succeeded", "reason": "Succeeded", "message": "1 step(s) measured",
+                  "at": "2026-01-01T00:01:00Z", "measuring": false}});
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("netbench-run-{UID}"), "namespace": "netbench-system",
+            "labels": {"app.kubernetes.io/managed-by": "netbench-operator", "netbench.io/benchmark": "b",
+                "netbench.io/kind": "ingressbenchmark", "netbench.io/namespace": "team-a",
+                "netbench.io/record": "run", "netbench.io/uid": UID}},
+        "data": {"record.json": record.to_string()}
+    })
+}
+
+#[tokio::test]
+async fn a_run_seen_through_to_its_end_is_not_finished_again() {
+    // Succeeded, its result not yet written: the first reconcile deletes the pods, writes the
+    // result and the kind's wrap-up; a later one (its own status write coming back, its pods
+    // going) asks the API server nothing more.
+    let mut b = running(&now());
+    b["status"]["phase"] = json!("Succeeded");
+    let api_server = FakeApi::default();
+    let client = creating(&api_server, &b);
+    let ctx = watching(client.clone(), &[]);
+    tick(&ctx, client.clone(), &b).await;
+    let first = api_server.requests();
+    assert!(
+        first
+            .iter()
+            .any(|l| l.starts_with("POST ") && l.contains("/benchmarkresults")),
+        "{first:#?}"
+    );
+    tick(&ctx, client, &b).await;
+    let again: Vec<String> = api_server.requests().split_off(first.len());
+    let asked: Vec<&String> = again
+        .iter()
+        .filter(|l| {
+            !l.starts_with("GET /apis/netbench.io/v1alpha1/namespaces/team-a/ingressbenchmarks/b")
+        })
+        .collect();
+    assert!(asked.is_empty(), "{asked:#?}\nfirst: {first:#?}");
 }

@@ -42,8 +42,17 @@ pub async fn release_reports<K: Hooks>(
     run: &str,
     persisted: &crds::RunStatus,
 ) -> Result<bool> {
-    if is_stored_finished(persisted, run) && result_settled(ctx, obj, run, persisted).await? {
-        ctx.reports().delete(&Owner::of(obj), Some(run)).await?;
+    if !is_stored_finished(persisted, run) {
+        return Ok(false);
+    }
+    // Nothing left to release (the watch holds none: released already, or never stored): no
+    // need to ask whether the result still needs them.
+    let (store, owner) = (ctx.reports(), Owner::of(obj));
+    if store.holds_none(&owner, Some(run)) {
+        return Ok(true);
+    }
+    if result_settled(ctx, obj, run, persisted).await? {
+        store.delete(&owner, Some(run)).await?;
         return Ok(true);
     }
     Ok(false)

@@ -1,7 +1,8 @@
 //! Succeeded or Failed: the pods go per policy (first, so they no longer load what is being
 //! restored), the BenchmarkResult is written from the stored reports (results::record returns
 //! what it recorded; it goes into the run here), then the kind writes back what the run
-//! changed. The registry forgets the run once all of it is done.
+//! changed. The registry forgets the run once all of it is done, and remembers it as done when
+//! its result was written: later reconciles of the benchmark then do nothing here.
 //!
 //! A result that cannot be written is tried again every few seconds (ResultRecorded=False,
 //! ResultWritePending) until --result-write-timeout has passed since the first failure; then the
@@ -30,6 +31,11 @@ const WRITE_PENDING: &str = "ResultWritePending";
 const WRITE_FAILED: &str = "ResultWriteFailed";
 
 pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
+    // Seen through to its end by this process already: nothing is left to do (the pods are
+    // gone, the result is written, the kind has written back what it changed).
+    if run.ctx().runs.is_finished(run.id()) {
+        return Ok(Next::Wait(Action::await_change()));
+    }
     let failed = run.status().run().phase == Some(Phase::Failed);
     let keep_pods = match run.obj().cleanup_policy() {
         CleanupPolicy::Always => false,
@@ -62,6 +68,12 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     };
     match K::wrap_up(run).await? {
         Step::Done if retry_soon => Ok(Next::after(result_write::RETRY)),
+        // Written: the run is over for good. A result given up on is not: any later
+        // reconcile tries it once more.
+        Step::Done if outcome.is_ok() => {
+            run.ctx().runs.finished(run.id());
+            Ok(Next::Wait(Action::await_change()))
+        }
         Step::Done => {
             run.ctx().runs.forget(run.id());
             Ok(Next::Wait(Action::await_change()))

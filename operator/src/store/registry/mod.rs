@@ -3,7 +3,7 @@
 //! workers re-register when the barrier answers 404. Who a request comes from and what it may
 //! claim (its node, a server's `listen` address) is `caller.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
@@ -74,7 +74,16 @@ pub struct BarrierState {
 #[derive(Default)]
 pub struct Registry {
     runs: Mutex<HashMap<String, RunState>>,
+    /// Runs this process saw through to their end (result written, the kind's wrap-up done):
+    /// a later reconcile of the benchmark (its own status write, its pods going) has nothing
+    /// left to do. In memory only: after a restart the first reconcile finishes once more
+    /// (every step of it is idempotent).
+    done: Mutex<HashSet<String>>,
 }
+
+/// Finished runs remembered at most; beyond it the set starts again (each of those runs then
+/// finishes once more, harmlessly).
+const DONE_AT_MOST: usize = 100_000;
 
 impl Registry {
     /// The registry map. A poisoned lock is taken over: every update below leaves the map
@@ -115,6 +124,24 @@ impl Registry {
 
     pub fn forget(&self, run: &str) {
         self.lock().remove(run);
+    }
+
+    /// `run` is over for good: forgotten, and remembered as done.
+    pub fn finished(&self, run: &str) {
+        self.forget(run);
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        if done.len() >= DONE_AT_MOST {
+            done.clear();
+        }
+        done.insert(run.to_string());
+    }
+
+    /// Whether this process saw `run` through to its end.
+    pub fn is_finished(&self, run: &str) -> bool {
+        self.done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(run)
     }
 
     /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the

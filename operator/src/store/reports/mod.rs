@@ -309,6 +309,12 @@ impl Store {
         self
     }
 
+    /// Whether the watch has listed and holds no report object of `owner` (of its run `run`):
+    /// worker reports and folded samples alike.
+    pub fn holds_none(&self, owner: &Owner, run: Option<&str>) -> bool {
+        self.watch_holds_none(owner, run, None, |_| true)
+    }
+
     /// Whether the watch has listed and holds no object `selector(owner, run, step)` (and the
     /// `sample` test on its labels) selects: a delete of them would delete nothing (one
     /// request less for every new run and finished sample). An object stored in the last
@@ -494,7 +500,7 @@ impl Store {
 
     /// Deletes the report objects of one run, or of every run of the benchmark.
     pub async fn delete(&self, owner: &Owner, run: Option<&str>) -> Result<(), kube::Error> {
-        if self.watch_holds_none(owner, run, None, |_| true) {
+        if self.holds_none(owner, run) {
             return Ok(());
         }
         let lp = ListParams::default().labels(&selector(owner, run, None));
