@@ -132,6 +132,30 @@ pub async fn delete_workers(
     Ok(())
 }
 
+/// Tries at most this often (1 s, then 2 s apart) to delete pods in the background.
+const DELETE_TRIES: u32 = 3;
+
+/// [`delete_workers`] without waiting for it: the API server deletes a collection one pod after
+/// another before it answers (seconds at 256 workers), and nothing of a run waits for its pods
+/// to go. Tried up to three times; a deletion that still fails is logged, and the pods go with
+/// their benchmark (owner references, and the finalizer's cleanup).
+pub fn delete_workers_soon(client: &Client, kind: &str, namespace: &str, selector: &str) {
+    let (client, kind) = (client.clone(), kind.to_string());
+    let (namespace, selector) = (namespace.to_string(), selector.to_string());
+    tokio::spawn(async move {
+        for attempt in 1..=DELETE_TRIES {
+            match delete_workers(&client, &kind, &namespace, &selector).await {
+                Ok(()) => return,
+                Err(e) if attempt == DELETE_TRIES => tracing::warn!(
+                    namespace,
+                    "deleting worker pods ({selector}) failed {DELETE_TRIES} times, the last: {e}"
+                ),
+                Err(_) => tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await,
+            }
+        }
+    });
+}
+
 /// A worker that can no longer report: deleted, failed, or finished without a stored report.
 pub fn worker_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,

@@ -119,23 +119,8 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
         run.note_recorded(slot);
     }
     if run.obj().cleanup_policy() != CleanupPolicy::Never {
-        // Not waited for: the API server deletes a collection one pod after another before it
-        // answers (seconds at 256 workers). A deletion that fails is logged; the finish handler
-        // deletes the run's pods again, and waits.
-        let (client, ns, selector) = (
-            ctx.client.clone(),
-            run.ns().to_string(),
-            run.slot_selector(slot),
-        );
-        let kind = kind.to_string();
-        tokio::spawn(async move {
-            if let Err(e) = pods::delete_workers(&client, &kind, &ns, &selector).await {
-                tracing::warn!(
-                    namespace = ns,
-                    "deleting a measured sample's pods ({selector}): {e}"
-                );
-            }
-        });
+        let selector = run.slot_selector(slot);
+        pods::delete_workers_soon(&ctx.client, &kind, run.ns(), &selector);
     }
     steps.lap(&kind, "Collecting: the rest", lap);
     Ok(verdict)

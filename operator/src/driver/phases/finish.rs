@@ -1,5 +1,5 @@
-//! Succeeded or Failed: the pods go per policy (first, so they no longer load what is being
-//! restored), the BenchmarkResult is written from the stored reports (results::record returns
+//! Succeeded or Failed: the pods go per policy (their deletion is sent first, so they no
+//! longer load what is being restored; not waited for), the BenchmarkResult is written from the stored reports (results::record returns
 //! what it recorded; it goes into the run here), then the kind writes back what the run
 //! changed. The registry forgets the run once all of it is done, and remembers it as done when
 //! its result was written: later reconciles of the benchmark then do nothing here.
@@ -44,7 +44,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     };
     if !keep_pods {
         let selector = run.selector();
-        pods::delete_workers(&run.ctx().client, &K::kind(&()), run.ns(), &selector).await?;
+        pods::delete_workers_soon(&run.ctx().client, &K::kind(&()), run.ns(), &selector);
     }
     // The run's end in its record first (the result takes phase and times from there), then
     // the result, built from the reports, which stay until it is written (see `apply`).
