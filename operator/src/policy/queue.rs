@@ -224,6 +224,16 @@ impl Contender {
     }
 }
 
+/// The waiting runs `done` (a run that just ended) may have held up: those of its namespace
+/// (the cap) and those sharing one of its claims. They are woken at once instead of at their
+/// next look at the queue.
+pub fn held_up_by<'a>(done: &Contender, all: &'a [Contender]) -> Vec<&'a Contender> {
+    all.iter()
+        .filter(|o| o.uid != done.uid && waiting(o.phase))
+        .filter(|o| o.namespace == done.namespace || shared(o, done).is_some())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,6 +403,36 @@ mod tests {
             started: None,
             claims: claims.iter().map(|c| c.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_run_that_ends_frees_the_waiting_runs_of_its_namespace_and_its_claims() {
+        let mut done = contender("a", "done", 0, &["target t:80", "node n1"]);
+        done.phase = Some(Phase::Succeeded);
+        let queued = |ns: &str, name: &str, claims: &[&str]| {
+            let mut c = contender(ns, name, 1, claims);
+            c.phase = Some(Phase::Queued);
+            c
+        };
+        let same_ns = queued("a", "q1", &["target u:80"]);
+        let same_target = queued("b", "q2", &["target t:80"]);
+        let any_node = queued("c", "q3", &[ANY_NODE]);
+        let unrelated = queued("d", "q4", &["target v:80"]);
+        let mut running = contender("a", "r", 1, &["target t:80"]);
+        running.phase = Some(Phase::Running);
+        let all = [
+            done.clone(),
+            same_ns,
+            same_target,
+            any_node,
+            unrelated,
+            running,
+        ];
+        let woken: Vec<&str> = held_up_by(&done, &all)
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(woken, ["q1", "q2", "q3"]);
     }
 
     /// A matrix by node selector claims every node: it waits for (and holds up) every run

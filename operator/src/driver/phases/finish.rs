@@ -20,8 +20,9 @@ use crate::base::conditions::{self, NEW_REGIME, REGRESSED, RESULT_RECORDED};
 use crate::base::error::{Error, Result};
 use crate::base::outcome::Step;
 use crate::base::text::clip;
+use crate::context::Wake;
 use crate::k8s::pods;
-use crate::policy::result_write;
+use crate::policy::{queue, result_write};
 use crate::results;
 use crate::run::{Hooks, Run, RunState};
 
@@ -34,6 +35,11 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     // Seen through to its end by this process already: nothing is left to do (the pods are
     // gone, the result is written, the kind has written back what it changed).
     if run.ctx().runs.is_finished(run.id()) {
+        // The first look after the end was written (its own status write coming back): the
+        // queue's caches now show it ended, so the runs it held up look at the queue now.
+        if run.ctx().runs.take_queue_wake(run.id()) {
+            wake_held_up(run).await?;
+        }
         return Ok(Next::Wait(Action::await_change()));
     }
     let failed = run.status().run().phase == Some(Phase::Failed);
@@ -90,6 +96,23 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             Ok(Next::after(result_write::RETRY))
         }
     }
+}
+
+/// Wakes the waiting runs this one held up (its namespace's, those sharing its claims).
+async fn wake_held_up<K: Hooks>(run: &Run<'_, K>) -> Result<()> {
+    let ctx = run.ctx();
+    let all = ctx
+        .kinds
+        .contenders(&ctx.client, &ctx.config.watch_namespaces)
+        .await?;
+    for c in queue::held_up_by(&run.obj().contender(), &all) {
+        let _ = ctx.wake.send(Wake {
+            kind: c.kind.to_string(),
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// The result could not be written: ResultRecorded=False, retried (true) until the bound has

@@ -3,7 +3,7 @@
 //! workers re-register when the barrier answers 404. Who a request comes from and what it may
 //! claim (its node, a server's `listen` address) is `caller.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
@@ -78,7 +78,8 @@ pub struct Registry {
     /// a later reconcile of the benchmark (its own status write, its pods going) has nothing
     /// left to do. In memory only: after a restart the first reconcile finishes once more
     /// (every step of it is idempotent).
-    done: Mutex<HashSet<String>>,
+    /// (Whether the runs it held up in the queue were woken since.)
+    done: Mutex<HashMap<String, bool>>,
 }
 
 /// Finished runs remembered at most; beyond it the set starts again (each of those runs then
@@ -126,22 +127,31 @@ impl Registry {
         self.lock().remove(run);
     }
 
+    fn done(&self) -> MutexGuard<'_, HashMap<String, bool>> {
+        self.done.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// `run` is over for good: forgotten, and remembered as done.
     pub fn finished(&self, run: &str) {
         self.forget(run);
-        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut done = self.done();
         if done.len() >= DONE_AT_MOST {
             done.clear();
         }
-        done.insert(run.to_string());
+        done.insert(run.to_string(), false);
     }
 
     /// Whether this process saw `run` through to its end.
     pub fn is_finished(&self, run: &str) -> bool {
-        self.done
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(run)
+        self.done().contains_key(run)
+    }
+
+    /// True once for a finished run: the first time the runs it held up in the queue are to
+    /// be woken.
+    pub fn take_queue_wake(&self, run: &str) -> bool {
+        self.done()
+            .get_mut(run)
+            .is_some_and(|woken| !std::mem::replace(woken, true))
     }
 
     /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
@@ -453,6 +463,18 @@ mod tests {
             }
             Err(e) => panic!("{listen}: unexpected {e:?}"),
         }
+    }
+
+    #[test]
+    fn a_finished_run_is_remembered_and_wakes_the_queue_once() {
+        let r = Registry::default();
+        assert!(!r.is_finished("r1"));
+        assert!(!r.take_queue_wake("r1"), "not finished: nothing to wake");
+        r.finished("r1");
+        assert!(r.is_finished("r1") && !r.is_finished("r2"));
+        assert!(r.take_queue_wake("r1"));
+        assert!(!r.take_queue_wake("r1"), "only the first look wakes");
+        assert!(r.is_finished("r1"));
     }
 
     #[test]
