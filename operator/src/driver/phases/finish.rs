@@ -98,6 +98,9 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     }
 }
 
+/// Held-up runs woken when a run ends, at most.
+const WAKE_AT_MOST: usize = 8;
+
 /// Wakes the waiting runs this one held up (its namespace's, those sharing its claims).
 async fn wake_held_up<K: Hooks>(run: &Run<'_, K>) -> Result<()> {
     let ctx = run.ctx();
@@ -105,7 +108,11 @@ async fn wake_held_up<K: Hooks>(run: &Run<'_, K>) -> Result<()> {
         .kinds
         .contenders(&ctx.client, &ctx.config.watch_namespaces)
         .await?;
-    for c in queue::held_up_by(&run.obj().contender(), &all) {
+    // The oldest few only: waking every queued run of a busy namespace on every end would be
+    // a status write each (their positions); the others look at the queue at their next poll.
+    let mut held_up = queue::held_up_by(&run.obj().contender(), &all);
+    held_up.sort_by_key(|c| c.created);
+    for c in held_up.into_iter().take(WAKE_AT_MOST) {
         let _ = ctx.wake.send(Wake {
             kind: c.kind.to_string(),
             namespace: c.namespace.clone(),
