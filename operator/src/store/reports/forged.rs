@@ -82,9 +82,6 @@ impl Store {
             .collect())
     }
 
-    /// Warning Events (counted in `netbench_reports_rejected_total`) for a step's forged report
-    /// objects: those `load` rejected and impostors in the benchmark's namespace. Best effort:
-    /// a failed look is logged, the result does not depend on it.
     /// The step's verified reports for Collecting, and the forgeries met on the way (rejected
     /// objects and impostors in the benchmark's namespace) as one Warning Event, counted and
     /// logged.
@@ -103,6 +100,9 @@ impl Store {
         Ok((loaded.reports, events))
     }
 
+    /// Warning Events (counted in `netbench_reports_rejected_total`) for a step's forged report
+    /// objects: those `load` rejected and impostors in the benchmark's namespace. Best effort:
+    /// a failed look is logged, the result does not depend on it.
     async fn forgery_events(
         &self,
         metrics: &Metrics,
