@@ -22,9 +22,11 @@ use serde::{Deserialize, Serialize};
 use crds::environment::Placement;
 use crds::topology::PairResult;
 
-use super::{delete_exactly, identity_hash, selector, step_labels, Owner, Store, StoreError};
+use super::object::{identity_hash, selector, step_labels};
+use super::store::{delete_exactly, Store, StoreError};
 use crate::base::labels;
 use crate::policy::samples::Figure;
+use crate::store::owner::Owner;
 
 const KEY: &str = "sample.json";
 const VERSION: u32 = 1;

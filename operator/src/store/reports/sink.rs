@@ -8,10 +8,21 @@ use futures::future::BoxFuture;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use protocol::worker::FinalReport;
 
-use super::ReportSink;
-use super::{Owner, ReportMetrics, Store, StoreError, Stored, FORGED};
+use super::forged::{ReportMetrics, FORGED};
+use super::store::{Store, StoreError, Stored};
 use crate::base::metrics::Metrics;
+use crate::store::owner::Owner;
 use crate::store::registry::RunSpec;
+
+/// Where accepted reports go: ConfigMaps in the operator's namespace (`ApiSink`).
+pub trait ReportSink: Send + Sync {
+    fn store<'a>(
+        &'a self,
+        run: &'a str,
+        spec: &'a RunSpec,
+        report: &'a FinalReport,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
 
 pub struct ApiSink {
     pub store: Store,

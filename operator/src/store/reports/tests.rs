@@ -1,6 +1,14 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use protocol::worker::{FinalReport, Role};
 use serde_json::json;
 
+use super::forged::poses_as_report;
+use super::object::{report_object, selector, verify, KEY};
 use super::*;
+use crate::base::labels;
 
 const RUN: &str = "3f2a9c1d-g1";
 
