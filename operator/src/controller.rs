@@ -1,6 +1,7 @@
-//! The kube-runtime Controller, the same for both kinds: watch the kind and the operator's pods,
+//! The kube-runtime Controller, the same for every kind: watch the kind and the operator's pods,
 //! wake at once when a worker report arrives, wrap every reconcile in the finalizer (Apply /
-//! Cleanup), and log, count and back off on errors.
+//! Cleanup), and log, count and back off on errors. `kinds` registers each kind once (main.rs
+//! lists them), `wake` routes worker reports' wake requests to their kind's controller.
 //!
 //! Objects are read through `DeserializeGuard`, so one object that does not parse (a stored
 //! object from an older schema, a hand-edited one) is reported on its own and cannot stop the
@@ -33,6 +34,9 @@ use crate::driver;
 use crate::k8s::watched_pods::Place;
 use crate::run::Hooks;
 use tokio_stream::wrappers::UnboundedReceiverStream;
+
+pub mod kinds;
+pub mod wake;
 
 /// Held by every benchmark until its cleanup (restores, children) is done.
 pub const FINALIZER: &str = "netbench.io/cleanup";

@@ -20,15 +20,16 @@
 //! - `driver`, `ingress`, `egress`: the shared phase machine (`driver/mod.rs` is the reconcile,
 //!   step by step), and everything each kind adds to it (plan, budget, deadlines, queue
 //!   claims, caps, checks, results, metrics; the sweep target, offload).
-//! - `api`, `controller`, `resume`: the worker API, the kube-runtime controllers, what a new
-//!   leader does first. `main.rs` wires them.
+//! - `api`, `controller`, `resume`: the worker API, the kube-runtime controllers (with the
+//!   registration of each kind and the routing of wakes by kind), what a new leader does first.
+//!   `main.rs` wires them.
 //! - `testing`: the fake API server and test doubles of every operator test.
 //!
 //! Where things go (docs/architecture.md has each step): a new kind is a folder beside
-//! `ingress/` and `egress/` implementing `run::Plan` and `run::Hooks`, wired in main.rs. A new
-//! phase is a variant of `crds::Phase`, a file in `driver/phases/` and arms of
-//! `driver::machine::{handle, phase_name}`. A new failure reason is a variant of
-//! `base::outcome::Reason`, its string and its entry in `Reason::ALL`.
+//! `ingress/` and `egress/` implementing `run::Plan` and `run::Hooks`, registered by one line of
+//! main.rs's list of kinds (`controller::kinds`). A new phase is a variant of `crds::Phase`, a
+//! file in `driver/phases/` and arms of `driver::machine::{handle, phase_name}`. A new failure
+//! reason is a variant of `base::outcome::Reason`, its string and its entry in `Reason::ALL`.
 #![deny(rust_2018_idioms)]
 #![forbid(unsafe_code)]
 

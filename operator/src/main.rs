@@ -10,18 +10,14 @@ use std::sync::Arc;
 use clap::Parser;
 use crds::{EgressBenchmark, IngressBenchmark};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::ObjectRef;
-use kube::Resource;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use operator::admin::config::{Config, LogFormat};
 use operator::admin::scope::Scope;
 use operator::api::{self, ApiState};
 use operator::base::metrics::Metrics;
-use operator::context::{Context, Kinds};
-use operator::controller::ReconcileMetrics;
+use operator::context::Context;
+use operator::controller::kinds::{registration, DuplicateKind, Registered};
 use operator::k8s::leader::{Elector, LeaderMetrics};
-use operator::run;
 use operator::store::registry::Registry;
 use operator::store::reports::ReportMetrics;
 
@@ -31,11 +27,10 @@ async fn main() -> anyhow::Result<()> {
     init_logging(config.log_format);
     let client = kube::Client::try_default().await?;
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let kinds = kinds()?;
     let metrics = Arc::new(Metrics::new());
     // The series that exist at 0 from the start (the others appear with their first value).
-    for kind in [IngressBenchmark::kind(&()), EgressBenchmark::kind(&())] {
-        metrics.family::<ReconcileMetrics>().prepare(&kind);
-    }
+    kinds.prepare(&metrics);
     metrics.family::<LeaderMetrics>();
     metrics.family::<ReportMetrics>();
     let ctx = Arc::new(Context {
@@ -49,10 +44,7 @@ async fn main() -> anyhow::Result<()> {
         runs: Arc::new(Registry::default()),
         wake: wake_tx,
         // Every kind the operator runs (the controllers below run the same ones).
-        kinds: Kinds(vec![
-            run::kinds::entry::<IngressBenchmark>(),
-            run::kinds::entry::<EgressBenchmark>(),
-        ]),
+        kinds: kinds.kinds(),
         usage: Default::default(),
         versions: Default::default(),
         nodes: Default::default(),
@@ -65,7 +57,7 @@ async fn main() -> anyhow::Result<()> {
     // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
     // releases the Lease so the next replica leads at once.
     tokio::select! {
-        r = lead(ctx, wake_rx, ready) => match r {
+        r = lead(ctx, &kinds, wake_rx, ready) => match r {
             Ok(()) => tracing::info!("controllers stopped"),
             Err(e) => {
                 tracing::error!("{e}; exiting so a fresh replica can follow");
@@ -109,9 +101,20 @@ async fn serve_api(
     )))
 }
 
-/// Waits for the leader Lease (when election is on), then runs both controllers while leading.
+/// Every kind the operator runs, each listed once (one line a kind): its reconcile series at 0,
+/// its entry in the context's list of kinds, its controller and the route of its wakes.
+fn kinds() -> Result<Registered, DuplicateKind> {
+    Registered::new(vec![
+        registration::<IngressBenchmark>(),
+        registration::<EgressBenchmark>(),
+    ])
+}
+
+/// Waits for the leader Lease (when election is on), then runs every kind's controller while
+/// leading.
 async fn lead(
     ctx: Arc<Context>,
+    kinds: &Registered,
     wake_rx: tokio::sync::mpsc::UnboundedReceiver<operator::context::Wake>,
     ready: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
@@ -134,8 +137,10 @@ async fn lead(
     }
     ctx.metrics.family::<LeaderMetrics>().leader.set(1);
     ready.store(true, Ordering::Relaxed);
-    // Worker reports wake the controller of their benchmark's kind at once.
-    let (ingress_wake, egress_wake) = split_wake(wake_rx);
+    // Worker reports wake the controller of their benchmark's kind at once (a kind not
+    // registered: logged and counted, no controller woken).
+    let (router, runs) = kinds.controllers(&ctx);
+    tokio::spawn(router.serve(wake_rx));
     let controllers = async move {
         // Results back on /metrics, orphaned report objects gone, before any run moves on
         // (inside the lead, so the Lease is renewed meanwhile).
@@ -145,12 +150,8 @@ async fn lead(
         let reports = ctx
             .watched_reports
             .run(ctx.client.clone(), &ctx.config.namespace);
-        let both = futures::future::join(
-            operator::controller::run::<IngressBenchmark>(ctx.clone(), ingress_wake),
-            operator::controller::run::<EgressBenchmark>(ctx.clone(), egress_wake),
-        );
         tokio::select! {
-            _ = both => {}
+            _ = futures::future::join_all(runs) => {}
             _ = reports => tracing::error!("the watch of the report objects ended"),
         }
     };
@@ -173,27 +174,4 @@ fn init_logging(format: LogFormat) {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
     }
-}
-
-type WakeStream<K> = UnboundedReceiverStream<ObjectRef<K>>;
-
-/// Routes wake requests to the controller of their kind.
-fn split_wake(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<operator::context::Wake>,
-) -> (WakeStream<IngressBenchmark>, WakeStream<EgressBenchmark>) {
-    let (ingress_tx, ingress_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (egress_tx, egress_rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(w) = rx.recv().await {
-            if w.kind == operator::egress::plan::KIND {
-                let _ = egress_tx.send(ObjectRef::new(&w.name).within(&w.namespace));
-            } else {
-                let _ = ingress_tx.send(ObjectRef::new(&w.name).within(&w.namespace));
-            }
-        }
-    });
-    (
-        UnboundedReceiverStream::new(ingress_rx),
-        UnboundedReceiverStream::new(egress_rx),
-    )
 }
