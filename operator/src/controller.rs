@@ -73,8 +73,10 @@ pub async fn run<K: Hooks>(
         .map(|(api, place)| {
             let (store, writer) = reflector::store();
             ctx.pods.add(place, store);
+            let kind = K::kind(&()).into_owned();
             watcher(api, owned.clone())
                 .default_backoff()
+                .modify(move |pod| crate::k8s::watched_pods::keep_what_is_read(pod, &kind))
                 .reflect(writer)
                 .touched_objects()
         })

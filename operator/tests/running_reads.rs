@@ -228,3 +228,26 @@ async fn a_run_seen_through_to_its_end_is_not_finished_again() {
         .collect();
     assert!(asked.is_empty(), "{asked:#?}\nfirst: {first:#?}");
 }
+
+#[tokio::test]
+async fn a_status_taken_back_makes_the_run_owe_its_end_again() {
+    // Finished and done; then its status is taken back to Running (by hand, or forged) and it
+    // ends again: that end is done in full (pods, result, the kind's restores), not skipped.
+    let mut ended = running(&now());
+    ended["status"]["phase"] = json!("Succeeded");
+    let api_server = FakeApi::default();
+    let client = creating(&api_server, &ended);
+    let ctx = watching(client.clone(), &[worker()]);
+    tick(&ctx, client.clone(), &ended).await;
+    tick(&ctx, client.clone(), &running(&now())).await;
+    let before = api_server.requests().len();
+    tick(&ctx, client, &ended).await;
+    let again: Vec<String> = api_server.requests().split_off(before);
+    assert!(
+        again
+            .iter()
+            .any(|l| l.starts_with("DELETE /api/v1/namespaces/team-a/pods")
+                || l.starts_with("POST ") && l.contains("/benchmarkresults")),
+        "{again:#?}"
+    );
+}

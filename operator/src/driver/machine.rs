@@ -47,6 +47,10 @@ pub(in crate::driver) async fn advance<K: Hooks>(run: &mut Run<'_, K>) -> Result
 async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
     let phase = run.status().run().phase.unwrap_or_default();
     let measuring = matches!(phase, Phase::Preparing | Phase::Running | Phase::Collecting);
+    if !phase.is_finished() {
+        // Not ended (again: a status taken back): its end, when it comes, is done in full.
+        run.ctx().runs.reopen(&phases::finish::ending_key(run));
+    }
     let index = run.index();
     if measuring {
         if let Some(m) = out_of_plan(run) {

@@ -108,6 +108,11 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
         }
     };
     let lap = steps.lap(&kind, "status", lap);
+    // A run whose finish handler did all it owes is done once the stored status shows it ended.
+    if status::is_stored_finished(persisted.run(), run.id()) {
+        let key = phases::finish::ending_key(&run);
+        ctx.runs.stored_ended(&key, run.id());
+    }
 
     // 9. The phase on /metrics, the Events, and the finished run's reports released (only
     //    once the stored status holds their results); until then, the samples this write

@@ -84,7 +84,7 @@ async fn result_settled<K: Hooks>(
 }
 
 /// Whether a stored status shows `run` finished (so its results are in it).
-fn is_stored_finished(persisted: &crds::RunStatus, run: &str) -> bool {
+pub(in crate::driver) fn is_stored_finished(persisted: &crds::RunStatus, run: &str) -> bool {
     persisted.run_id.as_deref() == Some(run)
         && persisted.phase.is_some_and(crds::Phase::is_finished)
 }

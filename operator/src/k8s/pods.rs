@@ -137,9 +137,15 @@ const DELETE_TRIES: u32 = 3;
 
 /// [`delete_workers`] without waiting for it: the API server deletes a collection one pod after
 /// another before it answers (seconds at 256 workers), and nothing of a run waits for its pods
-/// to go. Tried up to three times; a deletion that still fails is logged, and the pods go with
-/// their benchmark (owner references, and the finalizer's cleanup).
-pub fn delete_workers_soon(client: &Client, kind: &str, namespace: &str, selector: &str) {
+/// to go. Tried up to three times; a deletion that still fails is logged and `failed` is
+/// called (the caller makes the deletion come again).
+pub fn delete_workers_soon(
+    client: &Client,
+    kind: &str,
+    namespace: &str,
+    selector: &str,
+    failed: impl FnOnce() + Send + 'static,
+) {
     let (client, kind) = (client.clone(), kind.to_string());
     let (namespace, selector) = (namespace.to_string(), selector.to_string());
     tokio::spawn(async move {
@@ -153,6 +159,7 @@ pub fn delete_workers_soon(client: &Client, kind: &str, namespace: &str, selecto
                 Err(_) => tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await,
             }
         }
+        failed();
     });
 }
 

@@ -84,6 +84,44 @@ impl WatchedPods {
     }
 }
 
+/// What the watches keep of a pod, so that pods are cheap to hold (a pod anyone labels like
+/// ours is watched too): its name, namespace, uid, labels, owners and deletion; its node; its
+/// phase, conditions and containers' states. A pod not controlled by a `kind` benchmark keeps
+/// only its name, namespace and uid (it can then match no selector).
+pub fn keep_what_is_read(pod: &mut Pod, kind: &str) {
+    let ours = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == kind);
+    let meta = std::mem::take(&mut pod.metadata);
+    pod.metadata = kube::api::ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        ..Default::default()
+    };
+    let (spec, status) = (pod.spec.take(), pod.status.take());
+    if !ours {
+        return;
+    }
+    pod.metadata.labels = meta.labels;
+    pod.metadata.owner_references = meta.owner_references;
+    pod.metadata.deletion_timestamp = meta.deletion_timestamp;
+    pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+        node_name: spec.and_then(|s| s.node_name),
+        ..Default::default()
+    });
+    pod.status = status.map(|s| k8s_openapi::api::core::v1::PodStatus {
+        phase: s.phase,
+        conditions: s.conditions,
+        container_statuses: s.container_statuses,
+        ..Default::default()
+    });
+}
+
 /// The pairs of a selector made only of `key=value` terms; None for any other form.
 fn equalities(selector: &str) -> Option<Vec<(&str, &str)>> {
     selector
@@ -182,6 +220,36 @@ mod tests {
         watched.add(Place::Cluster, listed(vec![p.clone()]));
         watched.add(Place::Namespace("a".into()), listed(vec![p]));
         assert_eq!(watched.list("a", "run=r1").map(|p| p.len()), Some(1));
+    }
+
+    #[test]
+    fn a_watched_pod_keeps_what_is_read_and_a_stranger_nothing() {
+        let mut p = pod("a", "w0", &[("run", "r1")]);
+        p.metadata.annotations = Some([("big".to_string(), "x".repeat(1000))].into());
+        p.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                kind: "IngressBenchmark".into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: Some("n1".into()),
+            hostname: Some("h".into()),
+            ..Default::default()
+        });
+        let mut stranger = p.clone();
+        keep_what_is_read(&mut p, "IngressBenchmark");
+        assert_eq!(p.metadata.annotations, None);
+        assert_eq!(p.labels().get("run").map(String::as_str), Some("r1"));
+        assert_eq!(
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some("n1")
+        );
+        assert_eq!(p.spec.as_ref().and_then(|s| s.hostname.as_deref()), None);
+        keep_what_is_read(&mut stranger, "EgressBenchmark");
+        assert!(stranger.labels().is_empty() && stranger.spec.is_none());
+        assert_eq!(stranger.metadata.name.as_deref(), Some("w0"));
     }
 
     #[test]

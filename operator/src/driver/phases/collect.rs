@@ -120,7 +120,9 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     }
     if run.obj().cleanup_policy() != CleanupPolicy::Never {
         let selector = run.slot_selector(slot);
-        pods::delete_workers_soon(&ctx.client, &kind, run.ns(), &selector);
+        // A deletion that fails for good is the finish handler's to do again (it deletes the
+        // whole run's pods).
+        pods::delete_workers_soon(&ctx.client, &kind, run.ns(), &selector, || {});
     }
     steps.lap(&kind, "Collecting: the rest", lap);
     Ok(verdict)

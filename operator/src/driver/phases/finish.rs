@@ -1,8 +1,10 @@
 //! Succeeded or Failed: the pods go per policy (their deletion is sent first, so they no
 //! longer load what is being restored; not waited for), the BenchmarkResult is written from the stored reports (results::record returns
 //! what it recorded; it goes into the run here), then the kind writes back what the run
-//! changed. The registry forgets the run once all of it is done, and remembers it as done when
-//! its result was written: later reconciles of the benchmark then do nothing here.
+//! changed. Once all of it is done and the status saying the run ended is stored
+//! (driver::apply), the registry forgets the run and remembers it as done: later reconciles
+//! of the benchmark then do nothing here, until a measuring phase runs for it again (a status
+//! taken back) or its pods' deletion failed for good.
 //!
 //! A result that cannot be written is tried again every few seconds (ResultRecorded=False,
 //! ResultWritePending) until --result-write-timeout has passed since the first failure; then the
@@ -25,6 +27,7 @@ use crate::k8s::pods;
 use crate::policy::{queue, result_write};
 use crate::results;
 use crate::run::{Hooks, Run, RunState};
+use crate::store::registry::ending_key as ending_key_of;
 
 /// ResultRecorded reasons.
 const WRITTEN: &str = "ResultWritten";
@@ -34,10 +37,11 @@ const WRITE_FAILED: &str = "ResultWriteFailed";
 pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
     // Seen through to its end by this process already: nothing is left to do (the pods are
     // gone, the result is written, the kind has written back what it changed).
-    if run.ctx().runs.is_finished(run.id()) {
+    let key = ending_key(run);
+    if run.ctx().runs.is_finished(&key) {
         // The first look after the end was written (its own status write coming back): the
         // queue's caches now show it ended, so the runs it held up look at the queue now.
-        if run.ctx().runs.take_queue_wake(run.id()) {
+        if run.ctx().runs.take_queue_wake(&key) {
             wake_held_up(run).await?;
         }
         return Ok(Next::Wait(Action::await_change()));
@@ -50,7 +54,20 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     };
     if !keep_pods {
         let selector = run.selector();
-        pods::delete_workers_soon(&run.ctx().client, &K::kind(&()), run.ns(), &selector);
+        // Should the deletion fail for good, the run owes its end again, and its benchmark is
+        // reconciled at once to finish it (and so delete its pods) once more.
+        let ctx = run.ctx();
+        let (runs, wake) = (ctx.runs.clone(), ctx.wake.clone());
+        let again = Wake {
+            kind: K::kind(&()).into_owned(),
+            namespace: run.ns().to_string(),
+            name: run.name().to_string(),
+        };
+        let owed = key.clone();
+        pods::delete_workers_soon(&ctx.client, &K::kind(&()), run.ns(), &selector, move || {
+            runs.reopen(&owed);
+            let _ = wake.send(again);
+        });
     }
     // The run's end in its record first (the result takes phase and times from there), then
     // the result, built from the reports, which stay until it is written (see `apply`).
@@ -77,7 +94,8 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         // Written: the run is over for good. A result given up on is not: any later
         // reconcile tries it once more.
         Step::Done if outcome.is_ok() => {
-            run.ctx().runs.finished(run.id());
+            // Done once the status saying so is stored (driver::apply).
+            run.ctx().runs.finishing(&key);
             Ok(Next::Wait(Action::await_change()))
         }
         Step::Done => {
@@ -96,6 +114,14 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             Ok(Next::after(result_write::RETRY))
         }
     }
+}
+
+/// The key of `run`'s end in the registry (its benchmark's uid and the run id).
+pub(in crate::driver) fn ending_key<K: Hooks>(run: &Run<'_, K>) -> String {
+    ending_key_of(
+        run.obj().meta().uid.as_deref().unwrap_or_default(),
+        run.id(),
+    )
 }
 
 /// Held-up runs woken when a run ends, at most.

@@ -74,12 +74,27 @@ pub struct BarrierState {
 #[derive(Default)]
 pub struct Registry {
     runs: Mutex<HashMap<String, RunState>>,
-    /// Runs this process saw through to their end (result written, the kind's wrap-up done):
-    /// a later reconcile of the benchmark (its own status write, its pods going) has nothing
-    /// left to do. In memory only: after a restart the first reconcile finishes once more
-    /// (every step of it is idempotent).
-    /// (Whether the runs it held up in the queue were woken since.)
-    done: Mutex<HashMap<String, bool>>,
+    /// How far the end of each run got, by benchmark uid and run id (a run id alone is 32 bits
+    /// of a uid: two benchmarks may share one): see [`Ending`]. In memory only: after a
+    /// restart the first reconcile finishes once more (every step of it is idempotent).
+    done: Mutex<HashMap<String, Ending>>,
+}
+
+/// The end of a run, as far as this process took it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ending {
+    /// The finish handler did all it owes (result written, the kind's wrap-up done), but the
+    /// status saying so is not stored yet.
+    Finishing,
+    /// And the stored status shows it ended: a later reconcile of the benchmark (its own
+    /// status write coming back, its pods going) has nothing left to do. Whether the runs it
+    /// held up in the queue were woken since.
+    Done { queue_woken: bool },
+}
+
+/// The key of a run's end in the registry: its benchmark's uid and the run id.
+pub fn ending_key(uid: &str, run: &str) -> String {
+    format!("{uid}/{run}")
 }
 
 /// Finished runs remembered at most; beyond it the set starts again (each of those runs then
@@ -127,31 +142,49 @@ impl Registry {
         self.lock().remove(run);
     }
 
-    fn done(&self) -> MutexGuard<'_, HashMap<String, bool>> {
+    fn done(&self) -> MutexGuard<'_, HashMap<String, Ending>> {
         self.done.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `run` is over for good: forgotten, and remembered as done.
-    pub fn finished(&self, run: &str) {
-        self.forget(run);
+    /// The finish handler did all run `key` ([`ending_key`]) owes; it is done once the stored
+    /// status shows it ended ([`Registry::stored_ended`]).
+    pub fn finishing(&self, key: &str) {
         let mut done = self.done();
         if done.len() >= DONE_AT_MOST {
             done.clear();
         }
-        done.insert(run.to_string(), false);
+        done.insert(key.to_string(), Ending::Finishing);
     }
 
-    /// Whether this process saw `run` through to its end.
-    pub fn is_finished(&self, run: &str) -> bool {
-        self.done().contains_key(run)
+    /// The stored status shows run `key` ended: if its finish handler did all it owes, it is
+    /// done, and `run` (its id) forgotten.
+    pub fn stored_ended(&self, key: &str, run: &str) {
+        let mut done = self.done();
+        if let Some(e @ Ending::Finishing) = done.get_mut(key) {
+            *e = Ending::Done { queue_woken: false };
+            drop(done);
+            self.forget(run);
+        }
+    }
+
+    /// Run `key` is measuring (or waiting) again: a status taken back, a deletion that failed.
+    /// Its end, when it comes, is done in full again.
+    pub fn reopen(&self, key: &str) {
+        self.done().remove(key);
+    }
+
+    /// Whether this process saw run `key` through to its end.
+    pub fn is_finished(&self, key: &str) -> bool {
+        matches!(self.done().get(key), Some(Ending::Done { .. }))
     }
 
     /// True once for a finished run: the first time the runs it held up in the queue are to
     /// be woken.
-    pub fn take_queue_wake(&self, run: &str) -> bool {
-        self.done()
-            .get_mut(run)
-            .is_some_and(|woken| !std::mem::replace(woken, true))
+    pub fn take_queue_wake(&self, key: &str) -> bool {
+        match self.done().get_mut(key) {
+            Some(Ending::Done { queue_woken }) => !std::mem::replace(queue_woken, true),
+            _ => false,
+        }
     }
 
     /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
@@ -466,15 +499,34 @@ mod tests {
     }
 
     #[test]
-    fn a_finished_run_is_remembered_and_wakes_the_queue_once() {
+    fn a_run_is_done_once_its_end_is_stored_and_until_it_is_reopened() {
         let r = Registry::default();
-        assert!(!r.is_finished("r1"));
-        assert!(!r.take_queue_wake("r1"), "not finished: nothing to wake");
-        r.finished("r1");
-        assert!(r.is_finished("r1") && !r.is_finished("r2"));
-        assert!(r.take_queue_wake("r1"));
-        assert!(!r.take_queue_wake("r1"), "only the first look wakes");
-        assert!(r.is_finished("r1"));
+        let (a, b) = (ending_key("uid-a", "r1"), ending_key("uid-b", "r1"));
+        assert!(!r.is_finished(&a));
+        assert!(!r.take_queue_wake(&a), "not finished: nothing to wake");
+        r.stored_ended(&a, "r1");
+        assert!(
+            !r.is_finished(&a),
+            "stored, but the finish handler did not say it is done"
+        );
+        r.finishing(&a);
+        assert!(
+            !r.is_finished(&a),
+            "done in full, but its end is not stored yet"
+        );
+        r.stored_ended(&a, "r1");
+        assert!(r.is_finished(&a));
+        assert!(
+            !r.is_finished(&b),
+            "another benchmark's run of the same id is not done"
+        );
+        assert!(r.take_queue_wake(&a));
+        assert!(!r.take_queue_wake(&a), "only the first look wakes");
+        r.reopen(&a);
+        assert!(
+            !r.is_finished(&a),
+            "a status taken back makes it owe its end again"
+        );
     }
 
     #[test]

@@ -108,7 +108,14 @@ impl Store {
         step: Option<u32>,
         sample: impl Fn(bool) -> bool,
     ) -> bool {
-        let Some(watched) = self.watched.as_ref().and_then(|w| w.ready()) else {
+        let Some(watch) = self.watched.as_ref() else {
+            return false;
+        };
+        // One stored a moment ago may not be in the store yet.
+        if watch.any_unseen(&owner.uid, run) {
+            return false;
+        }
+        let Some(watched) = watch.ready() else {
             return false;
         };
         let wanted = selected_labels(owner, run, step);
@@ -162,10 +169,10 @@ impl Store {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    fn note_stored(&self, name: &str) {
+    fn note_stored(&self, name: &str, owner: &Owner, run: &str) {
         // Only a watch that runs (the leader's) ever shows a name again.
         if let Some(watched) = self.watched.as_ref().filter(|w| w.ready().is_some()) {
-            watched.stored(name);
+            watched.stored(name, &owner.uid, run);
         }
     }
 
@@ -187,7 +194,7 @@ impl Store {
         for _ in 0..3 {
             match api.create(&PostParams::default(), &cm).await {
                 Ok(_) => {
-                    self.note_stored(&name);
+                    self.note_stored(&name, owner, run);
                     return Ok(replaced.map_or(Stored::New, Stored::Replaced));
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -198,7 +205,7 @@ impl Store {
             };
             let why = match verify(&existing, owner, run, report.step, |w| w == report.worker) {
                 Ok(stored) if stored == *report => {
-                    self.note_stored(&name);
+                    self.note_stored(&name, owner, run);
                     return Ok(Stored::Again);
                 }
                 Ok(_) => {

@@ -286,3 +286,23 @@ async fn a_delete_the_watch_says_would_find_nothing_is_not_sent() {
     store.delete_folds(&owner(), RUN).await.unwrap();
     assert_eq!(deletes(&api_server), 2, "{:?}", api_server.requests());
 }
+
+#[tokio::test]
+async fn a_report_stored_a_moment_ago_keeps_its_run_s_delete() {
+    // Stored by this process, not in the watch yet: the watch alone would say "none".
+    let (store, api_server, _) = watched_store(vec![]);
+    let w0 = "bench-3f2a9c1d-g1-s0-w0";
+    store.store(&owner(), RUN, &report(w0, 0)).await.unwrap();
+    assert!(!store.holds_none(&owner(), Some(RUN)));
+    assert!(
+        store.holds_none(&owner(), Some("3f2a9c1d-g2")),
+        "another run's"
+    );
+    store.delete(&owner(), Some(RUN)).await.unwrap();
+    let deletes = api_server
+        .requests()
+        .iter()
+        .filter(|l| l.starts_with("DELETE "))
+        .count();
+    assert_eq!(deletes, 1, "{:?}", api_server.requests());
+}

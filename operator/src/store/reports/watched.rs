@@ -9,9 +9,11 @@
 //! yet fill the gap while a Running tick counts (the worker API wakes the benchmark right after
 //! storing, usually before the watch has the object).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::sync::PoisonError;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -31,8 +33,23 @@ const UNSEEN_AT_MOST: usize = 100_000;
 pub struct WatchedReports {
     reader: reflector::Store<ConfigMap>,
     writer: Mutex<Option<Writer<ConfigMap>>>,
-    unseen: Mutex<HashSet<String>>,
+    /// By object name: the benchmark uid and run it is of, and when it was stored.
+    unseen: Mutex<HashMap<String, Unseen>>,
+    /// False from a failed watch request until the next event: a store that may be stale
+    /// answers nothing.
+    healthy: AtomicBool,
 }
+
+/// An object this process stored that the watch has not shown yet.
+struct Unseen {
+    uid: String,
+    run: String,
+    at: Instant,
+}
+
+/// A stored object the watch has not shown within this long is taken as shown (or gone): the
+/// watch lags by milliseconds, a re-list may miss a deletion, and the set must not keep it.
+const UNSEEN_FOR_AT_MOST: Duration = Duration::from_secs(30);
 
 impl Default for WatchedReports {
     fn default() -> Self {
@@ -41,6 +58,7 @@ impl Default for WatchedReports {
             reader,
             writer: Mutex::new(Some(writer)),
             unseen: Mutex::default(),
+            healthy: AtomicBool::new(true),
         }
     }
 }
@@ -58,30 +76,50 @@ impl WatchedReports {
             reader,
             writer: Mutex::new(None),
             unseen: Mutex::default(),
+            healthy: AtomicBool::new(true),
         }
     }
 
-    /// The store once the watch has listed every report object (never blocks); None before.
+    /// The store once the watch has listed every report object (never blocks); None before,
+    /// and while the watch fails (until its next event).
     pub fn ready(&self) -> Option<&reflector::Store<ConfigMap>> {
+        if !self.healthy.load(Ordering::Relaxed) {
+            return None;
+        }
         self.reader.wait_until_ready().now_or_never()?.ok()?;
         Some(&self.reader)
     }
 
-    fn unseen(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn unseen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Unseen>> {
         self.unseen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// This process stored the object `name` (the API server said so).
-    pub fn stored(&self, name: &str) {
+    /// This process stored the object `name`, a report of run `run` of the benchmark `uid`
+    /// (the API server said so).
+    pub fn stored(&self, name: &str, uid: &str, run: &str) {
         let mut unseen = self.unseen();
+        if unseen.len() >= UNSEEN_AT_MOST / 2 {
+            unseen.retain(|_, u| u.at.elapsed() < UNSEEN_FOR_AT_MOST);
+        }
         if unseen.len() < UNSEEN_AT_MOST {
-            unseen.insert(name.to_string());
+            let (uid, run, at) = (uid.to_string(), run.to_string(), Instant::now());
+            unseen.insert(name.to_string(), Unseen { uid, run, at });
         }
     }
 
     /// Whether this process stored `name` and the watch has not shown it yet.
     pub fn is_unseen(&self, name: &str) -> bool {
-        self.unseen().contains(name)
+        self.unseen()
+            .get(name)
+            .is_some_and(|u| u.at.elapsed() < UNSEEN_FOR_AT_MOST)
+    }
+
+    /// Whether this process stored a report of benchmark `uid` (of its run `run`) that the
+    /// watch has not shown yet.
+    pub fn any_unseen(&self, uid: &str, run: Option<&str>) -> bool {
+        self.unseen().values().any(|u| {
+            u.uid == uid && run.is_none_or(|r| r == u.run) && u.at.elapsed() < UNSEEN_FOR_AT_MOST
+        })
     }
 
     /// The watch showed `name` (created, changed or deleted): it answers for it from now on.
@@ -111,6 +149,13 @@ impl WatchedReports {
             .default_backoff()
             .reflect(writer)
             .for_each(|event| {
+                // Healthy again with the next event that leaves the store current (not while
+                // a new listing is being gathered: the store holds the old one until it ends).
+                let healthy = match &event {
+                    Err(_) => Some(false),
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => None,
+                    Ok(_) => Some(true),
+                };
                 match event {
                     Ok(
                         watcher::Event::Apply(cm)
@@ -119,6 +164,9 @@ impl WatchedReports {
                     ) => self.seen(&cm.name_any()),
                     Ok(_) => {}
                     Err(e) => tracing::warn!("watching the report objects: {e}"),
+                }
+                if let Some(healthy) = healthy {
+                    self.healthy.store(healthy, Ordering::Relaxed);
                 }
                 futures::future::ready(())
             })
