@@ -257,8 +257,13 @@ impl Store {
         let cm = object(&self.namespace, owner, run, folded)?;
         let name = cm.metadata.name.clone().unwrap_or_default();
         for _ in 0..3 {
+            // Stored: noted for the watch, like a report (a delete of the run must not be
+            // skipped while the watch has not shown it yet).
             match api.create(&PostParams::default(), &cm).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    self.note_stored(&name, owner, run);
+                    return Ok(());
+                }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
@@ -266,7 +271,10 @@ impl Store {
                 continue;
             };
             match verify(&existing, owner, run) {
-                Ok(stored) if stored == *folded => return Ok(()),
+                Ok(stored) if stored == *folded => {
+                    self.note_stored(&name, owner, run);
+                    return Ok(());
+                }
                 Ok(_) => {
                     return Err(StoreError::Conflict(format!(
                         "ConfigMap {}/{name} already holds another fold of slot {}",

@@ -169,7 +169,7 @@ impl Store {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    fn note_stored(&self, name: &str, owner: &Owner, run: &str) {
+    pub(super) fn note_stored(&self, name: &str, owner: &Owner, run: &str) {
         // Only a watch that runs (the leader's) ever shows a name again.
         if let Some(watched) = self.watched.as_ref().filter(|w| w.ready().is_some()) {
             watched.stored(name, &owner.uid, run);

@@ -306,3 +306,15 @@ async fn a_report_stored_a_moment_ago_keeps_its_run_s_delete() {
         .count();
     assert_eq!(deletes, 1, "{:?}", api_server.requests());
 }
+
+#[tokio::test]
+async fn a_fold_stored_a_moment_ago_keeps_its_run_s_release() {
+    // The fold of a sample, just stored, not in the watch yet: the run's reports are not
+    // "none" (a finished run's release would skip its delete and leave the fold behind).
+    let (store, _, _) = watched_store(vec![]);
+    store
+        .keep_folded(&owner(), RUN, &Folded::new(0))
+        .await
+        .unwrap();
+    assert!(!store.holds_none(&owner(), Some(RUN)));
+}
