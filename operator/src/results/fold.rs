@@ -18,7 +18,7 @@ use crate::context::Context;
 use crate::policy::samples::{self, Slot};
 use crate::run::{Hooks, Plan};
 use crate::store::reports::folded::{self, MAX_FOLDED_BYTES, MAX_HISTOGRAM_CHARS};
-use crate::store::reports::{Folded, Owner};
+use crate::store::reports::{every_client_reported, Folded, Owner};
 
 /// The fold of one sample from its verified reports; None while a client has not reported or
 /// when the reports make no figures (such a sample is not part of a result).
@@ -29,7 +29,7 @@ pub fn fold<P: Plan>(
     reports: &BTreeMap<String, FinalReport>,
 ) -> Option<Folded> {
     let expected = plan.workers(run, slot);
-    if !complete(&expected, reports) {
+    if !every_client_reported(&expected, reports) {
         return None;
     }
     let mut f = Folded::new(slot.wire());
@@ -75,15 +75,6 @@ fn role_name(role: Role) -> &'static str {
         Role::Client => "client",
         Role::Server => "server",
     }
-}
-
-/// Every client of the sample reported.
-fn complete(expected: &BTreeMap<String, Role>, reports: &BTreeMap<String, FinalReport>) -> bool {
-    let mut clients = expected
-        .iter()
-        .filter(|(_, r)| **r == Role::Client)
-        .peekable();
-    clients.peek().is_some() && clients.all(|(w, _)| reports.contains_key(w))
 }
 
 /// A report's latency histogram, if its kind carries one (validated again: stored objects are

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use protocol::worker::FinalReport;
+use protocol::worker::{FinalReport, Role};
 
 use crate::base::labels;
 use crate::store::owner::Owner;
@@ -166,4 +166,29 @@ pub(super) fn verify(
         ));
     }
     Ok(report)
+}
+
+/// Whether every client of a sample (there is at least one) has a report in `reports`.
+pub fn every_client_reported(
+    expected: &BTreeMap<String, Role>,
+    reports: &BTreeMap<String, FinalReport>,
+) -> bool {
+    let mut clients = expected
+        .iter()
+        .filter(|(_, r)| **r == Role::Client)
+        .peekable();
+    clients.peek().is_some() && clients.all(|(w, _)| reports.contains_key(w))
+}
+
+/// Whether labels `have` are those `wanted` (as [`selected_labels`] gives them), their sample
+/// mark passing `sample`: what the API server's list with the same selector would return.
+pub(super) fn selects(
+    have: Option<&BTreeMap<String, String>>,
+    wanted: &[(&str, String)],
+    sample: impl Fn(bool) -> bool,
+) -> bool {
+    have.is_some_and(|have| {
+        sample(have.contains_key(labels::SAMPLE))
+            && wanted.iter().all(|(k, v)| have.get(*k) == Some(v))
+    })
 }

@@ -10,7 +10,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::Client;
 use protocol::worker::{FinalReport, Role};
 
-use super::object::{object_name, report_object, selected_labels, selector, verify, verify_name};
+use super::object::{
+    every_client_reported, object_name, report_object, selected_labels, selector, selects, verify,
+    verify_name,
+};
 use super::watched::WatchedReports;
 use crate::base::labels;
 use crate::store::owner::Owner;
@@ -120,12 +123,7 @@ impl Store {
         };
         let wanted = selected_labels(owner, run, step);
         watched
-            .find(|cm| {
-                cm.metadata.labels.as_ref().is_some_and(|have| {
-                    sample(have.contains_key(labels::SAMPLE))
-                        && wanted.iter().all(|(k, v)| have.get(*k) == Some(v))
-                })
-            })
+            .find(|cm| selects(cm.metadata.labels.as_ref(), &wanted, &sample))
             .is_none()
     }
 
@@ -134,13 +132,10 @@ impl Store {
         let watched = self.watched.as_ref()?.ready()?;
         // What the API server would list with `selector(owner, Some(run), Some(step))`.
         let wanted = selected_labels(owner, Some(run), Some(step));
-        Some(watched.state_filter(|cm| {
-            let have = cm.metadata.labels.as_ref();
-            have.is_some_and(|have| {
-                !have.contains_key(labels::SAMPLE)
-                    && wanted.iter().all(|(k, v)| have.get(*k) == Some(v))
-            })
-        }))
+        Some(
+            watched
+                .state_filter(|cm| selects(cm.metadata.labels.as_ref(), &wanted, |sample| !sample)),
+        )
     }
 
     /// The `expected` workers of step `step` of `run` whose report object the watch holds (by
@@ -246,12 +241,7 @@ impl Store {
                 step,
                 expected,
             );
-            let clients = expected.iter().filter(|(_, r)| **r == Role::Client);
-            if clients.clone().next().is_some()
-                && clients
-                    .into_iter()
-                    .all(|(w, _)| loaded.reports.contains_key(w))
-            {
+            if every_client_reported(expected, &loaded.reports) {
                 return Ok(loaded);
             }
         }
