@@ -48,7 +48,7 @@ async fn resume(ctx: &Context) -> Result<(), kube::Error> {
 mod tests {
 
     use crate::base::metrics::Metrics;
-    use crate::run::Plan;
+    use crate::run::Hooks;
     use crds::{EgressBenchmark, IngressBenchmark};
 
     fn ingress() -> IngressBenchmark {

@@ -42,7 +42,7 @@ fn run_case_keeping_report(index: u32) -> (crds::egress::CaseResult, Vec<String>
     let slot = Slot::first(index);
     let plans = plan::workers(&eb, "r1", slot);
     let (client, server) = (&plans[0], &plans[1]);
-    let kind = eb.report_kind(index);
+    let kind = eb.measurement(index).report_kind;
     let api = Api::start_taking(
         "EgressBenchmark",
         "e",
@@ -290,7 +290,7 @@ fn a_report_of_another_protocol_is_refused() {
             (server.name.as_str(), Role::Server),
             (client.name.as_str(), Role::Client),
         ],
-        eb.report_kind(1),
+        eb.measurement(1).report_kind,
     );
     let port = api.port_of(&server.name);
     let srv = api.worker(&server.name, &["server", "-B", "127.0.0.1", "-p", &port]);
@@ -319,7 +319,7 @@ fn refuses_forged(real: &FinalReport, index: u32, forge: impl Fn(&mut serde_json
         "EgressBenchmark",
         "e",
         &[(client.name.as_str(), Role::Client)],
-        eb.report_kind(index),
+        eb.measurement(index).report_kind,
     );
     let worker = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {
         operator_url: api.url.clone(),

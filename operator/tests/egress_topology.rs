@@ -47,7 +47,7 @@ fn three_pairs_meet_their_own_servers_and_merge_exactly() {
         "EgressBenchmark",
         "e",
         &workers,
-        eb.report_kind(0),
+        eb.measurement(0).report_kind,
         shared_host,
     );
 

@@ -41,20 +41,11 @@ const NEUTRAL: &[&str] = &["driver", "run", "results", "policy"];
 const KINDS: &[&str] = &["ingress", "egress"];
 
 /// The places a neutral module names a kind today: (file under src/, path as written).
-const KIND_EXCEPTIONS: &[(&str, &str)] = &[
-    // issue 35: kind contract (Plan::pair_rows, an egress result type in the shared trait)
-    ("run/kind.rs", "crds::egress::PairResult"),
-    // issue 35: kind contract (Plan::scaling, an ingress status type in the shared trait)
-    ("run/kind.rs", "crds::ingress::Scaling"),
-];
+const KIND_EXCEPTIONS: &[(&str, &str)] = &[];
 
 /// The file cycles there are today, each as its files, to be removed from this list as they go:
 /// a cycle through other files, or an entry whose cycle is gone, fails.
-const CYCLE_EXCEPTIONS: &[&[&str]] = &[
-    // issue 35: kind contract. `Run<K: Hooks>` and the `Hooks` methods that take a `Run` name
-    // each other; the change that reworks the kind contract (run/kind.rs) breaks this.
-    &["run/kind.rs", "run/mod.rs"],
-];
+const CYCLE_EXCEPTIONS: &[&[&str]] = &[];
 
 /// A graph: module -> module it imports -> how (the files, or the paths as written).
 type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;

@@ -61,14 +61,13 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     };
     note_version(ctx, &obj);
     let lap = steps.lap(&kind, "get", lap);
-    let before = obj.status_of().cloned().unwrap_or_default();
+    let before = obj.status().cloned().unwrap_or_default();
 
     // 2. What the schedule says now, and so which run the object should have.
     let decision = scheduled::decide_for(&obj, before.run(), jiff::Timestamp::now());
     let id = scheduled::run_id(&decision, &obj);
-    let extra = K::load_extra(ctx, &obj, &id).await?;
+    let (obj, extra) = K::load(ctx, obj, &id).await?;
     let lap = steps.lap(&kind, "extra", lap);
-    let obj = K::resolve(obj, &extra);
     let mut run = Run::new(&obj, ctx, id, before.clone(), decision, extra);
 
     let action = 'moved: {
@@ -98,13 +97,13 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     // 8. The end of the run in its record, if the finish handler could not write it; then one
     //    status write, only when something changed (the kind's last touches first).
     record::end(&mut run, true).await;
-    K::before_write(&mut run);
+    K::show(&mut run);
     let recorded = run.take_recorded();
     let persisted = match status::write(api, run.name(), run.status(), before).await? {
         status::Written::Unchanged(status) => status,
         status::Written::Stored(stored) => {
             note_version(ctx, &stored);
-            stored.status_of().cloned().unwrap_or_default()
+            stored.status().cloned().unwrap_or_default()
         }
     };
     let lap = steps.lap(&kind, "status", lap);
@@ -190,7 +189,7 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     // 4. Its reports, its run record, its registry entry and its series go.
     ctx.reports().delete(&Owner::of(&obj), None).await?;
     run_record::delete(&ctx.client, &ctx.config.namespace, &Owner::of(&obj)).await?;
-    if let Some(id) = obj.status_of().and_then(|s| s.run().run_id.as_deref()) {
+    if let Some(id) = obj.status().and_then(|s| s.run().run_id.as_deref()) {
         ctx.runs.forget(id);
         ctx.usage.forget_run(id);
     }

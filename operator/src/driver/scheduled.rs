@@ -21,7 +21,7 @@ use crate::run::{Hooks, Plan, Run, RunState};
 
 /// The schedule's decision for `obj` at `now`.
 pub fn decide_for<K: Plan>(obj: &K, status: &RunStatus, now: Timestamp) -> Decision {
-    let repetition = obj.repetition();
+    let repetition = obj.outline().repetition;
     let uid = obj.uid().unwrap_or_default();
     let hash = match repetition.schedule {
         Some(_) => spec_hash(obj),
@@ -56,11 +56,11 @@ pub fn run_id<K: Plan>(decision: &Decision, obj: &K) -> String {
 pub fn current_run<K: Plan>(obj: &K) -> String {
     let uid = obj.uid().unwrap_or_default();
     let plain = labels::run_id(&uid, obj.meta().generation.unwrap_or(1));
-    if obj.repetition().schedule.is_none() {
+    if obj.outline().repetition.schedule.is_none() {
         return plain;
     }
     let prefix = format!("{}-g", labels::short_uid(&uid));
-    obj.status_of()
+    obj.status()
         .and_then(|s| s.run().run_id.clone())
         .filter(|id| id.starts_with(&prefix))
         .unwrap_or(plain)

@@ -71,7 +71,7 @@ async fn start_new_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
     // What outlives a run: the pointer to the latest result.
     let latest = run.status().run().latest_result.clone();
     let (id, generation) = (run.id().to_string(), run.generation());
-    *run.status_mut() = run.obj().fresh_status();
+    *run.status_mut() = K::Status::default();
     let status = run.status_mut().run_mut();
     status.latest_result = latest;
     status.run_id = Some(id);

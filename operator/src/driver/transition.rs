@@ -63,7 +63,6 @@ pub(in crate::driver) fn finish<K: Hooks>(
         was,
         Some(Phase::Preparing | Phase::Running | Phase::Collecting)
     );
-    K::on_finish(run);
     let at = conditions::now();
     run.status_mut().run_mut().completion_time = Some(at.clone());
     set_phase(run, phase, message.clone());

@@ -9,12 +9,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
-use protocol::worker::{FinalReport, Role};
+use protocol::worker::FinalReport;
 
-use crds::history::{MetricTolerance, Repetition};
 use crds::ingress::StepResult;
-use crds::result::MeasurementStats;
-use crds::{CleanupPolicy, IngressBenchmark, IngressBenchmarkStatus, RunStatus};
+use crds::result::BenchmarkResultSpec;
+use crds::{IngressBenchmark, IngressBenchmarkSpec, IngressBenchmarkStatus, RunStatus};
 
 use super::metrics::IngressMetrics;
 use super::{churn, plan, result, routes, scale, sweep, usage, validate, verdict};
@@ -26,8 +25,9 @@ use crate::base::outcome::{Failure, Reason, Step};
 use crate::context::Context;
 use crate::k8s::workers;
 use crate::policy::queue::Contender;
-use crate::policy::samples::{Figure, Slot};
-use crate::run::{Hooks, Plan, Run, RunState};
+use crate::policy::samples::Slot;
+use crate::run::{Hooks, MeasurementPlan, Outline, Plan, Reading, Run, RunState, SamplePlan};
+use crate::store::registry::Pairing;
 
 impl RunState for IngressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -47,39 +47,42 @@ impl RunState for IngressBenchmarkStatus {
 }
 
 impl Plan for IngressBenchmark {
-    type Status = IngressBenchmarkStatus;
-    const MEASUREMENT: &'static str = "step";
-
-    fn status_of(&self) -> Option<&IngressBenchmarkStatus> {
-        self.status.as_ref()
-    }
-    fn count(&self) -> u32 {
-        plan::step_count(&self.spec)
-    }
-    /// "step 1", or "step 1 (traefik)" when controllers are compared.
-    fn describe(&self, step: u32) -> String {
-        match plan::controller(&self.spec, step) {
-            Some(c) => format!("step {step} ({})", c.name),
-            None => format!("step {step}"),
+    fn outline(&self) -> Outline<'_> {
+        Outline {
+            noun: "step",
+            count: plan::step_count(&self.spec),
+            cleanup: self.spec.cleanup,
+            repetition: &self.spec.repetition,
+            gates: &self.spec.gates,
+            // Controllers compared side by side take their samples in alternating rounds.
+            interleaved: self.spec.controllers.len() > 1,
+            judged_by_default: &[("rps", 10.0), ("p99Ms", 20.0)],
         }
     }
-    fn cleanup_policy(&self) -> CleanupPolicy {
-        self.spec.cleanup
+    /// "step 1", or "step 1 (traefik)" when controllers are compared. Progress counts the
+    /// warm-up in: the abort window starts after it.
+    fn measurement(&self, step: u32) -> MeasurementPlan {
+        MeasurementPlan {
+            name: match plan::controller(&self.spec, step) {
+                Some(c) => format!("step {step} ({})", c.name),
+                None => format!("step {step}"),
+            },
+            report_kind: "http",
+            live_from: self.spec.load.warmup.as_std(),
+            after_start: plan::step_deadline(&self.spec, Duration::ZERO),
+        }
     }
     fn budget(&self, config: &Config) -> Duration {
         plan::budget(&self.spec, config.timeouts())
     }
-    fn deadline(&self, _step: u32, config: &Config) -> Duration {
-        plan::step_deadline(&self.spec, config.worker_start_timeout())
-    }
     fn contender(&self) -> Contender {
         plan::contender(self)
     }
-    fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
-        plan::worker_names(self, run, slot.wire())
-    }
-    fn report_kind(&self, _step: u32) -> &'static str {
-        "http"
+    fn sample(&self, run: &str, slot: Slot) -> SamplePlan {
+        SamplePlan {
+            workers: plan::worker_names(self, run, slot.wire()),
+            pairing: Pairing::default(),
+        }
     }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
         plan::workers(self, run, slot, self.spec.workers.host_network)
@@ -87,138 +90,45 @@ impl Plan for IngressBenchmark {
             .map(|p| workers::pod(p, config))
             .collect()
     }
-    fn repetition(&self) -> &Repetition {
-        &self.spec.repetition
-    }
-    fn figures(
+    fn read(
         &self,
         _run: &str,
         slot: Slot,
         reports: &BTreeMap<String, FinalReport>,
-    ) -> std::result::Result<Vec<Figure>, String> {
+    ) -> std::result::Result<Reading, String> {
         let mut figures =
             result::step_result(slot.measurement, None, reports).map(|r| result::figures(&r))?;
         figures.extend(churn::sample_figures(self, slot, reports)?);
         figures.extend(scale::sample_figures(self, slot, reports)?);
-        Ok(figures)
+        Ok(Reading {
+            figures,
+            parameters: parameters(&self.spec, slot.measurement),
+            pairs: vec![],
+        })
     }
-    fn gates(&self) -> &[crds::gates::Gate] {
-        &self.spec.gates
+}
+
+/// What distinguishes step `step` in a result: its controller, cpu and replicas.
+fn parameters(spec: &IngressBenchmarkSpec, step: u32) -> BTreeMap<String, String> {
+    let sweep_step = plan::sweep_step(spec, step);
+    let mut p = BTreeMap::new();
+    if let Some(c) = plan::controller(spec, step) {
+        p.insert("controller".to_string(), c.name.clone());
     }
-    /// Controllers compared side by side take their samples in alternating rounds.
-    fn interleaved(&self) -> bool {
-        self.spec.controllers.len() > 1
+    if let Some(cpu) = sweep_step.and_then(|s| s.cpu.as_ref()) {
+        p.insert("cpu".to_string(), cpu.0.clone());
     }
-    /// Progress counts the warm-up in: the abort window starts after it.
-    fn live_from(&self, _step: u32) -> Duration {
-        self.spec.load.warmup.as_std()
+    if let Some(r) = sweep_step.and_then(|s| s.replicas) {
+        p.insert("replicas".to_string(), r.to_string());
     }
-    fn default_judged() -> Vec<MetricTolerance> {
-        let tolerance = |name: &str, tolerance_percent| MetricTolerance {
-            name: name.into(),
-            tolerance_percent,
-            better: None,
-        };
-        vec![tolerance("rps", 10.0), tolerance("p99Ms", 20.0)]
-    }
-    fn parameters(
-        &self,
-        _run: &str,
-        slot: Slot,
-        _reports: &BTreeMap<String, FinalReport>,
-    ) -> BTreeMap<String, String> {
-        let step = slot.measurement;
-        let sweep_step = plan::sweep_step(&self.spec, step);
-        let mut p = BTreeMap::new();
-        if let Some(c) = plan::controller(&self.spec, step) {
-            p.insert("controller".to_string(), c.name.clone());
-        }
-        if let Some(cpu) = sweep_step.and_then(|s| s.cpu.as_ref()) {
-            p.insert("cpu".to_string(), cpu.0.clone());
-        }
-        if let Some(r) = sweep_step.and_then(|s| s.replicas) {
-            p.insert("replicas".to_string(), r.to_string());
-        }
-        p
-    }
-    fn show_statistics(status: &mut IngressBenchmarkStatus, stats: &MeasurementStats) {
-        status.rps_interval = result::rps_interval(stats);
-    }
-    fn scaling(
-        &self,
-        measurements: &[crds::result::Measurement],
-    ) -> Option<crds::ingress::Scaling> {
-        self.spec.sweep.as_ref()?;
-        result::scaling_by_controller(&result::sweep_steps(&self.spec, measurements))
-    }
-    fn show_progress(status: &mut IngressBenchmarkStatus, reported: usize, expected: usize) {
-        status.workers = Some(format!("{reported}/{expected}"));
-    }
-    /// The steps and the sweep's scaling its status holds.
-    fn export_results(&self, metrics: &Metrics) {
-        let ns = self.namespace().unwrap_or_default();
-        metrics
-            .family::<IngressMetrics>()
-            .export(&ns, &self.name_any(), self);
-    }
+    p
 }
 
 impl Hooks for IngressBenchmark {
     type Extra = ();
 
-    /// The scaling table of a sweep (a table per controller), the controllers side by side
-    /// (at the sweep's largest size), and the thresholds (against the last step, or every
-    /// controller's there), on either end.
-    fn on_finish(run: &mut Run<'_, Self>) {
-        usage::forget_run(run);
-        let (spec, stats) = (&run.obj().spec, &run.status().run.statistics);
-        let steps = plan::judged_steps(spec).filter_map(|step| {
-            let c = plan::controller(spec, step)?;
-            let m = stats.iter().find(|m| m.index == step)?;
-            Some((c.name.as_str(), m))
-        });
-        if let Some(mut c) = crds::ingress::compare::comparison(steps) {
-            let last = plan::judged_steps(spec).start;
-            if let Some(size) = plan::sweep_step(spec, last).map(result::describe_size) {
-                c.summary =
-                    crate::base::labels::truncate(&format!("at {size}:\n{}", c.summary), 4096);
-            }
-            let line = c.summary.replace(":\n", ": ").replace('\n', "; ");
-            let m = crate::base::labels::truncate(&line, 1000);
-            run.event(EventType::Normal, "ControllersCompared", m);
-            run.status_mut().comparison = Some(c);
-        }
-        if run.obj().spec.sweep.is_some() {
-            let (spec, status) = (&run.obj().spec, run.status());
-            let mut steps = result::with_mean_rps(&status.steps, &status.run.statistics);
-            // Each step's controller as the spec names it, never as status says.
-            steps.retain(|s| s.index < plan::step_count(spec));
-            for s in &mut steps {
-                s.controller = plan::controller(spec, s.index).map(|c| c.name.clone());
-            }
-            let scaling = result::scaling_by_controller(&steps);
-            if let Some(s) = &scaling {
-                run.ctx()
-                    .metrics
-                    .family::<IngressMetrics>()
-                    .set_scaling(run.ns(), run.name(), s);
-            }
-            run.status_mut().scaling = scaling;
-        }
-        if let Some(t) = &run.obj().spec.thresholds {
-            let judged = plan::judged_steps(&run.obj().spec);
-            if let Some((ok, why)) = result::judge_thresholds(t, &run.status().steps, judged) {
-                run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
-            }
-        }
-    }
-
-    async fn load_extra(_ctx: &Context, _ib: &IngressBenchmark, _run: &str) -> Result<()> {
-        Ok(())
-    }
-
-    async fn ingress_controller(run: &Run<'_, Self>) -> Option<String> {
-        sweep::target_image(run).await
+    async fn load(_ctx: &Context, ib: IngressBenchmark, _run: &str) -> Result<(Self, ())> {
+        Ok((ib, ()))
     }
 
     async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
@@ -325,8 +235,10 @@ impl Hooks for IngressBenchmark {
         })
     }
 
-    /// The run's routes are deleted, the sweep target restored.
+    /// The run's summary (see `summarize`), then its routes are deleted, the sweep target
+    /// restored.
     async fn wrap_up(run: &mut Run<'_, Self>) -> Result<Step> {
+        summarize(run);
         let deleted = routes::delete(run, None).await?;
         if deleted > 0 {
             let m = format!("{deleted} HTTPRoute(s) of the run deleted");
@@ -357,6 +269,92 @@ impl Hooks for IngressBenchmark {
             .family::<IngressMetrics>()
             .forget(&ns, &ib.name_any());
         Ok(Step::Done)
+    }
+
+    /// The printer columns: workers reporting, and the last sample's step's requests per
+    /// second over its samples.
+    fn show(run: &mut Run<'_, Self>) {
+        if let Some((reported, expected)) = run.progress() {
+            run.status_mut().workers = Some(format!("{reported}/{expected}"));
+        }
+        let Some(step) = run.recorded().last().map(|s| s.measurement) else {
+            return;
+        };
+        let stats = &run.status().run.statistics;
+        if let Some(interval) = stats
+            .iter()
+            .find(|m| m.index == step)
+            .map(result::rps_interval)
+        {
+            run.status_mut().rps_interval = interval;
+        }
+    }
+
+    /// The steps and the sweep's scaling its status holds.
+    fn export_results(&self, metrics: &Metrics) {
+        let ns = self.namespace().unwrap_or_default();
+        metrics
+            .family::<IngressMetrics>()
+            .export(&ns, &self.name_any(), self);
+    }
+
+    /// A sweep's scaling table, from the result's measurements (made of the stored reports,
+    /// not of status), and the ingress controller's image for the environment fingerprint.
+    async fn complete_result(run: &Run<'_, Self>, spec: &mut BenchmarkResultSpec) {
+        if run.obj().spec.sweep.is_some() {
+            let steps = result::sweep_steps(&run.obj().spec, &spec.measurements);
+            spec.scaling = result::scaling_by_controller(&steps);
+        }
+        spec.cluster.ingress_controller = sweep::target_image(run).await;
+    }
+}
+
+/// The end of a run, either way: the scaling table of a sweep (a table per controller), the
+/// controllers side by side (at the sweep's largest size), and the thresholds (against the
+/// last step, or every controller's there). Again on each wrap-up until it is done: the same
+/// status, and the comparison's Event only when the comparison is new.
+fn summarize(run: &mut Run<'_, IngressBenchmark>) {
+    usage::forget_run(run);
+    let (spec, stats) = (&run.obj().spec, &run.status().run.statistics);
+    let steps = plan::judged_steps(spec).filter_map(|step| {
+        let c = plan::controller(spec, step)?;
+        let m = stats.iter().find(|m| m.index == step)?;
+        Some((c.name.as_str(), m))
+    });
+    if let Some(mut c) = crds::ingress::compare::comparison(steps) {
+        let last = plan::judged_steps(spec).start;
+        if let Some(size) = plan::sweep_step(spec, last).map(result::describe_size) {
+            c.summary = crate::base::labels::truncate(&format!("at {size}:\n{}", c.summary), 4096);
+        }
+        if run.status().comparison.as_ref() != Some(&c) {
+            let line = c.summary.replace(":\n", ": ").replace('\n', "; ");
+            let m = crate::base::labels::truncate(&line, 1000);
+            run.event(EventType::Normal, "ControllersCompared", m);
+            run.status_mut().comparison = Some(c);
+        }
+    }
+    if run.obj().spec.sweep.is_some() {
+        let (spec, status) = (&run.obj().spec, run.status());
+        let mut steps = result::with_mean_rps(&status.steps, &status.run.statistics);
+        // Each step's controller as the spec names it, never as status says.
+        steps.retain(|s| s.index < plan::step_count(spec));
+        for s in &mut steps {
+            s.controller = plan::controller(spec, s.index).map(|c| c.name.clone());
+        }
+        let scaling = result::scaling_by_controller(&steps);
+        if let Some(s) = &scaling {
+            run.ctx()
+                .metrics
+                .family::<IngressMetrics>()
+                .set_scaling(run.ns(), run.name(), s);
+        }
+        run.status_mut().scaling = scaling;
+    }
+    if let Some(t) = &run.obj().spec.thresholds {
+        let judged = plan::judged_steps(&run.obj().spec);
+        if let Some((ok, why)) = result::judge_thresholds(t, &run.status().steps, judged) {
+            run.condition(THRESHOLDS_MET, ok, if ok { "Met" } else { "NotMet" }, why);
+        }
     }
 }
 

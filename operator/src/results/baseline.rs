@@ -20,7 +20,7 @@ pub async fn judge<K: Hooks>(
     run: &Run<'_, K>,
     now: &BenchmarkResultSpec,
 ) -> Result<Option<Verdict>> {
-    let Some(baseline) = run.obj().repetition().baseline.clone() else {
+    let Some(baseline) = run.obj().outline().repetition.baseline.clone() else {
         return Ok(None);
     };
     if now.phase != Phase::Succeeded {
@@ -44,7 +44,7 @@ pub async fn judge<K: Hooks>(
         &what,
         &candidates,
         n,
-        K::default_judged(),
+        run.obj().outline().default_judged(),
     )))
 }
 

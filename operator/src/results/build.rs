@@ -61,8 +61,7 @@ pub async fn result_spec<K: Hooks>(
     } = measurements(run).await?;
     let ctx = run.ctx();
     let cluster_wide = ctx.config.watch_namespaces.is_cluster();
-    let controller = K::ingress_controller(run).await;
-    let cluster = facts::gather(&ctx.client, &nodes, controller, cluster_wide).await;
+    let cluster = facts::gather(&ctx.client, &nodes, cluster_wide).await;
     // Placement is the benchmark's own: where its spec pins workers. Where the scheduler
     // chooses, each run may land elsewhere, and that is not another environment.
     let pins = run
@@ -72,17 +71,17 @@ pub async fn result_spec<K: Hooks>(
         .iter()
         .any(|c| c.starts_with("node "));
     let placement = if pins { placement } else { Placement::new() };
-    let environment = Environment::of(&cluster, &facts::known(&placement, &cluster));
     let stats: Vec<MeasurementStats> = measurements.iter().map(Measurement::statistics).collect();
     // Phase, message and times from the run record, as far as the reports back them (status,
     // which benchmark authors can write, is not read).
-    let min = run.obj().repetition().samples().min();
-    let describe = |i| run.obj().describe(i);
+    let outline = run.obj().outline();
+    let min = outline.repetition.samples().min();
+    let describe = |i| run.obj().measurement(i).name;
     let ended = record.ended.as_ref();
     let decided = ended.map(|e| (e.phase, e.message.as_str()));
     let (phase, message) = backing::phase(decided, &samples, min, describe);
     // A run its gates fail is not a success, whatever was recorded.
-    let gates = crate::policy::gates::judge_run(run.obj().gates(), &stats);
+    let gates = crate::policy::gates::judge_run(outline.gates, &stats);
     let (phase, message) = match (phase, gates.broken.first()) {
         (Phase::Succeeded, Some(b)) => (Phase::Failed, Some(b.message())),
         (phase, _) => (phase, message),
@@ -113,12 +112,16 @@ pub async fn result_spec<K: Hooks>(
         start_time,
         completion_time,
         cluster,
-        environment: Some(environment),
-        scaling: run.obj().scaling(&measurements),
+        environment: None,
+        scaling: None,
         summary: summary(stats.last()),
         measurements,
         verdict: None,
     };
+    K::complete_result(run, &mut spec).await;
+    facts::bound(&mut spec.cluster);
+    let known = facts::known(&placement, &spec.cluster);
+    spec.environment = Some(Environment::of(&spec.cluster, &known));
     fit(&mut spec, MAX_RESULT_BYTES);
     Ok(spec)
 }
@@ -210,9 +213,9 @@ struct Gathered {
 async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
     let store = run.ctx().reports();
     let owner = Owner::of(run.obj());
-    let max = run.obj().repetition().samples().max();
+    let max = run.obj().outline().repetition.samples().max();
     let mut gathered = Gathered::default();
-    for index in 0..run.obj().count().min(samples::STRIDE) {
+    for index in 0..run.obj().outline().count.min(samples::STRIDE) {
         let mut taken = Taken::default();
         for sample in 0..max {
             let slot = Slot {
@@ -231,7 +234,7 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
             let sample_fold = match stored {
                 Some(f) => Some(f),
                 None => {
-                    let expected = run.obj().workers(run.id(), slot);
+                    let expected = run.obj().sample(run.id(), slot).workers;
                     let loaded = store.load(&owner, run.id(), slot.wire(), &expected).await?;
                     fold::fold(run.obj(), run.id(), slot, &loaded.reports)
                 }
@@ -239,7 +242,13 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
             let Some(f) = sample_fold else {
                 break;
             };
-            gathered.add(&mut taken, index, &run.obj().describe(index), sample, f);
+            gathered.add(
+                &mut taken,
+                index,
+                &run.obj().measurement(index).name,
+                sample,
+                f,
+            );
         }
         gathered.end_measurement(index, taken);
     }
@@ -462,7 +471,8 @@ mod tests {
                 sample,
             };
             let reports: BTreeMap<String, FinalReport> = ib
-                .workers(run, slot)
+                .sample(run, slot)
+                .workers
                 .keys()
                 .zip(["node-a", "node-b"])
                 .zip([1000 + u64::from(sample) * 100, 1500])

@@ -37,15 +37,10 @@ const KNOWN_CNIS: [&str; 14] = [
 /// Node names from the run's reports, with the host facts a worker there reported.
 pub type Seen = std::collections::BTreeMap<String, Option<HostFacts>>;
 
-/// The facts; `ingress_controller` is what the kind found (its sweep target's image). The CNI
+/// The facts (the ingress controller is the kind's to add: `Hooks::complete_result`). The CNI
 /// is looked for only by a cluster-wide operator (`cluster_wide`): it lists the pods on the
 /// workers' nodes in every namespace, which a namespace-scoped install may not.
-pub async fn gather(
-    client: &Client,
-    nodes: &Seen,
-    ingress_controller: Option<String>,
-    cluster_wide: bool,
-) -> ClusterFacts {
+pub async fn gather(client: &Client, nodes: &Seen, cluster_wide: bool) -> ClusterFacts {
     let version = match client.apiserver_version().await {
         Ok(v) => Some(clip(&v.git_version, 64)),
         Err(e) => {
@@ -74,8 +69,15 @@ pub async fn gather(
             true => cni(client, &names).await,
             false => None,
         },
-        ingress_controller: ingress_controller.map(|i| clip(&i, 512)),
+        ingress_controller: None,
         nodes: facts,
+    }
+}
+
+/// Bounds what a kind added to the facts (an image name of any length).
+pub fn bound(facts: &mut ClusterFacts) {
+    if let Some(i) = &mut facts.ingress_controller {
+        *i = clip(i, 512);
     }
 }
 

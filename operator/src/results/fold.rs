@@ -28,17 +28,16 @@ pub fn fold<P: Plan>(
     slot: Slot,
     reports: &BTreeMap<String, FinalReport>,
 ) -> Option<Folded> {
-    let expected = plan.workers(run, slot);
+    let expected = plan.sample(run, slot).workers;
     if !every_client_reported(&expected, reports) {
         return None;
     }
     let mut f = Folded::new(slot.wire());
-    f.figures = plan.figures(run, slot, reports).ok()?;
-    if f.figures.iter().any(|x| !x.value.is_finite()) {
+    let reading = plan.read(run, slot, reports).ok()?;
+    if reading.figures.iter().any(|x| !x.value.is_finite()) {
         return None;
     }
-    f.pairs = plan.pair_rows(run, slot, reports);
-    f.parameters = plan.parameters(run, slot, reports);
+    (f.figures, f.parameters, f.pairs) = (reading.figures, reading.parameters, reading.pairs);
     let mut histograms = vec![];
     for (worker, r) in reports {
         let Some(role) = expected.get(worker) else {
@@ -111,7 +110,7 @@ pub async fn fold_recorded<K: Hooks>(
     let store = ctx.reports();
     let owner = Owner::of(obj);
     for slot in confirmed(recorded, persisted, run) {
-        let expected = obj.workers(run, slot);
+        let expected = obj.sample(run, slot).workers;
         let outcome = async {
             let loaded = store.load(&owner, run, slot.wire(), &expected).await?;
             let Some(folded) = fold(obj, run, slot, &loaded.reports) else {

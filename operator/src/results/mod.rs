@@ -84,7 +84,7 @@ async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()
         run.name(),
         &object.spec,
     );
-    let limit = run.obj().repetition().history_limit();
+    let limit = run.obj().outline().repetition.history_limit();
     let kept = prune(&api, &K::kind(&()), run.name(), limit).await?;
     if object.spec.phase == Phase::Succeeded {
         let judged = regime::judge(&history(&kept, &object));

@@ -10,14 +10,15 @@ use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
-use super::Plan;
+use super::plan::Plan;
+use super::Hooks;
 use crate::admin::scope::Scope;
 use crate::base::metrics::Metrics;
 use crate::context::{CachedFn, KindEntry, Listed};
 use crate::policy::queue::Contender;
 
 /// The entry of kind `K`.
-pub fn entry<K: Plan>() -> KindEntry {
+pub fn entry<K: Hooks>() -> KindEntry {
     KindEntry {
         kind: K::kind(&()).into_owned(),
         contenders: contenders::<K>,
@@ -63,7 +64,7 @@ fn contenders<'c, K: Plan>(
 
 /// Every benchmark of kind `K` in the operator's scope: their uids, and the export of the
 /// results their status holds.
-fn list<'c, K: Plan>(
+fn list<'c, K: Hooks>(
     client: &'c Client,
     scope: &'c Scope,
 ) -> BoxFuture<'c, Result<Listed, kube::Error>> {

@@ -45,7 +45,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     // The run's deadline counts from here (see policy::deadline).
     run.status_mut().run_mut().start_time = Some(conditions::now());
     super::super::record::start(run).await;
-    let m = format!("preparing {}", run.obj().describe(0));
+    let m = format!("preparing {}", run.obj().measurement(0).name);
     set_phase(run, Phase::Preparing, m);
     Ok(Next::Continue)
 }

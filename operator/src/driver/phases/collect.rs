@@ -25,14 +25,14 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
             return Ok(next);
         }
     }
-    let plan = run.obj().repetition().samples();
+    let plan = run.obj().outline().repetition.samples();
     let stats = &run.status().run().statistics;
-    let (count, interleaved) = (run.obj().count(), run.obj().interleaved());
+    let (count, interleaved) = (run.obj().outline().count, run.obj().outline().interleaved);
     if let Some(next) = samples::next(&plan, stats, count, slot, interleaved) {
         let m = if next.measurement == index {
             format!(
                 "{}: sample {} next",
-                run.obj().describe(index),
+                run.obj().measurement(index).name,
                 next.sample.saturating_add(1)
             )
         } else {
@@ -47,7 +47,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         fail(run, f);
         return Ok(Next::Continue);
     }
-    let all = format!("all {}s measured", K::MEASUREMENT);
+    let all = format!("all {}s measured", run.obj().outline().noun);
     match K::before_success(run).await? {
         Step::Done => {}
         Step::Wait { message, after } => {
@@ -62,7 +62,11 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         }
     }
     run.condition(READY, true, "Succeeded", all);
-    let m = format!("{} {}(s) measured", run.obj().count(), K::MEASUREMENT);
+    let m = format!(
+        "{} {}(s) measured",
+        run.obj().outline().count,
+        run.obj().outline().noun
+    );
     finish(run, Phase::Succeeded, "Succeeded", m);
     Ok(Next::Continue)
 }
@@ -77,7 +81,7 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     let steps = ctx.metrics.family::<StepMetrics>();
     let kind = K::kind(&());
     let lap = Instant::now();
-    let expected = run.obj().workers(run.id(), slot);
+    let expected = run.obj().sample(run.id(), slot).workers;
     let (reports, forged) = ctx
         .reports()
         .load_for_collecting(
@@ -90,8 +94,8 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
         .await?;
     run.events(forged);
     let lap = steps.lap(&kind, "Collecting: load reports", lap);
-    let figures = match run.obj().figures(run.id(), slot, &reports) {
-        Ok(f) => f,
+    let figures = match run.obj().read(run.id(), slot, &reports) {
+        Ok(r) => r.figures,
         Err(e) => return Ok(Step::Fail(Failure::new(Reason::BadReport, e))),
     };
     let lap = steps.lap(&kind, "Collecting: figures", lap);
@@ -105,12 +109,9 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
             verdict = Step::Fail(f);
         }
     }
-    let name = run.obj().describe(slot.measurement);
+    let name = run.obj().measurement(slot.measurement).name;
     let stats = &mut run.status_mut().run_mut().statistics;
-    if let Some(m) = samples::record(stats, slot.measurement, &name, slot.sample, &figures) {
-        let m = m.clone();
-        K::show_statistics(run.status_mut(), &m);
-    }
+    samples::record(stats, slot.measurement, &name, slot.sample, &figures);
     if samples::recorded(
         &run.status().run().statistics,
         slot.measurement,
@@ -118,7 +119,7 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     ) {
         run.note_recorded(slot);
     }
-    if run.obj().cleanup_policy() != CleanupPolicy::Never {
+    if run.obj().outline().cleanup != CleanupPolicy::Never {
         let selector = run.slot_selector(slot);
         // A deletion that fails for good is the finish handler's to do again (it deletes the
         // whole run's pods).

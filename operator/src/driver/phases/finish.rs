@@ -47,7 +47,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         return Ok(Next::Wait(Action::await_change()));
     }
     let failed = run.status().run().phase == Some(Phase::Failed);
-    let keep_pods = match run.obj().cleanup_policy() {
+    let keep_pods = match run.obj().outline().cleanup {
         CleanupPolicy::Always => false,
         CleanupPolicy::OnSuccess => failed,
         CleanupPolicy::Never => true,

@@ -21,13 +21,17 @@ use crate::run::{Hooks, Run};
 /// While `slot` runs: the first gate with abortOnFail its clients' merged live progress has
 /// broken for good.
 pub(in crate::driver) fn live_abort<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Option<Failure> {
-    if !run.obj().gates().iter().any(|g| g.abort_on_fail) {
+    if !run.obj().outline().gates.iter().any(|g| g.abort_on_fail) {
         return None;
     }
     let points = run.ctx().runs.live(run.id(), slot.wire());
-    let from = run.obj().live_from(slot.measurement).as_secs_f64();
+    let from = run
+        .obj()
+        .measurement(slot.measurement)
+        .live_from
+        .as_secs_f64();
     let what = run.describe(slot);
-    let breach = run.obj().gates().iter().find_map(|g| {
+    let breach = run.obj().outline().gates.iter().find_map(|g| {
         let b = live::decide(&points, g, from)?;
         let about = format!("{what}, live, broken for {:.0}s", b.seconds);
         Breach::of(g, b.value, about)
@@ -42,7 +46,7 @@ pub(in crate::driver) fn after_sample<K: Hooks>(
     figures: &[Figure],
 ) -> Option<Failure> {
     let what = run.describe(slot);
-    let breach = gates::sample_breaches(run.obj().gates(), figures, &what, true)
+    let breach = gates::sample_breaches(run.obj().outline().gates, figures, &what, true)
         .into_iter()
         .next()?;
     Some(failed(run, &breach))
@@ -51,7 +55,7 @@ pub(in crate::driver) fn after_sample<K: Hooks>(
 /// When every measurement is in: every gate over the statistics the stored reports make (status
 /// is writable by the benchmark's author: never judged); sets GatesPassed.
 pub(in crate::driver) async fn at_end<K: Hooks>(run: &mut Run<'_, K>) -> Result<Option<Failure>> {
-    if run.obj().gates().is_empty() {
+    if run.obj().outline().gates.is_empty() {
         return Ok(None);
     }
     let stats = crate::results::statistics(run).await?;
@@ -59,7 +63,7 @@ pub(in crate::driver) async fn at_end<K: Hooks>(run: &mut Run<'_, K>) -> Result<
 }
 
 fn judged<K: Hooks>(run: &mut Run<'_, K>, stats: &[MeasurementStats]) -> Option<Failure> {
-    let verdict = gates::judge_run(run.obj().gates(), stats);
+    let verdict = gates::judge_run(run.obj().outline().gates, stats);
     match verdict.broken.first() {
         Some(b) => {
             let (_, _, message) = verdict.condition();

@@ -34,7 +34,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         fail(run, Failure::new(Reason::PreflightFailed, m).about(&what));
         return Ok(Next::Continue);
     }
-    let expected = run.obj().workers(run.id(), slot);
+    let expected = run.obj().sample(run.id(), slot).workers;
     let awaited: BTreeMap<String, Role> = expected
         .iter()
         .filter(|(_, role)| **role == Role::Client)
@@ -49,7 +49,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
             .keys()
             .filter(|w| seen.reported.contains(*w))
             .count();
-        K::show_progress(run.status_mut(), done, awaited.len());
+        run.set_progress(done, awaited.len());
         if done == awaited.len() {
             let m = format!("{what}: collecting {} report(s)", seen.reported.len());
             set_phase(run, Phase::Collecting, m);
@@ -156,7 +156,11 @@ async fn ending<K: Hooks>(
         return Ok(Some(lost));
     }
     let ctx = run.ctx();
-    let deadline = run.obj().deadline(index, &ctx.config);
+    let after_start = run.obj().measurement(index).after_start;
+    let deadline = ctx
+        .config
+        .worker_start_timeout()
+        .saturating_add(after_start);
     if elapsed_since(&run.status().run().phase_since) <= deadline {
         return Ok(None);
     }

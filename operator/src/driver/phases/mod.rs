@@ -36,9 +36,9 @@ pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
         benchmark: run.name().to_string(),
         uid: obj.meta().uid.clone().unwrap_or_default(),
         step: slot.wire(),
-        workers: obj.workers(run.id(), slot),
-        report_kind: obj.report_kind(slot.measurement),
-        pairing: obj.pairing(run.id(), slot),
+        workers: obj.sample(run.id(), slot).workers,
+        report_kind: obj.measurement(slot.measurement).report_kind,
+        pairing: obj.sample(run.id(), slot).pairing,
     };
     run.ctx().runs.announce(run.id(), spec);
 }

@@ -19,7 +19,7 @@ use crate::run::{Hooks, Run, RunState};
 pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32) -> Result<Next> {
     let slot = run.slot();
     let what = run.describe(slot);
-    let plan = run.obj().repetition().samples();
+    let plan = run.obj().outline().repetition.samples();
     let since = elapsed_since(&run.status().run().phase_since);
     if let Some(left) = samples::pause_left(&plan, slot.sample, since) {
         run.say(format!(
@@ -45,8 +45,8 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
             return Ok(Next::Continue);
         }
     }
-    let workers = run.obj().workers(run.id(), slot);
-    K::show_progress(run.status_mut(), 0, clients(&workers));
+    let workers = run.obj().sample(run.id(), slot).workers;
+    run.set_progress(0, clients(&workers));
     let m = format!("{what}: {} worker(s) started", workers.len());
     set_phase(run, Phase::Running, m);
     Ok(Next::after(POLL))

@@ -19,6 +19,7 @@ use super::metrics::EgressMetrics;
 use super::offload::{self, in_run, Book};
 use super::{nodes, overhead, pair, plan, result, service, validate};
 use crate::base::error::Result;
+use crate::base::metrics::Metrics;
 use crate::base::outcome::{Failure, Reason, Step, POLL};
 use crate::context::Context;
 use crate::policy::samples::Slot;
@@ -42,28 +43,17 @@ pub struct Records {
 impl Hooks for EgressBenchmark {
     type Extra = Records;
 
-    fn before_write(run: &mut Run<'_, Self>) {
-        if let Some(report) = run.extra().offload.report() {
-            run.status_mut().offload = report;
-        }
-        if run.extra().pair_chosen_now {
-            let chosen = run.extra().pair.clone();
-            pair::announce(run, &chosen);
-        }
-    }
-
-    async fn load_extra(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<Records> {
-        let (pair, pair_chosen_now) = pair::load(ctx, eb, run).await?;
-        Ok(Records {
-            offload: Book::load(&ctx.client, &ctx.config, eb).await?,
-            nodes: nodes::load(ctx, eb, run).await?,
+    /// The run's records, and the object with the nodes they hold.
+    async fn load(ctx: &Context, eb: EgressBenchmark, run: &str) -> Result<(Self, Records)> {
+        let (pair, pair_chosen_now) = pair::load(ctx, &eb, run).await?;
+        let records = Records {
+            offload: Book::load(&ctx.client, &ctx.config, &eb).await?,
+            nodes: nodes::load(ctx, &eb, run).await?,
             pair,
             pair_chosen_now,
-        })
-    }
-
-    fn resolve(eb: EgressBenchmark, extra: &Records) -> EgressBenchmark {
-        pair::apply(nodes::apply(eb, &extra.nodes), &extra.pair)
+        };
+        let eb = pair::apply(nodes::apply(eb, &records.nodes), &records.pair);
+        Ok((eb, records))
     }
 
     async fn check(run: &mut Run<'_, Self>) -> Result<Step> {
@@ -209,6 +199,27 @@ impl Hooks for EgressBenchmark {
             .family::<EgressMetrics>()
             .keep_cases(&ns, &eb.name_any(), &[]);
         Ok(Step::Done)
+    }
+
+    /// The offload records' report, and the node pair chosen this reconcile (once).
+    fn show(run: &mut Run<'_, Self>) {
+        if let Some(report) = run.extra().offload.report() {
+            run.status_mut().offload = report;
+        }
+        if run.extra().pair_chosen_now {
+            let chosen = run.extra().pair.clone();
+            pair::announce(run, &chosen);
+        }
+    }
+
+    /// The case results its status holds.
+    fn export_results(&self, metrics: &Metrics) {
+        if let Some(s) = &self.status {
+            let ns = self.namespace().unwrap_or_default();
+            metrics
+                .family::<EgressMetrics>()
+                .export(&ns, &self.name_any(), s);
+        }
     }
 }
 

@@ -11,23 +11,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-use protocol::worker::{FinalReport, Role};
+use protocol::worker::FinalReport;
 
-use crds::egress::PairResult;
-use crds::history::{MetricTolerance, Repetition};
-use crds::{CleanupPolicy, EgressBenchmark, EgressBenchmarkStatus, RunStatus};
+use crds::cases::Measured;
+use crds::{EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
 use crate::admin::config::Config;
-use crate::base::metrics::Metrics;
-use crate::egress::metrics::EgressMetrics;
 use crate::egress::result::PairReport;
 use crate::egress::{plan, readings, result};
 use crate::k8s::workers;
 use crate::policy::queue::Contender;
-use crate::policy::samples::{Figure, Slot};
-use crate::run::{Plan, RunState};
-use crate::store::registry::Pairing;
+use crate::policy::samples::Slot;
+use crate::run::{MeasurementPlan, Outline, Plan, Reading, RunState, SamplePlan};
 
 impl RunState for EgressBenchmarkStatus {
     fn run(&self) -> &RunStatus {
@@ -45,43 +40,55 @@ impl RunState for EgressBenchmarkStatus {
 }
 
 impl Plan for EgressBenchmark {
-    type Status = EgressBenchmarkStatus;
-    const MEASUREMENT: &'static str = "case";
-
-    fn status_of(&self) -> Option<&EgressBenchmarkStatus> {
-        self.status.as_ref()
-    }
-    fn count(&self) -> u32 {
-        plan::count(self)
-    }
-    fn describe(&self, case: u32) -> String {
-        match plan::case_at(self, case) {
-            Some(m) => format!("case {}", m.name),
-            None => format!("case {case}"),
+    fn outline(&self) -> Outline<'_> {
+        Outline {
+            noun: "case",
+            count: plan::count(self),
+            cleanup: self.spec.cleanup,
+            repetition: &self.spec.repetition,
+            // Each case is judged by the figures its protocol has (a figure a case lacks is
+            // not expected of it).
+            gates: &self.spec.gates,
+            // An offload profile is applied per case: one case's samples, then the next.
+            interleaved: false,
+            judged_by_default: &[
+                ("receiverBitsPerSecond", 10.0),
+                ("transactionsPerSecond", 10.0),
+                ("p99Ms", 20.0),
+                ("lossPercent", 50.0),
+            ],
         }
     }
-    fn cleanup_policy(&self) -> CleanupPolicy {
-        self.spec.cleanup
+    fn measurement(&self, case: u32) -> MeasurementPlan {
+        let measured = plan::case_at(self, case);
+        MeasurementPlan {
+            name: match &measured {
+                Some(m) => format!("case {}", m.name),
+                None => format!("case {case}"),
+            },
+            report_kind: readings::report_kind(
+                measured
+                    .as_ref()
+                    .map(|m| m.spec.protocol)
+                    .unwrap_or_default(),
+            ),
+            live_from: Duration::ZERO,
+            after_start: measured.map_or(Duration::ZERO, |m| {
+                plan::case_deadline(&m.spec, Duration::ZERO)
+            }),
+        }
     }
     fn budget(&self, config: &Config) -> Duration {
         plan::budget(&self.spec, config.timeouts())
     }
-    fn deadline(&self, case: u32, config: &Config) -> Duration {
-        let start = config.worker_start_timeout();
-        plan::case_at(self, case).map_or(start, |m| plan::case_deadline(&m.spec, start))
-    }
     fn contender(&self) -> Contender {
         plan::contender(self)
     }
-    fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
-        plan::worker_roles(self, run, slot)
-    }
-    fn pairing(&self, run: &str, slot: Slot) -> Pairing {
-        plan::pairing(self, run, slot)
-    }
-    fn report_kind(&self, case: u32) -> &'static str {
-        let protocol = plan::case_at(self, case).map(|m| m.spec.protocol);
-        readings::report_kind(protocol.unwrap_or_default())
+    fn sample(&self, run: &str, slot: Slot) -> SamplePlan {
+        SamplePlan {
+            workers: plan::worker_roles(self, run, slot),
+            pairing: plan::pairing(self, run, slot),
+        }
     }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
         plan::workers(self, run, slot)
@@ -89,100 +96,63 @@ impl Plan for EgressBenchmark {
             .map(|p| workers::pod(p, config))
             .collect()
     }
-    fn repetition(&self) -> &Repetition {
-        &self.spec.repetition
-    }
-    fn figures(
+    /// A case with a topology has a row per pair. The case's nodes come from the plan's pins
+    /// and the sample's verified reports, never from status.cases, which a benchmark author
+    /// can write.
+    fn read(
         &self,
         run: &str,
         slot: Slot,
         reports: &BTreeMap<String, FinalReport>,
-    ) -> std::result::Result<Vec<Figure>, String> {
+    ) -> std::result::Result<Reading, String> {
         let case = plan::case_at(self, slot.measurement)
             .ok_or_else(|| format!("no case {}", slot.measurement))?;
         let pairs = pair_reports(self, run, slot, reports, Nodes::Pinned)?;
-        result::case_result(&case, &pairs).map(|(r, _)| result::figures(&r))
+        let (measured, _) = result::case_result(&case, &pairs)?;
+        Ok(Reading {
+            figures: result::figures(&measured),
+            parameters: parameters(self, run, slot, &case, &pairs, reports),
+            pairs: match case.spec.topology {
+                Some(_) => measured.pairs,
+                None => vec![],
+            },
+        })
     }
-    fn pair_rows(
-        &self,
-        run: &str,
-        slot: Slot,
-        reports: &BTreeMap<String, FinalReport>,
-    ) -> Vec<PairResult> {
-        let Some(case) = plan::case_at(self, slot.measurement) else {
-            return vec![];
-        };
-        if case.spec.topology.is_none() {
-            return vec![];
-        }
-        let Ok(pairs) = pair_reports(self, run, slot, reports, Nodes::Pinned) else {
-            return vec![];
-        };
-        result::case_result(&case, &pairs).map_or_else(|_| vec![], |(r, _)| r.pairs)
+}
+
+/// What distinguishes a case in a result: its spec, and for a single pair where it ran.
+fn parameters(
+    eb: &EgressBenchmark,
+    run: &str,
+    slot: Slot,
+    m: &Measured,
+    pairs: &[PairReport<'_>],
+    reports: &BTreeMap<String, FinalReport>,
+) -> BTreeMap<String, String> {
+    let c = &m.spec;
+    let mut p = BTreeMap::new();
+    p.insert("case".to_string(), m.case.clone());
+    p.insert("protocol".to_string(), c.protocol.to_string());
+    p.insert("path".to_string(), c.path().to_string());
+    p.insert("streams".to_string(), c.streams.to_string());
+    if let Some(size) = c.shown_message_size() {
+        p.insert("messageSize".to_string(), size.to_string());
     }
-    /// Each case is judged by the figures its protocol has (a figure a case lacks is not
-    /// expected of it).
-    fn gates(&self) -> &[crds::gates::Gate] {
-        &self.spec.gates
+    if let Some(profile) = &c.offload_profile {
+        p.insert("offloadProfile".to_string(), profile.clone());
     }
-    fn default_judged() -> Vec<MetricTolerance> {
-        let judged = |name: &str, tolerance_percent| MetricTolerance {
-            name: name.into(),
-            tolerance_percent,
-            better: None,
-        };
-        vec![
-            judged("receiverBitsPerSecond", 10.0),
-            judged("transactionsPerSecond", 10.0),
-            judged("p99Ms", 20.0),
-            judged("lossPercent", 50.0),
-        ]
-    }
-    /// The case's nodes come from the plan's pins and the sample's verified reports (as its
-    /// pair rows do), never from status.cases, which a benchmark author can write.
-    fn parameters(
-        &self,
-        run: &str,
-        slot: Slot,
-        reports: &BTreeMap<String, FinalReport>,
-    ) -> BTreeMap<String, String> {
-        let mut p = BTreeMap::new();
-        let Some(m) = plan::case_at(self, slot.measurement) else {
-            return p;
-        };
-        let c = &m.spec;
-        p.insert("case".to_string(), m.case.clone());
-        p.insert("protocol".to_string(), c.protocol.to_string());
-        p.insert("path".to_string(), c.path().to_string());
-        p.insert("streams".to_string(), c.streams.to_string());
-        if let Some(size) = c.shown_message_size() {
-            p.insert("messageSize".to_string(), size.to_string());
-        }
-        if let Some(profile) = &c.offload_profile {
-            p.insert("offloadProfile".to_string(), profile.clone());
-        }
-        if c.topology.is_none() {
-            let (client, server) = case_nodes(self, run, slot, reports);
-            for (key, node) in [("clientNode", client), ("serverNode", server)] {
-                if let Some(n) = node {
-                    p.insert(key.to_string(), n);
-                }
+    if c.topology.is_none() {
+        let (client, server) = case_nodes(eb, run, slot, pairs, reports);
+        for (key, node) in [("clientNode", client), ("serverNode", server)] {
+            if let Some(n) = node {
+                p.insert(key.to_string(), n);
             }
         }
-        if let Some(a) = &c.server.address {
-            p.insert("serverAddress".to_string(), a.clone());
-        }
-        p
     }
-    /// The case results its status holds.
-    fn export_results(&self, metrics: &Metrics) {
-        if let Some(s) = &self.status {
-            let ns = self.namespace().unwrap_or_default();
-            metrics
-                .family::<EgressMetrics>()
-                .export(&ns, &self.name_any(), s);
-        }
+    if let Some(a) = &c.server.address {
+        p.insert("serverAddress".to_string(), a.clone());
     }
+    p
 }
 
 /// Where the workers of a pair ran, as far as the caller can tell.
@@ -247,11 +217,9 @@ fn case_nodes(
     eb: &EgressBenchmark,
     run: &str,
     slot: Slot,
+    pairs: &[PairReport<'_>],
     reports: &BTreeMap<String, FinalReport>,
 ) -> (Option<String>, Option<String>) {
-    let Ok(pairs) = pair_reports(eb, run, slot, reports, Nodes::Pinned) else {
-        return (None, None);
-    };
     let Some(only) = pairs.first() else {
         return (None, None);
     };
@@ -311,8 +279,11 @@ spec:
             ..Default::default()
         });
         let run = "u1-g1";
+        // As `read` makes them, from the pair reports of the sample (none without reports).
         let nodes = |slot: Slot, reports: &BTreeMap<String, FinalReport>| {
-            let p = eb.parameters(run, slot, reports);
+            let case = plan::case_at(&eb, slot.measurement).unwrap();
+            let pairs = pair_reports(&eb, run, slot, reports, Nodes::Pinned).unwrap_or_default();
+            let p = parameters(&eb, run, slot, &case, &pairs, reports);
             (p.get("clientNode").cloned(), p.get("serverNode").cloned())
         };
         let some = |a: &str, b: &str| (Some(a.to_string()), Some(b.to_string()));
