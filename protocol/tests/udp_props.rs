@@ -8,7 +8,9 @@ use protocol::tcp::{CpuReport, CpuUsage, Direction, Flow};
 use protocol::udp::{
     merge, validate_udp, CpuSeconds, Rate, Received, Sent, UdpReport, UdpRun, UdpStream,
 };
-use protocol::worker::{validate_final, FinalReport, PROTOCOL_VERSION};
+use protocol::worker::{validate_final, FinalReport};
+
+mod support;
 
 /// One stream's figures: datagrams sent, of which lost, reordered, duplicated, invalid.
 #[derive(Debug, Clone)]
@@ -178,15 +180,7 @@ fn hostile_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 fn worker_report(report: serde_json::Value) -> FinalReport {
-    FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: "w-0".into(),
-        node: None,
-        step: 0,
-        started_at_unix_ms: 1,
-        report,
-        host: None,
-    }
+    support::worker_report("w-0", report)
 }
 
 proptest! {
