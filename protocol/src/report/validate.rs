@@ -65,6 +65,83 @@ pub fn check_text(field: &str, v: &str) -> Result<(), InvalidReport> {
     Ok(())
 }
 
+/// The `version` and `kind` of a stream report are this build's (`want_version`, `want_kind`).
+pub(crate) fn check_kind(
+    version: u32,
+    kind: &str,
+    want_version: u32,
+    want_kind: &str,
+) -> Result<(), InvalidReport> {
+    if version != want_version || kind != want_kind {
+        return Err(invalid(
+            "version",
+            format!(
+                "a {kind:?} report of version {version} (this build reads {want_kind:?} version {want_version})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The runs of a stream or rr report: 1..=[`MAX_WORKERS`] of them, each passing `check_run`
+/// (given its index).
+pub(crate) fn check_runs<R>(
+    runs: &[R],
+    check_run: impl Fn(usize, &R) -> Result<(), InvalidReport>,
+) -> Result<(), InvalidReport> {
+    let n = runs.len();
+    if n == 0 || n > MAX_WORKERS as usize {
+        return Err(invalid(
+            "runs",
+            format!("{n} runs (allowed 1..={MAX_WORKERS})"),
+        ));
+    }
+    for (i, run) in runs.iter().enumerate() {
+        check_run(i, run)?;
+    }
+    Ok(())
+}
+
+/// A run's streams (`run`: the run's field, e.g. `runs[0]`): 1..=[`crate::tcp::MAX_STREAMS`].
+pub(crate) fn check_run_streams(run: &str, streams: u32) -> Result<(), InvalidReport> {
+    let max = crate::tcp::MAX_STREAMS;
+    if !(1..=max).contains(&streams) {
+        return Err(invalid(
+            format!("{run}.streams"),
+            format!("{streams} (allowed 1..={max})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A run's measured window: a duration within [`MAX_DURATION_S`], an end not before its start.
+pub(crate) fn check_run_window(
+    run: &str,
+    duration_secs: f64,
+    started_at_unix_ms: u64,
+    ended_at_unix_ms: u64,
+) -> Result<(), InvalidReport> {
+    check_number(
+        &format!("{run}.duration_secs"),
+        duration_secs,
+        0.0,
+        MAX_DURATION_S,
+    )?;
+    if ended_at_unix_ms < started_at_unix_ms {
+        return Err(invalid(
+            format!("{run}.ended_at_unix_ms"),
+            "before started_at_unix_ms",
+        ));
+    }
+    Ok(())
+}
+
+/// A run's two ends, as text.
+pub(crate) fn check_run_ends(run: &str, client: &str, server: &str) -> Result<(), InvalidReport> {
+    check_text(&format!("{run}.client"), client)?;
+    check_text(&format!("{run}.server"), server)
+}
+
 /// Checks an HTTP report (single or merged) and returns its decoded histogram.
 pub fn validate_http(r: &HttpReport) -> Result<Histogram<u64>, InvalidReport> {
     if r.version != REPORT_VERSION {

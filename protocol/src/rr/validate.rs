@@ -16,12 +16,12 @@ use super::{
 };
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::histogram::{self, MAX_TOTAL_COUNT};
-use crate::report::validate::check_latency_at;
+use crate::report::validate::{
+    check_latency_at, check_run_ends, check_run_streams, check_run_window, check_runs,
+};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
-    MAX_WORKERS,
 };
-use crate::tcp::MAX_STREAMS;
 use crate::Protocol;
 
 /// Checks an rr report (single run or merged) and returns its decoded histogram.
@@ -40,7 +40,7 @@ pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
     if r.ended_at_unix_ms < r.started_at_unix_ms {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }
-    check_runs(r)?;
+    check_runs(&r.runs, check_run)?;
     check_counts("counts", &r.counts, &r.setup)?;
     let hist = histogram::decode(&r.histogram).map_err(|e| invalid("histogram", e))?;
     if hist.len() != r.counts.transactions {
@@ -209,27 +209,16 @@ fn check_timeout_bound(r: &RrReport) -> Result<(), InvalidReport> {
 }
 
 fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("runs[{i}].{name}");
-    check_text(&field("client"), &run.client)?;
-    check_text(&field("server"), &run.server)?;
-    if !(1..=MAX_STREAMS).contains(&run.streams) {
-        return Err(invalid(
-            field("streams"),
-            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
-        ));
-    }
-    check_number(
-        &field("duration_secs"),
+    let prefix = format!("runs[{i}]");
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_run_ends(&prefix, &run.client, &run.server)?;
+    check_run_streams(&prefix, run.streams)?;
+    check_run_window(
+        &prefix,
         run.duration_secs,
-        0.0,
-        MAX_DURATION_S,
+        run.started_at_unix_ms,
+        run.ended_at_unix_ms,
     )?;
-    if run.ended_at_unix_ms < run.started_at_unix_ms {
-        return Err(invalid(
-            field("ended_at_unix_ms"),
-            "before started_at_unix_ms",
-        ));
-    }
     let tps = field("transactions_per_second");
     check_number(&tps, run.transactions_per_second, 0.0, MAX_RATE)?;
     // Transactions completed in the window the rate is divided by (older builds: all).
@@ -260,21 +249,7 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
     }
     check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
     check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)?;
-    check_conntrack(&format!("runs[{i}]"), run)
-}
-
-fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
-    let n = r.runs.len();
-    if n == 0 || n > MAX_WORKERS as usize {
-        return Err(invalid(
-            "runs",
-            format!("{n} runs (allowed 1..={MAX_WORKERS})"),
-        ));
-    }
-    for (i, run) in r.runs.iter().enumerate() {
-        check_run(i, run)?;
-    }
-    Ok(())
+    check_conntrack(&prefix, run)
 }
 
 /// Every stream belongs to a run, each run has its streams, each stream adds up, and each

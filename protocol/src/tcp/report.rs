@@ -268,56 +268,8 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::CpuUsage;
-
-    fn stream(id: u32, bytes: u64, seconds: f64, retrans: u64, rtt: u32) -> StreamReport {
-        StreamReport {
-            run: 0,
-            id,
-            flow: Flow::ClientToServer,
-            sender: Throughput::new(bytes, seconds),
-            receiver: Throughput::new(bytes - 1000, seconds + 0.001),
-            tcp: Some(TcpInfoSnapshot {
-                retransmits: retrans,
-                rtt_us: rtt,
-                ..TcpInfoSnapshot::default()
-            }),
-            error: None,
-        }
-    }
-
-    fn run(start: u64, cpu: f64) -> RunSummary {
-        let usage = CpuUsage {
-            user_percent: 0.0,
-            system_percent: cpu,
-            total_percent: cpu,
-            ..CpuUsage::default()
-        };
-        RunSummary {
-            client: "198.18.0.1:40000".into(),
-            server: "198.18.0.2:5201".into(),
-            streams: 2,
-            duration_secs: 2.0,
-            len: 131072,
-            direction: Direction::Send,
-            started_at_unix_ms: start,
-            ended_at_unix_ms: start + 2000,
-            cpu: CpuReport {
-                client: usage,
-                server: usage,
-            },
-        }
-    }
-
-    fn report(start: u64, scale: u64) -> TcpReport {
-        TcpReport::single(
-            run(start, 50.0),
-            vec![
-                stream(0, 1_000_000 * scale, 2.0, 3, 100),
-                stream(1, 3_000_000 * scale, 1.9, 1, 300),
-            ],
-        )
-    }
+    // A single-run report: streams of 1 and 3 MB x scale, 2 s, 50 % of a CPU each end.
+    use crate::tcp::validate::tests::tcp_report as report;
 
     #[test]
     fn single_run_totals_add_streams_over_the_longest_time() {

@@ -5,10 +5,13 @@
 use super::report::{
     cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
 };
-use super::{TcpReport, MAX_LEN, MAX_STREAMS};
+use super::{TcpReport, MAX_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
+use crate::report::validate::{
+    check_kind, check_run_ends, check_run_streams, check_run_window, check_runs,
+};
 use crate::report::{
-    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
+    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
 use crate::rr::check_probe;
 
@@ -17,28 +20,11 @@ pub const MAX_BITS_PER_SECOND: f64 = 1e15;
 
 /// Checks a TCP report (single run or merged).
 pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
-        return Err(invalid(
-            "version",
-            format!(
-                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
-            ),
-        ));
-    }
+    check_kind(r.version, &r.kind, REPORT_VERSION, REPORT_KIND)?;
     if r.ended_at_unix_ms < r.started_at_unix_ms {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }
-    let runs = r.runs.len();
-    if runs == 0 || runs > MAX_WORKERS as usize {
-        return Err(invalid(
-            "runs",
-            format!("{runs} runs (allowed 1..={MAX_WORKERS})"),
-        ));
-    }
-    for (i, run) in r.runs.iter().enumerate() {
-        check_run(i, run)?;
-    }
+    check_runs(&r.runs, check_run)?;
     check_streams(r)?;
     check_totals(r)?;
     check_sum(&r.cpu, r.runs.iter().map(|run| &run.cpu))?;
@@ -68,33 +54,22 @@ fn check_extras(r: &TcpReport) -> Result<(), InvalidReport> {
 }
 
 fn check_run(i: usize, run: &RunSummary) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("runs[{i}].{name}");
-    if !(1..=MAX_STREAMS).contains(&run.streams) {
-        return Err(invalid(
-            field("streams"),
-            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
-        ));
-    }
+    let prefix = format!("runs[{i}]");
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_run_streams(&prefix, run.streams)?;
     if !(1..=MAX_LEN).contains(&run.len) {
         return Err(invalid(
             field("len"),
             format!("{} (allowed 1..={MAX_LEN})", run.len),
         ));
     }
-    check_number(
-        &field("duration_secs"),
+    check_run_window(
+        &prefix,
         run.duration_secs,
-        0.0,
-        MAX_DURATION_S,
+        run.started_at_unix_ms,
+        run.ended_at_unix_ms,
     )?;
-    if run.ended_at_unix_ms < run.started_at_unix_ms {
-        return Err(invalid(
-            field("ended_at_unix_ms"),
-            "before started_at_unix_ms",
-        ));
-    }
-    check_text(&field("client"), &run.client)?;
-    check_text(&field("server"), &run.server)?;
+    check_run_ends(&prefix, &run.client, &run.server)?;
     check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
     check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
 }

@@ -5,10 +5,13 @@
 
 use super::report::{loss, CpuSeconds, Rate, Received, Sent, UdpRun, UdpStream};
 use super::report::{REPORT_KIND, REPORT_VERSION};
-use super::{UdpReport, MAX_LEN, MAX_STREAMS, MIN_LEN};
+use super::{UdpReport, MAX_LEN, MIN_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
+use crate::report::validate::{
+    check_kind, check_run_ends, check_run_streams, check_run_window, check_runs,
+};
 use crate::report::{
-    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
+    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
 use crate::tcp::MAX_BITS_PER_SECOND;
 
@@ -21,57 +24,29 @@ const MAX_CPU_SECONDS: f64 = MAX_DURATION_S * MAX_CPU_PERCENT / 100.0;
 
 /// Checks a UDP report (single run or merged); the error names the first broken field.
 pub fn validate_udp(r: &UdpReport) -> Result<(), InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
-        return Err(invalid(
-            "version",
-            format!(
-                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
-            ),
-        ));
-    }
-    let runs = r.runs.len();
-    if runs == 0 || runs > MAX_WORKERS as usize {
-        return Err(invalid(
-            "runs",
-            format!("{runs} runs (allowed 1..={MAX_WORKERS})"),
-        ));
-    }
-    for (i, run) in r.runs.iter().enumerate() {
-        check_run(i, run)?;
-    }
+    check_kind(r.version, &r.kind, REPORT_VERSION, REPORT_KIND)?;
+    check_runs(&r.runs, check_run)?;
     check_streams(r)?;
     check_totals(r)
 }
 
 fn check_run(i: usize, run: &UdpRun) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("runs[{i}].{name}");
-    if !(1..=MAX_STREAMS).contains(&run.streams) {
-        return Err(invalid(
-            field("streams"),
-            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
-        ));
-    }
+    let prefix = format!("runs[{i}]");
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_run_streams(&prefix, run.streams)?;
     if !(MIN_LEN..=MAX_LEN).contains(&run.len) {
         return Err(invalid(
             field("len"),
             format!("{} (allowed {MIN_LEN}..={MAX_LEN})", run.len),
         ));
     }
-    check_number(
-        &field("duration_secs"),
+    check_run_window(
+        &prefix,
         run.duration_secs,
-        0.0,
-        MAX_DURATION_S,
+        run.started_at_unix_ms,
+        run.ended_at_unix_ms,
     )?;
-    if run.ended_at_unix_ms < run.started_at_unix_ms {
-        return Err(invalid(
-            field("ended_at_unix_ms"),
-            "before started_at_unix_ms",
-        ));
-    }
-    check_text(&field("client"), &run.client)?;
-    check_text(&field("server"), &run.server)?;
+    check_run_ends(&prefix, &run.client, &run.server)?;
     if let Some(t) = &run.target {
         check_rate(&field("target"), t)?;
         if t.packets_per_second <= 0.0 {
