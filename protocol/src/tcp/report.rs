@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Direction, Flow};
 use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
+use crate::report::{concat_runs, time_span};
 use crate::rr::LatencyProbe;
 
 pub const REPORT_VERSION: u32 = 1;
@@ -214,7 +215,9 @@ pub(crate) fn node_cpu_per_gb(runs: &[RunSummary], received: u64) -> Option<CpuC
 /// up exactly, streams and runs are concatenated (stream `run` indices renumbered), CPU figures
 /// are summed, the time span covers all runs, latency probes merge exactly.
 pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
-    let first = reports.first().ok_or(MergeError::Empty)?;
+    if reports.is_empty() {
+        return Err(MergeError::Empty);
+    }
     for r in reports {
         if r.version != REPORT_VERSION {
             return Err(MergeError::Version(r.version));
@@ -224,29 +227,22 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
         }
         super::validate::validate_tcp(r)?;
     }
-    let mut runs = Vec::new();
-    let mut streams = Vec::new();
-    for r in reports {
-        let offset = u32::try_from(runs.len()).map_err(|_| MergeError::Overflow)?;
-        runs.extend(r.runs.iter().cloned());
-        for s in &r.streams {
-            let run = s.run.checked_add(offset).ok_or(MergeError::Overflow)?;
-            streams.push(StreamReport { run, ..s.clone() });
-        }
-    }
+    let parts = reports.iter().map(|r| (&r.runs[..], &r.streams[..]));
+    let (runs, streams) = concat_runs(parts, |s: &StreamReport, offset| {
+        let run = s.run.checked_add(offset)?;
+        Some(StreamReport { run, ..s.clone() })
+    })
+    .ok_or(MergeError::Overflow)?;
+    let (started_at_unix_ms, ended_at_unix_ms) = time_span(
+        reports
+            .iter()
+            .map(|r| (r.started_at_unix_ms, r.ended_at_unix_ms)),
+    );
     let mut merged = TcpReport {
         version: REPORT_VERSION,
         kind: REPORT_KIND.into(),
-        started_at_unix_ms: reports
-            .iter()
-            .map(|r| r.started_at_unix_ms)
-            .min()
-            .unwrap_or(first.started_at_unix_ms),
-        ended_at_unix_ms: reports
-            .iter()
-            .map(|r| r.ended_at_unix_ms)
-            .max()
-            .unwrap_or(first.ended_at_unix_ms),
+        started_at_unix_ms,
+        ended_at_unix_ms,
         sender: Throughput::sum_of(reports.iter().map(|r| r.sender)),
         receiver: Throughput::sum_of(reports.iter().map(|r| r.receiver)),
         retransmits: 0,

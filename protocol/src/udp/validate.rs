@@ -3,7 +3,7 @@
 //! paced sender never sends ahead of its schedule, rates are counts over seconds), then
 //! recomputes every total from the streams and compares.
 
-use super::report::{loss, CpuSeconds, Rate, Received, Sent, UdpRun, UdpStream};
+use super::report::{loss, CpuSeconds, Rate, Sent, UdpRun, UdpStream};
 use super::report::{REPORT_KIND, REPORT_VERSION};
 use super::{UdpReport, MAX_LEN, MIN_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
@@ -117,20 +117,6 @@ fn check_counted(
     Ok(())
 }
 
-fn sent_rate(s: &Sent) -> Rate {
-    Rate {
-        bits_per_second: s.bits_per_second,
-        packets_per_second: s.packets_per_second,
-    }
-}
-
-fn received_rate(r: &Received) -> Rate {
-    Rate {
-        bits_per_second: r.bits_per_second,
-        packets_per_second: r.packets_per_second,
-    }
-}
-
 /// Every stream belongs to a run and is the run's next flow; its figures hold together.
 fn check_streams(r: &UdpReport) -> Result<(), InvalidReport> {
     let mut per_run = vec![0u32; r.runs.len()];
@@ -188,13 +174,13 @@ fn check_stream(
     check_counted(
         &field("sent"),
         (sent.packets, sent.bytes, sent.seconds),
-        sent_rate(sent),
+        sent.rate(),
         true,
     )?;
     check_counted(
         &field("received"),
         (got.packets, got.bytes, got.seconds),
-        received_rate(got),
+        got.rate(),
         true,
     )?;
     let len = run.len as u64;
@@ -483,6 +469,7 @@ fn check_option<T: Copy>(
 mod tests {
     use super::*;
     use crate::udp::report::tests::udp_report;
+    use crate::udp::Received;
 
     fn refused(r: &UdpReport, field: &str, needle: &str) {
         let e = validate_udp(r).unwrap_err();
