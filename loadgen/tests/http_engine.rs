@@ -452,29 +452,13 @@ fn cli_rejects_bad_input_with_one_line() {
 fn cli_json_reports_merge_exactly() {
     let nginx = Nginx::start();
     let url = nginx.url("/");
-    let dir = std::env::temp_dir().join(format!("netbench-merge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut files = Vec::new();
-    for i in 0..2 {
+    let (merged, parts) = merge_two("netbench-merge", || {
         let (code, out, err) = cli(&[
             "http", "-c", "2", "-t", "1", "-d", "300ms", "--output", "json", &url,
         ]);
         assert_eq!(code, 0, "{err}");
-        let f = dir.join(format!("r{i}.json"));
-        std::fs::write(&f, &out).unwrap();
-        files.push(f);
-    }
-    let (code, out, err) = cli(&[
-        "merge",
-        files[0].to_str().unwrap(),
-        files[1].to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let parts: Vec<serde_json::Value> = files
-        .iter()
-        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
-        .collect();
+        out
+    });
     let sum = |k: &str| {
         parts
             .iter()
@@ -492,7 +476,36 @@ fn cli_json_reports_merge_exactly() {
         merged["latency"]["count"].as_u64().unwrap(),
         sum("requests")
     );
+}
+
+/// Two JSON reports made by `report`, each written to a file of a fresh temporary folder
+/// (`name` and the process id), and what `netbench-loadgen merge` makes of the two files:
+/// (the merged report, the two reports).
+fn merge_two(
+    name: &str,
+    report: impl Fn() -> String,
+) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = Vec::new();
+    for i in 0..2 {
+        let f = dir.join(format!("r{i}.json"));
+        std::fs::write(&f, report()).unwrap();
+        files.push(f);
+    }
+    let (code, out, err) = cli(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let merged = serde_json::from_str(&out).unwrap();
+    let parts = files
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
+    (merged, parts)
 }
 
 /// The port in tcp-server's "tcp-server listening addr=HOST:PORT" log line on `log`, which it
@@ -539,10 +552,7 @@ fn cli_merge_dispatches_tcp_reports_to_the_tcp_merge() {
     let log = server.stderr.take().unwrap();
     let _server = ChildGuard(server);
     let port = listening_port(log, Duration::from_secs(10)).to_string();
-    let dir = std::env::temp_dir().join(format!("netbench-tcpmerge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut files = Vec::new();
-    for i in 0..2 {
+    let (merged, _) = merge_two("netbench-tcpmerge", || {
         // It listens already: the first attempt is served.
         let out = cli(&[
             "tcp-client",
@@ -555,18 +565,8 @@ fn cli_merge_dispatches_tcp_reports_to_the_tcp_merge() {
             "-J",
         ]);
         assert_eq!(out.0, 0, "tcp-client failed: {}", out.2);
-        let f = dir.join(format!("t{i}.json"));
-        std::fs::write(&f, &out.1).unwrap();
-        files.push(f);
-    }
-    let (code, out, err) = cli(&[
-        "merge",
-        files[0].to_str().unwrap(),
-        files[1].to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
+        out.1
+    });
     assert_eq!(merged["kind"], "tcp");
     assert_eq!(merged["version"], 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }
