@@ -3,11 +3,11 @@
 //! span.
 
 /// The runs of every part (a report's runs and streams) one after another, and the parts'
-/// streams with them; `renumbered(stream, offset)` is the stream naming its run `offset` further
-/// on (None when that overflows). None when a run index overflows u32.
-pub(crate) fn concat_runs<'a, R: Clone + 'a, S: 'a>(
+/// streams with them, each renumbered to name its run in the whole (`run_of`: where a stream
+/// holds the index of its run). None when a run index overflows u32.
+pub(crate) fn concat_runs<'a, R: Clone + 'a, S: Clone + 'a>(
     parts: impl IntoIterator<Item = (&'a [R], &'a [S])>,
-    renumbered: impl Fn(&S, u32) -> Option<S>,
+    run_of: impl Fn(&mut S) -> &mut u32,
 ) -> Option<(Vec<R>, Vec<S>)> {
     let mut runs = Vec::new();
     let mut streams = Vec::new();
@@ -15,7 +15,10 @@ pub(crate) fn concat_runs<'a, R: Clone + 'a, S: 'a>(
         let offset = u32::try_from(runs.len()).ok()?;
         runs.extend(part_runs.iter().cloned());
         for s in part_streams {
-            streams.push(renumbered(s, offset)?);
+            let mut s = s.clone();
+            let run = run_of(&mut s);
+            *run = run.checked_add(offset)?;
+            streams.push(s);
         }
     }
     Some((runs, streams))

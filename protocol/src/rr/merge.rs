@@ -2,7 +2,7 @@
 //! every sum checked; counts add up, histograms merge exactly and the percentiles are
 //! recomputed from the merged histogram; rates add up; runs and streams are concatenated.
 
-use super::report::{RrCounts, RrReport, RrStream};
+use super::report::{RrCounts, RrReport};
 use super::validate::validate_rr;
 use super::{REPORT_KIND, REPORT_VERSION};
 use crate::report::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
@@ -56,11 +56,7 @@ pub fn merge(reports: &[RrReport]) -> Result<RrReport, RrMergeError> {
         cpu = cpu.sum(&r.cpu);
     }
     let parts = reports.iter().map(|r| (&r.runs[..], &r.per_stream[..]));
-    let (runs, per_stream) = concat_runs(parts, |s: &RrStream, offset| {
-        let run = s.run.checked_add(offset)?;
-        Some(RrStream { run, ..s.clone() })
-    })
-    .ok_or(overflow("the run index"))?;
+    let (runs, per_stream) = concat_runs(parts, |s| &mut s.run).ok_or(overflow("the run index"))?;
     let (started_at_unix_ms, ended_at_unix_ms) = time_span(
         reports
             .iter()

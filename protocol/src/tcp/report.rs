@@ -228,11 +228,7 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
         super::validate::validate_tcp(r)?;
     }
     let parts = reports.iter().map(|r| (&r.runs[..], &r.streams[..]));
-    let (runs, streams) = concat_runs(parts, |s: &StreamReport, offset| {
-        let run = s.run.checked_add(offset)?;
-        Some(StreamReport { run, ..s.clone() })
-    })
-    .ok_or(MergeError::Overflow)?;
+    let (runs, streams) = concat_runs(parts, |s| &mut s.run).ok_or(MergeError::Overflow)?;
     let (started_at_unix_ms, ended_at_unix_ms) = time_span(
         reports
             .iter()

@@ -461,11 +461,7 @@ pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
         super::validate::validate_udp(r)?;
     }
     let parts = reports.iter().map(|r| (&r.runs[..], &r.streams[..]));
-    let (runs, streams) = concat_runs(parts, |s: &UdpStream, offset| {
-        let run = s.run.checked_add(offset)?;
-        Some(UdpStream { run, ..s.clone() })
-    })
-    .ok_or(MergeError::Overflow)?;
+    let (runs, streams) = concat_runs(parts, |s| &mut s.run).ok_or(MergeError::Overflow)?;
     Ok(UdpReport::from_parts(runs, streams))
 }
 
