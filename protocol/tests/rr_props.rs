@@ -10,7 +10,7 @@ use protocol::report::LatencySummary;
 use protocol::rr::{
     merge, validate_rr, RrCounts, RrErrors, RrMergeError, RrReport, RrRun, RrSetup, RrStream,
 };
-use protocol::tcp::{CpuReport, CpuUsage};
+use protocol::tcp::CpuReport;
 use protocol::worker::{validate_final, CheckedReport, FinalReport};
 
 mod support;
@@ -38,12 +38,7 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         lost,
         ..RrCounts::default()
     };
-    let cpu = CpuUsage {
-        user_percent: 5.0,
-        system_percent: 15.0,
-        total_percent: 20.0,
-        ..CpuUsage::default()
-    };
+    let cpu = support::cpu_usage(5.0, 15.0);
     let run = RrRun {
         client: "10.0.0.1:41000".into(),
         server: "10.0.0.2:5201".into(),

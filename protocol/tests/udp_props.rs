@@ -4,7 +4,7 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use protocol::tcp::{CpuReport, CpuUsage, Direction, Flow};
+use protocol::tcp::{CpuReport, Direction, Flow};
 use protocol::udp::{
     merge, validate_udp, CpuSeconds, Rate, Received, Sent, UdpReport, UdpRun, UdpStream,
 };
@@ -68,12 +68,7 @@ fn run_report(
         streams
     };
     let pps = 1e6;
-    let usage = CpuUsage {
-        user_percent: 5.0,
-        system_percent: 20.5,
-        total_percent: 25.5,
-        ..CpuUsage::default()
-    };
+    let usage = support::cpu_usage(5.0, 20.5);
     let run = UdpRun {
         client: "10.0.0.1:1234".into(),
         server: "10.0.0.2:5201".into(),

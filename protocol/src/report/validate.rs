@@ -136,6 +136,42 @@ pub(crate) fn check_run_window(
     Ok(())
 }
 
+/// A stream run's datagram or buffer length, within `lens`.
+pub(crate) fn check_run_len(
+    run: &str,
+    len: usize,
+    lens: std::ops::RangeInclusive<usize>,
+) -> Result<(), InvalidReport> {
+    if !lens.contains(&len) {
+        return Err(invalid(
+            format!("{run}.len"),
+            format!("{len} (allowed {}..={})", lens.start(), lens.end()),
+        ));
+    }
+    Ok(())
+}
+
+/// What every stream run (tcp, udp) holds, checked in this order: its streams, its length
+/// within `$lens`, its window and its two ends (`$prefix`: the run's field, e.g. `runs[0]`).
+macro_rules! check_stream_run {
+    ($prefix:expr, $run:expr, $lens:expr) => {
+        $crate::report::validate::check_run_streams($prefix, $run.streams)
+            .and_then(|()| $crate::report::validate::check_run_len($prefix, $run.len, $lens))
+            .and_then(|()| {
+                $crate::report::validate::check_run_window(
+                    $prefix,
+                    $run.duration_secs,
+                    $run.started_at_unix_ms,
+                    $run.ended_at_unix_ms,
+                )
+            })
+            .and_then(|()| {
+                $crate::report::validate::check_run_ends($prefix, &$run.client, &$run.server)
+            })
+    };
+}
+pub(crate) use check_stream_run;
+
 /// A run's two ends, as text.
 pub(crate) fn check_run_ends(run: &str, client: &str, server: &str) -> Result<(), InvalidReport> {
     check_text(&format!("{run}.client"), client)?;
@@ -376,17 +412,23 @@ fn check_threads(r: &HttpReport) -> Result<(), InvalidReport> {
     Ok(())
 }
 
+/// Asserts that `checked` is refused naming `field`, with `needle` in the message.
+#[cfg(test)]
+pub(crate) fn assert_refused<T: std::fmt::Debug>(
+    checked: Result<T, InvalidReport>,
+    field: &str,
+    needle: &str,
+) {
+    let e = checked.unwrap_err();
+    assert_eq!(e.field, field, "{e}");
+    assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::fixtures::http_report;
     use crate::report::{merge_http, Report, ReportError};
-
-    fn refused(r: &HttpReport, field: &str, needle: &str) {
-        let e = validate_http(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
 
     #[test]
     fn an_engine_report_is_valid_before_and_after_json() {
@@ -402,20 +444,28 @@ mod tests {
         let mut r = http_report(&[100, 200, 300], 0);
         r.counters.requests = 4;
         r.counters.status.s2xx = 4;
-        refused(
-            &r,
+        assert_refused(
+            validate_http(&r),
             "counters.requests",
             "4 requests but the latency histogram holds 3 samples",
         );
         let mut r = http_report(&[100, 200, 300], 1);
         r.counters.status.s5xx = 0;
-        refused(&r, "counters.status", "do not add up to 3 requests");
+        assert_refused(
+            validate_http(&r),
+            "counters.status",
+            "do not add up to 3 requests",
+        );
         let mut r = http_report(&[100, 200, 300], 1);
         r.counters.errors.status_5xx = 2;
-        refused(&r, "counters.errors.status_4xx", "differ");
+        assert_refused(validate_http(&r), "counters.errors.status_4xx", "differ");
         let mut r = http_report(&[100], 0);
         r.per_thread[1].requests = 7;
-        refused(&r, "per_thread", "threads add up to 7 requests");
+        assert_refused(
+            validate_http(&r),
+            "per_thread",
+            "threads add up to 7 requests",
+        );
     }
 
     #[test]
@@ -423,7 +473,7 @@ mod tests {
         let mut r = http_report(&[100], 0);
         r.counters.errors.connect = u64::MAX;
         r.counters.errors.read = u64::MAX;
-        refused(&r, "counters.errors", "add up to more than");
+        assert_refused(validate_http(&r), "counters.errors", "add up to more than");
     }
 
     #[test]
@@ -431,44 +481,56 @@ mod tests {
         let r0 = http_report(&[100, 200], 0);
         let mut r = r0.clone();
         r.rps = f64::NAN;
-        refused(&r, "rps", "NaN is not a finite number");
+        assert_refused(validate_http(&r), "rps", "NaN is not a finite number");
         let mut r = r0.clone();
         r.bytes_per_sec = f64::INFINITY;
-        refused(&r, "bytes_per_sec", "inf is not a finite number");
+        assert_refused(
+            validate_http(&r),
+            "bytes_per_sec",
+            "inf is not a finite number",
+        );
         let mut r = r0.clone();
         r.duration_s = -1.0;
-        refused(&r, "duration_s", "-1 is outside");
+        assert_refused(validate_http(&r), "duration_s", "-1 is outside");
         let mut r = r0.clone();
         r.config.duration_s = 1e9;
-        refused(&r, "config.duration_s", "outside");
+        assert_refused(validate_http(&r), "config.duration_s", "outside");
         let mut r = r0.clone();
         r.rps = 1e6;
-        refused(&r, "rps", "does not match 0.2");
+        assert_refused(validate_http(&r), "rps", "does not match 0.2");
         let mut r = r0.clone();
         r.latency.p50_us = 150;
-        refused(&r, "latency.p50_us", "150 but the histogram gives 100");
+        assert_refused(
+            validate_http(&r),
+            "latency.p50_us",
+            "150 but the histogram gives 100",
+        );
         let mut r = r0.clone();
         r.latency.p99_us = 1;
-        refused(&r, "latency.p99_us", "out of order");
+        assert_refused(validate_http(&r), "latency.p99_us", "out of order");
         let mut r = r0.clone();
         r.latency.mean_us = -3.0;
-        refused(&r, "latency.mean_us", "outside");
+        assert_refused(validate_http(&r), "latency.mean_us", "outside");
         let mut r = r0.clone();
         r.end_unix_ms = 0;
-        refused(&r, "end_unix_ms", "before start_unix_ms");
+        assert_refused(validate_http(&r), "end_unix_ms", "before start_unix_ms");
         let mut r = r0.clone();
         r.workers = 0;
-        refused(&r, "workers", "outside 1..=");
+        assert_refused(validate_http(&r), "workers", "outside 1..=");
         let mut r = r0.clone();
         r.per_thread[0].worker = 1;
-        refused(
-            &r,
+        assert_refused(
+            validate_http(&r),
             "per_thread[0].worker",
             "1 but the report combines 1 worker(s)",
         );
         let mut r = r0;
         r.histogram = "AAAAAA==".into();
-        refused(&r, "histogram", "not HDR V2 (cookie 0x00000000");
+        assert_refused(
+            validate_http(&r),
+            "histogram",
+            "not HDR V2 (cookie 0x00000000",
+        );
     }
 
     #[test]

@@ -7,9 +7,7 @@ use super::report::{
 };
 use super::{TcpReport, MAX_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
-use crate::report::validate::{
-    check_kind, check_run_ends, check_run_streams, check_run_window, check_runs,
-};
+use crate::report::validate::{check_kind, check_runs, check_stream_run};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
@@ -56,20 +54,7 @@ fn check_extras(r: &TcpReport) -> Result<(), InvalidReport> {
 fn check_run(i: usize, run: &RunSummary) -> Result<(), InvalidReport> {
     let prefix = format!("runs[{i}]");
     let field = |name: &str| format!("{prefix}.{name}");
-    check_run_streams(&prefix, run.streams)?;
-    if !(1..=MAX_LEN).contains(&run.len) {
-        return Err(invalid(
-            field("len"),
-            format!("{} (allowed 1..={MAX_LEN})", run.len),
-        ));
-    }
-    check_run_window(
-        &prefix,
-        run.duration_secs,
-        run.started_at_unix_ms,
-        run.ended_at_unix_ms,
-    )?;
-    check_run_ends(&prefix, &run.client, &run.server)?;
+    check_stream_run!(&prefix, run, 1..=MAX_LEN)?;
     check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
     check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
 }
@@ -177,7 +162,8 @@ fn check_totals(r: &TcpReport) -> Result<(), InvalidReport> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cpu::{CpuReport, CpuUsage};
+    use crate::cpu::CpuReport;
+    use crate::report::validate::assert_refused;
     use crate::tcp::report::{StreamReport, TcpInfoSnapshot};
     use crate::tcp::{Direction, Flow};
 
@@ -197,12 +183,7 @@ pub(crate) mod tests {
                 }),
                 error: None,
             };
-        let usage = CpuUsage {
-            user_percent: 10.0,
-            system_percent: 40.0,
-            total_percent: 50.0,
-            ..CpuUsage::default()
-        };
+        let usage = crate::cpu::test_usage(10.0, 40.0, 50.0);
         let run = RunSummary {
             client: "198.18.0.1:40000".into(),
             server: "198.18.0.2:5201".into(),
@@ -226,12 +207,6 @@ pub(crate) mod tests {
         )
     }
 
-    fn refused(r: &TcpReport, field: &str, needle: &str) {
-        let e = validate_tcp(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
-
     #[test]
     fn client_and_merged_reports_are_valid_before_and_after_json() {
         let r = tcp_report(1000, 1);
@@ -246,28 +221,44 @@ pub(crate) mod tests {
     fn totals_that_are_not_the_streams_sums_are_refused() {
         let mut r = tcp_report(0, 1);
         r.retransmits = 1;
-        refused(&r, "retransmits", "not the sum");
+        assert_refused(validate_tcp(&r), "retransmits", "not the sum");
         let mut r = tcp_report(0, 1);
         r.receiver.bytes += 1;
-        refused(&r, "receiver.bytes", "not the sum");
+        assert_refused(validate_tcp(&r), "receiver.bytes", "not the sum");
         let mut r = tcp_report(0, 1);
         r.receiver.bits_per_second *= 10.0;
-        refused(&r, "receiver.bits_per_second", "does not match");
+        assert_refused(
+            validate_tcp(&r),
+            "receiver.bits_per_second",
+            "does not match",
+        );
         let mut r = tcp_report(0, 1);
         r.streams[1].sender.bytes = u64::MAX;
         r.streams[1].sender.bits_per_second = r.streams[1].sender.bytes as f64 * 8.0 / 1.9;
-        refused(&r, "streams[1].sender.bits_per_second", "outside");
+        assert_refused(
+            validate_tcp(&r),
+            "streams[1].sender.bits_per_second",
+            "outside",
+        );
         let mut r = tcp_report(0, 1);
         r.cpu.client.total_percent = 99.0;
-        refused(&r, "cpu.client.total_percent", "does not match");
+        assert_refused(
+            validate_tcp(&r),
+            "cpu.client.total_percent",
+            "does not match",
+        );
         let mut r = tcp_report(0, 1);
         r.mean_rtt_us = None;
-        refused(&r, "mean_rtt_us", "present exactly when");
+        assert_refused(validate_tcp(&r), "mean_rtt_us", "present exactly when");
         let mut r = tcp_report(0, 1);
         if let Some(c) = r.cpu_seconds_per_gb.as_mut() {
             c.client += 1.0;
         }
-        refused(&r, "cpu_seconds_per_gb.client", "does not match");
+        assert_refused(
+            validate_tcp(&r),
+            "cpu_seconds_per_gb.client",
+            "does not match",
+        );
     }
 
     #[test]
@@ -319,28 +310,40 @@ pub(crate) mod tests {
         if let Some(p) = bad.latency_probe.as_mut() {
             p.transactions = 7;
         }
-        refused(&bad, "latency_probe.attempted", "do not add up");
+        assert_refused(
+            validate_tcp(&bad),
+            "latency_probe.attempted",
+            "do not add up",
+        );
     }
 
     #[test]
     fn impossible_numbers_and_indexes_are_refused() {
         let mut r = tcp_report(0, 1);
         r.streams[0].receiver.seconds = f64::NAN;
-        refused(&r, "streams[0].receiver.seconds", "NaN");
+        assert_refused(validate_tcp(&r), "streams[0].receiver.seconds", "NaN");
         let mut r = tcp_report(0, 1);
         r.streams[0].run = 7;
-        refused(&r, "streams[0].run", "7 but the report has 1 run(s)");
+        assert_refused(
+            validate_tcp(&r),
+            "streams[0].run",
+            "7 but the report has 1 run(s)",
+        );
         let mut r = tcp_report(0, 1);
         r.streams.pop();
-        refused(&r, "runs[0].streams", "1 stream report(s)");
+        assert_refused(validate_tcp(&r), "runs[0].streams", "1 stream report(s)");
         let mut r = tcp_report(0, 1);
         r.runs[0].cpu.server.user_percent = -1.0;
-        refused(&r, "runs[0].cpu.server.user_percent", "outside");
+        assert_refused(
+            validate_tcp(&r),
+            "runs[0].cpu.server.user_percent",
+            "outside",
+        );
         let mut r = tcp_report(0, 1);
         r.runs.clear();
-        refused(&r, "runs", "0 runs");
+        assert_refused(validate_tcp(&r), "runs", "0 runs");
         let mut r = tcp_report(0, 1);
         r.kind = "http".into();
-        refused(&r, "version", "\"http\" report");
+        assert_refused(validate_tcp(&r), "version", "\"http\" report");
     }
 }

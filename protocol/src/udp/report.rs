@@ -468,18 +468,12 @@ pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cpu::CpuUsage;
 
     /// A single-run report as the client builds it: `streams` streams sent at 1000 datagrams/s
     /// of 1000 bytes for 2 s, the server's view back with `lost` datagrams missing per stream.
     pub(crate) fn udp_report(start: u64, streams: u32, lost: u64) -> UdpReport {
         let len = 1000u64;
-        let usage = CpuUsage {
-            user_percent: 10.0,
-            system_percent: 30.0,
-            total_percent: 40.0,
-            ..CpuUsage::default()
-        };
+        let usage = crate::cpu::test_usage(10.0, 30.0, 40.0);
         let run = UdpRun {
             client: "198.18.0.1:40000".into(),
             server: "198.18.0.2:5201".into(),

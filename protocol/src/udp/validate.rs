@@ -7,9 +7,7 @@ use super::report::{loss, CpuSeconds, Rate, Sent, UdpRun, UdpStream};
 use super::report::{REPORT_KIND, REPORT_VERSION};
 use super::{UdpReport, MAX_LEN, MIN_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
-use crate::report::validate::{
-    check_kind, check_run_ends, check_run_streams, check_run_window, check_runs,
-};
+use crate::report::validate::{check_kind, check_runs, check_stream_run};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
@@ -33,20 +31,7 @@ pub fn validate_udp(r: &UdpReport) -> Result<(), InvalidReport> {
 fn check_run(i: usize, run: &UdpRun) -> Result<(), InvalidReport> {
     let prefix = format!("runs[{i}]");
     let field = |name: &str| format!("{prefix}.{name}");
-    check_run_streams(&prefix, run.streams)?;
-    if !(MIN_LEN..=MAX_LEN).contains(&run.len) {
-        return Err(invalid(
-            field("len"),
-            format!("{} (allowed {MIN_LEN}..={MAX_LEN})", run.len),
-        ));
-    }
-    check_run_window(
-        &prefix,
-        run.duration_secs,
-        run.started_at_unix_ms,
-        run.ended_at_unix_ms,
-    )?;
-    check_run_ends(&prefix, &run.client, &run.server)?;
+    check_stream_run!(&prefix, run, MIN_LEN..=MAX_LEN)?;
     if let Some(t) = &run.target {
         check_rate(&field("target"), t)?;
         if t.packets_per_second <= 0.0 {
@@ -468,14 +453,9 @@ fn check_option<T: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::validate::assert_refused;
     use crate::udp::report::tests::udp_report;
     use crate::udp::Received;
-
-    fn refused(r: &UdpReport, field: &str, needle: &str) {
-        let e = validate_udp(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
 
     #[test]
     fn client_and_merged_reports_are_valid_before_and_after_json() {
@@ -492,110 +472,158 @@ mod tests {
         // More received than sent: loss would be negative (or beyond 100 % the other way).
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received = Received::new(2001, 2_001_000, 2.0);
-        refused(&r, "streams[0].received.packets", "only 2000 sent");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.packets",
+            "only 2000 sent",
+        );
         let mut r = udp_report(0, 1, 10);
         r.streams[0].loss_percent = 150.0;
-        refused(&r, "streams[0].loss_percent", "outside");
+        assert_refused(validate_udp(&r), "streams[0].loss_percent", "outside");
         let mut r = udp_report(0, 1, 10);
         r.streams[0].lost = 3;
-        refused(&r, "streams[0].lost", "not sent - received");
+        assert_refused(validate_udp(&r), "streams[0].lost", "not sent - received");
         let mut r = udp_report(0, 1, 0);
         r.streams[0].jitter_ms = Some(-0.5);
-        refused(&r, "streams[0].jitter_ms", "outside");
+        assert_refused(validate_udp(&r), "streams[0].jitter_ms", "outside");
         let mut r = udp_report(0, 1, 0);
         r.streams[0].jitter_ms = Some(f64::NAN);
-        refused(&r, "streams[0].jitter_ms", "not a finite number");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].jitter_ms",
+            "not a finite number",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].jitter_ms = None;
-        refused(&r, "streams[0].jitter_ms", "present exactly when");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].jitter_ms",
+            "present exactly when",
+        );
         let mut r = udp_report(0, 1, 0);
         r.jitter_ms = Some(7.0);
-        refused(&r, "jitter_ms", "does not match");
+        assert_refused(validate_udp(&r), "jitter_ms", "does not match");
     }
 
     #[test]
     fn counts_that_do_not_add_up_are_refused() {
         let mut r = udp_report(0, 2, 0);
         r.received.packets += 1;
-        refused(&r, "received.packets", "not the sum");
+        assert_refused(validate_udp(&r), "received.packets", "not the sum");
         let mut r = udp_report(0, 2, 0);
         r.lost = 0;
         r.streams[0].received.duplicates = 9;
-        refused(&r, "received.duplicates", "not the sum");
+        assert_refused(validate_udp(&r), "received.duplicates", "not the sum");
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.bytes += 1;
-        refused(&r, "streams[0].received.bytes", "datagrams of 1000 bytes");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.bytes",
+            "datagrams of 1000 bytes",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.bytes -= 1000;
         r.streams[0].received.bits_per_second =
             r.streams[0].received.bytes as f64 * 8.0 / r.streams[0].received.seconds;
-        refused(&r, "streams[0].received.bytes", "datagrams of 1000 bytes");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.bytes",
+            "datagrams of 1000 bytes",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.out_of_order = 5000;
-        refused(&r, "streams[0].received.out_of_order", "out of order among");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.out_of_order",
+            "out of order among",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].sent.late = 2001;
-        refused(&r, "streams[0].sent.late", "late among");
+        assert_refused(validate_udp(&r), "streams[0].sent.late", "late among");
         let mut r = udp_report(0, 1, 0);
         r.cpu_seconds.client = 99.0;
-        refused(&r, "cpu_seconds.client", "does not match");
+        assert_refused(validate_udp(&r), "cpu_seconds.client", "does not match");
         let mut r = udp_report(0, 1, 0);
         r.received.kernel_drops = None;
-        refused(&r, "received.kernel_drops", "not the sum");
+        assert_refused(validate_udp(&r), "received.kernel_drops", "not the sum");
     }
 
     #[test]
     fn rates_inconsistent_with_counts_and_duration_are_refused() {
         let mut r = udp_report(0, 1, 0);
         r.streams[0].sent.packets_per_second *= 2.0;
-        refused(&r, "streams[0].sent.packets_per_second", "does not match");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].sent.packets_per_second",
+            "does not match",
+        );
         let mut r = udp_report(0, 1, 0);
         r.received.bits_per_second *= 10.0;
-        refused(&r, "received.bits_per_second", "does not match");
+        assert_refused(
+            validate_udp(&r),
+            "received.bits_per_second",
+            "does not match",
+        );
         // A paced stream cannot send more than its schedule holds.
         let mut r = udp_report(0, 1, 0);
         r.streams[0].sent = Sent::new(5000, 5_000_000, 2.0);
         r.streams[0].lost = 5000 - r.streams[0].received.packets;
-        refused(&r, "streams[0].sent.packets", "send times");
+        assert_refused(validate_udp(&r), "streams[0].sent.packets", "send times");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].target = Some(Rate {
             bits_per_second: 1e6,
             packets_per_second: 1000.0,
         });
-        refused(&r, "runs[0].target.bits_per_second", "does not match");
+        assert_refused(
+            validate_udp(&r),
+            "runs[0].target.bits_per_second",
+            "does not match",
+        );
         let mut r = udp_report(0, 1, 0);
         r.offered = None;
-        refused(&r, "offered", "absent");
+        assert_refused(validate_udp(&r), "offered", "absent");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].target = None;
-        refused(&r, "streams[0].sent", "never late");
+        assert_refused(validate_udp(&r), "streams[0].sent", "never late");
     }
 
     #[test]
     fn impossible_shapes_and_numbers_are_refused() {
         let mut r = udp_report(0, 2, 0);
         r.streams[1].run = 7;
-        refused(&r, "streams[1].run", "7 but the report has 1 run(s)");
+        assert_refused(
+            validate_udp(&r),
+            "streams[1].run",
+            "7 but the report has 1 run(s)",
+        );
         let mut r = udp_report(0, 2, 0);
         r.streams.pop();
-        refused(&r, "runs[0].streams", "1 stream report(s)");
+        assert_refused(validate_udp(&r), "runs[0].streams", "1 stream report(s)");
         let mut r = udp_report(0, 2, 0);
         r.streams[1].id = 0;
-        refused(&r, "streams[1].flow", "is not stream 1");
+        assert_refused(validate_udp(&r), "streams[1].flow", "is not stream 1");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].len = 8;
-        refused(&r, "runs[0].len", "allowed 32..=65507");
+        assert_refused(validate_udp(&r), "runs[0].len", "allowed 32..=65507");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].cpu.server.user_percent = -1.0;
-        refused(&r, "runs[0].cpu.server.user_percent", "outside");
+        assert_refused(
+            validate_udp(&r),
+            "runs[0].cpu.server.user_percent",
+            "outside",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.seconds = f64::INFINITY;
-        refused(&r, "streams[0].received.seconds", "not a finite number");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.seconds",
+            "not a finite number",
+        );
         let mut r = udp_report(0, 1, 0);
         r.runs.clear();
-        refused(&r, "runs", "0 runs");
+        assert_refused(validate_udp(&r), "runs", "0 runs");
         let mut r = udp_report(0, 1, 0);
         r.kind = "tcp".into();
-        refused(&r, "version", "\"tcp\" report");
+        assert_refused(validate_udp(&r), "version", "\"tcp\" report");
     }
 }

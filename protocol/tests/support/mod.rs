@@ -3,7 +3,18 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use proptest::prelude::*;
+use protocol::tcp::CpuUsage;
 use protocol::worker::{FinalReport, PROTOCOL_VERSION};
+
+/// One end's CPU use as a run reports it: `user` and `system` percent, and their sum.
+pub fn cpu_usage(user: f64, system: f64) -> CpuUsage {
+    CpuUsage {
+        user_percent: user,
+        system_percent: system,
+        total_percent: user + system,
+        ..CpuUsage::default()
+    }
+}
 
 /// How many values `v` holds, itself included.
 pub fn nodes(v: &serde_json::Value) -> usize {
