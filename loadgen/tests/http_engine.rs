@@ -125,15 +125,7 @@ fn time_wait_counts(port: u16) -> (u64, u64) {
 #[test]
 fn progress_sink_gets_a_snapshot_every_second() {
     let nginx = Nginx::start();
-    let cfg = HttpConfig::from_options(&opts(nginx.url("/"), 2, 1, "2500ms")).unwrap();
-    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
-    let sink = seen.clone();
-    let r = run(
-        &cfg,
-        Some(Box::new(move |p: &Progress| sink.lock().unwrap().push(*p))),
-    )
-    .unwrap();
-    let seen = seen.lock().unwrap();
+    let (seen, r) = run_with_progress(&opts(nginx.url("/"), 2, 1, "2500ms"));
     assert!((2..=3).contains(&seen.len()), "{} snapshots", seen.len());
     assert!(seen.windows(2).all(|w| w[1].requests > w[0].requests));
     assert!(seen
@@ -370,6 +362,15 @@ fn method_body_headers_and_host_override_reach_nginx() {
     assert_eq!(r.counters.errors.total(), 0, "{:?}", r.counters);
 }
 
+/// Requests were served, and none failed.
+fn assert_served(r: &protocol::report::HttpReport) {
+    assert!(
+        r.counters.requests > 0 && r.counters.errors.total() == 0,
+        "{:?}",
+        r.counters
+    );
+}
+
 #[test]
 fn tls_with_insecure_skip_verify_and_http2() {
     let nginx = Nginx::start_with("http2", true);
@@ -384,18 +385,10 @@ fn tls_with_insecure_skip_verify_and_http2() {
     let mut o = opts(nginx.url("/"), 2, 1, "300ms");
     o.insecure = true;
     let r = load(&o);
-    assert!(
-        r.counters.requests > 0 && r.counters.errors.total() == 0,
-        "{:?}",
-        r.counters
-    );
+    assert_served(&r);
     o.http2 = true;
     let r2 = load(&o);
-    assert!(
-        r2.counters.requests > 0 && r2.counters.errors.total() == 0,
-        "{:?}",
-        r2.counters
-    );
+    assert_served(&r2);
     let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests + r2.counters.requests);
     let h2 = log.iter().filter(|l| l.protocol == "HTTP/2.0").count() as u64;
@@ -408,11 +401,7 @@ fn cleartext_http2_prior_knowledge() {
     let mut o = opts(nginx.url("/"), 2, 1, "300ms");
     o.http2 = true;
     let r = load(&o);
-    assert!(
-        r.counters.requests > 0 && r.counters.errors.total() == 0,
-        "{:?}",
-        r.counters
-    );
+    assert_served(&r);
     let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests);
     assert!(log.iter().all(|l| l.protocol == "HTTP/2.0"));

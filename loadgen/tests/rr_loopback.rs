@@ -24,7 +24,7 @@ use protocol::report::histogram::new_latency_histogram;
 use protocol::rr::{merge, validate_rr, RrReport};
 use protocol::tcp::validate_tcp;
 use protocol::Protocol;
-use support::{LoopbackServer, LOADGEN};
+use support::{run_ok, LoopbackServer, LOADGEN};
 
 /// A udp-rr answer on loopback takes microseconds, but a test thread starved of CPU on a
 /// loaded machine may read it tens of milliseconds late (beyond udp-rr's 100 ms default, now
@@ -595,25 +595,15 @@ fn hostile_control_frames_are_refused_quickly() {
 fn the_command_line_prints_text_and_json() {
     let server = LoopbackServer::start();
     let port = server.addr.port().to_string();
+    // netbench-loadgen client of this server, with `extra` arguments.
+    let client = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(LOADGEN);
+        cmd.args(["client", "-c", "127.0.0.1", "-p", &port])
+            .args(extra);
+        cmd
+    };
     let run = |extra: &[&str]| {
-        let out = std::process::Command::new(LOADGEN)
-            .args([
-                "client",
-                "-c",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "--duration",
-                "300ms",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_ok(client(&["--duration", "300ms"]).args(extra));
         String::from_utf8(out.stdout).unwrap()
     };
     let text = run(&["--protocol", "tcp-rr", "--streams", "2", "--burst", "2"]);
@@ -644,17 +634,7 @@ fn the_command_line_prints_text_and_json() {
         (Protocol::UdpRr, 64, 64)
     );
     // A flag of another protocol is refused before anything runs.
-    let out = std::process::Command::new(LOADGEN)
-        .args([
-            "client",
-            "-c",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "--protocol",
-            "tcp-crr",
-            "--bidir",
-        ])
+    let out = client(&["--protocol", "tcp-crr", "--bidir"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -17,7 +17,7 @@ use loadgen::udp::client::{self, UdpProgress};
 use loadgen::udp::{Pace, UdpClientConfig};
 use protocol::tcp::{Direction, Flow};
 use protocol::udp::{validate_udp, UdpReport};
-use support::{operator, LoopbackServer};
+use support::{operator, run_ok, LoopbackServer};
 
 /// What every real report must satisfy: the operator's checks, and loss-free on loopback.
 fn assert_sane(r: &UdpReport, flows: &[Flow]) {
@@ -523,15 +523,10 @@ fn the_command_line_runs_tests_prints_iperf3_style_lines_and_merges_reports() {
             (path, report)
         })
         .collect();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
-        .arg("merge")
-        .args(files.iter().map(|(p, _)| p))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+            .arg("merge")
+            .args(files.iter().map(|(p, _)| p)),
     );
     let merged: UdpReport = serde_json::from_slice(&out.stdout).unwrap();
     validate_udp(&merged).unwrap();

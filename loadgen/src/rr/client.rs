@@ -26,7 +26,7 @@ use super::net::udp_connect;
 use super::pace::Pacer;
 use super::record::{Recorder, StreamOutcome};
 use super::tcp_rr::{self, StreamPlan};
-use super::udp::{self, UdpPlan};
+use super::udp;
 use crate::tcp::client::{
     expect, hello, nap, read_results, unix_ms, HANDSHAKE_TIMEOUT, PROGRESS_INTERVAL,
 };
@@ -233,30 +233,25 @@ fn spawn_streams(
             .map(|h| streams.handles.push(h))
             .map_err(|e| TcpError::io("starting a stream thread", e))
     };
+    // A tcp-rr or udp-rr stream's plan.
+    let plan = |id: usize| StreamPlan {
+        request_size: cfg.request_size,
+        response_size: cfg.response_size,
+        window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
+        deadline,
+        timeout: cfg.timeout,
+        pacer: pacer(id),
+    };
     match data {
         DataPath::Tcp(conns) => {
             for (id, conn) in conns.into_iter().enumerate() {
-                let plan = StreamPlan {
-                    request_size: cfg.request_size,
-                    response_size: cfg.response_size,
-                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
-                    deadline,
-                    timeout: cfg.timeout,
-                    pacer: pacer(id),
-                };
+                let plan = plan(id);
                 spawn(id, Box::new(move |rec| tcp_rr::run_client(conn, plan, rec)))?;
             }
         }
         DataPath::Udp(socks) => {
             for (id, sock) in socks.into_iter().enumerate() {
-                let plan = UdpPlan {
-                    request_size: cfg.request_size,
-                    response_size: cfg.response_size,
-                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
-                    deadline,
-                    timeout: cfg.timeout,
-                    pacer: pacer(id),
-                };
+                let plan = plan(id);
                 spawn(id, Box::new(move |rec| udp::run_client(&sock, plan, rec)))?;
             }
         }

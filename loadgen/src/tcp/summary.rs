@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use ::protocol::tcp::{CpuUsage, Flow, TcpReport, Throughput};
+use ::protocol::tcp::{CpuReport, CpuUsage, Flow, TcpReport, Throughput};
 
 /// A stream's id in the table (run.id in a report of several runs) and its flow.
 pub(crate) fn stream_label(runs: usize, run: u32, id: u32, flow: Flow) -> (String, &'static str) {
@@ -65,13 +65,18 @@ pub fn render_text(report: &TcpReport) -> String {
         "",
         ""
     );
+    cpu_line(&mut out, &report.cpu, "");
+    out
+}
+
+/// The line of both ends' CPU use, then `more`.
+pub(crate) fn cpu_line(out: &mut String, report: &CpuReport, more: &str) {
     let _ = writeln!(
         out,
-        "CPU: client {}, server {}",
-        cpu(&report.cpu.client),
-        cpu(&report.cpu.server)
+        "CPU: client {}, server {}{more}",
+        cpu(&report.client),
+        cpu(&report.server)
     );
-    out
 }
 
 fn line(t: &Throughput) -> String {

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use ::protocol::udp::{Received, Sent, UdpReport};
 
-use crate::tcp::summary::{bytes, cpu, rate, stream_label};
+use crate::tcp::summary::{bytes, cpu_line, rate, stream_label};
 
 /// The Lost/Total Datagrams column: `lost` of `total` sent, and the percent lost.
 fn lost_of_total(lost: u64, total: u64, loss_percent: f64) -> String {
@@ -78,12 +78,7 @@ pub fn render_text(report: &UdpReport) -> String {
             g.client, g.server
         )
     });
-    let _ = writeln!(
-        out,
-        "CPU: client {}, server {}{per_gb}",
-        cpu(&report.cpu.client),
-        cpu(&report.cpu.server)
-    );
+    cpu_line(&mut out, &report.cpu, &per_gb);
     out
 }
 
