@@ -46,12 +46,11 @@ size=${SIZE:-64}
 crr_connects=${CRR_CONNECTS:-8000}
 here=$(cd "$(dirname "$0")/.." && pwd)
 topo="$here/tests/netns/topology.sh"
+# shellcheck source=bench/lib.sh
+source "$here/bench/lib.sh"
 
 if [ "${PIN:-1}" = 1 ]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); else server_cpu=(); client_cpu=(); fi
-for bin in ip jq sockperf qperf iperf cargo taskset; do
-  command -v "$bin" >/dev/null || { echo "bench: $bin is not installed" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "bench: needs root (network namespaces)" >&2; exit 1; }
+bench_require ip jq sockperf qperf iperf cargo taskset
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -60,31 +59,10 @@ echo "building netbench-loadgen (release)..." >&2
 # A copy: a shared target directory may get another checkout's build while this runs.
 cp "${CARGO_TARGET_DIR:-$here/target}/release/netbench-loadgen" "$tmp/netbench-loadgen"
 lg="$tmp/netbench-loadgen"
-
-name=br$$
-name=${name:0:8}
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  "$topo" down "$name"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$topo" up "$name"
-eval "$("$topo" env "$name")"
+bench_dirs+=("$tmp")
+bench_topology br
 # Inside the client namespace only: lets iperf's connect-only reuse its own TIME_WAIT ports.
 ip netns exec "$NS_A" sysctl -qw net.ipv4.tcp_tw_reuse=1
-
-in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
-
-wait_port() { # ns proto(t|u) port
-  for _ in $(seq 100); do
-    in_ns "$1" ss -Hln"$2" "sport = :$3" | grep -q . && return 0
-    sleep 0.05
-  done
-  echo "bench: nothing listens on $2/$3 in $1" >&2; exit 1
-}
 
 # Servers in B (simple commands: ip and taskset exec them, so $! is the server itself).
 declare -A server_pid
@@ -92,7 +70,7 @@ start_server() { # key proto port command...
   local key=$1 proto=$2 port=$3; shift 3
   ip netns exec "$NS_B" "${server_cpu[@]}" "$@" >/dev/null 2>&1 & pids+=($!)
   server_pid[$key]=$!
-  wait_port "$NS_B" "$proto" "$port"
+  wait_port "$NS_B" "$port" "$proto"
 }
 start_server netbench t 5301 "$lg" server -p 5301
 start_server sockperf-tcp t 5302 sockperf server --tcp -i 0.0.0.0 -p 5302

@@ -22,40 +22,17 @@ rounds=${1:-5}
 secs=${2:-5}
 here=$(cd "$(dirname "$0")/.." && pwd)
 topo="$here/tests/netns/topology.sh"
+# shellcheck source=bench/lib.sh
+source "$here/bench/lib.sh"
 
 if [ "${PIN:-0}" = 1 ]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); else server_cpu=(); client_cpu=(); fi
-for bin in iperf3 ip jq cargo ${server_cpu[0]:-}; do
-  command -v "$bin" >/dev/null || { echo "bench: $bin is not installed" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "bench: needs root (network namespaces)" >&2; exit 1; }
+bench_require iperf3 ip jq cargo "${server_cpu[@]:0:1}"
 
 echo "building netbench-loadgen (release)..." >&2
 (cd "$here" && cargo build --release -q -p loadgen --bin netbench-loadgen)
 lg="$here/target/release/netbench-loadgen"
 
-name=bn$$
-name=${name:0:8}
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  "$topo" down "$name"
-}
-trap cleanup EXIT
-"$topo" up "$name" --target
-eval "$("$topo" env "$name")"
-
-# The command prefix that runs something in namespace $1 ("host" = no namespace).
-ns_prefix() { if [ "$1" = host ]; then pre=(); else pre=(ip netns exec "$1"); fi; }
-in_ns() { local pre; ns_prefix "$1"; shift; "${pre[@]}" "$@"; }
-
-wait_port() { # ns port
-  for _ in $(seq 100); do
-    in_ns "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-    sleep 0.05
-  done
-  echo "bench: nothing listens on $2 in $1" >&2; exit 1
-}
+bench_topology bn --target
 
 start_servers() { # ns
   local pre; ns_prefix "$1"
@@ -63,12 +40,6 @@ start_servers() { # ns
   "${pre[@]}" "${server_cpu[@]}" iperf3 -s -p 5201 >/dev/null 2>&1 & pids+=($!)
   "${pre[@]}" "${server_cpu[@]}" "$lg" tcp-server -p 5202 >/dev/null 2>&1 & pids+=($!)
   wait_port "$1" 5201; wait_port "$1" 5202
-}
-
-stop_servers() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
 }
 
 run_iperf3() { # ns host -> bits/s

@@ -45,50 +45,24 @@ rates=${RATES:-100M 1G 4G}
 paths=${PATHS:-veth vxlan}
 here=$(cd "$(dirname "$0")/.." && pwd)
 topo="$here/tests/netns/topology.sh"
+# shellcheck source=bench/lib.sh
+source "$here/bench/lib.sh"
 
 if [ "${PIN:-0}" = 1 ]; then server_cpu=(taskset -c 0); client_cpu=(taskset -c 1); else server_cpu=(); client_cpu=(); fi
-for bin in iperf3 ip jq cargo awk ${server_cpu[0]:-}; do
-  command -v "$bin" >/dev/null || { echo "bench: $bin is not installed" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "bench: needs root (network namespaces)" >&2; exit 1; }
+bench_require iperf3 ip jq cargo awk "${server_cpu[@]:0:1}"
 
 echo "building netbench-loadgen (release)..." >&2
 (cd "$here" && cargo build --release -q -p loadgen --bin netbench-loadgen)
 work=$(mktemp -d)
 cp "${CARGO_TARGET_DIR:-$here/target}/release/netbench-loadgen" "$work/netbench-loadgen"
 lg="$work/netbench-loadgen"
-
-name=bu$$
-name=${name:0:8}
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  "$topo" down "$name"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$topo" up "$name"
-eval "$("$topo" env "$name")"
-
-wait_port() { # ns port
-  for _ in $(seq 100); do
-    ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
-    sleep 0.05
-  done
-  echo "bench: nothing listens on $2 in $1" >&2; exit 1
-}
+bench_dirs+=("$work")
+bench_topology bu
 
 start_servers() {
   ip netns exec "$NS_B" "${server_cpu[@]}" iperf3 -s -p 5201 >/dev/null 2>&1 & pids+=($!)
   ip netns exec "$NS_B" "${server_cpu[@]}" "$lg" server -p 5202 >/dev/null 2>&1 & pids+=($!)
   wait_port "$NS_B" 5201; wait_port "$NS_B" 5202
-}
-
-stop_servers() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pids=()
 }
 
 # Busy CPU seconds of the whole machine so far (every CPU; /proc/stat's first line).

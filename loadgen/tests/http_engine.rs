@@ -125,15 +125,7 @@ fn time_wait_counts(port: u16) -> (u64, u64) {
 #[test]
 fn progress_sink_gets_a_snapshot_every_second() {
     let nginx = Nginx::start();
-    let cfg = HttpConfig::from_options(&opts(nginx.url("/"), 2, 1, "2500ms")).unwrap();
-    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
-    let sink = seen.clone();
-    let r = run(
-        &cfg,
-        Some(Box::new(move |p: &Progress| sink.lock().unwrap().push(*p))),
-    )
-    .unwrap();
-    let seen = seen.lock().unwrap();
+    let (seen, r) = run_with_progress(&opts(nginx.url("/"), 2, 1, "2500ms"));
     assert!((2..=3).contains(&seen.len()), "{} snapshots", seen.len());
     assert!(seen.windows(2).all(|w| w[1].requests > w[0].requests));
     assert!(seen
@@ -370,6 +362,15 @@ fn method_body_headers_and_host_override_reach_nginx() {
     assert_eq!(r.counters.errors.total(), 0, "{:?}", r.counters);
 }
 
+/// Requests were served, and none failed.
+fn assert_served(r: &protocol::report::HttpReport) {
+    assert!(
+        r.counters.requests > 0 && r.counters.errors.total() == 0,
+        "{:?}",
+        r.counters
+    );
+}
+
 #[test]
 fn tls_with_insecure_skip_verify_and_http2() {
     let nginx = Nginx::start_with("http2", true);
@@ -384,18 +385,10 @@ fn tls_with_insecure_skip_verify_and_http2() {
     let mut o = opts(nginx.url("/"), 2, 1, "300ms");
     o.insecure = true;
     let r = load(&o);
-    assert!(
-        r.counters.requests > 0 && r.counters.errors.total() == 0,
-        "{:?}",
-        r.counters
-    );
+    assert_served(&r);
     o.http2 = true;
     let r2 = load(&o);
-    assert!(
-        r2.counters.requests > 0 && r2.counters.errors.total() == 0,
-        "{:?}",
-        r2.counters
-    );
+    assert_served(&r2);
     let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests + r2.counters.requests);
     let h2 = log.iter().filter(|l| l.protocol == "HTTP/2.0").count() as u64;
@@ -408,11 +401,7 @@ fn cleartext_http2_prior_knowledge() {
     let mut o = opts(nginx.url("/"), 2, 1, "300ms");
     o.http2 = true;
     let r = load(&o);
-    assert!(
-        r.counters.requests > 0 && r.counters.errors.total() == 0,
-        "{:?}",
-        r.counters
-    );
+    assert_served(&r);
     let log = nginx.log_lines();
     assert_eq!(log.len() as u64, r.counters.requests);
     assert!(log.iter().all(|l| l.protocol == "HTTP/2.0"));
@@ -452,29 +441,13 @@ fn cli_rejects_bad_input_with_one_line() {
 fn cli_json_reports_merge_exactly() {
     let nginx = Nginx::start();
     let url = nginx.url("/");
-    let dir = std::env::temp_dir().join(format!("netbench-merge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut files = Vec::new();
-    for i in 0..2 {
+    let (merged, parts) = merge_two("netbench-merge", || {
         let (code, out, err) = cli(&[
             "http", "-c", "2", "-t", "1", "-d", "300ms", "--output", "json", &url,
         ]);
         assert_eq!(code, 0, "{err}");
-        let f = dir.join(format!("r{i}.json"));
-        std::fs::write(&f, &out).unwrap();
-        files.push(f);
-    }
-    let (code, out, err) = cli(&[
-        "merge",
-        files[0].to_str().unwrap(),
-        files[1].to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let parts: Vec<serde_json::Value> = files
-        .iter()
-        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
-        .collect();
+        out
+    });
     let sum = |k: &str| {
         parts
             .iter()
@@ -492,7 +465,36 @@ fn cli_json_reports_merge_exactly() {
         merged["latency"]["count"].as_u64().unwrap(),
         sum("requests")
     );
+}
+
+/// Two JSON reports made by `report`, each written to a file of a fresh temporary folder
+/// (`name` and the process id), and what `netbench-loadgen merge` makes of the two files:
+/// (the merged report, the two reports).
+fn merge_two(
+    name: &str,
+    report: impl Fn() -> String,
+) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = Vec::new();
+    for i in 0..2 {
+        let f = dir.join(format!("r{i}.json"));
+        std::fs::write(&f, report()).unwrap();
+        files.push(f);
+    }
+    let (code, out, err) = cli(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let merged = serde_json::from_str(&out).unwrap();
+    let parts = files
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
+    (merged, parts)
 }
 
 /// The port in tcp-server's "tcp-server listening addr=HOST:PORT" log line on `log`, which it
@@ -539,10 +541,7 @@ fn cli_merge_dispatches_tcp_reports_to_the_tcp_merge() {
     let log = server.stderr.take().unwrap();
     let _server = ChildGuard(server);
     let port = listening_port(log, Duration::from_secs(10)).to_string();
-    let dir = std::env::temp_dir().join(format!("netbench-tcpmerge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut files = Vec::new();
-    for i in 0..2 {
+    let (merged, _) = merge_two("netbench-tcpmerge", || {
         // It listens already: the first attempt is served.
         let out = cli(&[
             "tcp-client",
@@ -555,18 +554,8 @@ fn cli_merge_dispatches_tcp_reports_to_the_tcp_merge() {
             "-J",
         ]);
         assert_eq!(out.0, 0, "tcp-client failed: {}", out.2);
-        let f = dir.join(format!("t{i}.json"));
-        std::fs::write(&f, &out.1).unwrap();
-        files.push(f);
-    }
-    let (code, out, err) = cli(&[
-        "merge",
-        files[0].to_str().unwrap(),
-        files[1].to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
+        out.1
+    });
     assert_eq!(merged["kind"], "tcp");
     assert_eq!(merged["version"], 1);
-    let _ = std::fs::remove_dir_all(&dir);
 }

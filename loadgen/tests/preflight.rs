@@ -3,7 +3,9 @@
 //! and an unresolvable name; as a worker, the failure must reach the operator's register
 //! endpoint (a real HTTP server in the test records what arrives).
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::Read;
 use std::net::TcpListener;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -13,6 +15,7 @@ use loadgen::http::{preflight, HttpConfig, HttpOptions};
 use loadgen::worker::http::{run_http_worker, WorkerRunError};
 use loadgen::worker::{WorkerClient, WorkerEnv};
 use protocol::worker::RegisterRequest;
+use support::operator;
 
 /// A port nothing listens on: bound by us, then released on purpose.
 fn closed_port() -> u16 {
@@ -100,39 +103,10 @@ fn tcp_preflight_names_the_refused_connection() {
 
 /// An operator's register endpoint: answers one request and hands over (path, body).
 fn fake_operator() -> (String, JoinHandle<(String, RegisterRequest)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, url) = operator::listen();
     let handle = std::thread::spawn(move || {
-        let (conn, _) = listener.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut reader = BufReader::new(conn.try_clone().unwrap());
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let answer = r#"{"version":1,"registered":1,"expected":1}"#;
-        let mut conn = conn;
-        write!(
-            conn,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-            answer.len()
-        )
-        .unwrap();
-        let path = request_line.split_whitespace().nth(1).unwrap().to_string();
+        let (conn, path, body) = operator::accept_request(&listener);
+        operator::respond(conn, "200 OK", operator::REGISTERED).unwrap();
         (path, serde_json::from_slice(&body).unwrap())
     });
     (url, handle)

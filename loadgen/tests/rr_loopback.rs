@@ -24,7 +24,7 @@ use protocol::report::histogram::new_latency_histogram;
 use protocol::rr::{merge, validate_rr, RrReport};
 use protocol::tcp::validate_tcp;
 use protocol::Protocol;
-use support::{LoopbackServer, LOADGEN};
+use support::{run_ok, LoopbackServer, LOADGEN};
 
 /// A udp-rr answer on loopback takes microseconds, but a test thread starved of CPU on a
 /// loaded machine may read it tens of milliseconds late (beyond udp-rr's 100 ms default, now
@@ -44,6 +44,20 @@ fn config(server: &LoopbackServer, protocol: Protocol, secs: f64) -> RrClientCon
         },
         ..defaults
     }
+}
+
+/// A run of `protocol` for `secs` against a loopback server of its own, configured as `tweak`
+/// makes it of [`config`]'s, that keeps [`assert_clean`]'s invariants.
+fn clean_run(
+    protocol: Protocol,
+    secs: f64,
+    tweak: impl FnOnce(RrClientConfig) -> RrClientConfig,
+) -> RrReport {
+    let server = LoopbackServer::start();
+    let cfg = tweak(config(&server, protocol, secs));
+    let r = client::run(&cfg, None).unwrap();
+    assert_clean(&r, cfg.streams);
+    r
 }
 
 /// The invariants every clean loopback run must keep.
@@ -74,16 +88,13 @@ fn assert_clean(r: &RrReport, streams: u32) {
 
 #[test]
 fn tcp_rr_with_a_burst_counts_every_transaction() {
-    let server = LoopbackServer::start();
-    let cfg = RrClientConfig {
+    let r = clean_run(Protocol::TcpRr, 0.5, |c| RrClientConfig {
         streams: 2,
         burst: 3,
         request_size: 100,
         response_size: 2000,
-        ..config(&server, Protocol::TcpRr, 0.5)
-    };
-    let r = client::run(&cfg, None).unwrap();
-    assert_clean(&r, 2);
+        ..c
+    });
     assert_eq!(r.setup.burst, 3);
     assert_eq!(r.loss_percent, None);
     // Every answer the client counted, the server wrote (the drain settles the ones in flight).
@@ -92,29 +103,23 @@ fn tcp_rr_with_a_burst_counts_every_transaction() {
 
 #[test]
 fn tcp_crr_makes_one_connection_per_transaction() {
-    let server = LoopbackServer::start();
-    let cfg = RrClientConfig {
+    let r = clean_run(Protocol::TcpCrr, 0.5, |c| RrClientConfig {
         streams: 2,
         response_size: 300,
-        ..config(&server, Protocol::TcpCrr, 0.5)
-    };
-    let r = client::run(&cfg, None).unwrap();
-    assert_clean(&r, 2);
+        ..c
+    });
     assert_eq!(r.runs[0].server_answered, r.counts.transactions);
 }
 
 #[test]
 fn udp_rr_loses_nothing_on_loopback_and_numbers_every_datagram() {
-    let server = LoopbackServer::start();
-    let cfg = RrClientConfig {
+    let r = clean_run(Protocol::UdpRr, 0.5, |c| RrClientConfig {
         streams: 2,
         burst: 1,
         request_size: 32,
         response_size: 64,
-        ..config(&server, Protocol::UdpRr, 0.5)
-    };
-    let r = client::run(&cfg, None).unwrap();
-    assert_clean(&r, 2);
+        ..c
+    });
     let c = &r.counts;
     assert_eq!(
         (c.lost, c.late, c.duplicate, c.invalid),
@@ -126,14 +131,11 @@ fn udp_rr_loses_nothing_on_loopback_and_numbers_every_datagram() {
 
 #[test]
 fn open_loop_sends_at_the_asked_rate() {
-    let server = LoopbackServer::start();
-    let cfg = RrClientConfig {
+    let r = clean_run(Protocol::TcpRr, 1.0, |c| RrClientConfig {
         streams: 2,
         rate_per_stream: Some(200.0),
-        ..config(&server, Protocol::TcpRr, 1.0)
-    };
-    let r = client::run(&cfg, None).unwrap();
-    assert_clean(&r, 2);
+        ..c
+    });
     assert_eq!(r.requested_per_second, Some(400.0));
     // 200 intended send times per stream fall in the second (stream 1's shifted by half an
     // interval): each is sent, or counted as skipped if a starved client fell behind, never
@@ -235,6 +237,29 @@ fn connected_to(peer: &UdpSocket) -> UdpSocket {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.connect(peer.local_addr().unwrap()).unwrap();
     sock
+}
+
+/// A tcp-rr stream's plan of 1-byte requests and answers, each given 2 s.
+fn one_byte_plan(window: usize, deadline: Instant, pacer: Pacer) -> StreamPlan {
+    StreamPlan {
+        request_size: 1,
+        response_size: 1,
+        window,
+        deadline,
+        timeout: Duration::from_secs(2),
+        pacer,
+    }
+}
+
+/// A peer of the test's own on 127.0.0.1: `serve` gets its first connection; returns the
+/// peer's address and, at the end, what `serve` returned.
+fn tcp_peer<T: Send + 'static>(
+    serve: impl FnOnce(TcpStream) -> T + Send + 'static,
+) -> (std::net::SocketAddr, thread::JoinHandle<T>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = thread::spawn(move || serve(listener.accept().unwrap().0));
+    (addr, peer)
 }
 
 fn recorder() -> Recorder {
@@ -346,10 +371,7 @@ fn a_udp_peer_answering_wrong_numbers_and_sizes_is_counted_not_trusted() {
 
 #[test]
 fn a_tcp_peer_sending_more_than_asked_ends_the_stream_with_a_reason() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
+    let (addr, peer) = tcp_peer(|mut conn| {
         let mut buf = [0u8; 1];
         // Answers the first request with three responses' worth of bytes.
         conn.read_exact(&mut buf).unwrap();
@@ -357,14 +379,7 @@ fn a_tcp_peer_sending_more_than_asked_ends_the_stream_with_a_reason() {
         let mut rest = Vec::new();
         let _ = conn.read_to_end(&mut rest);
     });
-    let plan = StreamPlan {
-        request_size: 1,
-        response_size: 1,
-        window: 1,
-        deadline: Instant::now() + Duration::from_secs(2),
-        timeout: Duration::from_secs(2),
-        pacer: Pacer::closed(),
-    };
+    let plan = one_byte_plan(1, Instant::now() + Duration::from_secs(2), Pacer::closed());
     let out = tcp_rr::run_client(TcpStream::connect(addr).unwrap(), plan, recorder());
     peer.join().unwrap();
     let e = out.error.expect("a reason");
@@ -380,10 +395,7 @@ fn open_loop_latency_counts_from_the_intended_send_time() {
     // A peer that stalls 60 ms once, at its 5th request: in open loop at 500/s (one every
     // 2 ms) the requests due during the stall wait too, and their latency says so; a closed
     // loop would have measured one slow request only.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
+    let (addr, peer) = tcp_peer(|mut conn| {
         conn.set_nodelay(true).unwrap();
         let mut buf = [0u8; 1];
         let mut n = 0;
@@ -398,14 +410,11 @@ fn open_loop_latency_counts_from_the_intended_send_time() {
         }
     });
     let start = Instant::now();
-    let plan = StreamPlan {
-        request_size: 1,
-        response_size: 1,
-        window: 1,
-        deadline: start + Duration::from_millis(300),
-        timeout: Duration::from_secs(2),
-        pacer: Pacer::open(start, 500.0, 0.0),
-    };
+    let plan = one_byte_plan(
+        1,
+        start + Duration::from_millis(300),
+        Pacer::open(start, 500.0, 0.0),
+    );
     let out = tcp_rr::run_client(TcpStream::connect(addr).unwrap(), plan, recorder());
     peer.join().unwrap();
     // 150 intended send times in the 300 ms: each answered, or skipped if the stream (whose
@@ -425,10 +434,7 @@ fn an_open_loop_never_sends_ahead_of_its_schedule() {
     // intended at start + k x 2 ms: a loaded machine may send it late, nothing may send it
     // earlier (a closed loop, or a pacer running fast, would); and what was not sent by the
     // end of the 200 ms is counted as skipped, so sent + skipped is the schedule.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let peer = thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
+    let (addr, peer) = tcp_peer(|mut conn| {
         conn.set_nodelay(true).unwrap();
         let mut arrivals = Vec::new();
         let mut buf = [0u8; 1];
@@ -442,14 +448,11 @@ fn an_open_loop_never_sends_ahead_of_its_schedule() {
     });
     let conn = TcpStream::connect(addr).unwrap();
     let start = Instant::now();
-    let plan = StreamPlan {
-        request_size: 1,
-        response_size: 1,
-        window: 4,
-        deadline: start + Duration::from_millis(200),
-        timeout: Duration::from_secs(2),
-        pacer: Pacer::open(start, 500.0, 0.0),
-    };
+    let plan = one_byte_plan(
+        4,
+        start + Duration::from_millis(200),
+        Pacer::open(start, 500.0, 0.0),
+    );
     let out = tcp_rr::run_client(conn, plan, recorder());
     let arrivals = peer.join().unwrap();
     let c = out.counts;
@@ -472,12 +475,9 @@ fn an_open_loop_behind_its_schedule_at_the_end_counts_what_it_skipped() {
     // A peer that holds its first answer until 100 ms after the end of a 200 ms window at
     // 1000/s: the stream's one slot waits, so the other 199 intended sends never go out. They
     // are skipped, not silently left out: sent + skipped is the schedule, exactly.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let start = Instant::now();
     let deadline = start + Duration::from_millis(200);
-    let peer = thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
+    let (addr, peer) = tcp_peer(move |mut conn| {
         conn.set_nodelay(true).unwrap();
         let mut buf = [0u8; 1];
         let mut first = true;
@@ -492,14 +492,7 @@ fn an_open_loop_behind_its_schedule_at_the_end_counts_what_it_skipped() {
             }
         }
     });
-    let plan = StreamPlan {
-        request_size: 1,
-        response_size: 1,
-        window: 1,
-        deadline,
-        timeout: Duration::from_secs(2),
-        pacer: Pacer::open(start, 1000.0, 0.5),
-    };
+    let plan = one_byte_plan(1, deadline, Pacer::open(start, 1000.0, 0.5));
     let out = tcp_rr::run_client(TcpStream::connect(addr).unwrap(), plan, recorder());
     peer.join().unwrap();
     let c = out.counts;
@@ -602,25 +595,15 @@ fn hostile_control_frames_are_refused_quickly() {
 fn the_command_line_prints_text_and_json() {
     let server = LoopbackServer::start();
     let port = server.addr.port().to_string();
+    // netbench-loadgen client of this server, with `extra` arguments.
+    let client = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(LOADGEN);
+        cmd.args(["client", "-c", "127.0.0.1", "-p", &port])
+            .args(extra);
+        cmd
+    };
     let run = |extra: &[&str]| {
-        let out = std::process::Command::new(LOADGEN)
-            .args([
-                "client",
-                "-c",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "--duration",
-                "300ms",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_ok(client(&["--duration", "300ms"]).args(extra));
         String::from_utf8(out.stdout).unwrap()
     };
     let text = run(&["--protocol", "tcp-rr", "--streams", "2", "--burst", "2"]);
@@ -651,17 +634,7 @@ fn the_command_line_prints_text_and_json() {
         (Protocol::UdpRr, 64, 64)
     );
     // A flag of another protocol is refused before anything runs.
-    let out = std::process::Command::new(LOADGEN)
-        .args([
-            "client",
-            "-c",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "--protocol",
-            "tcp-crr",
-            "--bidir",
-        ])
+    let out = client(&["--protocol", "tcp-crr", "--bidir"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

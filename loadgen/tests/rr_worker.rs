@@ -6,8 +6,8 @@
 //! (The operator's real API still takes only tcp reports from an EgressBenchmark: wiring the
 //! protocol per case is the operator's part.)
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod support;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -20,6 +20,7 @@ use loadgen::tcp::TcpServerConfig;
 use loadgen::worker::rr::run_rr_client;
 use loadgen::worker::{Credential, WorkerClient, WorkerEnv};
 use protocol::worker::{validate_final, CheckedReport, FinalReport, ProgressUpdate};
+use support::operator;
 
 #[derive(Parser)]
 struct Cli {
@@ -38,49 +39,12 @@ struct Received {
 /// Answers every request of the worker protocol until the report arrives; the barrier opens at
 /// once and names `server`.
 fn fake_operator(server: String) -> (String, Arc<Mutex<Received>>, thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, url) = operator::listen();
     let received = Arc::new(Mutex::new(Received::default()));
     let seen = received.clone();
     let handle = thread::spawn(move || loop {
-        let (conn, _) = listener.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut reader = BufReader::new(conn.try_clone().unwrap());
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let path = request_line.split_whitespace().nth(1).unwrap().to_string();
-        let (status, answer) = if path.contains("/register") {
-            (
-                "200 OK",
-                r#"{"version":1,"registered":1,"expected":1}"#.to_string(),
-            )
-        } else if path.contains("/barrier") {
-            let at = protocol::worker::now_unix_ms();
-            (
-                "200 OK",
-                format!(
-                    r#"{{"version":1,"startAtUnixMs":{at},"registered":2,"expected":2,"servers":["{server}"]}}"#
-                ),
-            )
-        } else {
-            ("204 No Content", String::new())
-        };
+        let (conn, path, body) = operator::accept_request(&listener);
+        let (status, answer) = operator::run_answer(&path, &server);
         let mut got = seen.lock().unwrap();
         got.paths.push(path.clone());
         if path.ends_with("/progress") {
@@ -91,13 +55,7 @@ fn fake_operator(server: String) -> (String, Arc<Mutex<Received>>, thread::JoinH
             got.reports.push(serde_json::from_slice(&body).unwrap());
         }
         drop(got);
-        let mut conn = conn;
-        write!(
-            conn,
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-            answer.len()
-        )
-        .unwrap();
+        operator::respond(conn, status, &answer).unwrap();
         if done {
             return;
         }

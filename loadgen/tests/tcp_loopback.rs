@@ -7,11 +7,11 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use loadgen::tcp::client::{self, TcpProgress};
@@ -19,53 +19,6 @@ use loadgen::tcp::server::TcpServer;
 use loadgen::tcp::{TcpClientConfig, TcpError, TcpServerConfig};
 use protocol::tcp::{Direction, Flow, TcpReport};
 use support::*;
-
-/// A library server on 127.0.0.1, port chosen by the kernel, stopped on Drop.
-struct InProcessServer {
-    addr: SocketAddr,
-    shutdown: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<(), TcpError>>>,
-}
-
-impl InProcessServer {
-    fn start() -> Self {
-        let cfg = TcpServerConfig {
-            bind_addr: Some("127.0.0.1".parse().unwrap()),
-            port: 0,
-            ..TcpServerConfig::default()
-        };
-        let server = TcpServer::bind(&cfg).expect("binding the server");
-        let addr = server.local_addr().unwrap();
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let flag = shutdown.clone();
-        let handle = thread::spawn(move || server.serve(&flag));
-        InProcessServer {
-            addr,
-            shutdown,
-            handle: Some(handle),
-        }
-    }
-
-    fn client(&self, secs: f64) -> TcpClientConfig {
-        TcpClientConfig {
-            port: self.addr.port(),
-            duration: Duration::from_secs_f64(secs),
-            ..TcpClientConfig::new("127.0.0.1")
-        }
-    }
-}
-
-impl Drop for InProcessServer {
-    fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let result = h.join().expect("server thread panicked");
-            if !thread::panicking() {
-                result.expect("server ended with an error");
-            }
-        }
-    }
-}
 
 /// The first line `out` yields within `limit` (None if it ends or stays silent).
 fn first_line(out: impl Read + Send + 'static, limit: Duration) -> Option<String> {
@@ -104,13 +57,13 @@ fn assert_sane(report: &TcpReport, streams: usize) {
 #[test]
 fn loopback_throughput_agrees_with_iperf3() {
     require(&["iperf3", "ss"], false);
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     let (_iperf, port) = iperf3_loopback_server();
     assert_agrees_with_iperf3(
         "loopback",
         || iperf3_client(None, "127.0.0.1", port, 2, 1),
         || {
-            let report = client::run(&server.client(2.0), None).expect("tcp test");
+            let report = client::run(&server.tcp_client(2.0), None).expect("tcp test");
             assert_sane(&report, 1);
             report.receiver.bits_per_second
         },
@@ -120,10 +73,10 @@ fn loopback_throughput_agrees_with_iperf3() {
 #[test]
 fn parallel_streams_sum_to_the_total() {
     let _m = measuring();
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     let cfg = TcpClientConfig {
         streams: 4,
-        ..server.client(1.5)
+        ..server.tcp_client(1.5)
     };
     let report = client::run(&cfg, None).expect("four streams");
     assert_sane(&report, 4);
@@ -155,8 +108,8 @@ fn parallel_streams_sum_to_the_total() {
 #[test]
 fn concurrent_clients_merge_into_exact_sums() {
     let _m = measuring();
-    let servers = [InProcessServer::start(), InProcessServer::start()];
-    let cfgs: Vec<TcpClientConfig> = servers.iter().map(|s| s.client(1.0)).collect();
+    let servers = [LoopbackServer::start(), LoopbackServer::start()];
+    let cfgs: Vec<TcpClientConfig> = servers.iter().map(|s| s.tcp_client(1.0)).collect();
     let reports: Vec<TcpReport> = cfgs
         .into_iter()
         .map(|cfg| thread::spawn(move || client::run(&cfg, None)))
@@ -184,11 +137,11 @@ fn concurrent_clients_merge_into_exact_sums() {
 #[test]
 fn reverse_and_bidirectional_tests() {
     let _m = measuring();
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     let reverse = client::run(
         &TcpClientConfig {
             direction: Direction::Receive,
-            ..server.client(1.0)
+            ..server.tcp_client(1.0)
         },
         None,
     )
@@ -200,7 +153,7 @@ fn reverse_and_bidirectional_tests() {
         &TcpClientConfig {
             direction: Direction::Both,
             streams: 2,
-            ..server.client(1.0)
+            ..server.tcp_client(1.0)
         },
         None,
     )
@@ -221,10 +174,10 @@ fn reverse_and_bidirectional_tests() {
 #[test]
 fn progress_arrives_every_second() {
     let _m = measuring();
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     let mut seen: Vec<TcpProgress> = Vec::new();
     let mut sink = |p: &TcpProgress| seen.push(*p);
-    let report = client::run(&server.client(3.2), Some(&mut sink)).expect("tcp test");
+    let report = client::run(&server.tcp_client(3.2), Some(&mut sink)).expect("tcp test");
     assert_eq!(seen.len(), 3, "{seen:?}");
     for (i, p) in seen.iter().enumerate() {
         assert!((p.elapsed_secs - (i + 1) as f64).abs() < 0.3, "{p:?}");
@@ -237,7 +190,7 @@ fn progress_arrives_every_second() {
 #[test]
 fn server_survives_a_client_killed_mid_test_and_serves_the_next() {
     let _m = measuring();
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     for extra in [&[][..], &["-R"][..]] {
         let mut victim = std::process::Command::new(LOADGEN)
             .args([
@@ -266,7 +219,7 @@ fn server_survives_a_client_killed_mid_test_and_serves_the_next() {
         // cleaned up, it may still answer "busy".
         let started = Instant::now();
         let report = loop {
-            match client::run(&server.client(1.0), None) {
+            match client::run(&server.tcp_client(1.0), None) {
                 Err(TcpError::Rejected(msg))
                     if msg.contains("busy") && started.elapsed() < Duration::from_secs(10) =>
                 {
@@ -287,8 +240,8 @@ fn server_survives_a_client_killed_mid_test_and_serves_the_next() {
 #[test]
 fn a_busy_server_says_so_and_serves_afterwards() {
     let _m = measuring();
-    let server = InProcessServer::start();
-    let long = server.client(2.5);
+    let server = LoopbackServer::start();
+    let long = server.tcp_client(2.5);
     let (transferring, first_progress) = mpsc::channel();
     let first = thread::spawn(move || {
         let mut sink = |_: &TcpProgress| {
@@ -300,20 +253,20 @@ fn a_busy_server_says_so_and_serves_afterwards() {
     first_progress
         .recv_timeout(Duration::from_secs(10))
         .expect("the first test reports progress");
-    match client::run(&server.client(1.0), None) {
+    match client::run(&server.tcp_client(1.0), None) {
         Err(TcpError::Rejected(msg)) => assert!(msg.contains("busy"), "{msg}"),
         other => panic!("expected a busy refusal, got {other:?}"),
     }
     assert_sane(&first.join().unwrap().expect("the first test"), 1);
     assert_sane(
-        &client::run(&server.client(0.5), None).expect("a later test"),
+        &client::run(&server.tcp_client(0.5), None).expect("a later test"),
         1,
     );
 }
 
 #[test]
 fn protocol_version_mismatch_is_a_clear_error() {
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     let mut conn = TcpStream::connect(server.addr).unwrap();
     let hello = br#"{"type":"hello","magic":"netbench-tcp","version":99,"cookie":"x","test":{}}"#;
     conn.write_all(&(hello.len() as u32).to_be_bytes()).unwrap();
@@ -332,7 +285,7 @@ fn protocol_version_mismatch_is_a_clear_error() {
     drop(conn);
     // ... and the server is still there.
     assert_sane(
-        &client::run(&server.client(0.5), None).expect("a test after the mismatch"),
+        &client::run(&server.tcp_client(0.5), None).expect("a test after the mismatch"),
         1,
     );
 }
@@ -392,7 +345,7 @@ fn invalid_tests_and_unreachable_servers_fail_cleanly() {
 #[test]
 fn cli_prints_a_text_summary_and_json() {
     let _m = measuring();
-    let server = InProcessServer::start();
+    let server = LoopbackServer::start();
     let port = server.addr.port().to_string();
     let text = run_ok(std::process::Command::new(LOADGEN).args([
         "tcp-client",

@@ -4,66 +4,20 @@
 //! (gaps, swaps, repeats, garbage, truncated and foreign datagrams) that must count them
 //! exactly. No root, no external programs: part of the fast tier.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use loadgen::tcp::server::TcpServer;
-use loadgen::tcp::{TcpError, TcpServerConfig, PROTOCOL_VERSION};
+use loadgen::tcp::PROTOCOL_VERSION;
 use loadgen::udp::client::{self, UdpProgress};
 use loadgen::udp::{Pace, UdpClientConfig};
 use protocol::tcp::{Direction, Flow};
 use protocol::udp::{validate_udp, UdpReport};
-
-/// A library server on 127.0.0.1, port chosen by the kernel, stopped on Drop.
-struct Served {
-    addr: SocketAddr,
-    shutdown: Arc<AtomicBool>,
-    handle: Option<JoinHandle<Result<(), TcpError>>>,
-}
-
-impl Served {
-    fn start() -> Self {
-        let cfg = TcpServerConfig {
-            bind_addr: Some("127.0.0.1".parse().unwrap()),
-            port: 0,
-            ..TcpServerConfig::default()
-        };
-        let server = TcpServer::bind(&cfg).expect("binding the server");
-        let addr = server.local_addr().unwrap();
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let flag = shutdown.clone();
-        let handle = thread::spawn(move || server.serve(&flag));
-        Served {
-            addr,
-            shutdown,
-            handle: Some(handle),
-        }
-    }
-
-    fn client(&self, secs: f64) -> UdpClientConfig {
-        UdpClientConfig {
-            port: self.addr.port(),
-            duration: Duration::from_secs_f64(secs),
-            ..UdpClientConfig::new("127.0.0.1")
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let result = h.join().expect("server thread panicked");
-            if !thread::panicking() {
-                result.expect("server ended with an error");
-            }
-        }
-    }
-}
+use support::{operator, run_ok, LoopbackServer};
 
 /// What every real report must satisfy: the operator's checks, and loss-free on loopback.
 fn assert_sane(r: &UdpReport, flows: &[Flow]) {
@@ -99,12 +53,12 @@ fn assert_sane(r: &UdpReport, flows: &[Flow]) {
 
 #[test]
 fn a_paced_test_sends_its_schedule_and_every_count_adds_up() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let cfg = UdpClientConfig {
         streams: 2,
         len: Some(1000),
         pace: Pace::PacketsPerSecond(2000.0),
-        ..server.client(1.0)
+        ..server.udp_client(1.0)
     };
     let report = client::run(&cfg, None).expect("udp test");
     assert_sane(&report, &[Flow::ClientToServer, Flow::ClientToServer]);
@@ -143,12 +97,12 @@ fn a_paced_test_sends_its_schedule_and_every_count_adds_up() {
 
 #[test]
 fn reverse_and_both_directions_with_progress() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let mut updates: Vec<UdpProgress> = Vec::new();
     let cfg = UdpClientConfig {
         direction: Direction::Receive,
         pace: Pace::Bitrate(20e6),
-        ..server.client(2.5)
+        ..server.udp_client(2.5)
     };
     let report = client::run(&cfg, Some(&mut |p: &UdpProgress| updates.push(*p))).unwrap();
     assert_sane(&report, &[Flow::ServerToClient]);
@@ -187,7 +141,7 @@ fn reverse_and_both_directions_with_progress() {
         streams: 2,
         pace: Pace::Bitrate(5e6),
         rcvbuf: Some(300_000),
-        ..server.client(0.5)
+        ..server.udp_client(0.5)
     };
     let report = client::run(&both, None).unwrap();
     for s in &report.streams {
@@ -210,11 +164,11 @@ fn reverse_and_both_directions_with_progress() {
 
 #[test]
 fn as_fast_as_possible_skips_and_delays_nothing() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let cfg = UdpClientConfig {
         pace: Pace::Unlimited,
         len: Some(8000),
-        ..server.client(0.5)
+        ..server.udp_client(0.5)
     };
     let report = client::run(&cfg, None).unwrap();
     validate_udp(&report).unwrap();
@@ -287,7 +241,7 @@ fn udp_test(len: usize, pps: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn the_server_counts_crafted_datagrams_exactly() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let mut control = TcpStream::connect(server.addr).unwrap();
     control
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -377,13 +331,13 @@ fn the_server_counts_crafted_datagrams_exactly() {
     assert!(results["cpu_seconds"].as_f64().is_some_and(|s| s >= 0.0));
     // The server carries on with the next test.
     drop(control);
-    let report = client::run(&server.client(0.3), None).unwrap();
+    let report = client::run(&server.udp_client(0.3), None).unwrap();
     assert_sane(&report, &[Flow::ClientToServer]);
 }
 
 #[test]
 fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_on() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let refused = |test: serde_json::Value, needle: &str| {
         let mut conn = TcpStream::connect(server.addr).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(10)))
@@ -419,13 +373,13 @@ fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_o
             .contains("16777215 bytes"),
         "{reply}"
     );
-    let report = client::run(&server.client(0.3), None).unwrap();
+    let report = client::run(&server.udp_client(0.3), None).unwrap();
     assert_sane(&report, &[Flow::ClientToServer]);
 }
 
 #[test]
 fn a_client_that_never_opens_its_streams_is_told_why() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let mut control = TcpStream::connect(server.addr).unwrap();
     control
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -455,56 +409,13 @@ struct Recorded {
 /// An operator that answers every worker request (released barrier naming `server`) and
 /// records what arrives, until the final report.
 fn recording_operator(server: String) -> (String, Arc<Mutex<Recorded>>, JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, url) = operator::listen();
     let recorded = Arc::new(Mutex::new(Recorded::default()));
     let rec = recorded.clone();
     let handle = thread::spawn(move || loop {
-        let (conn, _) = listener.accept().unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut reader = BufReader::new(conn.try_clone().unwrap());
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        let path = request_line.split_whitespace().nth(1).unwrap().to_string();
-        let now = protocol::worker::now_unix_ms();
-        let (status, answer) = if path.ends_with("/register") {
-            (
-                "200 OK",
-                r#"{"version":1,"registered":1,"expected":1}"#.to_string(),
-            )
-        } else if path.contains("/barrier") {
-            let servers = serde_json::json!([server]);
-            (
-                "200 OK",
-                format!(
-                    r#"{{"version":1,"startAtUnixMs":{now},"registered":2,"expected":2,"servers":{servers}}}"#
-                ),
-            )
-        } else {
-            ("204 No Content", String::new())
-        };
-        let mut conn = conn;
-        let _ = write!(
-            conn,
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-            answer.len()
-        );
+        let (conn, path, body) = operator::accept_request(&listener);
+        let (status, answer) = operator::run_answer(&path, &server);
+        let _ = operator::respond(conn, status, &answer);
         let mut r = rec.lock().unwrap();
         r.paths.push(path.clone());
         let body: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
@@ -526,7 +437,7 @@ fn a_worker_pushes_progress_with_loss_and_delivers_a_valid_report() {
         #[command(flatten)]
         client: loadgen::tcp::cli::ClientArgs,
     }
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let (url, recorded, operator) = recording_operator(server.addr.to_string());
     let worker = loadgen::worker::WorkerClient::new(loadgen::worker::WorkerEnv {
         operator_url: url,
@@ -574,7 +485,7 @@ fn a_worker_pushes_progress_with_loss_and_delivers_a_valid_report() {
 
 #[test]
 fn the_command_line_runs_tests_prints_iperf3_style_lines_and_merges_reports() {
-    let server = Served::start();
+    let server = LoopbackServer::start();
     let port = server.addr.port().to_string();
     let run = |extra: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
@@ -612,15 +523,10 @@ fn the_command_line_runs_tests_prints_iperf3_style_lines_and_merges_reports() {
             (path, report)
         })
         .collect();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
-        .arg("merge")
-        .args(files.iter().map(|(p, _)| p))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        std::process::Command::new(env!("CARGO_BIN_EXE_netbench-loadgen"))
+            .arg("merge")
+            .args(files.iter().map(|(p, _)| p)),
     );
     let merged: UdpReport = serde_json::from_slice(&out.stdout).unwrap();
     validate_udp(&merged).unwrap();

@@ -252,6 +252,17 @@ pub fn check_cost(field: &str, got: &CpuCost, want: &CpuCost) -> Result<(), Inva
     Ok(())
 }
 
+/// One end's CPU use of `user`, `system` and `total` percent, as the test reports give it.
+#[cfg(test)]
+pub(crate) fn test_usage(user: f64, system: f64, total: f64) -> CpuUsage {
+    CpuUsage {
+        user_percent: user,
+        system_percent: system,
+        total_percent: total,
+        ..CpuUsage::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

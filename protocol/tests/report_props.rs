@@ -21,7 +21,9 @@ use protocol::report::{
     ReportError, StatusCounts,
 };
 use protocol::worker::{validate_final, CheckedReport};
-use protocol::worker::{FinalReport, PROTOCOL_VERSION};
+use support::{corrupt, json_value, worker_report};
+
+mod support;
 
 /// Most memory a decode may hold at once: the counts array of the largest histogram the header
 /// checks allow (5 digits, 1 us .. 1 h: 16 MiB) plus the bounded buffers around it.
@@ -250,51 +252,6 @@ fn report(latencies: &[u64]) -> HttpReport {
     HttpReport::from_run(config, 10, 5_010, 5.0, counters, &h, vec![]).unwrap()
 }
 
-fn nodes(v: &serde_json::Value) -> usize {
-    1 + match v {
-        serde_json::Value::Object(m) => m.values().map(nodes).sum(),
-        serde_json::Value::Array(a) => a.iter().map(nodes).sum(),
-        _ => 0,
-    }
-}
-
-/// Replaces the `n`th value of `v` (depth first, `v` itself is 0) by `with`.
-fn replace_nth(v: &mut serde_json::Value, n: &mut usize, with: &mut Option<serde_json::Value>) {
-    if *n == 0 {
-        if let Some(w) = with.take() {
-            *v = w;
-        }
-        return;
-    }
-    *n -= 1;
-    let children: Vec<&mut serde_json::Value> = match v {
-        serde_json::Value::Object(m) => m.values_mut().collect(),
-        serde_json::Value::Array(a) => a.iter_mut().collect(),
-        _ => return,
-    };
-    for c in children {
-        if with.is_none() {
-            return;
-        }
-        replace_nth(c, n, with);
-    }
-}
-
-fn json_value() -> impl Strategy<Value = serde_json::Value> {
-    prop_oneof![
-        Just(serde_json::Value::Null),
-        any::<bool>().prop_map(Into::into),
-        any::<i64>().prop_map(Into::into),
-        any::<u64>().prop_map(Into::into),
-        any::<f64>()
-            .prop_filter("JSON numbers are finite", |f| f.is_finite())
-            .prop_map(Into::into),
-        "\\PC{0,16}".prop_map(Into::into),
-        Just(serde_json::json!([])),
-        Just(serde_json::json!({})),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -310,20 +267,8 @@ proptest! {
         edits in vec((any::<usize>(), json_value()), 1..4),
     ) {
         let mut json: serde_json::Value = serde_json::from_str(&report(&latencies).to_json()).unwrap();
-        for (pick, with) in edits {
-            let mut n = pick % nodes(&json);
-            replace_nth(&mut json, &mut n, &mut Some(with));
-        }
-        let final_report = FinalReport {
-            version: PROTOCOL_VERSION,
-            worker: "w0".into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: 1,
-            report: json.clone(),
-            host: None,
-        };
-        let checked = validate_final(&final_report, "http");
+        corrupt(&mut json, edits);
+        let checked = validate_final(&worker_report("w0", json.clone()), "http");
         if let Ok(Report::Http(r)) = Report::from_json(&json.to_string()) {
             let valid = validate_http(&r);
             prop_assert_eq!(valid.is_ok() && r.workers == 1, checked.is_ok());

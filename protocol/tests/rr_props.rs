@@ -10,8 +10,10 @@ use protocol::report::LatencySummary;
 use protocol::rr::{
     merge, validate_rr, RrCounts, RrErrors, RrMergeError, RrReport, RrRun, RrSetup, RrStream,
 };
-use protocol::tcp::{CpuReport, CpuUsage};
-use protocol::worker::{validate_final, CheckedReport, FinalReport, PROTOCOL_VERSION};
+use protocol::tcp::CpuReport;
+use protocol::worker::{validate_final, CheckedReport, FinalReport};
+
+mod support;
 use protocol::Protocol;
 
 /// A single-run report of `latencies` on one stream, as the engine builds it.
@@ -36,12 +38,7 @@ fn report(mode: Protocol, latencies: &[u64], lost: u64, refused: u64) -> RrRepor
         lost,
         ..RrCounts::default()
     };
-    let cpu = CpuUsage {
-        user_percent: 5.0,
-        system_percent: 15.0,
-        total_percent: 20.0,
-        ..CpuUsage::default()
-    };
+    let cpu = support::cpu_usage(5.0, 15.0);
     let run = RrRun {
         client: "10.0.0.1:41000".into(),
         server: "10.0.0.2:5201".into(),
@@ -90,64 +87,18 @@ fn mode() -> impl Strategy<Value = Protocol> {
     ]
 }
 
-fn nodes(v: &serde_json::Value) -> usize {
-    1 + match v {
-        serde_json::Value::Object(m) => m.values().map(nodes).sum(),
-        serde_json::Value::Array(a) => a.iter().map(nodes).sum(),
-        _ => 0,
-    }
-}
-
-/// Replaces the `n`th value of `v` (depth first, `v` itself is 0) by `with`.
-fn replace_nth(v: &mut serde_json::Value, n: &mut usize, with: &mut Option<serde_json::Value>) {
-    if *n == 0 {
-        if let Some(w) = with.take() {
-            *v = w;
-        }
-        return;
-    }
-    *n -= 1;
-    let children: Vec<&mut serde_json::Value> = match v {
-        serde_json::Value::Object(m) => m.values_mut().collect(),
-        serde_json::Value::Array(a) => a.iter_mut().collect(),
-        _ => return,
-    };
-    for c in children {
-        if with.is_none() {
-            return;
-        }
-        replace_nth(c, n, with);
-    }
-}
-
+/// Any JSON value, and values an rr report holds: the largest count, another report's kind.
 fn json_value() -> impl Strategy<Value = serde_json::Value> {
     prop_oneof![
-        Just(serde_json::Value::Null),
-        any::<bool>().prop_map(Into::into),
-        any::<i64>().prop_map(Into::into),
-        any::<u64>().prop_map(Into::into),
-        Just(u64::MAX.into()),
-        any::<f64>()
-            .prop_filter("JSON numbers are finite", |f| f.is_finite())
-            .prop_map(Into::into),
-        "\\PC{0,16}".prop_map(Into::into),
-        Just("udp-rr".into()),
-        Just("tcp-stream".into()),
-        Just(serde_json::json!([])),
-        Just(serde_json::json!({})),
+        support::JSON_VALUE_CHOICES => support::json_value(),
+        1 => Just(u64::MAX.into()),
+        1 => Just("udp-rr".into()),
+        1 => Just("tcp-stream".into()),
     ]
 }
 
 fn worker_report(json: serde_json::Value) -> FinalReport {
-    FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: "w0".into(),
-        node: None,
-        step: 0,
-        started_at_unix_ms: 1,
-        report: json,
-        host: None,
-    }
+    support::worker_report("w0", json)
 }
 
 proptest! {
@@ -173,10 +124,7 @@ proptest! {
         edits in vec((any::<usize>(), json_value()), 1..4),
     ) {
         let mut json = serde_json::to_value(report(mode, &latencies, lost, 1)).unwrap();
-        for (pick, with) in edits {
-            let mut n = pick % nodes(&json);
-            replace_nth(&mut json, &mut n, &mut Some(with));
-        }
+        support::corrupt(&mut json, edits);
         let checked = validate_final(&worker_report(json.clone()), "rr");
         if let Ok(r) = serde_json::from_value::<RrReport>(json) {
             let valid = validate_rr(&r);

@@ -4,11 +4,13 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use protocol::tcp::{CpuReport, CpuUsage, Direction, Flow};
+use protocol::tcp::{CpuReport, Direction, Flow};
 use protocol::udp::{
     merge, validate_udp, CpuSeconds, Rate, Received, Sent, UdpReport, UdpRun, UdpStream,
 };
-use protocol::worker::{validate_final, FinalReport, PROTOCOL_VERSION};
+use protocol::worker::{validate_final, FinalReport};
+
+mod support;
 
 /// One stream's figures: datagrams sent, of which lost, reordered, duplicated, invalid.
 #[derive(Debug, Clone)]
@@ -66,12 +68,7 @@ fn run_report(
         streams
     };
     let pps = 1e6;
-    let usage = CpuUsage {
-        user_percent: 5.0,
-        system_percent: 20.5,
-        total_percent: 25.5,
-        ..CpuUsage::default()
-    };
+    let usage = support::cpu_usage(5.0, 20.5);
     let run = UdpRun {
         client: "10.0.0.1:1234".into(),
         server: "10.0.0.2:5201".into(),
@@ -178,15 +175,7 @@ fn hostile_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 fn worker_report(report: serde_json::Value) -> FinalReport {
-    FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: "w-0".into(),
-        node: None,
-        step: 0,
-        started_at_unix_ms: 1,
-        report,
-        host: None,
-    }
+    support::worker_report("w-0", report)
 }
 
 proptest! {

@@ -1,15 +1,13 @@
 //! `tcp-client --protocol tcp-rr|tcp-crr|udp-rr`: netperf-style flags on the shared client
 //! command line ([`ClientArgs`]), the text or JSON report, the exit status.
 
-use std::io::{self, Write};
-
-use anyhow::{bail, Context};
+use anyhow::bail;
 use protocol::rr::RrReport;
 use protocol::Protocol;
 
 use super::client::{self, RrProgress};
 use super::{render_text, RrClientConfig};
-use crate::tcp::cli::ClientArgs;
+use crate::tcp::cli::{print_report, with_progress_lines, ClientArgs};
 
 /// The test as configured, against `host:port`.
 pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> RrClientConfig {
@@ -33,43 +31,25 @@ pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> RrClientConfig {
 
 pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
     args.check_applicable()?;
-    let Some(host) = &args.host else {
-        bail!(
-            "tcp-client needs -c HOST (the server to connect to); only in worker mode \
-             (NETBENCH_OPERATOR_URL set) does the operator name the server"
-        );
-    };
+    let host = args.server("tcp-client")?;
     let cfg = config_for(args, host, args.port);
-    // Progress lines are best effort: a closed stdout must not abort the test.
-    let mut print_interval = |p: &RrProgress| {
-        let _ = writeln!(
-            io::stdout(),
-            "[SUM] {:>6.2} s  {:>12.1} transactions/s",
-            p.elapsed_secs,
-            p.interval_transactions_per_second
-        );
-    };
-    let progress: Option<client::RrProgressSink<'_>> = if args.json() {
-        None
-    } else {
-        Some(&mut print_interval)
-    };
-    let report = client::run(&cfg, progress)?;
+    let report = with_progress_lines(args.json(), &cfg, client::run, progress_line)?;
     finish_client(args, &report)
+}
+
+/// The line printed every second while the test runs.
+fn progress_line(p: &RrProgress) -> String {
+    format!(
+        "[SUM] {:>6.2} s  {:>12.1} transactions/s",
+        p.elapsed_secs, p.interval_transactions_per_second
+    )
 }
 
 /// Prints the report (text or JSON as asked); fails when nothing was answered or a tcp-rr
 /// connection ended early (the report is printed first either way). Warnings (port
 /// exhaustion) also go to stderr.
 pub fn finish_client(args: &ClientArgs, report: &RrReport) -> anyhow::Result<()> {
-    let text = if args.json() {
-        serde_json::to_string_pretty(report).context("encoding the report")? + "\n"
-    } else {
-        render_text(report)
-    };
-    io::stdout()
-        .write_all(text.as_bytes())
-        .context("writing the report to stdout")?;
+    print_report(args.json(), report, render_text)?;
     if args.json() {
         for w in report.warnings() {
             eprintln!("WARNING: {w}");

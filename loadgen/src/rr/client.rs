@@ -26,8 +26,10 @@ use super::net::udp_connect;
 use super::pace::Pacer;
 use super::record::{Recorder, StreamOutcome};
 use super::tcp_rr::{self, StreamPlan};
-use super::udp::{self, UdpPlan};
-use crate::tcp::client::{expect, new_cookie, read_results, unix_ms, HANDSHAKE_TIMEOUT};
+use super::udp;
+use crate::tcp::client::{
+    expect, hello, nap, read_results, unix_ms, HANDSHAKE_TIMEOUT, PROGRESS_INTERVAL,
+};
 use crate::tcp::cpu::CpuMeter;
 use crate::tcp::net::{self, Source};
 use crate::tcp::protocol::{write_message, Message, PeerStream, RrParams, TestParams};
@@ -35,8 +37,6 @@ use crate::tcp::TcpError;
 
 /// Time to open the control connection and each tcp-rr data connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often progress snapshots are taken.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A snapshot taken every second while the test runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -83,11 +83,6 @@ pub fn run(
     cfg.validate()?;
     let source = source_of(cfg);
     let server = net::resolve(&cfg.host, cfg.port, &source)?;
-    let control = net::connect_control(server, &source, CONNECT_TIMEOUT)?;
-    control
-        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(|e| TcpError::io("configuring the control connection", e))?;
-    let cookie = new_cookie();
     let test = TestParams {
         protocol: cfg.protocol,
         streams: cfg.streams,
@@ -102,8 +97,7 @@ pub fn run(
         probe: None,
         udp: None,
     };
-    write_message(&control, &Message::hello(&cookie, test))?;
-    expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
+    let (control, cookie) = hello(server, &source, CONNECT_TIMEOUT, test)?;
     // The address the control connection reached (after any NAT decision on its way).
     let reached = control.peer_addr().unwrap_or(server);
     let data = open_data_path(cfg, &cookie, reached, &source)?;
@@ -239,30 +233,25 @@ fn spawn_streams(
             .map(|h| streams.handles.push(h))
             .map_err(|e| TcpError::io("starting a stream thread", e))
     };
+    // A tcp-rr or udp-rr stream's plan.
+    let plan = |id: usize| StreamPlan {
+        request_size: cfg.request_size,
+        response_size: cfg.response_size,
+        window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
+        deadline,
+        timeout: cfg.timeout,
+        pacer: pacer(id),
+    };
     match data {
         DataPath::Tcp(conns) => {
             for (id, conn) in conns.into_iter().enumerate() {
-                let plan = StreamPlan {
-                    request_size: cfg.request_size,
-                    response_size: cfg.response_size,
-                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
-                    deadline,
-                    timeout: cfg.timeout,
-                    pacer: pacer(id),
-                };
+                let plan = plan(id);
                 spawn(id, Box::new(move |rec| tcp_rr::run_client(conn, plan, rec)))?;
             }
         }
         DataPath::Udp(socks) => {
             for (id, sock) in socks.into_iter().enumerate() {
-                let plan = UdpPlan {
-                    request_size: cfg.request_size,
-                    response_size: cfg.response_size,
-                    window: usize::try_from(cfg.window()).unwrap_or(usize::MAX),
-                    deadline,
-                    timeout: cfg.timeout,
-                    pacer: pacer(id),
-                };
+                let plan = plan(id);
                 spawn(id, Box::new(move |rec| udp::run_client(&sock, plan, rec)))?;
             }
         }
@@ -321,15 +310,7 @@ fn drive(
             }
             next_tick += PROGRESS_INTERVAL;
         }
-        let next = if now < deadline {
-            next_tick.min(deadline)
-        } else {
-            now + Duration::from_millis(5)
-        };
-        thread::sleep(
-            next.saturating_duration_since(now)
-                .clamp(Duration::from_millis(1), PROGRESS_INTERVAL),
-        );
+        nap(now, deadline, next_tick);
     }
 }
 

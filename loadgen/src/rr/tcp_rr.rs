@@ -18,16 +18,18 @@ use super::record::{describe, Failure, Recorder, StreamOutcome};
 use super::wire::{filler, write_filler, FILL_CHUNK, REQUEST_FILL, RESPONSE_FILL};
 use crate::tcp::sys::wait_readable;
 
-/// One stream's part of a test.
+/// One stream's part of a test (tcp-rr, and udp-rr's [`super::udp::UdpPlan`]).
 #[derive(Debug, Clone)]
 pub struct StreamPlan {
     pub request_size: u32,
     pub response_size: u32,
-    /// Requests in flight at most (1 + burst).
+    /// Requests in flight at most: 1 + burst, or for udp-rr in open loop two timeouts of the
+    /// schedule (see [`protocol::rr::in_flight_window`]).
     pub window: usize,
     /// No request is sent from this instant on; the ones in flight are waited for.
     pub deadline: Instant,
-    /// A read that waits this long for an answer fails the requests in flight.
+    /// tcp-rr: a read that waits this long for an answer fails the requests in flight. udp-rr:
+    /// a request unanswered this long after it was sent is lost.
     pub timeout: Duration,
     pub pacer: Pacer,
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use protocol::rr::MAX_OPEN_LOOP_WINDOW;
 
-use super::pace::{Due, Pacer};
+use super::pace::Due;
 use super::record::{describe, Failure, Recorder, StreamOutcome};
 use super::wire::{datagram, put_seq, seq_of, REQUEST_FILL, RESPONSE_FILL};
 use crate::tcp::sys::wait_readable;
@@ -44,20 +44,8 @@ const RECV_BUFFER: usize = 65_536;
 /// Pause after a failed send, so a stream whose sends all fail does not spin.
 const SEND_FAILURE_PAUSE: Duration = Duration::from_millis(1);
 
-/// One stream's part of a udp-rr test.
-#[derive(Debug, Clone)]
-pub struct UdpPlan {
-    pub request_size: u32,
-    pub response_size: u32,
-    /// Requests in flight at most: 1 + burst, or in open loop two timeouts of the schedule
-    /// (see [`protocol::rr::in_flight_window`]).
-    pub window: usize,
-    /// No request is sent from this instant on; the ones in flight are waited for.
-    pub deadline: Instant,
-    /// A request unanswered this long after it was sent is lost.
-    pub timeout: Duration,
-    pub pacer: Pacer,
-}
+/// One stream's part of a udp-rr test: the plan of a tcp-rr stream.
+pub type UdpPlan = super::tcp_rr::StreamPlan;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {

@@ -196,6 +196,17 @@ impl ClientArgs {
     pub fn json(&self) -> bool {
         self.json || self.output == OutputFormat::Json
     }
+
+    /// The server of a standalone `command` (`-c HOST`; only a worker is told it).
+    pub(crate) fn server(&self, command: &str) -> anyhow::Result<&str> {
+        match &self.host {
+            Some(host) => Ok(host),
+            None => bail!(
+                "{command} needs -c HOST (the server to connect to); only in worker mode \
+                 (NETBENCH_OPERATOR_URL set) does the operator name the server"
+            ),
+        }
+    }
 }
 
 impl ServerArgs {
@@ -212,44 +223,67 @@ impl ServerArgs {
 
 pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
     args.check_applicable()?;
-    let Some(host) = &args.host else {
-        bail!(
-            "tcp-client needs -c HOST (the server to connect to); only in worker mode \
-             (NETBENCH_OPERATOR_URL set) does the operator name the server"
-        );
-    };
+    let host = args.server("tcp-client")?;
     let cfg = args.config_for(host, args.port);
-    let json = args.json();
-    // Progress lines are best effort: a closed stdout must not abort the test.
-    let mut print_interval = |p: &TcpProgress| {
-        let _ = writeln!(
-            io::stdout(),
-            "[SUM] {:>6.2} s  {:>8.2} Gbit/s",
-            p.elapsed_secs,
-            p.interval_bits_per_second / 1e9
-        );
-    };
-    let progress: Option<client::ProgressSink<'_>> = if json {
-        None
-    } else {
-        Some(&mut print_interval)
-    };
-    let report = client::run(&cfg, progress)?;
+    let report = with_progress_lines(args.json(), &cfg, client::run, progress_line)?;
     finish_client(args, &report)
+}
+
+/// The line printed every second while the test runs.
+fn progress_line(p: &TcpProgress) -> String {
+    format!(
+        "[SUM] {:>6.2} s  {:>8.2} Gbit/s",
+        p.elapsed_secs,
+        p.interval_bits_per_second / 1e9
+    )
 }
 
 /// Prints the report (text or JSON as asked) and fails if any stream ended early.
 pub fn finish_client(args: &ClientArgs, report: &TcpReport) -> anyhow::Result<()> {
-    let json = args.json();
+    print_report(args.json(), report, render_text)?;
+    fail_on_stream_errors(&report.stream_errors())
+}
+
+/// Runs the client test `cfg` as `run` does, with a progress sink that prints `line` of each
+/// snapshot on stdout, unless the output is JSON. Best effort: a closed stdout must not abort
+/// the test.
+pub(crate) fn with_progress_lines<C, P, R>(
+    json: bool,
+    cfg: &C,
+    run: impl FnOnce(&C, Option<&mut dyn FnMut(&P)>) -> R,
+    line: impl Fn(&P) -> String,
+) -> R {
+    let mut print_interval = |p: &P| {
+        let _ = writeln!(io::stdout(), "{}", line(p));
+    };
+    run(
+        cfg,
+        if json {
+            None
+        } else {
+            Some(&mut print_interval)
+        },
+    )
+}
+
+/// Prints `report` on stdout: pretty JSON when `json`, else its `text`.
+pub(crate) fn print_report<R: serde::Serialize>(
+    json: bool,
+    report: &R,
+    text: impl FnOnce(&R) -> String,
+) -> anyhow::Result<()> {
     let text = if json {
         serde_json::to_string_pretty(report).context("encoding the report")? + "\n"
     } else {
-        render_text(report)
+        text(report)
     };
     io::stdout()
         .write_all(text.as_bytes())
-        .context("writing the report to stdout")?;
-    let errors = report.stream_errors();
+        .context("writing the report to stdout")
+}
+
+/// Fails naming the streams that ended early (`errors`, one line each), if any did.
+pub(crate) fn fail_on_stream_errors(errors: &[String]) -> anyhow::Result<()> {
     if !errors.is_empty() {
         bail!(
             "{} stream(s) ended early: {}",

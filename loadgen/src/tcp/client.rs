@@ -21,8 +21,8 @@ use crate::rr::probe::{self, RunningProbe};
 
 /// Time the server gets to answer the hello and to confirm the data connections.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How often progress snapshots are taken.
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// How often progress snapshots are taken (every engine's client).
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A snapshot taken every second while the test runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -122,12 +122,6 @@ impl Connected {
             device: cfg.bind_device.clone(),
         };
         let server = net::resolve(&cfg.host, cfg.port, &source)?;
-        let control = net::connect_control(server, &source, cfg.connect_timeout)?;
-        control
-            .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-            .map_err(|e| TcpError::io("configuring the control connection", e))?;
-
-        let cookie = new_cookie();
         let test = TestParams {
             protocol: Protocol::TcpStream,
             streams: cfg.streams,
@@ -138,8 +132,7 @@ impl Connected {
             probe: cfg.latency_probe.map(|_| probe::params()),
             udp: None,
         };
-        write_message(&control, &Message::hello(&cookie, test))?;
-        expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
+        let (control, cookie) = hello(server, &source, cfg.connect_timeout, test)?;
 
         let flows = cfg.direction.flows(cfg.streams);
         let mut conns = Vec::with_capacity(flows.len());
@@ -217,18 +210,42 @@ fn drive(
             }
             next_tick += PROGRESS_INTERVAL;
         }
-        // Sleep until the next event; after the deadline only short naps while streams drain.
-        let next_event = if now < deadline {
-            next_tick.min(deadline)
-        } else {
-            now + Duration::from_millis(5)
-        };
-        thread::sleep(
-            next_event
-                .saturating_duration_since(now)
-                .max(Duration::from_millis(1)),
-        );
+        nap(now, deadline, next_tick);
     }
+}
+
+/// Sleeps until the next progress tick or the deadline (at least 1 ms, at most a progress
+/// interval); after the deadline, only short naps while the streams drain.
+pub(crate) fn nap(now: Instant, deadline: Instant, next_tick: Instant) {
+    let next_event = if now < deadline {
+        next_tick.min(deadline)
+    } else {
+        now + Duration::from_millis(5)
+    };
+    thread::sleep(
+        next_event
+            .saturating_duration_since(now)
+            .clamp(Duration::from_millis(1), PROGRESS_INTERVAL),
+    );
+}
+
+/// Opens the control connection to `server` from `source` (its reads then wait up to
+/// [`HANDSHAKE_TIMEOUT`]), asks for `test` and waits until the server accepts it; returns the
+/// connection and the cookie that names the test's data connections.
+pub(crate) fn hello(
+    server: SocketAddr,
+    source: &Source,
+    connect_timeout: Duration,
+    test: TestParams,
+) -> Result<(TcpStream, String), TcpError> {
+    let control = net::connect_control(server, source, connect_timeout)?;
+    control
+        .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .map_err(|e| TcpError::io("configuring the control connection", e))?;
+    let cookie = new_cookie();
+    write_message(&control, &Message::hello(&cookie, test))?;
+    expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
+    Ok((control, cookie))
 }
 
 /// Reads the server's results, waiting at most `wait`.
@@ -239,13 +256,24 @@ pub(crate) fn read_results(
     control
         .set_read_timeout(Some(wait))
         .map_err(|e| TcpError::io("configuring the control connection", e))?;
+    read_reply(control, "results", |m| match m {
+        Message::Results { streams, cpu } => Ok((streams, cpu)),
+        other => Err(other.kind()),
+    })
+}
+
+/// Reads the server's results: what `take` finds in the message it sends. A message `take`
+/// refuses (giving its kind) is an error saying `what` was expected; so is an error message,
+/// or a closed connection.
+pub(crate) fn read_reply<T>(
+    control: &TcpStream,
+    what: &str,
+    take: impl FnOnce(Message) -> Result<T, &'static str>,
+) -> Result<T, TcpError> {
     match read_message(control) {
-        Ok(Message::Results { streams, cpu }) => Ok((streams, cpu)),
         Ok(Message::Error { message }) => Err(TcpError::Rejected(message)),
-        Ok(other) => Err(TcpError::Protocol(format!(
-            "expected results, got a {} message",
-            other.kind()
-        ))),
+        Ok(m) => take(m)
+            .map_err(|kind| TcpError::Protocol(format!("expected {what}, got a {kind} message"))),
         Err(TcpError::Io { cause, .. }) if cause.kind() == io::ErrorKind::UnexpectedEof => {
             Err(TcpError::Protocol(
                 "the server closed the control connection before sending its results".into(),
@@ -303,12 +331,7 @@ fn stream_reports(
                 Flow::ClientToServer => (mine_t, theirs_t, mine.tcp),
                 Flow::ServerToClient => (theirs_t, mine_t, theirs.tcp),
             };
-            let error = match (mine.error, theirs.error) {
-                (None, None) => None,
-                (Some(a), None) => Some(format!("client: {a}")),
-                (None, Some(b)) => Some(format!("server: {b}")),
-                (Some(a), Some(b)) => Some(format!("client: {a}; server: {b}")),
-            };
+            let error = stream_error(mine.error.as_deref(), theirs.error.as_deref());
             StreamReport {
                 run: 0,
                 id: id as u32,
@@ -320,6 +343,16 @@ fn stream_reports(
             }
         })
         .collect())
+}
+
+/// A stream's error as both ends saw it: the client's, the server's, or both.
+pub(crate) fn stream_error(client: Option<&str>, server: Option<&str>) -> Option<String> {
+    match (client, server) {
+        (None, None) => None,
+        (Some(a), None) => Some(format!("client: {a}")),
+        (None, Some(b)) => Some(format!("server: {b}")),
+        (Some(a), Some(b)) => Some(format!("client: {a}; server: {b}")),
+    }
 }
 
 /// Tells this test's data connections from strays of earlier tests; not a secret.

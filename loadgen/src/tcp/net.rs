@@ -42,6 +42,13 @@ pub(crate) fn connect(
     let fail = |cause: io::Error| TcpError::Connect { addr, cause };
     let sock =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(fail)?;
+    bind_to_source(&sock, source)?;
+    sock.connect_timeout(&addr.into(), timeout).map_err(fail)?;
+    Ok(sock.into())
+}
+
+/// Binds an outgoing socket to the source's interface and address, where it names them.
+pub(crate) fn bind_to_source(sock: &Socket, source: &Source) -> Result<(), TcpError> {
     if let Some(dev) = &source.device {
         sock.bind_device(Some(dev.as_bytes()))
             .map_err(|e| TcpError::io(format!("binding to interface {dev}"), e))?;
@@ -50,8 +57,7 @@ pub(crate) fn connect(
         sock.bind(&SocketAddr::new(ip, 0).into())
             .map_err(|e| TcpError::io(format!("binding to source address {ip}"), e))?;
     }
-    sock.connect_timeout(&addr.into(), timeout).map_err(fail)?;
-    Ok(sock.into())
+    Ok(())
 }
 
 /// How long a control connection is retried while the path refuses it.

@@ -2,7 +2,21 @@
 
 use std::fmt::Write;
 
-use ::protocol::tcp::{CpuUsage, Flow, TcpReport, Throughput};
+use ::protocol::tcp::{CpuReport, CpuUsage, Flow, TcpReport, Throughput};
+
+/// A stream's id in the table (run.id in a report of several runs) and its flow.
+pub(crate) fn stream_label(runs: usize, run: u32, id: u32, flow: Flow) -> (String, &'static str) {
+    let flow = match flow {
+        Flow::ClientToServer => "c->s",
+        Flow::ServerToClient => "s->c",
+    };
+    let id = if runs > 1 {
+        format!("{run}.{id}")
+    } else {
+        id.to_string()
+    };
+    (id, flow)
+}
 
 pub fn render_text(report: &TcpReport) -> String {
     let mut out = String::new();
@@ -11,15 +25,7 @@ pub fn render_text(report: &TcpReport) -> String {
         "[ ID] Flow  Seconds  Transfer        Bitrate           Retr  RTT"
     );
     for s in &report.streams {
-        let flow = match s.flow {
-            Flow::ClientToServer => "c->s",
-            Flow::ServerToClient => "s->c",
-        };
-        let id = if report.runs.len() > 1 {
-            format!("{}.{}", s.run, s.id)
-        } else {
-            s.id.to_string()
-        };
+        let (id, flow) = stream_label(report.runs.len(), s.run, s.id, s.flow);
         let (retr, rtt) = match &s.tcp {
             Some(t) => (t.retransmits.to_string(), format!("{} us", t.rtt_us)),
             None => (String::new(), String::new()),
@@ -59,13 +65,18 @@ pub fn render_text(report: &TcpReport) -> String {
         "",
         ""
     );
+    cpu_line(&mut out, &report.cpu, "");
+    out
+}
+
+/// The line of both ends' CPU use, then `more`.
+pub(crate) fn cpu_line(out: &mut String, report: &CpuReport, more: &str) {
     let _ = writeln!(
         out,
-        "CPU: client {}, server {}",
-        cpu(&report.cpu.client),
-        cpu(&report.cpu.server)
+        "CPU: client {}, server {}{more}",
+        cpu(&report.client),
+        cpu(&report.server)
     );
-    out
 }
 
 fn line(t: &Throughput) -> String {

@@ -2,15 +2,13 @@
 //! `-R`, `-J`); the common ones (`-c`, `-p`, `-t`, `-P`, `-l`, `-R`, `--bidir`, `-B`,
 //! `--bind-dev`, `--output`) are [`crate::tcp::cli::ClientArgs`]'s, which flattens these in.
 
-use std::io::{self, Write};
-
 use ::protocol::udp::UdpReport;
 use ::protocol::Protocol;
-use anyhow::{bail, Context};
+use anyhow::bail;
 
 use super::client::{self, UdpProgress};
 use super::{render_text, Pace, UdpClientConfig, DEFAULT_BITRATE};
-use crate::tcp::cli::ClientArgs;
+use crate::tcp::cli::{fail_on_stream_errors, print_report, with_progress_lines, ClientArgs};
 
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct UdpArgs {
@@ -83,53 +81,29 @@ pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> UdpClientConfig {
 
 /// Standalone: runs the test, printing a line per second (text output), then the report.
 pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
-    let Some(host) = &args.host else {
-        bail!(
-            "client needs -c HOST (the server to connect to); only in worker mode \
-             (NETBENCH_OPERATOR_URL set) does the operator name the server"
-        );
-    };
+    let host = args.server("client")?;
     let cfg = config_for(args, host, args.port);
-    // Progress lines are best effort: a closed stdout must not abort the test.
-    let mut print_interval = |p: &UdpProgress| {
-        let loss = p
-            .interval_loss_percent
-            .map_or_else(String::new, |l| format!("  loss {l:.3}%"));
-        let _ = writeln!(
-            io::stdout(),
-            "[SUM] {:>6.2} s  {:>10.3} Mbit/s{loss}",
-            p.elapsed_secs,
-            p.interval_bits_per_second / 1e6
-        );
-    };
-    let progress: Option<client::ProgressSink<'_>> = if args.json() {
-        None
-    } else {
-        Some(&mut print_interval)
-    };
-    let report = client::run(&cfg, progress)?;
+    let report = with_progress_lines(args.json(), &cfg, client::run, progress_line)?;
     finish_client(args, &report)
+}
+
+/// The line printed every second while the test runs: the rate, and the loss where this
+/// client receives.
+fn progress_line(p: &UdpProgress) -> String {
+    let loss = p
+        .interval_loss_percent
+        .map_or_else(String::new, |l| format!("  loss {l:.3}%"));
+    format!(
+        "[SUM] {:>6.2} s  {:>10.3} Mbit/s{loss}",
+        p.elapsed_secs,
+        p.interval_bits_per_second / 1e6
+    )
 }
 
 /// Prints the report (text or JSON as asked) and fails if any stream ended early.
 pub fn finish_client(args: &ClientArgs, report: &UdpReport) -> anyhow::Result<()> {
-    let text = if args.json() {
-        serde_json::to_string_pretty(report).context("encoding the report")? + "\n"
-    } else {
-        render_text(report)
-    };
-    io::stdout()
-        .write_all(text.as_bytes())
-        .context("writing the report to stdout")?;
-    let errors = report.stream_errors();
-    if !errors.is_empty() {
-        bail!(
-            "{} stream(s) ended early: {}",
-            errors.len(),
-            errors.join("; ")
-        );
-    }
-    Ok(())
+    print_report(args.json(), report, render_text)?;
+    fail_on_stream_errors(&report.stream_errors())
 }
 
 /// Bits per second: a number with an optional K, M, G or T suffix (1000-based, as iperf3).

@@ -1,9 +1,7 @@
 //! `client --protocol udp-stream`: runs one test against the common server and builds the
 //! report from both ends' view of every stream.
 
-use std::io;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use ::protocol::tcp::{CpuReport, CpuUsage, Flow};
@@ -17,10 +15,10 @@ use super::datagram::{tag_of, Header, Kind, HEADER_LEN};
 use super::net;
 use super::stream::{LiveTotals, Plan, Role, RunningStreams, StreamSide, DRAIN, LINGER};
 use super::{UdpParams, DEFAULT_LEN};
-use crate::tcp::client::{expect, new_cookie};
+use crate::tcp::client::{expect, hello, nap, read_reply, stream_error, PROGRESS_INTERVAL};
 use crate::tcp::cpu::CpuMeter;
-use crate::tcp::net::{connect, connect_control, resolve, Source};
-use crate::tcp::protocol::{read_message, write_message, Message, TestParams};
+use crate::tcp::net::{connect, resolve, Source};
+use crate::tcp::protocol::{Message, TestParams};
 use crate::tcp::sys::wait_readable;
 use crate::tcp::TcpError;
 
@@ -28,7 +26,6 @@ use crate::tcp::TcpError;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often open datagrams are sent again until the server confirms every stream.
 const OPEN_RESEND: Duration = Duration::from_millis(100);
-const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A snapshot taken every second while the test runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -154,11 +151,6 @@ impl Opened {
         };
         super::config::validate_udp(&params, len)?;
 
-        let control = connect_control(server, &source, cfg.connect_timeout)?;
-        control
-            .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-            .map_err(|e| TcpError::io("configuring the control connection", e))?;
-        let cookie = new_cookie();
         let test = TestParams {
             protocol: Protocol::UdpStream,
             streams: cfg.streams,
@@ -169,8 +161,7 @@ impl Opened {
             probe: None,
             udp: Some(params),
         };
-        write_message(&control, &Message::hello(&cookie, test))?;
-        expect(&control, "accept", |m| matches!(m, Message::Accept { .. }))?;
+        let (control, cookie) = hello(server, &source, cfg.connect_timeout, test)?;
         let tag = tag_of(&cookie);
         announce_until_started(&control, &sockets, tag)?;
         Ok(Opened {
@@ -259,16 +250,7 @@ fn drive(
             }
             next_tick += PROGRESS_INTERVAL;
         }
-        let next_event = if now < deadline {
-            next_tick.min(deadline)
-        } else {
-            now + Duration::from_millis(5)
-        };
-        thread::sleep(
-            next_event
-                .saturating_duration_since(now)
-                .max(Duration::from_millis(1)),
-        );
+        nap(now, deadline, next_tick);
     }
 }
 
@@ -290,24 +272,14 @@ fn interval(elapsed: Duration, seconds: f64, before: &LiveTotals, now: &LiveTota
 }
 
 fn read_results(control: &TcpStream) -> Result<(Vec<StreamSide>, CpuUsage, f64), TcpError> {
-    match read_message(control) {
-        Ok(Message::UdpResults {
+    read_reply(control, "udp results", |m| match m {
+        Message::UdpResults {
             streams,
             cpu,
             cpu_seconds,
-        }) => Ok((streams, cpu, cpu_seconds)),
-        Ok(Message::Error { message }) => Err(TcpError::Rejected(message)),
-        Ok(other) => Err(TcpError::Protocol(format!(
-            "expected udp results, got a {} message",
-            other.kind()
-        ))),
-        Err(TcpError::Io { cause, .. }) if cause.kind() == io::ErrorKind::UnexpectedEof => {
-            Err(TcpError::Protocol(
-                "the server closed the control connection before sending its results".into(),
-            ))
-        }
-        Err(e) => Err(e),
-    }
+        } => Ok((streams, cpu, cpu_seconds)),
+        other => Err(other.kind()),
+    })
 }
 
 /// Pairs this side's view of each stream with the server's: the sending end gives `sent`,
@@ -346,12 +318,7 @@ fn stream_reports(
             kernel_drops: got.kernel_drops,
             ..Received::new(got.packets, got.bytes, sent.seconds)
         };
-        let error = match (&mine.error, &theirs.error) {
-            (None, None) => None,
-            (Some(a), None) => Some(format!("client: {a}")),
-            (None, Some(b)) => Some(format!("server: {b}")),
-            (Some(a), Some(b)) => Some(format!("client: {a}; server: {b}")),
-        };
+        let error = stream_error(mine.error.as_deref(), theirs.error.as_deref());
         let id = u32::try_from(id).map_err(|_| TcpError::Protocol("too many streams".into()))?;
         out.push(UdpStream {
             jitter_ms: receiver.jitter_ms,

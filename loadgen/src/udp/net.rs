@@ -12,7 +12,7 @@ use std::net::{SocketAddr, UdpSocket};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::sys;
-use crate::tcp::net::Source;
+use crate::tcp::net::{bind_to_source, Source};
 use crate::tcp::TcpError;
 
 /// Receive buffer asked for on every receiving socket unless the test names one; what the
@@ -31,14 +31,7 @@ pub(crate) fn client_socket(server: SocketAddr, source: &Source) -> Result<UdpSo
         Some(Protocol::UDP),
     )
     .map_err(|e| fail("opening a socket", e))?;
-    if let Some(dev) = &source.device {
-        sock.bind_device(Some(dev.as_bytes()))
-            .map_err(|e| TcpError::io(format!("binding to interface {dev}"), e))?;
-    }
-    if let Some(ip) = source.addr {
-        sock.bind(&SocketAddr::new(ip, 0).into())
-            .map_err(|e| TcpError::io(format!("binding to source address {ip}"), e))?;
-    }
+    bind_to_source(&sock, source)?;
     sock.connect(&server.into())
         .map_err(|e| fail("connecting", e))?;
     Ok(sock.into())

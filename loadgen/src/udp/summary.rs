@@ -4,10 +4,14 @@
 
 use std::fmt::Write;
 
-use ::protocol::tcp::Flow;
 use ::protocol::udp::{Received, Sent, UdpReport};
 
-use crate::tcp::summary::{bytes, cpu, rate};
+use crate::tcp::summary::{bytes, cpu_line, rate, stream_label};
+
+/// The Lost/Total Datagrams column: `lost` of `total` sent, and the percent lost.
+fn lost_of_total(lost: u64, total: u64, loss_percent: f64) -> String {
+    format!("{lost}/{total} ({})", percent(loss_percent))
+}
 
 pub fn render_text(report: &UdpReport) -> String {
     let mut out = String::new();
@@ -16,21 +20,8 @@ pub fn render_text(report: &UdpReport) -> String {
         "[ ID] Flow  Seconds  Transfer        Bitrate           Jitter      Lost/Total Datagrams"
     );
     for s in &report.streams {
-        let flow = match s.flow {
-            Flow::ClientToServer => "c->s",
-            Flow::ServerToClient => "s->c",
-        };
-        let id = if report.runs.len() > 1 {
-            format!("{}.{}", s.run, s.id)
-        } else {
-            s.id.to_string()
-        };
-        let lost = format!(
-            "{}/{} ({})",
-            s.lost,
-            s.sent.packets,
-            percent(s.loss_percent)
-        );
+        let (id, flow) = stream_label(report.runs.len(), s.run, s.id, s.flow);
+        let lost = lost_of_total(s.lost, s.sent.packets, s.loss_percent);
         let _ = writeln!(
             out,
             "[{id:>3}] {flow:<5} {}  {:>10}  {lost:<20} sender",
@@ -48,12 +39,7 @@ pub fn render_text(report: &UdpReport) -> String {
             let _ = writeln!(out, "[{id:>3}] ended early: {e}");
         }
     }
-    let lost = format!(
-        "{}/{} ({})",
-        report.lost,
-        report.sent.packets,
-        percent(report.loss_percent)
-    );
+    let lost = lost_of_total(report.lost, report.sent.packets, report.loss_percent);
     let _ = writeln!(
         out,
         "[SUM] {:<5} {}  {:>10}  {lost:<20} sender",
@@ -92,12 +78,7 @@ pub fn render_text(report: &UdpReport) -> String {
             g.client, g.server
         )
     });
-    let _ = writeln!(
-        out,
-        "CPU: client {}, server {}{per_gb}",
-        cpu(&report.cpu.client),
-        cpu(&report.cpu.server)
-    );
+    cpu_line(&mut out, &report.cpu, &per_gb);
     out
 }
 

@@ -197,20 +197,30 @@ impl WorkerClient {
         }
     }
 
-    pub fn register(
+    /// This worker's registration as `role`.
+    fn register_request(
         &self,
         role: Role,
         listen: Option<String>,
-    ) -> Result<RegisterResponse, WorkerError> {
-        let req = RegisterRequest {
+        preflight_error: Option<String>,
+    ) -> RegisterRequest {
+        RegisterRequest {
             version: PROTOCOL_VERSION,
             worker: self.env.worker.clone(),
             node: self.env.node.clone(),
             step: self.env.step,
             role,
             listen,
-            preflight_error: None,
-        };
+            preflight_error,
+        }
+    }
+
+    pub fn register(
+        &self,
+        role: Role,
+        listen: Option<String>,
+    ) -> Result<RegisterResponse, WorkerError> {
+        let req = self.register_request(role, listen, None);
         let (_, text) = self.call("register", "POST", "/register", Some(&req))?;
         serde_json::from_str(&text).map_err(|e| malformed("register", e))
     }
@@ -219,15 +229,8 @@ impl WorkerClient {
     /// ends with that cause before the measured time. Best effort: the worker also exits with
     /// the error, which the operator sees in the pod's termination message.
     pub fn preflight_failed(&self, role: Role, error: &str) {
-        let req = RegisterRequest {
-            version: PROTOCOL_VERSION,
-            worker: self.env.worker.clone(),
-            node: self.env.node.clone(),
-            step: self.env.step,
-            role,
-            listen: None,
-            preflight_error: Some(error.chars().take(MAX_PREFLIGHT_ERROR).collect()),
-        };
+        let error = error.chars().take(MAX_PREFLIGHT_ERROR).collect();
+        let req = self.register_request(role, None, Some(error));
         if let Err(e) = self.call("register", "POST", "/register", Some(&req)) {
             tracing::warn!("could not report the failed preflight to the operator: {e}");
         }

@@ -64,20 +64,41 @@ pub fn run_tcp_client(
     args: &ClientArgs,
     client: &WorkerClient,
 ) -> Result<TcpReport, TcpWorkerError> {
-    let (host, port) = join_as_client(args, client, |host, port| {
-        crate::tcp::client::preflight(&args.config_for(host, port))
-    })?;
-    let cfg = args.config_for(&host, port);
-    let started_at = now_unix_ms();
-    let pusher = ProgressPusher::start(client)?;
-    let mut sink = |p: &TcpProgress| {
-        pusher.push(|u| ProgressUpdate {
+    run_client_worker(
+        args,
+        client,
+        ClientArgs::config_for,
+        crate::tcp::client::preflight,
+        crate::tcp::client::run,
+        |p: &TcpProgress, u| ProgressUpdate {
             elapsed_s: p.elapsed_secs,
             bits_per_second: p.interval_bits_per_second,
             ..u
-        });
-    };
-    let result = crate::tcp::client::run(&cfg, Some(&mut sink));
+        },
+    )
+}
+
+/// A client worker of any protocol: checks `-c`, joins and names the server (see
+/// [`join_as_client`]), runs the test (`config` for the server, then `run` with a progress sink
+/// that pushes what `progress` makes of each snapshot of this worker's blank update) and
+/// delivers its report, also when streams ended early (the caller fails afterwards, so the
+/// operator still sees what happened).
+pub(crate) fn run_client_worker<C, P, R: serde::Serialize>(
+    args: &ClientArgs,
+    client: &WorkerClient,
+    config: impl Fn(&ClientArgs, &str, u16) -> C,
+    preflight: impl Fn(&C) -> Result<(), TcpError>,
+    run: impl FnOnce(&C, Option<&mut dyn FnMut(&P)>) -> Result<R, TcpError>,
+    progress: impl Fn(&P, ProgressUpdate) -> ProgressUpdate,
+) -> Result<R, TcpWorkerError> {
+    let (host, port) = join_as_client(args, client, |host, port| {
+        preflight(&config(args, host, port))
+    })?;
+    let cfg = config(args, &host, port);
+    let started_at = now_unix_ms();
+    let pusher = ProgressPusher::start(client)?;
+    let mut sink = |p: &P| pusher.push(|u| progress(p, u));
+    let result = run(&cfg, Some(&mut sink));
     pusher.finish();
     let report = result?;
     let json = serde_json::to_value(&report)

@@ -6,6 +6,8 @@
 
 pub use test_support::ports;
 
+pub mod operator;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -16,7 +18,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use loadgen::tcp::server::TcpServer;
-use loadgen::tcp::{TcpError, TcpServerConfig};
+use loadgen::tcp::{TcpClientConfig, TcpError, TcpServerConfig};
+use loadgen::udp::UdpClientConfig;
 use protocol::tcp::TcpReport;
 
 pub const LOADGEN: &str = env!("CARGO_BIN_EXE_netbench-loadgen");
@@ -45,6 +48,24 @@ impl LoopbackServer {
             addr,
             shutdown,
             handle: Some(handle),
+        }
+    }
+
+    /// A tcp-stream client of this server, testing for `secs`.
+    pub fn tcp_client(&self, secs: f64) -> TcpClientConfig {
+        TcpClientConfig {
+            port: self.addr.port(),
+            duration: Duration::from_secs_f64(secs),
+            ..TcpClientConfig::new("127.0.0.1")
+        }
+    }
+
+    /// A udp-stream client of this server, testing for `secs`.
+    pub fn udp_client(&self, secs: f64) -> UdpClientConfig {
+        UdpClientConfig {
+            port: self.addr.port(),
+            duration: Duration::from_secs_f64(secs),
+            ..UdpClientConfig::new("127.0.0.1")
         }
     }
 }

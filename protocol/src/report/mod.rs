@@ -18,6 +18,7 @@ pub(crate) mod fixtures;
 pub mod histogram;
 pub(crate) mod http;
 mod merge;
+mod runs;
 pub(crate) mod validate;
 
 pub use envelope::{Report, ReportError, REPORT_VERSION};
@@ -26,6 +27,7 @@ pub use http::{
     ThreadSummary,
 };
 pub use merge::merge_http;
+pub(crate) use runs::{concat_runs, time_span};
 pub use validate::{
     check_close, check_number, check_text, invalid, validate_http, InvalidReport, MAX_DURATION_S,
     MAX_RATE, MAX_TEXT_BYTES, MAX_WORKERS,

@@ -65,6 +65,119 @@ pub fn check_text(field: &str, v: &str) -> Result<(), InvalidReport> {
     Ok(())
 }
 
+/// The `version` and `kind` of a stream report are this build's (`want_version`, `want_kind`).
+pub(crate) fn check_kind(
+    version: u32,
+    kind: &str,
+    want_version: u32,
+    want_kind: &str,
+) -> Result<(), InvalidReport> {
+    if version != want_version || kind != want_kind {
+        return Err(invalid(
+            "version",
+            format!(
+                "a {kind:?} report of version {version} (this build reads {want_kind:?} version {want_version})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The runs of a stream or rr report: 1..=[`MAX_WORKERS`] of them, each passing `check_run`
+/// (given its index).
+pub(crate) fn check_runs<R>(
+    runs: &[R],
+    check_run: impl Fn(usize, &R) -> Result<(), InvalidReport>,
+) -> Result<(), InvalidReport> {
+    let n = runs.len();
+    if n == 0 || n > MAX_WORKERS as usize {
+        return Err(invalid(
+            "runs",
+            format!("{n} runs (allowed 1..={MAX_WORKERS})"),
+        ));
+    }
+    for (i, run) in runs.iter().enumerate() {
+        check_run(i, run)?;
+    }
+    Ok(())
+}
+
+/// A run's streams (`run`: the run's field, e.g. `runs[0]`): 1..=[`crate::tcp::MAX_STREAMS`].
+pub(crate) fn check_run_streams(run: &str, streams: u32) -> Result<(), InvalidReport> {
+    let max = crate::tcp::MAX_STREAMS;
+    if !(1..=max).contains(&streams) {
+        return Err(invalid(
+            format!("{run}.streams"),
+            format!("{streams} (allowed 1..={max})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A run's measured window: a duration within [`MAX_DURATION_S`], an end not before its start.
+pub(crate) fn check_run_window(
+    run: &str,
+    duration_secs: f64,
+    started_at_unix_ms: u64,
+    ended_at_unix_ms: u64,
+) -> Result<(), InvalidReport> {
+    check_number(
+        &format!("{run}.duration_secs"),
+        duration_secs,
+        0.0,
+        MAX_DURATION_S,
+    )?;
+    if ended_at_unix_ms < started_at_unix_ms {
+        return Err(invalid(
+            format!("{run}.ended_at_unix_ms"),
+            "before started_at_unix_ms",
+        ));
+    }
+    Ok(())
+}
+
+/// A stream run's datagram or buffer length, within `lens`.
+pub(crate) fn check_run_len(
+    run: &str,
+    len: usize,
+    lens: std::ops::RangeInclusive<usize>,
+) -> Result<(), InvalidReport> {
+    if !lens.contains(&len) {
+        return Err(invalid(
+            format!("{run}.len"),
+            format!("{len} (allowed {}..={})", lens.start(), lens.end()),
+        ));
+    }
+    Ok(())
+}
+
+/// What every stream run (tcp, udp) holds, checked in this order: its streams, its length
+/// within `$lens`, its window and its two ends (`$prefix`: the run's field, e.g. `runs[0]`).
+macro_rules! check_stream_run {
+    ($prefix:expr, $run:expr, $lens:expr) => {
+        $crate::report::validate::check_run_streams($prefix, $run.streams)
+            .and_then(|()| $crate::report::validate::check_run_len($prefix, $run.len, $lens))
+            .and_then(|()| {
+                $crate::report::validate::check_run_window(
+                    $prefix,
+                    $run.duration_secs,
+                    $run.started_at_unix_ms,
+                    $run.ended_at_unix_ms,
+                )
+            })
+            .and_then(|()| {
+                $crate::report::validate::check_run_ends($prefix, &$run.client, &$run.server)
+            })
+    };
+}
+pub(crate) use check_stream_run;
+
+/// A run's two ends, as text.
+pub(crate) fn check_run_ends(run: &str, client: &str, server: &str) -> Result<(), InvalidReport> {
+    check_text(&format!("{run}.client"), client)?;
+    check_text(&format!("{run}.server"), server)
+}
+
 /// Checks an HTTP report (single or merged) and returns its decoded histogram.
 pub fn validate_http(r: &HttpReport) -> Result<Histogram<u64>, InvalidReport> {
     if r.version != REPORT_VERSION {
@@ -299,17 +412,23 @@ fn check_threads(r: &HttpReport) -> Result<(), InvalidReport> {
     Ok(())
 }
 
+/// Asserts that `checked` is refused naming `field`, with `needle` in the message.
+#[cfg(test)]
+pub(crate) fn assert_refused<T: std::fmt::Debug>(
+    checked: Result<T, InvalidReport>,
+    field: &str,
+    needle: &str,
+) {
+    let e = checked.unwrap_err();
+    assert_eq!(e.field, field, "{e}");
+    assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::fixtures::http_report;
     use crate::report::{merge_http, Report, ReportError};
-
-    fn refused(r: &HttpReport, field: &str, needle: &str) {
-        let e = validate_http(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
 
     #[test]
     fn an_engine_report_is_valid_before_and_after_json() {
@@ -325,20 +444,28 @@ mod tests {
         let mut r = http_report(&[100, 200, 300], 0);
         r.counters.requests = 4;
         r.counters.status.s2xx = 4;
-        refused(
-            &r,
+        assert_refused(
+            validate_http(&r),
             "counters.requests",
             "4 requests but the latency histogram holds 3 samples",
         );
         let mut r = http_report(&[100, 200, 300], 1);
         r.counters.status.s5xx = 0;
-        refused(&r, "counters.status", "do not add up to 3 requests");
+        assert_refused(
+            validate_http(&r),
+            "counters.status",
+            "do not add up to 3 requests",
+        );
         let mut r = http_report(&[100, 200, 300], 1);
         r.counters.errors.status_5xx = 2;
-        refused(&r, "counters.errors.status_4xx", "differ");
+        assert_refused(validate_http(&r), "counters.errors.status_4xx", "differ");
         let mut r = http_report(&[100], 0);
         r.per_thread[1].requests = 7;
-        refused(&r, "per_thread", "threads add up to 7 requests");
+        assert_refused(
+            validate_http(&r),
+            "per_thread",
+            "threads add up to 7 requests",
+        );
     }
 
     #[test]
@@ -346,7 +473,7 @@ mod tests {
         let mut r = http_report(&[100], 0);
         r.counters.errors.connect = u64::MAX;
         r.counters.errors.read = u64::MAX;
-        refused(&r, "counters.errors", "add up to more than");
+        assert_refused(validate_http(&r), "counters.errors", "add up to more than");
     }
 
     #[test]
@@ -354,44 +481,56 @@ mod tests {
         let r0 = http_report(&[100, 200], 0);
         let mut r = r0.clone();
         r.rps = f64::NAN;
-        refused(&r, "rps", "NaN is not a finite number");
+        assert_refused(validate_http(&r), "rps", "NaN is not a finite number");
         let mut r = r0.clone();
         r.bytes_per_sec = f64::INFINITY;
-        refused(&r, "bytes_per_sec", "inf is not a finite number");
+        assert_refused(
+            validate_http(&r),
+            "bytes_per_sec",
+            "inf is not a finite number",
+        );
         let mut r = r0.clone();
         r.duration_s = -1.0;
-        refused(&r, "duration_s", "-1 is outside");
+        assert_refused(validate_http(&r), "duration_s", "-1 is outside");
         let mut r = r0.clone();
         r.config.duration_s = 1e9;
-        refused(&r, "config.duration_s", "outside");
+        assert_refused(validate_http(&r), "config.duration_s", "outside");
         let mut r = r0.clone();
         r.rps = 1e6;
-        refused(&r, "rps", "does not match 0.2");
+        assert_refused(validate_http(&r), "rps", "does not match 0.2");
         let mut r = r0.clone();
         r.latency.p50_us = 150;
-        refused(&r, "latency.p50_us", "150 but the histogram gives 100");
+        assert_refused(
+            validate_http(&r),
+            "latency.p50_us",
+            "150 but the histogram gives 100",
+        );
         let mut r = r0.clone();
         r.latency.p99_us = 1;
-        refused(&r, "latency.p99_us", "out of order");
+        assert_refused(validate_http(&r), "latency.p99_us", "out of order");
         let mut r = r0.clone();
         r.latency.mean_us = -3.0;
-        refused(&r, "latency.mean_us", "outside");
+        assert_refused(validate_http(&r), "latency.mean_us", "outside");
         let mut r = r0.clone();
         r.end_unix_ms = 0;
-        refused(&r, "end_unix_ms", "before start_unix_ms");
+        assert_refused(validate_http(&r), "end_unix_ms", "before start_unix_ms");
         let mut r = r0.clone();
         r.workers = 0;
-        refused(&r, "workers", "outside 1..=");
+        assert_refused(validate_http(&r), "workers", "outside 1..=");
         let mut r = r0.clone();
         r.per_thread[0].worker = 1;
-        refused(
-            &r,
+        assert_refused(
+            validate_http(&r),
             "per_thread[0].worker",
             "1 but the report combines 1 worker(s)",
         );
         let mut r = r0;
         r.histogram = "AAAAAA==".into();
-        refused(&r, "histogram", "not HDR V2 (cookie 0x00000000");
+        assert_refused(
+            validate_http(&r),
+            "histogram",
+            "not HDR V2 (cookie 0x00000000",
+        );
     }
 
     #[test]

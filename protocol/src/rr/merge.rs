@@ -2,12 +2,12 @@
 //! every sum checked; counts add up, histograms merge exactly and the percentiles are
 //! recomputed from the merged histogram; rates add up; runs and streams are concatenated.
 
-use super::report::{RrCounts, RrReport, RrStream};
+use super::report::{RrCounts, RrReport};
 use super::validate::validate_rr;
 use super::{REPORT_KIND, REPORT_VERSION};
 use crate::report::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
 use crate::report::http::tool_name;
-use crate::report::{InvalidReport, LatencySummary};
+use crate::report::{concat_runs, time_span, InvalidReport, LatencySummary};
 use crate::tcp::CpuReport;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -34,7 +34,6 @@ pub fn merge(reports: &[RrReport]) -> Result<RrReport, RrMergeError> {
     let mut counts = RrCounts::default();
     let mut cpu = CpuReport::default();
     let (mut streams, mut tps, mut requested) = (0u32, 0f64, None::<f64>);
-    let (mut runs, mut per_stream) = (Vec::new(), Vec::new());
     for r in reports {
         let h = validate_rr(r)?;
         if r.setup != first.setup {
@@ -55,29 +54,22 @@ pub fn merge(reports: &[RrReport]) -> Result<RrReport, RrMergeError> {
             requested = Some(requested.unwrap_or(0.0) + q);
         }
         cpu = cpu.sum(&r.cpu);
-        let offset = u32::try_from(runs.len()).map_err(|_| overflow("the run index"))?;
-        runs.extend(r.runs.iter().cloned());
-        for s in &r.per_stream {
-            let run = s.run.checked_add(offset).ok_or(overflow("the run index"))?;
-            per_stream.push(RrStream { run, ..s.clone() });
-        }
     }
+    let parts = reports.iter().map(|r| (&r.runs[..], &r.per_stream[..]));
+    let (runs, per_stream) = concat_runs(parts, |s| &mut s.run).ok_or(overflow("the run index"))?;
+    let (started_at_unix_ms, ended_at_unix_ms) = time_span(
+        reports
+            .iter()
+            .map(|r| (r.started_at_unix_ms, r.ended_at_unix_ms)),
+    );
     let mut merged = RrReport {
         version: REPORT_VERSION,
         kind: REPORT_KIND.into(),
         tool: tool_name(),
         setup: first.setup,
         streams,
-        started_at_unix_ms: reports
-            .iter()
-            .map(|r| r.started_at_unix_ms)
-            .min()
-            .unwrap_or(first.started_at_unix_ms),
-        ended_at_unix_ms: reports
-            .iter()
-            .map(|r| r.ended_at_unix_ms)
-            .max()
-            .unwrap_or(first.ended_at_unix_ms),
+        started_at_unix_ms,
+        ended_at_unix_ms,
         duration_secs: reports.iter().fold(0f64, |acc, r| acc.max(r.duration_secs)),
         counts,
         transactions_per_second: tps,

@@ -363,7 +363,6 @@ pub(crate) fn node_cpu_per_transaction(runs: &[RrRun], transactions: u64) -> Opt
 #[cfg(test)]
 pub(crate) mod fixtures {
     use super::*;
-    use crate::cpu::CpuUsage;
     use crate::report::histogram::new_latency_histogram;
 
     /// A single-run udp-rr report as the client builds it: two streams, `latencies` answered
@@ -411,12 +410,7 @@ pub(crate) mod fixtures {
                 error: None,
             },
         ];
-        let usage = |total: f64| CpuUsage {
-            user_percent: total / 4.0,
-            system_percent: total * 3.0 / 4.0,
-            total_percent: total,
-            ..CpuUsage::default()
-        };
+        let usage = |total: f64| crate::cpu::test_usage(total / 4.0, total * 3.0 / 4.0, total);
         let run = RrRun {
             client: "198.18.0.1:40000".into(),
             server: "198.18.0.2:5201".into(),

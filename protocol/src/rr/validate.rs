@@ -16,12 +16,12 @@ use super::{
 };
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::histogram::{self, MAX_TOTAL_COUNT};
-use crate::report::validate::check_latency_at;
+use crate::report::validate::{
+    check_latency_at, check_run_ends, check_run_streams, check_run_window, check_runs,
+};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
-    MAX_WORKERS,
 };
-use crate::tcp::MAX_STREAMS;
 use crate::Protocol;
 
 /// Checks an rr report (single run or merged) and returns its decoded histogram.
@@ -40,7 +40,7 @@ pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
     if r.ended_at_unix_ms < r.started_at_unix_ms {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }
-    check_runs(r)?;
+    check_runs(&r.runs, check_run)?;
     check_counts("counts", &r.counts, &r.setup)?;
     let hist = histogram::decode(&r.histogram).map_err(|e| invalid("histogram", e))?;
     if hist.len() != r.counts.transactions {
@@ -209,27 +209,16 @@ fn check_timeout_bound(r: &RrReport) -> Result<(), InvalidReport> {
 }
 
 fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("runs[{i}].{name}");
-    check_text(&field("client"), &run.client)?;
-    check_text(&field("server"), &run.server)?;
-    if !(1..=MAX_STREAMS).contains(&run.streams) {
-        return Err(invalid(
-            field("streams"),
-            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
-        ));
-    }
-    check_number(
-        &field("duration_secs"),
+    let prefix = format!("runs[{i}]");
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_run_ends(&prefix, &run.client, &run.server)?;
+    check_run_streams(&prefix, run.streams)?;
+    check_run_window(
+        &prefix,
         run.duration_secs,
-        0.0,
-        MAX_DURATION_S,
+        run.started_at_unix_ms,
+        run.ended_at_unix_ms,
     )?;
-    if run.ended_at_unix_ms < run.started_at_unix_ms {
-        return Err(invalid(
-            field("ended_at_unix_ms"),
-            "before started_at_unix_ms",
-        ));
-    }
     let tps = field("transactions_per_second");
     check_number(&tps, run.transactions_per_second, 0.0, MAX_RATE)?;
     // Transactions completed in the window the rate is divided by (older builds: all).
@@ -260,21 +249,7 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
     }
     check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
     check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)?;
-    check_conntrack(&format!("runs[{i}]"), run)
-}
-
-fn check_runs(r: &RrReport) -> Result<(), InvalidReport> {
-    let n = r.runs.len();
-    if n == 0 || n > MAX_WORKERS as usize {
-        return Err(invalid(
-            "runs",
-            format!("{n} runs (allowed 1..={MAX_WORKERS})"),
-        ));
-    }
-    for (i, run) in r.runs.iter().enumerate() {
-        check_run(i, run)?;
-    }
-    Ok(())
+    check_conntrack(&prefix, run)
 }
 
 /// Every stream belongs to a run, each run has its streams, each stream adds up, and each
@@ -518,14 +493,9 @@ pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidR
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::validate::assert_refused;
     use crate::rr::report::fixtures::rr_report;
     use crate::rr::ProbeCounts;
-
-    fn refused(r: &RrReport, field: &str, needle: &str) {
-        let e = validate_rr(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
 
     fn udp() -> RrReport {
         rr_report(Protocol::UdpRr, &[100, 200, 300, 5_000], 2)
@@ -552,44 +522,52 @@ mod tests {
     fn counts_that_do_not_add_up_are_refused() {
         let mut r = udp();
         r.counts.attempted += 1;
-        refused(&r, "counts.attempted", "do not add up");
+        assert_refused(validate_rr(&r), "counts.attempted", "do not add up");
         let mut r = udp();
         r.counts.transactions += 1;
         r.counts.attempted += 1;
-        refused(&r, "counts.transactions", "histogram holds 4 samples");
+        assert_refused(
+            validate_rr(&r),
+            "counts.transactions",
+            "histogram holds 4 samples",
+        );
         let mut r = udp();
         r.counts.late = 3;
-        refused(
-            &r,
+        assert_refused(
+            validate_rr(&r),
             "counts.late",
             "3 late answers but only 2 requests were lost",
         );
         let mut r = udp();
         r.counts.errors.refused = u64::MAX;
-        refused(&r, "counts.errors", "overflow");
+        assert_refused(validate_rr(&r), "counts.errors", "overflow");
         let mut r = udp();
         r.per_stream[0].transactions += 1;
         r.per_stream[0].attempted += 1;
-        refused(&r, "per_stream", "streams add up to");
+        assert_refused(validate_rr(&r), "per_stream", "streams add up to");
         let mut r = udp();
         r.per_stream[1].failed += 1;
-        refused(&r, "per_stream[1].attempted", "do not add up");
+        assert_refused(validate_rr(&r), "per_stream[1].attempted", "do not add up");
         let mut r = udp();
         r.per_stream.pop();
-        refused(&r, "runs[0].streams", "1 stream(s)");
+        assert_refused(validate_rr(&r), "runs[0].streams", "1 stream(s)");
         let mut r = udp();
         r.per_stream[0].run = 4;
-        refused(&r, "per_stream[0].run", "4 but the report has 1 run(s)");
+        assert_refused(
+            validate_rr(&r),
+            "per_stream[0].run",
+            "4 but the report has 1 run(s)",
+        );
         let mut r = udp();
         r.runs[0].server_answered = 1;
-        refused(
-            &r,
+        assert_refused(
+            validate_rr(&r),
             "runs[0].server_answered",
             "fewer than the 4 transactions",
         );
         let mut r = udp();
         r.streams = 3;
-        refused(&r, "streams", "not the sum");
+        assert_refused(validate_rr(&r), "streams", "not the sum");
     }
 
     #[test]
@@ -597,35 +575,43 @@ mod tests {
         let mut r = rr_report(Protocol::TcpRr, &[100], 0);
         r.counts.lost = 1;
         r.counts.attempted += 1;
-        refused(&r, "counts.lost", "only udp-rr loses");
+        assert_refused(validate_rr(&r), "counts.lost", "only udp-rr loses");
         let mut r = rr_report(Protocol::TcpCrr, &[100], 0);
         r.loss_percent = Some(0.0);
-        refused(&r, "loss_percent", "present exactly for udp-rr");
+        assert_refused(
+            validate_rr(&r),
+            "loss_percent",
+            "present exactly for udp-rr",
+        );
         let mut r = udp();
         r.loss_percent = Some(1.0);
-        refused(&r, "loss_percent", "does not match");
+        assert_refused(validate_rr(&r), "loss_percent", "does not match");
         let mut r = udp();
         r.loss_percent = Some(250.0);
-        refused(&r, "loss_percent", "outside");
+        assert_refused(validate_rr(&r), "loss_percent", "outside");
     }
 
     #[test]
     fn percentiles_out_of_order_or_not_the_histograms_are_refused() {
         let mut r = udp();
         r.latency.p90_us = r.latency.max_us + 1;
-        refused(&r, "latency.p99_us", "out of order");
+        assert_refused(validate_rr(&r), "latency.p99_us", "out of order");
         let mut r = udp();
         r.latency.p50_us += 1;
-        refused(&r, "latency.p50_us", "but the histogram gives");
+        assert_refused(validate_rr(&r), "latency.p50_us", "but the histogram gives");
         let mut r = udp();
         r.latency.mean_us = f64::NAN;
-        refused(&r, "latency.mean_us", "not a finite number");
+        assert_refused(validate_rr(&r), "latency.mean_us", "not a finite number");
         let mut r = udp();
         r.histogram = "AAAAAA==".into();
-        refused(&r, "histogram", "not HDR V2");
+        assert_refused(validate_rr(&r), "histogram", "not HDR V2");
         // Closed loop: nothing beyond the timeout counts as answered.
         let r = rr_report(Protocol::UdpRr, &[100, 150_000], 0);
-        refused(&r, "latency.max_us", "beyond the 100 ms timeout");
+        assert_refused(
+            validate_rr(&r),
+            "latency.max_us",
+            "beyond the 100 ms timeout",
+        );
     }
 
     #[test]
@@ -640,13 +626,17 @@ mod tests {
         let mut bad = r.clone();
         bad.runs[0].transactions_per_second = 2.0;
         bad.transactions_per_second = 2.0;
-        refused(&bad, "runs[0].transactions_per_second", "does not match");
+        assert_refused(
+            validate_rr(&bad),
+            "runs[0].transactions_per_second",
+            "does not match",
+        );
         let mut bad = r.clone();
         bad.runs[0].transactions_in_window = Some(5);
         bad.runs[0].transactions_per_second = 2.5;
         bad.transactions_per_second = 2.5;
-        refused(
-            &bad,
+        assert_refused(
+            validate_rr(&bad),
             "runs[0].transactions_in_window",
             "more than the run's 4",
         );
@@ -670,11 +660,15 @@ mod tests {
         for forged in [0, 2, 20, 22, u32::MAX] {
             let mut bad = r.clone();
             bad.setup.max_in_flight = Some(forged);
-            refused(&bad, "max_in_flight", "keeps 21 requests in flight");
+            assert_refused(
+                validate_rr(&bad),
+                "max_in_flight",
+                "keeps 21 requests in flight",
+            );
         }
         let mut closed = udp();
         closed.setup.max_in_flight = Some(21);
-        refused(&closed, "max_in_flight", "keeps 2 requests");
+        assert_refused(validate_rr(&closed), "max_in_flight", "keeps 2 requests");
         // Rate x timeout beyond the bound: the window saturates and the report says so.
         let fast = open_loop(udp(), 1_000_000.0);
         assert_eq!(
@@ -701,57 +695,85 @@ mod tests {
     fn impossible_setups_and_numbers_are_refused() {
         let mut r = udp();
         r.setup.request_size = 4;
-        refused(&r, "request_size", "4 bytes (allowed 8..=65507 for udp-rr)");
+        assert_refused(
+            validate_rr(&r),
+            "request_size",
+            "4 bytes (allowed 8..=65507 for udp-rr)",
+        );
         let mut r = rr_report(Protocol::TcpRr, &[100], 0);
         r.setup.response_size = 0;
-        refused(&r, "response_size", "allowed 1..=");
+        assert_refused(validate_rr(&r), "response_size", "allowed 1..=");
         let mut r = udp();
         r.setup.mode = Protocol::TcpStream;
-        refused(&r, "mode", "not a request/response test");
+        assert_refused(validate_rr(&r), "mode", "not a request/response test");
         let mut r = udp();
         r.setup.burst = MAX_BURST + 1;
-        refused(&r, "burst", "allowed 0..=1024");
+        assert_refused(validate_rr(&r), "burst", "allowed 0..=1024");
         let mut r = udp();
         r.setup.timeout_ms = 0;
-        refused(&r, "timeout_ms", "allowed 1..=");
+        assert_refused(validate_rr(&r), "timeout_ms", "allowed 1..=");
         let mut r = udp();
         r.setup.rate_per_stream = Some(-5.0);
-        refused(&r, "rate_per_stream", "outside");
+        assert_refused(validate_rr(&r), "rate_per_stream", "outside");
         let mut r = udp();
         r.transactions_per_second = 1e6;
-        refused(&r, "transactions_per_second", "does not match");
+        assert_refused(validate_rr(&r), "transactions_per_second", "does not match");
         let mut r = udp();
         r.runs[0].transactions_per_second = f64::INFINITY;
-        refused(&r, "runs[0].transactions_per_second", "not a finite number");
+        assert_refused(
+            validate_rr(&r),
+            "runs[0].transactions_per_second",
+            "not a finite number",
+        );
         let mut r = udp();
         r.runs[0].cpu.client.total_percent = -1.0;
-        refused(&r, "runs[0].cpu.client.total_percent", "outside");
+        assert_refused(
+            validate_rr(&r),
+            "runs[0].cpu.client.total_percent",
+            "outside",
+        );
         let mut r = udp();
         r.cpu_us_per_transaction = None;
-        refused(&r, "cpu_us_per_transaction", "absent, but the runs give it");
+        assert_refused(
+            validate_rr(&r),
+            "cpu_us_per_transaction",
+            "absent, but the runs give it",
+        );
         let mut r = udp();
         if let Some(c) = r.cpu_us_per_transaction.as_mut() {
             c.server *= 2.0;
         }
-        refused(&r, "cpu_us_per_transaction.server", "does not match");
+        assert_refused(
+            validate_rr(&r),
+            "cpu_us_per_transaction.server",
+            "does not match",
+        );
         let mut r = udp();
         r.port_exhausted = true;
-        refused(&r, "port_exhausted", "true but 0 connection attempts");
+        assert_refused(
+            validate_rr(&r),
+            "port_exhausted",
+            "true but 0 connection attempts",
+        );
         let mut r = udp();
         r.requested_per_second = Some(10.0);
-        refused(&r, "requested_per_second", "present exactly when");
+        assert_refused(
+            validate_rr(&r),
+            "requested_per_second",
+            "present exactly when",
+        );
         let mut r = udp();
         r.ended_at_unix_ms = 0;
-        refused(&r, "ended_at_unix_ms", "before");
+        assert_refused(validate_rr(&r), "ended_at_unix_ms", "before");
         let mut r = udp();
         r.runs.clear();
-        refused(&r, "runs", "0 runs");
+        assert_refused(validate_rr(&r), "runs", "0 runs");
         let mut r = udp();
         r.kind = "tcp".into();
-        refused(&r, "version", "\"tcp\" report");
+        assert_refused(validate_rr(&r), "version", "\"tcp\" report");
         let mut r = udp();
         r.runs[0].client = "x".repeat(10_000);
-        refused(&r, "runs[0].client", "more than");
+        assert_refused(validate_rr(&r), "runs[0].client", "more than");
     }
 
     /// `r` as an open loop of `rate` per stream whose streams fell behind: each stream's
@@ -794,21 +816,29 @@ mod tests {
         validate_rr(&skip_more(&r, 1, -1, true)).unwrap();
         // A stream that sent less than its schedule without saying so.
         let bad = skip_more(&r, 1, -2, true);
-        refused(&bad, "per_stream[1].skipped", "schedules 200 transactions");
+        assert_refused(
+            validate_rr(&bad),
+            "per_stream[1].skipped",
+            "schedules 200 transactions",
+        );
         // Or that says it skipped more than it had.
         let bad = skip_more(&r, 0, 2, true);
-        refused(&bad, "per_stream[0].skipped", "= 202");
+        assert_refused(validate_rr(&bad), "per_stream[0].skipped", "= 202");
         // The streams' skipped sends are the total's.
         let mut bad = r.clone();
         bad.counts.skipped += 1;
-        refused(&bad, "per_stream", "skipped");
+        assert_refused(validate_rr(&bad), "per_stream", "skipped");
         // A closed loop has no schedule to fall behind.
         let mut bad = udp();
         bad.counts.skipped = 1;
         bad.per_stream[0].skipped = Some(1);
-        refused(&bad, "counts.skipped", "only an open loop");
+        assert_refused(validate_rr(&bad), "counts.skipped", "only an open loop");
         let bad = skip_more(&udp(), 0, 1, false);
-        refused(&bad, "per_stream[0].skipped", "only an open loop");
+        assert_refused(
+            validate_rr(&bad),
+            "per_stream[0].skipped",
+            "only an open loop",
+        );
     }
 
     #[test]
@@ -830,7 +860,11 @@ mod tests {
         // This build always says: the same figures with `skipped: 0` did not add up.
         let mut new = old.clone();
         new.per_stream[0].skipped = Some(0);
-        refused(&new, "per_stream[0].skipped", "schedules 200 transactions");
+        assert_refused(
+            validate_rr(&new),
+            "per_stream[0].skipped",
+            "schedules 200 transactions",
+        );
     }
 
     #[test]

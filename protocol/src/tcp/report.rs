@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Direction, Flow};
 use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
+use crate::report::{concat_runs, time_span};
 use crate::rr::LatencyProbe;
 
 pub const REPORT_VERSION: u32 = 1;
@@ -214,7 +215,9 @@ pub(crate) fn node_cpu_per_gb(runs: &[RunSummary], received: u64) -> Option<CpuC
 /// up exactly, streams and runs are concatenated (stream `run` indices renumbered), CPU figures
 /// are summed, the time span covers all runs, latency probes merge exactly.
 pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
-    let first = reports.first().ok_or(MergeError::Empty)?;
+    if reports.is_empty() {
+        return Err(MergeError::Empty);
+    }
     for r in reports {
         if r.version != REPORT_VERSION {
             return Err(MergeError::Version(r.version));
@@ -224,29 +227,18 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
         }
         super::validate::validate_tcp(r)?;
     }
-    let mut runs = Vec::new();
-    let mut streams = Vec::new();
-    for r in reports {
-        let offset = u32::try_from(runs.len()).map_err(|_| MergeError::Overflow)?;
-        runs.extend(r.runs.iter().cloned());
-        for s in &r.streams {
-            let run = s.run.checked_add(offset).ok_or(MergeError::Overflow)?;
-            streams.push(StreamReport { run, ..s.clone() });
-        }
-    }
+    let parts = reports.iter().map(|r| (&r.runs[..], &r.streams[..]));
+    let (runs, streams) = concat_runs(parts, |s| &mut s.run).ok_or(MergeError::Overflow)?;
+    let (started_at_unix_ms, ended_at_unix_ms) = time_span(
+        reports
+            .iter()
+            .map(|r| (r.started_at_unix_ms, r.ended_at_unix_ms)),
+    );
     let mut merged = TcpReport {
         version: REPORT_VERSION,
         kind: REPORT_KIND.into(),
-        started_at_unix_ms: reports
-            .iter()
-            .map(|r| r.started_at_unix_ms)
-            .min()
-            .unwrap_or(first.started_at_unix_ms),
-        ended_at_unix_ms: reports
-            .iter()
-            .map(|r| r.ended_at_unix_ms)
-            .max()
-            .unwrap_or(first.ended_at_unix_ms),
+        started_at_unix_ms,
+        ended_at_unix_ms,
         sender: Throughput::sum_of(reports.iter().map(|r| r.sender)),
         receiver: Throughput::sum_of(reports.iter().map(|r| r.receiver)),
         retransmits: 0,
@@ -268,56 +260,8 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpu::CpuUsage;
-
-    fn stream(id: u32, bytes: u64, seconds: f64, retrans: u64, rtt: u32) -> StreamReport {
-        StreamReport {
-            run: 0,
-            id,
-            flow: Flow::ClientToServer,
-            sender: Throughput::new(bytes, seconds),
-            receiver: Throughput::new(bytes - 1000, seconds + 0.001),
-            tcp: Some(TcpInfoSnapshot {
-                retransmits: retrans,
-                rtt_us: rtt,
-                ..TcpInfoSnapshot::default()
-            }),
-            error: None,
-        }
-    }
-
-    fn run(start: u64, cpu: f64) -> RunSummary {
-        let usage = CpuUsage {
-            user_percent: 0.0,
-            system_percent: cpu,
-            total_percent: cpu,
-            ..CpuUsage::default()
-        };
-        RunSummary {
-            client: "198.18.0.1:40000".into(),
-            server: "198.18.0.2:5201".into(),
-            streams: 2,
-            duration_secs: 2.0,
-            len: 131072,
-            direction: Direction::Send,
-            started_at_unix_ms: start,
-            ended_at_unix_ms: start + 2000,
-            cpu: CpuReport {
-                client: usage,
-                server: usage,
-            },
-        }
-    }
-
-    fn report(start: u64, scale: u64) -> TcpReport {
-        TcpReport::single(
-            run(start, 50.0),
-            vec![
-                stream(0, 1_000_000 * scale, 2.0, 3, 100),
-                stream(1, 3_000_000 * scale, 1.9, 1, 300),
-            ],
-        )
-    }
+    // A single-run report: streams of 1 and 3 MB x scale, 2 s, 50 % of a CPU each end.
+    use crate::tcp::validate::tests::tcp_report as report;
 
     #[test]
     fn single_run_totals_add_streams_over_the_longest_time() {

@@ -5,10 +5,11 @@
 use super::report::{
     cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
 };
-use super::{TcpReport, MAX_LEN, MAX_STREAMS};
+use super::{TcpReport, MAX_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
+use crate::report::validate::{check_kind, check_runs, check_stream_run};
 use crate::report::{
-    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
+    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
 use crate::rr::check_probe;
 
@@ -17,28 +18,11 @@ pub const MAX_BITS_PER_SECOND: f64 = 1e15;
 
 /// Checks a TCP report (single run or merged).
 pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
-        return Err(invalid(
-            "version",
-            format!(
-                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
-            ),
-        ));
-    }
+    check_kind(r.version, &r.kind, REPORT_VERSION, REPORT_KIND)?;
     if r.ended_at_unix_ms < r.started_at_unix_ms {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }
-    let runs = r.runs.len();
-    if runs == 0 || runs > MAX_WORKERS as usize {
-        return Err(invalid(
-            "runs",
-            format!("{runs} runs (allowed 1..={MAX_WORKERS})"),
-        ));
-    }
-    for (i, run) in r.runs.iter().enumerate() {
-        check_run(i, run)?;
-    }
+    check_runs(&r.runs, check_run)?;
     check_streams(r)?;
     check_totals(r)?;
     check_sum(&r.cpu, r.runs.iter().map(|run| &run.cpu))?;
@@ -68,33 +52,9 @@ fn check_extras(r: &TcpReport) -> Result<(), InvalidReport> {
 }
 
 fn check_run(i: usize, run: &RunSummary) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("runs[{i}].{name}");
-    if !(1..=MAX_STREAMS).contains(&run.streams) {
-        return Err(invalid(
-            field("streams"),
-            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
-        ));
-    }
-    if !(1..=MAX_LEN).contains(&run.len) {
-        return Err(invalid(
-            field("len"),
-            format!("{} (allowed 1..={MAX_LEN})", run.len),
-        ));
-    }
-    check_number(
-        &field("duration_secs"),
-        run.duration_secs,
-        0.0,
-        MAX_DURATION_S,
-    )?;
-    if run.ended_at_unix_ms < run.started_at_unix_ms {
-        return Err(invalid(
-            field("ended_at_unix_ms"),
-            "before started_at_unix_ms",
-        ));
-    }
-    check_text(&field("client"), &run.client)?;
-    check_text(&field("server"), &run.server)?;
+    let prefix = format!("runs[{i}]");
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_stream_run!(&prefix, run, 1..=MAX_LEN)?;
     check_usage(&field("cpu.client"), &run.cpu.client, MAX_CPU_PERCENT)?;
     check_usage(&field("cpu.server"), &run.cpu.server, MAX_CPU_PERCENT)
 }
@@ -202,7 +162,8 @@ fn check_totals(r: &TcpReport) -> Result<(), InvalidReport> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cpu::{CpuReport, CpuUsage};
+    use crate::cpu::CpuReport;
+    use crate::report::validate::assert_refused;
     use crate::tcp::report::{StreamReport, TcpInfoSnapshot};
     use crate::tcp::{Direction, Flow};
 
@@ -222,12 +183,7 @@ pub(crate) mod tests {
                 }),
                 error: None,
             };
-        let usage = CpuUsage {
-            user_percent: 10.0,
-            system_percent: 40.0,
-            total_percent: 50.0,
-            ..CpuUsage::default()
-        };
+        let usage = crate::cpu::test_usage(10.0, 40.0, 50.0);
         let run = RunSummary {
             client: "198.18.0.1:40000".into(),
             server: "198.18.0.2:5201".into(),
@@ -251,12 +207,6 @@ pub(crate) mod tests {
         )
     }
 
-    fn refused(r: &TcpReport, field: &str, needle: &str) {
-        let e = validate_tcp(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
-
     #[test]
     fn client_and_merged_reports_are_valid_before_and_after_json() {
         let r = tcp_report(1000, 1);
@@ -271,28 +221,44 @@ pub(crate) mod tests {
     fn totals_that_are_not_the_streams_sums_are_refused() {
         let mut r = tcp_report(0, 1);
         r.retransmits = 1;
-        refused(&r, "retransmits", "not the sum");
+        assert_refused(validate_tcp(&r), "retransmits", "not the sum");
         let mut r = tcp_report(0, 1);
         r.receiver.bytes += 1;
-        refused(&r, "receiver.bytes", "not the sum");
+        assert_refused(validate_tcp(&r), "receiver.bytes", "not the sum");
         let mut r = tcp_report(0, 1);
         r.receiver.bits_per_second *= 10.0;
-        refused(&r, "receiver.bits_per_second", "does not match");
+        assert_refused(
+            validate_tcp(&r),
+            "receiver.bits_per_second",
+            "does not match",
+        );
         let mut r = tcp_report(0, 1);
         r.streams[1].sender.bytes = u64::MAX;
         r.streams[1].sender.bits_per_second = r.streams[1].sender.bytes as f64 * 8.0 / 1.9;
-        refused(&r, "streams[1].sender.bits_per_second", "outside");
+        assert_refused(
+            validate_tcp(&r),
+            "streams[1].sender.bits_per_second",
+            "outside",
+        );
         let mut r = tcp_report(0, 1);
         r.cpu.client.total_percent = 99.0;
-        refused(&r, "cpu.client.total_percent", "does not match");
+        assert_refused(
+            validate_tcp(&r),
+            "cpu.client.total_percent",
+            "does not match",
+        );
         let mut r = tcp_report(0, 1);
         r.mean_rtt_us = None;
-        refused(&r, "mean_rtt_us", "present exactly when");
+        assert_refused(validate_tcp(&r), "mean_rtt_us", "present exactly when");
         let mut r = tcp_report(0, 1);
         if let Some(c) = r.cpu_seconds_per_gb.as_mut() {
             c.client += 1.0;
         }
-        refused(&r, "cpu_seconds_per_gb.client", "does not match");
+        assert_refused(
+            validate_tcp(&r),
+            "cpu_seconds_per_gb.client",
+            "does not match",
+        );
     }
 
     #[test]
@@ -344,28 +310,40 @@ pub(crate) mod tests {
         if let Some(p) = bad.latency_probe.as_mut() {
             p.transactions = 7;
         }
-        refused(&bad, "latency_probe.attempted", "do not add up");
+        assert_refused(
+            validate_tcp(&bad),
+            "latency_probe.attempted",
+            "do not add up",
+        );
     }
 
     #[test]
     fn impossible_numbers_and_indexes_are_refused() {
         let mut r = tcp_report(0, 1);
         r.streams[0].receiver.seconds = f64::NAN;
-        refused(&r, "streams[0].receiver.seconds", "NaN");
+        assert_refused(validate_tcp(&r), "streams[0].receiver.seconds", "NaN");
         let mut r = tcp_report(0, 1);
         r.streams[0].run = 7;
-        refused(&r, "streams[0].run", "7 but the report has 1 run(s)");
+        assert_refused(
+            validate_tcp(&r),
+            "streams[0].run",
+            "7 but the report has 1 run(s)",
+        );
         let mut r = tcp_report(0, 1);
         r.streams.pop();
-        refused(&r, "runs[0].streams", "1 stream report(s)");
+        assert_refused(validate_tcp(&r), "runs[0].streams", "1 stream report(s)");
         let mut r = tcp_report(0, 1);
         r.runs[0].cpu.server.user_percent = -1.0;
-        refused(&r, "runs[0].cpu.server.user_percent", "outside");
+        assert_refused(
+            validate_tcp(&r),
+            "runs[0].cpu.server.user_percent",
+            "outside",
+        );
         let mut r = tcp_report(0, 1);
         r.runs.clear();
-        refused(&r, "runs", "0 runs");
+        assert_refused(validate_tcp(&r), "runs", "0 runs");
         let mut r = tcp_report(0, 1);
         r.kind = "http".into();
-        refused(&r, "version", "\"http\" report");
+        assert_refused(validate_tcp(&r), "version", "\"http\" report");
     }
 }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpu::{node_cost, CpuCost, CpuReport};
+use crate::report::{concat_runs, time_span};
 use crate::tcp::{Direction, Flow};
 
 pub const REPORT_VERSION: u32 = 1;
@@ -69,19 +70,42 @@ pub struct Sent {
     pub last_send_seconds: Option<f64>,
 }
 
-impl Sent {
-    pub fn new(packets: u64, bytes: u64, seconds: f64) -> Sent {
-        let rate = Rate::of(packets, bytes, seconds);
-        Sent {
-            packets,
-            bytes,
-            seconds,
-            bits_per_second: rate.bits_per_second,
-            packets_per_second: rate.packets_per_second,
-            ..Sent::default()
-        }
-    }
+/// What [`Sent`] and [`Received`] alike hold: packets and bytes over seconds, at a rate.
+macro_rules! counted {
+    ($t:ident) => {
+        impl $t {
+            /// `packets` and `bytes` over `seconds`, at their rate; every other figure 0.
+            pub fn new(packets: u64, bytes: u64, seconds: f64) -> $t {
+                let rate = Rate::of(packets, bytes, seconds);
+                $t {
+                    packets,
+                    bytes,
+                    seconds,
+                    bits_per_second: rate.bits_per_second,
+                    packets_per_second: rate.packets_per_second,
+                    ..$t::default()
+                }
+            }
 
+            pub(crate) fn rate(&self) -> Rate {
+                Rate {
+                    bits_per_second: self.bits_per_second,
+                    packets_per_second: self.packets_per_second,
+                }
+            }
+
+            fn set_rate(&mut self, r: Rate) {
+                self.bits_per_second = r.bits_per_second;
+                self.packets_per_second = r.packets_per_second;
+            }
+        }
+    };
+}
+
+counted!(Sent);
+counted!(Received);
+
+impl Sent {
     /// Adds the counts of `other` (seconds: the longer); rates are left to the caller.
     fn add_counts(&mut self, other: &Sent) {
         self.packets = self.packets.saturating_add(other.packets);
@@ -91,18 +115,6 @@ impl Sent {
         self.skipped = self.skipped.saturating_add(other.skipped);
         self.errors = self.errors.saturating_add(other.errors);
         self.last_send_seconds = None;
-    }
-
-    fn rate(&self) -> Rate {
-        Rate {
-            bits_per_second: self.bits_per_second,
-            packets_per_second: self.packets_per_second,
-        }
-    }
-
-    fn set_rate(&mut self, r: Rate) {
-        self.bits_per_second = r.bits_per_second;
-        self.packets_per_second = r.packets_per_second;
     }
 
     /// Intended sends never made: skipped, or failed.
@@ -134,18 +146,6 @@ pub struct Received {
 }
 
 impl Received {
-    pub fn new(packets: u64, bytes: u64, seconds: f64) -> Received {
-        let rate = Rate::of(packets, bytes, seconds);
-        Received {
-            packets,
-            bytes,
-            seconds,
-            bits_per_second: rate.bits_per_second,
-            packets_per_second: rate.packets_per_second,
-            ..Received::default()
-        }
-    }
-
     fn add_counts(&mut self, other: &Received) {
         self.packets = self.packets.saturating_add(other.packets);
         self.bytes = self.bytes.saturating_add(other.bytes);
@@ -157,18 +157,6 @@ impl Received {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
         };
-    }
-
-    fn rate(&self) -> Rate {
-        Rate {
-            bits_per_second: self.bits_per_second,
-            packets_per_second: self.packets_per_second,
-        }
-    }
-
-    fn set_rate(&mut self, r: Rate) {
-        self.bits_per_second = r.bits_per_second;
-        self.packets_per_second = r.packets_per_second;
     }
 }
 
@@ -399,11 +387,15 @@ impl UdpReport {
         let gb = received.bytes as f64 / 1e9;
         let run_cpus: Vec<&CpuReport> = runs.iter().map(|r| &r.cpu).collect();
         let node_cpu_seconds_per_gb = node_cost(&run_cpus, received.bytes as f64, 1e9);
+        let (started_at_unix_ms, ended_at_unix_ms) = time_span(
+            runs.iter()
+                .map(|r| (r.started_at_unix_ms, r.ended_at_unix_ms)),
+        );
         UdpReport {
             version: REPORT_VERSION,
             kind: REPORT_KIND.into(),
-            started_at_unix_ms: runs.iter().map(|r| r.started_at_unix_ms).min().unwrap_or(0),
-            ended_at_unix_ms: runs.iter().map(|r| r.ended_at_unix_ms).max().unwrap_or(0),
+            started_at_unix_ms,
+            ended_at_unix_ms,
             offered: if runs.is_empty() { None } else { offered },
             sent,
             received,
@@ -468,34 +460,20 @@ pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
         }
         super::validate::validate_udp(r)?;
     }
-    let mut runs = Vec::new();
-    let mut streams = Vec::new();
-    for r in reports {
-        let offset = u32::try_from(runs.len()).map_err(|_| MergeError::Overflow)?;
-        runs.extend(r.runs.iter().cloned());
-        for s in &r.streams {
-            let run = s.run.checked_add(offset).ok_or(MergeError::Overflow)?;
-            streams.push(UdpStream { run, ..s.clone() });
-        }
-    }
+    let parts = reports.iter().map(|r| (&r.runs[..], &r.streams[..]));
+    let (runs, streams) = concat_runs(parts, |s| &mut s.run).ok_or(MergeError::Overflow)?;
     Ok(UdpReport::from_parts(runs, streams))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cpu::CpuUsage;
 
     /// A single-run report as the client builds it: `streams` streams sent at 1000 datagrams/s
     /// of 1000 bytes for 2 s, the server's view back with `lost` datagrams missing per stream.
     pub(crate) fn udp_report(start: u64, streams: u32, lost: u64) -> UdpReport {
         let len = 1000u64;
-        let usage = CpuUsage {
-            user_percent: 10.0,
-            system_percent: 30.0,
-            total_percent: 40.0,
-            ..CpuUsage::default()
-        };
+        let usage = crate::cpu::test_usage(10.0, 30.0, 40.0);
         let run = UdpRun {
             client: "198.18.0.1:40000".into(),
             server: "198.18.0.2:5201".into(),

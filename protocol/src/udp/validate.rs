@@ -3,12 +3,13 @@
 //! paced sender never sends ahead of its schedule, rates are counts over seconds), then
 //! recomputes every total from the streams and compares.
 
-use super::report::{loss, CpuSeconds, Rate, Received, Sent, UdpRun, UdpStream};
+use super::report::{loss, CpuSeconds, Rate, Sent, UdpRun, UdpStream};
 use super::report::{REPORT_KIND, REPORT_VERSION};
-use super::{UdpReport, MAX_LEN, MAX_STREAMS, MIN_LEN};
+use super::{UdpReport, MAX_LEN, MIN_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
+use crate::report::validate::{check_kind, check_runs, check_stream_run};
 use crate::report::{
-    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
+    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
 use crate::tcp::MAX_BITS_PER_SECOND;
 
@@ -21,57 +22,16 @@ const MAX_CPU_SECONDS: f64 = MAX_DURATION_S * MAX_CPU_PERCENT / 100.0;
 
 /// Checks a UDP report (single run or merged); the error names the first broken field.
 pub fn validate_udp(r: &UdpReport) -> Result<(), InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
-        return Err(invalid(
-            "version",
-            format!(
-                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
-            ),
-        ));
-    }
-    let runs = r.runs.len();
-    if runs == 0 || runs > MAX_WORKERS as usize {
-        return Err(invalid(
-            "runs",
-            format!("{runs} runs (allowed 1..={MAX_WORKERS})"),
-        ));
-    }
-    for (i, run) in r.runs.iter().enumerate() {
-        check_run(i, run)?;
-    }
+    check_kind(r.version, &r.kind, REPORT_VERSION, REPORT_KIND)?;
+    check_runs(&r.runs, check_run)?;
     check_streams(r)?;
     check_totals(r)
 }
 
 fn check_run(i: usize, run: &UdpRun) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("runs[{i}].{name}");
-    if !(1..=MAX_STREAMS).contains(&run.streams) {
-        return Err(invalid(
-            field("streams"),
-            format!("{} (allowed 1..={MAX_STREAMS})", run.streams),
-        ));
-    }
-    if !(MIN_LEN..=MAX_LEN).contains(&run.len) {
-        return Err(invalid(
-            field("len"),
-            format!("{} (allowed {MIN_LEN}..={MAX_LEN})", run.len),
-        ));
-    }
-    check_number(
-        &field("duration_secs"),
-        run.duration_secs,
-        0.0,
-        MAX_DURATION_S,
-    )?;
-    if run.ended_at_unix_ms < run.started_at_unix_ms {
-        return Err(invalid(
-            field("ended_at_unix_ms"),
-            "before started_at_unix_ms",
-        ));
-    }
-    check_text(&field("client"), &run.client)?;
-    check_text(&field("server"), &run.server)?;
+    let prefix = format!("runs[{i}]");
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_stream_run!(&prefix, run, MIN_LEN..=MAX_LEN)?;
     if let Some(t) = &run.target {
         check_rate(&field("target"), t)?;
         if t.packets_per_second <= 0.0 {
@@ -142,20 +102,6 @@ fn check_counted(
     Ok(())
 }
 
-fn sent_rate(s: &Sent) -> Rate {
-    Rate {
-        bits_per_second: s.bits_per_second,
-        packets_per_second: s.packets_per_second,
-    }
-}
-
-fn received_rate(r: &Received) -> Rate {
-    Rate {
-        bits_per_second: r.bits_per_second,
-        packets_per_second: r.packets_per_second,
-    }
-}
-
 /// Every stream belongs to a run and is the run's next flow; its figures hold together.
 fn check_streams(r: &UdpReport) -> Result<(), InvalidReport> {
     let mut per_run = vec![0u32; r.runs.len()];
@@ -213,13 +159,13 @@ fn check_stream(
     check_counted(
         &field("sent"),
         (sent.packets, sent.bytes, sent.seconds),
-        sent_rate(sent),
+        sent.rate(),
         true,
     )?;
     check_counted(
         &field("received"),
         (got.packets, got.bytes, got.seconds),
-        received_rate(got),
+        got.rate(),
         true,
     )?;
     let len = run.len as u64;
@@ -507,13 +453,9 @@ fn check_option<T: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::validate::assert_refused;
     use crate::udp::report::tests::udp_report;
-
-    fn refused(r: &UdpReport, field: &str, needle: &str) {
-        let e = validate_udp(r).unwrap_err();
-        assert_eq!(e.field, field, "{e}");
-        assert!(e.to_string().contains(needle), "{needle:?} not in {e}");
-    }
+    use crate::udp::Received;
 
     #[test]
     fn client_and_merged_reports_are_valid_before_and_after_json() {
@@ -530,110 +472,158 @@ mod tests {
         // More received than sent: loss would be negative (or beyond 100 % the other way).
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received = Received::new(2001, 2_001_000, 2.0);
-        refused(&r, "streams[0].received.packets", "only 2000 sent");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.packets",
+            "only 2000 sent",
+        );
         let mut r = udp_report(0, 1, 10);
         r.streams[0].loss_percent = 150.0;
-        refused(&r, "streams[0].loss_percent", "outside");
+        assert_refused(validate_udp(&r), "streams[0].loss_percent", "outside");
         let mut r = udp_report(0, 1, 10);
         r.streams[0].lost = 3;
-        refused(&r, "streams[0].lost", "not sent - received");
+        assert_refused(validate_udp(&r), "streams[0].lost", "not sent - received");
         let mut r = udp_report(0, 1, 0);
         r.streams[0].jitter_ms = Some(-0.5);
-        refused(&r, "streams[0].jitter_ms", "outside");
+        assert_refused(validate_udp(&r), "streams[0].jitter_ms", "outside");
         let mut r = udp_report(0, 1, 0);
         r.streams[0].jitter_ms = Some(f64::NAN);
-        refused(&r, "streams[0].jitter_ms", "not a finite number");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].jitter_ms",
+            "not a finite number",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].jitter_ms = None;
-        refused(&r, "streams[0].jitter_ms", "present exactly when");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].jitter_ms",
+            "present exactly when",
+        );
         let mut r = udp_report(0, 1, 0);
         r.jitter_ms = Some(7.0);
-        refused(&r, "jitter_ms", "does not match");
+        assert_refused(validate_udp(&r), "jitter_ms", "does not match");
     }
 
     #[test]
     fn counts_that_do_not_add_up_are_refused() {
         let mut r = udp_report(0, 2, 0);
         r.received.packets += 1;
-        refused(&r, "received.packets", "not the sum");
+        assert_refused(validate_udp(&r), "received.packets", "not the sum");
         let mut r = udp_report(0, 2, 0);
         r.lost = 0;
         r.streams[0].received.duplicates = 9;
-        refused(&r, "received.duplicates", "not the sum");
+        assert_refused(validate_udp(&r), "received.duplicates", "not the sum");
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.bytes += 1;
-        refused(&r, "streams[0].received.bytes", "datagrams of 1000 bytes");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.bytes",
+            "datagrams of 1000 bytes",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.bytes -= 1000;
         r.streams[0].received.bits_per_second =
             r.streams[0].received.bytes as f64 * 8.0 / r.streams[0].received.seconds;
-        refused(&r, "streams[0].received.bytes", "datagrams of 1000 bytes");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.bytes",
+            "datagrams of 1000 bytes",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.out_of_order = 5000;
-        refused(&r, "streams[0].received.out_of_order", "out of order among");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.out_of_order",
+            "out of order among",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].sent.late = 2001;
-        refused(&r, "streams[0].sent.late", "late among");
+        assert_refused(validate_udp(&r), "streams[0].sent.late", "late among");
         let mut r = udp_report(0, 1, 0);
         r.cpu_seconds.client = 99.0;
-        refused(&r, "cpu_seconds.client", "does not match");
+        assert_refused(validate_udp(&r), "cpu_seconds.client", "does not match");
         let mut r = udp_report(0, 1, 0);
         r.received.kernel_drops = None;
-        refused(&r, "received.kernel_drops", "not the sum");
+        assert_refused(validate_udp(&r), "received.kernel_drops", "not the sum");
     }
 
     #[test]
     fn rates_inconsistent_with_counts_and_duration_are_refused() {
         let mut r = udp_report(0, 1, 0);
         r.streams[0].sent.packets_per_second *= 2.0;
-        refused(&r, "streams[0].sent.packets_per_second", "does not match");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].sent.packets_per_second",
+            "does not match",
+        );
         let mut r = udp_report(0, 1, 0);
         r.received.bits_per_second *= 10.0;
-        refused(&r, "received.bits_per_second", "does not match");
+        assert_refused(
+            validate_udp(&r),
+            "received.bits_per_second",
+            "does not match",
+        );
         // A paced stream cannot send more than its schedule holds.
         let mut r = udp_report(0, 1, 0);
         r.streams[0].sent = Sent::new(5000, 5_000_000, 2.0);
         r.streams[0].lost = 5000 - r.streams[0].received.packets;
-        refused(&r, "streams[0].sent.packets", "send times");
+        assert_refused(validate_udp(&r), "streams[0].sent.packets", "send times");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].target = Some(Rate {
             bits_per_second: 1e6,
             packets_per_second: 1000.0,
         });
-        refused(&r, "runs[0].target.bits_per_second", "does not match");
+        assert_refused(
+            validate_udp(&r),
+            "runs[0].target.bits_per_second",
+            "does not match",
+        );
         let mut r = udp_report(0, 1, 0);
         r.offered = None;
-        refused(&r, "offered", "absent");
+        assert_refused(validate_udp(&r), "offered", "absent");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].target = None;
-        refused(&r, "streams[0].sent", "never late");
+        assert_refused(validate_udp(&r), "streams[0].sent", "never late");
     }
 
     #[test]
     fn impossible_shapes_and_numbers_are_refused() {
         let mut r = udp_report(0, 2, 0);
         r.streams[1].run = 7;
-        refused(&r, "streams[1].run", "7 but the report has 1 run(s)");
+        assert_refused(
+            validate_udp(&r),
+            "streams[1].run",
+            "7 but the report has 1 run(s)",
+        );
         let mut r = udp_report(0, 2, 0);
         r.streams.pop();
-        refused(&r, "runs[0].streams", "1 stream report(s)");
+        assert_refused(validate_udp(&r), "runs[0].streams", "1 stream report(s)");
         let mut r = udp_report(0, 2, 0);
         r.streams[1].id = 0;
-        refused(&r, "streams[1].flow", "is not stream 1");
+        assert_refused(validate_udp(&r), "streams[1].flow", "is not stream 1");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].len = 8;
-        refused(&r, "runs[0].len", "allowed 32..=65507");
+        assert_refused(validate_udp(&r), "runs[0].len", "allowed 32..=65507");
         let mut r = udp_report(0, 1, 0);
         r.runs[0].cpu.server.user_percent = -1.0;
-        refused(&r, "runs[0].cpu.server.user_percent", "outside");
+        assert_refused(
+            validate_udp(&r),
+            "runs[0].cpu.server.user_percent",
+            "outside",
+        );
         let mut r = udp_report(0, 1, 0);
         r.streams[0].received.seconds = f64::INFINITY;
-        refused(&r, "streams[0].received.seconds", "not a finite number");
+        assert_refused(
+            validate_udp(&r),
+            "streams[0].received.seconds",
+            "not a finite number",
+        );
         let mut r = udp_report(0, 1, 0);
         r.runs.clear();
-        refused(&r, "runs", "0 runs");
+        assert_refused(validate_udp(&r), "runs", "0 runs");
         let mut r = udp_report(0, 1, 0);
         r.kind = "tcp".into();
-        refused(&r, "version", "\"tcp\" report");
+        assert_refused(validate_udp(&r), "version", "\"tcp\" report");
     }
 }
