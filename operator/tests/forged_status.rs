@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use operator::admin::allow::{GlobList, NodeSelector, SweepPairs};
 use operator::admin::config::{Config, NamespaceList};
 use operator::context::Context;
+use operator::run::Hooks;
 use operator::testing::FakeApi;
 
 /// Everything allowed: only the missing record stops a restore.
@@ -48,80 +49,81 @@ fn writes(api_server: &FakeApi) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_forged_status_offload_runs_no_job() {
-    let eb = json!({
-        "apiVersion": "netbench.io/v1alpha1", "kind": "EgressBenchmark",
-        "metadata": {"name": "forged", "namespace": "team-a", "uid": "0b6e1f7c-0000-4c1d-9e3f-1234567890ab",
-                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
-        "spec": {"cases": [{"name": "c", "client": {"nodeName": "n1"}, "server": {"address": "198.18.20.2"}}]},
-        "status": {"runId": "0b6e1f7c-g1", "phase": "Failed", "offload": [{
-            "case": "c", "node": "control-plane-1", "interface": "eth0", "profile": "p",
-            "before": {"tx-checksumming": false}, "restore": {"tx-checksum-ip-generic": false},
-            "recorded": true, "restored": false}]},
-    });
+/// What the driver is asked to do with a benchmark.
+enum Reconcile {
+    Apply,
+    Cleanup,
+}
+
+/// Runs `reconcile` once on `object` (a `K`, its status forged) against a fake API server
+/// serving it; returns that server.
+async fn reconcile_once<K: Hooks>(object: Value, reconcile: Reconcile) -> FakeApi {
     let api_server = FakeApi::default();
-    let client = api_server.serving(eb.clone());
+    let client = api_server.serving(object.clone());
     let ctx = context(client.clone());
-    let api = Api::<crds::EgressBenchmark>::namespaced(client, "team-a");
-    let obj: crds::EgressBenchmark = serde_json::from_value(eb).unwrap();
-    operator::driver::cleanup(&obj, &ctx, &api).await.unwrap();
+    let api = Api::<K>::namespaced(client, "team-a");
+    let obj: K = serde_json::from_value(object).unwrap();
+    match reconcile {
+        Reconcile::Apply => drop(operator::driver::apply(&obj, &ctx, &api).await.unwrap()),
+        Reconcile::Cleanup => drop(operator::driver::cleanup(&obj, &ctx, &api).await.unwrap()),
+    }
+    api_server
+}
+
+/// Asserts that the record ConfigMap whose name starts with `record` was looked up, and that
+/// nothing was written.
+fn assert_record_read_and_nothing_written(api_server: &FakeApi, record: &str) {
     let all = api_server.requests();
+    let path = format!("/configmaps/{record}");
     assert!(
-        all.iter()
-            .any(|l| l.contains("/configmaps/netbench-offload-")),
+        all.iter().any(|l| l.contains(&path)),
         "the record was looked up: {all:?}"
     );
     assert_eq!(
-        writes(&api_server),
+        writes(api_server),
         Vec::<String>::new(),
         "all requests: {all:?}"
     );
 }
 
 #[tokio::test]
-async fn a_forged_saved_target_patches_nothing() {
-    let ib = json!({
-        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
-        "metadata": {"name": "forged", "namespace": "team-a", "uid": "1b6e1f7c-0000-4c1d-9e3f-1234567890ab",
-                     "generation": 1, "finalizers": ["netbench.io/cleanup"]},
-        "spec": {"target": {"url": "http://x/"}},
-        "status": {"runId": "1b6e1f7c-g1", "phase": "Failed", "savedTarget": {
-            "kind": "Deployment", "namespace": "team-b", "name": "victim", "container": "c",
-            "containerIndex": 0, "replicas": 9, "resourcesJson": "{}", "restored": false}},
-    });
-    let api_server = FakeApi::default();
-    let client = api_server.serving(ib.clone());
-    let ctx = context(client.clone());
-    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
-    let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
-    operator::driver::cleanup(&obj, &ctx, &api).await.unwrap();
-    let all = api_server.requests();
-    assert!(
-        all.iter()
-            .any(|l| l.contains("/configmaps/netbench-target-")),
-        "the record was looked up: {all:?}"
+async fn a_forged_status_offload_runs_no_job() {
+    let eb = forged_of(
+        "EgressBenchmark",
+        "0b6e1f7c",
+        json!({"cases": [{"name": "c", "client": {"nodeName": "n1"}, "server": {"address": "198.18.20.2"}}]}),
+        json!({"runId": "0b6e1f7c-g1", "phase": "Failed", "offload": [{
+            "case": "c", "node": "control-plane-1", "interface": "eth0", "profile": "p",
+            "before": {"tx-checksumming": false}, "restore": {"tx-checksum-ip-generic": false},
+            "recorded": true, "restored": false}]}),
     );
+    let api_server = reconcile_once::<crds::EgressBenchmark>(eb, Reconcile::Cleanup).await;
+    assert_record_read_and_nothing_written(&api_server, "netbench-offload-");
+}
+
+#[tokio::test]
+async fn a_forged_saved_target_patches_nothing() {
+    let ib = forged_of(
+        "IngressBenchmark",
+        "1b6e1f7c",
+        json!({"target": {"url": "http://x/"}}),
+        json!({"runId": "1b6e1f7c-g1", "phase": "Failed", "savedTarget": {
+            "kind": "Deployment", "namespace": "team-b", "name": "victim", "container": "c",
+            "containerIndex": 0, "replicas": 9, "resourcesJson": "{}", "restored": false}}),
+    );
+    let api_server = reconcile_once::<crds::IngressBenchmark>(ib, Reconcile::Cleanup).await;
+    assert_record_read_and_nothing_written(&api_server, "netbench-target-");
+    let all = api_server.requests();
     assert!(
         !all.iter().any(|l| l.contains("deployments")),
         "the Deployment was not even read: {all:?}"
-    );
-    assert_eq!(
-        writes(&api_server),
-        Vec::<String>::new(),
-        "all requests: {all:?}"
     );
 }
 
 /// Applies `ib` (its status forged) once; returns the writes other than Events and the run
 /// record (which must record the operator's end of the run).
 async fn apply_once(ib: Value) -> Vec<String> {
-    let api_server = FakeApi::default();
-    let client = api_server.serving(ib.clone());
-    let ctx = context(client.clone());
-    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
-    let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
-    operator::driver::apply(&obj, &ctx, &api).await.unwrap();
+    let api_server = reconcile_once::<crds::IngressBenchmark>(ib, Reconcile::Apply).await;
     let (record, others): (Vec<String>, Vec<String>) = writes(&api_server)
         .into_iter()
         .filter(|l| !l.starts_with("POST /apis/events.k8s.io/"))
@@ -147,14 +149,20 @@ async fn apply_once(ib: Value) -> Vec<String> {
     others
 }
 
-fn forged(spec: Value, status: Value) -> Value {
+/// The benchmark of `kind` team-a/forged, whose uid starts with `uid_start`, with `spec` and a
+/// `status` not written by the operator.
+fn forged_of(kind: &str, uid_start: &str, spec: Value, status: Value) -> Value {
     json!({
-        "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
-        "metadata": {"name": "forged", "namespace": "team-a", "uid": "2b6e1f7c-0000-4c1d-9e3f-1234567890ab",
+        "apiVersion": "netbench.io/v1alpha1", "kind": kind,
+        "metadata": {"name": "forged", "namespace": "team-a", "uid": format!("{uid_start}-0000-4c1d-9e3f-1234567890ab"),
                      "generation": 1, "finalizers": ["netbench.io/cleanup"]},
         "spec": spec,
         "status": status,
     })
+}
+
+fn forged(spec: Value, status: Value) -> Value {
+    forged_of("IngressBenchmark", "2b6e1f7c", spec, status)
 }
 
 /// The only write is the benchmark's own status, failing the run InvalidStatus with `why`.

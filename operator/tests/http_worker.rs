@@ -44,20 +44,28 @@ fn scrape_while_running(api: &Api, worker: &mut worker_api::Worker) -> Vec<Strin
     seen
 }
 
-#[test]
-fn an_http_worker_run_exports_live_latency_and_errors() {
+/// Runs the HTTP worker client-0 of IngressBenchmark ns/web against `path` of a real nginx,
+/// with `flags` after the URL; returns the worker API, every scrape that had live latency
+/// series while it ran, and its exit (a success).
+fn run_http_worker(path: &str, flags: &[&str]) -> (Api, Vec<String>, worker_api::Exit) {
     let nginx = Nginx::start();
     let api = Api::start("IngressBenchmark", "web", &[("client-0", Role::Client)]);
-    let url = format!("http://127.0.0.1:{}/", nginx.port);
-    let mut worker = api.worker(
-        "client-0",
-        &[
-            "http", &url, "-c", "4", "-t", "2", "-d", "4s", "--output", "json",
-        ],
-    );
+    let url = format!("http://127.0.0.1:{}{path}", nginx.port);
+    let args: Vec<&str> = ["http", url.as_str()]
+        .into_iter()
+        .chain(flags.iter().copied())
+        .collect();
+    let mut worker = api.worker("client-0", &args);
     let scrapes = scrape_while_running(&api, &mut worker);
     let exit = worker.wait(Duration::from_secs(30));
     assert!(exit.success, "worker failed: {}", exit.stderr);
+    (api, scrapes, exit)
+}
+
+#[test]
+fn an_http_worker_run_exports_live_latency_and_errors() {
+    let flags = ["-c", "4", "-t", "2", "-d", "4s", "--output", "json"];
+    let (api, scrapes, exit) = run_http_worker("/", &flags);
     let report: HttpReport = match protocol::report::Report::from_json(&exit.stdout) {
         Ok(protocol::report::Report::Http(r)) => r,
         other => panic!("not an http report on stdout: {other:?}"),
@@ -114,16 +122,7 @@ fn an_http_worker_run_exports_live_latency_and_errors() {
 
 #[test]
 fn server_errors_show_as_live_errors_per_second() {
-    let nginx = Nginx::start();
-    let api = Api::start("IngressBenchmark", "web", &[("client-0", Role::Client)]);
-    let url = format!("http://127.0.0.1:{}/fail", nginx.port);
-    let mut worker = api.worker(
-        "client-0",
-        &["http", &url, "-c", "2", "-t", "1", "-d", "3s"],
-    );
-    let scrapes = scrape_while_running(&api, &mut worker);
-    let exit = worker.wait(Duration::from_secs(30));
-    assert!(exit.success, "worker failed: {}", exit.stderr);
+    let (api, scrapes, exit) = run_http_worker("/fail", &["-c", "2", "-t", "1", "-d", "3s"]);
     assert!(
         !scrapes.is_empty(),
         "no scrape had live series ({} progress updates); worker stderr: {}",

@@ -81,19 +81,20 @@ async fn tick(ctx: &Context, client: kube::Client, benchmark: &Value) {
     operator::driver::apply(&obj, ctx, &api).await.unwrap();
 }
 
+/// The benchmark of [`running`], Succeeded since now.
+fn succeeded() -> Value {
+    let mut b = running(&now());
+    b["status"]["phase"] = json!("Succeeded");
+    b
+}
+
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
-#[tokio::test]
-async fn a_tick_reads_the_watches_not_the_api_server() {
-    let b = running(&now());
-    let api_server = FakeApi::default();
-    let client = api_server.serving(b.clone());
-    let ctx = watching(client.clone(), &[worker()]);
-    tick(&ctx, client, &b).await;
-    assert_eq!(lists(&api_server), (0, 0), "{:#?}", api_server.requests());
-    assert!(!failed(&api_server), "{:#?}", api_server.requests());
+/// A client of an API server holding `benchmark` (and nothing else).
+fn serving(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
+    api_server.serving(benchmark.clone())
 }
 
 /// A client of an API server holding `benchmark` and its worker pod.
@@ -109,41 +110,57 @@ fn with_worker(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
     })
 }
 
-/// Whether the reconcile wrote a Failed status.
-fn failed(api_server: &FakeApi) -> bool {
+/// One tick of a run Running since now, against the API server `client_of` makes a client of,
+/// with the context `context` makes of that client; returns the API server.
+async fn tick_running(
+    client_of: fn(&FakeApi, &Value) -> kube::Client,
+    context: impl FnOnce(kube::Client) -> Context,
+) -> FakeApi {
+    let b = running(&now());
+    let api_server = FakeApi::default();
+    let client = client_of(&api_server, &b);
+    let ctx = context(client.clone());
+    tick(&ctx, client, &b).await;
+    api_server
+}
+
+/// The Failed status the reconcile wrote, if it wrote one.
+fn failed_status(api_server: &FakeApi) -> Option<String> {
     api_server
         .requests()
-        .iter()
-        .any(|l| l.starts_with("PATCH ") && l.contains("\"phase\":\"Failed\""))
+        .into_iter()
+        .find(|l| l.starts_with("PATCH ") && l.contains("\"phase\":\"Failed\""))
+}
+
+/// Asserts that the reconcile made `made` lists (of pods, of reports) and failed nothing.
+fn assert_lists_and_no_failure(api_server: &FakeApi, made: (usize, usize)) {
+    assert_eq!(lists(api_server), made, "{:#?}", api_server.requests());
+    let failed = failed_status(api_server);
+    assert!(failed.is_none(), "{:#?}", api_server.requests());
+}
+
+#[tokio::test]
+async fn a_tick_reads_the_watches_not_the_api_server() {
+    let api_server = tick_running(serving, |client| watching(client, &[worker()])).await;
+    assert_lists_and_no_failure(&api_server, (0, 0));
 }
 
 #[tokio::test]
 async fn before_the_watches_have_listed_a_tick_lists() {
-    let b = running(&now());
-    let api_server = FakeApi::default();
-    let client = with_worker(&api_server, &b);
-    let ctx = operator::testing::context(client.clone(), Config::for_tests());
-    tick(&ctx, client, &b).await;
-    assert_eq!(lists(&api_server), (1, 1), "{:#?}", api_server.requests());
-    assert!(!failed(&api_server), "{:#?}", api_server.requests());
+    let unwatched = |client| operator::testing::context(client, Config::for_tests());
+    let api_server = tick_running(with_worker, unwatched).await;
+    assert_lists_and_no_failure(&api_server, (1, 1));
 }
 
 #[tokio::test]
 async fn the_api_server_is_asked_before_a_run_fails_on_what_the_watches_said() {
     // The watch does not hold the worker's pod (deleted, or just created and not shown yet):
     // the API server is asked, and it has none either, so the run ends.
-    let b = running(&now());
-    let api_server = FakeApi::default();
-    let client = api_server.serving(b.clone());
-    let ctx = watching(client.clone(), &[]);
-    tick(&ctx, client, &b).await;
+    let api_server = tick_running(serving, |client| watching(client, &[])).await;
     // One look at each (the failed run's result then reads the reports again).
     let (pods, reports) = lists(&api_server);
     assert!(pods == 1 && reports >= 1, "{:#?}", api_server.requests());
-    let status = api_server
-        .requests()
-        .into_iter()
-        .find(|l| l.starts_with("PATCH ") && l.contains("\"phase\":\"Failed\""));
+    let status = failed_status(&api_server);
     let status = status.unwrap_or_else(|| panic!("{:#?}", api_server.requests()));
     assert!(
         status.contains("was deleted before it reported"),
@@ -154,13 +171,8 @@ async fn the_api_server_is_asked_before_a_run_fails_on_what_the_watches_said() {
 #[tokio::test]
 async fn a_pod_the_watch_has_not_shown_yet_fails_nothing() {
     // The API server has the worker's pod, the watch not yet: the run goes on.
-    let b = running(&now());
-    let api_server = FakeApi::default();
-    let client = with_worker(&api_server, &b);
-    let ctx = watching(client.clone(), &[]);
-    tick(&ctx, client, &b).await;
-    assert_eq!(lists(&api_server), (1, 1), "{:#?}", api_server.requests());
-    assert!(!failed(&api_server), "{:#?}", api_server.requests());
+    let api_server = tick_running(with_worker, |client| watching(client, &[])).await;
+    assert_lists_and_no_failure(&api_server, (1, 1));
 }
 
 /// An API server holding `benchmark` that creates what it is sent (a BenchmarkResult, a run
@@ -205,8 +217,7 @@ async fn a_run_seen_through_to_its_end_is_not_finished_again() {
     // Succeeded, its result not yet written: the first reconcile deletes the pods, writes the
     // result and the kind's wrap-up; a later one (its own status write coming back, its pods
     // going) asks the API server nothing more.
-    let mut b = running(&now());
-    b["status"]["phase"] = json!("Succeeded");
+    let b = succeeded();
     let api_server = FakeApi::default();
     let client = creating(&api_server, &b);
     let ctx = watching(client.clone(), &[]);
@@ -233,8 +244,7 @@ async fn a_run_seen_through_to_its_end_is_not_finished_again() {
 async fn a_status_taken_back_makes_the_run_owe_its_end_again() {
     // Finished and done; then its status is taken back to Running (by hand, or forged) and it
     // ends again: that end is done in full (pods, result, the kind's restores), not skipped.
-    let mut ended = running(&now());
-    ended["status"]["phase"] = json!("Succeeded");
+    let ended = succeeded();
     let api_server = FakeApi::default();
     let client = creating(&api_server, &ended);
     let ctx = watching(client.clone(), &[worker()]);

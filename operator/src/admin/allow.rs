@@ -21,29 +21,37 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     }
 }
 
+/// The items of a comma-separated list, trimmed, the empty ones left out.
+pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// `FromStr` (for clap) of allow-lists whose `parse` takes any text: odd input just matches
+/// less.
+macro_rules! from_str_by_parse {
+    ($($list:ty),+) => {$(
+        impl std::str::FromStr for $list {
+            type Err = std::convert::Infallible;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Ok(<$list>::parse(s))
+            }
+        }
+    )+};
+}
+pub(crate) use from_str_by_parse;
+
+from_str_by_parse!(GlobList, NodeSelector, SweepPairs);
+
 /// Comma-separated globs ("vxlan*,nbe-*"); empty allows nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GlobList(Vec<String>);
 
 impl GlobList {
     pub fn parse(text: &str) -> GlobList {
-        GlobList(
-            text.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
-        )
+        GlobList(list_items(text).map(String::from).collect())
     }
     pub fn allows(&self, name: &str) -> bool {
         self.0.iter().any(|p| glob_match(p, name))
-    }
-}
-
-impl std::str::FromStr for GlobList {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(GlobList::parse(s))
     }
 }
 
@@ -63,9 +71,8 @@ pub struct NodeSelector(Vec<Requirement>);
 
 impl NodeSelector {
     pub fn parse(text: &str) -> NodeSelector {
-        let parts = text.split(',').map(str::trim).filter(|s| !s.is_empty());
         NodeSelector(
-            parts
+            list_items(text)
                 .map(|p| {
                     if let Some((k, v)) = p.split_once("!=") {
                         Requirement::NotEquals(k.trim().into(), v.trim().into())
@@ -95,13 +102,6 @@ impl NodeSelector {
     }
 }
 
-impl std::str::FromStr for NodeSelector {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(NodeSelector::parse(s))
-    }
-}
-
 /// Where a sweep pair lets a benchmark's target live.
 #[derive(Clone, Debug, PartialEq)]
 enum TargetNamespace {
@@ -125,9 +125,8 @@ pub struct SweepPairs(Vec<SweepPair>);
 
 impl SweepPairs {
     pub fn parse(text: &str) -> SweepPairs {
-        let entries = text.split(',').map(str::trim).filter(|s| !s.is_empty());
         SweepPairs(
-            entries
+            list_items(text)
                 .filter_map(|e| {
                     let (bench, target) = e.split_once('=')?;
                     let (ns, name) = match target.split_once('/') {
@@ -150,12 +149,7 @@ impl SweepPairs {
 
     /// The old flat list (`--sweep-namespaces a,b`): each may sweep in its own namespace only.
     pub fn same_namespace(namespaces: &str) -> SweepPairs {
-        let pairs: Vec<String> = namespaces
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|ns| format!("{ns}=."))
-            .collect();
+        let pairs: Vec<String> = list_items(namespaces).map(|ns| format!("{ns}=.")).collect();
         SweepPairs::parse(&pairs.join(","))
     }
 
@@ -173,13 +167,6 @@ impl SweepPairs {
                 }
                 && p.name.as_deref().is_none_or(|n| glob_match(n, name))
         })
-    }
-}
-
-impl std::str::FromStr for SweepPairs {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(SweepPairs::parse(s))
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::admin::allow::{GlobList, NodeSelector, SweepPairs};
+use crate::admin::allow::{from_str_by_parse, list_items, GlobList, NodeSelector, SweepPairs};
 use crate::admin::caps::destinations::TargetList;
 use crate::policy::deadline::Timeouts;
 
@@ -17,13 +17,7 @@ pub struct NamespaceList(Vec<String>);
 
 impl NamespaceList {
     pub fn parse(text: &str) -> NamespaceList {
-        NamespaceList(
-            text.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
-        )
+        NamespaceList(list_items(text).map(String::from).collect())
     }
     pub fn allows(&self, namespace: &str) -> bool {
         self.0.iter().any(|n| match n.strip_suffix('*') {
@@ -33,12 +27,7 @@ impl NamespaceList {
     }
 }
 
-impl std::str::FromStr for NamespaceList {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(NamespaceList::parse(s))
-    }
-}
+from_str_by_parse!(NamespaceList);
 
 /// How the operator writes its log.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,6 +8,8 @@ use kube::core::NamespaceResourceScope;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
+use crate::admin::allow::list_items;
+
 /// At most this many watched namespaces: each costs two watches per kind.
 pub const MAX_WATCHED: usize = 64;
 
@@ -25,12 +27,7 @@ impl Scope {
     /// From the admin's comma-separated list: empty = every namespace. Exact names only (a
     /// watch cannot follow a glob); refused with the reason otherwise.
     pub fn parse(text: &str) -> Result<Scope, String> {
-        let mut names: Vec<String> = text
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect();
+        let mut names: Vec<String> = list_items(text).map(String::from).collect();
         if names.is_empty() {
             return Ok(Scope::Cluster);
         }

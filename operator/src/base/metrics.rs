@@ -75,6 +75,28 @@ pub fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> 
     c
 }
 
+/// Sets the series `labels` of `g` to `value`, or removes it when there is none: a figure a run
+/// does not have leaves no earlier run's value behind.
+pub fn set_or_remove(g: &GaugeVec, labels: &[&str], value: Option<f64>) {
+    match value {
+        Some(v) => g.with_label_values(labels).set(v),
+        None => drop(g.remove_label_values(labels)),
+    }
+}
+
+/// Sets one series of `g` per (label, value) of `values`, labelled `first` then that label.
+pub fn set_each<'a>(
+    g: &GaugeVec,
+    first: &[&str],
+    values: impl IntoIterator<Item = (&'a str, f64)>,
+) {
+    for (last, v) in values {
+        let mut labels = first.to_vec();
+        labels.push(last);
+        g.with_label_values(&labels).set(v);
+    }
+}
+
 /// Removes every series of `g` labelled with this benchmark (kind, namespace, name first).
 pub fn remove_benchmark(g: &GaugeVec, kind: &str, namespace: &str, name: &str) {
     remove_labelled(

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 
 use prometheus::{GaugeVec, Registry};
 
-use crate::base::metrics::{gauge, Family};
+use crate::base::metrics::{gauge, set_each, Family};
 
 /// The `quantile` labels of `netbench_egress_latency_seconds`.
 const CASE_QUANTILES: [&str; 5] = ["0.5", "0.9", "0.99", "0.999", "1"];
@@ -177,14 +177,12 @@ impl EgressMetrics {
                 .set(tps);
         }
         if let Some(l) = c.latency.as_ref().or(c.probe_latency.as_ref()) {
-            for (q, ms) in CASE_QUANTILES
-                .into_iter()
-                .zip([l.p50, l.p90, l.p99, l.p999, l.max])
-            {
-                self.latency
-                    .with_label_values(&[namespace, name, &c.name, q])
-                    .set(ms / 1000.0);
-            }
+            let seconds = [l.p50, l.p90, l.p99, l.p999, l.max].map(|ms| ms / 1000.0);
+            set_each(
+                &self.latency,
+                &labels,
+                CASE_QUANTILES.into_iter().zip(seconds),
+            );
         }
         if let Some(loss) = c.loss_percent {
             self.loss.with_label_values(&labels).set(loss / 100.0);
@@ -195,13 +193,9 @@ impl EgressMetrics {
         if let Some(m) = c.schedule_missed_percent {
             self.missed.with_label_values(&labels).set(m / 100.0);
         }
-        for (kind, n) in SEND_KINDS.into_iter().zip([c.late_sends, c.skipped_sends]) {
-            if let Some(n) = n {
-                self.sends
-                    .with_label_values(&[namespace, name, &c.name, kind])
-                    .set(n as f64);
-            }
-        }
+        let sends = SEND_KINDS.into_iter().zip([c.late_sends, c.skipped_sends]);
+        let counted = sends.filter_map(|(kind, n)| Some((kind, n? as f64)));
+        set_each(&self.sends, &labels, counted);
         let per_transaction = [
             c.client_cpu_us_per_transaction,
             c.server_cpu_us_per_transaction,

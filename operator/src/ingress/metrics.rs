@@ -6,7 +6,7 @@
 
 use prometheus::{GaugeVec, Registry};
 
-use crate::base::metrics::{gauge, remove_labelled, Family};
+use crate::base::metrics::{gauge, remove_labelled, set_each, set_or_remove, Family};
 
 pub struct IngressMetrics {
     rps: GaugeVec,
@@ -111,19 +111,20 @@ impl IngressMetrics {
         let labels = [namespace, name, step.as_str(), controller];
         self.rps.with_label_values(&labels).set(r.rps);
         let l = &r.latency_ms;
-        for (q, v) in [
+        let quantiles = [
             ("0.5", l.p50),
             ("0.9", l.p90),
             ("0.99", l.p99),
             ("0.999", l.p999),
             ("1", l.max),
-        ] {
-            self.latency
-                .with_label_values(&[namespace, name, &step, controller, q])
-                .set(v / 1000.0);
-        }
+        ];
+        set_each(
+            &self.latency,
+            &labels,
+            quantiles.map(|(q, v)| (q, v / 1000.0)),
+        );
         let e = &r.errors;
-        for (class, v) in [
+        let classes = [
             ("connect", e.connect),
             ("timeout", e.timeout),
             ("read", e.read),
@@ -131,11 +132,8 @@ impl IngressMetrics {
             ("status4xx", e.status4xx),
             ("status5xx", e.status5xx),
             ("parse", e.parse),
-        ] {
-            self.errors
-                .with_label_values(&[namespace, name, &step, controller, class])
-                .set(v as f64);
-        }
+        ];
+        set_each(&self.errors, &labels, classes.map(|(c, v)| (c, v as f64)));
         let ratio = e.error_rate(r.requests).unwrap_or(0.0);
         self.error_ratio.with_label_values(&labels).set(ratio);
         let kinds = [
@@ -145,24 +143,23 @@ impl IngressMetrics {
         ];
         for (change, rc) in kinds {
             let Some(rc) = rc else { continue };
+            let of_change = [namespace, name, &step, controller, change];
             let quantiles = [("0.5", rc.p50_ms), ("0.99", rc.p99_ms), ("1", rc.max_ms)];
-            for (q, v) in quantiles {
-                // None showed: no series rather than a 0 s that would read as instant.
-                let Some(v) = v else { continue };
-                self.propagation
-                    .with_label_values(&[namespace, name, &step, controller, change, q])
-                    .set(v / 1000.0);
-            }
+            // None showed: no series rather than a 0 s that would read as instant.
+            let shown = quantiles
+                .into_iter()
+                .filter_map(|(q, v)| Some((q, v? / 1000.0)));
+            set_each(&self.propagation, &of_change, shown);
             let states = [
                 ("made", rc.changes),
                 ("shown", rc.shown),
                 ("untimed", rc.untimed),
             ];
-            for (state, v) in states {
-                self.changes
-                    .with_label_values(&[namespace, name, &step, controller, change, state])
-                    .set(f64::from(v));
-            }
+            set_each(
+                &self.changes,
+                &of_change,
+                states.map(|(s, v)| (s, f64::from(v))),
+            );
         }
         if let Some(rs) = &r.route_scale {
             let quantiles = [
@@ -174,40 +171,26 @@ impl IngressMetrics {
             for (q, v) in quantiles {
                 let labels = [namespace, name, &step, controller, q];
                 // Not answered: no series rather than a 0 s that would read as instant.
-                match v {
-                    Some(v) => self
-                        .scale_seconds
-                        .with_label_values(&labels)
-                        .set(v / 1000.0),
-                    None => drop(self.scale_seconds.remove_label_values(&labels)),
-                }
+                set_or_remove(&self.scale_seconds, &labels, v.map(|v| v / 1000.0));
             }
             let states = [
                 ("asked", rs.routes),
                 ("created", rs.created),
                 ("answered", rs.answered),
             ];
-            for (state, v) in states {
-                self.scale_routes
-                    .with_label_values(&[namespace, name, &step, controller, state])
-                    .set(f64::from(v));
-            }
+            set_each(
+                &self.scale_routes,
+                &labels,
+                states.map(|(s, v)| (s, f64::from(v))),
+            );
         }
         for w in &r.workloads {
             let labels = [namespace, name, &step, controller, w.workload.as_str()];
             // A figure this run does not have leaves no earlier run's value behind.
-            match w.cpu_cores {
-                Some(cores) => self.cpu.with_label_values(&labels).set(cores),
-                None => drop(self.cpu.remove_label_values(&labels)),
-            }
-            match w.memory_bytes {
-                Some(bytes) => self.memory.with_label_values(&labels).set(bytes as f64),
-                None => drop(self.memory.remove_label_values(&labels)),
-            }
-            match w.memory_per_route_bytes {
-                Some(bytes) => self.memory_per_route.with_label_values(&labels).set(bytes),
-                None => drop(self.memory_per_route.remove_label_values(&labels)),
-            }
+            set_or_remove(&self.cpu, &labels, w.cpu_cores);
+            let memory = w.memory_bytes.map(|bytes| bytes as f64);
+            set_or_remove(&self.memory, &labels, memory);
+            set_or_remove(&self.memory_per_route, &labels, w.memory_per_route_bytes);
         }
     }
 

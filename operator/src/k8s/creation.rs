@@ -263,7 +263,7 @@ mod tests {
     }
 
     /// Runs `start` on `pods` against a fake API server answering pod creations with `code`;
-    /// the outcome and the pods it posted.
+    /// the outcome and the pods it posted, in name order.
     async fn start_once(pods: &[Pod], batches: &Batches, code: u16) -> (Started, Vec<String>) {
         let api_server = crate::testing::FakeApi::default();
         let client = api_server.client(move |seen| match seen.method.as_str() {
@@ -281,7 +281,7 @@ mod tests {
         let outcome = start(&client, MINUTE, step, &mut status, &mut vec![], 1)
             .await
             .unwrap();
-        let posted = api_server
+        let mut posted: Vec<String> = api_server
             .requests()
             .into_iter()
             .filter(|l| l.starts_with("POST "))
@@ -291,6 +291,7 @@ mod tests {
                 Some(v["metadata"]["name"].as_str()?.to_string())
             })
             .collect();
+        posted.sort();
         (outcome, posted)
     }
 
@@ -300,34 +301,18 @@ mod tests {
         let names =
             |r: std::ops::Range<usize>| -> Vec<String> { r.map(|i| format!("w{i:02}")).collect() };
         let batches = Batches::default();
-        let (first, posted) = start_once(&pods, &batches, 201).await;
-        assert_eq!(
-            first,
-            Started::More {
-                created: 16,
-                of: 40
-            }
-        );
-        let mut posted = posted;
-        posted.sort();
-        assert_eq!(posted, names(0..16));
-        let (second, mut posted) = start_once(&pods, &batches, 201).await;
-        posted.sort();
-        assert_eq!(
-            second,
-            Started::More {
-                created: 32,
-                of: 40
-            }
-        );
-        assert_eq!(posted, names(16..32));
-        let (last, mut posted) = start_once(&pods, &batches, 201).await;
-        posted.sort();
-        assert_eq!(last, Started::Yes);
-        assert_eq!(posted, names(32..40));
+        let more = |created| Started::More { created, of: 40 };
+        for (want, batch) in [
+            (more(16), 0..16),
+            (more(32), 16..32),
+            (Started::Yes, 32..40),
+        ] {
+            let (started, posted) = start_once(&pods, &batches, 201).await;
+            assert_eq!(started, want);
+            assert_eq!(posted, names(batch));
+        }
         // Over: a later start (a restart, another sample) begins with the first pod again.
-        let (_, mut posted) = start_once(&pods, &batches, 201).await;
-        posted.sort();
+        let (_, posted) = start_once(&pods, &batches, 201).await;
         assert_eq!(posted, names(0..16));
     }
 

@@ -88,6 +88,14 @@ pub async fn list_pods(
         .items)
 }
 
+/// Whether an object's controller (its owner with `controller: true`) is of kind `kind`.
+pub fn controlled_by(meta: &kube::api::ObjectMeta, kind: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == kind)
+}
+
 /// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark) of a
 /// benchmark of kind `kind`, and the Services in front of them (egress::service): the only
 /// children a benchmark has in its own namespace (reports: store::reports; offload Jobs:
@@ -114,12 +122,7 @@ pub async fn delete_workers(
     for svc in listed {
         // Only the operator's own: a Service someone else labelled like a benchmark's children
         // is not deleted (its controller is not a benchmark of this kind).
-        let ours = svc
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.controller == Some(true) && o.kind == kind);
+        let ours = controlled_by(&svc.metadata, kind);
         let (true, Some(name)) = (ours, svc.metadata.name) else {
             continue;
         };

@@ -89,12 +89,7 @@ impl WatchedPods {
 /// phase, conditions and containers' states. A pod not controlled by a `kind` benchmark keeps
 /// only its name, namespace and uid (it can then match no selector).
 pub fn keep_what_is_read(pod: &mut Pod, kind: &str) {
-    let ours = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == kind);
+    let ours = super::pods::controlled_by(&pod.metadata, kind);
     let meta = std::mem::take(&mut pod.metadata);
     pod.metadata = kube::api::ObjectMeta {
         name: meta.name,

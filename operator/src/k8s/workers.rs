@@ -96,11 +96,7 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
                 // its own (OpenShift's restricted-v2 refuses ids outside the namespace's range).
                 run_as_user: config.worker_uid,
                 run_as_group: config.worker_uid,
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
+                ..runtime_default_seccomp()
             }),
             ..Default::default()
         }),
@@ -205,17 +201,35 @@ fn resources(plan: &WorkerPlan) -> Option<ResourceRequirements> {
     })
 }
 
-/// Pins to one node by name. matchFields on metadata.name keeps the scheduler in the loop, so
-/// an unschedulable pod is reported instead of silently stuck (as with spec.nodeName).
-pub fn pin(affinity: &mut Affinity, node: &str) {
-    let term = NodeSelectorTerm {
+/// The pod security context every pod of the operator starts from: the container runtime's
+/// default seccomp profile, and nothing else.
+pub fn runtime_default_seccomp() -> PodSecurityContext {
+    PodSecurityContext {
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A node selector term on a node's name (matchFields on metadata.name): `operator` ("In",
+/// "NotIn") the one node `node`.
+pub fn name_term(operator: &str, node: &str) -> NodeSelectorTerm {
+    NodeSelectorTerm {
         match_fields: Some(vec![NodeSelectorRequirement {
             key: "metadata.name".into(),
-            operator: "In".into(),
+            operator: operator.into(),
             values: Some(vec![node.to_string()]),
         }]),
         ..Default::default()
-    };
+    }
+}
+
+/// Pins to one node by name. matchFields on metadata.name keeps the scheduler in the loop, so
+/// an unschedulable pod is reported instead of silently stuck (as with spec.nodeName).
+pub fn pin(affinity: &mut Affinity, node: &str) {
+    let term = name_term("In", node);
     let node_affinity = affinity
         .node_affinity
         .get_or_insert_with(NodeAffinity::default);

@@ -242,13 +242,9 @@ mod tests {
     use crds::{EgressBenchmark, IngressBenchmark};
     use proptest::prelude::*;
 
-    fn ib(
-        name: &str,
-        uid: &str,
-        created: &str,
-        url: &str,
-        phase: Option<Phase>,
-    ) -> IngressBenchmark {
+    /// An IngressBenchmark created `second` seconds into 2026 (0 to 9).
+    fn ib(name: &str, uid: &str, second: u32, url: &str, phase: Option<Phase>) -> IngressBenchmark {
+        let created = format!("2026-01-01T00:00:0{second}Z");
         let mut b: IngressBenchmark = serde_yaml::from_str(&format!(
             "apiVersion: netbench.io/v1alpha1\nkind: IngressBenchmark\nmetadata: {{name: {name}, namespace: ns, uid: {uid}, creationTimestamp: '{created}'}}\nspec: {{target: {{url: '{url}'}}, workers: {{nodeNames: [n1]}}}}\n"
         ))
@@ -271,21 +267,9 @@ mod tests {
 
     #[test]
     fn younger_run_on_the_same_target_waits() {
-        let a = ingress(&ib(
-            "a",
-            "1",
-            "2026-01-01T00:00:00Z",
-            "http://svc:8080/x",
-            Some(Phase::Running),
-        ));
-        let b = ingress(&ib(
-            "b",
-            "2",
-            "2026-01-01T00:00:01Z",
-            "http://svc:8080/y",
-            None,
-        ));
-        let mut c_ib = ib("c", "3", "2026-01-01T00:00:02Z", "http://other/", None);
+        let a = ingress(&ib("a", "1", 0, "http://svc:8080/x", Some(Phase::Running)));
+        let b = ingress(&ib("b", "2", 1, "http://svc:8080/y", None));
+        let mut c_ib = ib("c", "3", 2, "http://other/", None);
         c_ib.spec.workers.node_names = vec!["n2".into()];
         let c = ingress(&c_ib);
         let all = vec![a.clone(), b.clone(), c.clone()];
@@ -309,7 +293,7 @@ mod tests {
         );
         assert!(message(&c, &all).is_none());
         // two waiting runs: the older goes first
-        let mut d_ib = ib("d", "4", "2026-01-01T00:00:03Z", "http://other/", None);
+        let mut d_ib = ib("d", "4", 3, "http://other/", None);
         d_ib.spec.workers.node_names = vec!["n2".into()];
         let d = ingress(&d_ib);
         let all = vec![c.clone(), d.clone()];
@@ -319,13 +303,7 @@ mod tests {
             "waiting for IngressBenchmark ns/c (queued ahead; shares target other:80); position 2 in the queue"
         );
         // finished runs block nobody
-        let done = ingress(&ib(
-            "e",
-            "5",
-            "2026-01-01T00:00:00Z",
-            "http://other/",
-            Some(Phase::Succeeded),
-        ));
+        let done = ingress(&ib("e", "5", 0, "http://other/", Some(Phase::Succeeded)));
         assert!(message(&d, &[done]).is_none());
     }
 
@@ -333,13 +311,7 @@ mod tests {
     fn a_namespace_runs_at_most_its_cap_at_once() {
         let url = |i: u32| format!("http://svc-{i}/");
         let run = |name: &str, uid: &str, second: u32, phase| {
-            let mut b = ib(
-                name,
-                uid,
-                &format!("2026-01-01T00:00:0{second}Z"),
-                &url(second),
-                phase,
-            );
+            let mut b = ib(name, uid, second, &url(second), phase);
             b.spec.workers.node_names = vec![];
             ingress(&b)
         };
@@ -371,13 +343,7 @@ mod tests {
 
     #[test]
     fn kinds_queue_on_a_shared_node() {
-        let running = ingress(&ib(
-            "a",
-            "1",
-            "2026-01-01T00:00:00Z",
-            "http://svc/",
-            Some(Phase::Running),
-        ));
+        let running = ingress(&ib("a", "1", 0, "http://svc/", Some(Phase::Running)));
         let eb: EgressBenchmark = serde_yaml::from_str(
             "apiVersion: netbench.io/v1alpha1\nkind: EgressBenchmark\nmetadata: {name: e, namespace: ns, uid: '9'}\nspec: {cases: [{name: c, client: {nodeName: n1}, server: {address: 198.18.20.2}}]}\n",
         )

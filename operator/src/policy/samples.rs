@@ -270,15 +270,20 @@ mod tests {
         assert_eq!(order(&three, 1, true), [(0, 0), (0, 1), (0, 2)]);
     }
 
+    /// 2 samples, then more until the interval is within 5 % or `max_count` are taken.
+    fn adaptive(max_count: u32) -> Samples {
+        Samples {
+            count: 2,
+            target_ci_percent: Some(5.0),
+            max_count: Some(max_count),
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn an_interleaved_round_takes_every_measurement_while_one_wants_more() {
         // Adaptive: measurement 1's figures agree after 2 samples, measurement 0's do not.
-        let adaptive = Samples {
-            count: 2,
-            target_ci_percent: Some(5.0),
-            max_count: Some(3),
-            ..Default::default()
-        };
+        let adaptive = adaptive(3);
         let mut stats = vec![];
         for (m, sample, v) in [(0, 0, 100.0), (1, 0, 100.0), (1, 1, 100.1), (0, 1, 150.0)] {
             record(&mut stats, m, "m", sample, &rps(v));
@@ -327,12 +332,7 @@ mod tests {
         };
         assert!(wants_another(&fixed, None, 2));
         assert!(!wants_another(&fixed, None, 3));
-        let adaptive = Samples {
-            count: 2,
-            target_ci_percent: Some(5.0),
-            max_count: Some(4),
-            ..Default::default()
-        };
+        let adaptive = adaptive(4);
         let mut stats = vec![];
         record(&mut stats, 0, "step 0", 0, &rps(100.0));
         record(&mut stats, 0, "step 0", 1, &rps(150.0));

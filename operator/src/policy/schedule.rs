@@ -356,6 +356,16 @@ mod tests {
         }
     }
 
+    /// Round 2's run reached `phase`; it was due at 18:05 and 18:10 is announced next.
+    fn round_two(phase: Phase) -> RunStatus {
+        after_round(2, phase, "2026-12-01T18:05:00Z", "2026-12-01T18:10:00Z")
+    }
+
+    /// What a schedule of every five minutes decides at `now` over `status`.
+    fn every_five(status: &RunStatus, now: Timestamp) -> Scheduled {
+        scheduled(decide(&input(Some("*/5 * * * *"), status), now))
+    }
+
     #[test]
     fn no_schedule_keeps_the_plain_run_id() {
         let status = RunStatus::default();
@@ -368,7 +378,7 @@ mod tests {
     fn round_zero_runs_nothing_and_announces_the_first_time() {
         let status = RunStatus::default();
         let now = at("2026-12-01T18:04:10Z");
-        let s = scheduled(decide(&input(Some("*/5 * * * *"), &status), now));
+        let s = every_five(&status, now);
         assert_eq!(s.run, None);
         assert_eq!(s.fired, Fired::Nothing);
         assert_eq!(s.status.round, 0);
@@ -382,7 +392,7 @@ mod tests {
         );
         // Still before it: the same.
         let status = with_schedule(s.status.clone());
-        let again = scheduled(decide(&input(Some("*/5 * * * *"), &status), now));
+        let again = every_five(&status, now);
         assert_eq!(again.run, None);
         assert_eq!(again.status, s.status);
     }
@@ -406,7 +416,7 @@ mod tests {
             ..Default::default()
         });
         let now = at("2026-12-01T18:05:00.2Z");
-        let s = scheduled(decide(&input(Some("*/5 * * * *"), &status), now));
+        let s = every_five(&status, now);
         assert_eq!(s.run.as_deref(), Some("3f2a9c1d-g1-r1"));
         assert_eq!(
             s.fired,
@@ -439,7 +449,7 @@ mod tests {
         written.phase = Some(Phase::Running);
         written.schedule = Some(s.status.clone());
         let later = at("2026-12-01T18:06:00Z");
-        let again = scheduled(decide(&input(Some("*/5 * * * *"), &written), later));
+        let again = every_five(&written, later);
         assert_eq!(again.run, s.run);
         assert_eq!(again.fired, Fired::Nothing);
         assert!(again.kept);
@@ -447,34 +457,18 @@ mod tests {
 
     #[test]
     fn a_finished_round_waits_for_the_next_time() {
-        let status = after_round(
-            2,
-            Phase::Succeeded,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
-        let s = scheduled(decide(
-            &input(Some("*/5 * * * *"), &status),
-            at("2026-12-01T18:07:00Z"),
-        ));
+        let status = round_two(Phase::Succeeded);
+        let s = every_five(&status, at("2026-12-01T18:07:00Z"));
         assert_eq!(s.run.as_deref(), Some("3f2a9c1d-g1-r2"));
         assert_eq!(s.fired, Fired::Nothing);
         assert_eq!(s.wait, Some(Duration::from_secs(180)));
-        let s = scheduled(decide(
-            &input(Some("*/5 * * * *"), &status),
-            at("2026-12-01T18:10:01Z"),
-        ));
+        let s = every_five(&status, at("2026-12-01T18:10:01Z"));
         assert_eq!(s.run.as_deref(), Some("3f2a9c1d-g1-r3"));
     }
 
     #[test]
     fn suspended_nothing_starts_and_no_next_time_is_shown() {
-        let status = after_round(
-            2,
-            Phase::Succeeded,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
+        let status = round_two(Phase::Succeeded);
         let mut i = input(Some("*/5 * * * *"), &status);
         i.suspend = true;
         let s = scheduled(decide(&i, at("2026-12-01T18:20:00Z")));
@@ -486,10 +480,7 @@ mod tests {
         assert!(s.idle_message().contains("suspended"));
         // Resumed: the times missed while suspended do not fire; the next one does.
         let resumed = with_schedule(s.status.clone());
-        let r = scheduled(decide(
-            &input(Some("*/5 * * * *"), &resumed),
-            at("2026-12-01T18:21:00Z"),
-        ));
+        let r = every_five(&resumed, at("2026-12-01T18:21:00Z"));
         assert_eq!(r.fired, Fired::Nothing);
         assert_eq!(
             r.status.next_schedule_time,
@@ -515,14 +506,9 @@ mod tests {
 
     #[test]
     fn forbid_skips_a_time_while_the_previous_run_is_under_way() {
-        let status = after_round(
-            2,
-            Phase::Running,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
+        let status = round_two(Phase::Running);
         let now = at("2026-12-01T18:10:00Z");
-        let s = scheduled(decide(&input(Some("*/5 * * * *"), &status), now));
+        let s = every_five(&status, now);
         assert_eq!(
             s.fired,
             Fired::Skipped {
@@ -539,21 +525,13 @@ mod tests {
         // Not retried: once stored, the skipped time is past.
         let mut written = status.clone();
         written.schedule = Some(s.status);
-        let again = scheduled(decide(
-            &input(Some("*/5 * * * *"), &written),
-            at("2026-12-01T18:11:00Z"),
-        ));
+        let again = every_five(&written, at("2026-12-01T18:11:00Z"));
         assert_eq!(again.fired, Fired::Nothing);
     }
 
     #[test]
     fn replace_starts_a_new_round_and_names_the_run_it_stops() {
-        let status = after_round(
-            2,
-            Phase::Running,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
+        let status = round_two(Phase::Running);
         let mut i = input(Some("*/5 * * * *"), &status);
         i.policy = ConcurrencyPolicy::Replace;
         let s = scheduled(decide(&i, at("2026-12-01T18:10:03Z")));
@@ -573,16 +551,8 @@ mod tests {
     #[test]
     fn several_missed_times_give_one_run_for_the_latest() {
         // The operator was down from 18:07 to 19:42.
-        let status = after_round(
-            2,
-            Phase::Succeeded,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
-        let s = scheduled(decide(
-            &input(Some("*/5 * * * *"), &status),
-            at("2026-12-01T19:42:00Z"),
-        ));
+        let status = round_two(Phase::Succeeded);
+        let s = every_five(&status, at("2026-12-01T19:42:00Z"));
         assert_eq!(s.status.round, 3);
         assert_eq!(
             s.status.last_schedule_time,
@@ -591,10 +561,7 @@ mod tests {
         let mut written = status.clone();
         written.run_id = s.run.clone();
         written.schedule = Some(s.status.clone());
-        let again = scheduled(decide(
-            &input(Some("*/5 * * * *"), &written),
-            at("2026-12-01T19:42:05Z"),
-        ));
+        let again = every_five(&written, at("2026-12-01T19:42:05Z"));
         assert_eq!((again.status.round, again.fired), (3, Fired::Nothing));
     }
 
@@ -607,7 +574,7 @@ mod tests {
             "2999-01-01T00:05:00Z",
         );
         let now = at("2026-12-01T18:07:00Z");
-        let s = scheduled(decide(&input(Some("*/5 * * * *"), &status), now));
+        let s = every_five(&status, now);
         assert_eq!(s.fired, Fired::Nothing);
         assert_eq!(s.status.last_schedule_time, Some(Time(now)));
         assert_eq!(
@@ -615,28 +582,17 @@ mod tests {
             Some(Time(at("2026-12-01T18:10:00Z")))
         );
         status.schedule = Some(s.status);
-        let later = scheduled(decide(
-            &input(Some("*/5 * * * *"), &status),
-            at("2026-12-01T18:10:01Z"),
-        ));
+        let later = every_five(&status, at("2026-12-01T18:10:01Z"));
         assert_eq!(later.status.round, 3, "scheduling goes on");
     }
 
     #[test]
     fn a_saturated_round_stays_and_panics_nowhere() {
-        let mut status = after_round(
-            2,
-            Phase::Succeeded,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
+        let mut status = round_two(Phase::Succeeded);
         let forged = status.schedule.as_mut().unwrap();
         forged.round = u64::MAX;
         status.run_id = Some(labels::scheduled_run_id(UID, 1, u64::MAX));
-        let s = scheduled(decide(
-            &input(Some("*/5 * * * *"), &status),
-            at("2026-12-01T18:10:00Z"),
-        ));
+        let s = every_five(&status, at("2026-12-01T18:10:00Z"));
         assert_eq!(s.status.round, u64::MAX);
         assert_eq!(
             s.fired,
@@ -749,12 +705,7 @@ mod tests {
 
     #[test]
     fn a_spec_change_restarts_the_round_only_when_the_measured_spec_changed() {
-        let status = after_round(
-            2,
-            Phase::Succeeded,
-            "2026-12-01T18:05:00Z",
-            "2026-12-01T18:10:00Z",
-        );
+        let status = round_two(Phase::Succeeded);
         let now = at("2026-12-01T18:07:00Z");
         // Generation 2 changed only the schedule fields: the run is kept.
         let mut i = input(Some("*/10 * * * *"), &status);

@@ -188,38 +188,30 @@ mod tests {
     use crds::result::Measurement;
 
     fn result(name: &str, rps: &[f64]) -> BenchmarkResult {
-        let spec = BenchmarkResultSpec {
-            benchmark: Default::default(),
-            benchmark_uid: String::new(),
-            run_id: name.into(),
-            spec_hash: String::new(),
-            benchmark_spec: "{}".into(),
-            phase: Phase::Succeeded,
-            message: None,
-            start_time: None,
-            completion_time: None,
-            cluster: Default::default(),
-            environment: None,
-            measurements: vec![Measurement {
-                index: 0,
-                name: "step 0".into(),
-                metrics: vec![crds::stats::metric(
-                    "rps",
-                    "req/s",
-                    Better::Higher,
-                    rps.to_vec(),
-                )],
-                ..Default::default()
-            }],
-            scaling: None,
-            summary: None,
-            verdict: None,
+        let measurement = Measurement {
+            index: 0,
+            name: "step 0".into(),
+            metrics: vec![crds::stats::metric(
+                "rps",
+                "req/s",
+                Better::Higher,
+                rps.to_vec(),
+            )],
+            ..Default::default()
         };
+        let spec = crate::testing::results::succeeded(name, vec![measurement]);
         BenchmarkResult::new(name, spec)
     }
 
-    fn refs(results: &[BenchmarkResult]) -> Vec<&BenchmarkResult> {
-        results.iter().collect()
+    /// The verdict over the pooled `before`, with the default baseline settings.
+    fn by_default(
+        now: &BenchmarkResultSpec,
+        what: &str,
+        before: &[BenchmarkResult],
+        judged: Vec<MetricTolerance>,
+    ) -> Verdict {
+        let refs: Vec<&BenchmarkResult> = before.iter().collect();
+        verdict(now, &Baseline::default(), what, &refs, judged)
     }
 
     fn rps_10() -> Vec<MetricTolerance> {
@@ -234,24 +226,12 @@ mod tests {
     fn a_slower_run_regresses_against_pooled_previous_results() {
         let now = result("now", &[600.0, 610.0, 605.0]).spec;
         let before = [result("a", &[1000.0, 990.0]), result("b", &[1010.0])];
-        let v = verdict(
-            &now,
-            &Baseline::default(),
-            "previous 2",
-            &refs(&before),
-            rps_10(),
-        );
+        let v = by_default(&now, "previous 2", &before, rps_10());
         assert_eq!(v.regressed, "True");
         assert_eq!(v.baseline_results, ["a", "b"]);
         assert_eq!(v.metrics[0].baseline_mean, 1000.0);
         let same = result("same", &[1000.0, 1005.0, 995.0]).spec;
-        let v = verdict(
-            &same,
-            &Baseline::default(),
-            "previous 2",
-            &refs(&before),
-            rps_10(),
-        );
+        let v = by_default(&same, "previous 2", &before, rps_10());
         assert_eq!(v.regressed, "False");
     }
 
@@ -263,7 +243,7 @@ mod tests {
         second.index = 1;
         second.name = "step 1".into();
         before.spec.measurements.push(second);
-        let v = verdict(&now, &Baseline::default(), "result a", &[&before], rps_10());
+        let v = by_default(&now, "result a", &[before], rps_10());
         assert_eq!(v.regressed, "Unknown", "{v:?}");
         assert!(v.baseline.contains("only 1 of 2"), "{}", v.baseline);
     }
@@ -277,13 +257,7 @@ mod tests {
             tolerance_percent: 10.0,
             better: None,
         }];
-        let v = verdict(
-            &now,
-            &Baseline::default(),
-            "result a",
-            &refs(&before),
-            judged,
-        );
+        let v = by_default(&now, "result a", &before, judged);
         assert_eq!(v.regressed, "Unknown");
     }
 

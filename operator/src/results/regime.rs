@@ -279,7 +279,6 @@ fn mean_of(spec: &BenchmarkResultSpec, measurement: &str, figure: &str) -> Optio
 mod tests {
     use super::*;
     use crds::result::{Measurement, MetricStats};
-    use crds::Phase;
 
     fn figure(name: &str, unit: &str, better: Better, mean: f64) -> MetricStats {
         MetricStats {
@@ -299,35 +298,20 @@ mod tests {
     }
 
     fn results_of(steps: &[(&str, f64)]) -> BenchmarkResultSpec {
-        BenchmarkResultSpec {
-            benchmark: Default::default(),
-            benchmark_uid: String::new(),
-            run_id: String::new(),
-            spec_hash: String::new(),
-            benchmark_spec: "{}".into(),
-            phase: Phase::Succeeded,
-            message: None,
-            start_time: None,
-            completion_time: None,
-            cluster: Default::default(),
-            environment: None,
-            measurements: steps
-                .iter()
-                .enumerate()
-                .map(|(i, (name, rps))| Measurement {
-                    index: i as u32,
-                    name: (*name).into(),
-                    metrics: vec![
-                        figure("rps", "req/s", Better::Higher, *rps),
-                        figure("p99Ms", "ms", Better::Lower, 1.0),
-                    ],
-                    ..Default::default()
-                })
-                .collect(),
-            scaling: None,
-            summary: None,
-            verdict: None,
-        }
+        let measurements = steps
+            .iter()
+            .enumerate()
+            .map(|(i, (name, rps))| Measurement {
+                index: i as u32,
+                name: (*name).into(),
+                metrics: vec![
+                    figure("rps", "req/s", Better::Higher, *rps),
+                    figure("p99Ms", "ms", Better::Lower, 1.0),
+                ],
+                ..Default::default()
+            })
+            .collect();
+        crate::testing::results::succeeded("", measurements)
     }
 
     /// Deterministic noise in [-1, 1] (xorshift).

@@ -8,6 +8,8 @@ pub mod fake_api;
 pub mod log_capture;
 #[cfg(test)]
 pub mod reports;
+#[cfg(test)]
+pub mod results;
 
 pub use doubles::{FixedTokens, MemorySink};
 pub use fake_api::{context, FakeApi};

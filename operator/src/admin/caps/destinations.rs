@@ -11,6 +11,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::admin::allow::list_items;
+
 /// An allow or deny list, parsed from a comma-separated flag.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TargetList {
@@ -22,7 +24,7 @@ impl std::str::FromStr for TargetList {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let mut list = TargetList::default();
-        for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for entry in list_items(text) {
             if entry.contains('/') {
                 let net: IpNet = entry
                     .parse()

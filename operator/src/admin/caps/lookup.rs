@@ -163,26 +163,29 @@ mod tests {
 
     const T: Duration = Duration::from_secs(5);
 
+    /// Asserts that `url` in target.url is refused for `reason`, with a message that names the
+    /// field and the URL first and holds `part`.
+    async fn assert_refused(
+        p: &Policy<'_>,
+        url: &str,
+        timeout: Duration,
+        reason: &str,
+        part: &str,
+    ) {
+        let err = check_url(p, "target.url", url, timeout).await.unwrap_err();
+        assert_eq!(err.reason.as_str(), reason);
+        let named = format!("target.url {url}: ");
+        assert!(err.message.starts_with(&named), "{}", err.message);
+        assert!(err.message.contains(part), "{}", err.message);
+    }
+
     #[tokio::test]
     async fn urls_are_judged_by_what_their_host_resolves_to() {
         let caps = Config::for_tests().caps;
         let p = policy(&caps);
         // "localhost" goes through the system resolver (/etc/hosts) like a worker's look-up.
-        let err = check_url(&p, "target.url", "http://localhost:8080/", T)
-            .await
-            .unwrap_err();
-        assert_eq!(err.reason.as_str(), "NotPermitted");
-        assert!(
-            err.message
-                .starts_with("target.url http://localhost:8080/: "),
-            "{}",
-            err.message
-        );
-        assert!(
-            err.message.contains("(localhost resolves to it)"),
-            "{}",
-            err.message
-        );
+        let why = "(localhost resolves to it)";
+        assert_refused(&p, "http://localhost:8080/", T, "NotPermitted", why).await;
         let err = check_url(&p, "target.url", "http://169.254.169.254/latest/", T)
             .await
             .unwrap_err();
@@ -219,27 +222,9 @@ mod tests {
     async fn unresolvable_or_hostless_targets_are_invalid() {
         let caps = Config::for_tests().caps;
         let p = policy(&caps);
-        let err = check_url(
-            &p,
-            "target.url",
-            "http://no-such-host.invalid/",
-            Duration::from_secs(2),
-        )
-        .await
-        .unwrap_err();
-        assert_eq!(err.reason.as_str(), "InvalidSpec");
         // "cannot resolve ..." or, without a reachable DNS server, "resolving ... took longer".
-        assert!(
-            err.message
-                .starts_with("target.url http://no-such-host.invalid/: "),
-            "{}",
-            err.message
-        );
-        assert!(
-            err.message.contains("no-such-host.invalid"),
-            "{}",
-            err.message
-        );
+        let (url, timeout) = ("http://no-such-host.invalid/", Duration::from_secs(2));
+        assert_refused(&p, url, timeout, "InvalidSpec", "no-such-host.invalid").await;
         let err = check_url(&p, "target.url", "file:///etc/passwd", T)
             .await
             .unwrap_err();

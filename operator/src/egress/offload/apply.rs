@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use crds::egress::EgressCase;
 
 use super::checks::recheck;
-use super::job::{self, Action};
+use super::job::Action;
 use super::observe::{JobState, Outcome};
 use super::record::{self, groups, indices, DeviceRecord};
-use super::{attempts, describe, devices, Book, Group, Offload, Stage, MAX_ATTEMPTS};
+use super::{describe, each_outcome, Book, Group, Offload, Stage, MAX_ATTEMPTS};
 use crate::base::error::Result;
 
 impl Offload<'_> {
@@ -88,17 +88,12 @@ impl Offload<'_> {
             }
         }
         let idx = indices(book.records(), g, |r| !r.apply_done);
-        let attempt = attempts(book.records(), &idx, |r| r.apply_attempts);
-        let state = if attempt == 0 {
-            JobState::Missing
-        } else {
-            self.observe(g, Action::Apply, attempt, &idx).await?
-        };
+        let (attempt, state) = self
+            .job_state(book, g, Action::Apply, &idx, |r| r.apply_attempts)
+            .await?;
+        let applying = || Stage::Waiting(format!("applying on {}", g.2));
         match state {
-            JobState::Missing if attempt >= MAX_ATTEMPTS => Ok(Stage::Failed(format!(
-                "{}: the apply Job vanished {attempt} times",
-                g.2
-            ))),
+            JobState::Missing if attempt >= MAX_ATTEMPTS => Ok(vanished(g, "apply", attempt)),
             JobState::Missing => {
                 // Checked before apply_started is stored: a refusal leaves nothing owed.
                 let records: Vec<&DeviceRecord> =
@@ -108,76 +103,56 @@ impl Offload<'_> {
                 {
                     return Ok(Stage::Refused(m));
                 }
-                for &i in &idx {
-                    if let Some(r) = book.stored.data.get_mut(i) {
-                        r.apply_started = true;
-                        r.apply_attempts = attempt + 1;
-                    }
-                }
-                // Stored before the Job exists: from here on a restore is owed.
-                book.save().await?;
-                let devices = devices(book.records(), &idx, |r| r.wanted.clone());
-                match self
-                    .create(book, g, Action::Apply, attempt + 1, &devices)
-                    .await?
-                {
-                    Ok(()) => Ok(Stage::Waiting(format!("applying on {}", g.2))),
-                    Err(m) => Ok(Stage::Refused(m)),
-                }
+                // apply_started is stored before the Job exists: from here on a restore is owed.
+                let created = self
+                    .start_job(book, g, Action::Apply, attempt + 1, &idx)
+                    .await?;
+                Ok(created.map_or_else(Stage::Refused, |()| applying()))
             }
-            JobState::Running => Ok(Stage::Waiting(format!("applying on {}", g.2))),
+            JobState::Running => Ok(applying()),
             JobState::Finished(outcomes) => {
                 let errors = take_apply(&mut book.stored.data, &idx, &outcomes);
                 book.save().await?;
-                Ok(if errors.is_empty() {
-                    Stage::Done
-                } else {
-                    Stage::Failed(errors.join("; "))
-                })
+                Ok(failed_if_any(errors))
             }
         }
     }
 
     /// Records the state before of `unread` devices (read Job). Done once all are stored.
     async fn read_step(&self, g: &Group, unread: &[usize], book: &mut Book) -> Result<Stage> {
-        let attempt = attempts(book.records(), unread, |r| r.read_attempts);
-        let state = if attempt == 0 {
-            JobState::Missing
-        } else {
-            self.observe(g, Action::Read, attempt, unread).await?
-        };
+        let (attempt, state) = self
+            .job_state(book, g, Action::Read, unread, |r| r.read_attempts)
+            .await?;
+        let reading = || Stage::Waiting(format!("recording the state on {}", g.2));
         match state {
-            JobState::Missing if attempt >= MAX_ATTEMPTS => Ok(Stage::Failed(format!(
-                "{}: the read Job vanished {attempt} times",
-                g.2
-            ))),
+            JobState::Missing if attempt >= MAX_ATTEMPTS => Ok(vanished(g, "read", attempt)),
             JobState::Missing => {
-                for &i in unread {
-                    if let Some(r) = book.stored.data.get_mut(i) {
-                        r.read_attempts = attempt + 1;
-                    }
-                }
-                book.save().await?;
-                let devices = devices(book.records(), unread, |_| Default::default());
-                match self
-                    .create(book, g, Action::Read, attempt + 1, &devices)
-                    .await?
-                {
-                    Ok(()) => Ok(Stage::Waiting(format!("recording the state on {}", g.2))),
-                    Err(m) => Ok(Stage::Refused(m)),
-                }
+                let created = self
+                    .start_job(book, g, Action::Read, attempt + 1, unread)
+                    .await?;
+                Ok(created.map_or_else(Stage::Refused, |()| reading()))
             }
-            JobState::Running => Ok(Stage::Waiting(format!("recording the state on {}", g.2))),
+            JobState::Running => Ok(reading()),
             JobState::Finished(outcomes) => {
                 let errors = take_reads(&mut book.stored.data, unread, &outcomes);
                 book.save().await?;
-                Ok(if errors.is_empty() {
-                    Stage::Done
-                } else {
-                    Stage::Failed(errors.join("; "))
-                })
+                Ok(failed_if_any(errors))
             }
         }
+    }
+}
+
+/// The case fails: the group's `job` Job vanished `attempt` times.
+fn vanished(g: &Group, job: &str, attempt: u32) -> Stage {
+    Stage::Failed(format!("{}: the {job} Job vanished {attempt} times", g.2))
+}
+
+/// Done, or Failed with every error.
+fn failed_if_any(errors: Vec<String>) -> Stage {
+    if errors.is_empty() {
+        Stage::Done
+    } else {
+        Stage::Failed(errors.join("; "))
     }
 }
 
@@ -199,23 +174,18 @@ fn take_reads(
     outcomes: &BTreeMap<String, Outcome>,
 ) -> Vec<String> {
     let mut errors = vec![];
-    for &i in unread {
-        let Some(r) = records.get_mut(i) else {
-            continue;
-        };
-        match outcomes.get(&job::container_name(i)) {
-            Some(Outcome {
-                state: Some(s),
-                error: None,
-            }) if s.interface == r.interface => r.before = Some(s.clone()),
-            other => errors.push(format!(
-                "{}/{}: reading the state failed: {}",
-                r.node,
-                r.interface,
-                describe(other)
-            )),
-        }
-    }
+    each_outcome(records, unread, outcomes, |r, outcome| match outcome {
+        Some(Outcome {
+            state: Some(s),
+            error: None,
+        }) if s.interface == r.interface => r.before = Some(s.clone()),
+        other => errors.push(format!(
+            "{}/{}: reading the state failed: {}",
+            r.node,
+            r.interface,
+            describe(other)
+        )),
+    });
     errors
 }
 
@@ -226,11 +196,7 @@ pub(super) fn take_apply(
     outcomes: &BTreeMap<String, Outcome>,
 ) -> Vec<String> {
     let mut errors = vec![];
-    for &i in idx {
-        let outcome = outcomes.get(&job::container_name(i));
-        let Some(r) = records.get_mut(i) else {
-            continue;
-        };
+    each_outcome(records, idx, outcomes, |r, outcome| {
         r.apply_done = true;
         if let Some(s) = outcome.and_then(|o| o.state.clone()) {
             if s.interface == r.interface {
@@ -242,16 +208,17 @@ pub(super) fn take_apply(
             r.apply_error = Some(e.clone());
             errors.push(format!("{}/{}: {e}", r.node, r.interface));
         }
-    }
+    });
     errors
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::job;
     use super::*;
     use crate::admin::config::Config;
     use crate::egress::offload::record::tests::{
-        allowing, cluster, eb, jobs_created, requests, state, stored_before_first_job,
+        allowing, jobs_created, requests, state, stored_before_first_job, Rig,
     };
     use crate::testing::fake_api::FakeApi;
 
@@ -265,11 +232,33 @@ mod tests {
         }
     }
 
+    /// Devices of case vx in run r1 on node n1, one per interface.
+    fn on_n1(interfaces: &[&str]) -> Vec<DeviceRecord> {
+        interfaces
+            .iter()
+            .map(|i| device("r1", "vx", "n1", i))
+            .collect()
+    }
+
     fn clean(s: protocol::offload::DeviceState) -> Outcome {
         Outcome {
             state: Some(s),
             error: None,
         }
+    }
+
+    fn failed(s: protocol::offload::DeviceState, error: &str) -> Outcome {
+        Outcome {
+            state: Some(s),
+            error: Some(error.into()),
+        }
+    }
+
+    /// The outcomes of a Job, each by the container of its record's index.
+    fn outcomes<const N: usize>(of: [(usize, Outcome); N]) -> BTreeMap<String, Outcome> {
+        of.into_iter()
+            .map(|(i, o)| (job::container_name(i), o))
+            .collect()
     }
 
     #[test]
@@ -296,22 +285,14 @@ mod tests {
 
     #[test]
     fn the_state_before_comes_only_from_a_clean_read_of_the_same_device() {
-        let mut records = vec![
-            device("r1", "vx", "n1", "vx0"),
-            device("r1", "vx", "n1", "vx1"),
-            device("r1", "vx", "n1", "eth9"),
-            device("r1", "vx", "n1", "vx2"),
-            device("r1", "vx", "n1", "vx3"),
-        ];
+        let mut records = on_n1(&["vx0", "vx1", "eth9", "vx2", "vx3"]);
         let read = state(&[("tx-checksum-ip-generic", true)]);
-        let mut failed = clean(read.clone());
-        failed.error = Some("exit code 1: no such device".into());
-        let outcomes = BTreeMap::from([
-            (job::container_name(0), clean(read.clone())),
-            (job::container_name(1), failed),
+        let outcomes = outcomes([
+            (0, clean(read.clone())),
+            (1, failed(read.clone(), "exit code 1: no such device")),
             // A state of vx0 reported for eth9 is not eth9's state.
-            (job::container_name(2), clean(read.clone())),
-            (job::container_name(4), clean(read.clone())),
+            (2, clean(read.clone())),
+            (4, clean(read.clone())),
         ]);
         // Record 4 is not being read: its outcome is ignored.
         let errors = take_reads(&mut records, &[0, 1, 2, 3], &outcomes);
@@ -325,19 +306,12 @@ mod tests {
 
     #[test]
     fn an_apply_outcome_is_recorded_per_device_and_every_failure_named() {
-        let mut records = vec![
-            device("r1", "vx", "n1", "vx0"),
-            device("r1", "vx", "n1", "vx1"),
-            device("r1", "vx", "n1", "eth9"),
-            device("r1", "vx", "n1", "vx2"),
-        ];
+        let mut records = on_n1(&["vx0", "vx1", "eth9", "vx2"]);
         let changed = state(&[("tx-checksum-ip-generic", false)]);
-        let mut failed = clean(changed.clone());
-        failed.error = Some("exit code 1: busy".into());
-        let outcomes = BTreeMap::from([
-            (job::container_name(0), clean(changed.clone())),
-            (job::container_name(1), failed),
-            (job::container_name(2), clean(changed.clone())),
+        let outcomes = outcomes([
+            (0, clean(changed.clone())),
+            (1, failed(changed.clone(), "exit code 1: busy")),
+            (2, clean(changed.clone())),
         ]);
         let errors = take_apply(&mut records, &[0, 1, 2, 3], &outcomes);
         // Every device's apply is over, whatever its outcome: a restore may now be needed.
@@ -359,18 +333,14 @@ mod tests {
     #[tokio::test]
     async fn a_refused_case_stores_nothing_and_creates_no_job() {
         let fake = FakeApi::default();
-        let client = fake.client(cluster(true));
         // The namespace has not opted in to offload Jobs.
-        let config = Config::for_tests();
-        let b = eb();
-        let offload = Offload {
-            client: &client,
-            config: &config,
-            eb: &b,
-            run: "r1",
-        };
-        let mut book = Book::load(&client, &config, &b).await.unwrap();
-        let stage = offload.apply(&b.spec.cases[0], &mut book).await.unwrap();
+        let rig = Rig::new(&fake, true, Config::for_tests());
+        let offload = rig.offload();
+        let mut book = rig.book().await;
+        let stage = offload
+            .apply(&offload.eb.spec.cases[0], &mut book)
+            .await
+            .unwrap();
         let Stage::Refused(m) = stage else {
             panic!("{stage:?}")
         };
@@ -390,18 +360,14 @@ mod tests {
     #[tokio::test]
     async fn the_records_are_stored_before_the_read_jobs_and_nothing_is_applied_yet() {
         let fake = FakeApi::default();
-        let client = fake.client(cluster(true));
-        let config = allowing();
-        let b = eb();
-        let offload = Offload {
-            client: &client,
-            config: &config,
-            eb: &b,
-            run: "r1",
-        };
+        let rig = Rig::new(&fake, true, allowing());
+        let offload = rig.offload();
         assert_eq!(offload.refusal().await.unwrap(), None);
-        let mut book = Book::load(&client, &config, &b).await.unwrap();
-        let stage = offload.apply(&b.spec.cases[0], &mut book).await.unwrap();
+        let mut book = rig.book().await;
+        let stage = offload
+            .apply(&offload.eb.spec.cases[0], &mut book)
+            .await
+            .unwrap();
         assert_eq!(
             stage,
             Stage::Waiting(

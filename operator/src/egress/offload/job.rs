@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, PodSecurityContext, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SeccompProfile, SecurityContext, Toleration,
+    Affinity, Capabilities, Container, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecurityContext, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,7 +17,7 @@ use crds::egress::EgressBenchmark;
 use super::super::plan;
 use crate::admin::config::Config;
 use crate::base::labels;
-use crate::k8s::workers::pin;
+use crate::k8s::workers::{pin, runtime_default_seccomp};
 
 /// An offload change takes well under a second; a Job still running after this has a problem.
 const JOB_DEADLINE_S: i64 = 120;
@@ -189,13 +189,7 @@ pub fn job(eb: &EgressBenchmark, key: &JobKey<'_>, devices: &[Device], config: &
                         ..Default::default()
                     }]),
                     termination_grace_period_seconds: Some(5),
-                    security_context: Some(PodSecurityContext {
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
+                    security_context: Some(runtime_default_seccomp()),
                     ..Default::default()
                 }),
             },

@@ -100,6 +100,54 @@ impl Offload<'_> {
         Ok(observe::observe(self.client, &self.config.namespace, &name, &containers).await?)
     }
 
+    /// The highest attempt of the records `idx` at the group's `action` Job, and the state of
+    /// that attempt's Job (none is looked for before a first attempt).
+    async fn job_state(
+        &self,
+        book: &Book,
+        g: &Group,
+        action: Action,
+        idx: &[usize],
+        of: impl Fn(&DeviceRecord) -> u32,
+    ) -> Result<(u32, JobState)> {
+        let attempt = attempts(book.records(), idx, of);
+        let state = if attempt == 0 {
+            JobState::Missing
+        } else {
+            self.observe(g, action, attempt, idx).await?
+        };
+        Ok((attempt, state))
+    }
+
+    /// Stores attempt `attempt` of the group's `action` Job on the records `idx` (for an
+    /// apply, that it started: from then on a restore is owed), then re-checks and creates the
+    /// Job, each container setting what `action` sets on its device.
+    async fn start_job(
+        &self,
+        book: &mut Book,
+        g: &Group,
+        action: Action,
+        attempt: u32,
+        idx: &[usize],
+    ) -> Result<Result<(), String>> {
+        mark(&mut book.stored.data, idx, |r| match action {
+            Action::Read => r.read_attempts = attempt,
+            Action::Apply => {
+                r.apply_started = true;
+                r.apply_attempts = attempt;
+            }
+            Action::Restore => r.restore_attempts = attempt,
+        });
+        // Stored before the Job exists.
+        book.save().await?;
+        let devices = devices(book.records(), idx, |r| match action {
+            Action::Read => Default::default(),
+            Action::Apply => r.wanted.clone(),
+            Action::Restore => r.restore_features(),
+        });
+        self.create(book, g, action, attempt, &devices).await
+    }
+
     /// Re-checks, then creates the Job (the records are stored by the caller first).
     async fn create(
         &self,
@@ -152,6 +200,22 @@ fn devices(
             Some((i, r.interface.clone(), features(r)))
         })
         .collect()
+}
+
+/// Calls `take` with each record of `idx` and the outcome its container reported (None if
+/// none); an index outside the records is skipped.
+fn each_outcome(
+    records: &mut [DeviceRecord],
+    idx: &[usize],
+    outcomes: &std::collections::BTreeMap<String, Outcome>,
+    mut take: impl FnMut(&mut DeviceRecord, Option<&Outcome>),
+) {
+    for &i in idx {
+        let outcome = outcomes.get(&job::container_name(i));
+        if let Some(r) = records.get_mut(i) {
+            take(r, outcome);
+        }
+    }
 }
 
 fn describe(outcome: Option<&Outcome>) -> String {

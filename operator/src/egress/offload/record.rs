@@ -342,6 +342,41 @@ spec:
         }
     }
 
+    /// What an [`Offload`](super::super::Offload) of run r1 borrows, owned by the test: a
+    /// client of the fake API server answering as [`cluster`], the admin's configuration and
+    /// the benchmark [`eb`].
+    pub(crate) struct Rig {
+        client: kube::Client,
+        config: Config,
+        eb: EgressBenchmark,
+    }
+
+    impl Rig {
+        pub(crate) fn new(fake: &FakeApi, nodes_exist: bool, config: Config) -> Rig {
+            Rig {
+                client: fake.client(cluster(nodes_exist)),
+                config,
+                eb: eb(),
+            }
+        }
+
+        pub(crate) fn offload(&self) -> super::super::Offload<'_> {
+            super::super::Offload {
+                client: &self.client,
+                config: &self.config,
+                eb: &self.eb,
+                run: "r1",
+            }
+        }
+
+        /// The record book as the API server holds it.
+        pub(crate) async fn book(&self) -> super::super::Book {
+            super::super::Book::load(&self.client, &self.config, &self.eb)
+                .await
+                .unwrap()
+        }
+    }
+
     /// The (method, path, body) of every request `fake` saw.
     pub(crate) fn requests(fake: &FakeApi) -> Vec<(String, String, String)> {
         fake.requests()

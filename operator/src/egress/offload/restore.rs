@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 
 use super::apply::take_apply;
 use super::checks::{check_node, NodeCheck};
-use super::job::{self, Action};
+use super::job::Action;
 use super::observe::{self, JobState, Outcome};
 use super::record::{groups, indices, DeviceRecord};
-use super::{attempts, describe, devices, mark, Book, Group, Offload, Stage};
+use super::{attempts, describe, each_outcome, mark, Book, Group, Offload, Stage};
 use crate::base::error::Result;
 
 impl Offload<'_> {
@@ -67,12 +67,9 @@ impl Offload<'_> {
             book.save().await?;
             return Ok(Stage::Done);
         }
-        let attempt = attempts(book.records(), &idx, |r| r.restore_attempts);
-        let state = if attempt == 0 {
-            JobState::Missing
-        } else {
-            self.observe(g, Action::Restore, attempt, &idx).await?
-        };
+        let (attempt, state) = self
+            .job_state(book, g, Action::Restore, &idx, |r| r.restore_attempts)
+            .await?;
         match state {
             JobState::Missing => self.start_restore(g, &idx, attempt + 1, book).await,
             JobState::Running => Ok(Stage::Waiting(g.2.clone())),
@@ -128,12 +125,9 @@ impl Offload<'_> {
         attempt: u32,
         book: &mut Book,
     ) -> Result<Stage> {
-        mark(&mut book.stored.data, idx, |r| r.restore_attempts = attempt);
-        book.save().await?;
-        let devices = devices(book.records(), idx, DeviceRecord::restore_features);
         Ok(
             match self
-                .create(book, g, Action::Restore, attempt, &devices)
+                .start_job(book, g, Action::Restore, attempt, idx)
                 .await?
             {
                 Ok(()) => Stage::Waiting(if attempt > 1 {
@@ -173,23 +167,18 @@ fn take_read_backs(
     idx: &[usize],
     outcomes: &BTreeMap<String, Outcome>,
 ) {
-    for &i in idx {
-        let outcome = outcomes.get(&job::container_name(i));
-        let Some(r) = records.get_mut(i) else {
-            continue;
-        };
-        match outcome {
-            Some(Outcome { state: Some(s), .. }) => r.take_read_back(s.clone()),
-            other => r.restore_error = Some(describe(other)),
-        }
-    }
+    each_outcome(records, idx, outcomes, |r, outcome| match outcome {
+        Some(Outcome { state: Some(s), .. }) => r.take_read_back(s.clone()),
+        other => r.restore_error = Some(describe(other)),
+    });
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::job;
     use super::*;
     use crate::egress::offload::record::tests::{
-        allowing, cluster, eb, jobs_created, state, stored_before_first_job,
+        allowing, jobs_created, state, stored_before_first_job, Rig,
     };
     use crate::testing::fake_api::FakeApi;
 
@@ -307,18 +296,10 @@ mod tests {
         nodes_exist: bool,
         records: Vec<DeviceRecord>,
     ) -> (Stage, Vec<DeviceRecord>) {
-        let client = fake.client(cluster(nodes_exist));
-        let config = allowing();
-        let b = eb();
-        let offload = Offload {
-            client: &client,
-            config: &config,
-            eb: &b,
-            run: "r1",
-        };
-        let mut book = Book::load(&client, &config, &b).await.unwrap();
+        let rig = Rig::new(fake, nodes_exist, allowing());
+        let mut book = rig.book().await;
         book.stored.data = records;
-        let stage = offload.restore(&mut book, None).await.unwrap();
+        let stage = rig.offload().restore(&mut book, None).await.unwrap();
         (stage, book.records().to_vec())
     }
 

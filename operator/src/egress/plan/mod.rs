@@ -13,14 +13,13 @@ use crds::cases::Measured;
 use crds::egress::{EgressBenchmark, EgressBenchmarkSpec, EgressCase};
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PodAffinityTerm, PodAntiAffinity,
+    Affinity, NodeAffinity, NodeSelector, PodAffinityTerm, PodAntiAffinity,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::topology::{self, PairPlan, Place};
 use crate::base::labels;
-use crate::k8s::workers::WorkerPlan;
+use crate::k8s::workers::{name_term, WorkerPlan};
 use crate::policy::deadline::{sum, with_margin, Timeouts, REPORTING};
 use crate::policy::queue::{self, Contender};
 use crate::policy::samples::Slot;
@@ -195,17 +194,9 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
 fn placement_affinity(place: &Place, run: &str, step: u32, pair: u32) -> Option<Affinity> {
     let mut affinity = Affinity::default();
     if let Some(node) = &place.avoid {
-        let term = NodeSelectorTerm {
-            match_fields: Some(vec![NodeSelectorRequirement {
-                key: "metadata.name".into(),
-                operator: "NotIn".into(),
-                values: Some(vec![node.clone()]),
-            }]),
-            ..Default::default()
-        };
         affinity.node_affinity = Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: vec![term],
+                node_selector_terms: vec![name_term("NotIn", node)],
             }),
             ..Default::default()
         });

@@ -45,26 +45,14 @@ fn changes_are_due_on_the_schedule_never_squeezed_and_stop_at_the_window() {
 fn a_change_left_on_the_route_is_found_once_and_only_if_plausible() {
     let v = Some("1/3/5000");
     assert_eq!(recorded_change(v, 1, 3, 4_000, 6_000), Some(5_000));
-    assert_eq!(
-        recorded_change(v, 0, 3, 4_000, 6_000),
-        None,
-        "another sample"
-    );
-    assert_eq!(
-        recorded_change(v, 1, 4, 4_000, 6_000),
-        None,
-        "another change"
-    );
-    assert_eq!(
-        recorded_change(v, 1, 3, 5_001, 6_000),
-        None,
-        "before the window"
-    );
-    assert_eq!(
-        recorded_change(v, 1, 3, 4_000, 4_999),
-        None,
-        "in the future"
-    );
+    for (sample, change, from, to, why) in [
+        (0, 3, 4_000, 6_000, "another sample"),
+        (1, 4, 4_000, 6_000, "another change"),
+        (1, 3, 5_001, 6_000, "before the window"),
+        (1, 3, 4_000, 4_999, "in the future"),
+    ] {
+        assert_eq!(recorded_change(v, sample, change, from, to), None, "{why}");
+    }
     for hostile in [
         "",
         "1/3",
