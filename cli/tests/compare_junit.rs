@@ -147,29 +147,29 @@ fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
     assert_eq!(tps.verdict, "regressed", "fewer transactions/s is worse");
     assert!((tps.judged.delta_percent + 20.0).abs() < 1e-6);
     assert_eq!(tps.unit, "tx/s");
-    assert_eq!(
-        row(&c, "pod-rr", "p99Ms").verdict,
-        "regressed",
-        "a higher p99 is worse"
-    );
-    assert_eq!(
-        row(&c, "pod-udp", "jitterMs").verdict,
-        "better",
-        "less jitter is better"
-    );
-    assert_eq!(
-        row(&c, "rr-sizes/4096", "clientCpuUsPerTransaction").verdict,
-        "regressed",
-        "a swept measurement is judged against the same size"
-    );
-    assert_eq!(
-        row(&c, "service-rr", "transactionsPerSecond").verdict,
-        "same"
-    );
-    assert_eq!(
-        row(&c, "udp-streams/8", "receiverBitsPerSecond").verdict,
-        "same"
-    );
+    for (measurement, metric, verdict, why) in [
+        ("pod-rr", "p99Ms", "regressed", "a higher p99 is worse"),
+        ("pod-udp", "jitterMs", "better", "less jitter is better"),
+        (
+            "rr-sizes/4096",
+            "clientCpuUsPerTransaction",
+            "regressed",
+            "a swept measurement is judged against the same size",
+        ),
+        ("service-rr", "transactionsPerSecond", "same", "unchanged"),
+        (
+            "udp-streams/8",
+            "receiverBitsPerSecond",
+            "same",
+            "unchanged",
+        ),
+    ] {
+        assert_eq!(
+            row(&c, measurement, metric).verdict,
+            verdict,
+            "{measurement} {metric}: {why}"
+        );
+    }
     // Loss: 0.01 % with an interval that holds 0, now 0.1 %: worse, beyond the tolerance.
     let loss = row(&c, "pod-udp-rr", "lossPercent");
     assert!(loss.judged.exceeds_tolerance, "{loss:?}");
@@ -253,23 +253,28 @@ fn junit_has_a_suite_per_benchmark_and_fails_the_regressed_figure() {
     assert_eq!(suites[1].attribute("tests"), Some("1"));
 }
 
-#[test]
-fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
-    let path = std::env::temp_dir().join(format!("netbench-cli-junit-{}.xml", std::process::id()));
-    let f = fixture_path("hostile.yaml");
-    let out = netbench(&[
-        "junit",
+/// Runs `netbench COMMAND --file <fixture> --out OUT` and asserts that it succeeded.
+fn run_to(command: &str, fixture: &str, out: &std::path::Path) {
+    let f = fixture_path(fixture);
+    let run = netbench(&[
+        command,
         "--file",
         f.to_str().unwrap(),
         "--out",
-        path.to_str().unwrap(),
+        out.to_str().unwrap(),
     ]);
     assert_eq!(
-        out.status.code(),
+        run.status.code(),
         Some(0),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&run.stderr)
     );
+}
+
+#[test]
+fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
+    let path = std::env::temp_dir().join(format!("netbench-cli-junit-{}.xml", std::process::id()));
+    run_to("junit", "hostile.yaml", &path);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     let doc = xml(&text);
@@ -285,20 +290,7 @@ fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
 #[test]
 fn report_runs_without_a_cluster() {
     let dir = std::env::temp_dir().join(format!("netbench-cli-bin-report-{}", std::process::id()));
-    let f = fixture_path("egress-offload.yaml");
-    let out = netbench(&[
-        "report",
-        "--file",
-        f.to_str().unwrap(),
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_to("report", "egress-offload.yaml", &dir);
     assert!(dir.join("report.md").exists() && dir.join("1-egress-throughput.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
     // A missing file is an error naming it.
