@@ -176,6 +176,39 @@ fail_with_log() {
     exit 1
 }
 
+# nginx_yaml NAME NAMESPACE REPLICAS PORT [POD_SPEC]: a Deployment NAME of REPLICAS test nginx
+# pods (none given: the Deployment's default) of $NB_NGINX_IMAGE (serves on 8080, ready once /
+# answers) and a Service NAME on PORT in front of them, in NAMESPACE. POD_SPEC: lines (each
+# ending in a newline, indented by 6) added to the pod spec.
+nginx_yaml() {
+    local replicas=""
+    [[ -z $3 ]] || replicas="  replicas: $3
+"
+    cat <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $2}
+spec:
+${replicas}  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+${5:-}      containers:
+      - name: nginx
+        image: $NB_NGINX_IMAGE
+        imagePullPolicy: Never
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $1, namespace: $2}
+spec:
+  selector: {app: $1}
+  ports: [{port: $4, targetPort: 8080}]
+EOF
+}
+
 # start_etcd_member BIN NAME CLIENT_PORT PEER_PORT: starts etcd BIN as the one member NAME of its
 # cluster, data in $NB_STATE/etcd, listening on 127.0.0.1 (no fsync: the data is thrown away), and
 # waits until it is healthy.
