@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{elements, fixture_path, fixtures, netbench, xml};
+use common::{elements, fixture_path, fixtures, measurement_mut, netbench, xml};
 use netbench_cli::compare::{self, Comparison};
 
 fn sweep_then_regressed(tolerance: f64) -> Comparison {
@@ -66,10 +66,7 @@ fn a_wide_tolerance_forgives_a_significant_drop() {
 fn text_and_json_say_the_same() {
     let c = sweep_then_regressed(5.0);
     let text = compare::to_text(&c);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("step 3") && l.contains("rps"))
-        .unwrap();
+    let line = text_line(&text, "step 3", "rps");
     assert!(
         line.contains("20696.19 ± 235.10") && line.contains("14120.27 ± 273.01"),
         "{line}"
@@ -90,14 +87,16 @@ fn text_and_json_say_the_same() {
     assert_eq!(json["regressed"], true);
 }
 
+/// The line of a comparison's text that starts with `start` (the measurement) and names `figure`.
+fn text_line<'a>(text: &'a str, start: &str, figure: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(start) && l.contains(figure))
+        .unwrap_or_else(|| panic!("no line {start}... {figure} in\n{text}"))
+}
+
 /// Scales every sample of one figure of one measurement, recomputing its statistics.
 fn scale(r: &mut netbench_cli::source::Loaded, measurement: &str, figure: &str, factor: f64) {
-    let m = r
-        .spec
-        .measurements
-        .iter_mut()
-        .find(|m| m.name == measurement)
-        .unwrap();
+    let m = measurement_mut(r, measurement);
     let f = m.metrics.iter_mut().find(|f| f.name == figure).unwrap();
     let values = f.values.iter().map(|v| v * factor).collect();
     *f = crds::stats::metric(&f.name, &f.unit, f.better, values);
@@ -178,10 +177,7 @@ fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
     let figures: usize = b.spec.measurements.iter().map(|m| m.metrics.len()).sum();
     assert_eq!(c.rows.len(), figures);
     let text = compare::to_text(&c);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("pod-rr ") && l.contains("transactionsPerSecond"))
-        .unwrap();
+    let line = text_line(&text, "pod-rr ", "transactionsPerSecond");
     assert!(
         line.contains("(tx/s)") && line.contains("-20.0%") && line.contains("regressed"),
         "{line}"
@@ -305,12 +301,7 @@ fn report_runs_without_a_cluster() {
 fn compare_sets_side_by_side_only_the_same_node_pair() {
     let a = fixtures(&["egress-protocols.yaml"]).remove(0);
     let mut b = a.clone();
-    let moved = b
-        .spec
-        .measurements
-        .iter_mut()
-        .find(|m| m.name == "pod-rr")
-        .unwrap();
+    let moved = measurement_mut(&mut b, "pod-rr");
     moved
         .parameters
         .insert("serverNode".into(), "worker-1".into());

@@ -49,13 +49,8 @@ pub fn section(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
             out.markdown.push('\n');
             bars(number, &tag, &r.spec.benchmark.name, &single, out)?;
             let reads = latency::read(single.iter().map(|c| (c.m, c.m.name.clone())));
-            latency_part(
-                number,
-                &tag,
-                &format!("{}: {protocol}", r.spec.benchmark.name),
-                &reads,
-                out,
-            )?;
+            let title = format!("{}: {protocol} latency", r.spec.benchmark.name);
+            latency::section(out, number, &tag, &title, &reads, LATENCY_ROWS)?;
         }
         for (k, g) in mine {
             if let Some(s) = egress::sweep(g) {
@@ -66,20 +61,8 @@ pub fn section(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
     super::pairs::section(number, &r.spec.benchmark.name, &r.spec.measurements, out)
 }
 
-/// The merged-latency table and the distribution charts of some cases.
-fn latency_part(
-    number: usize,
-    tag: &str,
-    title: &str,
-    reads: &[latency::Read<'_>],
-    out: &mut Rendered,
-) -> Result<()> {
-    if let Some(t) = latency::table(reads, "case", "transactions") {
-        out.markdown.push_str(&t);
-        out.markdown.push('\n');
-    }
-    latency::charts(out, number, tag, &format!("{title} latency"), reads)
-}
+/// The rows of a latency table of cases: a case each, over its transactions.
+const LATENCY_ROWS: (&str, &str) = ("case", "transactions");
 
 /// A bar per unswept case of its protocol's headline figure, coloured by offload profile. The
 /// tcp-stream chart keeps the name it always had, `N-egress-throughput.svg`.
@@ -154,8 +137,15 @@ fn swept(
             .iter()
             .map(|row| (row.m, cases::swept_values(s, row))),
     );
-    let title = format!("{}: {}", r.spec.benchmark.name, g.case);
-    latency_part(number, &format!("sweep-{k}"), &title, &reads, out)
+    let title = format!("{}: {} latency", r.spec.benchmark.name, g.case);
+    latency::section(
+        out,
+        number,
+        &format!("sweep-{k}"),
+        &title,
+        &reads,
+        LATENCY_ROWS,
+    )
 }
 
 /// The figures a sweep chart draws: the protocol's main figures the rows have, else the first
