@@ -561,6 +561,14 @@ pub async fn shipped_target_with(
     rolled_out(ns, name);
 }
 
+/// Creates the Deployment and the Service of `nginx(name, cpu)` in `ns`.
+pub async fn create_nginx(client: &Client, ns: &str, name: &str, cpu: &str) {
+    let (deploy, svc) = nginx(name, cpu);
+    for obj in [&deploy, &svc] {
+        create(client, ns, obj).await.unwrap();
+    }
+}
+
 /// A Deployment + Service of the in-cluster nginx image, for sweeps.
 pub fn nginx(name: &str, cpu: &str) -> (Value, Value) {
     let deploy = serde_json::json!({

@@ -33,9 +33,7 @@ async fn assert_no_routes(client: &kube::Client, ns: &str) {
 
 /// The Service "web" (nginx) in `ns`, and an Ingress of class traefik for `host` to it.
 async fn backend_with_ingress(client: &kube::Client, ns: &str, host: &str) {
-    let (d, s) = nginx("web", "100m");
-    create(client, ns, &d).await.unwrap();
-    create(client, ns, &s).await.unwrap();
+    create_nginx(client, ns, "web", "100m").await;
     let ingress = json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "web"},

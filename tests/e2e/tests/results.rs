@@ -239,10 +239,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
 async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     let client = client().await;
     let ns = TestNs::new(&client, "regress").await;
-    let (web, web_svc) = nginx("web", "100m");
-    for obj in [&web, &web_svc] {
-        create(&client, &ns.name, obj).await.unwrap();
-    }
+    create_nginx(&client, &ns.name, "web", "100m").await;
     rolled_out(&ns.name, "web");
     // The slowed target answers each request after 50 ms: 8 connections give at most 160
     // req/s, whatever else the nodes' cores are doing. (An nginx held to a hundredth of a CPU
@@ -486,10 +483,7 @@ async fn a_baseline_with_a_different_fingerprint_is_not_used() {
 async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
     let client = client().await;
     let ns = TestNs::new(&client, "regime").await;
-    let (web, web_svc) = nginx("web", "500m");
-    for obj in [&web, &web_svc] {
-        create(&client, &ns.name, obj).await.unwrap();
-    }
+    create_nginx(&client, &ns.name, "web", "500m").await;
     let rollout = || {
         kubectl(&[
             "-n",
