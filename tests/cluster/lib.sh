@@ -209,6 +209,18 @@ spec:
 EOF
 }
 
+# wait_hello HOST NAMESPACE SERVICE: waits (60 s at most) until Service SERVICE of NAMESPACE (an
+# ingress controller or a Gateway) answers "hello" (the test backend) for Host HOST.
+wait_hello() {
+    local host=$1 ip deadline
+    ip=$(kc -n "$2" get service "$3" -o jsonpath='{.spec.clusterIP}')
+    deadline=$((SECONDS + 60))
+    until [[ $(curl -s -m 2 -H "Host: $host" "http://$ip/") == hello ]]; do
+        ((SECONDS < deadline)) || die "http://$host/ through $3 ($ip) does not answer hello"
+        sleep 1 # pause between attempts; the answer above is what is waited for
+    done
+}
+
 # start_etcd_member BIN NAME CLIENT_PORT PEER_PORT: starts etcd BIN as the one member NAME of its
 # cluster, data in $NB_STATE/etcd, listening on 127.0.0.1 (no fsync: the data is thrown away), and
 # waits until it is healthy.
