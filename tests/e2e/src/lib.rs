@@ -516,6 +516,11 @@ pub fn events(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
     kubectl(&[&args[..], output].concat())
 }
 
+/// The messages of `ns`'s Events with `reason`, space-separated.
+pub fn event_messages(ns: &str, reason: &str) -> Result<String> {
+    events(ns, reason, &["-o", "jsonpath={.items[*].message}"])
+}
+
 /// The operator's /metrics, fetched from its pod IP (the host routes to pods).
 pub async fn operator_metrics(client: &Client) -> Result<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), "netbench-system")
