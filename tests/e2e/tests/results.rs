@@ -60,6 +60,16 @@ fn regressed(v: &Value) -> &Value {
     &condition(v, "Regressed")["status"]
 }
 
+/// The message of a Succeeded run's Regressed condition, once its (status, reason) are checked
+/// (`context` is shown with the run's status when the status is not the one expected).
+fn regressed_message(done: &Value, (status, reason): (&str, &str), context: &str) -> String {
+    assert_phase(done, "Succeeded");
+    let c = condition(done, "Regressed");
+    assert_eq!(c["status"], status, "{:#}\n{context}", done["status"]);
+    assert_eq!(c["reason"], reason);
+    c["message"].as_str().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     let client = client().await;
@@ -271,11 +281,7 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     assert_eq!(*regressed(&same), "False", "{:#}", same["status"]);
 
     let slowed = create_and_wait(&client, &judged("slowed", "slow"), FINISHED, RUN_TIMEOUT).await;
-    assert_phase(&slowed, "Succeeded");
-    let c = condition(&slowed, "Regressed");
-    assert_eq!(c["status"], "True", "{:#}\n{seen}", slowed["status"]);
-    assert_eq!(c["reason"], "Regressed");
-    let message = c["message"].as_str().unwrap();
+    let message = regressed_message(&slowed, ("True", "Regressed"), &seen);
     assert!(
         message.contains("step 0 rps") && message.contains(&baseline_result),
         "{message}"
@@ -440,11 +446,7 @@ async fn a_baseline_with_a_different_fingerprint_is_not_used() {
     let mut other = pinned("other", "nb-node2");
     set(&mut other, "/spec/baseline", baseline(json!([])));
     let other = create_and_wait(&client, &other, FINISHED, RUN_TIMEOUT).await;
-    assert_phase(&other, "Succeeded");
-    let c = condition(&other, "Regressed");
-    assert_eq!(c["status"], "Unknown", "{:#}", other["status"]);
-    assert_eq!(c["reason"], "OtherEnvironment");
-    let message = c["message"].as_str().unwrap();
+    let message = regressed_message(&other, ("Unknown", "OtherEnvironment"), "");
     assert!(
         message.contains(&format!("{base_result}: placement")),
         "{message}"
