@@ -54,7 +54,14 @@ pub fn section(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
         }
         for (k, g) in mine {
             if let Some(s) = egress::sweep(g) {
-                swept(number, k, r, g, &s, &cases, out)?;
+                let c = SweptCase {
+                    number,
+                    k,
+                    benchmark: &r.spec.benchmark.name,
+                    g,
+                    s: &s,
+                };
+                swept(c, &cases, out)?;
             }
         }
     }
@@ -106,16 +113,25 @@ fn bars(
     Ok(())
 }
 
-/// A swept case: where it ran, its table, its chart and its latency.
-fn swept(
+/// The `k`th case group of the `number`th result of the report, `g`, swept as `s`.
+#[derive(Clone, Copy)]
+struct SweptCase<'a> {
     number: usize,
     k: usize,
-    r: &Loaded,
-    g: &Group<'_>,
-    s: &Sweep<'_>,
-    cases: &[Case<'_>],
-    out: &mut Rendered,
-) -> Result<()> {
+    benchmark: &'a str,
+    g: &'a Group<'a>,
+    s: &'a Sweep<'a>,
+}
+
+/// A swept case: where it ran, its table, its chart and its latency.
+fn swept(c: SweptCase<'_>, cases: &[Case<'_>], out: &mut Rendered) -> Result<()> {
+    let SweptCase {
+        number,
+        k,
+        benchmark,
+        g,
+        s,
+    } = c;
     let axes: Vec<&str> = s.axes.iter().map(|a| a.describe()).collect();
     out.markdown.push_str(&format!(
         "#### Case {} swept over {}\n\n",
@@ -131,13 +147,13 @@ fn swept(
     out.markdown.push('\n');
     out.markdown.push_str(&cases::sweep_table(s, cases, main));
     out.markdown.push('\n');
-    sweep_chart(number, k, &r.spec.benchmark.name, g, s, out)?;
+    sweep_chart(c, out)?;
     let reads = latency::read(
         s.rows
             .iter()
             .map(|row| (row.m, cases::swept_values(s, row))),
     );
-    let title = format!("{}: {} latency", r.spec.benchmark.name, g.case);
+    let title = format!("{benchmark}: {} latency", g.case);
     latency::section(
         out,
         number,
@@ -169,14 +185,14 @@ fn drawn_figures(g: &Group<'_>, rows: &[&Measurement]) -> Vec<Column> {
 
 /// The chart of a sweep: each drawn figure against the first swept parameter, a line per
 /// value of the second one.
-fn sweep_chart(
-    number: usize,
-    k: usize,
-    benchmark: &str,
-    g: &Group<'_>,
-    s: &Sweep<'_>,
-    out: &mut Rendered,
-) -> Result<()> {
+fn sweep_chart(c: SweptCase<'_>, out: &mut Rendered) -> Result<()> {
+    let SweptCase {
+        number,
+        k,
+        benchmark,
+        g,
+        s,
+    } = c;
     let Some(x) = s.axes.first().copied() else {
         out.markdown.push_str(
             "Its measurements differ in no swept parameter (message size, streams): no chart.\n\n",
