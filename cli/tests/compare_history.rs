@@ -34,6 +34,12 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts that the command was refused (exit 2) with an error holding `expected`.
+fn assert_refused(out: &std::process::Output, expected: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(out));
+    assert!(stderr(out).contains(expected), "{}", stderr(out));
+}
+
 /// A file of this test's own in the temp directory.
 fn temp_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("netbench-compare-history-{}", std::process::id()));
@@ -222,20 +228,10 @@ fn history_arguments_are_checked() {
     let out = netbench(&["compare", "--file", step, "--runs", "5"]);
     assert_eq!(out.status.code(), Some(2));
     let out = history_of("pod/x", std::path::Path::new(step), &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("unknown benchmark kind"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "unknown benchmark kind");
     // A benchmark the files do not hold: an error naming it.
     let out = history_of("eb/nightly", std::path::Path::new(step), &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("no result of EgressBenchmark"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "no result of EgressBenchmark");
 }
 
 /// A history of `n` results of one step, whose rps means cycle through absurd values.
@@ -376,12 +372,7 @@ fn hostile_files_through_the_binary_are_refused_or_judged_never_a_panic() {
     // Not a number (YAML can say .nan and .inf; a file is read as JSON values): refused, exit 2.
     let path = temp_file("nan.yaml", &yaml(&["5", "5", ".nan", "5", "-.inf", "5"]));
     let out = history_of("ib/nightly", &path, &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("document 3, item 1 is not a valid BenchmarkResult"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "document 3, item 1 is not a valid BenchmarkResult");
     // More results than a command reads: refused with the reason, exit 2.
     let many: Vec<serde_json::Value> = (0..1001)
         .map(|i| object(i, serde_json::json!(1.0)))
@@ -389,10 +380,5 @@ fn hostile_files_through_the_binary_are_refused_or_judged_never_a_panic() {
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": many});
     let path = temp_file("many.json", &list.to_string());
     let out = history_of("ib/nightly", &path, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("more than 1000 results"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "more than 1000 results");
 }

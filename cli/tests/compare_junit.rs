@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{elements, fixture_path, fixtures, netbench, xml};
+use common::{elements, fixture_path, fixtures, measurement_mut, netbench, xml};
 use netbench_cli::compare::{self, Comparison};
 
 fn sweep_then_regressed(tolerance: f64) -> Comparison {
@@ -66,10 +66,7 @@ fn a_wide_tolerance_forgives_a_significant_drop() {
 fn text_and_json_say_the_same() {
     let c = sweep_then_regressed(5.0);
     let text = compare::to_text(&c);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("step 3") && l.contains("rps"))
-        .unwrap();
+    let line = text_line(&text, "step 3", "rps");
     assert!(
         line.contains("20696.19 ± 235.10") && line.contains("14120.27 ± 273.01"),
         "{line}"
@@ -90,14 +87,16 @@ fn text_and_json_say_the_same() {
     assert_eq!(json["regressed"], true);
 }
 
+/// The line of a comparison's text that starts with `start` (the measurement) and names `figure`.
+fn text_line<'a>(text: &'a str, start: &str, figure: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(start) && l.contains(figure))
+        .unwrap_or_else(|| panic!("no line {start}... {figure} in\n{text}"))
+}
+
 /// Scales every sample of one figure of one measurement, recomputing its statistics.
 fn scale(r: &mut netbench_cli::source::Loaded, measurement: &str, figure: &str, factor: f64) {
-    let m = r
-        .spec
-        .measurements
-        .iter_mut()
-        .find(|m| m.name == measurement)
-        .unwrap();
+    let m = measurement_mut(r, measurement);
     let f = m.metrics.iter_mut().find(|f| f.name == figure).unwrap();
     let values = f.values.iter().map(|v| v * factor).collect();
     *f = crds::stats::metric(&f.name, &f.unit, f.better, values);
@@ -147,29 +146,29 @@ fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
     assert_eq!(tps.verdict, "regressed", "fewer transactions/s is worse");
     assert!((tps.judged.delta_percent + 20.0).abs() < 1e-6);
     assert_eq!(tps.unit, "tx/s");
-    assert_eq!(
-        row(&c, "pod-rr", "p99Ms").verdict,
-        "regressed",
-        "a higher p99 is worse"
-    );
-    assert_eq!(
-        row(&c, "pod-udp", "jitterMs").verdict,
-        "better",
-        "less jitter is better"
-    );
-    assert_eq!(
-        row(&c, "rr-sizes/4096", "clientCpuUsPerTransaction").verdict,
-        "regressed",
-        "a swept measurement is judged against the same size"
-    );
-    assert_eq!(
-        row(&c, "service-rr", "transactionsPerSecond").verdict,
-        "same"
-    );
-    assert_eq!(
-        row(&c, "udp-streams/8", "receiverBitsPerSecond").verdict,
-        "same"
-    );
+    for (measurement, metric, verdict, why) in [
+        ("pod-rr", "p99Ms", "regressed", "a higher p99 is worse"),
+        ("pod-udp", "jitterMs", "better", "less jitter is better"),
+        (
+            "rr-sizes/4096",
+            "clientCpuUsPerTransaction",
+            "regressed",
+            "a swept measurement is judged against the same size",
+        ),
+        ("service-rr", "transactionsPerSecond", "same", "unchanged"),
+        (
+            "udp-streams/8",
+            "receiverBitsPerSecond",
+            "same",
+            "unchanged",
+        ),
+    ] {
+        assert_eq!(
+            row(&c, measurement, metric).verdict,
+            verdict,
+            "{measurement} {metric}: {why}"
+        );
+    }
     // Loss: 0.01 % with an interval that holds 0, now 0.1 %: worse, beyond the tolerance.
     let loss = row(&c, "pod-udp-rr", "lossPercent");
     assert!(loss.judged.exceeds_tolerance, "{loss:?}");
@@ -178,10 +177,7 @@ fn compare_judges_request_response_and_udp_figures_by_their_own_direction() {
     let figures: usize = b.spec.measurements.iter().map(|m| m.metrics.len()).sum();
     assert_eq!(c.rows.len(), figures);
     let text = compare::to_text(&c);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("pod-rr ") && l.contains("transactionsPerSecond"))
-        .unwrap();
+    let line = text_line(&text, "pod-rr ", "transactionsPerSecond");
     assert!(
         line.contains("(tx/s)") && line.contains("-20.0%") && line.contains("regressed"),
         "{line}"
@@ -253,23 +249,28 @@ fn junit_has_a_suite_per_benchmark_and_fails_the_regressed_figure() {
     assert_eq!(suites[1].attribute("tests"), Some("1"));
 }
 
-#[test]
-fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
-    let path = std::env::temp_dir().join(format!("netbench-cli-junit-{}.xml", std::process::id()));
-    let f = fixture_path("hostile.yaml");
-    let out = netbench(&[
-        "junit",
+/// Runs `netbench COMMAND --file <fixture> --out OUT` and asserts that it succeeded.
+fn run_to(command: &str, fixture: &str, out: &std::path::Path) {
+    let f = fixture_path(fixture);
+    let run = netbench(&[
+        command,
         "--file",
         f.to_str().unwrap(),
         "--out",
-        path.to_str().unwrap(),
+        out.to_str().unwrap(),
     ]);
     assert_eq!(
-        out.status.code(),
+        run.status.code(),
         Some(0),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&run.stderr)
     );
+}
+
+#[test]
+fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
+    let path = std::env::temp_dir().join(format!("netbench-cli-junit-{}.xml", std::process::id()));
+    run_to("junit", "hostile.yaml", &path);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     let doc = xml(&text);
@@ -285,20 +286,7 @@ fn junit_of_hostile_names_is_still_xml_and_goes_to_a_file() {
 #[test]
 fn report_runs_without_a_cluster() {
     let dir = std::env::temp_dir().join(format!("netbench-cli-bin-report-{}", std::process::id()));
-    let f = fixture_path("egress-offload.yaml");
-    let out = netbench(&[
-        "report",
-        "--file",
-        f.to_str().unwrap(),
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_to("report", "egress-offload.yaml", &dir);
     assert!(dir.join("report.md").exists() && dir.join("1-egress-throughput.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
     // A missing file is an error naming it.
@@ -313,12 +301,7 @@ fn report_runs_without_a_cluster() {
 fn compare_sets_side_by_side_only_the_same_node_pair() {
     let a = fixtures(&["egress-protocols.yaml"]).remove(0);
     let mut b = a.clone();
-    let moved = b
-        .spec
-        .measurements
-        .iter_mut()
-        .find(|m| m.name == "pod-rr")
-        .unwrap();
+    let moved = measurement_mut(&mut b, "pod-rr");
     moved
         .parameters
         .insert("serverNode".into(), "worker-1".into());

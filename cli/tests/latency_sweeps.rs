@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{chart, elements, fixtures, series, texts, xml};
+use common::{chart, elements, fixtures, measurement_mut, series, texts, xml};
 use crds::history::Better;
 use crds::result::Measurement;
 use crds::stats::metric;
@@ -485,12 +485,7 @@ fn chart_titles_are_never_cut() {
 #[test]
 fn a_sweep_across_node_pairs_is_not_drawn_as_one_line() {
     let mut results = fixtures(&["egress-protocols.yaml"]);
-    let moved = results[0]
-        .spec
-        .measurements
-        .iter_mut()
-        .find(|m| m.name == "rr-sizes/1024")
-        .unwrap();
+    let moved = measurement_mut(&mut results[0], "rr-sizes/1024");
     moved
         .parameters
         .insert("clientNode".into(), "worker-2".into());

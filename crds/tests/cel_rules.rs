@@ -5,12 +5,9 @@ mod support;
 use serde_json::{json, Value};
 
 fn ingress() -> Value {
-    support::yaml_to_json(
+    support::benchmark(
+        "IngressBenchmark",
         r#"
-apiVersion: netbench.io/v1alpha1
-kind: IngressBenchmark
-metadata: {name: t}
-spec:
   target: {url: "http://nginx.default.svc:8080/"}
   load: {connections: 10, threads: 2, duration: 10s, warmup: 2s}
   workers: {replicas: 2, nodeNames: [a, b]}
@@ -22,12 +19,9 @@ spec:
 }
 
 fn egress() -> Value {
-    support::yaml_to_json(
+    support::benchmark(
+        "EgressBenchmark",
         r#"
-apiVersion: netbench.io/v1alpha1
-kind: EgressBenchmark
-metadata: {name: t}
-spec:
   baselineCase: a
   offload:
     profiles: [{name: off, settings: [{interface: vx0, features: {tx-checksumming: false}}]}]

@@ -6,12 +6,9 @@ mod support;
 use serde_json::{json, Value};
 
 fn ingress(gates: Value) -> Value {
-    let mut obj = support::yaml_to_json(
+    let mut obj = support::benchmark(
+        "IngressBenchmark",
         r#"
-apiVersion: netbench.io/v1alpha1
-kind: IngressBenchmark
-metadata: {name: t}
-spec:
   target: {url: "http://nginx.default.svc:8080/"}
   load: {connections: 10, threads: 2, duration: 60s}
 "#,
@@ -21,12 +18,9 @@ spec:
 }
 
 fn egress(gates: Value) -> Value {
-    let mut obj = support::yaml_to_json(
+    let mut obj = support::benchmark(
+        "EgressBenchmark",
         r#"
-apiVersion: netbench.io/v1alpha1
-kind: EgressBenchmark
-metadata: {name: t}
-spec:
   cases:
     - {name: a, client: {nodeName: n1}, server: {nodeName: n2}}
 "#,

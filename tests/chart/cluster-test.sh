@@ -100,29 +100,8 @@ first_run() {
 
 # Test target: the Service ingress-simple.yaml names, in our own namespace.
 kubectl create namespace "$bench_ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl -n "$bench_ns" apply -f - >/dev/null <<EOF2
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: nginx-target}
-spec:
-  selector: {matchLabels: {app: nginx-target}}
-  template:
-    metadata: {labels: {app: nginx-target}}
-    spec:
-      containers:
-      - name: nginx
-        image: netbench/nginx-target:0.1.0
-        imagePullPolicy: Never
-        ports: [{containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: nginx-target}
-spec:
-  selector: {app: nginx-target}
-  ports: [{port: 8080, targetPort: 8080}]
-EOF2
+(source "$cluster/lib.sh" && nginx_yaml nginx-target "$bench_ns" "" 8080) |
+    kubectl -n "$bench_ns" apply -f - >/dev/null
 kubectl -n "$bench_ns" rollout status deployment/nginx-target --timeout=120s >/dev/null
 # ingress-simple.yaml pointed at that Service, and a two-step CPU sweep of the same target (so
 # the per-step and linear-scaling panels have data; sweeps need security.sweepNamespaces).

@@ -18,6 +18,7 @@
 # grpc, protobuf, ...), and -trimpath keys the build cache by module path and version only, so
 # what the binaries share is compiled once instead of once per binary. All static
 # (CGO_ENABLED=0). GOMODCACHE/GOCACHE stay in Go's default places so they persist.
+# shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_cmds go sha256sum jq
@@ -87,15 +88,9 @@ package_of() {
 # module_version PATH: the version of module PATH the workspace selected.
 module_version() { (cd "$work" && go list -m -f '{{.Version}}' "$1"); }
 
-minor=${NB_K8S_VERSION#v1.}
-minor=${minor%%.*}
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # One -ldflags for every binary: each -X names a package of one of them only.
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$NB_K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$now"
-done
+ldflags="-s -w$(k8s_version_ldflags "$NB_K8S_VERSION" "$now")"
 traefik_version=$(module_version github.com/traefik/traefik/v3)
 helm_version=$(module_version helm.sh/helm/v4)
 helm3_version=$(module_version helm.sh/helm/v3)
@@ -118,11 +113,7 @@ ldflags+=" -X github.com/rhysd/actionlint.version=$actionlint_version"
 # others (what it shares with them is compiled by then).
 pkgs=()
 for b in "${missing[@]}"; do [[ $b == helm3 ]] || pkgs+=("$(package_of "$b")"); done
-tmp="$out.tmp.$$"
-rm -rf "$tmp"
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-start=$SECONDS
+begin_build "$out"
 log "building ${missing[*]} in one Go workspace (cold: about 25 min for all on 2 cores)"
 if ((${#pkgs[@]} > 0)); then
     (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}")
@@ -155,10 +146,7 @@ if [[ " ${missing[*]} " == *" kwok "* ]]; then
         cat "$kwok_dir/kustomize/stage/$f"
     done >"$tmp/kwok-stages.yaml"
 fi
-mkdir -p "$out"
-mv "$tmp"/* "$out/"
 # Keep the three newest builds (other checkouts may use them), drop older ones.
-find "$NB_CACHE/bin" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
-    sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
+finish_build "$out" 3
 log "built ${missing[*]} in $((SECONDS - start))s into $out"
 echo "$out"

@@ -39,28 +39,7 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: netbench-target}
 ---
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: nginx-target, namespace: netbench-target}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: nginx-target}}
-  template:
-    metadata: {labels: {app: nginx-target}}
-    spec:
-      containers:
-      - name: nginx
-        image: $NB_NGINX_IMAGE
-        imagePullPolicy: Never
-        ports: [{containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: nginx-target, namespace: netbench-target}
-spec:
-  selector: {app: nginx-target}
-  ports: [{port: 80, targetPort: 8080}]
+$(nginx_yaml nginx-target netbench-target 1 80)
 EOF
 kc -n netbench-target rollout status deployment/nginx-target --timeout=180s
 

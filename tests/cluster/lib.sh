@@ -176,6 +176,96 @@ fail_with_log() {
     exit 1
 }
 
+# nginx_yaml NAME NAMESPACE REPLICAS PORT [POD_SPEC]: a Deployment NAME of REPLICAS test nginx
+# pods (none given: the Deployment's default) of $NB_NGINX_IMAGE (serves on 8080, ready once /
+# answers) and a Service NAME on PORT in front of them, in NAMESPACE. POD_SPEC: lines (each
+# ending in a newline, indented by 6) added to the pod spec.
+nginx_yaml() {
+    local replicas=""
+    [[ -z $3 ]] || replicas="  replicas: $3
+"
+    cat <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $2}
+spec:
+${replicas}  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+${5:-}      containers:
+      - name: nginx
+        image: $NB_NGINX_IMAGE
+        imagePullPolicy: Never
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $1, namespace: $2}
+spec:
+  selector: {app: $1}
+  ports: [{port: $4, targetPort: 8080}]
+EOF
+}
+
+# wait_hello HOST NAMESPACE SERVICE: waits (60 s at most) until Service SERVICE of NAMESPACE (an
+# ingress controller or a Gateway) answers "hello" (the test backend) for Host HOST.
+wait_hello() {
+    local host=$1 ip deadline
+    ip=$(kc -n "$2" get service "$3" -o jsonpath='{.spec.clusterIP}')
+    deadline=$((SECONDS + 60))
+    until [[ $(curl -s -m 2 -H "Host: $host" "http://$ip/") == hello ]]; do
+        ((SECONDS < deadline)) || die "http://$host/ through $3 ($ip) does not answer hello"
+        sleep 1 # pause between attempts; the answer above is what is waited for
+    done
+}
+
+# start_etcd_member BIN NAME CLIENT_PORT PEER_PORT: starts etcd BIN as the one member NAME of its
+# cluster, data in $NB_STATE/etcd, listening on 127.0.0.1 (no fsync: the data is thrown away), and
+# waits until it is healthy.
+start_etcd_member() {
+    start_component etcd "$1" --name "$2" --data-dir "$NB_STATE/etcd" \
+        --listen-client-urls "http://127.0.0.1:$3" \
+        --advertise-client-urls "http://127.0.0.1:$3" \
+        --listen-peer-urls "http://127.0.0.1:$4" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$4" \
+        --initial-cluster "$2=http://127.0.0.1:$4" \
+        --unsafe-no-fsync --log-level warn
+    wait_for etcd 60 curl -sf "http://127.0.0.1:$3/health"
+}
+
+# k8s_version_ldflags VERSION DATE: the -X flags (each after a space) that stamp Kubernetes
+# VERSION (v1.MINOR.PATCH) and build DATE into component-base and client-go, as its release build
+# does: what `--version` and the API server's /version report.
+k8s_version_ldflags() {
+    local minor=${1#v1.} pkg
+    minor=${minor%%.*}
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        printf ' -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s' "$pkg" "$1" "$pkg" "$pkg" "$minor"
+        printf ' -X %s.gitTreeState=clean -X %s.buildDate=%s' "$pkg" "$pkg" "$2"
+    done
+}
+
+# begin_build OUT: sets tmp to a fresh OUT.tmp.<pid> for a build to fill (removed when the
+# script exits) and start to now (in $SECONDS).
+begin_build() {
+    tmp="$1.tmp.$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    trap 'rm -rf "$tmp"' EXIT
+    start=$SECONDS
+}
+
+# finish_build OUT KEEP: moves what the build made in $tmp into OUT, then removes the builds
+# beside OUT but the KEEP newest.
+finish_build() {
+    mkdir -p "$1"
+    mv "$tmp"/* "$1/"
+    find "$(dirname "$1")" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
+        sort -rn | tail -n +$(($2 + 1)) | cut -d' ' -f2- | xargs -r rm -rf
+}
+
 # wait_for NAME SECONDS CMD...: retry CMD until it succeeds; fail with NAME's log on timeout or
 # if NAME's process died.
 wait_for() {

@@ -51,40 +51,21 @@ done
 kc version || fail "kubectl version"
 
 step "an nginx pod on every node behind a ClusterIP Service"
-kc apply -f - <<EOF || fail "apply"
-apiVersion: v1
-kind: Namespace
-metadata: {name: $NS}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: nginx, namespace: $NS}
-spec:
-  replicas: $NB_NODES
-  selector: {matchLabels: {app: nginx}}
-  template:
-    metadata: {labels: {app: nginx}}
-    spec:
-      topologySpreadConstraints:
+# One per real node (none on a kwok fake node).
+spread='      topologySpreadConstraints:
       - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: nginx}}}
       nodeSelector: {kubernetes.io/os: linux}
       affinity:
         nodeAffinity:
           requiredDuringSchedulingIgnoredDuringExecution:
             nodeSelectorTerms: [{matchExpressions: [{key: netbench.io/fake-node, operator: DoesNotExist}]}]
-      containers:
-      - name: nginx
-        image: $NB_NGINX_IMAGE
-        imagePullPolicy: Never
-        ports: [{containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
----
+'
+kc apply -f - <<EOF || fail "apply"
 apiVersion: v1
-kind: Service
-metadata: {name: nginx, namespace: $NS}
-spec:
-  selector: {app: nginx}
-  ports: [{port: 80, targetPort: 8080}]
+kind: Namespace
+metadata: {name: $NS}
+---
+$(nginx_yaml nginx "$NS" "$NB_NODES" 80 "$spread")
 EOF
 kc -n "$NS" rollout status deployment/nginx --timeout=180s || fail "nginx rollout"
 # nginx_ip NODE: the address of the nginx pod on NODE.

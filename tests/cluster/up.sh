@@ -95,14 +95,7 @@ make_target_host() {
 
 # --- etcd and control plane -----------------------------------------------------------------
 start_etcd() {
-    start_component etcd "$BIN/etcd" --name nb --data-dir "$NB_STATE/etcd" \
-        --listen-client-urls "http://127.0.0.1:$NB_ETCD_CLIENT_PORT" \
-        --advertise-client-urls "http://127.0.0.1:$NB_ETCD_CLIENT_PORT" \
-        --listen-peer-urls "http://127.0.0.1:$NB_ETCD_PEER_PORT" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$NB_ETCD_PEER_PORT" \
-        --initial-cluster "nb=http://127.0.0.1:$NB_ETCD_PEER_PORT" \
-        --unsafe-no-fsync --log-level warn
-    wait_for etcd 60 curl -sf "http://127.0.0.1:$NB_ETCD_CLIENT_PORT/health"
+    start_etcd_member "$BIN/etcd" nb "$NB_ETCD_CLIENT_PORT" "$NB_ETCD_PEER_PORT"
 }
 
 apiserver_ready() {

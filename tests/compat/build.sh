@@ -35,27 +35,16 @@ fi
 
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOWORK=off
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$COMPAT_K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$now"
-done
+ldflags="-s -w$(k8s_version_ldflags "$COMPAT_K8S_VERSION" "$now")"
 # Go 1.26 links it as it is (no -checklinkname=0 needed: no dependency of 1.30.14's kube-apiserver
 # pulls a runtime symbol that Go 1.23+ refuses).
 
-tmp=$out.tmp.$$
-rm -rf "$tmp"
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-start=$SECONDS
+begin_build "$out"
 log "building kube-apiserver $COMPAT_K8S_VERSION (cold: 6-7 min on 2 cores beside other builds, 6 CPU-minutes)"
 (cd "$COMPAT_DIR/apiserver" && go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" .)
 "$tmp/$name" --version | grep -qx "Kubernetes $COMPAT_K8S_VERSION" ||
     die "kube-apiserver --version does not say $COMPAT_K8S_VERSION: $("$tmp/$name" --version)"
-mkdir -p "$out"
-mv "$tmp"/* "$out/"
 # Keep the two newest builds, drop older ones.
-find "$NB_CACHE/compat" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp.*' -printf '%T@ %p\n' |
-    sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -rf
+finish_build "$out" 2
 log "built kube-apiserver $COMPAT_K8S_VERSION in $((SECONDS - start))s into $out"
 echo "$out/$name"

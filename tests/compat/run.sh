@@ -121,14 +121,7 @@ gen_cert apiserver kube-apiserver "" "DNS:localhost,IP:127.0.0.1"
 gen_cert admin netbench-admin system:masters
 write_kubeconfig admin admin
 
-start_component etcd "$bin/etcd" --name compat --data-dir "$NB_STATE/etcd" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
-    --initial-cluster "compat=http://127.0.0.1:$etcd_peer_port" \
-    --unsafe-no-fsync --log-level warn
-wait_for etcd 60 curl -sf "http://127.0.0.1:$etcd_port/health"
+start_etcd_member "$bin/etcd" compat "$etcd_port" "$etcd_peer_port"
 
 apiserver_ready() {
     curl -sf --cacert "$NB_PKI/ca.crt" --cert "$NB_PKI/admin.crt" --key "$NB_PKI/admin.key" \

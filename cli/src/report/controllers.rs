@@ -7,7 +7,7 @@
 use anyhow::Result;
 
 use crds::ingress::compare::comparison;
-use crds::ingress::{Comparison, Standing};
+use crds::ingress::{Comparison, ControllerRow, Standing};
 use crds::result::{BenchmarkResultSpec, MeasurementStats};
 
 use super::charts::{self, Bar};
@@ -131,42 +131,38 @@ pub fn section(
         out.markdown.push_str(&format!("- {}\n", md_text(line)));
     }
     out.markdown.push('\n');
-    let bar = |name: &str, mean: f64, ci: f64| Bar {
-        label: name.to_string(),
-        group: name.to_string(),
-        mean,
-        ci,
-    };
-    let rps: Vec<Bar> = c
-        .rows
-        .iter()
-        .map(|r| bar(&r.name, r.rps, r.rps_ci95))
-        .collect();
-    let svg = charts::bars(
-        &format!("{title}: requests/s per controller"),
-        "requests/s",
-        &rps,
-    )?;
-    push_chart(
-        out,
-        format!("{number}-controllers-rps{file_part}.svg"),
-        "requests/s per controller with 95% intervals",
-        svg,
-    );
-    let p99: Vec<Bar> = c
-        .rows
-        .iter()
-        .map(|r| bar(&r.name, r.p99_ms, r.p99_ci95_ms))
-        .collect();
-    let svg = charts::bars(&format!("{title}: p99 per controller"), "p99 (ms)", &p99)?;
-    push_chart(
-        out,
-        format!("{number}-controllers-p99{file_part}.svg"),
-        "p99 per controller with 95% intervals",
-        svg,
-    );
+    // requests/s and p99, each a bar per controller with its 95% interval.
+    let drawn: [(&str, &str, &str, RowFigure); 2] = [
+        ("requests/s", "requests/s", "rps", |r| (r.rps, r.rps_ci95)),
+        ("p99", "p99 (ms)", "p99", |r| (r.p99_ms, r.p99_ci95_ms)),
+    ];
+    for (figure, unit, file, value) in drawn {
+        let bars: Vec<Bar> = c
+            .rows
+            .iter()
+            .map(|r| {
+                let (mean, ci) = value(r);
+                Bar {
+                    label: r.name.clone(),
+                    group: r.name.clone(),
+                    mean,
+                    ci,
+                }
+            })
+            .collect();
+        let svg = charts::bars(&format!("{title}: {figure} per controller"), unit, &bars)?;
+        push_chart(
+            out,
+            format!("{number}-controllers-{file}{file_part}.svg"),
+            &format!("{figure} per controller with 95% intervals"),
+            svg,
+        );
+    }
     Ok(())
 }
+
+/// A figure of a controller's row and its 95% interval.
+type RowFigure = fn(&ControllerRow) -> (f64, f64);
 
 /// The per-sample route figures (spec.routeChanges), in the order a table shows them.
 const ROUTE_FIGURES: [(&str, &str); 6] = [

@@ -49,37 +49,27 @@ pub fn section(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
             out.markdown.push('\n');
             bars(number, &tag, &r.spec.benchmark.name, &single, out)?;
             let reads = latency::read(single.iter().map(|c| (c.m, c.m.name.clone())));
-            latency_part(
-                number,
-                &tag,
-                &format!("{}: {protocol}", r.spec.benchmark.name),
-                &reads,
-                out,
-            )?;
+            let title = format!("{}: {protocol} latency", r.spec.benchmark.name);
+            latency::section(out, number, &tag, &title, &reads, LATENCY_ROWS)?;
         }
         for (k, g) in mine {
             if let Some(s) = egress::sweep(g) {
-                swept(number, k, r, g, &s, &cases, out)?;
+                let c = SweptCase {
+                    number,
+                    k,
+                    benchmark: &r.spec.benchmark.name,
+                    g,
+                    s: &s,
+                };
+                swept(c, &cases, out)?;
             }
         }
     }
     super::pairs::section(number, &r.spec.benchmark.name, &r.spec.measurements, out)
 }
 
-/// The merged-latency table and the distribution charts of some cases.
-fn latency_part(
-    number: usize,
-    tag: &str,
-    title: &str,
-    reads: &[latency::Read<'_>],
-    out: &mut Rendered,
-) -> Result<()> {
-    if let Some(t) = latency::table(reads, "case", "transactions") {
-        out.markdown.push_str(&t);
-        out.markdown.push('\n');
-    }
-    latency::charts(out, number, tag, &format!("{title} latency"), reads)
-}
+/// The rows of a latency table of cases: a case each, over its transactions.
+const LATENCY_ROWS: (&str, &str) = ("case", "transactions");
 
 /// A bar per unswept case of its protocol's headline figure, coloured by offload profile. The
 /// tcp-stream chart keeps the name it always had, `N-egress-throughput.svg`.
@@ -123,16 +113,25 @@ fn bars(
     Ok(())
 }
 
-/// A swept case: where it ran, its table, its chart and its latency.
-fn swept(
+/// The `k`th case group of the `number`th result of the report, `g`, swept as `s`.
+#[derive(Clone, Copy)]
+struct SweptCase<'a> {
     number: usize,
     k: usize,
-    r: &Loaded,
-    g: &Group<'_>,
-    s: &Sweep<'_>,
-    cases: &[Case<'_>],
-    out: &mut Rendered,
-) -> Result<()> {
+    benchmark: &'a str,
+    g: &'a Group<'a>,
+    s: &'a Sweep<'a>,
+}
+
+/// A swept case: where it ran, its table, its chart and its latency.
+fn swept(c: SweptCase<'_>, cases: &[Case<'_>], out: &mut Rendered) -> Result<()> {
+    let SweptCase {
+        number,
+        k,
+        benchmark,
+        g,
+        s,
+    } = c;
     let axes: Vec<&str> = s.axes.iter().map(|a| a.describe()).collect();
     out.markdown.push_str(&format!(
         "#### Case {} swept over {}\n\n",
@@ -148,14 +147,21 @@ fn swept(
     out.markdown.push('\n');
     out.markdown.push_str(&cases::sweep_table(s, cases, main));
     out.markdown.push('\n');
-    sweep_chart(number, k, &r.spec.benchmark.name, g, s, out)?;
+    sweep_chart(c, out)?;
     let reads = latency::read(
         s.rows
             .iter()
             .map(|row| (row.m, cases::swept_values(s, row))),
     );
-    let title = format!("{}: {}", r.spec.benchmark.name, g.case);
-    latency_part(number, &format!("sweep-{k}"), &title, &reads, out)
+    let title = format!("{benchmark}: {} latency", g.case);
+    latency::section(
+        out,
+        number,
+        &format!("sweep-{k}"),
+        &title,
+        &reads,
+        LATENCY_ROWS,
+    )
 }
 
 /// The figures a sweep chart draws: the protocol's main figures the rows have, else the first
@@ -179,14 +185,14 @@ fn drawn_figures(g: &Group<'_>, rows: &[&Measurement]) -> Vec<Column> {
 
 /// The chart of a sweep: each drawn figure against the first swept parameter, a line per
 /// value of the second one.
-fn sweep_chart(
-    number: usize,
-    k: usize,
-    benchmark: &str,
-    g: &Group<'_>,
-    s: &Sweep<'_>,
-    out: &mut Rendered,
-) -> Result<()> {
+fn sweep_chart(c: SweptCase<'_>, out: &mut Rendered) -> Result<()> {
+    let SweptCase {
+        number,
+        k,
+        benchmark,
+        g,
+        s,
+    } = c;
     let Some(x) = s.axes.first().copied() else {
         out.markdown.push_str(
             "Its measurements differ in no swept parameter (message size, streams): no chart.\n\n",

@@ -79,6 +79,23 @@ pub fn table(reads: &[Read<'_>], what: &str, noun: &str) -> Option<String> {
     ))
 }
 
+/// The latency table of some measurements (a row per `what`, over all its `noun`), then their
+/// distribution charts (see `charts`).
+pub fn section(
+    out: &mut Rendered,
+    number: usize,
+    tag: &str,
+    title: &str,
+    reads: &[Read<'_>],
+    (what, noun): (&str, &str),
+) -> Result<()> {
+    if let Some(t) = table(reads, what, noun) {
+        out.markdown.push_str(&t);
+        out.markdown.push('\n');
+    }
+    charts(out, number, tag, title, reads)
+}
+
 /// The distribution charts of some measurements, linked into the report: `{number}-latency-
 /// {tag}.svg` (with `-2`, `-3`, ... when it takes more than one chart).
 pub fn charts(

@@ -158,12 +158,8 @@ fn ingress(number: usize, r: &Loaded, out: &mut Rendered) -> Result<()> {
         scaling_chart(number, "", &title, &steps, out)?;
     }
     let reads = latency::read(steps.iter().map(|s| (s.m, s.m.name.clone())));
-    if let Some(t) = latency::table(&reads, "step", "requests") {
-        out.markdown.push_str(&t);
-        out.markdown.push('\n');
-    }
     let title = format!("{}: latency per step", r.spec.benchmark.name);
-    latency::charts(out, number, "steps", &title, &reads)
+    latency::section(out, number, "steps", &title, &reads, ("step", "requests"))
 }
 
 /// Requests/s against size, with the line of linear scaling from the first step.

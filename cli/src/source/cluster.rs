@@ -41,23 +41,32 @@ pub async fn run_status(client: &Client, namespace: &str, b: &BenchRef) -> Resul
     let what = || format!("cannot read {} {namespace}/{}", b.kind.kind_name(), b.name);
     let status = match b.kind {
         BenchKind::Ingress => {
-            let api: Api<IngressBenchmark> = Api::namespaced(client.clone(), namespace);
-            api.get(&b.name)
-                .await
-                .with_context(what)?
-                .status
-                .map(|s| s.run)
+            let ib: IngressBenchmark = get(client, namespace, &b.name, what).await?;
+            ib.status.map(|s| s.run)
         }
         BenchKind::Egress => {
-            let api: Api<EgressBenchmark> = Api::namespaced(client.clone(), namespace);
-            api.get(&b.name)
-                .await
-                .with_context(what)?
-                .status
-                .map(|s| s.run)
+            let eb: EgressBenchmark = get(client, namespace, &b.name, what).await?;
+            eb.status.map(|s| s.run)
         }
     };
     Ok(status.unwrap_or_default())
+}
+
+/// Object `name` of kind `K` in `namespace`; an error says `what` could not be read.
+async fn get<K>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    what: impl FnOnce() -> String,
+) -> Result<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    api.get(name).await.with_context(what)
 }
 
 /// A benchmark's latest result (with the benchmark's conditions), followed by up to `history`

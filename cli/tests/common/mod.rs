@@ -29,6 +29,15 @@ pub fn fixtures(names: &[&str]) -> Vec<Loaded> {
         .collect()
 }
 
+/// The measurement `name` of a result, to change it.
+pub fn measurement_mut<'a>(r: &'a mut Loaded, name: &str) -> &'a mut crds::result::Measurement {
+    r.spec
+        .measurements
+        .iter_mut()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| panic!("no measurement {name}"))
+}
+
 /// Parses a document as XML; panics with the parser's message when it is not.
 pub fn xml(text: &str) -> roxmltree::Document<'_> {
     roxmltree::Document::parse(text).unwrap_or_else(|e| panic!("not XML: {e}\n{text}"))

@@ -38,6 +38,14 @@ pub fn yaml_to_json(yaml: &str) -> Value {
     serde_yaml::from_str(yaml).expect("valid YAML")
 }
 
+/// A benchmark of `kind` (netbench.io/v1alpha1) named t, whose spec is the YAML `spec` (its
+/// lines indented by two spaces).
+pub fn benchmark(kind: &str, spec: &str) -> Value {
+    yaml_to_json(&format!(
+        "apiVersion: netbench.io/v1alpha1\nkind: {kind}\nmetadata: {{name: t}}\nspec:{spec}"
+    ))
+}
+
 /// Every example manifest under deploy/examples, as (file name, JSON).
 pub fn examples() -> Vec<(String, Value)> {
     let dir = repo_root().join("deploy/examples");

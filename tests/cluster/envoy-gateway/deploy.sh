@@ -73,10 +73,5 @@ kc -n gateway-envoy wait gateway/bench --for condition=Programmed --timeout=180s
 kc -n envoy-gateway-system rollout status deployment/envoy-bench --timeout=180s >&2
 kc -n ingress-backend wait httproute/hello-eg --timeout=60s \
     --for 'jsonpath={.status.parents[?(@.parentRef.name=="bench")].conditions[?(@.type=="Accepted")].status}=True' >&2
-ip=$(kc -n envoy-gateway-system get service envoy-bench -o jsonpath='{.spec.clusterIP}')
-deadline=$((SECONDS + 60))
-until [[ $(curl -s -m 2 -H 'Host: hello-eg.bench.local' "http://$ip/") == hello ]]; do
-    ((SECONDS < deadline)) || die "http://hello-eg.bench.local/ through envoy-bench ($ip) does not answer hello"
-    sleep 1 # pause between attempts; the answer above is what is waited for
-done
+wait_hello hello-eg.bench.local envoy-gateway-system envoy-bench
 log "envoy-bench on $gateway_node routes hello-eg.bench.local (HTTPRoute) to ingress-backend/nginx"

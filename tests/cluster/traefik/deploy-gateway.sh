@@ -25,10 +25,5 @@ kc -n gateway-traefik rollout status deployment/traefik-gateway --timeout=180s >
 kc -n gateway-traefik wait gateway/bench --for condition=Programmed --timeout=60s >&2
 kc -n ingress-backend wait httproute/hello-gw --timeout=60s \
     --for 'jsonpath={.status.parents[?(@.parentRef.name=="bench")].conditions[?(@.type=="Accepted")].status}=True' >&2
-ip=$(kc -n gateway-traefik get service traefik-gateway -o jsonpath='{.spec.clusterIP}')
-deadline=$((SECONDS + 60))
-until [[ $(curl -s -m 2 -H 'Host: hello-gw.bench.local' "http://$ip/") == hello ]]; do
-    ((SECONDS < deadline)) || die "http://hello-gw.bench.local/ through traefik-gateway ($ip) does not answer hello"
-    sleep 1 # pause between attempts; the answer above is what is waited for
-done
+wait_hello hello-gw.bench.local gateway-traefik traefik-gateway
 log "traefik-gateway on $gateway_node routes hello-gw.bench.local (HTTPRoute) to ingress-backend/nginx"

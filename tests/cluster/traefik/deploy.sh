@@ -27,11 +27,6 @@ pin ingress-traefik traefik "$controller_node"
 pin ingress-backend nginx "$backend_node"
 kc -n ingress-traefik rollout status deployment/traefik --timeout=180s >&2
 kc -n ingress-backend rollout status deployment/nginx --timeout=180s >&2
-ip=$(kc -n ingress-traefik get service traefik -o jsonpath='{.spec.clusterIP}')
-deadline=$((SECONDS + 60))
-until [[ $(curl -s -m 2 -H 'Host: hello.bench.local' "http://$ip/") == hello ]]; do
-    ((SECONDS < deadline)) || die "http://hello.bench.local/ through traefik ($ip) does not answer hello"
-    sleep 1
-done
+wait_hello hello.bench.local ingress-traefik traefik
 log "traefik on $controller_node routes hello.bench.local to nginx on $backend_node"
 "$NB_CLUSTER_DIR/traefik/deploy-gateway.sh" "$gateway_node"

@@ -14,34 +14,32 @@ fn script() -> PathBuf {
 }
 
 fn run_script(action: &str) -> Result<String> {
-    let out = Command::new(script())
-        .arg(action)
-        .output()
-        .with_context(|| format!("running egress-net.sh {action}"))?;
-    if !out.status.success() {
-        bail!(
-            "egress-net.sh {action} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    stdout_of(
+        Command::new(script()).arg(action),
+        format!("running egress-net.sh {action}"),
+        format!("egress-net.sh {action} failed"),
+    )
 }
 
 /// Runs `program args` in `node`'s network namespace (each test node is one).
 fn in_node(node: &str, program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{node}"))
-        .arg("--")
-        .arg(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {program} on {node}"))?;
+    stdout_of(
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{node}"))
+            .arg("--")
+            .arg(program)
+            .args(args),
+        format!("running {program} on {node}"),
+        format!("{program} {} on {node}", args.join(" ")),
+    )
+}
+
+/// The stdout of `cmd`, which must succeed: else an error, `running` when it could not be run,
+/// `failed` and its stderr when it failed.
+fn stdout_of(cmd: &mut Command, running: String, failed: String) -> Result<String> {
+    let out = cmd.output().context(running)?;
     if !out.status.success() {
-        bail!(
-            "{program} {} on {node}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("{failed}: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

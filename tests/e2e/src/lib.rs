@@ -516,6 +516,11 @@ pub fn events(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
     kubectl(&[&args[..], output].concat())
 }
 
+/// The messages of `ns`'s Events with `reason`, space-separated.
+pub fn event_messages(ns: &str, reason: &str) -> Result<String> {
+    events(ns, reason, &["-o", "jsonpath={.items[*].message}"])
+}
+
 /// The operator's /metrics, fetched from its pod IP (the host routes to pods).
 pub async fn operator_metrics(client: &Client) -> Result<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), "netbench-system")
@@ -559,6 +564,14 @@ pub async fn shipped_target_with(
         create(client, ns, &object).await.unwrap();
     }
     rolled_out(ns, name);
+}
+
+/// Creates the Deployment and the Service of `nginx(name, cpu)` in `ns`.
+pub async fn create_nginx(client: &Client, ns: &str, name: &str, cpu: &str) {
+    let (deploy, svc) = nginx(name, cpu);
+    for obj in [&deploy, &svc] {
+        create(client, ns, obj).await.unwrap();
+    }
 }
 
 /// A Deployment + Service of the in-cluster nginx image, for sweeps.

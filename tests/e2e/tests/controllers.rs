@@ -33,9 +33,7 @@ async fn assert_no_routes(client: &kube::Client, ns: &str) {
 
 /// The Service "web" (nginx) in `ns`, and an Ingress of class traefik for `host` to it.
 async fn backend_with_ingress(client: &kube::Client, ns: &str, host: &str) {
-    let (d, s) = nginx("web", "100m");
-    create(client, ns, &d).await.unwrap();
-    create(client, ns, &s).await.unwrap();
+    create_nginx(client, ns, "web", "100m").await;
     let ingress = json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
         "metadata": {"name": "web"},
@@ -150,24 +148,14 @@ async fn two_data_planes_side_by_side_one_through_a_route_the_run_created_and_re
         ["0", "1", "65", "64"],
         "order of the samples' workers"
     );
-    let measured = events(
-        &ns.name,
-        "StepMeasured",
-        &["-o", "jsonpath={.items[*].message}"],
-    )
-    .unwrap();
+    let measured = event_messages(&ns.name, "StepMeasured").unwrap();
     assert!(
         measured.contains("step 1 (envoy-gateway) sample 2/2"),
         "{measured}"
     );
 
     // The route was created for the run and is gone with it; nothing else was touched.
-    let created = events(
-        &ns.name,
-        "RouteCreated",
-        &["-o", "jsonpath={.items[*].message}"],
-    )
-    .unwrap();
+    let created = event_messages(&ns.name, "RouteCreated").unwrap();
     assert!(
         created.contains("for controller envoy-gateway"),
         "{created}"

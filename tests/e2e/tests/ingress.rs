@@ -13,6 +13,14 @@ fn simple(ns: &str, url: &str, duration: &str) -> Value {
     ingress_simple(ns, url, duration, 8)
 }
 
+/// A 4 s ingress-simple.yaml in `ns` against TARGET with `value` at `pointer`: it must end Failed
+/// within 60 s, with no worker pod created.
+async fn simple_fails_with(client: &kube::Client, ns: &str, pointer: &str, value: Value) -> Value {
+    let mut ib = simple(ns, TARGET, "4s");
+    set(&mut ib, pointer, value);
+    fails_without_pods(client, &ib, Duration::from_secs(60)).await
+}
+
 /// Runs `ib` to its end within `timeout`: it must end Failed, with no worker pod created.
 async fn fails_without_pods(client: &kube::Client, ib: &Value, timeout: Duration) -> Value {
     let done = create_and_wait(client, ib, FINISHED, timeout).await;
@@ -232,39 +240,34 @@ async fn controllers_swept_side_by_side_each_scale_their_own_target_and_are_rest
 async fn invalid_spec_is_rejected_by_the_api_server_with_the_rules_message() {
     let client = client().await;
     let ns = TestNs::new(&client, "invalid").await;
-    let mut ib = simple(&ns.name, "http://x/", "4s");
-    set(&mut ib, "/spec/load/threads", json!(9));
-    let err = create(&client, &ns.name, &ib)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("load.connections must be at least load.threads"),
-        "{err}"
-    );
-    let mut ib = simple(&ns.name, "ftp://x/", "4s");
-    set(&mut ib, "/spec/load/threads", json!(1));
-    let err = create(&client, &ns.name, &ib)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("target.url must be an absolute http:// or https:// URL"),
-        "{err}"
-    );
+    for (url, threads, rule) in [
+        (
+            "http://x/",
+            9,
+            "load.connections must be at least load.threads",
+        ),
+        (
+            "ftp://x/",
+            1,
+            "target.url must be an absolute http:// or https:// URL",
+        ),
+    ] {
+        let mut ib = simple(&ns.name, url, "4s");
+        set(&mut ib, "/spec/load/threads", json!(threads));
+        let err = create(&client, &ns.name, &ib)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(rule), "{err}");
+    }
 }
 
 #[tokio::test]
 async fn unknown_node_fails_clearly_and_creates_no_pods() {
     let client = client().await;
     let ns = TestNs::new(&client, "nonode").await;
-    let mut ib = simple(&ns.name, TARGET, "4s");
-    set(
-        &mut ib,
-        "/spec/workers",
-        json!({"nodeNames": ["no-such-node"]}),
-    );
-    let done = fails_without_pods(&client, &ib, Duration::from_secs(60)).await;
+    let workers = json!({"nodeNames": ["no-such-node"]});
+    let done = simple_fails_with(&client, &ns.name, "/spec/workers", workers).await;
     let invalid = condition(&done, "Invalid");
     assert_eq!(invalid["status"], "True");
     assert!(
@@ -280,9 +283,7 @@ async fn unknown_node_fails_clearly_and_creates_no_pods() {
 async fn host_network_is_refused_without_the_admins_permission() {
     let client = client().await;
     let ns = TestNs::new(&client, "hostnet").await;
-    let mut ib = simple(&ns.name, TARGET, "4s");
-    set(&mut ib, "/spec/workers/hostNetwork", json!(true));
-    let done = fails_without_pods(&client, &ib, Duration::from_secs(60)).await;
+    let done = simple_fails_with(&client, &ns.name, "/spec/workers/hostNetwork", json!(true)).await;
     assert!(done["status"]["message"]
         .as_str()
         .unwrap()

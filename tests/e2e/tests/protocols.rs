@@ -230,12 +230,7 @@ async fn the_example_as_written_measures_every_case_on_one_node_pair() {
     let column = st["overhead"].as_str().unwrap_or_default();
     assert!(!column.contains("not comparable"), "{column}");
     // The Event that names the pair, once.
-    let said = events(
-        &ns.name,
-        "NodePair",
-        &["-o", "jsonpath={.items[*].message}"],
-    )
-    .unwrap();
+    let said = event_messages(&ns.name, "NodePair").unwrap();
     assert!(
         said.contains(&format!("client on {}, server on {}", chosen.0, chosen.1)),
         "{said}"
@@ -307,12 +302,7 @@ async fn cases_pinned_to_different_pairs_get_no_overhead_but_the_reason() {
     );
     assert_eq!(st["overhead"], "1 not comparable", "{st:#}");
     // No pair was chosen: every case placed itself.
-    let said = events(
-        &ns.name,
-        "NodePair",
-        &["-o", "jsonpath={.items[*].message}"],
-    )
-    .unwrap();
+    let said = event_messages(&ns.name, "NodePair").unwrap();
     assert!(said.trim().is_empty(), "{said}");
     wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }

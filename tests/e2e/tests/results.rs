@@ -60,6 +60,16 @@ fn regressed(v: &Value) -> &Value {
     &condition(v, "Regressed")["status"]
 }
 
+/// The message of a Succeeded run's Regressed condition, once its (status, reason) are checked
+/// (`context` is shown with the run's status when the status is not the one expected).
+fn regressed_message(done: &Value, (status, reason): (&str, &str), context: &str) -> String {
+    assert_phase(done, "Succeeded");
+    let c = condition(done, "Regressed");
+    assert_eq!(c["status"], status, "{:#}\n{context}", done["status"]);
+    assert_eq!(c["reason"], reason);
+    c["message"].as_str().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
     let client = client().await;
@@ -239,10 +249,7 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
 async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     let client = client().await;
     let ns = TestNs::new(&client, "regress").await;
-    let (web, web_svc) = nginx("web", "100m");
-    for obj in [&web, &web_svc] {
-        create(&client, &ns.name, obj).await.unwrap();
-    }
+    create_nginx(&client, &ns.name, "web", "100m").await;
     rolled_out(&ns.name, "web");
     // The slowed target answers each request after 50 ms: 8 connections give at most 160
     // req/s, whatever else the nodes' cores are doing. (An nginx held to a hundredth of a CPU
@@ -274,11 +281,7 @@ async fn a_slowed_target_regresses_and_an_unchanged_one_does_not() {
     assert_eq!(*regressed(&same), "False", "{:#}", same["status"]);
 
     let slowed = create_and_wait(&client, &judged("slowed", "slow"), FINISHED, RUN_TIMEOUT).await;
-    assert_phase(&slowed, "Succeeded");
-    let c = condition(&slowed, "Regressed");
-    assert_eq!(c["status"], "True", "{:#}\n{seen}", slowed["status"]);
-    assert_eq!(c["reason"], "Regressed");
-    let message = c["message"].as_str().unwrap();
+    let message = regressed_message(&slowed, ("True", "Regressed"), &seen);
     assert!(
         message.contains("step 0 rps") && message.contains(&baseline_result),
         "{message}"
@@ -443,11 +446,7 @@ async fn a_baseline_with_a_different_fingerprint_is_not_used() {
     let mut other = pinned("other", "nb-node2");
     set(&mut other, "/spec/baseline", baseline(json!([])));
     let other = create_and_wait(&client, &other, FINISHED, RUN_TIMEOUT).await;
-    assert_phase(&other, "Succeeded");
-    let c = condition(&other, "Regressed");
-    assert_eq!(c["status"], "Unknown", "{:#}", other["status"]);
-    assert_eq!(c["reason"], "OtherEnvironment");
-    let message = c["message"].as_str().unwrap();
+    let message = regressed_message(&other, ("Unknown", "OtherEnvironment"), "");
     assert!(
         message.contains(&format!("{base_result}: placement")),
         "{message}"
@@ -486,10 +485,7 @@ async fn a_baseline_with_a_different_fingerprint_is_not_used() {
 async fn a_target_slowed_from_the_4th_run_gives_a_new_regime_at_the_6th() {
     let client = client().await;
     let ns = TestNs::new(&client, "regime").await;
-    let (web, web_svc) = nginx("web", "500m");
-    for obj in [&web, &web_svc] {
-        create(&client, &ns.name, obj).await.unwrap();
-    }
+    create_nginx(&client, &ns.name, "web", "500m").await;
     let rollout = || {
         kubectl(&[
             "-n",

@@ -154,28 +154,18 @@ async fn forged_status_gets_no_job_and_no_patch() {
         "restore": {"tx-checksum-ip-generic": false},
         "recorded": true, "restored": false,
     }]);
-    patch_status(
-        &client,
-        EB,
-        &ns.name,
-        "forged",
-        json!({ "offload": offload }),
-    )
-    .await;
     let saved = json!({
         "kind": "Deployment", "namespace": victim_ns.name, "name": "victim",
         "container": "nginx", "containerIndex": 0, "replicas": 5,
         "resourcesJson": "{\"requests\":{\"cpu\":\"3\"},\"limits\":{\"cpu\":\"3\"}}",
         "restored": false,
     });
-    patch_status(
-        &client,
-        IB,
-        &ns.name,
-        "forged",
-        json!({ "savedTarget": saved }),
-    )
-    .await;
+    for (kind, status) in [
+        (EB, json!({ "offload": offload })),
+        (IB, json!({ "savedTarget": saved })),
+    ] {
+        patch_status(&client, kind, &ns.name, "forged", status).await;
+    }
     let forged = get_benchmark(&client, EB, &ns.name, "forged")
         .await
         .unwrap();

@@ -69,6 +69,23 @@ fn recomputed(values: &[f64]) -> (f64, f64, f64, f64) {
     (v.iter().sum(), rank(0.5), rank(0.05), rank(0.95))
 }
 
+/// Asserts that `ns` holds no worker pod.
+async fn assert_no_pods(client: &kube::Client, ns: &str) {
+    assert!(
+        worker_pods(client, ns).await.unwrap().is_empty(),
+        "no pod was created"
+    );
+}
+
+/// Creates `eb` and waits until it finished (60 s at most); asserts that its status message
+/// holds `expected`, and returns its phase.
+async fn refusal(client: &kube::Client, eb: &Value, expected: &str) -> Value {
+    let done = create_and_wait(client, eb, FINISHED, Duration::from_secs(60)).await;
+    let message = done["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(expected), "{message}");
+    done["status"]["phase"].clone()
+}
+
 #[tokio::test]
 async fn pairs_fan_in_and_a_three_node_matrix_are_placed_as_asked() {
     let client = client().await;
@@ -247,53 +264,32 @@ async fn a_pair_that_cannot_be_placed_or_too_many_pods_are_refused_before_any_po
         "stuck",
         json!({"fanIn": 2, "serverNodes": {"names": [NODES[0]]}, "clientNodes": {"names": [NODES[0]]}}),
     );
-    let done = create_and_wait(&client, &stuck, FINISHED, Duration::from_secs(60)).await;
-    assert_eq!(done["status"]["phase"], "Failed");
-    let message = done["status"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("pair 0: its client has no node but nb-node0, where its peer runs"),
-        "{message}"
+    assert_eq!(
+        refusal(
+            &client,
+            &stuck,
+            "pair 0: its client has no node but nb-node0, where its peer runs"
+        )
+        .await,
+        "Failed"
     );
     // 9 pairs are 18 pods; setup.sh keeps the chart's caps.maxWorkers of 16.
     let many = one("many", json!({"pairs": 9}));
-    let done = create_and_wait(&client, &many, FINISHED, Duration::from_secs(60)).await;
-    assert_eq!(done["status"]["phase"], "Failed");
-    let message = done["status"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("its worker pods (a client and a server per pair) is 18, above the cluster admin's cap of 16"),
-        "{message}"
-    );
-    assert!(
-        worker_pods(&client, &ns.name).await.unwrap().is_empty(),
-        "no pod was created"
-    );
+    assert_eq!(refusal(&client, &many, "its worker pods (a client and a server per pair) is 18, above the cluster admin's cap of 16").await, "Failed");
+    assert_no_pods(&client, &ns.name).await;
     // A matrix whose selector matches no node is refused, naming the selector.
     let nowhere = one(
         "nowhere",
         json!({"matrix": {}, "clientNodes": {"selector": {"netbench.io/e2e-no-such-pool": "x"}}}),
     );
-    let done = create_and_wait(&client, &nowhere, FINISHED, Duration::from_secs(60)).await;
-    assert_eq!(done["status"]["phase"], "Failed");
-    let message = done["status"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("case c: topology.clientNodes.selector netbench.io/e2e-no-such-pool=x matches 0 usable node(s) of 0"),
-        "{message}"
-    );
-    assert!(
-        worker_pods(&client, &ns.name).await.unwrap().is_empty(),
-        "no pod was created"
-    );
+    assert_eq!(refusal(&client, &nowhere, "case c: topology.clientNodes.selector netbench.io/e2e-no-such-pool=x matches 0 usable node(s) of 0").await, "Failed");
+    assert_no_pods(&client, &ns.name).await;
     // A node that does not exist is named.
     let ghost = one(
         "ghost",
         json!({"pairs": 1, "clientNodes": {"names": ["nb-nowhere"]}}),
     );
-    let done = create_and_wait(&client, &ghost, FINISHED, Duration::from_secs(60)).await;
-    let message = done["status"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("node nb-nowhere does not exist"),
-        "{message}"
-    );
+    refusal(&client, &ghost, "node nb-nowhere does not exist").await;
     assert_eq!(operator_restarts(&client).await, restarts);
 }
 

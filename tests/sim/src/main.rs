@@ -295,6 +295,39 @@ fn benchmarks_api(kube: kube::Client, kind: Kind) -> Api<DynamicObject> {
     Api::all_with(kube, &resource)
 }
 
+/// A benchmark as `check` finds it: where it is and what its status says.
+struct Observed {
+    ns: String,
+    name: String,
+    status: Value,
+    phase: String,
+    run: String,
+}
+
+impl Observed {
+    fn of(obj: &DynamicObject) -> Observed {
+        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        Observed {
+            ns: obj.metadata.namespace.clone().unwrap_or_default(),
+            name: obj.metadata.name.clone().unwrap_or_default(),
+            phase: status["phase"].as_str().unwrap_or("").to_string(),
+            run: status["runId"].as_str().unwrap_or("").to_string(),
+            status,
+        }
+    }
+
+    /// Prints the benchmark's line of `check`'s output: whether it is `exact`, and its `steps`
+    /// (or cases) compared with what the simulator sent.
+    fn print(&self, exact: bool, steps: Vec<Value>) {
+        println!(
+            "{}",
+            json!({"namespace": self.ns, "name": self.name, "phase": self.phase,
+                   "run": self.run, "exact": exact, "message": self.status["message"],
+                   "steps": steps})
+        );
+    }
+}
+
 async fn check(a: CheckArgs) -> Result<()> {
     let kube = kube::Client::try_default().await?;
     let api = benchmarks_api(kube, a.kind);
@@ -304,25 +337,21 @@ async fn check(a: CheckArgs) -> Result<()> {
     }
     let mut all_good = !list.items.is_empty();
     for obj in &list.items {
-        let ns = obj.metadata.namespace.clone().unwrap_or_default();
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-        let phase = status["phase"].as_str().unwrap_or("").to_string();
-        let run = status["runId"].as_str().unwrap_or("").to_string();
-        let status_steps = status["steps"].as_array().cloned().unwrap_or_default();
+        let seen = Observed::of(obj);
+        let status_steps = seen.status["steps"].as_array().cloned().unwrap_or_default();
         let reported = |records: &[StepRecord]| {
             status_steps.iter().all(|step| {
                 let workers = step["workers"].as_array().map_or(0, Vec::len);
                 records.iter().any(|r| {
-                    r.run == run
+                    r.run == seen.run
                         && Some(u64::from(r.step)) == step["index"].as_u64()
                         && r.reports as usize >= workers
                 })
             })
         };
-        let records = records_when(&a.record, &ns, &name, reported).await?;
+        let records = records_when(&a.record, &seen.ns, &seen.name, reported).await?;
         let mut steps = vec![];
-        let mut exact = phase == "Succeeded";
+        let mut exact = seen.phase == "Succeeded";
         if status_steps.is_empty() {
             exact = false;
         }
@@ -330,7 +359,7 @@ async fn check(a: CheckArgs) -> Result<()> {
             let index = step["index"].as_u64().unwrap_or(i as u64);
             match records
                 .iter()
-                .find(|r| r.run == run && u64::from(r.step) == index)
+                .find(|r| r.run == seen.run && u64::from(r.step) == index)
             {
                 Some(record) => {
                     let (ok, figures) = compare(step, record);
@@ -344,11 +373,7 @@ async fn check(a: CheckArgs) -> Result<()> {
             }
         }
         all_good &= exact;
-        println!(
-            "{}",
-            json!({"namespace": ns, "name": name, "phase": phase, "run": run, "exact": exact,
-                   "message": status["message"], "steps": steps})
-        );
+        seen.print(exact, steps);
     }
     if a.strict && !all_good {
         bail!("not every benchmark Succeeded with status equal to what the simulator sent");
@@ -475,31 +500,27 @@ fn compare_case(case: &Value, spec: &Value, record: Option<&StepRecord>) -> (boo
 async fn check_egress(a: &CheckArgs, items: &[DynamicObject]) -> Result<()> {
     let mut all_good = !items.is_empty();
     for obj in items {
-        let ns = obj.metadata.namespace.clone().unwrap_or_default();
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        let seen = Observed::of(obj);
         let spec_cases = obj.data["spec"]["cases"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let phase = status["phase"].as_str().unwrap_or("").to_string();
-        let run = status["runId"].as_str().unwrap_or("").to_string();
-        let cases = status["cases"].as_array().cloned().unwrap_or_default();
+        let cases = seen.status["cases"].as_array().cloned().unwrap_or_default();
         let clients: u64 = spec_cases
             .iter()
             .filter_map(|c| c["topology"]["pairs"].as_u64())
             .sum();
-        let records = records_when(&a.record, &ns, &name, |records| {
+        let records = records_when(&a.record, &seen.ns, &seen.name, |records| {
             records
                 .iter()
-                .filter(|r| r.run == run)
+                .filter(|r| r.run == seen.run)
                 .map(|r| u64::from(r.reports))
                 .sum::<u64>()
                 >= clients
         })
         .await?;
-        let ours: Vec<&StepRecord> = records.iter().filter(|r| r.run == run).collect();
-        let mut exact = phase == "Succeeded" && !cases.is_empty();
+        let ours: Vec<&StepRecord> = records.iter().filter(|r| r.run == seen.run).collect();
+        let mut exact = seen.phase == "Succeeded" && !cases.is_empty();
         let mut steps = vec![];
         for (i, case) in cases.iter().enumerate() {
             let spec = spec_cases
@@ -518,11 +539,7 @@ async fn check_egress(a: &CheckArgs, items: &[DynamicObject]) -> Result<()> {
             steps.push(figures);
         }
         all_good &= exact;
-        println!(
-            "{}",
-            json!({"namespace": ns, "name": name, "phase": phase, "run": run, "exact": exact,
-                   "message": status["message"], "steps": steps})
-        );
+        seen.print(exact, steps);
     }
     if a.strict && !all_good {
         bail!("not every EgressBenchmark Succeeded with pairs and sums as sent");

@@ -388,6 +388,19 @@ fn refused(kind: &str, p: Protocol, fr: &FinalReport, what: &str) -> String {
     }
 }
 
+/// The report of a good case, once `readings::check` passed it as a report of `p`.
+fn passed<T: serde::de::DeserializeOwned>(p: Protocol, good: &FinalReport) -> T {
+    readings::check(p, good).unwrap();
+    serde_json::from_value(good.report.clone()).unwrap()
+}
+
+/// `good` with `edit` made to its report.
+fn edited(good: &FinalReport, edit: &dyn Fn(&mut Value)) -> FinalReport {
+    let mut fr = good.clone();
+    edit(&mut fr.report);
+    fr
+}
+
 fn rr_case(mode: Protocol, rate: Option<f64>) -> FinalReport {
     let s = shape(mode, rate, 100);
     let mut rng = StdRng::seed_from_u64(11);
@@ -401,15 +414,10 @@ fn broken_request_response_reports_are_refused() {
     for mode in [Protocol::TcpRr, Protocol::TcpCrr, Protocol::UdpRr] {
         for rate in [None, Some(500.0)] {
             let good = rr_case(mode, rate);
-            readings::check(mode, &good).unwrap();
-            let r: RrReport = serde_json::from_value(good.report.clone()).unwrap();
-            let broken = |edit: &dyn Fn(&mut Value)| {
-                let mut fr = good.clone();
-                edit(&mut fr.report);
-                fr
+            let r: RrReport = passed(mode, &good);
+            let field = |edit: &dyn Fn(&mut Value), what: &str| {
+                refused("rr", mode, &edited(&good, edit), what)
             };
-            let field =
-                |edit: &dyn Fn(&mut Value), what: &str| refused("rr", mode, &broken(edit), what);
             let t = r.counts.transactions;
             // A transaction more than the histogram holds; one the streams do not have.
             assert_eq!(
@@ -509,13 +517,10 @@ fn broken_udp_stream_reports_are_refused() {
     for direction in [Direction::Send, Direction::Receive, Direction::Both] {
         for pps in [None, Some(5000.0)] {
             let good = udp_case(direction, pps);
-            readings::check(Protocol::UdpStream, &good).unwrap();
-            let u: UdpReport = serde_json::from_value(good.report.clone()).unwrap();
+            let u: UdpReport = passed(Protocol::UdpStream, &good);
             assert_eq!(u.streams.len(), direction.flows(2).len());
             let field = |edit: &dyn Fn(&mut Value), what: &str| {
-                let mut fr = good.clone();
-                edit(&mut fr.report);
-                refused("udp", Protocol::UdpStream, &fr, what)
+                refused("udp", Protocol::UdpStream, &edited(&good, edit), what)
             };
             let s0 = &u.streams[0];
             assert_eq!(

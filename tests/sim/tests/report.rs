@@ -88,14 +88,7 @@ fn merged_percentiles_equal_one_histogram_of_every_sample() {
         sigma: 0.8,
         ..LatencyModel::default()
     };
-    let dir = std::env::temp_dir().join(format!("nb-sim-record-{}", std::process::id()));
-    let recorder = Recorder::new(Some(dir.clone())).unwrap();
-    let key = StepKey {
-        namespace: "scale-1".into(),
-        benchmark: "b".into(),
-        run: "abc-g1".into(),
-        step: 0,
-    };
+    let (dir, recorder, key) = recording("nb-sim-record", "scale-1");
     let mut reports = vec![];
     let mut record = None;
     for w in 0..64u64 {
@@ -172,16 +165,23 @@ fn tcp_reports_pass_the_operators_validation() {
     }
 }
 
-#[test]
-fn reports_of_one_step_recorded_at_once_are_all_kept() {
-    let dir = std::env::temp_dir().join(format!("nb-sim-record-many-{}", std::process::id()));
+/// A recorder writing into a directory of this test's own (named `dir` and the process id), and
+/// the key of step 0 of run abc-g1 of benchmark b in `namespace`.
+fn recording(dir: &str, namespace: &str) -> (std::path::PathBuf, Recorder, StepKey) {
+    let dir = std::env::temp_dir().join(format!("{dir}-{}", std::process::id()));
     let recorder = Recorder::new(Some(dir.clone())).unwrap();
     let key = StepKey {
-        namespace: "scale-2".into(),
+        namespace: namespace.into(),
         benchmark: "b".into(),
         run: "abc-g1".into(),
         step: 0,
     };
+    (dir, recorder, key)
+}
+
+#[test]
+fn reports_of_one_step_recorded_at_once_are_all_kept() {
+    let (dir, recorder, key) = recording("nb-sim-record-many", "scale-2");
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..64u64)
             .map(|w| {
