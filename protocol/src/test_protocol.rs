@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ReportKind;
+
 /// The test a client asks a server for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
@@ -47,6 +49,15 @@ impl Protocol {
             Protocol::TcpCrr => "tcp-crr",
             Protocol::UdpRr => "udp-rr",
             Protocol::UdpStream => "udp-stream",
+        }
+    }
+
+    /// The kind of report a worker running this test sends.
+    pub fn report_kind(self) -> ReportKind {
+        match self {
+            Protocol::TcpStream => ReportKind::Tcp,
+            Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => ReportKind::Rr,
+            Protocol::UdpStream => ReportKind::Udp,
         }
     }
 
@@ -113,5 +124,23 @@ mod tests {
         assert_eq!(rr, [Protocol::TcpRr, Protocol::TcpCrr, Protocol::UdpRr]);
         let udp: Vec<_> = Protocol::ALL.into_iter().filter(|p| p.is_udp()).collect();
         assert_eq!(udp, [Protocol::UdpRr, Protocol::UdpStream]);
+    }
+
+    #[test]
+    fn report_kinds() {
+        let kinds: Vec<_> = Protocol::ALL.into_iter().map(|p| p.report_kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                ReportKind::Tcp,
+                ReportKind::Rr,
+                ReportKind::Rr,
+                ReportKind::Rr,
+                ReportKind::Udp
+            ]
+        );
+        for p in Protocol::ALL {
+            assert_eq!(p.is_request_response(), p.report_kind() == ReportKind::Rr);
+        }
     }
 }

@@ -323,7 +323,7 @@ proptest! {
             report: json.clone(),
             host: None,
         };
-        let checked = validate_final(&final_report, "http");
+        let checked = validate_final(&final_report, protocol::ReportKind::Http);
         if let Ok(Report::Http(r)) = Report::from_json(&json.to_string()) {
             let valid = validate_http(&r);
             prop_assert_eq!(valid.is_ok() && r.workers == 1, checked.is_ok());

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use protocol::worker::ReportRefusal;
 use protocol::worker::*;
+use protocol::ReportKind;
 use serde::Deserialize;
 
 use super::identity::Authenticated;
@@ -251,8 +252,15 @@ fn wake(s: &ApiState, run: &str) {
 /// A report must be of the kind the step's clients deliver (an IngressBenchmark's http, an
 /// EgressBenchmark case's tcp, rr or udp, per its protocol) and pass validation (histogram
 /// decoded with bounds, counters consistent) before it is stored.
-fn check_report(kind: &str, report: &FinalReport) -> Result<(), ReportRefusal> {
-    protocol::worker::validate_final(report, kind).map(|_| ())
+fn check_report(kind: ReportKind, report: &FinalReport) -> Result<(), ReportRefusal> {
+    let checked = protocol::worker::validate_final(report, kind)?;
+    if checked.kind() != kind {
+        return Err(ReportRefusal::Malformed(format!(
+            "expected a {kind} report, got a {} report",
+            checked.kind()
+        )));
+    }
+    Ok(())
 }
 
 /// Unparseable or foreign reports are 422 `malformed`; parsed reports that break an invariant
@@ -276,7 +284,7 @@ fn report_refusal(s: &ApiState, e: ReportRefusal) -> Refusal {
 
 #[cfg(test)]
 mod report_kind_tests {
-    use super::{check_report, FinalReport, ReportRefusal, PROTOCOL_VERSION};
+    use super::{check_report, FinalReport, ReportKind, ReportRefusal, PROTOCOL_VERSION};
     use serde_json::json;
 
     /// A client's report of one run with one stream.
@@ -293,7 +301,7 @@ mod report_kind_tests {
                "cpu": {"client": cpu, "server": cpu}, "runs": [run], "streams": [stream]})
     }
 
-    fn check(kind: &str, report: serde_json::Value) -> Result<(), ReportRefusal> {
+    fn check(kind: ReportKind, report: serde_json::Value) -> Result<(), ReportRefusal> {
         let r = FinalReport {
             version: PROTOCOL_VERSION,
             worker: "w0".into(),
@@ -320,34 +328,51 @@ mod report_kind_tests {
                 interfaces: vec![],
             }),
         };
-        let err = check_report("tcp", &r).unwrap_err();
+        let err = check_report(ReportKind::Tcp, &r).unwrap_err();
         assert!(err.to_string().contains("host.cpuModel"), "{err}");
         r.host = Some(protocol::worker::host::HostFacts::read_local());
-        assert_eq!(check_report("tcp", &r), Ok(()));
+        assert_eq!(check_report(ReportKind::Tcp, &r), Ok(()));
+    }
+
+    /// Every kind refuses a report that names any other kind, and only Tcp takes the tcp one.
+    #[test]
+    fn each_kind_refuses_reports_of_every_other_kind() {
+        for kind in ReportKind::ALL {
+            for other in ReportKind::ALL.into_iter().filter(|o| *o != kind) {
+                let foreign = json!({"version": 1, "kind": other.as_str()});
+                assert_eq!(
+                    check(kind, foreign),
+                    Err(ReportRefusal::Malformed(format!(
+                        "expected a {kind} report, got \"{other}\""
+                    )))
+                );
+            }
+            assert_eq!(check(kind, tcp_report()).is_ok(), kind == ReportKind::Tcp);
+        }
     }
 
     #[test]
     fn a_step_takes_reports_of_its_kind_only() {
-        assert_eq!(check("tcp", tcp_report()), Ok(()));
+        assert_eq!(check(ReportKind::Tcp, tcp_report()), Ok(()));
         // An http step (ingress) or a request/response case refuses a tcp report.
-        let err = check("http", tcp_report()).unwrap_err();
+        let err = check(ReportKind::Http, tcp_report()).unwrap_err();
         assert!(err.to_string().contains("expected a http report"), "{err}");
-        let err = check("rr", tcp_report()).unwrap_err();
+        let err = check(ReportKind::Rr, tcp_report()).unwrap_err();
         assert!(err.to_string().contains("expected a rr report"), "{err}");
-        let err = check("udp", tcp_report()).unwrap_err();
+        let err = check(ReportKind::Udp, tcp_report()).unwrap_err();
         assert!(err.to_string().contains("expected a udp report"), "{err}");
         let mut broken = tcp_report();
         broken["sender"] = json!("fast");
         assert!(matches!(
-            check("tcp", broken),
+            check(ReportKind::Tcp, broken),
             Err(ReportRefusal::Malformed(_))
         ));
         let mut future = tcp_report();
         future["version"] = json!(2);
-        assert!(check("tcp", future).is_err());
+        assert!(check(ReportKind::Tcp, future).is_err());
         let mut forged = tcp_report();
         forged["receiver"]["bits_per_second"] = json!(8e12);
-        let err = check("tcp", forged).unwrap_err();
+        let err = check(ReportKind::Tcp, forged).unwrap_err();
         assert!(
             err.to_string().contains("report.receiver.bits_per_second"),
             "{err}"

@@ -286,6 +286,7 @@ mod tests {
     use k8s_openapi::api::authentication::v1::{TokenReviewStatus, UserInfo};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+    use protocol::ReportKind;
     /// A TokenReview answer as the API server gives it for a pod's projected token.
     fn review_of(namespace: &str, pod: &str, uid: &str) -> TokenReview {
         let extra = BTreeMap::from([
@@ -318,7 +319,7 @@ mod tests {
                 ("w-client".into(), Role::Client),
                 ("w-server".into(), Role::Server),
             ]),
-            report_kind: "tcp",
+            report_kind: ReportKind::Tcp,
             pairing: Default::default(),
         }
     }

@@ -10,6 +10,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use protocol::worker::*;
+use protocol::ReportKind;
 use tower::ServiceExt;
 
 use super::metrics::ApiMetrics;
@@ -43,7 +44,7 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
             uid: "u".into(),
             step: 0,
             workers: BTreeMap::from([("w0".into(), Role::Client)]),
-            report_kind: "http",
+            report_kind: ReportKind::Http,
             pairing: Default::default(),
         },
     );
@@ -465,7 +466,7 @@ fn run2_spec() -> RunSpec {
             ("r2-w0".into(), Role::Client),
             ("r2-w1".into(), Role::Client),
         ]),
-        report_kind: "http",
+        report_kind: ReportKind::Http,
         pairing: Default::default(),
     }
 }

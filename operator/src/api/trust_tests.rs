@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use protocol::worker::*;
+use protocol::ReportKind;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::tests::{call, http_report, rejected, report_body, setup_with_runs};
@@ -37,7 +38,7 @@ fn egress_spec() -> RunSpec {
             ("c6".into(), Role::Client),
             ("s6".into(), Role::Server),
         ]),
-        report_kind: "http",
+        report_kind: ReportKind::Http,
         pairing: Pairing {
             peers: BTreeMap::from([("c0".into(), "s0".into()), ("c6".into(), "s6".into())]),
             offsets_ms: BTreeMap::new(),

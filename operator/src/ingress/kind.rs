@@ -78,8 +78,8 @@ impl Plan for IngressBenchmark {
     fn workers(&self, run: &str, slot: Slot) -> BTreeMap<String, Role> {
         plan::worker_names(self, run, slot.wire())
     }
-    fn report_kind(&self, _step: u32) -> &'static str {
-        "http"
+    fn report_kind(&self, _step: u32) -> protocol::ReportKind {
+        protocol::ReportKind::Http
     }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
         plan::workers(self, run, slot, self.spec.workers.host_network)

@@ -86,8 +86,8 @@ pub trait Plan:
     fn pairing(&self, _run: &str, _slot: Slot) -> Pairing {
         Pairing::default()
     }
-    /// The kind of report measurement `index`'s clients deliver ("http", "tcp", "rr", "udp").
-    fn report_kind(&self, index: u32) -> &'static str;
+    /// The kind of report measurement `index`'s clients deliver.
+    fn report_kind(&self, index: u32) -> protocol::ReportKind;
     /// Their pods.
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod>;
     /// The spec's samples, history, baseline and schedule.

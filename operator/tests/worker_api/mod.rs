@@ -27,6 +27,7 @@ use operator::store::registry::{
 };
 use operator::testing::{FixedTokens, MemorySink};
 use protocol::worker::Role;
+use protocol::ReportKind;
 
 /// The run every test announces.
 pub const RUN: &str = "run-0";
@@ -52,19 +53,19 @@ impl Api {
     /// EgressBenchmark's step taking tcp reports, an IngressBenchmark's http).
     pub fn start(kind: &str, benchmark: &str, workers: &[(&str, Role)]) -> Api {
         let report_kind = if kind == "EgressBenchmark" {
-            "tcp"
+            ReportKind::Tcp
         } else {
-            "http"
+            ReportKind::Http
         };
         Api::start_taking(kind, benchmark, workers, report_kind)
     }
 
-    /// [`Api::start`] with a step that takes reports of `report_kind` ("tcp", "rr", "udp").
+    /// [`Api::start`] with a step that takes reports of `report_kind`.
     pub fn start_taking(
         kind: &str,
         benchmark: &str,
         workers: &[(&str, Role)],
-        report_kind: &'static str,
+        report_kind: ReportKind,
     ) -> Api {
         Api::start_paired(kind, benchmark, workers, report_kind, Pairing::default())
     }
@@ -74,7 +75,7 @@ impl Api {
         kind: &str,
         benchmark: &str,
         workers: &[(&str, Role)],
-        report_kind: &'static str,
+        report_kind: ReportKind,
         mut pairing: Pairing,
     ) -> Api {
         // Each server may register 127.0.0.1 or ::1 (its "pod's" addresses, see below) and a

@@ -2,27 +2,28 @@
 //! [`super::merge`] build: totals are the sums of the streams, each run has one stream per flow
 //! of its direction, CPU totals are the sums of the runs.
 
-use super::report::{
-    cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
-};
+use super::report::{cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_VERSION};
 use super::{TcpReport, MAX_LEN, MAX_STREAMS};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
 };
 use crate::rr::check_probe;
+use crate::ReportKind;
 
 /// Largest throughput a report may claim (1 Pbit/s).
 pub const MAX_BITS_PER_SECOND: f64 = 1e15;
 
 /// Checks a TCP report (single run or merged).
 pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
+    if r.version != REPORT_VERSION || r.kind != ReportKind::Tcp.as_str() {
         return Err(invalid(
             "version",
             format!(
-                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
+                "a {:?} report of version {} (this build reads {ours:?} version {REPORT_VERSION})",
+                r.kind,
+                r.version,
+                ours = ReportKind::Tcp.as_str()
             ),
         ));
     }

@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::{node_cost, CpuCost, CpuReport};
 use crate::tcp::{Direction, Flow};
+use crate::ReportKind;
 
 pub const REPORT_VERSION: u32 = 1;
-pub const REPORT_KIND: &str = "udp";
 
 /// A rate of UDP payload: bits and datagrams per second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -401,7 +401,7 @@ impl UdpReport {
         let node_cpu_seconds_per_gb = node_cost(&run_cpus, received.bytes as f64, 1e9);
         UdpReport {
             version: REPORT_VERSION,
-            kind: REPORT_KIND.into(),
+            kind: ReportKind::Udp.as_str().into(),
             started_at_unix_ms: runs.iter().map(|r| r.started_at_unix_ms).min().unwrap_or(0),
             ended_at_unix_ms: runs.iter().map(|r| r.ended_at_unix_ms).max().unwrap_or(0),
             offered: if runs.is_empty() { None } else { offered },
@@ -463,7 +463,7 @@ pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
         if r.version != REPORT_VERSION {
             return Err(MergeError::Version(r.version));
         }
-        if r.kind != REPORT_KIND {
+        if r.kind != ReportKind::Udp.as_str() {
             return Err(MergeError::Kind(r.kind.clone()));
         }
         super::validate::validate_udp(r)?;

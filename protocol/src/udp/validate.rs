@@ -3,14 +3,15 @@
 //! paced sender never sends ahead of its schedule, rates are counts over seconds), then
 //! recomputes every total from the streams and compares.
 
+use super::report::REPORT_VERSION;
 use super::report::{loss, CpuSeconds, Rate, Received, Sent, UdpRun, UdpStream};
-use super::report::{REPORT_KIND, REPORT_VERSION};
 use super::{UdpReport, MAX_LEN, MAX_STREAMS, MIN_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_WORKERS,
 };
 use crate::tcp::MAX_BITS_PER_SECOND;
+use crate::ReportKind;
 
 /// Largest datagram rate a report may claim (1e12 datagrams/s).
 pub const MAX_PACKETS_PER_SECOND: f64 = 1e12;
@@ -21,12 +22,14 @@ const MAX_CPU_SECONDS: f64 = MAX_DURATION_S * MAX_CPU_PERCENT / 100.0;
 
 /// Checks a UDP report (single run or merged); the error names the first broken field.
 pub fn validate_udp(r: &UdpReport) -> Result<(), InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
+    if r.version != REPORT_VERSION || r.kind != ReportKind::Udp.as_str() {
         return Err(invalid(
             "version",
             format!(
-                "a {:?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
+                "a {:?} report of version {} (this build reads {ours:?} version {REPORT_VERSION})",
+                r.kind,
+                r.version,
+                ours = ReportKind::Udp.as_str()
             ),
         ));
     }

@@ -22,7 +22,7 @@ use crate::admin::config::Config;
 use crate::base::metrics::Metrics;
 use crate::egress::metrics::EgressMetrics;
 use crate::egress::result::PairReport;
-use crate::egress::{plan, readings, result};
+use crate::egress::{plan, result};
 use crate::k8s::workers;
 use crate::policy::queue::Contender;
 use crate::policy::samples::{Figure, Slot};
@@ -79,9 +79,9 @@ impl Plan for EgressBenchmark {
     fn pairing(&self, run: &str, slot: Slot) -> Pairing {
         plan::pairing(self, run, slot)
     }
-    fn report_kind(&self, case: u32) -> &'static str {
+    fn report_kind(&self, case: u32) -> protocol::ReportKind {
         let protocol = plan::case_at(self, case).map(|m| m.spec.protocol);
-        readings::report_kind(protocol.unwrap_or_default())
+        protocol.unwrap_or_default().report_kind()
     }
     fn pods(&self, run: &str, slot: Slot, config: &Config) -> Vec<Pod> {
         plan::workers(self, run, slot)

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
+use protocol::ReportKind;
 
 use crate::policy::live::{Point, Reading, Series};
 
@@ -30,9 +31,8 @@ pub struct RunSpec {
     pub step: u32,
     /// Worker pod names expected in this step, with their roles.
     pub workers: BTreeMap<String, Role>,
-    /// The kind of report this step's clients deliver ("http", "tcp", "rr", "udp"); any other
-    /// is refused on arrival.
-    pub report_kind: &'static str,
+    /// The kind of report this step's clients deliver; any other is refused on arrival.
+    pub report_kind: ReportKind,
     /// Which server each client connects to, and who starts later than the others.
     pub pairing: Pairing,
 }
@@ -421,7 +421,7 @@ mod tests {
             uid: "u".into(),
             step,
             workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
-            report_kind: "http",
+            report_kind: ReportKind::Http,
             pairing: Default::default(),
         }
     }
