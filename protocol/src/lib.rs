@@ -31,6 +31,7 @@ pub mod rr;
 pub mod tcp;
 mod test_protocol;
 pub mod udp;
+mod wire_names;
 pub mod worker;
 
 pub use report::ErrorCounts;

@@ -3,12 +3,11 @@
 //! one ([`crate::Protocol::report_kind`]: tcp-rr, tcp-crr and udp-rr all report `"rr"`).
 //!
 //! The reports keep `kind` as a string on the wire, so a report of a kind this build does not know
-//! is refused with a message naming it; [`ReportKind::as_str`] is that string.
-
-use std::fmt;
-use std::str::FromStr;
+//! is refused with a message naming it; `ReportKind::as_str` is that string.
 
 use serde::{Deserialize, Serialize};
+
+use crate::wire_names::wire_names;
 
 /// The kind of a worker's engine report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -24,47 +23,17 @@ pub enum ReportKind {
     Udp,
 }
 
-impl ReportKind {
-    /// Every kind.
-    pub const ALL: [ReportKind; 4] = [
-        ReportKind::Http,
-        ReportKind::Tcp,
-        ReportKind::Rr,
-        ReportKind::Udp,
-    ];
-
-    /// The wire name: the report's `"kind"` field (`"tcp"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReportKind::Http => "http",
-            ReportKind::Tcp => "tcp",
-            ReportKind::Rr => "rr",
-            ReportKind::Udp => "udp",
-        }
-    }
-}
-
-impl fmt::Display for ReportKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+wire_names!(ReportKind, UnknownReportKind, {
+    Http => "http",
+    Tcp => "tcp",
+    Rr => "rr",
+    Udp => "udp",
+});
 
 /// A name that is not one of [`ReportKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown report kind {0:.64?} (expected one of http, tcp, rr, udp)")]
 pub struct UnknownReportKind(pub String);
-
-impl FromStr for ReportKind {
-    type Err = UnknownReportKind;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ReportKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| UnknownReportKind(s.to_string()))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -81,39 +81,50 @@ pub fn validate_final(r: &FinalReport, kind: ReportKind) -> Result<CheckedReport
             "expected a {kind} report, got {got:?}"
         )));
     }
-    let in_report = |e: InvalidReport| invalid(format!("report.{}", e.field), e.problem);
-    let one_run = |runs: usize| match runs {
-        1 => Ok(()),
-        _ => Err(invalid("report.runs", "a worker reports exactly one run")),
-    };
-    match kind {
-        ReportKind::Tcp => {
-            let tcp: TcpReport = parse(&r.report, crate::tcp::REPORT_VERSION)?;
-            validate_tcp(&tcp).map_err(in_report)?;
-            one_run(tcp.runs.len())?;
-            Ok(CheckedReport::Tcp(Box::new(tcp)))
-        }
-        ReportKind::Udp => {
-            let udp: UdpReport = parse(&r.report, crate::udp::REPORT_VERSION)?;
-            validate_udp(&udp).map_err(in_report)?;
-            one_run(udp.runs.len())?;
-            Ok(CheckedReport::Udp(Box::new(udp)))
-        }
-        ReportKind::Rr => {
-            let rr: RrReport = parse(&r.report, crate::rr::REPORT_VERSION)?;
-            validate_rr(&rr).map_err(in_report)?;
-            one_run(rr.runs.len())?;
-            Ok(CheckedReport::Rr(Box::new(rr)))
-        }
+    let report = &r.report;
+    Ok(match kind {
+        ReportKind::Tcp => CheckedReport::Tcp(one_run(
+            parse(report, crate::tcp::REPORT_VERSION)?,
+            validate_tcp,
+            |t: &TcpReport| t.runs.len(),
+        )?),
+        ReportKind::Udp => CheckedReport::Udp(one_run(
+            parse(report, crate::udp::REPORT_VERSION)?,
+            validate_udp,
+            |u: &UdpReport| u.runs.len(),
+        )?),
+        ReportKind::Rr => CheckedReport::Rr(one_run(
+            parse(report, crate::rr::REPORT_VERSION)?,
+            validate_rr,
+            |rr: &RrReport| rr.runs.len(),
+        )?),
         ReportKind::Http => {
-            let http = http_of(&r.report)?;
+            let http = http_of(report)?;
             validate_http(&http).map_err(in_report)?;
             if http.workers != 1 {
                 return Err(invalid("report.workers", "a worker reports exactly one run").into());
             }
-            Ok(CheckedReport::Http(Box::new(http)))
+            CheckedReport::Http(Box::new(http))
         }
+    })
+}
+
+/// An engine report's own problem, named under `report.`.
+fn in_report(e: InvalidReport) -> InvalidReport {
+    invalid(format!("report.{}", e.field), e.problem)
+}
+
+/// `report` if it passes `validate` and covers exactly one run (`runs` counts them).
+fn one_run<T, Checked>(
+    report: T,
+    validate: impl Fn(&T) -> Result<Checked, InvalidReport>,
+    runs: impl Fn(&T) -> usize,
+) -> Result<Box<T>, InvalidReport> {
+    validate(&report).map_err(in_report)?;
+    if runs(&report) != 1 {
+        return Err(invalid("report.runs", "a worker reports exactly one run"));
     }
+    Ok(Box::new(report))
 }
 
 fn check_name(field: &str, name: &str) -> Result<(), InvalidReport> {
