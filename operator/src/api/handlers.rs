@@ -3,7 +3,8 @@
 //! this worker belongs to the run's current step.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -18,6 +19,26 @@ use super::refusal::{refuse, registry_refusal, Refusal};
 use super::state::ApiState;
 use crate::context::Wake;
 use crate::store::registry::BarrierState;
+
+/// What every worker handler starts from: the API's state and the caller `auth` admitted.
+pub struct Worker {
+    s: ApiState,
+    who: Authenticated,
+}
+
+impl FromRequestParts<ApiState> for Worker {
+    type Rejection = <Extension<Authenticated> as FromRequestParts<ApiState>>::Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, s: &ApiState) -> Result<Self, Self::Rejection> {
+        let Extension(who) = Extension::<Authenticated>::from_request_parts(parts, s).await?;
+        Ok(Worker { s: s.clone(), who })
+    }
+}
+
+/// A JSON body as a handler takes it (refused by [`worker_body`] when malformed).
+type Body<T> = Result<Json<T>, JsonRejection>;
+/// A handler's answer.
+type Answer = Result<Response, Refusal>;
 
 /// Unwraps a JSON body, turning a malformed or oversized one into a counted 4xx.
 fn body<T>(s: &ApiState, body: Result<Json<T>, JsonRejection>) -> Result<T, Refusal> {
@@ -38,6 +59,14 @@ fn body<T>(s: &ApiState, body: Result<Json<T>, JsonRejection>) -> Result<T, Refu
             e.body_text(),
         )),
     }
+}
+
+/// The preamble of a handler taking a JSON body: the body unwrapped (see [`body`]), then its
+/// protocol version (`version` reads it) checked.
+fn worker_body<T>(s: &ApiState, json: Body<T>, version: impl Fn(&T) -> u32) -> Result<T, Refusal> {
+    let v = body(s, json)?;
+    check_version(s, version(&v))?;
+    Ok(v)
 }
 
 fn check_version(s: &ApiState, version: u32) -> Result<(), Refusal> {
@@ -63,56 +92,63 @@ fn barrier_body(b: BarrierState) -> BarrierResponse {
     }
 }
 
-#[tracing::instrument(
-    skip_all,
-    fields(
-        run = %who.run,
-        kind = %who.kind,
-        namespace = %who.caller.namespace,
-        benchmark = %who.benchmark,
-        worker = %who.caller.worker,
-    )
-)]
-pub async fn register(
-    State(s): State<ApiState>,
-    Extension(who): Extension<Authenticated>,
-    req: Result<Json<RegisterRequest>, JsonRejection>,
-) -> Result<Response, Refusal> {
-    let req = body(&s, req)?;
-    check_version(&s, req.version)?;
-    let role = req.role;
-    let preflight_error = req.preflight_error.clone();
-    let registered = s
-        .runs
-        .register(&who.run, &who.caller, req, protocol::worker::now_unix_ms());
-    let b = match registered {
-        Ok(b) => b,
-        Err(e) => {
-            if let Some(why) = e.speaks_beyond_itself() {
-                tracing::warn!(?role, "worker refused, its run ends: {why}");
-                wake(&s, &who.run);
-            }
-            return Err(registry_refusal(&s.metrics, e));
-        }
+/// A worker API handler: every line it logs carries the run, the benchmark and the worker (its
+/// span, named after the handler), from the caller `who` of its [`Worker`].
+#[rustfmt::skip]
+macro_rules! worker_handler {
+    ($who:ident, $handler:item) => {
+        #[tracing::instrument(
+            skip_all,
+            fields(
+                run = %$who.run,
+                kind = %$who.kind,
+                namespace = %$who.caller.namespace,
+                benchmark = %$who.benchmark,
+                worker = %$who.caller.worker,
+            )
+        )]
+        $handler
     };
-    if let Some(error) = preflight_error {
-        tracing::warn!(?role, "worker cannot start: {error}");
-        // The run ends now, not at the next poll.
-        wake(&s, &who.run);
-    }
-    tracing::info!(
-        ?role,
-        registered = b.registered,
-        expected = b.expected,
-        "worker registered"
-    );
-    let resp = RegisterResponse {
-        version: PROTOCOL_VERSION,
-        registered: b.registered,
-        expected: b.expected,
-    };
-    Ok(Json(resp).into_response())
 }
+
+worker_handler!(
+    who,
+    pub async fn register(Worker { s, who }: Worker, req: Body<RegisterRequest>) -> Answer {
+        let req = worker_body(&s, req, |r| r.version)?;
+        let role = req.role;
+        let preflight_error = req.preflight_error.clone();
+        let registered =
+            s.runs
+                .register(&who.run, &who.caller, req, protocol::worker::now_unix_ms());
+        let b = match registered {
+            Ok(b) => b,
+            Err(e) => {
+                if let Some(why) = e.speaks_beyond_itself() {
+                    tracing::warn!(?role, "worker refused, its run ends: {why}");
+                    wake(&s, &who.run);
+                }
+                return Err(registry_refusal(&s.metrics, e));
+            }
+        };
+        if let Some(error) = preflight_error {
+            tracing::warn!(?role, "worker cannot start: {error}");
+            // The run ends now, not at the next poll.
+            wake(&s, &who.run);
+        }
+        tracing::info!(
+            ?role,
+            registered = b.registered,
+            expected = b.expected,
+            "worker registered"
+        );
+        let resp = RegisterResponse {
+            version: PROTOCOL_VERSION,
+            registered: b.registered,
+            expected: b.expected,
+        };
+        Ok(Json(resp).into_response())
+    }
+);
 
 #[derive(Deserialize)]
 pub struct BarrierQuery {
@@ -120,123 +156,91 @@ pub struct BarrierQuery {
     step: u32,
 }
 
-#[tracing::instrument(
-    skip_all,
-    fields(
-        run = %who.run,
-        kind = %who.kind,
-        namespace = %who.caller.namespace,
-        benchmark = %who.benchmark,
-        worker = %who.caller.worker,
-    )
-)]
-pub async fn barrier(
-    State(s): State<ApiState>,
-    Extension(who): Extension<Authenticated>,
-    q: Result<Query<BarrierQuery>, QueryRejection>,
-) -> Result<Response, Refusal> {
-    let Query(q) = q.map_err(|e| {
-        refuse(
-            &s.metrics,
-            StatusCode::BAD_REQUEST,
-            "malformed",
-            e.body_text(),
-        )
-    })?;
-    let b = s
-        .runs
-        .barrier(&who.run, &who.caller, &q.worker, q.step)
-        .map_err(|e| registry_refusal(&s.metrics, e))?;
-    let code = if b.start_at_unix_ms.is_some() {
-        StatusCode::OK
-    } else {
-        StatusCode::ACCEPTED
-    };
-    Ok((code, Json(barrier_body(b))).into_response())
-}
-
-#[tracing::instrument(
-    skip_all,
-    fields(
-        run = %who.run,
-        kind = %who.kind,
-        namespace = %who.caller.namespace,
-        benchmark = %who.benchmark,
-        worker = %who.caller.worker,
-    )
-)]
-pub async fn progress(
-    State(s): State<ApiState>,
-    Extension(who): Extension<Authenticated>,
-    update: Result<Json<ProgressUpdate>, JsonRejection>,
-) -> Result<Response, Refusal> {
-    let update = body(&s, update)?;
-    check_version(&s, update.version)?;
-    let spec = s
-        .runs
-        .progress(&who.run, &who.caller, &update)
-        .map_err(|e| registry_refusal(&s.metrics, e))?;
-    s.metrics
-        .family::<LiveMetrics>()
-        .set(&spec.namespace, &spec.benchmark, &update);
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-#[tracing::instrument(
-    skip_all,
-    fields(
-        run = %who.run,
-        kind = %who.kind,
-        namespace = %who.caller.namespace,
-        benchmark = %who.benchmark,
-        worker = %who.caller.worker,
-    )
-)]
-pub async fn report(
-    State(s): State<ApiState>,
-    Extension(who): Extension<Authenticated>,
-    report: Result<Json<FinalReport>, JsonRejection>,
-) -> Result<Response, Refusal> {
-    let mut report = body(&s, report)?;
-    check_version(&s, report.version)?;
-    let run = who.run;
-    let spec = s
-        .runs
-        .authorize(&run, &who.caller, &report.worker, report.step)
-        .map_err(|e| registry_refusal(&s.metrics, e))?;
-    // The report is stored with the node of the worker's pod, never a node it claims.
-    report.node = match who.caller.own_node(report.node.as_deref()) {
-        Ok(node) => node,
-        Err(e) => {
-            if let Some(why) = e.speaks_beyond_itself() {
-                tracing::warn!("report refused, its run ends: {why}");
-                s.runs.refused(&run, &report.worker, why);
-                wake(&s, &run);
-            }
-            return Err(registry_refusal(&s.metrics, e));
-        }
-    };
-    if let Err(e) = check_report(spec.report_kind, &report) {
-        return Err(report_refusal(&s, e));
-    }
-    if let Err(e) = s.sink.store(&run, &spec, &report).await {
-        tracing::warn!("storing the report failed: {e}");
-        let body = ApiError {
-            error: format!("could not store the report yet: {e}"),
+worker_handler!(
+    who,
+    pub async fn barrier(
+        Worker { s, who }: Worker,
+        q: Result<Query<BarrierQuery>, QueryRejection>,
+    ) -> Answer {
+        let Query(q) = q.map_err(|e| {
+            refuse(
+                &s.metrics,
+                StatusCode::BAD_REQUEST,
+                "malformed",
+                e.body_text(),
+            )
+        })?;
+        let b = s
+            .runs
+            .barrier(&who.run, &who.caller, &q.worker, q.step)
+            .map_err(|e| registry_refusal(&s.metrics, e))?;
+        let code = if b.start_at_unix_ms.is_some() {
+            StatusCode::OK
+        } else {
+            StatusCode::ACCEPTED
         };
-        return Ok((StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response());
+        Ok((code, Json(barrier_body(b))).into_response())
     }
-    tracing::info!(step = report.step, "report stored");
-    s.metrics
-        .family::<LiveMetrics>()
-        .forget(&spec.namespace, &spec.benchmark, &report.worker);
-    let _ = s.wake.send(Wake {
-        kind: spec.kind,
-        namespace: spec.namespace,
-        name: spec.benchmark,
-    });
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
+);
+
+worker_handler!(
+    who,
+    pub async fn progress(Worker { s, who }: Worker, update: Body<ProgressUpdate>) -> Answer {
+        let update = worker_body(&s, update, |u| u.version)?;
+        let spec = s
+            .runs
+            .progress(&who.run, &who.caller, &update)
+            .map_err(|e| registry_refusal(&s.metrics, e))?;
+        s.metrics
+            .family::<LiveMetrics>()
+            .set(&spec.namespace, &spec.benchmark, &update);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+);
+
+worker_handler!(
+    who,
+    pub async fn report(Worker { s, who }: Worker, report: Body<FinalReport>) -> Answer {
+        let mut report = worker_body(&s, report, |r| r.version)?;
+        let run = who.run;
+        let spec = s
+            .runs
+            .authorize(&run, &who.caller, &report.worker, report.step)
+            .map_err(|e| registry_refusal(&s.metrics, e))?;
+        // The report is stored with the node of the worker's pod, never a node it claims.
+        report.node = match who.caller.own_node(report.node.as_deref()) {
+            Ok(node) => node,
+            Err(e) => {
+                if let Some(why) = e.speaks_beyond_itself() {
+                    tracing::warn!("report refused, its run ends: {why}");
+                    s.runs.refused(&run, &report.worker, why);
+                    wake(&s, &run);
+                }
+                return Err(registry_refusal(&s.metrics, e));
+            }
+        };
+        if let Err(e) = check_report(spec.report_kind, &report) {
+            return Err(report_refusal(&s, e));
+        }
+        if let Err(e) = s.sink.store(&run, &spec, &report).await {
+            tracing::warn!("storing the report failed: {e}");
+            let body = ApiError {
+                error: format!("could not store the report yet: {e}"),
+            };
+            return Ok((StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response());
+        }
+        tracing::info!(step = report.step, "report stored");
+        s.metrics
+            .family::<LiveMetrics>()
+            .forget(&spec.namespace, &spec.benchmark, &report.worker);
+        let _ = s.wake.send(Wake {
+            kind: spec.kind,
+            namespace: spec.namespace,
+            name: spec.benchmark,
+        });
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+);
 
 /// Wakes `run`'s reconcile now (a worker cannot start, or was refused: the run ends).
 fn wake(s: &ApiState, run: &str) {

@@ -312,15 +312,9 @@ mod tests {
         RunSpec {
             kind: "EgressBenchmark".into(),
             namespace: "team".into(),
-            benchmark: "b".into(),
             uid: "bench-uid".into(),
-            step: 0,
-            workers: BTreeMap::from([
-                ("w-client".into(), Role::Client),
-                ("w-server".into(), Role::Server),
-            ]),
             report_kind: ReportKind::Tcp,
-            pairing: Default::default(),
+            ..crate::testing::run_spec(&[("w-client", Role::Client), ("w-server", Role::Server)])
         }
     }
 

@@ -5,9 +5,11 @@
 
 mod doubles;
 pub mod fake_api;
+mod fixtures;
 pub mod log_capture;
 #[cfg(test)]
 pub mod reports;
 
 pub use doubles::{FixedTokens, MemorySink};
 pub use fake_api::{context, FakeApi};
+pub use fixtures::{owner, register_request, run_spec};

@@ -25,7 +25,7 @@ use operator::base::metrics::Metrics;
 use operator::store::registry::{
     BarrierState, Caller, Listen, ListenHost, Pairing, Registry, RegistryError, RunSpec,
 };
-use operator::testing::{FixedTokens, MemorySink};
+use operator::testing::{run_spec, FixedTokens, MemorySink};
 use protocol::worker::Role;
 use protocol::ReportKind;
 
@@ -99,16 +99,11 @@ impl Api {
             RUN,
             RunSpec {
                 kind: kind.into(),
-                namespace: "ns".into(),
                 benchmark: benchmark.into(),
                 uid: "uid".into(),
-                step: 0,
-                workers: workers
-                    .iter()
-                    .map(|(w, role)| (w.to_string(), *role))
-                    .collect::<BTreeMap<_, _>>(),
                 report_kind,
                 pairing,
+                ..run_spec(workers)
             },
         );
         let sink = Arc::new(MemorySink::default());

@@ -411,30 +411,13 @@ fn count(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{register_request as reg, run_spec};
     use protocol::worker::PROTOCOL_VERSION;
 
     fn spec(step: u32) -> RunSpec {
         RunSpec {
-            kind: "IngressBenchmark".into(),
-            namespace: "ns".into(),
-            benchmark: "b".into(),
-            uid: "u".into(),
             step,
-            workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
-            report_kind: ReportKind::Http,
-            pairing: Default::default(),
-        }
-    }
-
-    fn reg(worker: &str) -> RegisterRequest {
-        RegisterRequest {
-            version: PROTOCOL_VERSION,
-            worker: worker.into(),
-            node: None,
-            step: 0,
-            role: Role::Client,
-            listen: None,
-            preflight_error: None,
+            ..run_spec(&[("w0", Role::Client), ("w1", Role::Client)])
         }
     }
 
