@@ -10,7 +10,7 @@ use loadgen::http::{HttpConfig, HttpOptions};
 use loadgen::report::http_summary;
 use loadgen::{offload, tcp};
 use protocol::report::Report;
-use protocol::Protocol;
+use protocol::{Protocol, ReportKind};
 
 #[derive(Parser)]
 #[command(name = "netbench-loadgen", version, about = "netbench load generators")]
@@ -201,11 +201,11 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
     }
     // TCP, rr and udp reports have their own types and merges; every other kind goes through
     // `Report`.
-    match report_kind(&texts[0].1).as_deref() {
-        Some(protocol::tcp::REPORT_KIND) => return merge_tcp(&texts, cmd.output),
-        Some(protocol::rr::REPORT_KIND) => return merge_rr(&texts, cmd.output),
-        Some(protocol::udp::REPORT_KIND) => return merge_udp(&texts, cmd.output),
-        _ => {}
+    match report_kind(&texts[0].1) {
+        Some(ReportKind::Tcp) => return merge_tcp(&texts, cmd.output),
+        Some(ReportKind::Rr) => return merge_rr(&texts, cmd.output),
+        Some(ReportKind::Udp) => return merge_udp(&texts, cmd.output),
+        Some(ReportKind::Http) | None => {}
     }
     let mut reports = Vec::with_capacity(texts.len());
     for (f, text) in &texts {
@@ -221,9 +221,9 @@ fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn report_kind(text: &str) -> Option<String> {
+fn report_kind(text: &str) -> Option<ReportKind> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    value.get("kind")?.as_str().map(str::to_owned)
+    value.get("kind")?.as_str()?.parse().ok()
 }
 
 fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {

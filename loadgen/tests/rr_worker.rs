@@ -112,7 +112,7 @@ fn an_rr_client_worker_delivers_an_rr_report_and_pushes_transactions_per_second(
     };
     assert_eq!(stored.report["kind"], "rr");
     assert_eq!(stored.report["mode"], "udp-rr");
-    match validate_final(stored, "rr") {
+    match validate_final(stored, protocol::ReportKind::Rr) {
         // (Floats may lose their last digit through JSON: compare what is exact.)
         Ok(CheckedReport::Rr(r)) => {
             assert_eq!((r.counts, &r.histogram), (report.counts, &report.histogram));

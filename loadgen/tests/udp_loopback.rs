@@ -468,7 +468,7 @@ fn a_worker_pushes_progress_with_loss_and_delivers_a_valid_report() {
     }
     let delivered = recorded.report.clone().expect("the final report");
     let final_report: protocol::worker::FinalReport = serde_json::from_value(delivered).unwrap();
-    match protocol::worker::validate_final(&final_report, "udp") {
+    match protocol::worker::validate_final(&final_report, protocol::ReportKind::Udp) {
         Ok(protocol::worker::CheckedReport::Udp(r)) => {
             assert_eq!(
                 (r.sent.packets, r.received.packets, r.lost),

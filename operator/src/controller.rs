@@ -430,10 +430,7 @@ mod tests {
         )
         .await;
         assert!(result.is_ok(), "{result:?}");
-        let warning = lines
-            .iter()
-            .find(|l| l.contains("unreadable object"))
-            .unwrap_or_else(|| panic!("no warning in {lines:#?}"));
+        let warning = crate::testing::log_capture::line_with(&lines, "unreadable object");
         for field in [
             "kind=IngressBenchmark",
             "namespace=\"team-a\"",

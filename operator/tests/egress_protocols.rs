@@ -77,7 +77,7 @@ fn run_case_keeping_report(index: u32) -> (crds::egress::CaseResult, Vec<String>
 
     let stored: Vec<FinalReport> = api.sink.0.lock().unwrap().clone();
     assert_eq!(stored.len(), 1, "the client's report only");
-    assert_eq!(stored[0].report["kind"], kind);
+    assert_eq!(stored[0].report["kind"], kind.as_str());
     let measured = plan::case_at(&eb, index).unwrap();
     let pair = result::PairReport {
         pair: 0,

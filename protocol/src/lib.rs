@@ -12,6 +12,8 @@
 //! - [`rr`]: the request/response report (tcp-rr, tcp-crr, udp-rr: transactions, exact
 //!   latency percentiles, failures and losses by class, CPU per transaction), its merge and
 //!   validation, and the latency probe a stream report may carry.
+//! - [`ReportKind`]: the `"kind"` of a worker's engine report (`http`, `tcp`, `rr`, `udp`), which
+//!   [`worker::validate_final`] dispatches on and [`Protocol::report_kind`] names per protocol.
 //! - [`Protocol`]: which test a server runs for a client (`tcp-stream`, `tcp-rr`, `tcp-crr`,
 //!   `udp-rr`, `udp-stream`), shared by the control protocol, the reports and the CRD.
 //! - [`cpu`]: CPU figures of both ends: the worker process's and the node's (/proc/stat), and
@@ -24,11 +26,14 @@
 pub mod cpu;
 pub mod offload;
 pub mod report;
+mod report_kind;
 pub mod rr;
 pub mod tcp;
 mod test_protocol;
 pub mod udp;
+mod wire_names;
 pub mod worker;
 
 pub use report::ErrorCounts;
+pub use report_kind::{ReportKind, UnknownReportKind};
 pub use test_protocol::{Protocol, UnknownProtocol};

@@ -6,10 +6,10 @@
 //! protocol, in reports and in the CRD. `tcp-stream` is the default, so objects and test
 //! requests written before the field existed keep their meaning.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
+
+use crate::wire_names::wire_names;
+use crate::ReportKind;
 
 /// The test a client asks a server for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -30,23 +30,12 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// Every protocol, in documentation order.
-    pub const ALL: [Protocol; 5] = [
-        Protocol::TcpStream,
-        Protocol::TcpRr,
-        Protocol::TcpCrr,
-        Protocol::UdpRr,
-        Protocol::UdpStream,
-    ];
-
-    /// The wire name (`"tcp-rr"`).
-    pub fn as_str(self) -> &'static str {
+    /// The kind of report a worker running this test sends.
+    pub fn report_kind(self) -> ReportKind {
         match self {
-            Protocol::TcpStream => "tcp-stream",
-            Protocol::TcpRr => "tcp-rr",
-            Protocol::TcpCrr => "tcp-crr",
-            Protocol::UdpRr => "udp-rr",
-            Protocol::UdpStream => "udp-stream",
+            Protocol::TcpStream => ReportKind::Tcp,
+            Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => ReportKind::Rr,
+            Protocol::UdpStream => ReportKind::Udp,
         }
     }
 
@@ -61,11 +50,13 @@ impl Protocol {
     }
 }
 
-impl fmt::Display for Protocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+wire_names!(Protocol, UnknownProtocol, {
+    TcpStream => "tcp-stream",
+    TcpRr => "tcp-rr",
+    TcpCrr => "tcp-crr",
+    UdpRr => "udp-rr",
+    UdpStream => "udp-stream",
+});
 
 /// A name that is not one of [`Protocol::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,17 +64,6 @@ impl fmt::Display for Protocol {
     "unknown protocol {0:.64?} (expected one of tcp-stream, tcp-rr, tcp-crr, udp-rr, udp-stream)"
 )]
 pub struct UnknownProtocol(pub String);
-
-impl FromStr for Protocol {
-    type Err = UnknownProtocol;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Protocol::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| UnknownProtocol(s.to_string()))
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -113,5 +93,23 @@ mod tests {
         assert_eq!(rr, [Protocol::TcpRr, Protocol::TcpCrr, Protocol::UdpRr]);
         let udp: Vec<_> = Protocol::ALL.into_iter().filter(|p| p.is_udp()).collect();
         assert_eq!(udp, [Protocol::UdpRr, Protocol::UdpStream]);
+    }
+
+    #[test]
+    fn report_kinds() {
+        let kinds: Vec<_> = Protocol::ALL.into_iter().map(|p| p.report_kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                ReportKind::Tcp,
+                ReportKind::Rr,
+                ReportKind::Rr,
+                ReportKind::Rr,
+                ReportKind::Udp
+            ]
+        );
+        for p in Protocol::ALL {
+            assert_eq!(p.is_request_response(), p.report_kind() == ReportKind::Rr);
+        }
     }
 }

@@ -268,7 +268,7 @@ proptest! {
     ) {
         let mut json: serde_json::Value = serde_json::from_str(&report(&latencies).to_json()).unwrap();
         corrupt(&mut json, edits);
-        let checked = validate_final(&worker_report("w0", json.clone()), "http");
+        let checked = validate_final(&worker_report("w0", json.clone()), protocol::ReportKind::Http);
         if let Ok(Report::Http(r)) = Report::from_json(&json.to_string()) {
             let valid = validate_http(&r);
             prop_assert_eq!(valid.is_ok() && r.workers == 1, checked.is_ok());

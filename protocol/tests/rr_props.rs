@@ -111,7 +111,7 @@ proptest! {
                 let _ = validate_rr(&r);
             }
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&t) {
-                let _ = validate_final(&worker_report(v), "rr");
+                let _ = validate_final(&worker_report(v), protocol::ReportKind::Rr);
             }
         }
     }
@@ -125,7 +125,7 @@ proptest! {
     ) {
         let mut json = serde_json::to_value(report(mode, &latencies, lost, 1)).unwrap();
         support::corrupt(&mut json, edits);
-        let checked = validate_final(&worker_report(json.clone()), "rr");
+        let checked = validate_final(&worker_report(json.clone()), protocol::ReportKind::Rr);
         if let Ok(r) = serde_json::from_value::<RrReport>(json) {
             let valid = validate_rr(&r);
             prop_assert_eq!(valid.is_ok() && r.runs.len() == 1, checked.is_ok());

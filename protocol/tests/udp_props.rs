@@ -185,7 +185,7 @@ proptest! {
     fn engine_built_reports_are_valid_and_survive_json(r in report()) {
         prop_assert_eq!(validate_udp(&r), Ok(()));
         let json = serde_json::to_value(&r).unwrap();
-        prop_assert!(validate_final(&worker_report(json.clone()), "udp").is_ok());
+        prop_assert!(validate_final(&worker_report(json.clone()), protocol::ReportKind::Udp).is_ok());
         let back: UdpReport = serde_json::from_value(json).unwrap();
         prop_assert_eq!(validate_udp(&back), Ok(()));
     }
@@ -222,7 +222,7 @@ proptest! {
         if let Some(slot) = json.pointer_mut(&at) {
             *slot = value;
         }
-        let _ = validate_final(&worker_report(json.clone()), "udp");
+        let _ = validate_final(&worker_report(json.clone()), protocol::ReportKind::Udp);
         if let Ok(parsed) = serde_json::from_value::<UdpReport>(json) {
             if validate_udp(&parsed).is_ok() {
                 // Whatever passes can be merged and stays valid.
@@ -236,7 +236,7 @@ proptest! {
     fn arbitrary_json_never_panics(text in "\\PC{0,400}") {
         let _ = serde_json::from_str::<UdpReport>(&text).map(|r| validate_udp(&r));
         if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
-            let _ = validate_final(&worker_report(value), "udp");
+            let _ = validate_final(&worker_report(value), protocol::ReportKind::Udp);
         }
     }
 }

@@ -22,45 +22,54 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let Ok(Path(run)) = run else {
-        let refusal = refuse(
-            &s.metrics,
-            StatusCode::BAD_REQUEST,
-            "malformed",
-            "malformed run name",
-        );
-        return closing(refusal.into_response());
-    };
-    let Some(token) = bearer(req.headers()).map(str::to_string) else {
-        let refusal = refuse(
-            &s.metrics,
-            StatusCode::UNAUTHORIZED,
-            "unauthenticated",
-            "a bearer token is required",
-        );
-        return closing(refusal.into_response());
-    };
-    let admitted = match s.auth.authenticate(&run, &token).await {
-        Ok(caller) => s
-            .runs
-            .admit(&run, &caller)
-            .map(|spec| (caller, spec))
-            .map_err(|e| registry_refusal(&s.metrics, e)),
-        Err(e) => Err(auth_refusal(&s.metrics, &run, e)),
-    };
-    match admitted {
-        Ok((caller, spec)) => {
-            req.extensions_mut().insert(Authenticated {
-                run,
-                caller,
-                kind: spec.kind,
-                benchmark: spec.benchmark,
-            });
+    match admitted(&s, run, req.headers()).await {
+        Ok(who) => {
+            req.extensions_mut().insert(who);
             next.run(req).await
         }
         // The connection closes: a refused caller cannot hold it for its next attempt.
         Err(refusal) => closing(refusal.into_response()),
     }
+}
+
+/// The caller of `run`, authenticated by its bearer token and admitted to the run.
+async fn admitted(
+    s: &ApiState,
+    run: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+) -> Result<Authenticated, Refusal> {
+    let refused = |code: StatusCode, reason: &'static str, message: &str| {
+        refuse(&s.metrics, code, reason, message)
+    };
+    let Ok(Path(run)) = run else {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            "malformed run name",
+        ));
+    };
+    let Some(token) = bearer(headers).map(str::to_string) else {
+        return Err(refused(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "a bearer token is required",
+        ));
+    };
+    let caller = s
+        .auth
+        .authenticate(&run, &token)
+        .await
+        .map_err(|e| auth_refusal(&s.metrics, &run, e))?;
+    let spec = s
+        .runs
+        .admit(&run, &caller)
+        .map_err(|e| registry_refusal(&s.metrics, e))?;
+    Ok(Authenticated {
+        run,
+        caller,
+        kind: spec.kind,
+        benchmark: spec.benchmark,
+    })
 }
 
 fn auth_refusal(metrics: &Metrics, run: &str, e: AuthError) -> Refusal {

@@ -286,6 +286,7 @@ mod tests {
     use k8s_openapi::api::authentication::v1::{TokenReviewStatus, UserInfo};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+    use protocol::ReportKind;
     /// A TokenReview answer as the API server gives it for a pod's projected token.
     fn review_of(namespace: &str, pod: &str, uid: &str) -> TokenReview {
         let extra = BTreeMap::from([
@@ -311,15 +312,9 @@ mod tests {
         RunSpec {
             kind: "EgressBenchmark".into(),
             namespace: "team".into(),
-            benchmark: "b".into(),
             uid: "bench-uid".into(),
-            step: 0,
-            workers: BTreeMap::from([
-                ("w-client".into(), Role::Client),
-                ("w-server".into(), Role::Server),
-            ]),
-            report_kind: "tcp",
-            pairing: Default::default(),
+            report_kind: ReportKind::Tcp,
+            ..crate::testing::run_spec(&[("w-client", Role::Client), ("w-server", Role::Server)])
         }
     }
 

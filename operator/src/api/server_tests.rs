@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::metrics::ApiMetrics;
-use super::tests::{register_body, setup_with_runs};
+use super::tests::{register_body, rejected, setup_with_runs};
 use super::*;
 
 /// Longest any step of these tests may take before it counts as hanging.
@@ -23,6 +22,16 @@ fn limits() -> ServerLimits {
         max_connections: 16,
         max_connections_per_peer: 16,
     }
+}
+
+/// A timeout short enough to act within a test.
+const SHORT: Duration = Duration::from_millis(300);
+
+/// [`start`] with [`limits`] changed by `set`.
+async fn start_with(set: impl FnOnce(&mut ServerLimits)) -> (SocketAddr, Arc<Metrics>) {
+    let mut limits = limits();
+    set(&mut limits);
+    start(limits).await
 }
 
 async fn start(limits: ServerLimits) -> (SocketAddr, Arc<Metrics>) {
@@ -60,12 +69,11 @@ async fn closed_after(conn: &mut TcpStream) -> Duration {
     started.elapsed()
 }
 
-fn rejected(metrics: &Metrics, reason: &str) -> u64 {
-    metrics
-        .family::<ApiMetrics>()
-        .rejected
-        .with_label_values(&[reason])
-        .get()
+/// A connection to `addr` that has sent `bytes`.
+async fn sent(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(bytes).await.unwrap();
+    conn
 }
 
 /// A POST head claiming a 100 MiB body, and the first bytes of it.
@@ -84,10 +92,7 @@ async fn an_unauthenticated_huge_body_is_refused_before_it_is_sent() {
         ("", "unauthenticated"),
         ("authorization: Bearer wrong\r\n", "bad_token"),
     ] {
-        let mut conn = TcpStream::connect(addr).await.unwrap();
-        conn.write_all(&huge_post("/v1/runs/run1/report", auth))
-            .await
-            .unwrap();
+        let mut conn = sent(addr, &huge_post("/v1/runs/run1/report", auth)).await;
         let head = read_head(&mut conn).await;
         assert!(head.starts_with("HTTP/1.1 401"), "{head}");
         assert_eq!(rejected(&metrics, reason), 1, "{reason}");
@@ -98,9 +103,8 @@ async fn an_unauthenticated_huge_body_is_refused_before_it_is_sent() {
 #[tokio::test]
 async fn an_authenticated_body_over_the_limit_is_refused_before_it_is_sent() {
     let (addr, metrics) = start(limits()).await;
-    let mut conn = TcpStream::connect(addr).await.unwrap();
     let head = huge_post("/v1/runs/run1/report", "authorization: Bearer tok\r\n");
-    conn.write_all(&head).await.unwrap();
+    let mut conn = sent(addr, &head).await;
     let head = read_head(&mut conn).await;
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
     assert_eq!(rejected(&metrics, "too_large"), 1);
@@ -108,16 +112,9 @@ async fn an_authenticated_body_over_the_limit_is_refused_before_it_is_sent() {
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_head_is_cut_off() {
-    let header_timeout = Duration::from_millis(300);
-    let (addr, metrics) = start(ServerLimits {
-        header_timeout,
-        ..limits()
-    })
-    .await;
-    let mut conn = TcpStream::connect(addr).await.unwrap();
-    conn.write_all(b"POST /v1/runs/run1/report HTTP/1.1\r\nhost: t\r\n")
-        .await
-        .unwrap();
+    let header_timeout = SHORT;
+    let (addr, metrics) = start_with(|l| l.header_timeout = header_timeout).await;
+    let mut conn = sent(addr, b"POST /v1/runs/run1/report HTTP/1.1\r\nhost: t\r\n").await;
     let took = closed_after(&mut conn).await;
     assert!(took >= header_timeout / 2, "closed too early: {took:?}");
     wait_for(|| rejected(&metrics, "header_timeout") == 1).await;
@@ -125,28 +122,16 @@ async fn a_client_that_never_finishes_its_head_is_cut_off() {
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed() {
-    let header_timeout = Duration::from_millis(300);
-    let (addr, _) = start(ServerLimits {
-        header_timeout,
-        ..limits()
-    })
-    .await;
-    let mut conn = TcpStream::connect(addr).await.unwrap();
-    conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
-        .await
-        .unwrap();
+    let (addr, _) = start_with(|l| l.header_timeout = SHORT).await;
+    let mut conn = sent(addr, b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n").await;
     assert!(read_head(&mut conn).await.starts_with("HTTP/1.1 200"));
     closed_after(&mut conn).await;
 }
 
 #[tokio::test]
 async fn a_body_that_never_arrives_times_out() {
-    let request_timeout = Duration::from_millis(300);
-    let (addr, metrics) = start(ServerLimits {
-        request_timeout,
-        ..limits()
-    })
-    .await;
+    let request_timeout = SHORT;
+    let (addr, metrics) = start_with(|l| l.request_timeout = request_timeout).await;
     let mut conn = TcpStream::connect(addr).await.unwrap();
     let body = register_body("w0");
     let head = format!(
@@ -184,10 +169,7 @@ async fn connections_are_capped_at_two(limits: ServerLimits) {
     // Two kept-alive connections, each proven served, hold both slots.
     let mut held = Vec::new();
     for _ in 0..2 {
-        let mut conn = TcpStream::connect(addr).await.unwrap();
-        conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n")
-            .await
-            .unwrap();
+        let mut conn = sent(addr, b"GET /healthz HTTP/1.1\r\nhost: t\r\n\r\n").await;
         assert!(read_head(&mut conn).await.starts_with("HTTP/1.1 200"));
         held.push(conn);
     }

@@ -2,7 +2,6 @@
 //! replaced by an in-memory sink and the TokenReview by a fixed table of identities here; the
 //! e2e tests use a real cluster for both.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -16,7 +15,7 @@ use super::metrics::ApiMetrics;
 use super::*;
 use crate::store::registry::Registry;
 use crate::store::registry::RunSpec;
-use crate::testing::{FixedTokens, MemorySink};
+use crate::testing::{register_request, run_spec, FixedTokens, MemorySink};
 
 fn fixed_tokens() -> FixedTokens {
     FixedTokens::new([
@@ -34,19 +33,7 @@ fn setup() -> (Router, Arc<MemorySink>, Arc<Metrics>) {
 
 pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<Registry>) {
     let runs = Arc::new(Registry::default());
-    runs.announce(
-        "run1",
-        RunSpec {
-            kind: "IngressBenchmark".into(),
-            namespace: "ns".into(),
-            benchmark: "b".into(),
-            uid: "u".into(),
-            step: 0,
-            workers: BTreeMap::from([("w0".into(), Role::Client)]),
-            report_kind: "http",
-            pairing: Default::default(),
-        },
-    );
+    runs.announce("run1", run_spec(&[("w0", Role::Client)]));
     runs.announce("run2", run2_spec());
     let sink = Arc::new(MemorySink::default());
     let metrics = Arc::new(Metrics::new());
@@ -82,17 +69,31 @@ pub(super) async fn call(
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
+pub(super) async fn post(
+    app: &Router,
+    uri: &str,
+    token: &str,
+    body: Vec<u8>,
+) -> (StatusCode, String) {
+    call(app, "POST", uri, token, body).await
+}
+
+pub(super) async fn get(app: &Router, uri: &str, token: &str) -> (StatusCode, String) {
+    call(app, "GET", uri, token, vec![]).await
+}
+
+/// `worker`'s http report (see [`http_report`]) posted to `uri` with `token`.
+pub(super) async fn post_report(
+    app: &Router,
+    uri: &str,
+    token: &str,
+    worker: &str,
+) -> (StatusCode, String) {
+    post(app, uri, token, report_body(worker, http_report())).await
+}
+
 pub(super) fn register_body(worker: &str) -> Vec<u8> {
-    serde_json::to_vec(&RegisterRequest {
-        version: PROTOCOL_VERSION,
-        worker: worker.into(),
-        node: None,
-        step: 0,
-        role: Role::Client,
-        listen: None,
-        preflight_error: None,
-    })
-    .unwrap()
+    serde_json::to_vec(&register_request(worker)).unwrap()
 }
 
 pub(super) fn http_report() -> serde_json::Value {
@@ -116,23 +117,9 @@ pub(super) fn report_body(worker: &str, report: serde_json::Value) -> Vec<u8> {
 #[tokio::test]
 async fn register_then_barrier_opens() {
     let (app, _, _) = setup();
-    let (code, _) = call(
-        &app,
-        "POST",
-        "/v1/runs/run1/register",
-        "tok",
-        register_body("w0"),
-    )
-    .await;
+    let (code, _) = post(&app, "/v1/runs/run1/register", "tok", register_body("w0")).await;
     assert_eq!(code, StatusCode::OK);
-    let (code, body) = call(
-        &app,
-        "GET",
-        "/v1/runs/run1/barrier?worker=w0&step=0",
-        "tok",
-        vec![],
-    )
-    .await;
+    let (code, body) = get(&app, "/v1/runs/run1/barrier?worker=w0&step=0", "tok").await;
     assert_eq!(code, StatusCode::OK, "{body}");
     let b: BarrierResponse = serde_json::from_str(&body).unwrap();
     assert!(b.start_at_unix_ms.is_some());
@@ -216,22 +203,10 @@ async fn refusals_are_4xx_and_counted() {
         ),
     ];
     for (method, uri, token, body, want, reason) in cases {
-        let before = metrics
-            .family::<ApiMetrics>()
-            .rejected
-            .with_label_values(&[reason])
-            .get();
+        let before = rejected(&metrics, reason);
         let (code, text) = call(&app, method, uri, token, body).await;
         assert_eq!(code, want, "{uri} {reason}: {text}");
-        assert!(
-            metrics
-                .family::<ApiMetrics>()
-                .rejected
-                .with_label_values(&[reason])
-                .get()
-                > before,
-            "{reason} counted"
-        );
+        assert!(rejected(&metrics, reason) > before, "{reason} counted");
     }
     assert!(
         sink.0.lock().unwrap().is_empty(),
@@ -242,14 +217,7 @@ async fn refusals_are_4xx_and_counted() {
 #[tokio::test]
 async fn a_well_formed_report_is_stored() {
     let (app, sink, _) = setup();
-    let (code, text) = call(
-        &app,
-        "POST",
-        "/v1/runs/run1/report",
-        "tok",
-        report_body("w0", http_report()),
-    )
-    .await;
+    let (code, text) = post_report(&app, "/v1/runs/run1/report", "tok", "w0").await;
     assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
     assert_eq!(sink.0.lock().unwrap().len(), 1);
 }
@@ -292,9 +260,8 @@ async fn invalid_reports_are_400_counted_and_the_worker_can_report_again() {
             .with_label_values(&["invalid_report"])
             .get();
         let started = std::time::Instant::now();
-        let (code, text) = call(
+        let (code, text) = post(
             &app,
-            "POST",
             "/v1/runs/run1/report",
             "tok",
             report_body("w0", report),
@@ -327,14 +294,7 @@ async fn invalid_reports_are_400_counted_and_the_worker_can_report_again() {
     assert!(metrics
         .render()
         .contains(r#"netbench_api_rejected_total{reason="invalid_report"} 2"#));
-    let (code, text) = call(
-        &app,
-        "POST",
-        "/v1/runs/run1/report",
-        "tok",
-        report_body("w0", http_report()),
-    )
-    .await;
+    let (code, text) = post_report(&app, "/v1/runs/run1/report", "tok", "w0").await;
     assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
     assert_eq!(sink.0.lock().unwrap().len(), 1);
 }
@@ -342,15 +302,9 @@ async fn invalid_reports_are_400_counted_and_the_worker_can_report_again() {
 #[tokio::test]
 async fn metrics_and_health() {
     let (app, _, _) = setup();
-    assert_eq!(
-        call(&app, "GET", "/healthz", "", vec![]).await.0,
-        StatusCode::OK
-    );
-    assert_eq!(
-        call(&app, "GET", "/readyz", "", vec![]).await.0,
-        StatusCode::OK
-    );
-    let (code, body) = call(&app, "GET", "/metrics", "", vec![]).await;
+    assert_eq!(get(&app, "/healthz", "").await.0, StatusCode::OK);
+    assert_eq!(get(&app, "/readyz", "").await.0, StatusCode::OK);
+    let (code, body) = get(&app, "/metrics", "").await;
     assert_eq!(code, StatusCode::OK);
     assert!(
         body.contains(r#"netbench_api_requests_total{code="200",endpoint="healthz"} 1"#),
@@ -358,8 +312,15 @@ async fn metrics_and_health() {
     );
 }
 
-fn progress_body(update: ProgressUpdate) -> Vec<u8> {
-    serde_json::to_vec(&update).unwrap()
+/// w0's progress `update` (this protocol version, worker w0) posted to run1.
+async fn post_progress(app: &Router, update: ProgressUpdate) -> (StatusCode, String) {
+    let update = ProgressUpdate {
+        version: PROTOCOL_VERSION,
+        worker: "w0".into(),
+        ..update
+    };
+    let body = serde_json::to_vec(&update).unwrap();
+    post(app, "/v1/runs/run1/progress", "tok", body).await
 }
 
 /// The `netbench_*` sample lines of /metrics that mention `needle`.
@@ -376,8 +337,6 @@ fn samples(metrics: &Metrics, needle: &str) -> Vec<String> {
 async fn http_progress_sets_live_latency_and_errors_until_the_report() {
     let (app, _, metrics) = setup();
     let update = ProgressUpdate {
-        version: PROTOCOL_VERSION,
-        worker: "w0".into(),
         step: 0,
         elapsed_s: 2.0,
         requests: 2000,
@@ -391,16 +350,9 @@ async fn http_progress_sets_live_latency_and_errors_until_the_report() {
         }),
         ..Default::default()
     };
-    let (code, text) = call(
-        &app,
-        "POST",
-        "/v1/runs/run1/progress",
-        "tok",
-        progress_body(update),
-    )
-    .await;
+    let (code, text) = post_progress(&app, update).await;
     assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
-    let (_, body) = call(&app, "GET", "/metrics", "", vec![]).await;
+    let (_, body) = get(&app, "/metrics", "").await;
     for line in [
         r#"netbench_ingress_live_latency_seconds{name="b",namespace="ns",quantile="0.5",worker="w0"} 0.00025"#,
         r#"netbench_ingress_live_latency_seconds{name="b",namespace="ns",quantile="0.99",worker="w0"} 0.004"#,
@@ -415,14 +367,7 @@ async fn http_progress_sets_live_latency_and_errors_until_the_report() {
     }
 
     // The stored report ends the worker's live series, the new ones included.
-    let (code, text) = call(
-        &app,
-        "POST",
-        "/v1/runs/run1/report",
-        "tok",
-        report_body("w0", http_report()),
-    )
-    .await;
+    let (code, text) = post_report(&app, "/v1/runs/run1/report", "tok", "w0").await;
     assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
     assert_eq!(samples(&metrics, "worker=\"w0\""), Vec::<String>::new());
 }
@@ -432,19 +377,10 @@ async fn progress_without_the_live_fields_leaves_their_series_unset() {
     // A TCP worker, or an HTTP worker from before the fields existed.
     let (app, _, metrics) = setup();
     let update = ProgressUpdate {
-        version: PROTOCOL_VERSION,
-        worker: "w0".into(),
         rps: 10.0,
         ..Default::default()
     };
-    let (code, text) = call(
-        &app,
-        "POST",
-        "/v1/runs/run1/progress",
-        "tok",
-        progress_body(update),
-    )
-    .await;
+    let (code, text) = post_progress(&app, update).await;
     assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
     assert_eq!(samples(&metrics, "netbench_live_rps").len(), 1);
     assert_eq!(
@@ -456,17 +392,9 @@ async fn progress_without_the_live_fields_leaves_their_series_unset() {
 /// A second run with a token of its own.
 fn run2_spec() -> RunSpec {
     RunSpec {
-        kind: "IngressBenchmark".into(),
-        namespace: "ns".into(),
         benchmark: "b2".into(),
         uid: "u2".into(),
-        step: 0,
-        workers: BTreeMap::from([
-            ("r2-w0".into(), Role::Client),
-            ("r2-w1".into(), Role::Client),
-        ]),
-        report_kind: "http",
-        pairing: Default::default(),
+        ..run_spec(&[("r2-w0", Role::Client), ("r2-w1", Role::Client)])
     }
 }
 
@@ -478,28 +406,19 @@ pub(super) fn rejected(metrics: &Metrics, reason: &str) -> u64 {
         .get()
 }
 
+/// [`post_report`], which must be refused 403.
+async fn forbidden_report(app: &Router, uri: &str, token: &str, worker: &str) {
+    let (code, text) = post_report(app, uri, token, worker).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
+}
+
 #[tokio::test]
 async fn a_worker_of_one_run_is_refused_on_another() {
     let (app, sink, metrics) = setup();
     let uri = "/v1/runs/run2/report";
-    let (code, text) = call(
-        &app,
-        "POST",
-        uri,
-        "tok",
-        report_body("r2-w0", http_report()),
-    )
-    .await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
+    forbidden_report(&app, uri, "tok", "r2-w0").await;
     assert_eq!(rejected(&metrics, "not_a_worker"), 1);
-    let (code, _) = call(
-        &app,
-        "POST",
-        uri,
-        "tok2",
-        report_body("r2-w0", http_report()),
-    )
-    .await;
+    let (code, _) = post_report(&app, uri, "tok2", "r2-w0").await;
     assert_eq!(code, StatusCode::NO_CONTENT, "its own token works");
     assert_eq!(sink.0.lock().unwrap().len(), 1);
 }
@@ -508,47 +427,23 @@ async fn a_worker_of_one_run_is_refused_on_another() {
 async fn a_worker_speaks_only_for_itself() {
     let (app, sink, metrics) = setup();
     let report = "/v1/runs/run2/report";
-    let (code, text) = call(
-        &app,
-        "POST",
-        report,
-        "tok2b",
-        report_body("r2-w0", http_report()),
-    )
-    .await;
-    assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
-    let mut register = RegisterRequest {
-        version: PROTOCOL_VERSION,
-        worker: "r2-w0".into(),
-        node: None,
-        step: 0,
-        role: Role::Client,
-        listen: None,
-        preflight_error: None,
-    };
+    forbidden_report(&app, report, "tok2b", "r2-w0").await;
+    let mut register = register_request("r2-w0");
     let body = serde_json::to_vec(&register).unwrap();
-    let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2b", body).await;
+    let (code, _) = post(&app, "/v1/runs/run2/register", "tok2b", body).await;
     assert_eq!(code, StatusCode::FORBIDDEN);
     let barrier = "/v1/runs/run2/barrier?worker=r2-w0&step=0";
-    let (code, _) = call(&app, "GET", barrier, "tok2b", vec![]).await;
+    let (code, _) = get(&app, barrier, "tok2b").await;
     assert_eq!(code, StatusCode::FORBIDDEN);
     assert_eq!(rejected(&metrics, "wrong_worker"), 3);
     // Nor in another role than the run gives it.
     register.role = Role::Server;
     let body = serde_json::to_vec(&register).unwrap();
-    let (code, _) = call(&app, "POST", "/v1/runs/run2/register", "tok2", body).await;
+    let (code, _) = post(&app, "/v1/runs/run2/register", "tok2", body).await;
     assert_eq!(code, StatusCode::FORBIDDEN);
     assert_eq!(rejected(&metrics, "wrong_role"), 1);
     // A valid identity that is no worker of the run at all.
-    let (code, _) = call(
-        &app,
-        "POST",
-        report,
-        "tok-elsewhere",
-        report_body("r2-w0", http_report()),
-    )
-    .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
+    forbidden_report(&app, report, "tok-elsewhere", "r2-w0").await;
     assert_eq!(rejected(&metrics, "not_a_worker"), 1);
     assert!(sink.0.lock().unwrap().is_empty());
 }
@@ -625,7 +520,7 @@ async fn a_streamed_report_over_the_limit_is_refused() {
     let (app, sink, metrics) = setup();
     let mut big = report_body("w0", http_report());
     big.resize(MAX_REPORT_BYTES + 1, b' ');
-    let (code, text) = call(&app, "POST", "/v1/runs/run1/report", "tok", big).await;
+    let (code, text) = post(&app, "/v1/runs/run1/report", "tok", big).await;
     assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
     assert_eq!(rejected(&metrics, "too_large"), 1, "counted once");
     assert!(sink.0.lock().unwrap().is_empty());
@@ -655,7 +550,7 @@ async fn forget_during_register_is_refused_not_a_panic() {
                 let mut codes = std::collections::BTreeSet::new();
                 for _ in 0..100 {
                     let uri = "/v1/runs/run1/register";
-                    codes.insert(call(&app, "POST", uri, "tok", register_body("w0")).await.0);
+                    codes.insert(post(&app, uri, "tok", register_body("w0")).await.0);
                 }
                 codes
             })
@@ -675,7 +570,7 @@ async fn forget_during_register_is_refused_not_a_panic() {
 #[tokio::test]
 async fn every_rejection_reason_is_exported_from_the_start() {
     let (app, _, _) = setup();
-    let (_, body) = call(&app, "GET", "/metrics", "", vec![]).await;
+    let (_, body) = get(&app, "/metrics", "").await;
     for reason in REASONS {
         let line = format!("netbench_api_rejected_total{{reason=\"{reason}\"}} 0");
         assert!(body.lines().any(|l| l == line), "missing {line}");
@@ -686,24 +581,22 @@ async fn every_rejection_reason_is_exported_from_the_start() {
 /// span), in both log formats; refusals too, after authentication.
 #[tokio::test]
 async fn handler_log_lines_carry_the_run_benchmark_and_worker() {
-    use crate::testing::log_capture::capture;
+    use crate::testing::log_capture::{capture, line_with};
+    /// The lines logged (as JSON when `json`) while `call` is answered, which must be `want`.
+    async fn logged(
+        json: bool,
+        want: StatusCode,
+        call: impl std::future::Future<Output = (StatusCode, String)>,
+    ) -> Vec<String> {
+        let ((code, text), lines) = capture(json, call).await;
+        assert_eq!(code, want, "{text}");
+        lines
+    }
     let (app, _, _) = setup();
-    let ((code, _), lines) = capture(
-        false,
-        call(
-            &app,
-            "POST",
-            "/v1/runs/run1/report",
-            "tok",
-            report_body("w0", http_report()),
-        ),
-    )
-    .await;
-    assert_eq!(code, StatusCode::NO_CONTENT);
-    let stored = lines
-        .iter()
-        .find(|l| l.contains("report stored"))
-        .unwrap_or_else(|| panic!("no 'report stored' line in {lines:#?}"));
+    let report = "/v1/runs/run1/report";
+    let call = post_report(&app, report, "tok", "w0");
+    let lines = logged(false, StatusCode::NO_CONTENT, call).await;
+    let stored = line_with(&lines, "report stored");
     for field in [
         "run=run1",
         "kind=IngressBenchmark",
@@ -715,18 +608,8 @@ async fn handler_log_lines_carry_the_run_benchmark_and_worker() {
     }
 
     // JSON (Helm logFormat=json): the fields are in the line's span.
-    let ((code, _), lines) = capture(
-        true,
-        call(
-            &app,
-            "POST",
-            "/v1/runs/run1/register",
-            "tok",
-            register_body("w0"),
-        ),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    let call = post(&app, "/v1/runs/run1/register", "tok", register_body("w0"));
+    let lines = logged(true, StatusCode::OK, call).await;
     let registered: serde_json::Value = lines
         .iter()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -741,22 +624,9 @@ async fn handler_log_lines_carry_the_run_benchmark_and_worker() {
     assert_eq!(span["worker"], "w0", "{registered}");
 
     // A refusal inside a handler (a worker speaking for another) is logged with its span.
-    let ((code, _), lines) = capture(
-        false,
-        call(
-            &app,
-            "POST",
-            "/v1/runs/run1/report",
-            "tok",
-            report_body("somebody-else", http_report()),
-        ),
-    )
-    .await;
-    assert_eq!(code, StatusCode::FORBIDDEN);
-    let refused = lines
-        .iter()
-        .find(|l| l.contains("refused:"))
-        .unwrap_or_else(|| panic!("no refusal line in {lines:#?}"));
+    let call = post_report(&app, report, "tok", "somebody-else");
+    let lines = logged(false, StatusCode::FORBIDDEN, call).await;
+    let refused = line_with(&lines, "refused:");
     assert!(
         refused.contains("reason=\"wrong_worker\"") || refused.contains("reason=wrong_worker"),
         "{refused}"

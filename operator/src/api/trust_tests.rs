@@ -12,11 +12,11 @@ use axum::http::StatusCode;
 use protocol::worker::*;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::tests::{call, http_report, rejected, report_body, setup_with_runs};
+use super::tests::{get, http_report, post, rejected, report_body, setup_with_runs};
 use super::*;
 use crate::store::registry::Registry;
 use crate::store::registry::{Listen, ListenHost, Pairing, RunSpec};
-use crate::testing::{FixedTokens, MemorySink};
+use crate::testing::{run_spec, FixedTokens, MemorySink};
 
 /// Run "eg": client c0 paired with server s0 (pod 10.0.0.10, port 5201); server s6 on the host
 /// network at pair index 2 (node fd00::6 and 10.0.1.6, port 5203), paired with c6.
@@ -25,24 +25,22 @@ fn egress_spec() -> RunSpec {
         host: ListenHost::Own,
         port,
     };
+    let workers = [
+        ("c0", Role::Client),
+        ("s0", Role::Server),
+        ("c6", Role::Client),
+        ("s6", Role::Server),
+    ];
     RunSpec {
         kind: "EgressBenchmark".into(),
-        namespace: "ns".into(),
         benchmark: "e".into(),
         uid: "ue".into(),
-        step: 0,
-        workers: BTreeMap::from([
-            ("c0".into(), Role::Client),
-            ("s0".into(), Role::Server),
-            ("c6".into(), Role::Client),
-            ("s6".into(), Role::Server),
-        ]),
-        report_kind: "http",
         pairing: Pairing {
             peers: BTreeMap::from([("c0".into(), "s0".into()), ("c6".into(), "s6".into())]),
             offsets_ms: BTreeMap::new(),
             listen: BTreeMap::from([("s0".into(), listen(5201)), ("s6".into(), listen(5203))]),
         },
+        ..run_spec(&workers)
     }
 }
 
@@ -104,14 +102,7 @@ fn registering(worker: &str, role: Role, node: Option<&str>, listen: Option<&str
 }
 
 async fn register(t: &Setup, run: &str, token: &str, body: Vec<u8>) -> (StatusCode, String) {
-    call(
-        &t.app,
-        "POST",
-        &format!("/v1/runs/{run}/register"),
-        token,
-        body,
-    )
-    .await
+    post(&t.app, &format!("/v1/runs/{run}/register"), token, body).await
 }
 
 fn error_of(body: &str) -> String {
@@ -153,14 +144,7 @@ async fn a_server_registering_another_address_or_port_is_refused_and_ends_its_ru
     // Its client never learns an address.
     let body = registering("c0", Role::Client, None, None);
     assert_eq!(register(&t, "eg", "tok-c0", body).await.0, StatusCode::OK);
-    let (_, text) = call(
-        &t.app,
-        "GET",
-        "/v1/runs/eg/barrier?worker=c0&step=0",
-        "tok-c0",
-        vec![],
-    )
-    .await;
+    let (_, text) = get(&t.app, "/v1/runs/eg/barrier?worker=c0&step=0", "tok-c0").await;
     let b: BarrierResponse = serde_json::from_str(&text).unwrap();
     assert!(
         b.servers.is_empty() && b.start_at_unix_ms.is_none(),
@@ -169,14 +153,7 @@ async fn a_server_registering_another_address_or_port_is_refused_and_ends_its_ru
     // Another run is not disturbed.
     let (code, _) = register(&t, "run1", "tok", super::tests::register_body("w0")).await;
     assert_eq!(code, StatusCode::OK);
-    let (code, _) = call(
-        &t.app,
-        "GET",
-        "/v1/runs/run1/barrier?worker=w0&step=0",
-        "tok",
-        vec![],
-    )
-    .await;
+    let (code, _) = get(&t.app, "/v1/runs/run1/barrier?worker=w0&step=0", "tok").await;
     assert_eq!(code, StatusCode::OK, "run1's barrier opened");
     assert!(t.runs.preflight_failures("run1").is_empty());
 }
@@ -207,7 +184,7 @@ async fn honest_servers_are_given_to_their_clients() {
         ("c6", "tok-c6", "[fd00::6]:5203"),
     ] {
         let uri = format!("/v1/runs/eg/barrier?worker={worker}&step=0");
-        let (code, text) = call(&t.app, "GET", &uri, token, vec![]).await;
+        let (code, text) = get(&t.app, &uri, token).await;
         assert_eq!(code, StatusCode::OK, "{text}");
         let b: BarrierResponse = serde_json::from_str(&text).unwrap();
         assert_eq!(b.servers, [server]);
@@ -234,7 +211,7 @@ async fn a_worker_claiming_another_node_is_refused() {
         serde_json::from_slice::<FinalReport>(&report_body("c6", http_report())).unwrap();
     claim.node = Some("n-s6".into());
     let body = serde_json::to_vec(&claim).unwrap();
-    let (code, text) = call(&t.app, "POST", "/v1/runs/eg/report", "tok-c6", body).await;
+    let (code, text) = post(&t.app, "/v1/runs/eg/report", "tok-c6", body).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{text}");
     assert!(
         error_of(&text).contains("its pod runs on node \"n-c6\""),
@@ -254,7 +231,7 @@ async fn a_worker_claiming_another_node_is_refused() {
     for claimed in [None, Some("n-c6")] {
         claim.node = claimed.map(str::to_string);
         let body = serde_json::to_vec(&claim).unwrap();
-        let (code, text) = call(&t.app, "POST", "/v1/runs/eg/report", "tok-c6", body).await;
+        let (code, text) = post(&t.app, "/v1/runs/eg/report", "tok-c6", body).await;
         assert_eq!(code, StatusCode::NO_CONTENT, "{text}");
     }
     let stored: Vec<Option<String>> = t

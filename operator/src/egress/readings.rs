@@ -15,15 +15,6 @@ use protocol::Protocol;
 
 use crate::policy::gates::MISSED_LIMIT_PERCENT;
 
-/// The report kind a case's client delivers.
-pub fn report_kind(p: Protocol) -> &'static str {
-    match p {
-        Protocol::TcpStream => protocol::tcp::REPORT_KIND,
-        Protocol::UdpStream => protocol::udp::REPORT_KIND,
-        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => protocol::rr::REPORT_KIND,
-    }
-}
-
 /// What a reader gives: the figures into `r`, and why streams ended early (if they did).
 pub type Errors = Vec<String>;
 
@@ -37,7 +28,7 @@ pub enum EgressReport {
 /// `client`'s report validated as one of protocol `p`: the kind `p` delivers, and for
 /// request/response the test `p` names.
 pub fn check(p: Protocol, client: &FinalReport) -> Result<EgressReport, String> {
-    let checked = validate_final(client, report_kind(p))
+    let checked = validate_final(client, p.report_kind())
         .map_err(|e| format!("report of worker {:.253}: {e}", client.worker))?;
     match checked {
         CheckedReport::Tcp(t) => Ok(EgressReport::Tcp(t)),

@@ -67,7 +67,7 @@ impl Plan for IngressBenchmark {
                 Some(c) => format!("step {step} ({})", c.name),
                 None => format!("step {step}"),
             },
-            report_kind: "http",
+            report_kind: protocol::ReportKind::Http,
             live_from: self.spec.load.warmup.as_std(),
             after_start: plan::step_deadline(&self.spec, Duration::ZERO),
         }

@@ -17,11 +17,12 @@ use crate::policy::samples::Figure;
 use protocol::report::HttpReport;
 use protocol::worker::FinalReport;
 use protocol::worker::{validate_final, CheckedReport};
+use protocol::ReportKind;
 
 /// A stored report, validated again (stored objects are as hostile as requests): an invalid
 /// one fails the step naming its worker, rather than being left out of a sum it belongs to.
 pub(super) fn http_of(r: &FinalReport) -> Result<HttpReport, String> {
-    match validate_final(r, "http") {
+    match validate_final(r, ReportKind::Http) {
         Ok(CheckedReport::Http(h)) => Ok(*h),
         Ok(_) => Err(format!("report of worker {} is not http", r.worker)),
         Err(e) => Err(format!("report of worker {:.253}: {e}", r.worker)),

@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use protocol::worker::ProgressUpdate;
+use protocol::ReportKind;
 
 use crds::gates::{Gate, GateFigure};
 
@@ -68,17 +69,18 @@ impl Reading {
 }
 
 impl Reading {
-    /// Only the figures a worker of `report_kind` measures ("http", "tcp", "udp", "rr"): a
-    /// field it leaves at 0 (a request/response worker's bits/s, a TCP worker's requests/s) is
-    /// not a reading, and a UDP sender's rate is not what its receiver got (no certain break).
-    pub fn only_for(self, report_kind: &str) -> Reading {
+    /// Only the figures a worker of `report_kind` measures: a field it leaves at 0 (a
+    /// request/response worker's bits/s, a TCP worker's requests/s) is not a reading, and a UDP
+    /// sender's rate is not what its receiver got (no certain break).
+    pub fn only_for(self, report_kind: ReportKind) -> Reading {
         let keep = |on: bool, v: Option<f64>| v.filter(|_| on);
-        let (http, tcp, udp, rr) = (
-            report_kind == "http",
-            report_kind == "tcp",
-            report_kind == "udp",
-            report_kind == "rr",
-        );
+        // (http, tcp, udp, rr): one arm per kind, so a new kind must say what it measures.
+        let (http, tcp, udp, rr) = match report_kind {
+            ReportKind::Http => (true, false, false, false),
+            ReportKind::Tcp => (false, true, false, false),
+            ReportKind::Udp => (false, false, true, false),
+            ReportKind::Rr => (false, false, false, true),
+        };
         Reading {
             elapsed_s: self.elapsed_s,
             rps: keep(http, self.rps),
@@ -274,6 +276,53 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
+    /// Each kind keeps exactly its own figures of a push that claims every one.
+    #[test]
+    fn each_kind_keeps_exactly_its_figures() {
+        let all = ProgressUpdate {
+            elapsed_s: 3.0,
+            rps: 100.0,
+            bits_per_second: 1e9,
+            transactions_per_second: Some(500.0),
+            errors_per_second: Some(2.0),
+            latency: Some(LiveLatency {
+                p50_ms: 1.0,
+                p99_ms: 9.0,
+                max_ms: 12.0,
+            }),
+            loss_percent: Some(0.5),
+            ..ProgressUpdate::default()
+        };
+        let full = Reading::of(&all).unwrap();
+        let kept = |r: &Reading| {
+            [
+                ("rps", r.rps.is_some()),
+                ("bits", r.bits.is_some()),
+                ("tps", r.tps.is_some()),
+                ("errors", r.errors.is_some()),
+                ("p50", r.p50.is_some()),
+                ("p99", r.p99.is_some()),
+                ("loss", r.loss.is_some()),
+            ]
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(&full).len(), 7, "the push claims every figure");
+        for kind in ReportKind::ALL {
+            let expected: &[&str] = match kind {
+                ReportKind::Http => &["rps", "errors", "p50", "p99"],
+                ReportKind::Tcp => &["bits"],
+                ReportKind::Rr => &["tps"],
+                ReportKind::Udp => &["loss"],
+            };
+            let r = full.clone().only_for(kind);
+            assert_eq!(kept(&r), expected, "{kind}");
+            assert_eq!(r.elapsed_s, 3.0);
+        }
+    }
+
     /// A worker's zeros for figures it does not measure are no readings: an rr case's bits/s
     /// never break a bits/s gate, a TCP case's requests/s never break an rps gate.
     #[test]
@@ -283,20 +332,20 @@ mod tests {
             transactions_per_second: Some(500.0),
             ..ProgressUpdate::default()
         };
-        let r = Reading::of(&rr).unwrap().only_for("rr");
+        let r = Reading::of(&rr).unwrap().only_for(ReportKind::Rr);
         assert_eq!((r.tps, r.bits, r.rps), (Some(500.0), None, None));
         let tcp = ProgressUpdate {
             elapsed_s: 3.0,
             bits_per_second: 1e9,
             ..ProgressUpdate::default()
         };
-        let t = Reading::of(&tcp).unwrap().only_for("tcp");
+        let t = Reading::of(&tcp).unwrap().only_for(ReportKind::Tcp);
         assert_eq!((t.bits, t.rps, t.errors), (Some(1e9), None, None));
-        let u = Reading::of(&tcp).unwrap().only_for("udp");
+        let u = Reading::of(&tcp).unwrap().only_for(ReportKind::Udp);
         assert_eq!(u.bits, None, "a UDP sender's rate is not the receiver's");
         let h = Reading::of(&http(3.0, 100.0, 9.0))
             .unwrap()
-            .only_for("http");
+            .only_for(ReportKind::Http);
         assert_eq!((h.rps, h.bits, h.p99), (Some(100.0), None, Some(9.0)));
     }
 

@@ -79,7 +79,7 @@ fn role_name(role: Role) -> &'static str {
 /// A report's latency histogram, if its kind carries one (validated again: stored objects are
 /// hostile).
 fn histogram_of(r: &FinalReport) -> Option<String> {
-    let kind = r.report.get("kind")?.as_str()?;
+    let kind = r.report.get("kind")?.as_str()?.parse().ok()?;
     validate_final(r, kind).ok()?.latency_histogram()
 }
 

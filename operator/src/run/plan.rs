@@ -12,6 +12,7 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::core::object::HasStatus;
 use kube::Resource;
 use protocol::worker::{FinalReport, Role};
+use protocol::ReportKind;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -75,8 +76,8 @@ impl Outline<'_> {
 pub struct MeasurementPlan {
     /// How messages name it, e.g. "step 2 (traefik)" or "case vxlan".
     pub name: String,
-    /// The kind of report its clients deliver ("http", "tcp", "rr", "udp").
-    pub report_kind: &'static str,
+    /// The kind of report its clients deliver.
+    pub report_kind: ReportKind,
     /// How far into it its live progress counts for an SLO gate's early abort (a warm-up's
     /// progress does not).
     pub live_from: Duration,

@@ -205,13 +205,10 @@ fn check_owner(cm: &ConfigMap, want: &BTreeMap<String, String>) -> Result<(), St
 mod tests {
     use super::*;
 
+    const OWNER_UID: &str = "0b6e1f7c-AAAA-4c1d-9e3f-1234567890ab";
+
     fn owner() -> Owner {
-        Owner {
-            kind: "EgressBenchmark".into(),
-            namespace: "team-a".into(),
-            name: "e".into(),
-            uid: "0b6e1f7c-AAAA-4c1d-9e3f-1234567890ab".into(),
-        }
+        crate::testing::owner("EgressBenchmark", "e", OWNER_UID)
     }
 
     #[test]

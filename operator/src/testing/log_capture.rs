@@ -53,3 +53,11 @@ pub async fn capture<T>(json: bool, f: impl Future<Output = T>) -> (T, Vec<Strin
     let text = String::from_utf8_lossy(&buffer.0.lock().unwrap()).into_owned();
     (out, text.lines().map(str::to_string).collect())
 }
+
+/// The first of `lines` that contains `needle`; fails the test, listing them all, when none does.
+pub fn line_with<'a>(lines: &'a [String], needle: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in {lines:#?}"))
+}

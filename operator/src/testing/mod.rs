@@ -5,6 +5,7 @@
 
 mod doubles;
 pub mod fake_api;
+mod fixtures;
 pub mod log_capture;
 #[cfg(test)]
 pub mod reports;
@@ -13,3 +14,4 @@ pub mod results;
 
 pub use doubles::{FixedTokens, MemorySink};
 pub use fake_api::{context, FakeApi};
+pub use fixtures::{owner, register_request, run_spec};

@@ -25,8 +25,9 @@ use operator::base::metrics::Metrics;
 use operator::store::registry::{
     BarrierState, Caller, Listen, ListenHost, Pairing, Registry, RegistryError, RunSpec,
 };
-use operator::testing::{FixedTokens, MemorySink};
+use operator::testing::{run_spec, FixedTokens, MemorySink};
 use protocol::worker::Role;
+use protocol::ReportKind;
 
 /// The run every test announces.
 pub const RUN: &str = "run-0";
@@ -52,19 +53,19 @@ impl Api {
     /// EgressBenchmark's step taking tcp reports, an IngressBenchmark's http).
     pub fn start(kind: &str, benchmark: &str, workers: &[(&str, Role)]) -> Api {
         let report_kind = if kind == "EgressBenchmark" {
-            "tcp"
+            ReportKind::Tcp
         } else {
-            "http"
+            ReportKind::Http
         };
         Api::start_taking(kind, benchmark, workers, report_kind)
     }
 
-    /// [`Api::start`] with a step that takes reports of `report_kind` ("tcp", "rr", "udp").
+    /// [`Api::start`] with a step that takes reports of `report_kind`.
     pub fn start_taking(
         kind: &str,
         benchmark: &str,
         workers: &[(&str, Role)],
-        report_kind: &'static str,
+        report_kind: ReportKind,
     ) -> Api {
         Api::start_paired(kind, benchmark, workers, report_kind, Pairing::default())
     }
@@ -74,7 +75,7 @@ impl Api {
         kind: &str,
         benchmark: &str,
         workers: &[(&str, Role)],
-        report_kind: &'static str,
+        report_kind: ReportKind,
         mut pairing: Pairing,
     ) -> Api {
         // Each server may register 127.0.0.1 or ::1 (its "pod's" addresses, see below) and a
@@ -98,16 +99,11 @@ impl Api {
             RUN,
             RunSpec {
                 kind: kind.into(),
-                namespace: "ns".into(),
                 benchmark: benchmark.into(),
                 uid: "uid".into(),
-                step: 0,
-                workers: workers
-                    .iter()
-                    .map(|(w, role)| (w.to_string(), *role))
-                    .collect::<BTreeMap<_, _>>(),
                 report_kind,
                 pairing,
+                ..run_spec(workers)
             },
         );
         let sink = Arc::new(MemorySink::default());

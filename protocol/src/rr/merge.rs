@@ -4,11 +4,12 @@
 
 use super::report::{RrCounts, RrReport};
 use super::validate::validate_rr;
-use super::{REPORT_KIND, REPORT_VERSION};
+use super::REPORT_VERSION;
 use crate::report::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
 use crate::report::http::tool_name;
 use crate::report::{concat_runs, time_span, InvalidReport, LatencySummary};
 use crate::tcp::CpuReport;
+use crate::ReportKind;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RrMergeError {
@@ -64,7 +65,7 @@ pub fn merge(reports: &[RrReport]) -> Result<RrReport, RrMergeError> {
     );
     let mut merged = RrReport {
         version: REPORT_VERSION,
-        kind: REPORT_KIND.into(),
+        kind: ReportKind::Rr.as_str().into(),
         tool: tool_name(),
         setup: first.setup,
         streams,

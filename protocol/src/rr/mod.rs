@@ -40,8 +40,6 @@ pub(crate) use validate::check_probe;
 pub use validate::validate_rr;
 pub use window::{in_flight_window, window_shortfall, MAX_OPEN_LOOP_WINDOW};
 
-/// The report's `kind`.
-pub const REPORT_KIND: &str = "rr";
 /// Version of the rr report; readers refuse other versions.
 pub const REPORT_VERSION: u32 = 1;
 

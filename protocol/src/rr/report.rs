@@ -4,12 +4,13 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::conntrack::{conntrack_warnings, ConntrackUse};
-use super::{REPORT_KIND, REPORT_VERSION};
+use super::REPORT_VERSION;
 use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
 use crate::report::histogram;
 use crate::report::http::tool_name;
 use crate::report::LatencySummary;
 use crate::Protocol;
+use crate::ReportKind;
 
 /// Failed transactions by cause (one count per transaction, not per connection).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,7 +246,7 @@ impl RrReport {
     ) -> Result<RrReport, String> {
         let mut report = RrReport {
             version: REPORT_VERSION,
-            kind: REPORT_KIND.into(),
+            kind: ReportKind::Rr.as_str().into(),
             tool: tool_name(),
             setup,
             streams: run.streams,

@@ -11,8 +11,8 @@ use super::report::{
 };
 use super::window::in_flight_window;
 use super::{
-    MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_KIND,
-    REPORT_VERSION, SEQUENCE_BYTES,
+    MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_VERSION,
+    SEQUENCE_BYTES,
 };
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::histogram::{self, MAX_TOTAL_COUNT};
@@ -23,15 +23,16 @@ use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
 };
 use crate::Protocol;
+use crate::ReportKind;
 
 /// Checks an rr report (single run or merged) and returns its decoded histogram.
 pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
-    if r.version != REPORT_VERSION || r.kind != REPORT_KIND {
+    if r.version != REPORT_VERSION || r.kind != ReportKind::Rr.as_str() {
         return Err(invalid(
             "version",
             format!(
-                "a {:.32?} report of version {} (this build reads {REPORT_KIND:?} version {REPORT_VERSION})",
-                r.kind, r.version
+                "a {:.32?} report of version {} (this build reads {ours:?} version {REPORT_VERSION})",
+                r.kind, r.version, ours = ReportKind::Rr.as_str()
             ),
         ));
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::cpu::{CpuCost, CpuReport, CpuUsage, MAX_CPU_PERCENT};
 pub use report::{
     merge, MergeError, RunSummary, StreamReport, TcpInfoSnapshot, TcpReport, Throughput,
-    REPORT_KIND, REPORT_VERSION,
+    REPORT_VERSION,
 };
 pub use validate::{validate_tcp, MAX_BITS_PER_SECOND};
 

@@ -7,9 +7,9 @@ use super::{Direction, Flow};
 use crate::cpu::{node_cost, process_cost, CpuCost, CpuReport};
 use crate::report::{concat_runs, time_span};
 use crate::rr::LatencyProbe;
+use crate::ReportKind;
 
 pub const REPORT_VERSION: u32 = 1;
-pub const REPORT_KIND: &str = "tcp";
 
 /// A throughput figure: `bits_per_second` = `bytes` * 8 / `seconds`, except in merged totals,
 /// where it is the exact sum of the merged rates (concurrent clients add up).
@@ -148,7 +148,7 @@ impl TcpReport {
         let cpu = run.cpu;
         let mut report = TcpReport {
             version: REPORT_VERSION,
-            kind: REPORT_KIND.into(),
+            kind: ReportKind::Tcp.as_str().into(),
             started_at_unix_ms: run.started_at_unix_ms,
             ended_at_unix_ms: run.ended_at_unix_ms,
             sender: Throughput::total_of(streams.iter().map(|s| s.sender)),
@@ -222,7 +222,7 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
         if r.version != REPORT_VERSION {
             return Err(MergeError::Version(r.version));
         }
-        if r.kind != REPORT_KIND {
+        if r.kind != ReportKind::Tcp.as_str() {
             return Err(MergeError::Kind(r.kind.clone()));
         }
         super::validate::validate_tcp(r)?;
@@ -236,7 +236,7 @@ pub fn merge(reports: &[TcpReport]) -> Result<TcpReport, MergeError> {
     );
     let mut merged = TcpReport {
         version: REPORT_VERSION,
-        kind: REPORT_KIND.into(),
+        kind: ReportKind::Tcp.as_str().into(),
         started_at_unix_ms,
         ended_at_unix_ms,
         sender: Throughput::sum_of(reports.iter().map(|r| r.sender)),

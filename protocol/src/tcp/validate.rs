@@ -2,9 +2,7 @@
 //! [`super::merge`] build: totals are the sums of the streams, each run has one stream per flow
 //! of its direction, CPU totals are the sums of the runs.
 
-use super::report::{
-    cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_KIND, REPORT_VERSION,
-};
+use super::report::{cpu_per_gb, node_cpu_per_gb, RunSummary, Throughput, REPORT_VERSION};
 use super::{TcpReport, MAX_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::validate::{check_kind, check_runs, check_stream_run};
@@ -12,13 +10,14 @@ use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
 use crate::rr::check_probe;
+use crate::ReportKind;
 
 /// Largest throughput a report may claim (1 Pbit/s).
 pub const MAX_BITS_PER_SECOND: f64 = 1e15;
 
 /// Checks a TCP report (single run or merged).
 pub fn validate_tcp(r: &TcpReport) -> Result<(), InvalidReport> {
-    check_kind(r.version, &r.kind, REPORT_VERSION, REPORT_KIND)?;
+    check_kind(r.version, &r.kind, REPORT_VERSION, ReportKind::Tcp.as_str())?;
     if r.ended_at_unix_ms < r.started_at_unix_ms {
         return Err(invalid("ended_at_unix_ms", "before started_at_unix_ms"));
     }

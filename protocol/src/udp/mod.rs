@@ -15,7 +15,7 @@ mod validate;
 
 pub use report::{
     merge, CpuSeconds, FlowJitter, MergeError, Rate, Received, Sent, UdpReport, UdpRun, UdpStream,
-    REPORT_KIND, REPORT_VERSION,
+    REPORT_VERSION,
 };
 pub use validate::{validate_udp, MAX_JITTER_MS, MAX_PACKETS_PER_SECOND};
 

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::cpu::{node_cost, CpuCost, CpuReport};
 use crate::report::{concat_runs, time_span};
 use crate::tcp::{Direction, Flow};
+use crate::ReportKind;
 
 pub const REPORT_VERSION: u32 = 1;
-pub const REPORT_KIND: &str = "udp";
 
 /// A rate of UDP payload: bits and datagrams per second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -393,7 +393,7 @@ impl UdpReport {
         );
         UdpReport {
             version: REPORT_VERSION,
-            kind: REPORT_KIND.into(),
+            kind: ReportKind::Udp.as_str().into(),
             started_at_unix_ms,
             ended_at_unix_ms,
             offered: if runs.is_empty() { None } else { offered },
@@ -455,7 +455,7 @@ pub fn merge(reports: &[UdpReport]) -> Result<UdpReport, MergeError> {
         if r.version != REPORT_VERSION {
             return Err(MergeError::Version(r.version));
         }
-        if r.kind != REPORT_KIND {
+        if r.kind != ReportKind::Udp.as_str() {
             return Err(MergeError::Kind(r.kind.clone()));
         }
         super::validate::validate_udp(r)?;

@@ -3,8 +3,8 @@
 //! paced sender never sends ahead of its schedule, rates are counts over seconds), then
 //! recomputes every total from the streams and compares.
 
+use super::report::REPORT_VERSION;
 use super::report::{loss, CpuSeconds, Rate, Sent, UdpRun, UdpStream};
-use super::report::{REPORT_KIND, REPORT_VERSION};
 use super::{UdpReport, MAX_LEN, MIN_LEN};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::validate::{check_kind, check_runs, check_stream_run};
@@ -12,6 +12,7 @@ use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
 };
 use crate::tcp::MAX_BITS_PER_SECOND;
+use crate::ReportKind;
 
 /// Largest datagram rate a report may claim (1e12 datagrams/s).
 pub const MAX_PACKETS_PER_SECOND: f64 = 1e12;
@@ -22,7 +23,7 @@ const MAX_CPU_SECONDS: f64 = MAX_DURATION_S * MAX_CPU_PERCENT / 100.0;
 
 /// Checks a UDP report (single run or merged); the error names the first broken field.
 pub fn validate_udp(r: &UdpReport) -> Result<(), InvalidReport> {
-    check_kind(r.version, &r.kind, REPORT_VERSION, REPORT_KIND)?;
+    check_kind(r.version, &r.kind, REPORT_VERSION, ReportKind::Udp.as_str())?;
     check_runs(&r.runs, check_run)?;
     check_streams(r)?;
     check_totals(r)

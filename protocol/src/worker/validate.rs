@@ -8,6 +8,7 @@ use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
 use crate::rr::{validate_rr, RrReport};
 use crate::tcp::{validate_tcp, TcpReport};
 use crate::udp::{validate_udp, UdpReport};
+use crate::ReportKind;
 
 use super::{FinalReport, PROTOCOL_VERSION};
 
@@ -25,6 +26,16 @@ pub enum CheckedReport {
 }
 
 impl CheckedReport {
+    /// The kind of report it is.
+    pub fn kind(&self) -> ReportKind {
+        match self {
+            CheckedReport::Http(_) => ReportKind::Http,
+            CheckedReport::Tcp(_) => ReportKind::Tcp,
+            CheckedReport::Udp(_) => ReportKind::Udp,
+            CheckedReport::Rr(_) => ReportKind::Rr,
+        }
+    }
+
     /// The latency histogram the report carries (base64 HDR, microseconds): an HTTP report's,
     /// a request/response report's, a TCP stream report's latency probe's; none for udp.
     pub fn latency_histogram(self) -> Option<String> {
@@ -48,8 +59,8 @@ pub enum ReportRefusal {
     Invalid(#[from] InvalidReport),
 }
 
-/// Validates `r`, whose engine report must be of `kind` (`"http"`, `"tcp"`, `"rr"` or `"udp"`).
-pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, ReportRefusal> {
+/// Validates `r`, whose engine report must be of `kind`.
+pub fn validate_final(r: &FinalReport, kind: ReportKind) -> Result<CheckedReport, ReportRefusal> {
     if r.version != PROTOCOL_VERSION {
         return Err(invalid(
             "version",
@@ -65,44 +76,55 @@ pub fn validate_final(r: &FinalReport, kind: &str) -> Result<CheckedReport, Repo
         host.validate()?;
     }
     let got = r.report.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    if got != kind {
+    if got != kind.as_str() {
         return Err(ReportRefusal::Malformed(format!(
             "expected a {kind} report, got {got:?}"
         )));
     }
-    let in_report = |e: InvalidReport| invalid(format!("report.{}", e.field), e.problem);
-    if kind == crate::tcp::REPORT_KIND {
-        let tcp = tcp_of(&r.report)?;
-        validate_tcp(&tcp).map_err(in_report)?;
-        if tcp.runs.len() != 1 {
-            return Err(invalid("report.runs", "a worker reports exactly one run").into());
+    let report = &r.report;
+    Ok(match kind {
+        ReportKind::Tcp => CheckedReport::Tcp(one_run(
+            parse(report, crate::tcp::REPORT_VERSION)?,
+            validate_tcp,
+            |t: &TcpReport| t.runs.len(),
+        )?),
+        ReportKind::Udp => CheckedReport::Udp(one_run(
+            parse(report, crate::udp::REPORT_VERSION)?,
+            validate_udp,
+            |u: &UdpReport| u.runs.len(),
+        )?),
+        ReportKind::Rr => CheckedReport::Rr(one_run(
+            parse(report, crate::rr::REPORT_VERSION)?,
+            validate_rr,
+            |rr: &RrReport| rr.runs.len(),
+        )?),
+        ReportKind::Http => {
+            let http = http_of(report)?;
+            validate_http(&http).map_err(in_report)?;
+            if http.workers != 1 {
+                return Err(invalid("report.workers", "a worker reports exactly one run").into());
+            }
+            CheckedReport::Http(Box::new(http))
         }
-        return Ok(CheckedReport::Tcp(Box::new(tcp)));
+    })
+}
+
+/// An engine report's own problem, named under `report.`.
+fn in_report(e: InvalidReport) -> InvalidReport {
+    invalid(format!("report.{}", e.field), e.problem)
+}
+
+/// `report` if it passes `validate` and covers exactly one run (`runs` counts them).
+fn one_run<T, Checked>(
+    report: T,
+    validate: impl Fn(&T) -> Result<Checked, InvalidReport>,
+    runs: impl Fn(&T) -> usize,
+) -> Result<Box<T>, InvalidReport> {
+    validate(&report).map_err(in_report)?;
+    if runs(&report) != 1 {
+        return Err(invalid("report.runs", "a worker reports exactly one run"));
     }
-    if kind == crate::udp::REPORT_KIND {
-        let udp: UdpReport = parse(&r.report, crate::udp::REPORT_VERSION)?;
-        validate_udp(&udp).map_err(in_report)?;
-        if udp.runs.len() != 1 {
-            return Err(invalid("report.runs", "a worker reports exactly one run").into());
-        }
-        return Ok(CheckedReport::Udp(Box::new(udp)));
-    }
-    if kind == crate::rr::REPORT_KIND {
-        version_of(&r.report, crate::rr::REPORT_VERSION)?;
-        let rr: RrReport = serde_json::from_value(r.report.clone())
-            .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))?;
-        validate_rr(&rr).map_err(in_report)?;
-        if rr.runs.len() != 1 {
-            return Err(invalid("report.runs", "a worker reports exactly one run").into());
-        }
-        return Ok(CheckedReport::Rr(Box::new(rr)));
-    }
-    let http = http_of(&r.report)?;
-    validate_http(&http).map_err(in_report)?;
-    if http.workers != 1 {
-        return Err(invalid("report.workers", "a worker reports exactly one run").into());
-    }
-    Ok(CheckedReport::Http(Box::new(http)))
+    Ok(Box::new(report))
 }
 
 fn check_name(field: &str, name: &str) -> Result<(), InvalidReport> {
@@ -126,12 +148,6 @@ fn version_of(report: &serde_json::Value, ours: u32) -> Result<(), ReportRefusal
             "report has no \"version\" field".into(),
         )),
     }
-}
-
-fn tcp_of(report: &serde_json::Value) -> Result<TcpReport, ReportRefusal> {
-    version_of(report, crate::tcp::REPORT_VERSION)?;
-    serde_json::from_value(report.clone())
-        .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
 }
 
 fn parse<T: serde::de::DeserializeOwned>(
@@ -174,20 +190,53 @@ mod tests {
         serde_json::from_str(&http_report(&[100, 250], 0).to_json()).unwrap()
     }
 
+    /// A valid single-run worker report of `kind`.
+    fn report_of(kind: ReportKind) -> FinalReport {
+        use crate::rr::report_fixture;
+        final_report(match kind {
+            ReportKind::Http => http_json(),
+            ReportKind::Tcp => serde_json::to_value(tcp_report(0, 1)).unwrap(),
+            ReportKind::Rr => {
+                serde_json::to_value(report_fixture(crate::Protocol::UdpRr, &[100], 0)).unwrap()
+            }
+            ReportKind::Udp => serde_json::to_value(udp_report(0, 1, 0)).unwrap(),
+        })
+    }
+
+    #[test]
+    fn each_kind_passes_its_own_reports_and_refuses_every_other_kind() {
+        for expected in ReportKind::ALL {
+            for sent in ReportKind::ALL {
+                let got = validate_final(&report_of(sent), expected);
+                if sent == expected {
+                    let checked = got.unwrap_or_else(|e| panic!("{expected}: {e}"));
+                    assert_eq!(checked.kind(), expected);
+                } else {
+                    assert_eq!(
+                        got,
+                        Err(ReportRefusal::Malformed(format!(
+                            "expected a {expected} report, got \"{sent}\""
+                        )))
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn worker_reports_of_the_expected_kind_pass() {
         let http = final_report(http_json());
         assert!(matches!(
-            validate_final(&http, "http"),
+            validate_final(&http, ReportKind::Http),
             Ok(CheckedReport::Http(_))
         ));
         let tcp = final_report(serde_json::to_value(tcp_report(0, 1)).unwrap());
         assert!(matches!(
-            validate_final(&tcp, "tcp"),
+            validate_final(&tcp, ReportKind::Tcp),
             Ok(CheckedReport::Tcp(_))
         ));
         assert_eq!(
-            validate_final(&tcp, "http"),
+            validate_final(&tcp, ReportKind::Http),
             Err(ReportRefusal::Malformed(
                 "expected a http report, got \"tcp\"".into()
             ))
@@ -198,14 +247,14 @@ mod tests {
     fn udp_worker_reports_are_checked_in_full() {
         let udp = final_report(serde_json::to_value(udp_report(0, 2, 7)).unwrap());
         assert!(matches!(
-            validate_final(&udp, "udp"),
+            validate_final(&udp, ReportKind::Udp),
             Ok(CheckedReport::Udp(r)) if r.lost == 15
         ));
         assert!(matches!(
-            validate_final(&udp, "tcp"),
+            validate_final(&udp, ReportKind::Tcp),
             Err(ReportRefusal::Malformed(m)) if m.contains("got \"udp\"")
         ));
-        let field = |r: &FinalReport| match validate_final(r, "udp") {
+        let field = |r: &FinalReport| match validate_final(r, ReportKind::Udp) {
             Err(ReportRefusal::Invalid(e)) => e.field,
             other => panic!("expected an invalid report, got {other:?}"),
         };
@@ -221,7 +270,7 @@ mod tests {
         let mut r = udp;
         r.report["received"]["packets"] = "many".into();
         assert!(matches!(
-            validate_final(&r, "udp"),
+            validate_final(&r, ReportKind::Udp),
             Err(ReportRefusal::Malformed(_))
         ));
     }
@@ -233,11 +282,11 @@ mod tests {
         let one = report_fixture(Protocol::TcpCrr, &[100, 200], 0);
         let r = final_report(serde_json::to_value(&one).unwrap());
         assert!(matches!(
-            validate_final(&r, "rr"),
+            validate_final(&r, ReportKind::Rr),
             Ok(CheckedReport::Rr(rr)) if rr.setup.mode == Protocol::TcpCrr
         ));
         assert_eq!(
-            validate_final(&r, "tcp"),
+            validate_final(&r, ReportKind::Tcp),
             Err(ReportRefusal::Malformed(
                 "expected a tcp report, got \"rr\"".into()
             ))
@@ -245,43 +294,43 @@ mod tests {
         let merged = crate::rr::merge(&[one.clone(), one]).unwrap();
         let r = final_report(serde_json::to_value(merged).unwrap());
         assert!(
-            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Invalid(e)) if e.field == "report.runs")
+            matches!(validate_final(&r, ReportKind::Rr), Err(ReportRefusal::Invalid(e)) if e.field == "report.runs")
         );
         let mut r =
             final_report(serde_json::to_value(report_fixture(Protocol::UdpRr, &[100], 1)).unwrap());
         r.report["counts"]["lost"] = 0.into();
         assert!(
-            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Invalid(e)) if e.field == "report.counts.attempted")
+            matches!(validate_final(&r, ReportKind::Rr), Err(ReportRefusal::Invalid(e)) if e.field == "report.counts.attempted")
         );
         r.report["counts"]["lost"] = "many".into();
         assert!(matches!(
-            validate_final(&r, "rr"),
+            validate_final(&r, ReportKind::Rr),
             Err(ReportRefusal::Malformed(_))
         ));
         r.report["version"] = 9.into();
         assert!(
-            matches!(validate_final(&r, "rr"), Err(ReportRefusal::Malformed(m)) if m.contains("version 9"))
+            matches!(validate_final(&r, ReportKind::Rr), Err(ReportRefusal::Malformed(m)) if m.contains("version 9"))
         );
     }
 
     #[test]
     fn invalid_fields_are_named() {
-        let field = |r: &FinalReport, kind: &str| match validate_final(r, kind) {
+        let field = |r: &FinalReport, kind: ReportKind| match validate_final(r, kind) {
             Err(ReportRefusal::Invalid(e)) => e.field,
             other => panic!("expected an invalid report, got {other:?}"),
         };
         let mut r = final_report(http_json());
         r.worker = "../../etc".into();
-        assert_eq!(field(&r, "http"), "worker");
+        assert_eq!(field(&r, ReportKind::Http), "worker");
         let mut r = final_report(http_json());
         r.report["counters"]["requests"] = 3.into();
-        assert_eq!(field(&r, "http"), "report.counters.requests");
+        assert_eq!(field(&r, ReportKind::Http), "report.counters.requests");
         let mut r = final_report(http_json());
         r.report["workers"] = 2.into();
-        assert_eq!(field(&r, "http"), "report.workers");
+        assert_eq!(field(&r, ReportKind::Http), "report.workers");
         let merged = crate::tcp::merge(&[tcp_report(0, 1), tcp_report(0, 2)]).unwrap();
         let r = final_report(serde_json::to_value(merged).unwrap());
-        assert_eq!(field(&r, "tcp"), "report.runs");
+        assert_eq!(field(&r, ReportKind::Tcp), "report.runs");
     }
 
     #[test]
@@ -289,12 +338,12 @@ mod tests {
         let mut r = final_report(http_json());
         r.report["rps"] = "fast".into();
         assert!(matches!(
-            validate_final(&r, "http"),
+            validate_final(&r, ReportKind::Http),
             Err(ReportRefusal::Malformed(_))
         ));
         r.report = serde_json::json!({"version": 2, "kind": "http"});
         assert!(
-            matches!(validate_final(&r, "http"), Err(ReportRefusal::Malformed(m)) if m.contains("version 2"))
+            matches!(validate_final(&r, ReportKind::Http), Err(ReportRefusal::Malformed(m)) if m.contains("version 2"))
         );
     }
 }

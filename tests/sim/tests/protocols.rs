@@ -14,7 +14,7 @@ use protocol::rr::RrReport;
 use protocol::tcp::{Direction, Flow};
 use protocol::udp::UdpReport;
 use protocol::worker::{validate_final, CheckedReport, FinalReport, ReportRefusal};
-use protocol::Protocol;
+use protocol::{Protocol, ReportKind};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::{json, Value};
@@ -120,7 +120,7 @@ fn every_protocol_the_operator_plans_is_played_and_accepted() {
         let (report, figure, _) = simulate(&work, i as u64);
         let fr = posted(&format!("e-r1-s{i}-w0"), report);
         // The worker API's check on arrival, then the case's reader.
-        let kind = readings::report_kind(p);
+        let kind = p.report_kind();
         validate_final(&fr, kind).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         readings::check(p, &fr).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let pair = PairReport {
@@ -377,7 +377,7 @@ fn drawn_transactions_add_up_however_few_latencies_are_drawn() {
 }
 
 /// A valid report of each kind, and the field its breakage is refused for.
-fn refused(kind: &str, p: Protocol, fr: &FinalReport, what: &str) -> String {
+fn refused(kind: ReportKind, p: Protocol, fr: &FinalReport, what: &str) -> String {
     match validate_final(fr, kind) {
         Err(ReportRefusal::Invalid(e)) => e.field,
         Err(ReportRefusal::Malformed(m)) => format!("malformed: {m}"),
@@ -416,7 +416,7 @@ fn broken_request_response_reports_are_refused() {
             let good = rr_case(mode, rate);
             let r: RrReport = passed(mode, &good);
             let field = |edit: &dyn Fn(&mut Value), what: &str| {
-                refused("rr", mode, &edited(&good, edit), what)
+                refused(ReportKind::Rr, mode, &edited(&good, edit), what)
             };
             let t = r.counts.transactions;
             // A transaction more than the histogram holds; one the streams do not have.
@@ -520,7 +520,12 @@ fn broken_udp_stream_reports_are_refused() {
             let u: UdpReport = passed(Protocol::UdpStream, &good);
             assert_eq!(u.streams.len(), direction.flows(2).len());
             let field = |edit: &dyn Fn(&mut Value), what: &str| {
-                refused("udp", Protocol::UdpStream, &edited(&good, edit), what)
+                refused(
+                    ReportKind::Udp,
+                    Protocol::UdpStream,
+                    &edited(&good, edit),
+                    what,
+                )
             };
             let s0 = &u.streams[0];
             assert_eq!(
@@ -582,7 +587,8 @@ fn broken_udp_stream_reports_are_refused() {
                 );
             }
             assert!(
-                refused("tcp", Protocol::TcpStream, &good, "kind").starts_with("malformed"),
+                refused(ReportKind::Tcp, Protocol::TcpStream, &good, "kind")
+                    .starts_with("malformed"),
                 "only as a udp report"
             );
         }

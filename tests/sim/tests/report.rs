@@ -45,7 +45,7 @@ fn http_reports_pass_the_operators_validation() {
             1_700_000_000_000,
             http_json(&report).unwrap(),
         );
-        let checked = validate_final(&fr, "http").unwrap();
+        let checked = validate_final(&fr, protocol::ReportKind::Http).unwrap();
         let CheckedReport::Http(h) = checked else {
             panic!("not http")
         };
@@ -54,9 +54,9 @@ fn http_reports_pass_the_operators_validation() {
         // The same report through JSON, as the operator receives it.
         let back: protocol::worker::FinalReport =
             serde_json::from_str(&serde_json::to_string(&fr).unwrap()).unwrap();
-        validate_final(&back, "http").unwrap();
+        validate_final(&back, protocol::ReportKind::Http).unwrap();
         assert!(
-            validate_final(&fr, "tcp").is_err(),
+            validate_final(&fr, protocol::ReportKind::Tcp).is_err(),
             "only as the kind asked"
         );
     }
@@ -103,7 +103,7 @@ fn merged_percentiles_equal_one_histogram_of_every_sample() {
             1_700_000_000_000 + w,
             http_json(&report).unwrap(),
         );
-        let Ok(CheckedReport::Http(h)) = validate_final(&fr, "http") else {
+        let Ok(CheckedReport::Http(h)) = validate_final(&fr, protocol::ReportKind::Http) else {
             panic!("invalid report")
         };
         reports.push(*h);
@@ -158,9 +158,12 @@ fn tcp_reports_pass_the_operators_validation() {
             tcp_json(&r).unwrap(),
         );
         assert!(
-            matches!(validate_final(&fr, "tcp"), Ok(CheckedReport::Tcp(_))),
+            matches!(
+                validate_final(&fr, protocol::ReportKind::Tcp),
+                Ok(CheckedReport::Tcp(_))
+            ),
             "{direction:?}: {:?}",
-            validate_final(&fr, "tcp")
+            validate_final(&fr, protocol::ReportKind::Tcp)
         );
     }
 }

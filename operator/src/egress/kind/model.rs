@@ -18,7 +18,7 @@ use crds::{EgressBenchmark, EgressBenchmarkStatus, RunStatus};
 
 use crate::admin::config::Config;
 use crate::egress::result::PairReport;
-use crate::egress::{plan, readings, result};
+use crate::egress::{plan, result};
 use crate::k8s::workers;
 use crate::policy::queue::Contender;
 use crate::policy::samples::Slot;
@@ -66,12 +66,11 @@ impl Plan for EgressBenchmark {
                 Some(m) => format!("case {}", m.name),
                 None => format!("case {case}"),
             },
-            report_kind: readings::report_kind(
-                measured
-                    .as_ref()
-                    .map(|m| m.spec.protocol)
-                    .unwrap_or_default(),
-            ),
+            report_kind: measured
+                .as_ref()
+                .map(|m| m.spec.protocol)
+                .unwrap_or_default()
+                .report_kind(),
             live_from: Duration::ZERO,
             after_start: measured.map_or(Duration::ZERO, |m| {
                 plan::case_deadline(&m.spec, Duration::ZERO)

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
+use protocol::ReportKind;
 
 use crate::policy::live::{Point, Reading, Series};
 
@@ -30,9 +31,8 @@ pub struct RunSpec {
     pub step: u32,
     /// Worker pod names expected in this step, with their roles.
     pub workers: BTreeMap<String, Role>,
-    /// The kind of report this step's clients deliver ("http", "tcp", "rr", "udp"); any other
-    /// is refused on arrival.
-    pub report_kind: &'static str,
+    /// The kind of report this step's clients deliver; any other is refused on arrival.
+    pub report_kind: ReportKind,
     /// Which server each client connects to, and who starts later than the others.
     pub pairing: Pairing,
 }
@@ -411,30 +411,13 @@ fn count(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{register_request as reg, run_spec};
     use protocol::worker::PROTOCOL_VERSION;
 
     fn spec(step: u32) -> RunSpec {
         RunSpec {
-            kind: "IngressBenchmark".into(),
-            namespace: "ns".into(),
-            benchmark: "b".into(),
-            uid: "u".into(),
             step,
-            workers: BTreeMap::from([("w0".into(), Role::Client), ("w1".into(), Role::Client)]),
-            report_kind: "http",
-            pairing: Default::default(),
-        }
-    }
-
-    fn reg(worker: &str) -> RegisterRequest {
-        RegisterRequest {
-            version: PROTOCOL_VERSION,
-            worker: worker.into(),
-            node: None,
-            step: 0,
-            role: Role::Client,
-            listen: None,
-            preflight_error: None,
+            ..run_spec(&[("w0", Role::Client), ("w1", Role::Client)])
         }
     }
 

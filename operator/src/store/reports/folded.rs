@@ -348,13 +348,10 @@ mod tests {
     use crate::policy::samples::Figure;
     use crds::history::Better;
 
+    const OWNER_UID: &str = "0d9a4c1e-0000-4000-8000-000000000001";
+
     fn owner() -> Owner {
-        Owner {
-            kind: "EgressBenchmark".into(),
-            namespace: "team-a".into(),
-            name: "mesh".into(),
-            uid: "0d9a4c1e-0000-4000-8000-000000000001".into(),
-        }
+        crate::testing::owner("EgressBenchmark", "mesh", OWNER_UID)
     }
 
     const RUN: &str = "0d9a4c1e-g1";

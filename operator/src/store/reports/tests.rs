@@ -12,13 +12,10 @@ use crate::base::labels;
 
 const RUN: &str = "3f2a9c1d-g1";
 
+const OWNER_UID: &str = "3f2a9c1d-aaaa-bbbb-cccc-123456789012";
+
 fn owner() -> Owner {
-    Owner {
-        kind: "IngressBenchmark".into(),
-        namespace: "team-a".into(),
-        name: "bench".into(),
-        uid: "3f2a9c1d-aaaa-bbbb-cccc-123456789012".into(),
-    }
+    crate::testing::owner("IngressBenchmark", "bench", OWNER_UID)
 }
 
 fn report(worker: &str, step: u32) -> FinalReport {
