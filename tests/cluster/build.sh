@@ -122,18 +122,21 @@ if [[ " ${missing[*]} " == *" helm3 "* ]]; then
     (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$tmp/helm3" "$(package_of helm3)")
 fi
 
-# Each binary says the version it was built from.
+# Each binary says the version it was built from. The output is read whole before it is
+# matched: `cmd | grep -q` under pipefail fails when grep stops reading before cmd has written
+# everything (cmd dies of SIGPIPE).
+says() { local text; text=$("${@:2}") && grep -q -- "$1" <<<"$text"; }
 for b in "${missing[@]}"; do
     case $b in
-        k8s) "$tmp/k8s" kube-apiserver --version | grep -qx "Kubernetes $NB_K8S_VERSION" ||
+        k8s) says "^Kubernetes $NB_K8S_VERSION\$" "$tmp/k8s" kube-apiserver --version ||
             die "k8s --version does not say $NB_K8S_VERSION: $("$tmp/k8s" kube-apiserver --version)" ;;
-        traefik) "$tmp/traefik" version | grep -q "^Version: *$traefik_version\$" ||
+        traefik) says "^Version: *$traefik_version\$" "$tmp/traefik" version ||
             die "traefik version does not say $traefik_version: $("$tmp/traefik" version)" ;;
-        helm) "$tmp/helm" version --short | grep -q "^${helm_version%%+*}" ||
+        helm) says "^${helm_version%%+*}" "$tmp/helm" version --short ||
             die "helm version does not say $helm_version: $("$tmp/helm" version --short)" ;;
-        helm3) "$tmp/helm3" version --short | grep -q "^${helm3_version%%+*}" ||
+        helm3) says "^${helm3_version%%+*}" "$tmp/helm3" version --short ||
             die "helm3 version does not say $helm3_version: $("$tmp/helm3" version --short)" ;;
-        actionlint) "$tmp/actionlint" -version | grep -q "^${actionlint_version#v}\$\|^$actionlint_version\$" ||
+        actionlint) says "^${actionlint_version#v}\$\|^$actionlint_version\$" "$tmp/actionlint" -version ||
             die "actionlint -version does not say $actionlint_version: $("$tmp/actionlint" -version | head -1)" ;;
     esac
 done
