@@ -24,9 +24,9 @@ const MAX_TRANSITIONS: usize = 8;
 
 /// Runs phase handlers until one waits.
 pub(in crate::driver) async fn advance<K: Hooks>(run: &mut Run<'_, K>) -> Result<Action> {
-    let plan = run.obj().outline().repetition.samples();
+    let outline = run.obj().outline();
     let once = run.obj().budget(&run.ctx().config);
-    let budget = samples::budget(once, &plan, run.obj().outline().count);
+    let budget = samples::budget(once, &outline.repetition.samples(), outline.count);
     for _ in 0..MAX_TRANSITIONS {
         if let Some(m) = deadline::exceeded(run.status().run(), budget) {
             fail(run, Failure::new(Reason::DeadlineExceeded, m));
@@ -86,20 +86,19 @@ fn phase_name(phase: Phase) -> &'static str {
 
 /// A measurement or sample in status that the spec does not have (a forged status).
 fn out_of_plan<K: Hooks>(run: &Run<'_, K>) -> Option<String> {
-    let (index, count) = (run.index(), run.obj().outline().count);
+    let outline = run.obj().outline();
+    let (index, count, noun) = (run.index(), outline.count, outline.noun);
     let sample = run.slot().sample;
-    let max = run.obj().outline().repetition.samples().max();
+    let max = outline.repetition.samples().max();
     let outside = "the status was changed outside the operator";
     if count > samples::STRIDE {
         Some(format!(
-            "the spec has {count} {}s, at most {} are supported",
-            run.obj().outline().noun,
+            "the spec has {count} {noun}s, at most {} are supported",
             samples::STRIDE
         ))
     } else if index >= count {
         Some(format!(
-            "status names {} {index}, which the spec does not have ({outside})",
-            run.obj().outline().noun
+            "status names {noun} {index}, which the spec does not have ({outside})"
         ))
     } else if sample >= max {
         Some(format!(

@@ -25,10 +25,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
             return Ok(next);
         }
     }
-    let plan = run.obj().outline().repetition.samples();
+    let outline = run.obj().outline();
+    let plan = outline.repetition.samples();
     let stats = &run.status().run().statistics;
-    let (count, interleaved) = (run.obj().outline().count, run.obj().outline().interleaved);
-    if let Some(next) = samples::next(&plan, stats, count, slot, interleaved) {
+    if let Some(next) = samples::next(&plan, stats, outline.count, slot, outline.interleaved) {
         let m = if next.measurement == index {
             format!(
                 "{}: sample {} next",
@@ -47,7 +47,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         fail(run, f);
         return Ok(Next::Continue);
     }
-    let all = format!("all {}s measured", run.obj().outline().noun);
+    let all = format!("all {}s measured", outline.noun);
     match K::before_success(run).await? {
         Step::Done => {}
         Step::Wait { message, after } => {
@@ -62,11 +62,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         }
     }
     run.condition(READY, true, "Succeeded", all);
-    let m = format!(
-        "{} {}(s) measured",
-        run.obj().outline().count,
-        run.obj().outline().noun
-    );
+    let m = format!("{} {}(s) measured", outline.count, outline.noun);
     finish(run, Phase::Succeeded, "Succeeded", m);
     Ok(Next::Continue)
 }

@@ -21,7 +21,8 @@ use crate::run::{Hooks, Run};
 /// While `slot` runs: the first gate with abortOnFail its clients' merged live progress has
 /// broken for good.
 pub(in crate::driver) fn live_abort<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Option<Failure> {
-    if !run.obj().outline().gates.iter().any(|g| g.abort_on_fail) {
+    let gates = run.obj().outline().gates;
+    if !gates.iter().any(|g| g.abort_on_fail) {
         return None;
     }
     let points = run.ctx().runs.live(run.id(), slot.wire());
@@ -31,7 +32,7 @@ pub(in crate::driver) fn live_abort<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) 
         .live_from
         .as_secs_f64();
     let what = run.describe(slot);
-    let breach = run.obj().outline().gates.iter().find_map(|g| {
+    let breach = gates.iter().find_map(|g| {
         let b = live::decide(&points, g, from)?;
         let about = format!("{what}, live, broken for {:.0}s", b.seconds);
         Breach::of(g, b.value, about)

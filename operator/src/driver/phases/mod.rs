@@ -30,15 +30,16 @@ use crate::store::registry::RunSpec;
 /// (each proves it is one with its pod's ServiceAccount token, see `api::pod_tokens`).
 pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
     let obj = run.obj();
+    let sample = obj.sample(run.id(), slot);
     let spec = RunSpec {
         kind: K::kind(&()).into_owned(),
         namespace: run.ns().to_string(),
         benchmark: run.name().to_string(),
         uid: obj.meta().uid.clone().unwrap_or_default(),
         step: slot.wire(),
-        workers: obj.sample(run.id(), slot).workers,
+        workers: sample.workers,
         report_kind: obj.measurement(slot.measurement).report_kind,
-        pairing: obj.sample(run.id(), slot).pairing,
+        pairing: sample.pairing,
     };
     run.ctx().runs.announce(run.id(), spec);
 }
