@@ -21,6 +21,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub runs: Arc<Registry>,
     pub reporter: Reporter,
+    /// Publishes the reconciles' Events in the background, in order per object.
+    pub events: Arc<crate::k8s::events::Publisher>,
     /// Wakes the controller for an object when a worker report arrives.
     pub wake: tokio::sync::mpsc::UnboundedSender<Wake>,
     /// Every kind the operator runs.
@@ -30,6 +32,8 @@ pub struct Context {
     /// The version of each benchmark last read or written (a reconcile's fresh GET is skipped
     /// when the cached copy is that one).
     pub versions: Arc<crate::k8s::versions::Versions>,
+    /// The cluster's facts a result records, read at most once a minute.
+    pub facts: Arc<crate::base::memo::ClusterFactsMemo>,
     /// Nodes' health, read at most every few seconds (a lost worker's node).
     pub nodes: Arc<crate::k8s::pods::NodeHealth>,
     /// How far the creation of each step's pods got (k8s::creation).
@@ -109,9 +113,10 @@ impl Context {
             .reading(self.watched_reports.clone())
     }
 
-    /// Publishes and clears `events` about `reference` (see `k8s::events`).
-    pub async fn publish(&self, reference: &ObjectReference, events: &mut Vec<PendingEvent>) {
-        crate::k8s::events::publish(&self.client, &self.reporter, reference, events).await;
+    /// Hands `events` about `reference` over to be published (see `k8s::events`), leaving it
+    /// empty; returns at once.
+    pub fn publish(&self, reference: &ObjectReference, events: &mut Vec<PendingEvent>) {
+        self.events.send(reference, events);
     }
 }
 

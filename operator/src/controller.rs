@@ -259,7 +259,7 @@ async fn unreadable<K: Hooks>(ctx: &Context, obj: &Guarded<K>, error: &str) -> R
         "Unreadable".to_string(),
         format!("the operator cannot read this object ({error}); fix or recreate it"),
     )];
-    ctx.publish(&reference, &mut events).await;
+    ctx.publish(&reference, &mut events);
     Ok(Action::await_change())
 }
 

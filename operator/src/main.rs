@@ -17,6 +17,7 @@ use operator::api::{self, ApiState};
 use operator::base::metrics::Metrics;
 use operator::context::Context;
 use operator::controller::kinds::{registration, DuplicateKind, Registered};
+use operator::k8s::events::Publisher;
 use operator::k8s::leader::{Elector, LeaderMetrics};
 use operator::store::registry::Registry;
 use operator::store::reports::ReportMetrics;
@@ -33,12 +34,14 @@ async fn main() -> anyhow::Result<()> {
     kinds.prepare(&metrics);
     metrics.family::<LeaderMetrics>();
     metrics.family::<ReportMetrics>();
+    let reporter = Reporter {
+        controller: "netbench-operator".into(),
+        instance: Some(config.pod_name.clone()),
+    };
     let ctx = Arc::new(Context {
+        events: Publisher::new(client.clone(), reporter.clone()),
         client,
-        reporter: Reporter {
-            controller: "netbench-operator".into(),
-            instance: Some(config.pod_name.clone()),
-        },
+        reporter,
         config: config.clone(),
         metrics,
         runs: Arc::new(Registry::default()),
@@ -48,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
         usage: Default::default(),
         versions: Default::default(),
         nodes: Default::default(),
+        facts: Default::default(),
         pods: Default::default(),
         batches: Default::default(),
         watched_reports: Default::default(),
@@ -56,9 +60,16 @@ async fn main() -> anyhow::Result<()> {
     let server = serve_api(&ctx, ready.clone()).await?;
     // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then
     // releases the Lease so the next replica leads at once.
+    let events = ctx.events.clone();
     tokio::select! {
         r = lead(ctx, &kinds, wake_rx, ready) => match r {
-            Ok(()) => tracing::info!("controllers stopped"),
+            Ok(()) => {
+                tracing::info!("controllers stopped");
+                // The last reconciles' Events, before the process goes.
+                if !events.flush(std::time::Duration::from_secs(5)).await {
+                    tracing::warn!("stopping with Events not yet published");
+                }
+            }
             Err(e) => {
                 tracing::error!("{e}; exiting so a fresh replica can follow");
                 std::process::exit(1);

@@ -64,7 +64,11 @@ async fn reconcile_once<K: Hooks>(object: Value, reconcile: Reconcile) -> FakeAp
     let api = Api::<K>::namespaced(client, "team-a");
     let obj: K = serde_json::from_value(object).unwrap();
     match reconcile {
-        Reconcile::Apply => drop(operator::driver::apply(&obj, &ctx, &api).await.unwrap()),
+        Reconcile::Apply => drop(
+            operator::testing::fake_api::apply(&obj, &ctx, &api)
+                .await
+                .unwrap(),
+        ),
         Reconcile::Cleanup => drop(operator::driver::cleanup(&obj, &ctx, &api).await.unwrap()),
     }
     api_server

@@ -48,7 +48,7 @@ async fn the_cached_copy_serves_when_it_is_the_version_last_seen_else_a_get() {
         ("4", 2),
         ("6", 3),
     ] {
-        operator::driver::apply(&cached(version), &ctx, &api)
+        operator::testing::fake_api::apply(&cached(version), &ctx, &api)
             .await
             .unwrap();
         let made = gets(&api_server);

@@ -146,7 +146,7 @@ async fn apply_with(
     let ctx = context(client.clone(), Config::for_tests());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(bm).unwrap();
-    let action = operator::driver::apply(&obj, &ctx, &api).await.unwrap();
+    let action = fake_api::apply(&obj, &ctx, &api).await.unwrap();
     let requests = api_server.requests();
     let body = |line: &String| -> Value {
         line.find('{')

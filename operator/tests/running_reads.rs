@@ -78,7 +78,9 @@ fn lists(api_server: &FakeApi) -> (usize, usize) {
 async fn tick(ctx: &Context, client: kube::Client, benchmark: &Value) {
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(benchmark.clone()).unwrap();
-    operator::driver::apply(&obj, ctx, &api).await.unwrap();
+    operator::testing::fake_api::apply(&obj, ctx, &api)
+        .await
+        .unwrap();
 }
 
 /// The benchmark of [`running`], Succeeded since now.

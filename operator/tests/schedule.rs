@@ -20,7 +20,9 @@ async fn apply(ib: Value) -> (Action, Vec<String>, Context) {
     let ctx = context(client.clone(), Config::for_tests());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
     let obj: crds::IngressBenchmark = serde_json::from_value(ib).unwrap();
-    let action = operator::driver::apply(&obj, &ctx, &api).await.unwrap();
+    let action = operator::testing::fake_api::apply(&obj, &ctx, &api)
+        .await
+        .unwrap();
     let writes = api_server
         .requests()
         .into_iter()

@@ -5,6 +5,7 @@ pub mod conditions;
 pub mod error;
 pub mod events;
 pub mod labels;
+pub mod memo;
 pub mod metrics;
 pub mod outcome;
 pub mod text;

@@ -120,8 +120,7 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
     ctx.metrics
         .family::<RunMetrics>()
         .set_phase(&kind, run.ns(), run.name(), phase);
-    ctx.publish(&obj.object_ref(&()), &mut run.take_events())
-        .await;
+    ctx.publish(&obj.object_ref(&()), &mut run.take_events());
     let lap = steps.lap(&kind, "publish", lap);
     if !status::release_reports(ctx, &obj, run.id(), persisted.run()).await? {
         fold::fold_recorded(ctx, &obj, run.id(), &recorded, persisted.run()).await;
@@ -161,7 +160,7 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     // namespace is gone: the namespace is being deleted, or no longer watched) they go with the
     // benchmark (owner references), and what the runs changed must still be written back.
     let selector = labels::benchmark_selector(&kind, &name);
-    match pods::delete_workers(&ctx.client, &kind, &ns, &selector).await {
+    match pods::delete_workers(&ctx.client, &kind, obj.outline().services, &ns, &selector).await {
         Ok(()) => {}
         Err(kube::Error::Api(e)) if e.code == 403 => {
             tracing::warn!(

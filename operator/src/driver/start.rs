@@ -44,7 +44,15 @@ pub(in crate::driver) async fn begin_run<K: Hooks>(
 async fn stop_old_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
     if let Some(old) = run.status().run().run_id.clone() {
         let selector = format!("{}={old}", labels::RUN);
-        pods::delete_workers(&run.ctx().client, &K::kind(&()), run.ns(), &selector).await?;
+        let services = run.obj().outline().services;
+        pods::delete_workers(
+            &run.ctx().client,
+            &K::kind(&()),
+            services,
+            run.ns(),
+            &selector,
+        )
+        .await?;
         run.ctx().runs.forget(&old);
         run.ctx().usage.forget_run(&old);
     }

@@ -50,6 +50,7 @@ impl Plan for IngressBenchmark {
     fn outline(&self) -> Outline<'_> {
         Outline {
             noun: "step",
+            services: false,
             count: plan::step_count(&self.spec),
             cleanup: self.spec.cleanup,
             repetition: &self.spec.repetition,
@@ -263,7 +264,7 @@ impl Hooks for IngressBenchmark {
     ) -> Result<Step> {
         let mut events = sweep::restore_earlier(ctx, ib, run).await?;
         let reference = kube::Resource::object_ref(ib, &());
-        ctx.publish(&reference, &mut events).await;
+        ctx.publish(&reference, &mut events);
         let ns = ib.namespace().unwrap_or_default();
         ctx.metrics
             .family::<IngressMetrics>()

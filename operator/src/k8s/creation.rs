@@ -121,6 +121,8 @@ pub fn judge(
 pub struct StepPods<'a> {
     /// The kind of their benchmark.
     pub kind: &'a str,
+    /// Whether Services may stand in front of them (`pods::delete_workers`).
+    pub services: bool,
     pub namespace: &'a str,
     /// Selects the step's pods (to remove them when the run cannot start).
     pub selector: &'a str,
@@ -193,7 +195,14 @@ pub async fn start(
             );
         }
         Started::Failed(f) => {
-            pods::delete_workers(client, step.kind, step.namespace, step.selector).await?;
+            pods::delete_workers(
+                client,
+                step.kind,
+                step.services,
+                step.namespace,
+                step.selector,
+            )
+            .await?;
             let reason = f.reason.as_str();
             conditions::set(
                 &mut run.conditions,
@@ -272,6 +281,7 @@ mod tests {
         });
         let step = StepPods {
             kind: "IngressBenchmark",
+            services: false,
             namespace: "team-a",
             selector: "netbench.io/run=r1,netbench.io/step=0",
             pods,

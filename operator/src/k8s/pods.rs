@@ -2,13 +2,13 @@
 //! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
 //! store::reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
+
+use crate::base::memo::Memo;
 
 fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
@@ -97,12 +97,13 @@ pub fn controlled_by(meta: &kube::api::ObjectMeta, kind: &str) -> bool {
 }
 
 /// Deletes the worker pods matching `selector` (a run, a step, or the whole benchmark) of a
-/// benchmark of kind `kind`, and the Services in front of them (egress::service): the only
-/// children a benchmark has in its own namespace (reports: store::reports; offload Jobs:
-/// egress::offload).
+/// benchmark of kind `kind`, and, when its kind has them (`services`), the Services in front of
+/// them (egress::service): the only children a benchmark has in its own namespace (reports:
+/// store::reports; offload Jobs: egress::offload).
 pub async fn delete_workers(
     client: &Client,
     kind: &str,
+    services: bool,
     namespace: &str,
     selector: &str,
 ) -> Result<(), kube::Error> {
@@ -110,6 +111,9 @@ pub async fn delete_workers(
     let _ = Api::<Pod>::namespaced(client.clone(), namespace)
         .delete_collection(&DeleteParams::background(), &lp)
         .await?;
+    if !services {
+        return Ok(());
+    }
     // Services have no deletecollection. Only some kinds have Services (an EgressBenchmark's
     // Service path): without the permission to list them (a trimmed role), there are none of
     // ours to delete.
@@ -145,6 +149,7 @@ const DELETE_TRIES: u32 = 3;
 pub fn delete_workers_soon(
     client: &Client,
     kind: &str,
+    services: bool,
     namespace: &str,
     selector: &str,
     failed: impl FnOnce() + Send + 'static,
@@ -153,7 +158,7 @@ pub fn delete_workers_soon(
     let (namespace, selector) = (namespace.to_string(), selector.to_string());
     tokio::spawn(async move {
         for attempt in 1..=DELETE_TRIES {
-            match delete_workers(&client, &kind, &namespace, &selector).await {
+            match delete_workers(&client, &kind, services, &namespace, &selector).await {
                 Ok(()) => return,
                 Err(e) if attempt == DELETE_TRIES => tracing::warn!(
                     namespace,
@@ -300,25 +305,21 @@ const NODES_KEPT: usize = 4096;
 
 /// Nodes' health as last read (None: there and Ready; Some: why not), each used for
 /// [`NODE_FRESH`].
-#[derive(Default)]
-pub struct NodeHealth(Mutex<HashMap<String, (Instant, Option<String>)>>);
+pub struct NodeHealth(Memo<Option<String>>);
+
+impl Default for NodeHealth {
+    fn default() -> Self {
+        Self(Memo::new(NODE_FRESH, NODES_KEPT))
+    }
+}
 
 impl NodeHealth {
     fn fresh(&self, node: &str) -> Option<Option<String>> {
-        let read = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let (at, why) = read.get(node)?;
-        (at.elapsed() < NODE_FRESH).then(|| why.clone())
+        self.0.get(node)
     }
 
     fn keep(&self, node: &str, why: Option<String>) {
-        let mut read = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if read.len() >= NODES_KEPT {
-            read.retain(|_, (at, _)| at.elapsed() < NODE_FRESH);
-        }
-        if read.len() >= NODES_KEPT {
-            read.clear();
-        }
-        read.insert(node.to_string(), (Instant::now(), why));
+        self.0.keep(node, why);
     }
 }
 
@@ -514,6 +515,36 @@ mod tests {
         assert!(
             create_pods(&client, "team", &ok).await.is_ok(),
             "AlreadyExists is success"
+        );
+    }
+
+    #[tokio::test]
+    async fn services_are_looked_for_only_where_the_kind_has_them() {
+        use crate::testing::fake_api::{empty_list, FakeApi};
+        let fake = FakeApi::default();
+        let client = fake.client(|_| (200, empty_list()));
+        let selector = "netbench.io/run=r1";
+        delete_workers(&client, "IngressBenchmark", false, "team-a", selector)
+            .await
+            .unwrap();
+        let asked = |log: &[String]| -> Vec<String> {
+            log.iter()
+                .map(|l| l.split(' ').take(2).collect::<Vec<_>>().join(" "))
+                .collect()
+        };
+        assert_eq!(
+            asked(&fake.requests()),
+            ["DELETE /api/v1/namespaces/team-a/pods"]
+        );
+        delete_workers(&client, "EgressBenchmark", true, "team-a", selector)
+            .await
+            .unwrap();
+        assert_eq!(
+            asked(&fake.requests())[1..],
+            [
+                "DELETE /api/v1/namespaces/team-a/pods",
+                "GET /api/v1/namespaces/team-a/services"
+            ]
         );
     }
 }

@@ -61,7 +61,7 @@ pub async fn result_spec<K: Hooks>(
     } = measurements(run).await?;
     let ctx = run.ctx();
     let cluster_wide = ctx.config.watch_namespaces.is_cluster();
-    let cluster = facts::gather(&ctx.client, &nodes, cluster_wide).await;
+    let cluster = facts::gather(&ctx.client, &ctx.facts, &nodes, cluster_wide).await;
     // Placement is the benchmark's own: where its spec pins workers. Where the scheduler
     // chooses, each run may land elsewhere, and that is not another environment.
     let pins = run

@@ -12,6 +12,8 @@ use crds::environment::Placement;
 use crds::result::{ClusterFacts, InterfaceFacts, NodeFacts};
 use protocol::worker::host::HostFacts;
 
+use crate::base::memo::ClusterFactsMemo;
+
 /// Most nodes described in one result.
 const MAX_NODES: usize = 128;
 /// Most nodes whose pods are listed to find the CNI.
@@ -39,38 +41,71 @@ pub type Seen = std::collections::BTreeMap<String, Option<HostFacts>>;
 
 /// The facts (the ingress controller is the kind's to add: `Hooks::complete_result`). The CNI
 /// is looked for only by a cluster-wide operator (`cluster_wide`): it lists the pods on the
-/// workers' nodes in every namespace, which a namespace-scoped install may not.
-pub async fn gather(client: &Client, nodes: &Seen, cluster_wide: bool) -> ClusterFacts {
-    let version = match client.apiserver_version().await {
-        Ok(v) => Some(clip(&v.git_version, 64)),
-        Err(e) => {
-            tracing::debug!("reading the API server's version: {e}");
-            None
-        }
-    };
-    let api: Api<Node> = Api::all(client.clone());
+/// workers' nodes in every namespace, which a namespace-scoped install may not. What the API
+/// server answered is used again for a minute (`memo`): at hundreds of runs an hour, the
+/// version, the nodes and the CNI pods are read once a minute rather than once per result.
+pub async fn gather(
+    client: &Client,
+    memo: &ClusterFactsMemo,
+    nodes: &Seen,
+    cluster_wide: bool,
+) -> ClusterFacts {
     let mut facts = vec![];
     for (name, host) in nodes
         .iter()
         .filter(|(n, _)| is_node_name(n))
         .take(MAX_NODES)
     {
-        match api.get_opt(name).await {
-            Ok(Some(node)) => facts.push(describe(name, &node, host.as_ref())),
-            // A name no node has (a worker may claim anything) is left out.
-            Ok(None) => {}
-            Err(e) => tracing::debug!("reading node {name}: {e}"),
+        // A name no node has (a worker may claim anything) is left out.
+        if let Some(node) = node(client, memo, name).await {
+            facts.push(with_host(node, host.as_ref()));
         }
     }
     let names: Vec<&str> = facts.iter().map(|n| n.name.as_str()).collect();
     ClusterFacts {
-        kubernetes_version: version,
+        kubernetes_version: version(client, memo).await,
         cni: match cluster_wide {
-            true => cni(client, &names).await,
+            true => cni(client, memo, &names).await,
             false => None,
         },
         ingress_controller: None,
         nodes: facts,
+    }
+}
+
+/// The API server's version.
+async fn version(client: &Client, memo: &ClusterFactsMemo) -> Option<String> {
+    if let Some(known) = memo.version.get("") {
+        return Some(known);
+    }
+    match client.apiserver_version().await {
+        Ok(v) => {
+            let version = clip(&v.git_version, 64);
+            memo.version.keep("", version.clone());
+            Some(version)
+        }
+        Err(e) => {
+            tracing::debug!("reading the API server's version: {e}");
+            None
+        }
+    }
+}
+
+/// Node `name` as it describes itself (None: no such node, or it could not be read).
+async fn node(client: &Client, memo: &ClusterFactsMemo, name: &str) -> Option<NodeFacts> {
+    if let Some(known) = memo.nodes.get(name) {
+        return known;
+    }
+    match Api::<Node>::all(client.clone()).get_opt(name).await {
+        Ok(found) => {
+            let described = found.map(|node| describe(name, &node));
+            memo.nodes.keep(name, described.clone());
+            described
+        }
+        Err(e) => {
+            tracing::debug!("reading node {name}: {e}");
+            None
+        }
     }
 }
 
@@ -83,15 +118,23 @@ pub fn bound(facts: &mut ClusterFacts) {
 
 /// The known CNI DaemonSets with pods on these nodes, each with its first container's image
 /// ("calico-node docker.io/calico/node:v3.28.0"), distinct and sorted.
-async fn cni(client: &Client, nodes: &[&str]) -> Option<String> {
+async fn cni(client: &Client, memo: &ClusterFactsMemo, nodes: &[&str]) -> Option<String> {
     let api: Api<Pod> = Api::all(client.clone());
     let mut found = BTreeSet::new();
     for name in nodes.iter().filter(|n| is_node_name(n)).take(MAX_CNI_NODES) {
+        if let Some(known) = memo.cni.get(name) {
+            found.extend(known);
+            continue;
+        }
         let lp = ListParams::default()
             .fields(&format!("spec.nodeName={name}"))
             .limit(500);
         match api.list(&lp).await {
-            Ok(pods) => found.extend(pods.items.iter().filter_map(cni_of)),
+            Ok(pods) => {
+                let here: Vec<String> = pods.items.iter().filter_map(cni_of).collect();
+                memo.cni.keep(name, here.clone());
+                found.extend(here);
+            }
             Err(e) => tracing::debug!("listing the pods on node {name}: {e}"),
         }
     }
@@ -110,7 +153,8 @@ fn cni_of(pod: &Pod) -> Option<String> {
     Some(format!("{} {}", owner.name, clip(image, 256)))
 }
 
-fn describe(name: &str, node: &Node, host: Option<&HostFacts>) -> NodeFacts {
+/// What a node says of itself.
+fn describe(name: &str, node: &Node) -> NodeFacts {
     let info = node.status.as_ref().and_then(|s| s.node_info.as_ref());
     let cpus = node
         .status
@@ -125,19 +169,26 @@ fn describe(name: &str, node: &Node, host: Option<&HostFacts>) -> NodeFacts {
         architecture: info.map(|i| clip(&i.architecture, 32)),
         kubelet_version: info.map(|i| clip(&i.kubelet_version, 64)),
         cpus,
-        // Validated when the report arrived and again when it was loaded.
-        cpu_model: host.and_then(|h| h.cpu_model.clone()),
+        cpu_model: None,
+        interfaces: vec![],
+    }
+}
+
+/// `node` with what a worker there reported of its host (validated when the report arrived
+/// and again when it was loaded).
+fn with_host(node: NodeFacts, host: Option<&HostFacts>) -> NodeFacts {
+    let Some(host) = host else { return node };
+    NodeFacts {
+        cpu_model: host.cpu_model.clone(),
         interfaces: host
-            .map(|h| {
-                h.interfaces
-                    .iter()
-                    .map(|i| InterfaceFacts {
-                        name: i.name.clone(),
-                        mtu: i.mtu,
-                    })
-                    .collect()
+            .interfaces
+            .iter()
+            .map(|i| InterfaceFacts {
+                name: i.name.clone(),
+                mtu: i.mtu,
             })
-            .unwrap_or_default(),
+            .collect(),
+        ..node
     }
 }
 
@@ -205,5 +256,54 @@ mod tests {
         assert!(!is_node_name("../etc"));
         assert!(!is_node_name(""));
         assert!(!is_node_name(&"a".repeat(254)));
+    }
+
+    #[tokio::test]
+    async fn the_cluster_is_read_once_a_minute_not_once_per_result() {
+        let api = crate::testing::FakeApi::default();
+        let client = api.client(|seen| match seen.path.as_str() {
+            "/version" => (
+                200,
+                serde_json::json!({"gitVersion": "v1.36.1", "major": "1",
+                "minor": "36", "gitCommit": "", "gitTreeState": "", "buildDate": "",
+                "goVersion": "", "compiler": "", "platform": ""}),
+            ),
+            "/api/v1/nodes/node-a" => (
+                200,
+                serde_json::json!({"metadata": {"name": "node-a"},
+                "status": {"nodeInfo": {"kernelVersion": "6.1", "osImage": "", "architecture":
+                "amd64", "kubeletVersion": "v1.36.1", "bootID": "", "containerRuntimeVersion": "",
+                "kubeProxyVersion": "", "machineID": "", "operatingSystem": "linux",
+                "systemUUID": ""}}}),
+            ),
+            "/api/v1/pods" => (200, crate::testing::fake_api::empty_list()),
+            _ => (404, crate::testing::fake_api::status(404, "NotFound")),
+        });
+        let memo = ClusterFactsMemo::default();
+        let host = HostFacts {
+            cpu_model: Some("EPYC".into()),
+            interfaces: vec![],
+        };
+        let seen: Seen = [
+            ("node-a".to_string(), Some(host)),
+            ("ghost".to_string(), None),
+        ]
+        .into();
+        let first = gather(&client, &memo, &seen, true).await;
+        let asked = api.requests().len();
+        // The version, both nodes, the CNI pods of the one that exists.
+        assert_eq!(asked, 4, "{:?}", api.requests());
+        let second = gather(&client, &memo, &seen, true).await;
+        assert_eq!(api.requests().len(), asked, "nothing read again");
+        assert_eq!(first, second);
+        assert_eq!(second.kubernetes_version.as_deref(), Some("v1.36.1"));
+        let names: Vec<_> = second.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["node-a"], "the missing node remembered as missing");
+        // The host facts are this run's, not the memo's.
+        assert_eq!(second.nodes[0].cpu_model.as_deref(), Some("EPYC"));
+        let other: Seen = [("node-a".to_string(), None)].into();
+        let third = gather(&client, &memo, &other, true).await;
+        assert_eq!(third.nodes[0].cpu_model, None);
+        assert_eq!(third.nodes[0].kernel_version.as_deref(), Some("6.1"));
     }
 }

@@ -56,6 +56,9 @@ pub struct Outline<'a> {
     /// The figures judged against a baseline when the spec names none, with their tolerance
     /// in percent.
     pub judged_by_default: &'static [(&'static str, f64)],
+    /// Whether its workers can have Services in front of them (egress's Service path):
+    /// deleting workers then lists and deletes those too, else it sends no request for them.
+    pub services: bool,
 }
 
 impl Outline<'_> {

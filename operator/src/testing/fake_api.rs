@@ -94,6 +94,21 @@ impl FakeApi {
     }
 }
 
+/// One reconcile of `obj` (`driver::apply`), then its Events published (a reconcile hands
+/// them over and returns before they are sent): the fake server's log then holds all it did.
+pub async fn apply<K: crate::run::Hooks>(
+    obj: &K,
+    ctx: &Context,
+    api: &kube::Api<K>,
+) -> crate::base::error::Result<kube::runtime::controller::Action> {
+    let action = crate::driver::apply(obj, ctx, api).await;
+    assert!(
+        ctx.events.flush(std::time::Duration::from_secs(10)).await,
+        "the reconcile's Events were not published in 10 s"
+    );
+    action
+}
+
 /// How an API server holding only `benchmark` answers `seen`.
 pub fn holding(benchmark: &Value, seen: &Seen) -> Answer {
     let name = benchmark["metadata"]["name"].as_str().unwrap_or_default();
@@ -133,20 +148,23 @@ pub fn status(code: u16, reason: &str) -> Value {
 /// kinds listed (the queue sees no other benchmark), wake-ups dropped.
 pub fn context(client: kube::Client, config: Config) -> Context {
     let (wake, _) = tokio::sync::mpsc::unbounded_channel();
+    let reporter = kube::runtime::events::Reporter {
+        controller: "netbench-operator".into(),
+        instance: None,
+    };
     Context {
+        events: crate::k8s::events::Publisher::new(client.clone(), reporter.clone()),
         client,
         config,
         metrics: Arc::new(Metrics::new()),
         runs: Arc::new(Registry::default()),
-        reporter: kube::runtime::events::Reporter {
-            controller: "netbench-operator".into(),
-            instance: None,
-        },
+        reporter,
         wake,
         kinds: Kinds::default(),
         usage: Default::default(),
         versions: Default::default(),
         nodes: Default::default(),
+        facts: Default::default(),
         pods: Default::default(),
         batches: Default::default(),
         watched_reports: Default::default(),

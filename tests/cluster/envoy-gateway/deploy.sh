@@ -66,9 +66,7 @@ else
 fi
 kc -n envoy-gateway-system rollout status deployment/envoy-gateway --timeout=180s >&2
 
-kc apply -f "$here/gateway.yaml" >&2
-kc -n envoy-gateway-system patch envoyproxy bench --type merge -p \
-    "{\"spec\":{\"provider\":{\"kubernetes\":{\"envoyDeployment\":{\"pod\":{\"nodeSelector\":{\"kubernetes.io/hostname\":\"$gateway_node\"}}}}}}}" >&2
+kc apply -f - >&2 < <(sed "s/GATEWAY_NODE/$gateway_node/" "$here/gateway.yaml")
 kc -n gateway-envoy wait gateway/bench --for condition=Programmed --timeout=180s >&2
 kc -n envoy-gateway-system rollout status deployment/envoy-bench --timeout=180s >&2
 kc -n ingress-backend wait httproute/hello-eg --timeout=60s \

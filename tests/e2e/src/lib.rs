@@ -509,14 +509,28 @@ pub fn kubectl(args: &[&str]) -> Result<String> {
 }
 
 /// `kubectl get events` in `ns` with reason `reason`, with `output` (e.g. `["-o",
-/// "jsonpath={.items[*].type}"]`; none: the table).
+/// "jsonpath={.items[*].type}"]`; none: the table). The operator publishes a reconcile's Events
+/// after the reconcile, in the background: this waits up to 30 s for one to show, then returns
+/// what there is. To check that there is none, use `events_now`.
 pub fn events(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = events_now(ns, reason, output)?;
+        if !seen.trim().is_empty() || std::time::Instant::now() > deadline {
+            return Ok(seen);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `events` as they are now, without waiting for one.
+pub fn events_now(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
     let selector = format!("reason={reason}");
     let args = ["-n", ns, "get", "events", "--field-selector", &selector];
     kubectl(&[&args[..], output].concat())
 }
 
-/// The messages of `ns`'s Events with `reason`, space-separated.
+/// The messages of `ns`'s Events with `reason`, space-separated (waits as `events` does).
 pub fn event_messages(ns: &str, reason: &str) -> Result<String> {
     events(ns, reason, &["-o", "jsonpath={.items[*].message}"])
 }

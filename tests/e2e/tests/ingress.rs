@@ -210,15 +210,7 @@ async fn controllers_swept_side_by_side_each_scale_their_own_target_and_are_rest
     // The controllers compared at the largest size, in status and in the Event.
     let compared = st["comparison"]["summary"].as_str().unwrap();
     assert!(compared.starts_with("at 500m CPU:\na: "), "{compared}");
-    let events = kubectl(&[
-        "-n",
-        &ns.name,
-        "get",
-        "events",
-        "-o",
-        "jsonpath={.items[*].message}",
-    ])
-    .unwrap();
+    let events = event_messages(&ns.name, "ControllersCompared").unwrap();
     assert!(events.contains("at 500m CPU: a: "), "{events}");
     // Both targets saved before the first patch, restored and read back as saved.
     let saved = st["savedTargets"].as_array().unwrap();

@@ -302,7 +302,12 @@ async fn cases_pinned_to_different_pairs_get_no_overhead_but_the_reason() {
     );
     assert_eq!(st["overhead"], "1 not comparable", "{st:#}");
     // No pair was chosen: every case placed itself.
-    let said = event_messages(&ns.name, "NodePair").unwrap();
+    let said = events_now(
+        &ns.name,
+        "NodePair",
+        &["-o", "jsonpath={.items[*].message}"],
+    )
+    .unwrap();
     assert!(said.trim().is_empty(), "{said}");
     wait_no_children(&client, &ns.name, Duration::from_secs(60)).await;
 }

@@ -78,17 +78,18 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     let kind = K::kind(&());
     let lap = Instant::now();
     let expected = run.obj().sample(run.id(), slot).workers;
-    let (reports, forged) = ctx
+    let (events, reference) = (ctx.events.clone(), run.obj().object_ref(&()));
+    let reports = ctx
         .reports()
         .load_for_collecting(
-            &ctx.metrics,
+            ctx.metrics.clone(),
             &Owner::of(run.obj()),
             run.id(),
             slot.wire(),
             &expected,
+            move |mut forged| events.send(&reference, &mut forged),
         )
         .await?;
-    run.events(forged);
     let lap = steps.lap(&kind, "Collecting: load reports", lap);
     let figures = match run.obj().read(run.id(), slot, &reports) {
         Ok(r) => r.figures,
@@ -115,11 +116,13 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     ) {
         run.note_recorded(slot);
     }
-    if run.obj().outline().cleanup != CleanupPolicy::Never {
+    let outline = run.obj().outline();
+    if outline.cleanup != CleanupPolicy::Never {
         let selector = run.slot_selector(slot);
         // A deletion that fails for good is the finish handler's to do again (it deletes the
         // whole run's pods).
-        pods::delete_workers_soon(&ctx.client, &kind, run.ns(), &selector, || {});
+        let services = outline.services;
+        pods::delete_workers_soon(&ctx.client, &kind, services, run.ns(), &selector, || {});
     }
     steps.lap(&kind, "Collecting: the rest", lap);
     Ok(verdict)

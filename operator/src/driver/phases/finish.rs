@@ -64,10 +64,18 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             name: run.name().to_string(),
         };
         let owed = key.clone();
-        pods::delete_workers_soon(&ctx.client, &K::kind(&()), run.ns(), &selector, move || {
-            runs.reopen(&owed);
-            let _ = wake.send(again);
-        });
+        let services = run.obj().outline().services;
+        pods::delete_workers_soon(
+            &ctx.client,
+            &K::kind(&()),
+            services,
+            run.ns(),
+            &selector,
+            move || {
+                runs.reopen(&owed);
+                let _ = wake.send(again);
+            },
+        );
     }
     // The run's end in its record first (the result takes phase and times from there), then
     // the result, built from the reports, which stay until it is written (see `apply`).

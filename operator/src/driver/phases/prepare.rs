@@ -62,6 +62,7 @@ async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<St
     let kind = K::kind(&());
     let step_pods = creation::StepPods {
         kind: &kind,
+        services: run.obj().outline().services,
         namespace: &ns,
         selector: &selector,
         pods: &pods,

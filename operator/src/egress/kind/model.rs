@@ -43,6 +43,8 @@ impl Plan for EgressBenchmark {
     fn outline(&self) -> Outline<'_> {
         Outline {
             noun: "case",
+            // Any run (of this spec or an earlier one) may have had a Service path.
+            services: true,
             count: plan::count(self),
             cleanup: self.spec.cleanup,
             repetition: &self.spec.repetition,

@@ -137,7 +137,7 @@ pub async fn restore_on_delete(
             Stage::Refused(m) | Stage::Failed(m) => {
                 let m = format!("offload settings not restored: {m}");
                 let mut events = vec![(EventType::Warning, "NotPermitted".to_string(), m)];
-                ctx.publish(&eb.object_ref(&()), &mut events).await;
+                ctx.publish(&eb.object_ref(&()), &mut events);
             }
             Stage::Done => {}
         }

@@ -3,6 +3,7 @@
 //! what it met of them on the way to a step's reports.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
@@ -82,22 +83,28 @@ impl Store {
             .collect())
     }
 
-    /// The step's verified reports for Collecting, and the forgeries met on the way (rejected
-    /// objects and impostors in the benchmark's namespace) as one Warning Event, counted and
-    /// logged.
+    /// The step's verified reports for Collecting. The forgeries met on the way (rejected
+    /// objects, and impostors in the benchmark's namespace, looked for after this returns: a
+    /// list Collecting need not wait for) are counted, logged, and handed to `tell` as one
+    /// Warning Event (none when there are none).
     pub async fn load_for_collecting(
         &self,
-        metrics: &Metrics,
+        metrics: Arc<Metrics>,
         owner: &Owner,
         run: &str,
         step: u32,
         expected: &BTreeMap<String, Role>,
-    ) -> Result<(BTreeMap<String, FinalReport>, Vec<PendingEvent>), kube::Error> {
+        tell: impl FnOnce(Vec<PendingEvent>) + Send + 'static,
+    ) -> Result<BTreeMap<String, FinalReport>, kube::Error> {
         let loaded = self.load(owner, run, step, expected).await?;
-        let events = self
-            .forgery_events(metrics, owner, run, &loaded.rejected)
-            .await;
-        Ok((loaded.reports, events))
+        let (store, owner, run) = (self.clone(), owner.clone(), run.to_string());
+        tokio::spawn(async move {
+            let events = store
+                .forgery_events(&metrics, &owner, &run, &loaded.rejected)
+                .await;
+            tell(events);
+        });
+        Ok(loaded.reports)
     }
 
     /// Warning Events (counted in `netbench_reports_rejected_total`) for a step's forged report

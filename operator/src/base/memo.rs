@@ -1,0 +1,97 @@
+//! Answers of the API server used again for a while: what changes seldom and many runs ask
+//! (a node's health, the cluster's version and nodes), read once per period instead of once
+//! per run.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Values by key, each used for `fresh` after it was kept; at most `most` of them (beyond, the
+/// stale ones go, then all).
+pub struct Memo<V> {
+    fresh: Duration,
+    most: usize,
+    kept: Mutex<HashMap<String, (Instant, V)>>,
+}
+
+impl<V: Clone> Memo<V> {
+    pub fn new(fresh: Duration, most: usize) -> Self {
+        Self {
+            fresh,
+            most,
+            kept: Mutex::default(),
+        }
+    }
+
+    /// The value kept for `key`, if it is still fresh.
+    pub fn get(&self, key: &str) -> Option<V> {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, value) = kept.get(key)?;
+        (at.elapsed() < self.fresh).then(|| value.clone())
+    }
+
+    /// Keeps `value` for `key` from now.
+    pub fn keep(&self, key: &str, value: V) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= self.most {
+            let fresh = self.fresh;
+            kept.retain(|_, (at, _)| at.elapsed() < fresh);
+        }
+        if kept.len() >= self.most {
+            kept.clear();
+        }
+        kept.insert(key.to_string(), (Instant::now(), value));
+    }
+}
+
+/// How long the cluster's facts in a result are read again: a minute-old kernel or kubelet
+/// version is the one the run saw unless the node was upgraded during that minute.
+const FACTS_FRESH: Duration = Duration::from_secs(60);
+/// Most nodes (and their CNIs) remembered.
+const FACTS_NODES: usize = 1024;
+
+/// What the results read about the cluster (`results::facts`), for [`FACTS_FRESH`]: the API
+/// server's version, each node's description (None: no such node), the CNIs on each node.
+pub struct ClusterFactsMemo {
+    pub version: Memo<String>,
+    pub nodes: Memo<Option<crds::result::NodeFacts>>,
+    pub cni: Memo<Vec<String>>,
+}
+
+impl Default for ClusterFactsMemo {
+    fn default() -> Self {
+        Self {
+            version: Memo::new(FACTS_FRESH, 1),
+            nodes: Memo::new(FACTS_FRESH, FACTS_NODES),
+            cni: Memo::new(FACTS_FRESH, FACTS_NODES),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_used_while_fresh_and_never_after() {
+        let memo = Memo::new(Duration::from_secs(3600), 8);
+        assert_eq!(memo.get("a"), None);
+        memo.keep("a", 1);
+        assert_eq!(memo.get("a"), Some(1));
+        memo.keep("a", 2);
+        assert_eq!(memo.get("a"), Some(2));
+        let stale = Memo::new(Duration::ZERO, 8);
+        stale.keep("a", 1);
+        assert_eq!(stale.get("a"), None);
+    }
+
+    #[test]
+    fn it_never_holds_more_than_its_most() {
+        let memo = Memo::new(Duration::from_secs(3600), 3);
+        for (i, key) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            memo.keep(key, i);
+            assert!(memo.kept.lock().unwrap().len() <= 3);
+        }
+        assert_eq!(memo.get("e"), Some(4));
+    }
+}
