@@ -32,6 +32,8 @@ pub struct Context {
     /// The version of each benchmark last read or written (a reconcile's fresh GET is skipped
     /// when the cached copy is that one).
     pub versions: Arc<crate::k8s::versions::Versions>,
+    /// The run records last read or written (store::run_record::Known).
+    pub run_records: Arc<crate::store::run_record::Known>,
     /// The cluster's facts a result records, read at most once a minute.
     pub facts: Arc<crate::base::memo::ClusterFactsMemo>,
     /// Nodes' health, read at most every few seconds (a lost worker's node).

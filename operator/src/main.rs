@@ -52,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
         versions: Default::default(),
         nodes: Default::default(),
         facts: Default::default(),
+        run_records: Default::default(),
         pods: Default::default(),
         batches: Default::default(),
         watched_reports: Default::default(),

@@ -187,7 +187,13 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
 
     // 4. Its reports, its run record, its registry entry and its series go.
     ctx.reports().delete(&Owner::of(&obj), None).await?;
-    run_record::delete(&ctx.client, &ctx.config.namespace, &Owner::of(&obj)).await?;
+    run_record::delete(
+        &ctx.client,
+        &ctx.config.namespace,
+        &ctx.run_records,
+        &Owner::of(&obj),
+    )
+    .await?;
     if let Some(id) = obj.status().and_then(|s| s.run().run_id.as_deref()) {
         ctx.runs.forget(id);
         ctx.usage.forget_run(id);

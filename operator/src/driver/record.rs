@@ -19,7 +19,15 @@ pub(in crate::driver) async fn start<K: Hooks>(run: &mut Run<'_, K>) {
     };
     let ctx = run.ctx();
     let owner = Owner::of(run.obj());
-    let written = run_record::start(&ctx.client, &ctx.config.namespace, &owner, run.id(), at).await;
+    let written = run_record::start(
+        &ctx.client,
+        &ctx.config.namespace,
+        &ctx.run_records,
+        &owner,
+        run.id(),
+        at,
+    )
+    .await;
     if let Err(e) = written {
         let m = format!(
             "could not record the start of run {} in the operator's namespace ({}); its result \
@@ -42,7 +50,7 @@ pub(in crate::driver) async fn end<K: Hooks>(run: &mut Run<'_, K>, warn: bool) {
     let ctx = run.ctx();
     let owner = Owner::of(run.obj());
     let ns = &ctx.config.namespace;
-    match run_record::end(&ctx.client, ns, &owner, run.id(), &ended).await {
+    match run_record::end(&ctx.client, ns, &ctx.run_records, &owner, run.id(), &ended).await {
         Ok(()) => run.end_recorded(),
         Err(e) => {
             let m = format!(

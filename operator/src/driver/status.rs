@@ -79,7 +79,7 @@ async fn result_settled<K: Hooks>(
         }
     }
     let ns = &ctx.config.namespace;
-    let record = run_record::load(&ctx.client, ns, &owner, run).await?;
+    let record = run_record::load(&ctx.client, ns, &ctx.run_records, &owner, run).await?;
     Ok(record.is_some_and(|r| !r.result_due()))
 }
 

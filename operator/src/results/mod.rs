@@ -63,7 +63,14 @@ async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()
     // before run records were kept (status is not asked).
     let ctx = run.ctx();
     let owner = Owner::of(run.obj());
-    let stored = run_record::load(&ctx.client, &ctx.config.namespace, &owner, run.id()).await?;
+    let stored = run_record::load(
+        &ctx.client,
+        &ctx.config.namespace,
+        &ctx.run_records,
+        &owner,
+        run.id(),
+    )
+    .await?;
     let record = stored
         .unwrap_or_default()
         .with_pending(run.id(), run.ended());

@@ -11,6 +11,8 @@
 //! ([`TIMEOUT`]); a record that cannot be written never holds a run up (the caller says so in
 //! an Event).
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -118,6 +120,37 @@ fn store(client: &Client, namespace: &str) -> Store {
     Store::new(client, namespace, RECORD)
 }
 
+/// Most records kept in memory (beyond, all are dropped: the next use of each reads it).
+const MOST_KNOWN: usize = 4096;
+
+/// The run records this process last read or wrote, by benchmark uid. They live in the
+/// operator's namespace, where only the operator writes, and a process that stops leading
+/// exits (a new leader starts with none known): a record known here is the stored one, and
+/// reading it again (three times per run) would only cost the API server. A write that finds
+/// it otherwise (a conflict) reads it again; a failed write forgets it.
+#[derive(Default)]
+pub struct Known(Mutex<HashMap<String, Stored<RunRecord>>>);
+
+impl Known {
+    fn get(&self, owner: &Owner) -> Option<Stored<RunRecord>> {
+        let known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        known.get(&owner.uid).cloned()
+    }
+
+    fn keep(&self, owner: &Owner, stored: &Stored<RunRecord>) {
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= MOST_KNOWN {
+            known.clear();
+        }
+        known.insert(owner.uid.clone(), stored.clone());
+    }
+
+    fn forget(&self, owner: &Owner) {
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        known.remove(&owner.uid);
+    }
+}
+
 /// Runs `f`, bounded by [`TIMEOUT`].
 async fn bounded<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
     match tokio::time::timeout(TIMEOUT, f).await {
@@ -130,31 +163,44 @@ async fn bounded<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T
 }
 
 /// The stored record, any run's; a record that is not the owner's or cannot be read is none
-/// (and is replaced by the next write).
-async fn load_any(store: &Store, owner: &Owner) -> Result<Stored<RunRecord>> {
-    match store.load::<RunRecord>(owner).await {
-        Ok(Some(s)) => Ok(s),
-        Ok(None) => Ok(Stored::new(RunRecord::default())),
+/// (and is deleted, then replaced by the next write). From `known` if it is there.
+async fn load_any(store: &Store, known: &Known, owner: &Owner) -> Result<Stored<RunRecord>> {
+    if let Some(stored) = known.get(owner) {
+        return Ok(stored);
+    }
+    let stored = match store.load::<RunRecord>(owner).await {
+        Ok(Some(s)) => s,
+        Ok(None) => Stored::new(RunRecord::default()),
         Err(Error::Internal(e)) => {
             tracing::warn!(benchmark = owner.name, "run record not used: {e}");
             store.delete(owner).await?;
-            Ok(Stored::new(RunRecord::default()))
+            Stored::new(RunRecord::default())
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    known.keep(owner, &stored);
+    Ok(stored)
 }
 
-/// `run`'s record, if the stored one is of that run.
+/// `run`'s record, if the stored one is of that run (from `known` if it is there).
 pub async fn load(
     client: &Client,
     namespace: &str,
+    known: &Known,
     owner: &Owner,
     run: &str,
 ) -> Result<Option<RunRecord>> {
+    if let Some(stored) = known.get(owner) {
+        return Ok(Some(stored.data).filter(|r| r.run == run));
+    }
     let store = store(client, namespace);
     let found = bounded(async {
         match store.load::<RunRecord>(owner).await {
-            Ok(found) => Ok(found.map(|s| s.data)),
+            Ok(found) => {
+                let stored = found.unwrap_or_else(|| Stored::new(RunRecord::default()));
+                known.keep(owner, &stored);
+                Ok(Some(stored.data))
+            }
             Err(Error::Internal(e)) => {
                 tracing::warn!(benchmark = owner.name, "run record not used: {e}");
                 Ok(None)
@@ -170,65 +216,86 @@ pub async fn load(
 async fn update(
     client: &Client,
     namespace: &str,
+    known: &Known,
     owner: &Owner,
     change: impl Fn(&RunRecord) -> Option<RunRecord>,
 ) -> Result<()> {
     let store = store(client, namespace);
-    bounded(async {
+    let written = bounded(async {
         let mut last = Ok(());
         for _ in 0..2 {
-            let mut stored = load_any(&store, owner).await?;
+            let mut stored = load_any(&store, known, owner).await?;
             let Some(next) = change(&stored.data) else {
                 return Ok(());
             };
             stored.data = next;
             last = store.save(owner, &mut stored).await;
             match &last {
-                Err(Error::Kube(kube::Error::Api(e))) if e.code == 409 => continue,
-                _ => return last,
+                Err(Error::Kube(kube::Error::Api(e))) if e.code == 409 => known.forget(owner),
+                Ok(()) => {
+                    known.keep(owner, &stored);
+                    return last;
+                }
+                Err(_) => return last,
             }
         }
         last
     })
-    .await
+    .await;
+    if written.is_err() {
+        known.forget(owner);
+    }
+    written
 }
 
 /// Records that `run` left the queue at `at` (no-op if its record says so already).
 pub async fn start(
     client: &Client,
     namespace: &str,
+    known: &Known,
     owner: &Owner,
     run: &str,
     at: Time,
 ) -> Result<()> {
-    update(client, namespace, owner, |r| r.started(run, at.clone())).await
+    update(client, namespace, known, owner, |r| {
+        r.started(run, at.clone())
+    })
+    .await
 }
 
 /// Records how `run` ended (no-op if its record holds an end already: the first stands).
 pub async fn end(
     client: &Client,
     namespace: &str,
+    known: &Known,
     owner: &Owner,
     run: &str,
     ended: &Ended,
 ) -> Result<()> {
-    update(client, namespace, owner, |r| r.ended(run, ended)).await
+    update(client, namespace, known, owner, |r| r.ended(run, ended)).await
 }
 
 /// The benchmark is deleted: its record goes.
-pub async fn delete(client: &Client, namespace: &str, owner: &Owner) -> Result<()> {
+pub async fn delete(client: &Client, namespace: &str, known: &Known, owner: &Owner) -> Result<()> {
+    known.forget(owner);
     bounded(store(client, namespace).delete(owner)).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
 
     fn t(secs: i64) -> Time {
         Time(jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap())
     }
 
-    fn end(phase: Phase, measuring: bool) -> Ended {
+    fn end_of(phase: Phase) -> Ended {
+        end_with(phase, true)
+    }
+
+    fn end_with(phase: Phase, measuring: bool) -> Ended {
         Ended {
             phase,
             reason: "R".into(),
@@ -246,7 +313,7 @@ mod tests {
         assert_eq!(r1.started, Some(t(1)));
         assert!(r1.result_due());
         assert_eq!(r1.started("r1", t(2)), None, "the first start stands");
-        let ended = r1.ended("r1", &end(Phase::Failed, false)).unwrap();
+        let ended = r1.ended("r1", &end_with(Phase::Failed, false)).unwrap();
         let r2 = ended.started("r2", t(3)).unwrap();
         assert_eq!((r2.run.as_str(), r2.ended.as_ref()), ("r2", None));
     }
@@ -254,18 +321,18 @@ mod tests {
     #[test]
     fn an_end_is_written_once_and_tells_whether_a_result_is_due() {
         let r1 = RunRecord::default().started("r1", t(1)).unwrap();
-        let failed = r1.ended("r1", &end(Phase::Failed, false)).unwrap();
+        let failed = r1.ended("r1", &end_with(Phase::Failed, false)).unwrap();
         assert_eq!(failed.ended.as_ref().map(|e| e.phase), Some(Phase::Failed));
-        assert_eq!(failed.ended("r1", &end(Phase::Succeeded, true)), None);
+        assert_eq!(failed.ended("r1", &end_with(Phase::Succeeded, true)), None);
         assert!(failed.result_due());
         // Refused in the queue: ended, never started, no result due.
         let refused = RunRecord::default()
-            .ended("r2", &end(Phase::Failed, false))
+            .ended("r2", &end_with(Phase::Failed, false))
             .unwrap();
         assert!(!refused.result_due());
         // Under way before records were kept: ended from a measuring phase.
         let old = RunRecord::default()
-            .ended("r3", &end(Phase::Succeeded, true))
+            .ended("r3", &end_with(Phase::Succeeded, true))
             .unwrap();
         assert!(old.result_due());
         assert_eq!(old.started, None);
@@ -274,7 +341,7 @@ mod tests {
     #[test]
     fn a_pending_end_is_laid_over_the_stored_record_of_its_run_only() {
         let r1 = RunRecord::default().started("r1", t(1)).unwrap();
-        let e = end(Phase::Succeeded, true);
+        let e = end_with(Phase::Succeeded, true);
         let over = r1.clone().with_pending("r1", Some(&e)).unwrap();
         assert_eq!(over.ended, Some(e.clone()));
         assert_eq!(r1.clone().with_pending("r1", None), Some(r1.clone()));
@@ -288,10 +355,103 @@ mod tests {
         let r = RunRecord::default()
             .started("r1", t(1))
             .unwrap()
-            .ended("r1", &end(Phase::Failed, true))
+            .ended("r1", &end_with(Phase::Failed, true))
             .unwrap();
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.contains("\"phase\":\"Failed\""), "{text}");
         assert_eq!(serde_json::from_str::<RunRecord>(&text).unwrap(), r);
+    }
+
+    /// An API server holding the operator's ConfigMaps in memory (one object per name; a
+    /// replace with a stale resourceVersion is a conflict, as on a real one), and a switch that
+    /// makes the next replace a conflict as if someone else had written.
+    fn configmaps() -> (crate::testing::FakeApi, Client, Arc<AtomicBool>) {
+        let api = crate::testing::FakeApi::default();
+        let stored = Arc::new(Mutex::new(HashMap::<String, serde_json::Value>::new()));
+        let conflict = Arc::new(AtomicBool::new(false));
+        let next_conflict = conflict.clone();
+        let client = api.client(move |seen| {
+            use crate::testing::fake_api::status;
+            let mut stored = stored.lock().unwrap();
+            let name = seen.path.rsplit('/').next().unwrap_or_default().to_string();
+            let body = || serde_json::from_str::<serde_json::Value>(&seen.body).unwrap();
+            match seen.method.as_str() {
+                "GET" => match stored.get(&name) {
+                    Some(cm) => (200, cm.clone()),
+                    None => (404, status(404, "NotFound")),
+                },
+                "POST" => {
+                    let mut cm = body();
+                    cm["metadata"]["resourceVersion"] = "1".into();
+                    let name = cm["metadata"]["name"].as_str().unwrap().to_string();
+                    stored.insert(name, cm.clone());
+                    (201, cm)
+                }
+                "PUT" => {
+                    let mut cm = body();
+                    let held = stored.get(&name).cloned().unwrap();
+                    if next_conflict.swap(false, Ordering::SeqCst)
+                        || held["metadata"]["resourceVersion"] != cm["metadata"]["resourceVersion"]
+                    {
+                        return (409, status(409, "Conflict"));
+                    }
+                    let version: u64 = held["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    cm["metadata"]["resourceVersion"] = (version + 1).to_string().into();
+                    stored.insert(name, cm.clone());
+                    (200, cm)
+                }
+                _ => (404, status(404, "NotFound")),
+            }
+        });
+        (api, client, conflict)
+    }
+
+    #[tokio::test]
+    async fn a_run_reads_its_record_once_and_again_only_after_a_conflict() {
+        let (api, client, conflict) = configmaps();
+        let known = Known::default();
+        let owner = crate::testing::owner("IngressBenchmark", "web", "uid-1");
+        let verbs = |from: usize| -> Vec<String> {
+            api.requests()[from..]
+                .iter()
+                .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+                .collect()
+        };
+        start(&client, "ops", &known, &owner, "r1", t(1))
+            .await
+            .unwrap();
+        assert_eq!(verbs(0), ["GET", "POST"], "read once, then created");
+        end(
+            &client,
+            "ops",
+            &known,
+            &owner,
+            "r1",
+            &end_of(Phase::Succeeded),
+        )
+        .await
+        .unwrap();
+        assert_eq!(verbs(2), ["PUT"], "written from what it knew");
+        let loaded = load(&client, "ops", &known, &owner, "r1").await.unwrap();
+        assert_eq!(verbs(3), Vec::<String>::new(), "the result reads no GET");
+        let loaded = loaded.unwrap();
+        assert_eq!(loaded.ended.map(|e| e.phase), Some(Phase::Succeeded));
+        // Someone else wrote: the next write is refused, reads the record again and writes.
+        conflict.store(true, Ordering::SeqCst);
+        start(&client, "ops", &known, &owner, "r2", t(2))
+            .await
+            .unwrap();
+        assert_eq!(verbs(3), ["PUT", "GET", "PUT"]);
+        let r2 = load(&client, "ops", &known, &owner, "r2").await.unwrap();
+        assert_eq!(r2.map(|r| r.started), Some(Some(t(2))));
+        // Another process (a new leader) knows nothing and reads the stored record.
+        let fresh = Known::default();
+        let stored = load(&client, "ops", &fresh, &owner, "r2").await.unwrap();
+        assert_eq!(verbs(6), ["GET"]);
+        assert_eq!(stored.map(|r| r.started), Some(Some(t(2))));
     }
 }

@@ -165,6 +165,7 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         versions: Default::default(),
         nodes: Default::default(),
         facts: Default::default(),
+        run_records: Default::default(),
         pods: Default::default(),
         batches: Default::default(),
         watched_reports: Default::default(),
