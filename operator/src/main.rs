@@ -94,7 +94,11 @@ async fn serve_api(
     };
     let state = ApiState {
         runs: ctx.runs.clone(),
-        auth: Arc::new(api::PodTokens::new(ctx.client.clone(), ctx.runs.clone())),
+        auth: Arc::new(api::PodTokens::new(
+            ctx.client.clone(),
+            ctx.runs.clone(),
+            ctx.pods.clone(),
+        )),
         metrics: ctx.metrics.clone(),
         sink: Arc::new(sink),
         wake: ctx.wake.clone(),

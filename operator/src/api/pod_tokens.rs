@@ -2,7 +2,9 @@
 //! (audience `netbench`, rotated by the kubelet); a TokenReview tells which pod holds it, and the
 //! pod object must be the operator's worker of that run: labelled with the run and the role the
 //! registry expects, and controlled by the benchmark. Positive answers are cached briefly and
-//! boundedly, so a busy worker costs one TokenReview and one pod read per `CACHE_FOR`.
+//! boundedly, so a busy worker costs one TokenReview and one pod read per `CACHE_FOR`. The pod
+//! is read from the controllers' pod watches when they hold it as the token's very pod, with
+//! what a caller of its role needs (a server's addresses), else from the API server.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -18,6 +20,7 @@ use tokio::sync::Semaphore;
 
 use super::identity::{AuthError, Authenticator};
 use crate::base::labels;
+use crate::k8s::watched_pods::WatchedPods;
 use crate::store::registry::{Caller, Registry, RunSpec};
 
 pub use crate::k8s::workers::AUDIENCE;
@@ -53,15 +56,17 @@ pub struct PodFacts {
 pub struct PodTokens {
     client: kube::Client,
     runs: Arc<Registry>,
+    pods: Arc<WatchedPods>,
     cache: Mutex<HashMap<String, (Instant, PodFacts)>>,
     reviews: Semaphore,
 }
 
 impl PodTokens {
-    pub fn new(client: kube::Client, runs: Arc<Registry>) -> PodTokens {
+    pub fn new(client: kube::Client, runs: Arc<Registry>, pods: Arc<WatchedPods>) -> PodTokens {
         PodTokens {
             client,
             runs,
+            pods,
             cache: Mutex::new(HashMap::new()),
             reviews: Semaphore::new(REVIEWS_AT_ONCE),
         }
@@ -110,6 +115,16 @@ impl PodTokens {
                 identity.namespace, identity.name
             )));
         }
+        if let Some(watched) = self.pods.get(&identity.namespace, &identity.name) {
+            match pod_facts(identity.clone(), &watched) {
+                Ok(facts) if facts.controller_uid.is_some() && worth_keeping(spec, &facts) => {
+                    return Ok(facts)
+                }
+                // Another pod of that name, a pod the watch keeps little of, a server without
+                // an address yet: the API server says.
+                _ => {}
+            }
+        }
         let pod = Api::<Pod>::namespaced(self.client.clone(), &identity.namespace)
             .get_opt(&identity.name)
             .await
@@ -154,7 +169,7 @@ fn worth_keeping(spec: &RunSpec, facts: &PodFacts) -> bool {
 }
 
 /// Who a TokenReview says holds the token: a pod's ServiceAccount, for our audience.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PodIdentity {
     pub namespace: String,
     pub name: String,
@@ -502,5 +517,74 @@ mod tests {
             refused(review_of("team", "w-client", "uid-1"), &foreign, "run1"),
             Err(AuthError::NotAWorker(_))
         ));
+    }
+
+    /// Authenticates the client `w-client` of run1 with a fake API server that reviews every
+    /// token as that pod's (uid `pod-uid`) and serves `served` as the pod; the watches hold
+    /// `watched`. Returns the outcome and the requests made.
+    async fn authenticate_with(
+        watched: Vec<Pod>,
+        served: Pod,
+    ) -> (Result<Caller, AuthError>, Vec<String>) {
+        let api = crate::testing::FakeApi::default();
+        let review = serde_json::to_value(review_of("team", "w-client", "pod-uid")).unwrap();
+        let served = serde_json::to_value(served).unwrap();
+        let client = api.client(move |seen| match seen.method.as_str() {
+            "POST" => (201, review.clone()),
+            _ => (200, served.clone()),
+        });
+        let runs = Arc::new(Registry::default());
+        runs.announce("run1", spec());
+        let pods = Arc::new(WatchedPods::default());
+        let mut kept = watched;
+        for p in &mut kept {
+            p.metadata.namespace = Some("team".into());
+            crate::k8s::watched_pods::keep_what_is_read(p, "EgressBenchmark");
+        }
+        pods.add(
+            crate::k8s::watched_pods::Place::Cluster,
+            crate::k8s::watched_pods::listed(kept),
+        );
+        let tokens = PodTokens::new(client, runs, pods);
+        let outcome = tokens.authenticate("run1", "token").await;
+        (outcome, api.requests())
+    }
+
+    fn ours(name: &str, uid: &str, role: &str) -> Pod {
+        let mut pod = worker_pod(name, uid, role);
+        if let Some(owner) = pod
+            .metadata
+            .owner_references
+            .as_mut()
+            .and_then(|o| o.first_mut())
+        {
+            owner.kind = "EgressBenchmark".into();
+        }
+        pod
+    }
+
+    #[tokio::test]
+    async fn the_watched_pod_spares_a_read_and_another_pod_of_its_name_does_not() {
+        let pod = ours("w-client", "pod-uid", "client");
+        let (outcome, asked) = authenticate_with(vec![pod.clone()], pod.clone()).await;
+        assert_eq!(outcome.unwrap().worker, "w-client");
+        assert_eq!(asked.len(), 1, "the TokenReview only: {asked:?}");
+        // The watch holds an earlier pod of that name: the API server is asked, and says.
+        let earlier = ours("w-client", "earlier-uid", "client");
+        let (outcome, asked) = authenticate_with(vec![earlier], pod.clone()).await;
+        assert_eq!(outcome.unwrap().worker, "w-client");
+        assert!(
+            asked[1].starts_with("GET /api/v1/namespaces/team/pods/w-client"),
+            "{asked:?}"
+        );
+        // Nothing watched: read as before; a replaced pod is refused as before.
+        let (_, asked) = authenticate_with(vec![], pod).await;
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        let replaced = ours("w-client", "other-uid", "client");
+        let (outcome, _) = authenticate_with(vec![], replaced).await;
+        assert!(
+            matches!(outcome, Err(AuthError::NotAWorker(_))),
+            "{outcome:?}"
+        );
     }
 }

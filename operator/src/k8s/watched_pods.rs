@@ -70,6 +70,22 @@ impl WatchedPods {
         Some(pods)
     }
 
+    /// Pod `namespace/name` as a watch holds it; None when no watch that has listed covers the
+    /// namespace, or none holds it.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Pod> {
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        let key = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+        stores
+            .iter()
+            .filter(|(place, _)| place.covers(namespace))
+            .filter(|(_, store)| {
+                futures::FutureExt::now_or_never(store.wait_until_ready())
+                    .is_some_and(|r| r.is_ok())
+            })
+            .find_map(|(_, store)| store.get(&key))
+            .map(|p| Pod::clone(&p))
+    }
+
     /// The pods [`WatchedPods::list`] answers with, or else those the API server lists.
     pub async fn list_or_get(
         &self,
@@ -85,8 +101,9 @@ impl WatchedPods {
 }
 
 /// What the watches keep of a pod, so that pods are cheap to hold (a pod anyone labels like
-/// ours is watched too): its name, namespace, uid, labels, owners and deletion; its node; its
-/// phase, conditions and containers' states. A pod not controlled by a `kind` benchmark keeps
+/// ours is watched too): its name, namespace, uid, labels, owners and deletion; its node and
+/// whether it is on the host network; its phase, conditions, containers' states and addresses
+/// (a worker's identity: api::pod_tokens). A pod not controlled by a `kind` benchmark keeps
 /// only its name, namespace and uid (it can then match no selector).
 pub fn keep_what_is_read(pod: &mut Pod, kind: &str) {
     let ours = super::pods::controlled_by(&pod.metadata, kind);
@@ -105,14 +122,19 @@ pub fn keep_what_is_read(pod: &mut Pod, kind: &str) {
     pod.metadata.labels = meta.labels;
     pod.metadata.owner_references = meta.owner_references;
     pod.metadata.deletion_timestamp = meta.deletion_timestamp;
-    pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
-        node_name: spec.and_then(|s| s.node_name),
+    pod.spec = spec.map(|s| k8s_openapi::api::core::v1::PodSpec {
+        node_name: s.node_name,
+        host_network: s.host_network,
         ..Default::default()
     });
     pod.status = status.map(|s| k8s_openapi::api::core::v1::PodStatus {
         phase: s.phase,
         conditions: s.conditions,
         container_statuses: s.container_statuses,
+        pod_ip: s.pod_ip,
+        pod_ips: s.pod_ips,
+        host_ip: s.host_ip,
+        host_ips: s.host_ips,
         ..Default::default()
     });
 }
@@ -134,6 +156,20 @@ fn has_labels(pod: &Pod, wanted: &[(&str, &str)]) -> bool {
     wanted
         .iter()
         .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+}
+
+/// A watch's store that has listed `pods` (for tests).
+#[cfg(test)]
+pub fn listed(pods: Vec<Pod>) -> Store<Pod> {
+    use kube::runtime::watcher::Event;
+    let (reader, mut writer) = kube::runtime::reflector::store();
+    writer.apply_watcher_event(&Event::Init);
+    for p in pods {
+        writer.apply_watcher_event(&Event::InitApply(p));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    // Ready for good once listed: the reader keeps what it was given after the writer goes.
+    reader
 }
 
 #[cfg(test)]
@@ -159,17 +195,6 @@ mod tests {
             },
             ..Default::default()
         }
-    }
-
-    fn listed(pods: Vec<Pod>) -> Store<Pod> {
-        let (reader, mut writer) = store();
-        writer.apply_watcher_event(&Event::Init);
-        for p in pods {
-            writer.apply_watcher_event(&Event::InitApply(p));
-        }
-        writer.apply_watcher_event(&Event::InitDone);
-        // Ready for good once listed: the reader keeps what it was given after the writer goes.
-        reader
     }
 
     #[test]
