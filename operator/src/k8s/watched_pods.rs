@@ -177,7 +177,6 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::reflector::store;
-    use kube::runtime::watcher::Event;
 
     fn pod(ns: &str, name: &str, labels: &[(&str, &str)]) -> Pod {
         Pod {
