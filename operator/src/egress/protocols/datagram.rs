@@ -4,13 +4,17 @@
 
 use crds::egress::{CaseResult, EgressCase};
 use crds::history::Better::{Higher, Lower};
+use prometheus::{GaugeVec, Registry};
 use protocol::tcp::{Direction, Flow};
 use protocol::udp::UdpReport;
 use protocol::worker::CheckedReport;
 use protocol::Protocol;
 
 use super::super::readings::{address, cpu, round, round4, single_run, Errors};
-use super::family::{count, direction, loss, missed, not_of, received, sent, Family, Row};
+use super::family::{
+    count, direction, loss, missed, not_of, received, sent, CaseGauges, Family, Row,
+};
+use crate::base::metrics::{gauge, set_each};
 use crate::policy::gates::MISSED_LIMIT_PERCENT;
 
 pub struct Datagram;
@@ -94,6 +98,53 @@ impl Family for Datagram {
             ("returnJitterMaxMs", "ms", Lower, r.return_jitter_max_ms),
             ("outOfOrder", "count", Lower, count(r.out_of_order)),
         ]
+    }
+
+    fn gauges(registry: &Registry) -> Box<dyn CaseGauges> {
+        Box::new(Gauges {
+            jitter: gauge(
+                registry,
+                "netbench_egress_jitter_seconds",
+                "RFC 3550 interarrival jitter of a finished udp-stream case",
+                &["namespace", "name", "case"],
+            ),
+            sends: gauge(
+                registry,
+                "netbench_egress_paced_sends",
+                "A paced udp-stream case's sends more than 1 ms late, and intended sends never \
+                 made (skipped or failed)",
+                &["namespace", "name", "case", "kind"],
+            ),
+        })
+    }
+}
+
+/// The `kind` labels of `netbench_egress_paced_sends`.
+const SEND_KINDS: [&str; 2] = ["late", "skipped"];
+
+/// A udp-stream case's jitter and a paced one's late and skipped sends.
+struct Gauges {
+    jitter: GaugeVec,
+    sends: GaugeVec,
+}
+
+impl CaseGauges for Gauges {
+    fn set(&self, labels: [&str; 3], c: &CaseResult) {
+        if let Some(j) = c.jitter_ms {
+            self.jitter.with_label_values(&labels).set(j / 1000.0);
+        }
+        let sends = SEND_KINDS.into_iter().zip([c.late_sends, c.skipped_sends]);
+        let counted = sends.filter_map(|(kind, n)| Some((kind, n? as f64)));
+        set_each(&self.sends, &labels, counted);
+    }
+
+    fn forget(&self, [namespace, name, case]: [&str; 3]) {
+        let _ = self.jitter.remove_label_values(&[namespace, name, case]);
+        for kind in SEND_KINDS {
+            let _ = self
+                .sends
+                .remove_label_values(&[namespace, name, case, kind]);
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crds::egress::{CaseResult, Direction, EgressCase};
 use crds::history::Better;
+use prometheus::Registry;
 use protocol::worker::CheckedReport;
 use protocol::Protocol;
 
@@ -30,6 +31,17 @@ pub trait Family {
     fn fill(report: &Self::Report, r: &mut CaseResult) -> Errors;
     /// The case's own figures, main figure first (the CPU per GB of every case follows).
     fn figures(r: &CaseResult) -> Vec<Row>;
+    /// Its own series of a finished case on /metrics, registered in `registry`.
+    fn gauges(registry: &Registry) -> Box<dyn CaseGauges>;
+}
+
+/// A family's own series of a finished case (what the cases of other families have no figure
+/// for). Each is set from the figures a case has, whatever its protocol.
+pub trait CaseGauges: Send + Sync {
+    /// Sets the series of case `c` (labels: namespace, name, case) that it has figures for.
+    fn set(&self, labels: [&str; 3], c: &CaseResult);
+    /// Drops the case's series.
+    fn forget(&self, labels: [&str; 3]);
 }
 
 /// What a checked report of another family is, for [`Family::report`]'s error.

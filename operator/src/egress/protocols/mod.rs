@@ -7,6 +7,7 @@
 //! that brought it. Pure.
 
 use crds::egress::{CaseResult, EgressCase};
+use prometheus::Registry;
 use protocol::worker::{validate_final, FinalReport};
 use protocol::Protocol;
 
@@ -17,7 +18,7 @@ mod family;
 mod request_response;
 mod stream;
 
-pub use family::{Family, Row};
+pub use family::{CaseGauges, Family, Row};
 
 /// `$body` with the type `$f` the family of protocol `$p`.
 macro_rules! with_family {
@@ -37,6 +38,15 @@ macro_rules! with_family {
             }
         }
     };
+}
+
+/// Every family's own series of a finished case, registered in `registry`.
+pub fn case_gauges(registry: &Registry) -> Vec<Box<dyn CaseGauges>> {
+    vec![
+        stream::Stream::gauges(registry),
+        datagram::Datagram::gauges(registry),
+        request_response::RequestResponse::gauges(registry),
+    ]
 }
 
 /// The flags of the case's protocol (the loadgen refuses a flag of another protocol).

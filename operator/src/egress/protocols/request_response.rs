@@ -5,6 +5,7 @@
 use crds::egress::{CaseResult, EgressCase};
 use crds::history::Better::{Higher, Lower};
 use crds::LatencyMillis;
+use prometheus::{GaugeVec, Registry};
 use protocol::rr::RrReport;
 use protocol::worker::CheckedReport;
 use protocol::Protocol;
@@ -12,7 +13,8 @@ use protocol::Protocol;
 use super::super::readings::{
     address, behind_schedule, cpu, millis, round, round2, round4, single_run, Errors,
 };
-use super::family::{count, loss, missed, not_of, Family, Row};
+use super::family::{count, loss, missed, not_of, CaseGauges, Family, Row};
+use crate::base::metrics::gauge;
 
 pub struct RequestResponse;
 
@@ -144,6 +146,76 @@ impl Family for RequestResponse {
             ),
             missed(r),
         ]
+    }
+
+    fn gauges(registry: &Registry) -> Box<dyn CaseGauges> {
+        Box::new(Gauges {
+            transactions: gauge(
+                registry,
+                "netbench_egress_transactions_per_second",
+                "Transactions per second of a finished request/response case (tcp-rr, tcp-crr, \
+                 udp-rr)",
+                &["namespace", "name", "case", "protocol"],
+            ),
+            cpu_per_transaction: gauge(
+                registry,
+                "netbench_egress_cpu_seconds_per_transaction",
+                "CPU per transaction of a request/response case: each end's worker process, \
+                 and each end's whole node (/proc/stat: netperf's service demand)",
+                &["namespace", "name", "case", "end", "scope"],
+            ),
+        })
+    }
+}
+
+/// The (end, scope) labels of `netbench_egress_cpu_seconds_per_transaction`.
+const CPU_ENDS: [(&str, &str); 4] = [
+    ("client", "process"),
+    ("server", "process"),
+    ("client", "node"),
+    ("server", "node"),
+];
+
+/// A request/response case's transactions/s (by protocol) and CPU per transaction.
+struct Gauges {
+    transactions: GaugeVec,
+    cpu_per_transaction: GaugeVec,
+}
+
+impl CaseGauges for Gauges {
+    fn set(&self, [namespace, name, case]: [&str; 3], c: &CaseResult) {
+        if let Some(tps) = c.transactions_per_second {
+            let protocol = c.protocol.unwrap_or_default();
+            self.transactions
+                .with_label_values(&[namespace, name, case, protocol.as_str()])
+                .set(tps);
+        }
+        let per_transaction = [
+            c.client_cpu_us_per_transaction,
+            c.server_cpu_us_per_transaction,
+            c.client_node_cpu_us_per_transaction,
+            c.server_node_cpu_us_per_transaction,
+        ];
+        for ((end, scope), us) in CPU_ENDS.into_iter().zip(per_transaction) {
+            if let Some(us) = us {
+                self.cpu_per_transaction
+                    .with_label_values(&[namespace, name, case, end, scope])
+                    .set(us / 1e6);
+            }
+        }
+    }
+
+    fn forget(&self, [namespace, name, case]: [&str; 3]) {
+        for protocol in Protocol::ALL {
+            let _ =
+                self.transactions
+                    .remove_label_values(&[namespace, name, case, protocol.as_str()]);
+        }
+        for (end, scope) in CPU_ENDS {
+            let _ = self
+                .cpu_per_transaction
+                .remove_label_values(&[namespace, name, case, end, scope]);
+        }
     }
 }
 

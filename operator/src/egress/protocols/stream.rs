@@ -3,6 +3,7 @@
 
 use crds::egress::{CaseResult, EgressCase};
 use crds::history::Better::Lower;
+use prometheus::{GaugeVec, Registry};
 use protocol::tcp::TcpReport;
 use protocol::worker::CheckedReport;
 use protocol::Protocol;
@@ -10,7 +11,8 @@ use protocol::Protocol;
 use super::super::readings::{
     address, behind_schedule, cpu, millis, round, round4, single_run, Errors,
 };
-use super::family::{direction, not_of, received, sent, Family, Row};
+use super::family::{direction, not_of, received, sent, CaseGauges, Family, Row};
+use crate::base::metrics::gauge;
 
 pub struct Stream;
 
@@ -70,5 +72,33 @@ impl Family for Stream {
             ("probeP50Ms", "ms", Lower, probe(|l| l.p50)),
             ("probeP99Ms", "ms", Lower, probe(|l| l.p99)),
         ]
+    }
+
+    fn gauges(registry: &Registry) -> Box<dyn CaseGauges> {
+        Box::new(Gauges {
+            retransmits: gauge(
+                registry,
+                "netbench_egress_retransmits",
+                "TCP retransmits of a finished case",
+                &["namespace", "name", "case"],
+            ),
+        })
+    }
+}
+
+/// `netbench_egress_retransmits`: every case has it (0 where there can be none).
+struct Gauges {
+    retransmits: GaugeVec,
+}
+
+impl CaseGauges for Gauges {
+    fn set(&self, labels: [&str; 3], c: &CaseResult) {
+        self.retransmits
+            .with_label_values(&labels)
+            .set(c.retransmits as f64);
+    }
+
+    fn forget(&self, labels: [&str; 3]) {
+        let _ = self.retransmits.remove_label_values(&labels);
     }
 }
