@@ -84,7 +84,7 @@ fn read_as<F: Family>(
 ) -> Result<(Vec<CaseResult>, Errors), String> {
     let reports = clients
         .iter()
-        .map(|c| check::<F>(p, c))
+        .map(|c| check_as::<F>(p, c))
         .collect::<Result<Vec<_>, _>>()?;
     let mut one_by_one = Vec::new();
     if each {
@@ -98,8 +98,12 @@ fn read_as<F: Family>(
 }
 
 /// `client`'s report validated as one of protocol `p`: the kind `p` delivers, and for
-/// request/response the test `p` names.
-fn check<F: Family>(p: Protocol, client: &FinalReport) -> Result<F::Report, String> {
+/// request/response the test `p` names. Err says why it is refused (what [`read`] fails with).
+pub fn check(p: Protocol, client: &FinalReport) -> Result<(), String> {
+    with_family!(p, F => check_as::<F>(p, client).map(drop))
+}
+
+fn check_as<F: Family>(p: Protocol, client: &FinalReport) -> Result<F::Report, String> {
     let checked = validate_final(client, p.report_kind())
         .map_err(|e| format!("report of worker {:.253}: {e}", client.worker))?;
     F::report(p, checked).map_err(|e| format!("report of worker {:.253} {e}", client.worker))
