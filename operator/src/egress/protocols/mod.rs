@@ -1,10 +1,11 @@
 //! Everything an egress case does per protocol, one module per family: `stream` (tcp-stream),
 //! `datagram` (udp-stream), `request_response` (tcp-rr, tcp-crr, udp-rr). Each implements
 //! [`Family`] (`family.rs`): its client's flags, its report read into the case's result, its
-//! figures. This file is the one place a protocol is matched to its family (`with_family!`);
-//! a new family is a module beside these and its arm there. Every report is validated again
-//! here (`protocol::worker::validate_final`): a stored report is as hostile as the request
-//! that brought it. Pure.
+//! figures, its own finished-case series on /metrics. This file is the one place a protocol is
+//! matched to its family (`with_family!`); a new family is a module beside these, its arm
+//! there and its entry in [`case_gauges`]. Every report is validated again here
+//! (`protocol::worker::validate_final`): a stored report is as hostile as the request that
+//! brought it. Pure but for the series `case_gauges` registers.
 
 use crds::egress::{CaseResult, EgressCase};
 use prometheus::Registry;
