@@ -1,13 +1,15 @@
 //! An EgressBenchmark's figures on /metrics: each finished case's throughput (sent, received
-//! and, paced, offered), overhead, retransmits, transactions, latency quantiles, loss, jitter,
-//! the share of an open loop's schedule never sent and its late and skipped sends, and CPU per
-//! transaction of each end's process and node.
+//! and, paced, offered), overhead, latency quantiles, loss, the share of an open loop's
+//! schedule never sent, its pairs' values, and the series of one protocol family alone
+//! (`protocols::case_gauges`: retransmits; jitter and a paced sender's late and skipped sends;
+//! transactions and CPU per transaction of each end's process and node).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
 use prometheus::{GaugeVec, Registry};
 
+use super::protocols::{self, CaseGauges};
 use crate::base::metrics::{gauge, set_each, Family};
 
 /// The `quantile` labels of `netbench_egress_latency_seconds`.
@@ -25,26 +27,13 @@ pub struct EgressMetrics {
     pair_series: Mutex<PairSeries>,
     bits: GaugeVec,
     overhead: GaugeVec,
-    retransmits: GaugeVec,
-    transactions: GaugeVec,
     latency: GaugeVec,
     loss: GaugeVec,
-    jitter: GaugeVec,
     missed: GaugeVec,
-    sends: GaugeVec,
-    cpu_per_transaction: GaugeVec,
     pair: GaugeVec,
+    /// Each protocol family's own series.
+    families: Vec<Box<dyn CaseGauges>>,
 }
-
-/// The `kind` labels of `netbench_egress_paced_sends`.
-const SEND_KINDS: [&str; 2] = ["late", "skipped"];
-/// The (end, scope) labels of `netbench_egress_cpu_seconds_per_transaction`.
-const CPU_ENDS: [(&str, &str); 4] = [
-    ("client", "process"),
-    ("server", "process"),
-    ("client", "node"),
-    ("server", "node"),
-];
 
 impl Family for EgressMetrics {
     fn register(registry: &Registry) -> Self {
@@ -64,19 +53,6 @@ impl Family for EgressMetrics {
                 "Throughput lost against the baseline case",
                 &case,
             ),
-            retransmits: gauge(
-                registry,
-                "netbench_egress_retransmits",
-                "TCP retransmits of a finished case",
-                &case,
-            ),
-            transactions: gauge(
-                registry,
-                "netbench_egress_transactions_per_second",
-                "Transactions per second of a finished request/response case (tcp-rr, tcp-crr, \
-                 udp-rr)",
-                &["namespace", "name", "case", "protocol"],
-            ),
             latency: gauge(
                 registry,
                 "netbench_egress_latency_seconds",
@@ -90,32 +66,12 @@ impl Family for EgressMetrics {
                 "Datagrams lost (0 to 1) in a finished udp-rr or udp-stream case",
                 &case,
             ),
-            jitter: gauge(
-                registry,
-                "netbench_egress_jitter_seconds",
-                "RFC 3550 interarrival jitter of a finished udp-stream case",
-                &case,
-            ),
             missed: gauge(
                 registry,
                 "netbench_egress_schedule_missed_ratio",
                 "Share (0 to 1) of an open loop's schedule never sent (udp-stream paced, \
                  request/response with a rate): above 0.01 the load asked for was not offered",
                 &case,
-            ),
-            sends: gauge(
-                registry,
-                "netbench_egress_paced_sends",
-                "A paced udp-stream case's sends more than 1 ms late, and intended sends never \
-                 made (skipped or failed)",
-                &["namespace", "name", "case", "kind"],
-            ),
-            cpu_per_transaction: gauge(
-                registry,
-                "netbench_egress_cpu_seconds_per_transaction",
-                "CPU per transaction of a request/response case: each end's worker process, \
-                 and each end's whole node (/proc/stat: netperf's service demand)",
-                &["namespace", "name", "case", "end", "scope"],
             ),
             pair: gauge(
                 registry,
@@ -131,6 +87,7 @@ impl Family for EgressMetrics {
                     "server_node",
                 ],
             ),
+            families: protocols::case_gauges(registry),
         }
     }
 }
@@ -143,7 +100,8 @@ impl EgressMetrics {
         }
     }
 
-    /// Publishes a finished case: sender and receiver throughput, overhead, retransmits.
+    /// Publishes a finished case: its throughput, overhead, latency, loss, missed schedule and
+    /// pairs, and the series of each family it has figures for.
     pub fn set_case(&self, namespace: &str, name: &str, c: &crds::egress::CaseResult) {
         self.published
             .lock()
@@ -167,15 +125,6 @@ impl EgressMetrics {
         if let Some(o) = c.overhead_percent {
             self.overhead.with_label_values(&labels).set(o);
         }
-        self.retransmits
-            .with_label_values(&labels)
-            .set(c.retransmits as f64);
-        if let Some(tps) = c.transactions_per_second {
-            let protocol = c.protocol.unwrap_or_default();
-            self.transactions
-                .with_label_values(&[namespace, name, &c.name, protocol.as_str()])
-                .set(tps);
-        }
         if let Some(l) = c.latency.as_ref().or(c.probe_latency.as_ref()) {
             let seconds = [l.p50, l.p90, l.p99, l.p999, l.max].map(|ms| ms / 1000.0);
             set_each(
@@ -187,27 +136,11 @@ impl EgressMetrics {
         if let Some(loss) = c.loss_percent {
             self.loss.with_label_values(&labels).set(loss / 100.0);
         }
-        if let Some(j) = c.jitter_ms {
-            self.jitter.with_label_values(&labels).set(j / 1000.0);
-        }
         if let Some(m) = c.schedule_missed_percent {
             self.missed.with_label_values(&labels).set(m / 100.0);
         }
-        let sends = SEND_KINDS.into_iter().zip([c.late_sends, c.skipped_sends]);
-        let counted = sends.filter_map(|(kind, n)| Some((kind, n? as f64)));
-        set_each(&self.sends, &labels, counted);
-        let per_transaction = [
-            c.client_cpu_us_per_transaction,
-            c.server_cpu_us_per_transaction,
-            c.client_node_cpu_us_per_transaction,
-            c.server_node_cpu_us_per_transaction,
-        ];
-        for ((end, scope), us) in CPU_ENDS.into_iter().zip(per_transaction) {
-            if let Some(us) = us {
-                self.cpu_per_transaction
-                    .with_label_values(&[namespace, name, &c.name, end, scope])
-                    .set(us / 1e6);
-            }
+        for family in &self.families {
+            family.set(labels, c);
         }
         self.forget_pairs(namespace, name, &c.name);
         let node = |n: &Option<String>| n.clone().unwrap_or_else(|| "unknown".into());
@@ -291,31 +224,15 @@ impl EgressMetrics {
                 .remove_label_values(&[namespace, name, case, side, offload]);
         }
         let _ = self.overhead.remove_label_values(&[namespace, name, case]);
-        let _ = self
-            .retransmits
-            .remove_label_values(&[namespace, name, case]);
-        for protocol in protocol::Protocol::ALL {
-            let _ =
-                self.transactions
-                    .remove_label_values(&[namespace, name, case, protocol.as_str()]);
-        }
         for q in CASE_QUANTILES {
             let _ = self
                 .latency
                 .remove_label_values(&[namespace, name, case, q]);
         }
         let _ = self.loss.remove_label_values(&[namespace, name, case]);
-        let _ = self.jitter.remove_label_values(&[namespace, name, case]);
         let _ = self.missed.remove_label_values(&[namespace, name, case]);
-        for kind in SEND_KINDS {
-            let _ = self
-                .sends
-                .remove_label_values(&[namespace, name, case, kind]);
-        }
-        for (end, scope) in CPU_ENDS {
-            let _ = self
-                .cpu_per_transaction
-                .remove_label_values(&[namespace, name, case, end, scope]);
+        for family in &self.families {
+            family.forget([namespace, name, case]);
         }
         self.forget_pairs(namespace, name, case);
     }
@@ -425,4 +342,67 @@ mod tests {
         m.keep_cases("team", "eb", &[]);
         assert!(pairs(&metrics.render()).is_empty());
     }
+
+    #[test]
+    fn a_case_with_every_figure_publishes_each_series_once_and_drops_them_all() {
+        let metrics = Metrics::new();
+        let m = metrics.family::<EgressMetrics>();
+        let l = crds::LatencyMillis {
+            p50: 1.0,
+            p90: 2.0,
+            p99: 3.0,
+            p999: 4.0,
+            max: 5.0,
+            mean: 1.5,
+        };
+        let full = CaseResult {
+            protocol: Some(protocol::Protocol::UdpRr),
+            sender_bits_per_second: Some(2e9),
+            offered_bits_per_second: Some(3e9),
+            overhead_percent: Some(12.5),
+            retransmits: 7,
+            latency: Some(l),
+            jitter_ms: Some(0.25),
+            schedule_missed_percent: Some(2.0),
+            late_sends: Some(4),
+            skipped_sends: Some(5),
+            client_cpu_us_per_transaction: Some(10.0),
+            server_cpu_us_per_transaction: Some(20.0),
+            client_node_cpu_us_per_transaction: Some(30.0),
+            server_node_cpu_us_per_transaction: Some(40.0),
+            ..case("full", None)
+        };
+        m.set_case("team", "eb", &full);
+        let text = metrics.render();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("netbench_egress_"))
+            .collect();
+        assert_eq!(series, EVERY_SERIES.lines().collect::<Vec<_>>());
+        m.keep_cases("team", "eb", &[]);
+        assert_eq!(series_of(&metrics, "full"), 0);
+    }
+
+    /// What the case with every figure publishes, as /metrics renders it (each protocol
+    /// family's own series among them).
+    const EVERY_SERIES: &str = r#"netbench_egress_bits_per_second{case="full",name="eb",namespace="team",offload="none",side="offered"} 3000000000
+netbench_egress_bits_per_second{case="full",name="eb",namespace="team",offload="none",side="receiver"} 1000000000
+netbench_egress_bits_per_second{case="full",name="eb",namespace="team",offload="none",side="sender"} 2000000000
+netbench_egress_cpu_seconds_per_transaction{case="full",end="client",name="eb",namespace="team",scope="node"} 0.00003
+netbench_egress_cpu_seconds_per_transaction{case="full",end="client",name="eb",namespace="team",scope="process"} 0.00001
+netbench_egress_cpu_seconds_per_transaction{case="full",end="server",name="eb",namespace="team",scope="node"} 0.00004
+netbench_egress_cpu_seconds_per_transaction{case="full",end="server",name="eb",namespace="team",scope="process"} 0.00002
+netbench_egress_jitter_seconds{case="full",name="eb",namespace="team"} 0.00025
+netbench_egress_latency_seconds{case="full",name="eb",namespace="team",quantile="0.5"} 0.001
+netbench_egress_latency_seconds{case="full",name="eb",namespace="team",quantile="0.9"} 0.002
+netbench_egress_latency_seconds{case="full",name="eb",namespace="team",quantile="0.99"} 0.003
+netbench_egress_latency_seconds{case="full",name="eb",namespace="team",quantile="0.999"} 0.004
+netbench_egress_latency_seconds{case="full",name="eb",namespace="team",quantile="1"} 0.005
+netbench_egress_loss_ratio{case="full",name="eb",namespace="team"} 0.01
+netbench_egress_overhead_percent{case="full",name="eb",namespace="team"} 12.5
+netbench_egress_paced_sends{case="full",kind="late",name="eb",namespace="team"} 4
+netbench_egress_paced_sends{case="full",kind="skipped",name="eb",namespace="team"} 5
+netbench_egress_retransmits{case="full",name="eb",namespace="team"} 7
+netbench_egress_schedule_missed_ratio{case="full",name="eb",namespace="team"} 0.02
+netbench_egress_transactions_per_second{case="full",name="eb",namespace="team",protocol="udp-rr"} 10"#;
 }

@@ -1,13 +1,13 @@
 //! Every EgressBenchmark protocol the simulator plays: the client arguments the operator's own
 //! egress plan writes are read into the right work, the simulated report of that work passes
 //! the operator's checks on arrival (`protocol::worker::validate_final` of the case's report
-//! kind, then `operator::egress::readings::check`: the test the case asks for) and reads into
+//! kind, then `operator::egress::protocols::check`: the test the case asks for) and reads into
 //! a case result (`operator::egress::result::case_result`, with the exact merge of a
 //! topology's clients), and a report broken in any of the ways below is refused, so these
 //! tests fail when the simulation drifts from what the operator accepts.
 
 use operator::egress::plan;
-use operator::egress::readings;
+use operator::egress::protocols;
 use operator::egress::result::{case_result, PairReport};
 use operator::policy::samples::Slot;
 use protocol::rr::RrReport;
@@ -122,7 +122,7 @@ fn every_protocol_the_operator_plans_is_played_and_accepted() {
         // The worker API's check on arrival, then the case's reader.
         let kind = p.report_kind();
         validate_final(&fr, kind).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        readings::check(p, &fr).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        protocols::check(p, &fr).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let pair = PairReport {
             pair: 0,
             wave: 0,
@@ -381,16 +381,16 @@ fn refused(kind: ReportKind, p: Protocol, fr: &FinalReport, what: &str) -> Strin
     match validate_final(fr, kind) {
         Err(ReportRefusal::Invalid(e)) => e.field,
         Err(ReportRefusal::Malformed(m)) => format!("malformed: {m}"),
-        Ok(_) => match readings::check(p, fr) {
+        Ok(_) => match protocols::check(p, fr) {
             Err(e) => format!("case: {e}"),
             Ok(_) => panic!("{what}: accepted"),
         },
     }
 }
 
-/// The report of a good case, once `readings::check` passed it as a report of `p`.
+/// The report of a good case, once `protocols::check` passed it as a report of `p`.
 fn passed<T: serde::de::DeserializeOwned>(p: Protocol, good: &FinalReport) -> T {
-    readings::check(p, good).unwrap();
+    protocols::check(p, good).unwrap();
     serde_json::from_value(good.report.clone()).unwrap()
 }
 

@@ -9,10 +9,9 @@
 
 use std::net::IpAddr;
 
-use protocol::Protocol;
+use crds::egress::EgressCase;
 
-use crds::egress::{Direction, EgressCase};
-
+use crate::egress::protocols;
 use crate::store::registry::{Listen, ListenHost};
 
 /// What pair `pair`'s server may register for its client: the port it was given and a host
@@ -54,7 +53,7 @@ pub fn client_args(case: &EgressCase) -> Vec<String> {
         "-P".into(),
         case.streams.to_string(),
     ];
-    args.extend(protocol_args(case));
+    args.extend(protocols::client_flags(case));
     args.extend(["--output".into(), "json".into()]);
     if let Some(address) = &case.server.address {
         args.extend([
@@ -69,59 +68,6 @@ pub fn client_args(case: &EgressCase) -> Vec<String> {
     }
     if let Some(addr) = &case.client.bind_address {
         args.extend(["-B".into(), addr.clone()]);
-    }
-    args
-}
-
-/// The flags of the case's protocol (the loadgen refuses a flag of another protocol).
-fn protocol_args(case: &EgressCase) -> Vec<String> {
-    let mut args = vec![];
-    let mut flag = |name: &str, value: String| args.extend([name.to_string(), value]);
-    let direction = match case.direction {
-        Direction::Send => "send",
-        Direction::Receive => "receive",
-        Direction::Both => "both",
-    };
-    match case.protocol {
-        Protocol::TcpStream => {
-            flag(
-                "-l",
-                case.shown_message_size().unwrap_or_default().to_string(),
-            );
-            flag("--direction", direction.into());
-            if let Some(rate) = case.latency_probe {
-                flag("--latency-probe", rate.to_string());
-            }
-        }
-        Protocol::UdpStream => {
-            if let Some(len) = case.message_size {
-                flag("-l", len.to_string());
-            }
-            flag("--direction", direction.into());
-            if let Some(b) = &case.bitrate {
-                flag("-b", b.clone());
-            }
-            if let Some(pps) = case.packets_per_second {
-                flag("--pps", pps.to_string());
-            }
-        }
-        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
-            let default = crds::cases::default_rr_size(case.protocol);
-            let size = |s: Option<u32>| s.unwrap_or(default).to_string();
-            flag("--request-size", size(case.request_size));
-            flag("--response-size", size(case.response_size));
-            if let Some(burst) = case.burst.filter(|b| *b > 0) {
-                flag("--burst", burst.to_string());
-            }
-            if let Some(rate) = case.rate {
-                flag("--rate", rate.to_string());
-            }
-            if let Some(t) = case.timeout {
-                // Whole milliseconds, rounded up (what the loadgen takes).
-                let ms = std::time::Duration::from(t).as_nanos().div_ceil(1_000_000);
-                flag("--timeout", format!("{ms}ms"));
-            }
-        }
     }
     args
 }
