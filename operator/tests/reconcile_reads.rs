@@ -55,3 +55,25 @@ async fn the_cached_copy_serves_when_it_is_the_version_last_seen_else_a_get() {
         assert_eq!(made, reads, "{version}: {:#?}", api_server.requests());
     }
 }
+
+/// A first run has no earlier run whose routes it would delete, and an IngressBenchmark's
+/// workers have no Services: its start and end list neither (here the run fails at once: its
+/// target does not resolve).
+#[tokio::test]
+async fn a_first_run_lists_no_routes_or_worker_services() {
+    let api_server = FakeApi::default();
+    let client = api_server.serving(benchmark("5"));
+    let ctx = operator::testing::context(client.clone(), Config::for_tests());
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let ib: crds::IngressBenchmark = serde_json::from_value(benchmark("5")).unwrap();
+    for _ in 0..3 {
+        operator::testing::fake_api::apply(&ib, &ctx, &api)
+            .await
+            .unwrap();
+    }
+    let requests = api_server.requests();
+    let asked = |part: &str| requests.iter().filter(|l| l.contains(part)).count();
+    assert!(asked("InvalidSpec") > 0, "the run ended: {requests:#?}");
+    assert_eq!(asked("/httproutes"), 0, "{requests:#?}");
+    assert_eq!(asked("/namespaces/team-a/services"), 0, "{requests:#?}");
+}

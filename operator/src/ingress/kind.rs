@@ -150,11 +150,15 @@ impl Hooks for IngressBenchmark {
 
     /// A sweep target an earlier run changed is restored first; its saved spec is kept until
     /// it is (a failure is an error, so the reconcile is retried).
-    /// Routes of earlier runs go too.
+    /// Routes of earlier runs go too, if there was an earlier run (a first run has none to
+    /// find; should an author have cleared the status, routes left are the benchmark's and go
+    /// with it).
     async fn retire(run: &mut Run<'_, Self>) -> Result<Step> {
         let events = sweep::restore_earlier(run.ctx(), run.obj(), run.id()).await?;
         run.events(events);
-        routes::delete(run, Some(run.id())).await?;
+        if run.status().run().run_id.is_some() {
+            routes::delete(run, Some(run.id())).await?;
+        }
         Ok(Step::Done)
     }
 
@@ -240,7 +244,11 @@ impl Hooks for IngressBenchmark {
     /// restored.
     async fn wrap_up(run: &mut Run<'_, Self>) -> Result<Step> {
         summarize(run);
-        let deleted = routes::delete(run, None).await?;
+        // A run whose spec makes no route made none (earlier runs' went when it started).
+        let deleted = match routes::made_by(&run.obj().spec) {
+            true => routes::delete(run, None).await?,
+            false => 0,
+        };
         if deleted > 0 {
             let m = format!("{deleted} HTTPRoute(s) of the run deleted");
             run.event(EventType::Normal, "RoutesDeleted", m);
