@@ -415,7 +415,11 @@ print(max(v) if v else "n/a")' "$work/$name.check")
         "$label" "$count" "$p50" "$max" "$spread" "$reconcile" "$rss_before" "$peak" \
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
         "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
-    log "row $name: $failed failed, $exact/$checked exact, $reconciles reconciles, refusals: $refusals"
+    # The machine's load average (1, 5, 15 min) as the row ends: the figures are this 2-core
+    # machine's, shared with the API server, etcd, kwok and the simulator.
+    local load
+    read -r load _ < <(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
+    log "row $name: $failed failed, $exact/$checked exact, $reconciles reconciles, refusals: $refusals, load average $load"
     if ((failed > 0)); then
         failures+=("row $name: $failed benchmark(s) did not succeed")
         grep -v '"phase":"Succeeded"' "$work/$name.check" | head -n 3 | cut -c1-400 >&2
