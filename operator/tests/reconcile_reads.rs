@@ -6,6 +6,7 @@ use kube::api::Api;
 use serde_json::{json, Value};
 
 use operator::admin::config::Config;
+use operator::context::Context;
 use operator::testing::FakeApi;
 
 fn benchmark(version: &str) -> Value {
@@ -28,13 +29,20 @@ fn gets(api_server: &FakeApi) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn the_cached_copy_serves_when_it_is_the_version_last_seen_else_a_get() {
-    // The server holds (and its status write answers with) version 5.
+/// A fake API server holding the benchmark at version 5, the operator's context on it, and the
+/// benchmarks' API.
+fn serving_version_5() -> (FakeApi, Context, Api<crds::IngressBenchmark>) {
     let api_server = FakeApi::default();
     let client = api_server.serving(benchmark("5"));
     let ctx = operator::testing::context(client.clone(), Config::for_tests());
     let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    (api_server, ctx, api)
+}
+
+#[tokio::test]
+async fn the_cached_copy_serves_when_it_is_the_version_last_seen_else_a_get() {
+    // The server holds (and its status write answers with) version 5.
+    let (api_server, ctx, api) = serving_version_5();
     let cached =
         |v: &str| -> crds::IngressBenchmark { serde_json::from_value(benchmark(v)).unwrap() };
 
@@ -61,10 +69,7 @@ async fn the_cached_copy_serves_when_it_is_the_version_last_seen_else_a_get() {
 /// target does not resolve).
 #[tokio::test]
 async fn a_first_run_lists_no_routes_or_worker_services() {
-    let api_server = FakeApi::default();
-    let client = api_server.serving(benchmark("5"));
-    let ctx = operator::testing::context(client.clone(), Config::for_tests());
-    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let (api_server, ctx, api) = serving_version_5();
     let ib: crds::IngressBenchmark = serde_json::from_value(benchmark("5")).unwrap();
     for _ in 0..3 {
         operator::testing::fake_api::apply(&ib, &ctx, &api)
