@@ -71,6 +71,9 @@ async fn reconcile_once<K: Hooks>(object: Value, reconcile: Reconcile) -> FakeAp
         ),
         Reconcile::Cleanup => drop(operator::driver::cleanup(&obj, &ctx, &api).await.unwrap()),
     }
+    // Events are published after the reconcile: any it made are in the log once flushed.
+    let flushed = ctx.events.flush(std::time::Duration::from_secs(10)).await;
+    assert!(flushed, "Events not published in 10 s");
     api_server
 }
 

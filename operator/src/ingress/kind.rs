@@ -150,15 +150,13 @@ impl Hooks for IngressBenchmark {
 
     /// A sweep target an earlier run changed is restored first; its saved spec is kept until
     /// it is (a failure is an error, so the reconcile is retried).
-    /// Routes of earlier runs go too, if there was an earlier run (a first run has none to
-    /// find; should an author have cleared the status, routes left are the benchmark's and go
-    /// with it).
+    /// Routes of earlier runs go too: listed every time (whether there was an earlier run is
+    /// status's to say, which its author can clear, and a route left on a shared Gateway would
+    /// outlive its run).
     async fn retire(run: &mut Run<'_, Self>) -> Result<Step> {
         let events = sweep::restore_earlier(run.ctx(), run.obj(), run.id()).await?;
         run.events(events);
-        if run.status().run().run_id.is_some() {
-            routes::delete(run, Some(run.id())).await?;
-        }
+        routes::delete(run, Some(run.id())).await?;
         Ok(Step::Done)
     }
 
@@ -244,11 +242,8 @@ impl Hooks for IngressBenchmark {
     /// restored.
     async fn wrap_up(run: &mut Run<'_, Self>) -> Result<Step> {
         summarize(run);
-        // A run whose spec makes no route made none (earlier runs' went when it started).
-        let deleted = match routes::made_by(&run.obj().spec) {
-            true => routes::delete(run, None).await?,
-            false => 0,
-        };
+        // Listed whatever the spec says now (a scheduled round keeps its run across a change).
+        let deleted = routes::delete(run, None).await?;
         if deleted > 0 {
             let m = format!("{deleted} HTTPRoute(s) of the run deleted");
             run.event(EventType::Normal, "RoutesDeleted", m);

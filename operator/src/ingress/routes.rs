@@ -284,11 +284,6 @@ fn run_of(meta: &kube::api::ObjectMeta) -> Option<&str> {
     meta.labels.as_ref()?.get(labels::RUN).map(String::as_str)
 }
 
-/// Whether a run of `spec` makes routes (a controller's own route or route scale).
-pub fn made_by(spec: &crds::ingress::IngressBenchmarkSpec) -> bool {
-    spec.controllers.iter().any(|c| c.route.is_some())
-}
-
 /// Deletes this benchmark's routes of every run but `keep` (all of them with None), whatever
 /// its spec says now (an earlier generation's spec may have had routes). One LIST; none on a
 /// cluster without the Gateway API or without the permission. Returns how many were deleted.

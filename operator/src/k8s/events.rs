@@ -2,7 +2,10 @@
 //! reconcile hands them over and goes on, so its time is not the Events' round trips (about
 //! 7 per benchmark, each a POST). Each object's Events are published in the order they were
 //! handed over, by one task per object that has some waiting; a failed or late publish is
-//! logged, never fatal.
+//! logged, never fatal. At most [`POSTS_AT_ONCE`] POSTs are in flight (the Lease renewals and
+//! status writes share the client), and at most [`MOST_WAITING`] hand-overs wait: beyond, new
+//! ones are dropped and counted in the log (a slow or throttling API server, or an author
+//! editing a spec in a loop, cannot grow the operator's memory without bound).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,12 +16,16 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::base::events::PendingEvent;
 
 /// How long one Event's POST may take before it is given up (logged).
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Event POSTs in flight at once, over every object.
+pub const POSTS_AT_ONCE: usize = 16;
+/// Hand-overs waiting at most, over every object.
+pub const MOST_WAITING: usize = 4096;
 
 /// One hand-over: an object and its Events, in order.
 type Batch = (ObjectReference, Vec<PendingEvent>);
@@ -34,6 +41,10 @@ pub struct Publisher {
     waiting: AtomicUsize,
     /// Told whenever a batch is done.
     done: Notify,
+    /// Permits for [`POSTS_AT_ONCE`] POSTs.
+    posts: Semaphore,
+    /// Hand-overs dropped because [`MOST_WAITING`] were waiting.
+    dropped: AtomicUsize,
 }
 
 impl Publisher {
@@ -44,6 +55,8 @@ impl Publisher {
             queues: Mutex::default(),
             waiting: AtomicUsize::new(0),
             done: Notify::new(),
+            posts: Semaphore::new(POSTS_AT_ONCE),
+            dropped: AtomicUsize::new(0),
         })
     }
 
@@ -55,7 +68,16 @@ impl Publisher {
         }
         let key = key(reference);
         let batch = (reference.clone(), std::mem::take(events));
-        self.waiting.fetch_add(1, Ordering::SeqCst);
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= MOST_WAITING {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let dropped = self.dropped.fetch_add(1, Ordering::SeqCst) + 1;
+            if dropped % 1000 == 1 {
+                tracing::warn!(
+                    "{dropped} batch(es) of Events dropped so far: {MOST_WAITING} were waiting to be published"
+                );
+            }
+            return;
+        }
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         // A queue in the map has a task that will read it: sending under the lock cannot race
         // its removal.
@@ -105,6 +127,10 @@ impl Publisher {
                 note: Some(note),
                 action: "Reconcile".into(),
                 secondary: None,
+            };
+            // Closed never (the semaphore lives as long as the publisher).
+            let Ok(_post) = self.posts.acquire().await else {
+                return;
             };
             match tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&ev, &reference)).await {
                 Ok(Ok(())) => {}
@@ -258,5 +284,25 @@ mod tests {
         publisher.send(&object("a"), &mut vec![]);
         assert!(publisher.flush(Duration::from_millis(1)).await);
         assert!(api.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn beyond_the_most_waiting_new_events_are_dropped_not_kept() {
+        let api = FakeApi::default();
+        let publisher = Publisher::new(api.failing(), reporter());
+        // As if MOST_WAITING hand-overs were waiting (their POSTs slow).
+        publisher.waiting.store(MOST_WAITING, Ordering::SeqCst);
+        publisher.send(&object("a"), &mut events(&["Pending"]));
+        assert_eq!(publisher.dropped.load(Ordering::SeqCst), 1);
+        assert_eq!(publisher.waiting.load(Ordering::SeqCst), MOST_WAITING);
+        assert!(
+            publisher.queues.lock().unwrap().is_empty(),
+            "nothing queued"
+        );
+        // Room again: published.
+        publisher.waiting.store(0, Ordering::SeqCst);
+        publisher.send(&object("a"), &mut events(&["Running"]));
+        assert!(publisher.flush(Duration::from_secs(10)).await);
+        assert_eq!(api.requests().len(), 1, "{:?}", api.requests());
     }
 }

@@ -71,6 +71,11 @@ impl<T> Stored<T> {
             resource_version: None,
         }
     }
+
+    /// Whether it was read from (or written to) the API server, so that a save replaces it.
+    pub fn is_stored(&self) -> bool {
+        self.resource_version.is_some()
+    }
 }
 
 /// One kind of record ("offload", "target") of benchmarks, in the operator's namespace.

@@ -229,9 +229,15 @@ async fn update(
                 return Ok(());
             };
             stored.data = next;
+            let replacing = stored.is_stored();
             last = store.save(owner, &mut stored).await;
             match &last {
-                Err(Error::Kube(kube::Error::Api(e))) if e.code == 409 => known.forget(owner),
+                // Changed, or deleted, by someone else: read again (and recreated if gone).
+                Err(Error::Kube(kube::Error::Api(e)))
+                    if e.code == 409 || (e.code == 404 && replacing) =>
+                {
+                    known.forget(owner)
+                }
                 Ok(()) => {
                     known.keep(owner, &stored);
                     return last;
@@ -365,9 +371,12 @@ mod tests {
     /// An API server holding the operator's ConfigMaps in memory (one object per name; a
     /// replace with a stale resourceVersion is a conflict, as on a real one), and a switch that
     /// makes the next replace a conflict as if someone else had written.
-    fn configmaps() -> (crate::testing::FakeApi, Client, Arc<AtomicBool>) {
+    type Held = Arc<Mutex<HashMap<String, serde_json::Value>>>;
+
+    fn configmaps() -> (crate::testing::FakeApi, Client, Arc<AtomicBool>, Held) {
         let api = crate::testing::FakeApi::default();
-        let stored = Arc::new(Mutex::new(HashMap::<String, serde_json::Value>::new()));
+        let held: Held = Arc::default();
+        let stored = held.clone();
         let conflict = Arc::new(AtomicBool::new(false));
         let next_conflict = conflict.clone();
         let client = api.client(move |seen| {
@@ -389,7 +398,9 @@ mod tests {
                 }
                 "PUT" => {
                     let mut cm = body();
-                    let held = stored.get(&name).cloned().unwrap();
+                    let Some(held) = stored.get(&name).cloned() else {
+                        return (404, status(404, "NotFound"));
+                    };
                     if next_conflict.swap(false, Ordering::SeqCst)
                         || held["metadata"]["resourceVersion"] != cm["metadata"]["resourceVersion"]
                     {
@@ -407,12 +418,12 @@ mod tests {
                 _ => (404, status(404, "NotFound")),
             }
         });
-        (api, client, conflict)
+        (api, client, conflict, held)
     }
 
     #[tokio::test]
     async fn a_run_reads_its_record_once_and_again_only_after_a_conflict() {
-        let (api, client, conflict) = configmaps();
+        let (api, client, conflict, held) = configmaps();
         let known = Known::default();
         let owner = crate::testing::owner("IngressBenchmark", "web", "uid-1");
         let verbs = |from: usize| -> Vec<String> {
@@ -453,5 +464,12 @@ mod tests {
         let stored = load(&client, "ops", &fresh, &owner, "r2").await.unwrap();
         assert_eq!(verbs(6), ["GET"]);
         assert_eq!(stored.map(|r| r.started), Some(Some(t(2))));
+        // Deleted behind its back (an admin): the write finds it gone, reads, and recreates it.
+        held.lock().unwrap().clear();
+        end(&client, "ops", &known, &owner, "r2", &end_of(Phase::Failed))
+            .await
+            .unwrap();
+        assert_eq!(verbs(7), ["PUT", "GET", "POST"]);
+        assert_eq!(held.lock().unwrap().len(), 1);
     }
 }

@@ -513,17 +513,28 @@ pub fn kubectl(args: &[&str]) -> Result<String> {
 /// after the reconcile, in the background: this waits up to 30 s for one to show, then returns
 /// what there is. To check that there is none, use `events_now`.
 pub fn events(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
+    events_until(ns, reason, output, |seen| !seen.trim().is_empty())
+}
+
+/// `events` once `done` says they are complete, or what there is after 30 s.
+pub fn events_until(
+    ns: &str,
+    reason: &str,
+    output: &[&str],
+    done: impl Fn(&str) -> bool,
+) -> Result<String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let seen = events_now(ns, reason, output)?;
-        if !seen.trim().is_empty() || std::time::Instant::now() > deadline {
+        if done(&seen) || std::time::Instant::now() > deadline {
             return Ok(seen);
         }
         std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-/// `events` as they are now, without waiting for one.
+/// `events` as they are now, without waiting for one. An object's Events are published in
+/// order: to check that one is absent, first wait for one published after it would have been.
 pub fn events_now(ns: &str, reason: &str, output: &[&str]) -> Result<String> {
     let selector = format!("reason={reason}");
     let args = ["-n", ns, "get", "events", "--field-selector", &selector];

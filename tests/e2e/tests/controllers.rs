@@ -148,11 +148,10 @@ async fn two_data_planes_side_by_side_one_through_a_route_the_run_created_and_re
         ["0", "1", "65", "64"],
         "order of the samples' workers"
     );
-    let measured = event_messages(&ns.name, "StepMeasured").unwrap();
-    assert!(
-        measured.contains("step 1 (envoy-gateway) sample 2/2"),
-        "{measured}"
-    );
+    let last = "step 1 (envoy-gateway) sample 2/2";
+    let messages = ["-o", "jsonpath={.items[*].message}"];
+    let measured = events_until(&ns.name, "StepMeasured", &messages, |m| m.contains(last)).unwrap();
+    assert!(measured.contains(last), "{measured}");
 
     // The route was created for the run and is gone with it; nothing else was touched.
     let created = event_messages(&ns.name, "RouteCreated").unwrap();

@@ -301,7 +301,10 @@ async fn cases_pinned_to_different_pairs_get_no_overhead_but_the_reason() {
         "{other:#}"
     );
     assert_eq!(st["overhead"], "1 not comparable", "{st:#}");
-    // No pair was chosen: every case placed itself.
+    // No pair was chosen: every case placed itself. (The run's Succeeded Event is published after
+    // any NodePair Event it would have had.)
+    let ended = events(&ns.name, "Succeeded", &[]).unwrap();
+    assert!(!ended.trim().is_empty(), "no Succeeded Event");
     let said = events_now(
         &ns.name,
         "NodePair",

@@ -43,6 +43,9 @@ impl Family for ReportMetrics {
     }
 }
 
+/// How long the look for forged reports after a Collecting may take.
+const LOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Event reason of every forged or shadowed report object.
 pub const FORGED: &str = "ForgedReport";
 
@@ -99,10 +102,14 @@ impl Store {
         let loaded = self.load(owner, run, step, expected).await?;
         let (store, owner, run) = (self.clone(), owner.clone(), run.to_string());
         tokio::spawn(async move {
-            let events = store
-                .forgery_events(&metrics, &owner, &run, &loaded.rejected)
-                .await;
-            tell(events);
+            let look = store.forgery_events(&metrics, &owner, &run, &loaded.rejected);
+            match tokio::time::timeout(LOOK_TIMEOUT, look).await {
+                Ok(events) => tell(events),
+                Err(_) => tracing::warn!(
+                    namespace = owner.namespace,
+                    "looking for forged reports took over {LOOK_TIMEOUT:?}; given up"
+                ),
+            }
         });
         Ok(loaded.reports)
     }
