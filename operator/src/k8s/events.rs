@@ -5,7 +5,8 @@
 //! logged, never fatal. At most [`POSTS_AT_ONCE`] POSTs are in flight (the Lease renewals and
 //! status writes share the client), and at most [`MOST_WAITING`] hand-overs wait: beyond, new
 //! ones are dropped and counted in the log (a slow or throttling API server, or an author
-//! editing a spec in a loop, cannot grow the operator's memory without bound).
+//! editing a spec in a loop, cannot grow the operator's memory without bound). A process that
+//! loses its Lease exits at once (main.rs): the Events still waiting then are lost.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -88,8 +88,9 @@ impl Store {
 
     /// The step's verified reports for Collecting. The forgeries met on the way (rejected
     /// objects, and impostors in the benchmark's namespace, looked for after this returns: a
-    /// list Collecting need not wait for) are counted, logged, and handed to `tell` as one
-    /// Warning Event (none when there are none).
+    /// list Collecting need not wait for; bounded by 30 s, and not waited for when the operator
+    /// stops) are counted, logged, and handed to `tell` as one Warning Event (none when there
+    /// are none).
     pub async fn load_for_collecting(
         &self,
         metrics: Arc<Metrics>,
