@@ -42,6 +42,12 @@ impl<V: Clone> Memo<V> {
         }
         kept.insert(key.to_string(), (Instant::now(), value));
     }
+
+    /// Drops what is kept for `key`.
+    pub fn forget(&self, key: &str) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.remove(key);
+    }
 }
 
 /// How long the cluster's facts in a result are read again: a minute-old kernel or kubelet
@@ -80,6 +86,8 @@ mod tests {
         assert_eq!(memo.get("a"), Some(1));
         memo.keep("a", 2);
         assert_eq!(memo.get("a"), Some(2));
+        memo.forget("a");
+        assert_eq!(memo.get("a"), None);
         let stale = Memo::new(Duration::ZERO, 8);
         stale.keep("a", 1);
         assert_eq!(stale.get("a"), None);

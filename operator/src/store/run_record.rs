@@ -11,8 +11,6 @@
 //! ([`TIMEOUT`]); a record that cannot be written never holds a run up (the caller says so in
 //! an Event).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -22,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crds::Phase;
 
 use crate::base::error::{Error, Result};
+use crate::base::memo::Memo;
 use crate::store::records::{Owner, Store, Stored};
 
 /// The record's kind ("netbench-run-<uid>").
@@ -128,26 +127,26 @@ const MOST_KNOWN: usize = 4096;
 /// exits (a new leader starts with none known): a record known here is the stored one, and
 /// reading it again (three times per run) would only cost the API server. A write that finds
 /// it otherwise (a conflict) reads it again; a failed write forgets it.
-#[derive(Default)]
-pub struct Known(Mutex<HashMap<String, Stored<RunRecord>>>);
+pub struct Known(Memo<Stored<RunRecord>>);
+
+impl Default for Known {
+    /// Never stale by age: only a conflict, a failed write or a deletion makes it wrong.
+    fn default() -> Self {
+        Self(Memo::new(Duration::MAX, MOST_KNOWN))
+    }
+}
 
 impl Known {
     fn get(&self, owner: &Owner) -> Option<Stored<RunRecord>> {
-        let known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        known.get(&owner.uid).cloned()
+        self.0.get(&owner.uid)
     }
 
     fn keep(&self, owner: &Owner, stored: &Stored<RunRecord>) {
-        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if known.len() >= MOST_KNOWN {
-            known.clear();
-        }
-        known.insert(owner.uid.clone(), stored.clone());
+        self.0.keep(&owner.uid, stored.clone());
     }
 
     fn forget(&self, owner: &Owner) {
-        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        known.remove(&owner.uid);
+        self.0.forget(&owner.uid);
     }
 }
 
@@ -290,8 +289,9 @@ pub async fn delete(client: &Client, namespace: &str, known: &Known, owner: &Own
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     fn t(secs: i64) -> Time {
         Time(jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap())
