@@ -38,8 +38,8 @@ pub struct Context {
     pub facts: Arc<crate::base::memo::ClusterFactsMemo>,
     /// Nodes' health, read at most every few seconds (a lost worker's node).
     pub nodes: Arc<crate::k8s::pods::NodeHealth>,
-    /// How far the creation of each step's pods got (k8s::creation).
-    pub batches: Arc<crate::k8s::creation::Batches>,
+    /// The creation of each step's pods, under way or ended (k8s::creation).
+    pub creations: Arc<crate::k8s::creation::Creations>,
     /// The worker pods as the controllers' watches hold them.
     pub pods: Arc<crate::k8s::watched_pods::WatchedPods>,
     /// The report objects as the operator's watch of its namespace holds them.

@@ -54,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
         facts: Default::default(),
         run_records: Default::default(),
         pods: Default::default(),
-        batches: Default::default(),
+        creations: Default::default(),
         watched_reports: Default::default(),
     });
     let ready = Arc::new(AtomicBool::new(false));

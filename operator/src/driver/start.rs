@@ -43,6 +43,8 @@ pub(in crate::driver) async fn begin_run<K: Hooks>(
 /// The old run's workers stop and its barrier state goes (idempotent).
 async fn stop_old_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
     if let Some(old) = run.status().run().run_id.clone() {
+        let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
+        run.ctx().creations.stop(uid, Some(&old));
         let selector = format!("{}={old}", labels::RUN);
         let services = run.obj().outline().services;
         pods::delete_workers(

@@ -51,7 +51,9 @@ pub async fn release_reports<K: Hooks>(
     if store.holds_none(&owner, Some(run)) {
         return Ok(true);
     }
-    if result_settled(ctx, obj, run, persisted).await? {
+    // This process created the result itself and saw the run through: no need to ask.
+    let key = crate::store::registry::ending_key(&owner.uid, run);
+    if ctx.runs.created_result(&key) || result_settled(ctx, obj, run, persisted).await? {
         store.delete(&owner, Some(run)).await?;
         return Ok(true);
     }

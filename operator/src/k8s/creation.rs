@@ -3,18 +3,22 @@
 //! errors (5xx, 429, timeouts) are retried until the worker start timeout, then end the run
 //! naming the last one. Either way the pods already created go, and nothing blocks the queue.
 //!
-//! A reconcile creates at most [`BATCH`] pods and comes back at once for the next ones, so a
-//! 256-worker step is 16 short reconciles instead of one that holds a controller worker for
-//! seconds. How far creation got is kept in memory ([`Batches`]); after a restart it starts
-//! again from the first pod (AlreadyExists is success).
+//! The pods are created by a task of their own (16 POSTs at a time, `pods::create_pods`), not
+//! inside a reconcile: a reconcile starts the task and waits for it at most [`GRACE`] (a step
+//! of a few pods is usually done by then and goes on in the same reconcile); beyond, it
+//! returns, and the task wakes the benchmark once it has ended, whose next reconcile reads the
+//! outcome. So a 256-worker step holds no reconcile for the seconds its POSTs take. The tasks
+//! are kept in memory ([`Creations`]); a run that ends stops its own ([`Creations::stop`]);
+//! after a restart creation starts again from the first pod (AlreadyExists is success).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::EventType;
 use kube::Client;
+use tokio::task::AbortHandle;
 
 use crate::base::clock::elapsed_since;
 use crate::base::conditions::{self, WORKERS_SCHEDULED};
@@ -31,44 +35,138 @@ pub const RETRYING: &str = "PodCreationRetrying";
 /// Longest API server message kept in status.
 const MAX_MESSAGE: usize = 1024;
 
-/// Pods one reconcile creates (all at once: `pods::create_pods` sends 16 at a time).
-pub const BATCH: usize = 16;
+/// How long a reconcile waits for the creation it started before it returns (and is woken
+/// when the creation has ended).
+pub const GRACE: Duration = Duration::from_millis(50);
 
-/// Steps whose creation is under way at most: beyond it the oldest progress is forgotten (that
-/// step's next reconcile starts again from its first pod, harmlessly).
+/// Steps whose creation is remembered at most: beyond it, those that ended go first, then all
+/// (a step forgotten while its task runs is created again by its next reconcile, harmlessly).
 const STEPS_AT_MOST: usize = 4096;
 
-/// How many pods of each step the operator has created so far, by step (namespace and
-/// selector): where the next reconcile's batch starts.
-#[derive(Default)]
-pub struct Batches {
-    done: Mutex<HashMap<String, usize>>,
+/// The creation of one step's pods: a task under way, or what it came to.
+enum State {
+    Creating(AbortHandle),
+    Ended(std::result::Result<(), PodCreateError>),
 }
 
-impl Batches {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.done.lock().unwrap_or_else(PoisonError::into_inner)
+struct Creation {
+    /// The uid of the benchmark and the run whose pods these are ([`Creations::stop`]).
+    uid: String,
+    run: String,
+    /// Which task (a step's creation tried again gets a new one): a stopped task's outcome
+    /// is not taken for a later one's.
+    task: u64,
+    state: State,
+}
+
+/// The creation of worker pods under way or ended, by step (namespace and selector).
+#[derive(Default)]
+pub struct Creations {
+    steps: Mutex<HashMap<String, Creation>>,
+    tasks: std::sync::atomic::AtomicU64,
+}
+
+/// What [`Creations::take`] found for a step.
+enum Found {
+    /// Nothing: a task is to be started.
+    Nothing,
+    Creating,
+    Ended(std::result::Result<(), PodCreateError>),
+}
+
+impl Creations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Creation>> {
+        self.steps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Where step `key`'s next batch starts.
-    fn next(&self, key: &str) -> usize {
-        self.lock().get(key).copied().unwrap_or(0)
-    }
-
-    /// Step `key` has its first `created` pods; None: it is over (every pod, or given up).
-    fn set(&self, key: &str, created: Option<usize>) {
-        let mut done = self.lock();
-        match created {
-            Some(n) => {
-                if done.len() >= STEPS_AT_MOST && !done.contains_key(key) {
-                    done.clear();
-                }
-                done.insert(key.to_string(), n);
+    /// The state of step `key`; an ended creation is taken (forgotten), and a task that ended
+    /// without saying so (stopped) counts as none.
+    fn take(&self, key: &str) -> Found {
+        let mut steps = self.lock();
+        match steps.get(key).map(|c| &c.state) {
+            None => Found::Nothing,
+            Some(State::Creating(task)) if !task.is_finished() => Found::Creating,
+            Some(State::Creating(_)) => {
+                steps.remove(key);
+                Found::Nothing
             }
-            None => {
-                done.remove(key);
+            Some(State::Ended(_)) => match steps.remove(key).map(|c| c.state) {
+                Some(State::Ended(outcome)) => Found::Ended(outcome),
+                _ => Found::Nothing,
+            },
+        }
+    }
+
+    /// Starts step `key`'s creation (`create`) as a task, bounded by `bound` (past it, a
+    /// transient error naming pod `first`); its outcome is kept for the step's next look.
+    fn begin(
+        self: &Arc<Self>,
+        key: &str,
+        owner: (&str, &str),
+        create: impl std::future::Future<Output = std::result::Result<(), PodCreateError>>
+            + Send
+            + 'static,
+        first: String,
+        bound: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let task = self
+            .tasks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let creations = Arc::clone(self);
+        let step = key.to_string();
+        // Held while the task is spawned and recorded, so that it cannot record its end first.
+        let mut steps = self.lock();
+        let handle = tokio::spawn(async move {
+            let outcome = match tokio::time::timeout(bound, create).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(PodCreateError {
+                    pod: first,
+                    refused: false,
+                    message: format!(
+                        "creating the step's worker pods took longer than {}s",
+                        bound.as_secs()
+                    ),
+                }),
+            };
+            creations.end(&step, task, outcome);
+        });
+        if steps.len() >= STEPS_AT_MOST && !steps.contains_key(key) {
+            steps.retain(|_, c| matches!(c.state, State::Creating(_)));
+            if steps.len() >= STEPS_AT_MOST {
+                steps.clear();
             }
         }
+        let (uid, run) = owner;
+        steps.insert(
+            key.to_string(),
+            Creation {
+                uid: uid.to_string(),
+                run: run.to_string(),
+                task,
+                state: State::Creating(handle.abort_handle()),
+            },
+        );
+        handle
+    }
+
+    /// Task `task` of step `key` ended with `outcome` (kept only if the step is still its).
+    fn end(&self, key: &str, task: u64, outcome: std::result::Result<(), PodCreateError>) {
+        if let Some(c) = self.lock().get_mut(key).filter(|c| c.task == task) {
+            c.state = State::Ended(outcome);
+        }
+    }
+
+    /// Run `run` of the benchmark of uid `uid` (every run of it: None) ended or goes: its
+    /// creations under way stop (a POST already sent may still land; the caller deletes the
+    /// run's pods after this), and what is known of its steps is forgotten.
+    pub fn stop(&self, uid: &str, run: Option<&str>) {
+        self.lock().retain(|_, c| {
+            let its = c.uid == uid && run.is_none_or(|r| c.run == r);
+            if let (true, State::Creating(task)) = (its, &c.state) {
+                task.abort();
+            }
+            !its
+        });
     }
 }
 
@@ -76,8 +174,8 @@ impl Batches {
 pub enum Started {
     /// Every pod exists.
     Yes,
-    /// A batch was created and more pods remain: come back at once.
-    More { created: usize, of: usize },
+    /// The pods are being created: the benchmark is woken once that has ended.
+    Creating,
     /// A transient error; try again shortly. The message says what failed.
     Retrying(String),
     /// The run must end.
@@ -126,14 +224,17 @@ pub struct StepPods<'a> {
     pub namespace: &'a str,
     /// Selects the step's pods (to remove them when the run cannot start).
     pub selector: &'a str,
-    pub pods: &'a [Pod],
-    /// How far creation got in earlier reconciles.
-    pub batches: &'a Batches,
+    pub pods: Vec<Pod>,
+    /// The benchmark's uid and the run id ([`Creations::stop`]).
+    pub owner: (&'a str, &'a str),
+    pub creations: &'a Arc<Creations>,
+    /// Called once a creation that outlived [`GRACE`] has ended (wakes the benchmark).
+    pub woken: Box<dyn FnOnce() + Send>,
 }
 
-/// Creates the pods and records the outcome in the WorkersScheduled condition (whose
-/// lastTransitionTime while it says PodCreationRetrying is when the failures began) and, on
-/// failure, in a Warning Event. The caller ends the run on `Started::Failed`.
+/// Creates the pods (see the module's comment) and records the outcome in the WorkersScheduled
+/// condition (whose lastTransitionTime while it says PodCreationRetrying is when the failures
+/// began) and, on failure, in a Warning Event. The caller ends the run on `Started::Failed`.
 pub async fn start(
     client: &Client,
     timeout: Duration,
@@ -143,32 +244,50 @@ pub async fn start(
     generation: i64,
 ) -> Result<Started> {
     let key = format!("{}/{}", step.namespace, step.selector);
-    let from = step.batches.next(&key).min(step.pods.len());
-    let to = from.saturating_add(BATCH).min(step.pods.len());
-    let batch = step.pods.get(from..to).unwrap_or_default();
-    let result = pods::create_pods(client, step.namespace, batch).await;
+    let count = step.pods.len();
     let retrying = conditions::get(&run.conditions, WORKERS_SCHEDULED)
         .filter(|c| c.reason == RETRYING)
         .map(|c| c.last_transition_time.clone());
     let failing_for = elapsed_since(&retrying);
-    let mut outcome = judge(result, failing_for, timeout);
-    match outcome {
-        Started::Yes if to < step.pods.len() => {
-            step.batches.set(&key, Some(to));
-            outcome = Started::More {
-                created: to,
-                of: step.pods.len(),
+    let result = match step.creations.take(&key) {
+        Found::Creating => return Ok(Started::Creating),
+        Found::Ended(outcome) => outcome,
+        Found::Nothing => {
+            let first = step.pods.first().and_then(|p| p.metadata.name.clone());
+            let create = {
+                let (client, ns) = (client.clone(), step.namespace.to_string());
+                let pods = step.pods;
+                async move { pods::create_pods(&client, &ns, &pods).await }
             };
+            // Within what is left of the worker start timeout (at least a second).
+            let bound = timeout
+                .saturating_sub(failing_for)
+                .max(Duration::from_secs(1));
+            let (creations, owner) = (step.creations, step.owner);
+            let first = first.unwrap_or_default();
+            let mut task = creations.begin(&key, owner, create, first, bound);
+            if tokio::time::timeout(GRACE, &mut task).await.is_err() {
+                let woken = step.woken;
+                tokio::spawn(async move {
+                    if task.await.is_ok() {
+                        woken();
+                    }
+                });
+                return Ok(Started::Creating);
+            }
+            match step.creations.take(&key) {
+                Found::Ended(outcome) => outcome,
+                Found::Creating | Found::Nothing => return Ok(Started::Creating),
+            }
         }
-        Started::Yes | Started::Failed(_) => step.batches.set(&key, None),
-        Started::Retrying(_) | Started::More { .. } => {}
-    }
+    };
+    let outcome = judge(result, failing_for, timeout);
     let generation = Some(generation);
     match &outcome {
-        Started::More { .. } => {}
+        Started::Creating => {}
         Started::Yes => {
             if retrying.is_some() {
-                let m = format!("{} worker pod(s) created", step.pods.len());
+                let m = format!("{count} worker pod(s) created");
                 conditions::set(
                     &mut run.conditions,
                     WORKERS_SCHEDULED,
@@ -271,80 +390,184 @@ mod tests {
         }
     }
 
-    /// Runs `start` on `pods` against a fake API server answering pod creations with `code`;
-    /// the outcome and the pods it posted, in name order.
-    async fn start_once(pods: &[Pod], batches: &Batches, code: u16) -> (Started, Vec<String>) {
+    /// A fake API server answering every request after `delay`, pod creations with `code`,
+    /// and the names of the pods posted so far, in name order. The tests run with tokio's
+    /// clock paused: it moves on only when every task waits, so the delays are exact.
+    fn answering(code: u16, delay: Duration) -> (Client, impl Fn() -> Vec<String>) {
         let api_server = crate::testing::FakeApi::default();
-        let client = api_server.client(move |seen| match seen.method.as_str() {
+        let client = api_server.client_after(delay, move |seen| match seen.method.as_str() {
             "POST" => (code, serde_json::json!({"code": code})),
             _ => (200, crate::testing::fake_api::empty_list()),
         });
+        let posted = move || {
+            let mut names: Vec<String> = api_server
+                .requests()
+                .into_iter()
+                .filter(|l| l.starts_with("POST "))
+                .filter_map(|l| {
+                    let body = l.split_once('{')?.1;
+                    let v: serde_json::Value = serde_json::from_str(&format!("{{{body}")).ok()?;
+                    Some(v["metadata"]["name"].as_str()?.to_string())
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        (client, posted)
+    }
+
+    const SELECTOR: &str = "netbench.io/run=r1,netbench.io/step=0";
+
+    /// One reconcile's `start` of `pods` (of run r1 of benchmark uid u1): its outcome. A wake
+    /// is sent on `woken`.
+    async fn start_once(
+        client: &Client,
+        pods: &[Pod],
+        creations: &Arc<Creations>,
+        woken: &tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Started {
+        let woken = woken.clone();
         let step = StepPods {
             kind: "IngressBenchmark",
             services: false,
             namespace: "team-a",
-            selector: "netbench.io/run=r1,netbench.io/step=0",
-            pods,
-            batches,
+            selector: SELECTOR,
+            pods: pods.to_vec(),
+            owner: ("u1", "r1"),
+            creations,
+            woken: Box::new(move || {
+                let _ = woken.send(());
+            }),
         };
         let mut status = crds::RunStatus::default();
-        let outcome = start(&client, MINUTE, step, &mut status, &mut vec![], 1)
+        start(client, MINUTE, step, &mut status, &mut vec![], 1)
             .await
-            .unwrap();
-        let mut posted: Vec<String> = api_server
-            .requests()
-            .into_iter()
-            .filter(|l| l.starts_with("POST "))
-            .filter_map(|l| {
-                let body = l.split_once('{')?.1;
-                let v: serde_json::Value = serde_json::from_str(&format!("{{{body}")).ok()?;
-                Some(v["metadata"]["name"].as_str()?.to_string())
-            })
-            .collect();
-        posted.sort();
-        (outcome, posted)
+            .unwrap()
     }
 
-    #[tokio::test]
-    async fn a_reconcile_creates_one_batch_and_the_next_goes_on_from_there() {
-        let pods: Vec<Pod> = (0..40).map(|i| pod(format!("w{i:02}"))).collect();
-        let names =
-            |r: std::ops::Range<usize>| -> Vec<String> { r.map(|i| format!("w{i:02}")).collect() };
-        let batches = Batches::default();
-        let more = |created| Started::More { created, of: 40 };
-        for (want, batch) in [
-            (more(16), 0..16),
-            (more(32), 16..32),
-            (Started::Yes, 32..40),
-        ] {
-            let (started, posted) = start_once(&pods, &batches, 201).await;
-            assert_eq!(started, want);
-            assert_eq!(posted, names(batch));
-        }
-        // Over: a later start (a restart, another sample) begins with the first pod again.
-        let (_, posted) = start_once(&pods, &batches, 201).await;
-        assert_eq!(posted, names(0..16));
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("w{i:02}")).collect()
     }
 
-    #[tokio::test]
-    async fn a_failed_batch_is_tried_again_and_a_refusal_forgets_the_step() {
-        let pods: Vec<Pod> = (0..20).map(|i| pod(format!("w{i:02}"))).collect();
-        let batches = Batches::default();
-        let (first, _) = start_once(&pods, &batches, 201).await;
+    /// Waits (at most 10 s of the test's clock) for the wake of an ended creation.
+    async fn woken_up(wakes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
+        tokio::time::timeout(Duration::from_secs(10), wakes.recv())
+            .await
+            .expect("woken within 10 s")
+            .expect("a wake");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_does_not_wait_for_slow_pods_and_is_woken_once_they_exist() {
+        // Each POST answers after 20 ms, 16 at a time: 40 pods take 60 ms, beyond the grace.
+        let (client, posted) = answering(201, Duration::from_millis(20));
+        let pods: Vec<Pod> = names(40).into_iter().map(pod).collect();
+        let creations = Arc::new(Creations::default());
+        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let began = tokio::time::Instant::now();
         assert_eq!(
-            first,
-            Started::More {
-                created: 16,
-                of: 20
-            }
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Creating
         );
-        let (retry, posted) = start_once(&pods, &batches, 503).await;
-        assert!(matches!(retry, Started::Retrying(_)), "{retry:?}");
-        assert_eq!(posted.len(), 4, "the same batch: {posted:?}");
-        let (refused, _) = start_once(&pods, &batches, 403).await;
-        assert!(matches!(refused, Started::Failed(_)), "{refused:?}");
-        let (_, posted) = start_once(&pods, &batches, 201).await;
-        assert_eq!(posted.len(), 16, "from the first pod again: {posted:?}");
+        assert_eq!(
+            began.elapsed(),
+            GRACE,
+            "the reconcile waited the grace only"
+        );
+        // (All 40 are sent by then, 16 at a time; the last 8 are answered at 60 ms.)
+        // A reconcile in between neither waits nor starts a second creation.
+        assert_eq!(
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Creating
+        );
+        woken_up(&mut wakes).await;
+        assert_eq!(posted(), names(40), "every pod once");
+        assert_eq!(
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Yes
+        );
+        assert_eq!(posted().len(), 40, "nothing posted again");
+        // Over: a later start (a restart, another sample) creates them all again.
+        assert_eq!(
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Creating
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quick_creation_goes_on_in_the_same_reconcile() {
+        let (client, posted) = answering(201, Duration::ZERO);
+        let pods: Vec<Pod> = names(3).into_iter().map(pod).collect();
+        let creations = Arc::new(Creations::default());
+        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        assert_eq!(
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Yes
+        );
+        assert_eq!(posted(), names(3));
+        assert!(
+            wakes.try_recv().is_err(),
+            "no wake: the reconcile saw the end"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_creation_is_tried_again_and_a_refusal_forgets_the_step() {
+        let pods: Vec<Pod> = names(20).into_iter().map(pod).collect();
+        let creations = Arc::new(Creations::default());
+        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let slow = Duration::from_millis(10);
+        // Unavailable: retried, every pod posted again by the next creation.
+        let (client, posted) = answering(503, slow);
+        let mut outcome = start_once(&client, &pods, &creations, &woken).await;
+        if outcome == Started::Creating {
+            woken_up(&mut wakes).await;
+            outcome = start_once(&client, &pods, &creations, &woken).await;
+        }
+        assert!(matches!(outcome, Started::Retrying(_)), "{outcome:?}");
+        assert_eq!(posted(), names(20));
+        // Refused: the run fails with the server's answer, and the step is forgotten.
+        let (client, _) = answering(403, slow);
+        let mut outcome = start_once(&client, &pods, &creations, &woken).await;
+        if outcome == Started::Creating {
+            woken_up(&mut wakes).await;
+            outcome = start_once(&client, &pods, &creations, &woken).await;
+        }
+        assert!(matches!(outcome, Started::Failed(_)), "{outcome:?}");
+        let (client, posted) = answering(201, Duration::ZERO);
+        let _ = start_once(&client, &pods, &creations, &woken).await;
+        assert_eq!(posted(), names(20), "from the first pod again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_that_ends_stops_its_creation_and_no_other() {
+        // The POSTs take 100 ms: at the end of the grace the first 16 are under way.
+        let (client, posted) = answering(201, Duration::from_millis(100));
+        let pods: Vec<Pod> = names(40).into_iter().map(pod).collect();
+        let creations = Arc::new(Creations::default());
+        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        assert_eq!(
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Creating
+        );
+        let sent = posted().len();
+        assert_eq!(sent, 16);
+        // Another benchmark's run of the same id, and another run of this benchmark: no effect.
+        creations.stop("u2", Some("r1"));
+        creations.stop("u1", Some("r0"));
+        assert!(matches!(
+            creations.take(&format!("team-a/{SELECTOR}")),
+            Found::Creating
+        ));
+        creations.stop("u1", Some("r1"));
+        assert!(matches!(
+            creations.take(&format!("team-a/{SELECTOR}")),
+            Found::Nothing
+        ));
+        // A second of the test's clock later: not one more POST, and no wake.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(posted().len(), sent, "{:?}", posted());
+        assert!(wakes.try_recv().is_err(), "a stopped creation wakes nobody");
     }
 
     #[test]

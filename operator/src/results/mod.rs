@@ -42,6 +42,9 @@ pub struct Recorded {
     pub new_regime: Option<(&'static str, &'static str, String)>,
     /// Its Events (a replaced impostor, the verdict, the result).
     pub events: Vec<PendingEvent>,
+    /// The result was created now, by this call (the API server answered 201, or showed this
+    /// very run's result already there): known first-hand, never from status.
+    pub created: bool,
 }
 
 /// Writes the run's result unless status already points at it, then the verdict and the
@@ -82,6 +85,7 @@ async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()
     let object = build::object(run, &name, spec);
     let api: Api<BenchmarkResult> = Api::namespaced(run.ctx().client.clone(), run.ns());
     create(&api, &object, &mut recorded.events).await?;
+    recorded.created = true;
     if let Some(v) = &object.spec.verdict {
         recorded.regressed = Some(verdict(v, &mut recorded.events));
     }

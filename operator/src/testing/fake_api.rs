@@ -40,6 +40,16 @@ impl FakeApi {
         &self,
         answer: impl Fn(&Seen) -> Answer + Clone + Send + Sync + 'static,
     ) -> kube::Client {
+        self.client_after(std::time::Duration::ZERO, answer)
+    }
+
+    /// A client whose every request is logged at once and answered by `answer` after `delay`
+    /// (tokio's clock: a test with paused time sees it exactly).
+    pub fn client_after(
+        &self,
+        delay: std::time::Duration,
+        answer: impl Fn(&Seen) -> Answer + Clone + Send + Sync + 'static,
+    ) -> kube::Client {
         let log = self.log.clone();
         let svc = tower::service_fn(move |req: Request<Body>| {
             let (log, answer) = (log.clone(), answer.clone());
@@ -61,6 +71,9 @@ impl FakeApi {
                 log.lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(line.trim_end().to_string());
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 let (code, body) = answer(&seen);
                 let response = Response::builder()
                     .status(code)
@@ -167,7 +180,7 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         facts: Default::default(),
         run_records: Default::default(),
         pods: Default::default(),
-        batches: Default::default(),
+        creations: Default::default(),
         watched_reports: Default::default(),
     }
 }

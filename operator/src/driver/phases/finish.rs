@@ -18,6 +18,7 @@ use kube::runtime::events::EventType;
 use crds::{CleanupPolicy, Phase};
 
 use super::super::transition::{fail, Next};
+use super::wake_again;
 use crate::base::conditions::{self, NEW_REGIME, REGRESSED, RESULT_RECORDED};
 use crate::base::error::{Error, Result};
 use crate::base::outcome::Step;
@@ -46,6 +47,9 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         }
         return Ok(Next::Wait(Action::await_change()));
     }
+    // Pods still being created for the run are not created any more.
+    let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
+    run.ctx().creations.stop(uid, Some(run.id()));
     let failed = run.status().run().phase == Some(Phase::Failed);
     let keep_pods = match run.obj().outline().cleanup {
         CleanupPolicy::Always => false,
@@ -57,12 +61,8 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         // Should the deletion fail for good, the run owes its end again, and its benchmark is
         // reconciled at once to finish it (and so delete its pods) once more.
         let ctx = run.ctx();
-        let (runs, wake) = (ctx.runs.clone(), ctx.wake.clone());
-        let again = Wake {
-            kind: K::kind(&()).into_owned(),
-            namespace: run.ns().to_string(),
-            name: run.name().to_string(),
-        };
+        let runs = ctx.runs.clone();
+        let again = wake_again(run);
         let owed = key.clone();
         let services = run.obj().outline().services;
         pods::delete_workers_soon(
@@ -73,7 +73,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             &selector,
             move || {
                 runs.reopen(&owed);
-                let _ = wake.send(again);
+                again();
             },
         );
     }
@@ -81,6 +81,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     // the result, built from the reports, which stay until it is written (see `apply`).
     super::super::record::end(run, false).await;
     let (recorded, outcome) = results::record(run).await;
+    let created_result = recorded.created;
     if let Some((status, reason, message)) = recorded.regressed {
         run.condition_status(REGRESSED, &status, reason, message);
     }
@@ -103,7 +104,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         // reconcile tries it once more.
         Step::Done if outcome.is_ok() => {
             // Done once the status saying so is stored (driver::apply).
-            run.ctx().runs.finishing(&key);
+            run.ctx().runs.finishing(&key, created_result);
             Ok(Next::Wait(Action::await_change()))
         }
         Step::Done => {

@@ -3,12 +3,10 @@
 //! registry and their pods created (a refusal fails the run, transient errors retry until the
 //! worker start timeout; see k8s::creation).
 
-use std::time::Duration;
-
 use crds::Phase;
 
 use super::super::transition::{fail, set_phase, Next};
-use super::{after_hook, announce, clients};
+use super::{after_hook, announce, clients, wake_again};
 use crate::base::clock::elapsed_since;
 use crate::base::error::Result;
 use crate::base::outcome::POLL;
@@ -34,8 +32,9 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
     }
     match create_workers(run, slot).await? {
         Started::Yes => {}
-        // The next batch in the next reconcile, at once (status is written only if it changed).
-        Started::More { .. } => return Ok(Next::after(Duration::ZERO)),
+        // Woken once the pods exist (or their creation failed); looked at again after POLL
+        // should that wake be lost.
+        Started::Creating => return Ok(Next::after(POLL)),
         Started::Retrying(m) => {
             run.say(format!("{what}: {m}"));
             return Ok(Next::after(POLL));
@@ -60,13 +59,17 @@ async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<St
     let selector = run.slot_selector(slot);
     let ns = run.ns().to_string();
     let kind = K::kind(&());
+    let uid = run.obj().meta().uid.clone().unwrap_or_default();
+    let id = run.id().to_string();
     let step_pods = creation::StepPods {
         kind: &kind,
         services: run.obj().outline().services,
         namespace: &ns,
         selector: &selector,
-        pods: &pods,
-        batches: &ctx.batches,
+        pods,
+        owner: (&uid, &id),
+        creations: &ctx.creations,
+        woken: Box::new(wake_again(run)),
     };
     let generation = run.generation();
     let timeout = ctx.config.worker_start_timeout();

@@ -80,16 +80,21 @@ pub struct Registry {
     done: Mutex<HashMap<String, Ending>>,
 }
 
-/// The end of a run, as far as this process took it.
+/// The end of a run, as far as this process took it. `created_result`: this process created
+/// the run's BenchmarkResult itself (known first-hand, not read from status), so its reports
+/// may go without asking the API server whether the result exists.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Ending {
     /// The finish handler did all it owes (result written, the kind's wrap-up done), but the
     /// status saying so is not stored yet.
-    Finishing,
+    Finishing { created_result: bool },
     /// And the stored status shows it ended: a later reconcile of the benchmark (its own
     /// status write coming back, its pods going) has nothing left to do. Whether the runs it
     /// held up in the queue were woken since.
-    Done { queue_woken: bool },
+    Done {
+        queue_woken: bool,
+        created_result: bool,
+    },
 }
 
 /// The key of a run's end in the registry: its benchmark's uid and the run id.
@@ -146,22 +151,32 @@ impl Registry {
         self.done.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The finish handler did all run `key` ([`ending_key`]) owes; it is done once the stored
-    /// status shows it ended ([`Registry::stored_ended`]).
-    pub fn finishing(&self, key: &str) {
+    /// The finish handler did all run `key` ([`ending_key`]) owes, and created its result now
+    /// (`created_result`) or not; it is done once the stored status shows it ended
+    /// ([`Registry::stored_ended`]).
+    pub fn finishing(&self, key: &str, created_result: bool) {
         let mut done = self.done();
         if done.len() >= DONE_AT_MOST {
             done.clear();
         }
-        done.insert(key.to_string(), Ending::Finishing);
+        done.insert(key.to_string(), Ending::Finishing { created_result });
     }
 
     /// The stored status shows run `key` ended: if its finish handler did all it owes, it is
     /// done, and `run` (its id) forgotten.
     pub fn stored_ended(&self, key: &str, run: &str) {
         let mut done = self.done();
-        if let Some(e @ Ending::Finishing) = done.get_mut(key) {
-            *e = Ending::Done { queue_woken: false };
+        if let Some(e @ Ending::Finishing { .. }) = done.get_mut(key) {
+            let created_result = matches!(
+                e,
+                Ending::Finishing {
+                    created_result: true
+                }
+            );
+            *e = Ending::Done {
+                queue_woken: false,
+                created_result,
+            };
             drop(done);
             self.forget(run);
         }
@@ -182,9 +197,21 @@ impl Registry {
     /// be woken.
     pub fn take_queue_wake(&self, key: &str) -> bool {
         match self.done().get_mut(key) {
-            Some(Ending::Done { queue_woken }) => !std::mem::replace(queue_woken, true),
+            Some(Ending::Done { queue_woken, .. }) => !std::mem::replace(queue_woken, true),
             _ => false,
         }
+    }
+
+    /// Whether this process saw run `key` through to its end and created its result itself
+    /// on the way (its reports are no longer needed for it).
+    pub fn created_result(&self, key: &str) -> bool {
+        matches!(
+            self.done().get(key),
+            Some(Ending::Done {
+                created_result: true,
+                ..
+            })
+        )
     }
 
     /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
@@ -492,11 +519,12 @@ mod tests {
             !r.is_finished(&a),
             "stored, but the finish handler did not say it is done"
         );
-        r.finishing(&a);
+        r.finishing(&a, true);
         assert!(
             !r.is_finished(&a),
             "done in full, but its end is not stored yet"
         );
+        assert!(!r.created_result(&a), "not before its end is stored");
         r.stored_ended(&a, "r1");
         assert!(r.is_finished(&a));
         assert!(
@@ -505,11 +533,19 @@ mod tests {
         );
         assert!(r.take_queue_wake(&a));
         assert!(!r.take_queue_wake(&a), "only the first look wakes");
+        assert!(r.created_result(&a));
+        assert!(!r.created_result(&b));
         r.reopen(&a);
         assert!(
             !r.is_finished(&a),
             "a status taken back makes it owe its end again"
         );
+        assert!(!r.created_result(&a), "nor is its result known any more");
+        // Done without creating the result now (status already named it, or none was due):
+        // its reports go only once the API server was asked.
+        r.finishing(&a, false);
+        r.stored_ended(&a, "r1");
+        assert!(r.is_finished(&a) && !r.created_result(&a));
     }
 
     #[test]
