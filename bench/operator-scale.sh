@@ -16,7 +16,9 @@
 #                                      restartCount 0), not speed
 #
 # NB_SCALE_ROWS="b200 fair" runs those rows only (names: w1 w64 b20 b50 b200 b1000 e64 e128 e256
-# fair), then the hostile block.
+# fair fair1000), then the hostile block. fair1000 (not in the table by default: its busy
+# namespace's 980 benchmarks are deleted at its end, which loads the cluster for minutes) is the
+# queue's fairness at 1000 benchmarks: 980 in one namespace, 20 namespaces of one.
 # NB_SCALE_EGRESS_PROTOCOL=P runs the egress rows' case with protocol P (tcp-stream, the default;
 # tcp-rr, tcp-crr, udp-rr or udp-stream, each with the operator's defaults for its flags), e.g.
 #   NB_SCALE_EGRESS_PROTOCOL=udp-rr bench/operator-scale.sh --short
@@ -488,12 +490,15 @@ hostile_ended() {
 }
 lies_answered() { [[ -f $work/lies.jsonl ]] && (($(grep -c . "$work/lies.jsonl") >= 5)); }
 
-# fairness BUSY LONE: one namespace applies BUSY benchmarks of one worker and LONE other
-# namespaces one each, in one apply (the busy namespace's first). The queue takes namespaces in
-# rounds and runs at most maxRunsPerNamespace of one namespace at once, so every lone
-# namespace's run must end before half of the busy namespace's have: checked.
+# fairness BUSY LONE [lone-first]: one namespace applies BUSY benchmarks of one worker and LONE
+# other namespaces one each, in one apply (the busy namespace's first). The queue takes
+# namespaces in rounds and runs at most maxRunsPerNamespace of one namespace at once, so every
+# lone namespace's run must end before half of the busy namespace's have: checked. With
+# lone-first (the 1000 row: the busy namespace would take about an hour to drain two at a time)
+# the row ends once every lone namespace's run ended, and counts the busy namespace's ended by
+# then; its other benchmarks go with their namespace.
 fairness() {
-    local busy=$1 lone=$2 i
+    local busy=$1 lone=$2 lone_first=${3:-} i
     log "fairness: one namespace applies $busy benchmarks, $lone other namespaces one each"
     make_namespaces fair $((lone + 1))
     {
@@ -504,12 +509,15 @@ fairness() {
     declare -A done_at=()
     t0=$(now_ms)
     kc apply -f "$work/fair.yaml" >/dev/null
-    while ((${#done_at[@]} < total)); do
+    local lone_done=0
+    while ((${#done_at[@]} < total)) && [[ -z $lone_first || $lone_done -lt $lone ]]; do
         ((SECONDS < deadline)) || die "fairness: ${#done_at[@]}/$total benchmarks ended within 1800 s"
         now=$(now_ms)
         while read -r key phase; do
             [[ -n $key && -z ${done_at[$key]:-} ]] || continue
-            [[ $phase == Succeeded || $phase == Failed ]] && done_at[$key]="$now $phase"
+            [[ $phase == Succeeded || $phase == Failed ]] || continue
+            done_at[$key]="$now $phase"
+            [[ $key == "scale-$tag-fair-0/"* ]] || lone_done=$((lone_done + 1))
         done < <(kc get ingressbenchmarks -A -l "netbench.io/scale-row=$tag-fair" \
             -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{"\n"}{end}')
         sleep 0.5
@@ -526,10 +534,18 @@ failed = [r[0] for r in rows if r[2] != 'Succeeded']
 p50 = lambda v: v[(len(v) - 1) // 2]
 print('| namespace | benchmarks | overhead p50 / max (s) |')
 print('| --- | --- | --- |')
-print(f'| one busy namespace | {len(busy)} | {p50(busy):.2f} / {busy[-1]:.2f} |')
+n_busy = int(sys.argv[5])
+if len(busy) == n_busy:
+    print(f'| one busy namespace | {len(busy)} | {p50(busy):.2f} / {busy[-1]:.2f} |')
+else:
+    # lone-first: the row ended with the lone namespaces; the busy one's had not all ended.
+    shown = f'{p50(busy):.2f} / {busy[-1]:.2f}' if busy else '-'
+    print(f'| one busy namespace | {n_busy} ({len(busy)} ended when the last lone one did) | {shown} |')
 print(f'| {len(lone)} namespaces of one | {len(lone)} | {p50(lone):.2f} / {lone[-1]:.2f} |')
-if failed or lone[-1] >= p50(busy):
-    print(f'FAIL: failed {failed[:5]}; lone max {lone[-1]:.2f} s not below the busy p50 {p50(busy):.2f} s')
+# Every lone run ended before half of the busy namespace's had.
+starved = len([b for b in busy if b <= lone[-1]]) >= n_busy / 2
+if failed or starved:
+    print(f'FAIL: failed {failed[:5]}; the last lone run ({lone[-1]:.2f} s) ended after half of the busy namespace\'s')
     sys.exit(1)
 PY
         failures+=("fairness: $(tail -n1 "$work/fairness")")
@@ -549,7 +565,8 @@ run_row() {
         e128) row e128 128 1 egress ;;
         e256) row e256 256 1 egress ;;
         fair) fairness 100 20 ;;
-        *) die "unknown row $1 (w1 w64 b20 b50 b200 b1000 e64 e128 e256 fair)" ;;
+        fair1000) fairness 980 20 lone-first ;;
+        *) die "unknown row $1 (w1 w64 b20 b50 b200 b1000 e64 e128 e256 fair fair1000)" ;;
     esac
 }
 
