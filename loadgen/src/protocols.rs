@@ -1,11 +1,11 @@
-//! The one place a [`Protocol`] is matched to what the loadgen does for it ([`entry`]), and a
+//! The one place a [`Protocol`] is matched to what the loadgen does for it (`entry`), and a
 //! [`ReportKind`] to its merge ([`merge`]): the client's runner (standalone or as a worker),
 //! the server's check of a test request and its side of the test. `main.rs` and
 //! [`crate::tcp::server`] go through here; both matches are exhaustive, so a new variant is a
 //! compile error here and nowhere else in the crate.
 //!
 //! A client protocol is a [`ClientTest`] (its engine's config, preflight, run, progress and
-//! finish, a `CLIENT` constant in the engine's `cli`), which [`client`] runs standalone
+//! finish, a `CLIENT` constant in the engine's `cli`), which `client` runs standalone
 //! ([`standalone`]) or as a worker ([`crate::worker::tcp::run_client_worker`]).
 
 use std::io::Write;

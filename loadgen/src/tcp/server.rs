@@ -1,7 +1,7 @@
 //! `server` (also `tcp-server`): serves tests one after another on one port (control and data
 //! connections alike), answers "busy" to clients that arrive during a test, and survives clients
 //! that vanish mid-test. The test request names its [`Protocol`](::protocol::Protocol), whose
-//! [`crate::protocols::entry`] checks the request (a test this build cannot run is refused
+//! `crate::protocols::entry` checks the request (a test this build cannot run is refused
 //! before it starts) and runs the server's side of the test.
 
 use std::io;

@@ -60,7 +60,7 @@ pub fn run_tcp_server(args: &ServerArgs, client: &WorkerClient) -> Result<String
 }
 
 /// A client worker of any protocol: checks `-c`, joins and names the server (see
-/// [`join_as_client`]), runs `test` with a progress sink that pushes what its
+/// `join_as_client`), runs `test` with a progress sink that pushes what its
 /// `progress_update` makes of each snapshot of this worker's blank update, and delivers its
 /// report, also when streams ended early (the caller fails afterwards, so the operator still
 /// sees what happened).
