@@ -10,6 +10,8 @@
 //!   its report is [`protocol::udp`].
 //! - [`rr`]: the request/response engines (tcp-rr, tcp-crr, udp-rr); their report is
 //!   [`protocol::rr`].
+//! - [`protocols`]: the one place a protocol is matched to its client, its server side and its
+//!   report's merge.
 //! - [`offload`]: ethtool offload features read and changed over netlink.
 //! - [`responder`]: `http-server`, a small HTTP target (status, body size, delay).
 //! - [`worker`]: the worker protocol client (register, barrier, progress, report).
@@ -19,6 +21,7 @@
 
 pub mod http;
 pub mod offload;
+pub mod protocols;
 pub mod report;
 pub mod responder;
 pub mod rr;

@@ -9,8 +9,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 use loadgen::http::{HttpConfig, HttpOptions};
 use loadgen::report::http_summary;
 use loadgen::{offload, tcp};
-use protocol::report::Report;
-use protocol::{Protocol, ReportKind};
 
 #[derive(Parser)]
 #[command(name = "netbench-loadgen", version, about = "netbench load generators")]
@@ -85,7 +83,7 @@ fn main() -> ExitCode {
         Command::Http(cmd) => http(*cmd),
         Command::Merge(cmd) => merge(cmd),
         Command::TcpServer(args) => tcp_server(&args),
-        Command::TcpClient(args) => tcp_client(&args),
+        Command::TcpClient(args) => loadgen::protocols::run_client(&args),
         Command::Offload(args) => offload::cli::run(&args),
         Command::HttpServer(args) => loadgen::responder::run(&args),
     };
@@ -144,129 +142,16 @@ fn tcp_server(args: &tcp::cli::ServerArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Standalone, or under the operator: connect to the server named at the barrier, push
-/// progress, deliver the report, then print it (and fail if streams ended early).
-fn tcp_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
-    // -u is --protocol udp-stream.
-    match args.udp.protocol(args.protocol) {
-        Protocol::TcpStream => tcp_stream_client(args),
-        Protocol::UdpStream => udp_stream_client(args),
-        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => rr_client(args),
-    }
-}
-
-/// tcp-rr, tcp-crr, udp-rr: standalone, or under the operator like the stream test.
-fn rr_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
-    match loadgen::worker::WorkerEnv::from_env()? {
-        Some(env) => {
-            args.check_applicable()?;
-            let client = loadgen::worker::WorkerClient::new(env);
-            let report = loadgen::worker::rr::run_rr_client(args, &client)?;
-            loadgen::rr::cli::finish_client(args, &report)
-        }
-        None => loadgen::rr::cli::run_client(args),
-    }
-}
-
-fn tcp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
-    args.check_applicable()?;
-    match loadgen::worker::WorkerEnv::from_env()? {
-        Some(env) => {
-            let client = loadgen::worker::WorkerClient::new(env);
-            let report = loadgen::worker::tcp::run_tcp_client(args, &client)?;
-            tcp::cli::finish_client(args, &report)
-        }
-        None => tcp::cli::run_client(args),
-    }
-}
-
-fn udp_stream_client(args: &tcp::cli::ClientArgs) -> anyhow::Result<()> {
-    args.check_applicable()?;
-    match loadgen::worker::WorkerEnv::from_env()? {
-        Some(env) => {
-            let client = loadgen::worker::WorkerClient::new(env);
-            let report = loadgen::worker::udp::run_udp_client(args, &client)?;
-            loadgen::udp::cli::finish_client(args, &report)
-        }
-        None => loadgen::udp::cli::run_client(args),
-    }
-}
-
 fn merge(cmd: MergeCommand) -> anyhow::Result<()> {
     let mut texts = Vec::with_capacity(cmd.files.len());
     for f in &cmd.files {
         let text = std::fs::read_to_string(f)
             .map_err(|e| anyhow::anyhow!("cannot read '{}': {e}", f.display()))?;
-        texts.push((f, text));
+        texts.push((f.as_path(), text));
     }
-    // TCP, rr and udp reports have their own types and merges; every other kind goes through
-    // `Report`.
-    match report_kind(&texts[0].1) {
-        Some(ReportKind::Tcp) => return merge_tcp(&texts, cmd.output),
-        Some(ReportKind::Rr) => return merge_rr(&texts, cmd.output),
-        Some(ReportKind::Udp) => return merge_udp(&texts, cmd.output),
-        Some(ReportKind::Http) | None => {}
-    }
-    let mut reports = Vec::with_capacity(texts.len());
-    for (f, text) in &texts {
-        let report =
-            Report::from_json(text).map_err(|e| anyhow::anyhow!("'{}': {e}", f.display()))?;
-        reports.push(report);
-    }
-    let merged = Report::merge(&reports)?;
-    match (cmd.output, &merged) {
-        (Output::Json, _) => println!("{}", merged.to_json()),
-        (Output::Text, Report::Http(h)) => print!("{}", http_summary(h, true)),
-    }
-    Ok(())
-}
-
-fn report_kind(text: &str) -> Option<ReportKind> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    value.get("kind")?.as_str()?.parse().ok()
-}
-
-fn merge_tcp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
-    let mut reports = Vec::with_capacity(texts.len());
-    for (f, text) in texts {
-        let report: protocol::tcp::TcpReport = serde_json::from_str(text)
-            .map_err(|e| anyhow::anyhow!("'{}': not a tcp report: {e}", f.display()))?;
-        reports.push(report);
-    }
-    let merged = protocol::tcp::merge(&reports)?;
-    match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
-        Output::Text => print!("{}", tcp::render_text(&merged)),
-    }
-    Ok(())
-}
-
-fn merge_udp(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
-    let mut reports = Vec::with_capacity(texts.len());
-    for (f, text) in texts {
-        let report: protocol::udp::UdpReport = serde_json::from_str(text)
-            .map_err(|e| anyhow::anyhow!("'{}': not a udp report: {e}", f.display()))?;
-        reports.push(report);
-    }
-    let merged = protocol::udp::merge(&reports)?;
-    match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
-        Output::Text => print!("{}", loadgen::udp::render_text(&merged)),
-    }
-    Ok(())
-}
-
-fn merge_rr(texts: &[(&std::path::PathBuf, String)], output: Output) -> anyhow::Result<()> {
-    let mut reports = Vec::with_capacity(texts.len());
-    for (f, text) in texts {
-        let report: protocol::rr::RrReport = serde_json::from_str(text)
-            .map_err(|e| anyhow::anyhow!("'{}': not an rr report: {e}", f.display()))?;
-        reports.push(report);
-    }
-    let merged = protocol::rr::merge(&reports)?;
-    match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&merged)?),
-        Output::Text => print!("{}", loadgen::rr::render_text(&merged)),
-    }
+    print!(
+        "{}",
+        loadgen::protocols::merge(&texts, cmd.output == Output::Json)?
+    );
     Ok(())
 }

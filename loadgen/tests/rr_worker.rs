@@ -17,7 +17,7 @@ use clap::Parser;
 use loadgen::tcp::cli::ClientArgs;
 use loadgen::tcp::server::TcpServer;
 use loadgen::tcp::TcpServerConfig;
-use loadgen::worker::rr::run_rr_client;
+use loadgen::worker::tcp::run_client_worker;
 use loadgen::worker::{Credential, WorkerClient, WorkerEnv};
 use protocol::worker::{validate_final, CheckedReport, FinalReport, ProgressUpdate};
 use support::operator;
@@ -97,7 +97,8 @@ fn an_rr_client_worker_delivers_an_rr_report_and_pushes_transactions_per_second(
     ])
     .unwrap()
     .client;
-    let report = run_rr_client(&args, &worker).expect("the worker's test");
+    let report =
+        run_client_worker(&args, &worker, &loadgen::rr::cli::CLIENT).expect("the worker's test");
     operator.join().unwrap();
     serving
         .join()

@@ -451,7 +451,9 @@ fn a_worker_pushes_progress_with_loss_and_delivers_a_valid_report() {
     let args = Cli::try_parse_from(["x", "-u", "-R", "-b", "10M", "-t", "2.5", "-J"])
         .unwrap()
         .client;
-    let report = loadgen::worker::udp::run_udp_client(&args, &worker).expect("worker run");
+    let report =
+        loadgen::worker::tcp::run_client_worker(&args, &worker, &loadgen::udp::cli::CLIENT)
+            .expect("worker run");
     operator.join().unwrap();
     let recorded = recorded.lock().unwrap();
     assert_eq!(

@@ -7,7 +7,9 @@ use protocol::Protocol;
 
 use super::client::{self, RrProgress};
 use super::{render_text, RrClientConfig};
-use crate::tcp::cli::{print_report, with_progress_lines, ClientArgs};
+use crate::protocols::ClientTest;
+use crate::tcp::cli::{fail_on_stream_errors, print_report, ClientArgs};
+use protocol::worker::ProgressUpdate;
 
 /// The test as configured, against `host:port`.
 pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> RrClientConfig {
@@ -29,13 +31,16 @@ pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> RrClientConfig {
     }
 }
 
-pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
-    args.check_applicable()?;
-    let host = args.server("tcp-client")?;
-    let cfg = config_for(args, host, args.port);
-    let report = with_progress_lines(args.json(), &cfg, client::run, progress_line)?;
-    finish_client(args, &report)
-}
+/// tcp-rr, tcp-crr and udp-rr (the protocol is the config's).
+pub const CLIENT: ClientTest<RrClientConfig, RrProgress, RrReport> = ClientTest {
+    command: "tcp-client",
+    config: config_for,
+    preflight: client::preflight,
+    run: client::run,
+    progress_line,
+    progress_update,
+    finish,
+};
 
 /// The line printed every second while the test runs.
 fn progress_line(p: &RrProgress) -> String {
@@ -45,10 +50,18 @@ fn progress_line(p: &RrProgress) -> String {
     )
 }
 
+fn progress_update(p: &RrProgress, u: ProgressUpdate) -> ProgressUpdate {
+    ProgressUpdate {
+        elapsed_s: p.elapsed_secs,
+        transactions_per_second: Some(p.interval_transactions_per_second),
+        ..u
+    }
+}
+
 /// Prints the report (text or JSON as asked); fails when nothing was answered or a tcp-rr
 /// connection ended early (the report is printed first either way). Warnings (port
 /// exhaustion) also go to stderr.
-pub fn finish_client(args: &ClientArgs, report: &RrReport) -> anyhow::Result<()> {
+fn finish(args: &ClientArgs, report: &RrReport) -> anyhow::Result<()> {
     print_report(args.json(), report, render_text)?;
     if args.json() {
         for w in report.warnings() {
@@ -66,13 +79,8 @@ pub fn finish_client(args: &ClientArgs, report: &RrReport) -> anyhow::Result<()>
                 .unwrap_or_default()
         );
     }
-    let errors = report.stream_errors();
-    if report.setup.mode == Protocol::TcpRr && !errors.is_empty() {
-        bail!(
-            "{} stream(s) ended early: {}",
-            errors.len(),
-            errors.join("; ")
-        );
+    if report.setup.mode == Protocol::TcpRr {
+        fail_on_stream_errors(&report.stream_errors())?;
     }
     Ok(())
 }

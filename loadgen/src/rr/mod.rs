@@ -3,7 +3,7 @@
 //! (kind `"rr"`).
 //!
 //! - [`client::run`] runs a test against a server ([`RrClientConfig`]); [`serve`] is the
-//!   server's side, dispatched from [`crate::tcp::server`].
+//!   server's side, which [`crate::tcp::server`] runs through [`crate::protocols`].
 //! - One thread per stream, blocking sockets, one HDR histogram per stream merged at the end;
 //!   closed loop by default, open loop with a per-stream rate (latency from the intended send
 //!   time). Every transaction started in the window ends answered, failed (by class) or lost.

@@ -24,6 +24,7 @@ use protocol::Protocol;
 
 use super::config::validate_sizes;
 use super::{crr, net, tcp_rr, udp};
+use crate::protocols::Accepted;
 use crate::tcp::cpu::CpuMeter;
 use crate::tcp::protocol::{
     read_message_by, write_message, Message, PeerStream, RrParams, TestParams, PROTOCOL_VERSION,
@@ -49,13 +50,8 @@ pub(crate) fn check(test: &TestParams) -> Result<(), TcpError> {
 }
 
 /// Runs the test (checked by [`check`]) and sends the results.
-pub(crate) fn run_test(
-    server: &TcpServer,
-    control: TcpStream,
-    cookie: &str,
-    test: &TestParams,
-    shutdown: &AtomicBool,
-) -> Result<(), TcpError> {
+pub(crate) fn run_test(accepted: Accepted<'_>) -> Result<(), TcpError> {
+    let test = accepted.test;
     check(test)?;
     let rr = test.rr.unwrap_or(RrParams {
         request_size: 1,
@@ -67,45 +63,44 @@ pub(crate) fn run_test(
     // tcp-crr: the listener in blocking mode for the test (restored when this is dropped,
     // after the responders ended).
     let mut crr_listening = None;
-    let running = match prepare(server, &control, cookie, test, rr, &mut crr_listening) {
+    let running = match prepare(&accepted, rr, &mut crr_listening) {
         Ok(r) => r,
         Err(e) => {
             // Before or after `accept`: either way the client reads why, not a timeout.
-            refuse(&control, &e.to_string());
+            refuse(&accepted.control, &e.to_string());
             return Err(e);
         }
     };
+    let control = &accepted.control;
     let meter = CpuMeter::start();
-    if let Err(e) = write_message(&control, &Message::Start) {
+    if let Err(e) = write_message(control, &Message::Start) {
         running.finish();
         return Err(e);
     }
     let start = Instant::now();
-    let outcome = await_done(&control, start + hard_deadline, shutdown);
+    let outcome = await_done(control, start + hard_deadline, accepted.shutdown);
     let streams = running.finish();
     let cpu = meter.stop();
     drop(crr_listening);
     outcome?;
-    write_message(&control, &Message::Results { streams, cpu })
+    write_message(control, &Message::Results { streams, cpu })
 }
 
 /// Accepts the test and starts its responders (not yet `start`ed).
 fn prepare<'a>(
-    server: &'a TcpServer,
-    control: &TcpStream,
-    cookie: &str,
-    test: &TestParams,
+    accepted: &Accepted<'a>,
     rr: RrParams,
     crr_listening: &mut Option<crr::Listening<'a>>,
 ) -> Result<Running, TcpError> {
+    let (server, control, test) = (accepted.server, &accepted.control, accepted.test);
     let responders = usize::try_from(test.streams)
         .unwrap_or(1)
         .clamp(1, MAX_RESPONDERS);
     match test.protocol {
         Protocol::TcpRr => {
             accept_test(control)?;
-            let conns =
-                server.accept_streams(cookie, usize::try_from(test.streams).unwrap_or(0))?;
+            let conns = server
+                .accept_streams(accepted.cookie, usize::try_from(test.streams).unwrap_or(0))?;
             Running::tcp_rr(server, conns, rr)
         }
         Protocol::TcpCrr => {

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use super::client::{self, TcpProgress};
 use ::protocol::tcp::{Direction, TcpReport};
+use ::protocol::worker::ProgressUpdate;
 use ::protocol::Protocol;
 use anyhow::{bail, Context};
 
 use super::{render_text, server, TcpClientConfig, TcpServerConfig, DEFAULT_LEN, DEFAULT_PORT};
+use crate::protocols::ClientTest;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -221,13 +223,16 @@ impl ServerArgs {
     }
 }
 
-pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
-    args.check_applicable()?;
-    let host = args.server("tcp-client")?;
-    let cfg = args.config_for(host, args.port);
-    let report = with_progress_lines(args.json(), &cfg, client::run, progress_line)?;
-    finish_client(args, &report)
-}
+/// tcp-stream, the default test.
+pub const CLIENT: ClientTest<TcpClientConfig, TcpProgress, TcpReport> = ClientTest {
+    command: "tcp-client",
+    config: ClientArgs::config_for,
+    preflight: client::preflight,
+    run: client::run,
+    progress_line,
+    progress_update,
+    finish,
+};
 
 /// The line printed every second while the test runs.
 fn progress_line(p: &TcpProgress) -> String {
@@ -238,32 +243,18 @@ fn progress_line(p: &TcpProgress) -> String {
     )
 }
 
-/// Prints the report (text or JSON as asked) and fails if any stream ended early.
-pub fn finish_client(args: &ClientArgs, report: &TcpReport) -> anyhow::Result<()> {
-    print_report(args.json(), report, render_text)?;
-    fail_on_stream_errors(&report.stream_errors())
+fn progress_update(p: &TcpProgress, u: ProgressUpdate) -> ProgressUpdate {
+    ProgressUpdate {
+        elapsed_s: p.elapsed_secs,
+        bits_per_second: p.interval_bits_per_second,
+        ..u
+    }
 }
 
-/// Runs the client test `cfg` as `run` does, with a progress sink that prints `line` of each
-/// snapshot on stdout, unless the output is JSON. Best effort: a closed stdout must not abort
-/// the test.
-pub(crate) fn with_progress_lines<C, P, R>(
-    json: bool,
-    cfg: &C,
-    run: impl FnOnce(&C, Option<&mut dyn FnMut(&P)>) -> R,
-    line: impl Fn(&P) -> String,
-) -> R {
-    let mut print_interval = |p: &P| {
-        let _ = writeln!(io::stdout(), "{}", line(p));
-    };
-    run(
-        cfg,
-        if json {
-            None
-        } else {
-            Some(&mut print_interval)
-        },
-    )
+/// Prints the report (text or JSON as asked) and fails if any stream ended early.
+fn finish(args: &ClientArgs, report: &TcpReport) -> anyhow::Result<()> {
+    print_report(args.json(), report, render_text)?;
+    fail_on_stream_errors(&report.stream_errors())
 }
 
 /// Prints `report` on stdout: pretty JSON when `json`, else its `text`.
@@ -479,7 +470,9 @@ mod tests {
         assert_eq!((cfg.host.as_str(), cfg.port), ("10.0.0.7", 6000));
         assert_eq!((cfg.duration, cfg.streams), (Duration::from_secs(3), 2));
         // Standalone, a missing -c is a clear error, not a panic.
-        let err = run_client(args).unwrap_err().to_string();
+        let err = crate::protocols::standalone(args, &CLIENT)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("-c HOST"), "{err}");
         assert!(Cli::try_parse_from(["x", "-J"]).unwrap().client.json());
     }

@@ -17,6 +17,7 @@ pub(crate) mod net;
 pub(crate) mod protocol;
 pub mod server;
 mod stream;
+pub(crate) mod stream_server;
 pub(crate) mod summary;
 pub(crate) mod sys;
 

@@ -1,7 +1,8 @@
 //! `server` (also `tcp-server`): serves tests one after another on one port (control and data
 //! connections alike), answers "busy" to clients that arrive during a test, and survives clients
-//! that vanish mid-test. The test request names its [`Protocol`]; [`TcpServer::run_test`]
-//! dispatches on it, and a protocol this build does not serve is refused before the test starts.
+//! that vanish mid-test. The test request names its [`Protocol`](::protocol::Protocol), whose
+//! `crate::protocols::entry` checks the request (a test this build cannot run is refused
+//! before it starts) and runs the server's side of the test.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -10,19 +11,12 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use ::protocol::tcp::Flow;
-use ::protocol::Protocol;
-
 use super::config::{validate_test, TcpServerConfig};
-use super::cpu::CpuMeter;
 use super::net;
-use super::protocol::{
-    read_message_by, write_message, Message, PeerStream, TestParams, PROTOCOL_VERSION,
-};
-use super::stream::{Role, RunningStreams};
+use super::protocol::{read_message_by, write_message, Message, TestParams, PROTOCOL_VERSION};
 use super::sys::wait_readable;
 use super::TcpError;
-use crate::rr::probe::ProbeResponder;
+use crate::protocols::Accepted;
 
 /// How often the idle server and the running test look at the shutdown flag.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -202,150 +196,14 @@ impl TcpServer {
         test: &TestParams,
         shutdown: &AtomicBool,
     ) -> Result<(), TcpError> {
-        match test.protocol {
-            Protocol::TcpStream => self.run_stream_test(control, cookie, test, shutdown),
-            Protocol::UdpStream => {
-                let udp = crate::udp::server::UdpTest {
-                    listener: &self.listener,
-                    cfg: &self.cfg,
-                    cookie,
-                    test,
-                };
-                udp.run(control, shutdown)
-            }
-            Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => {
-                crate::rr::serve::run_test(self, control, cookie, test, shutdown)
-            }
-        }
-    }
-
-    fn run_stream_test(
-        &self,
-        control: TcpStream,
-        cookie: &str,
-        test: &TestParams,
-        shutdown: &AtomicBool,
-    ) -> Result<(), TcpError> {
-        write_message(
-            &control,
-            &Message::Accept {
-                version: PROTOCOL_VERSION,
-            },
-        )?;
-        let flows = test.direction.flows(test.streams);
-        let with_probe = usize::from(test.probe.is_some());
-        let mut conns = match self.accept_streams(cookie, flows.len() + with_probe) {
-            Ok(conns) => conns,
-            Err(e) => {
-                refuse(&control, &e.to_string());
-                return Err(e);
-            }
-        };
-        // The latency probe's connection comes last (stream id = the number of flows).
-        let probe = match (test.probe.is_some(), conns.len() > flows.len()) {
-            (true, true) => conns.pop().map(ProbeResponder::start).transpose()?,
-            _ => None,
-        };
-        let roles = flows.iter().map(|f| match f {
-            Flow::ClientToServer => Role::Receiver,
-            Flow::ServerToClient => Role::Sender,
-        });
-        let has_senders = flows.contains(&Flow::ServerToClient);
-
-        let busy = BusyResponder::start(&self.listener)?;
-        let meter = CpuMeter::start();
-        let start = Instant::now();
-        let streams = RunningStreams::spawn(
-            conns.into_iter().zip(roles).collect(),
-            test.len,
-            self.cfg.idle_timeout,
-            start,
-        )?;
-        if let Err(e) = write_message(&control, &Message::Start) {
-            streams.abort();
-            streams.join();
-            busy.stop();
-            return Err(e);
-        }
-        let outcome = self.watch(
-            &control,
-            &streams,
-            start + test.duration(),
-            has_senders,
+        let accepted = Accepted {
+            server: self,
+            control,
+            cookie,
+            test,
             shutdown,
-        );
-        let outcomes = streams.join();
-        if let Some(p) = probe {
-            p.finish(self.cfg.idle_timeout);
-        }
-        let cpu = meter.stop();
-        busy.stop();
-        outcome?;
-
-        let peer_streams = outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(id, o)| PeerStream {
-                id: id as u32,
-                bytes: o.bytes,
-                seconds: o.seconds,
-                tcp: o.tcp,
-                error: o.error,
-                transactions: 0,
-            })
-            .collect();
-        write_message(
-            &control,
-            &Message::Results {
-                streams: peer_streams,
-                cpu,
-            },
-        )
-    }
-
-    /// Waits for the streams to end, stopping the server's senders at `deadline` and aborting
-    /// everything when the client goes away, the test overruns, or the server shuts down.
-    fn watch(
-        &self,
-        control: &TcpStream,
-        streams: &RunningStreams,
-        deadline: Instant,
-        has_senders: bool,
-        shutdown: &AtomicBool,
-    ) -> Result<(), TcpError> {
-        let hard_deadline = deadline + self.cfg.idle_timeout + Duration::from_secs(5);
-        loop {
-            let now = Instant::now();
-            if has_senders && now >= deadline {
-                streams.stop_senders();
-            }
-            if streams.all_finished() {
-                return Ok(());
-            }
-            if shutdown.load(Ordering::Relaxed) {
-                streams.abort();
-                return Err(TcpError::Protocol("server shutting down".into()));
-            }
-            if now >= hard_deadline {
-                streams.abort();
-                return Err(TcpError::Protocol(
-                    "test overran its duration; aborted".into(),
-                ));
-            }
-            let mut wait = POLL_INTERVAL;
-            if has_senders && now < deadline {
-                wait = wait.min(deadline - now);
-            }
-            // The client sends nothing during a test: readable control means it went away.
-            if wait_readable(control, wait)
-                .map_err(|e| TcpError::io("watching the control connection", e))?
-            {
-                streams.abort();
-                return Err(TcpError::Protocol(
-                    "client closed the control connection mid-test".into(),
-                ));
-            }
-        }
+        };
+        (crate::protocols::entry(test.protocol).serve)(accepted)
     }
 
     /// Accepts the test's `n` data connections, identified by cookie and stream id.
@@ -396,11 +254,7 @@ pub(crate) const BUSY: &str = "the server is busy running another test; try agai
 
 /// Whether this build serves the test's protocol (and the test carries what it needs).
 fn supported(test: &TestParams) -> Result<(), TcpError> {
-    match test.protocol {
-        Protocol::TcpStream => Ok(()),
-        Protocol::UdpStream => crate::udp::server::supported(test),
-        Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr => crate::rr::serve::check(test),
-    }
+    (crate::protocols::entry(test.protocol).check)(test)
 }
 
 /// Accepts one connection if one arrives within `wait`.

@@ -3,12 +3,14 @@
 //! `--bind-dev`, `--output`) are [`crate::tcp::cli::ClientArgs`]'s, which flattens these in.
 
 use ::protocol::udp::UdpReport;
+use ::protocol::worker::ProgressUpdate;
 use ::protocol::Protocol;
 use anyhow::bail;
 
 use super::client::{self, UdpProgress};
 use super::{render_text, Pace, UdpClientConfig, DEFAULT_BITRATE};
-use crate::tcp::cli::{fail_on_stream_errors, print_report, with_progress_lines, ClientArgs};
+use crate::protocols::ClientTest;
+use crate::tcp::cli::{fail_on_stream_errors, print_report, ClientArgs};
 
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct UdpArgs {
@@ -79,13 +81,16 @@ pub fn config_for(args: &ClientArgs, host: &str, port: u16) -> UdpClientConfig {
     }
 }
 
-/// Standalone: runs the test, printing a line per second (text output), then the report.
-pub fn run_client(args: &ClientArgs) -> anyhow::Result<()> {
-    let host = args.server("client")?;
-    let cfg = config_for(args, host, args.port);
-    let report = with_progress_lines(args.json(), &cfg, client::run, progress_line)?;
-    finish_client(args, &report)
-}
+/// udp-stream (`-u`).
+pub const CLIENT: ClientTest<UdpClientConfig, UdpProgress, UdpReport> = ClientTest {
+    command: "client",
+    config: config_for,
+    preflight: client::preflight,
+    run: client::run,
+    progress_line,
+    progress_update,
+    finish,
+};
 
 /// The line printed every second while the test runs: the rate, and the loss where this
 /// client receives.
@@ -100,8 +105,18 @@ fn progress_line(p: &UdpProgress) -> String {
     )
 }
 
+/// bits/s, and the loss of the last second where it receives.
+fn progress_update(p: &UdpProgress, u: ProgressUpdate) -> ProgressUpdate {
+    ProgressUpdate {
+        elapsed_s: p.elapsed_secs,
+        bits_per_second: p.interval_bits_per_second,
+        loss_percent: p.interval_loss_percent,
+        ..u
+    }
+}
+
 /// Prints the report (text or JSON as asked) and fails if any stream ended early.
-pub fn finish_client(args: &ClientArgs, report: &UdpReport) -> anyhow::Result<()> {
+fn finish(args: &ClientArgs, report: &UdpReport) -> anyhow::Result<()> {
     print_report(args.json(), report, render_text)?;
     fail_on_stream_errors(&report.stream_errors())
 }

@@ -17,6 +17,7 @@ use super::config::validate_params;
 use super::datagram::{tag_of, Header, Kind, HEADER_LEN};
 use super::net;
 use super::stream::{Plan, Role, RunningStreams, DRAIN, LINGER};
+use crate::protocols::Accepted;
 use crate::tcp::cpu::CpuMeter;
 use crate::tcp::protocol::{write_message, Message, TestParams, PROTOCOL_VERSION};
 use crate::tcp::server::{refuse, BusyResponder};
@@ -33,16 +34,28 @@ pub(crate) fn supported(test: &TestParams) -> Result<(), TcpError> {
     validate_params(test.len, test.udp.as_ref())
 }
 
+/// Runs a udp-stream test the server accepted (checked by [`supported`]) and sends the
+/// results.
+pub(crate) fn run_test(accepted: Accepted<'_>) -> Result<(), TcpError> {
+    let udp = UdpTest {
+        listener: accepted.server.listener(),
+        cfg: accepted.server.config(),
+        cookie: accepted.cookie,
+        test: accepted.test,
+    };
+    udp.run(accepted.control, accepted.shutdown)
+}
+
 /// One udp-stream test the server accepted from its listener.
-pub(crate) struct UdpTest<'a> {
-    pub listener: &'a TcpListener,
-    pub cfg: &'a TcpServerConfig,
-    pub cookie: &'a str,
-    pub test: &'a TestParams,
+struct UdpTest<'a> {
+    listener: &'a TcpListener,
+    cfg: &'a TcpServerConfig,
+    cookie: &'a str,
+    test: &'a TestParams,
 }
 
 impl UdpTest<'_> {
-    pub(crate) fn run(&self, control: TcpStream, shutdown: &AtomicBool) -> Result<(), TcpError> {
+    fn run(&self, control: TcpStream, shutdown: &AtomicBool) -> Result<(), TcpError> {
         let (plan, setup) = match self.prepare(&control) {
             Ok(ready) => ready,
             Err(e) => {

@@ -3,8 +3,6 @@
 //! The messages and the report checks are the `protocol` crate's ([`protocol::worker`]).
 pub mod client;
 pub mod http;
-pub mod rr;
 pub mod tcp;
-pub mod udp;
 
 pub use client::{Credential, WorkerClient, WorkerEnv, WorkerError};

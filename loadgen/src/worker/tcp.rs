@@ -1,22 +1,24 @@
-//! TCP runs as workers. The server binds, registers the address clients must use
-//! (`Role::Server`, `listen = "host:port"`), waits at the barrier and serves exactly one test;
-//! it sends no report (the client's report carries the receiver's bytes and the server's CPU,
-//! which travel over the control connection). The client registers, waits at the barrier,
-//! connects to the first registered server (or `-c`), pushes progress every second and
-//! delivers the report.
-
+//! The `server` and `client` commands as workers, whatever the protocol. The server binds,
+//! registers the address clients must use (`Role::Server`, `listen = "host:port"`), waits at
+//! the barrier and serves exactly one test of whatever protocol its client asks for; it sends
+//! no report (the client's report carries the server's figures and CPU, which travel over the
+//! control connection). The client ([`run_client_worker`], one for every protocol's
+//! [`ClientTest`]) registers, waits at the barrier, connects to the first registered server
+//! (or `-c`), pushes progress every second (bits/s; udp-stream also the loss of the last
+//! second where it receives; tcp-rr, tcp-crr and udp-rr transactions per second) and delivers
+//! the report (`kind` "tcp", "udp" or "rr"), also when streams ended early or transactions
+//! failed.
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use protocol::tcp::TcpReport;
 pub use protocol::worker::{join_host_port, split_host_port};
 use protocol::worker::{now_unix_ms, ProgressUpdate, Role, PROTOCOL_VERSION};
 
 use super::{WorkerClient, WorkerError};
+use crate::protocols::ClientTest;
 use crate::tcp::cli::{ClientArgs, ServerArgs};
-use crate::tcp::client::TcpProgress;
 use crate::tcp::server::TcpServer;
 use crate::tcp::TcpError;
 
@@ -57,48 +59,24 @@ pub fn run_tcp_server(args: &ServerArgs, client: &WorkerClient) -> Result<String
     Ok(listen)
 }
 
-/// Registers, waits at the barrier, runs the test against `-c` or the first registered server
-/// with progress pushed every second, delivers the report (even when streams ended early: the
-/// caller fails afterwards, so the operator still sees what happened).
-pub fn run_tcp_client(
-    args: &ClientArgs,
-    client: &WorkerClient,
-) -> Result<TcpReport, TcpWorkerError> {
-    run_client_worker(
-        args,
-        client,
-        ClientArgs::config_for,
-        crate::tcp::client::preflight,
-        crate::tcp::client::run,
-        |p: &TcpProgress, u| ProgressUpdate {
-            elapsed_s: p.elapsed_secs,
-            bits_per_second: p.interval_bits_per_second,
-            ..u
-        },
-    )
-}
-
 /// A client worker of any protocol: checks `-c`, joins and names the server (see
-/// [`join_as_client`]), runs the test (`config` for the server, then `run` with a progress sink
-/// that pushes what `progress` makes of each snapshot of this worker's blank update) and
-/// delivers its report, also when streams ended early (the caller fails afterwards, so the
-/// operator still sees what happened).
-pub(crate) fn run_client_worker<C, P, R: serde::Serialize>(
+/// `join_as_client`), runs `test` with a progress sink that pushes what its
+/// `progress_update` makes of each snapshot of this worker's blank update, and delivers its
+/// report, also when streams ended early (the caller fails afterwards, so the operator still
+/// sees what happened).
+pub fn run_client_worker<C, P, R: serde::Serialize>(
     args: &ClientArgs,
     client: &WorkerClient,
-    config: impl Fn(&ClientArgs, &str, u16) -> C,
-    preflight: impl Fn(&C) -> Result<(), TcpError>,
-    run: impl FnOnce(&C, Option<&mut dyn FnMut(&P)>) -> Result<R, TcpError>,
-    progress: impl Fn(&P, ProgressUpdate) -> ProgressUpdate,
+    test: &ClientTest<C, P, R>,
 ) -> Result<R, TcpWorkerError> {
     let (host, port) = join_as_client(args, client, |host, port| {
-        preflight(&config(args, host, port))
+        (test.preflight)(&(test.config)(args, host, port))
     })?;
-    let cfg = config(args, &host, port);
+    let cfg = (test.config)(args, &host, port);
     let started_at = now_unix_ms();
     let pusher = ProgressPusher::start(client)?;
-    let mut sink = |p: &P| pusher.push(|u| progress(p, u));
-    let result = run(&cfg, Some(&mut sink));
+    let mut sink = |p: &P| pusher.push(|u| (test.progress_update)(p, u));
+    let result = (test.run)(&cfg, Some(&mut sink));
     pusher.finish();
     let report = result?;
     let json = serde_json::to_value(&report)
