@@ -44,20 +44,45 @@ pub(in crate::driver) async fn start<K: Hooks>(run: &mut Run<'_, K>) {
 /// yet. `warn`: a failure gets a Warning Event (the last try of the reconcile), else it is
 /// only logged.
 pub(in crate::driver) async fn end<K: Hooks>(run: &mut Run<'_, K>, warn: bool) {
-    let Some(ended) = run.ended().cloned() else {
-        return;
-    };
+    let written = end_write(run).await;
+    end_written(run, written, warn);
+}
+
+/// [`end`]'s write alone: a future that holds no borrow of the run, so that the caller can do
+/// something else meanwhile (the finish handler writes the result, which takes the end from
+/// the run itself); [`end_written`] takes its outcome. None: no end to record.
+pub(in crate::driver) fn end_write<'a, K: Hooks>(
+    run: &Run<'a, K>,
+) -> impl std::future::Future<Output = Option<crate::base::error::Result<()>>> + 'a {
     let ctx = run.ctx();
     let owner = Owner::of(run.obj());
-    let ns = &ctx.config.namespace;
-    match run_record::end(&ctx.client, ns, &ctx.run_records, &owner, run.id(), &ended).await {
+    let id = run.id().to_string();
+    let ended = run.ended().cloned();
+    async move {
+        let ended = ended?;
+        let ns = &ctx.config.namespace;
+        Some(run_record::end(&ctx.client, ns, &ctx.run_records, &owner, &id, &ended).await)
+    }
+}
+
+/// What [`end_write`] came to, into the run (see [`end`]).
+pub(in crate::driver) fn end_written<K: Hooks>(
+    run: &mut Run<'_, K>,
+    written: Option<crate::base::error::Result<()>>,
+    warn: bool,
+) {
+    let Some(written) = written else {
+        return;
+    };
+    match written {
         Ok(()) => run.end_recorded(),
         Err(e) => {
+            let phase = run.ended().map(|e| format!("{:?}", e.phase));
             let m = format!(
-                "could not record the end of run {} ({:?}) in the operator's namespace ({}); a \
+                "could not record the end of run {} ({}) in the operator's namespace ({}); a \
                  result written after this reconcile says the run's end is unknown",
                 run.id(),
-                ended.phase,
+                phase.unwrap_or_default(),
                 clip(&e.to_string(), 500)
             );
             tracing::warn!(benchmark = run.name(), "{m}");

@@ -17,6 +17,7 @@ use kube::runtime::events::EventType;
 
 use crds::{CleanupPolicy, Phase};
 
+use super::super::record;
 use super::super::transition::{fail, Next};
 use super::wake_again;
 use crate::base::conditions::{self, NEW_REGIME, REGRESSED, RESULT_RECORDED};
@@ -77,10 +78,11 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             },
         );
     }
-    // The run's end in its record first (the result takes phase and times from there), then
-    // the result, built from the reports, which stay until it is written (see `apply`).
-    super::super::record::end(run, false).await;
-    let (recorded, outcome) = results::record(run).await;
+    // The run's end in its record and the result at once: the result takes the end from the
+    // run itself (`Run::ended`) until it is recorded, and is built from the reports, which stay
+    // until it is written (see `apply`).
+    let (end, (recorded, outcome)) = futures::join!(record::end_write(run), results::record(run));
+    record::end_written(run, end, false);
     let created_result = recorded.created;
     if let Some((status, reason, message)) = recorded.regressed {
         run.condition_status(REGRESSED, &status, reason, message);
