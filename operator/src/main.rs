@@ -170,6 +170,8 @@ async fn lead(
             _ = futures::future::join_all(runs) => {}
             _ = reports => tracing::error!("the watch of the report objects ended"),
         }
+        // No pod is created once another replica may lead.
+        ctx.creations.stop_all().await;
     };
     if election {
         elector.lead(controllers).await.map(drop)?;

@@ -160,7 +160,9 @@ pub async fn cleanup<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<S
     // namespace is gone: the namespace is being deleted, or no longer watched) they go with the
     // benchmark (owner references), and what the runs changed must still be written back.
     let selector = labels::benchmark_selector(&kind, &name);
-    ctx.creations.stop(&obj.uid().unwrap_or_default(), None);
+    ctx.creations
+        .stop(&obj.uid().unwrap_or_default(), None)
+        .await;
     match pods::delete_workers(&ctx.client, &kind, obj.outline().services, &ns, &selector).await {
         Ok(()) => {}
         Err(kube::Error::Api(e)) if e.code == 403 => {

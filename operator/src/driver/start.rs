@@ -42,9 +42,11 @@ pub(in crate::driver) async fn begin_run<K: Hooks>(
 
 /// The old run's workers stop and its barrier state goes (idempotent).
 async fn stop_old_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
+    // Every creation of the benchmark's pods stops (the new run has none yet), whichever run
+    // status names.
+    let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
+    run.ctx().creations.stop(uid, None).await;
     if let Some(old) = run.status().run().run_id.clone() {
-        let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
-        run.ctx().creations.stop(uid, Some(&old));
         let selector = format!("{}={old}", labels::RUN);
         let services = run.obj().outline().services;
         pods::delete_workers(

@@ -12,12 +12,14 @@
 //! after a restart creation starts again from the first pod (AlreadyExists is success).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::EventType;
 use kube::Client;
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::base::clock::elapsed_since;
@@ -39,14 +41,27 @@ const MAX_MESSAGE: usize = 1024;
 /// when the creation has ended).
 pub const GRACE: Duration = Duration::from_millis(50);
 
-/// Steps whose creation is remembered at most: beyond it, those that ended go first, then all
-/// (a step forgotten while its task runs is created again by its next reconcile, harmlessly).
+/// Steps whose creation is remembered at most. Beyond it, those that ended are forgotten
+/// first; while that many are under way, no other starts (its reconcile tries again shortly).
 const STEPS_AT_MOST: usize = 4096;
+
+/// How long [`Creations::stop`] waits for the POSTs already sent to be answered before it
+/// aborts them.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// What a creation came to, and how long it took.
+type Outcome = (std::result::Result<(), PodCreateError>, Duration);
 
 /// The creation of one step's pods: a task under way, or what it came to.
 enum State {
-    Creating(AbortHandle),
-    Ended(std::result::Result<(), PodCreateError>),
+    Creating {
+        task: AbortHandle,
+        /// Set by [`Creations::stop`]: no further POST is sent.
+        stopped: Arc<AtomicBool>,
+        /// Closed once the task has ended (its sender goes with it).
+        ended: watch::Receiver<()>,
+    },
+    Ended(Outcome),
 }
 
 struct Creation {
@@ -59,11 +74,12 @@ struct Creation {
     state: State,
 }
 
-/// The creation of worker pods under way or ended, by step (namespace and selector).
+/// The creation of worker pods under way or ended, by step (benchmark uid, namespace and
+/// selector).
 #[derive(Default)]
 pub struct Creations {
     steps: Mutex<HashMap<String, Creation>>,
-    tasks: std::sync::atomic::AtomicU64,
+    tasks: AtomicU64,
 }
 
 /// What [`Creations::take`] found for a step.
@@ -71,7 +87,7 @@ enum Found {
     /// Nothing: a task is to be started.
     Nothing,
     Creating,
-    Ended(std::result::Result<(), PodCreateError>),
+    Ended(Outcome),
 }
 
 impl Creations {
@@ -80,13 +96,13 @@ impl Creations {
     }
 
     /// The state of step `key`; an ended creation is taken (forgotten), and a task that ended
-    /// without saying so (stopped) counts as none.
+    /// without saying so (aborted) counts as none.
     fn take(&self, key: &str) -> Found {
         let mut steps = self.lock();
         match steps.get(key).map(|c| &c.state) {
             None => Found::Nothing,
-            Some(State::Creating(task)) if !task.is_finished() => Found::Creating,
-            Some(State::Creating(_)) => {
+            Some(State::Creating { task, .. }) if !task.is_finished() => Found::Creating,
+            Some(State::Creating { .. }) => {
                 steps.remove(key);
                 Found::Nothing
             }
@@ -97,30 +113,43 @@ impl Creations {
         }
     }
 
-    /// Starts step `key`'s creation (`create`) as a task, bounded by `bound` (past it, a
-    /// transient error naming pod `first`); its outcome is kept for the step's next look.
+    /// Starts creating `pods` for step `key` as a task, bounded by `bound` (past it, a
+    /// transient error naming the first pod); its outcome is kept for the step's next look.
+    /// None: [`STEPS_AT_MOST`] creations are under way already. Also the flag that says it
+    /// was stopped.
     fn begin(
         self: &Arc<Self>,
         key: &str,
         owner: (&str, &str),
-        create: impl std::future::Future<Output = std::result::Result<(), PodCreateError>>
-            + Send
-            + 'static,
-        first: String,
+        (client, namespace, pods): (Client, String, Vec<Pod>),
         bound: Duration,
-    ) -> tokio::task::JoinHandle<()> {
-        let task = self
-            .tasks
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ) -> Option<(tokio::task::JoinHandle<()>, Arc<AtomicBool>)> {
+        let mut steps = self.lock();
+        if steps.len() >= STEPS_AT_MOST && !steps.contains_key(key) {
+            steps.retain(|_, c| matches!(c.state, State::Creating { .. }));
+            if steps.len() >= STEPS_AT_MOST {
+                return None;
+            }
+        }
+        let task = self.tasks.fetch_add(1, Ordering::Relaxed);
         let creations = Arc::clone(self);
         let step = key.to_string();
-        // Held while the task is spawned and recorded, so that it cannot record its end first.
-        let mut steps = self.lock();
+        let stopped = Arc::new(AtomicBool::new(false));
+        let (done, ended) = watch::channel(());
+        let stop = Arc::clone(&stopped);
+        // The lock is held while the task is spawned and recorded: it cannot record its end
+        // first.
         let handle = tokio::spawn(async move {
+            let _done = done;
+            let began = tokio::time::Instant::now();
+            let create = pods::create_pods(&client, &namespace, &pods, &stop);
             let outcome = match tokio::time::timeout(bound, create).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(PodCreateError {
-                    pod: first,
+                    pod: pods
+                        .first()
+                        .and_then(|p| p.metadata.name.clone())
+                        .unwrap_or_default(),
                     refused: false,
                     message: format!(
                         "creating the step's worker pods took longer than {}s",
@@ -128,14 +157,8 @@ impl Creations {
                     ),
                 }),
             };
-            creations.end(&step, task, outcome);
+            creations.end(&step, task, (outcome, began.elapsed()));
         });
-        if steps.len() >= STEPS_AT_MOST && !steps.contains_key(key) {
-            steps.retain(|_, c| matches!(c.state, State::Creating(_)));
-            if steps.len() >= STEPS_AT_MOST {
-                steps.clear();
-            }
-        }
         let (uid, run) = owner;
         steps.insert(
             key.to_string(),
@@ -143,30 +166,78 @@ impl Creations {
                 uid: uid.to_string(),
                 run: run.to_string(),
                 task,
-                state: State::Creating(handle.abort_handle()),
+                state: State::Creating {
+                    task: handle.abort_handle(),
+                    stopped: Arc::clone(&stopped),
+                    ended,
+                },
             },
         );
-        handle
+        Some((handle, stopped))
     }
 
     /// Task `task` of step `key` ended with `outcome` (kept only if the step is still its).
-    fn end(&self, key: &str, task: u64, outcome: std::result::Result<(), PodCreateError>) {
+    fn end(&self, key: &str, task: u64, outcome: Outcome) {
         if let Some(c) = self.lock().get_mut(key).filter(|c| c.task == task) {
             c.state = State::Ended(outcome);
         }
     }
 
     /// Run `run` of the benchmark of uid `uid` (every run of it: None) ended or goes: its
-    /// creations under way stop (a POST already sent may still land; the caller deletes the
-    /// run's pods after this), and what is known of its steps is forgotten.
-    pub fn stop(&self, uid: &str, run: Option<&str>) {
+    /// creations under way send no further POST, and this waits (at most [`DRAIN`], then
+    /// aborts them) until those already sent were answered, so that the caller's deletion of
+    /// the run's pods comes after every pod that will exist. What is known of its steps is
+    /// forgotten.
+    pub async fn stop(&self, uid: &str, run: Option<&str>) {
+        self.stop_where(|c| c.uid == uid && run.is_none_or(|r| c.run == r))
+            .await;
+    }
+
+    /// Every creation stops (the operator stops leading), as [`Creations::stop`].
+    pub async fn stop_all(&self) {
+        self.stop_where(|_| true).await;
+    }
+
+    async fn stop_where(&self, its: impl Fn(&Creation) -> bool) {
+        let mut under_way = vec![];
         self.lock().retain(|_, c| {
-            let its = c.uid == uid && run.is_none_or(|r| c.run == r);
-            if let (true, State::Creating(task)) = (its, &c.state) {
+            if !its(c) {
+                return true;
+            }
+            if let State::Creating {
+                task,
+                stopped,
+                ended,
+            } = &c.state
+            {
+                stopped.store(true, Ordering::Relaxed);
+                under_way.push((task.clone(), ended.clone()));
+            }
+            false
+        });
+        for (task, mut ended) in under_way {
+            // Err: the sender went with the task, which has ended.
+            if tokio::time::timeout(DRAIN, ended.changed()).await.is_err() {
                 task.abort();
             }
-            !its
-        });
+        }
+    }
+
+    /// Creations under way or ended and not yet looked at.
+    pub fn known(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// The runs of the benchmark of uid `uid` with a creation under way or not yet looked at.
+    pub fn runs_of(&self, uid: &str) -> Vec<String> {
+        let steps = self.lock();
+        let mut runs: Vec<String> = steps
+            .values()
+            .filter(|c| c.uid == uid)
+            .map(|c| c.run.clone())
+            .collect();
+        runs.dedup();
+        runs
     }
 }
 
@@ -243,33 +314,32 @@ pub async fn start(
     events: &mut Vec<PendingEvent>,
     generation: i64,
 ) -> Result<Started> {
-    let key = format!("{}/{}", step.namespace, step.selector);
+    let (uid, _) = step.owner;
+    let key = format!("{uid}/{}/{}", step.namespace, step.selector);
     let count = step.pods.len();
     let retrying = conditions::get(&run.conditions, WORKERS_SCHEDULED)
         .filter(|c| c.reason == RETRYING)
         .map(|c| c.last_transition_time.clone());
     let failing_for = elapsed_since(&retrying);
-    let result = match step.creations.take(&key) {
+    let (result, took) = match step.creations.take(&key) {
         Found::Creating => return Ok(Started::Creating),
         Found::Ended(outcome) => outcome,
         Found::Nothing => {
-            let first = step.pods.first().and_then(|p| p.metadata.name.clone());
-            let create = {
-                let (client, ns) = (client.clone(), step.namespace.to_string());
-                let pods = step.pods;
-                async move { pods::create_pods(&client, &ns, &pods).await }
-            };
             // Within what is left of the worker start timeout (at least a second).
             let bound = timeout
                 .saturating_sub(failing_for)
                 .max(Duration::from_secs(1));
-            let (creations, owner) = (step.creations, step.owner);
-            let first = first.unwrap_or_default();
-            let mut task = creations.begin(&key, owner, create, first, bound);
+            let what = (client.clone(), step.namespace.to_string(), step.pods);
+            let Some((mut task, stopped)) = step.creations.begin(&key, step.owner, what, bound)
+            else {
+                let m = format!("{STEPS_AT_MOST} pod creations are under way; trying again");
+                return Ok(Started::Retrying(m));
+            };
             if tokio::time::timeout(GRACE, &mut task).await.is_err() {
                 let woken = step.woken;
                 tokio::spawn(async move {
-                    if task.await.is_ok() {
+                    // A stopped creation wakes nobody: its run ended or goes.
+                    if task.await.is_ok() && !stopped.load(Ordering::Relaxed) {
                         woken();
                     }
                 });
@@ -281,6 +351,9 @@ pub async fn start(
             }
         }
     };
+    // A creation that failed only at the end of a long attempt (a hung API server) has been
+    // failing for that long too.
+    let failing_for = failing_for.saturating_add(took);
     let outcome = judge(result, failing_for, timeout);
     let generation = Some(generation);
     match &outcome {
@@ -492,6 +565,8 @@ mod tests {
             start_once(&client, &pods, &creations, &woken).await,
             Started::Creating
         );
+        woken_up(&mut wakes).await;
+        assert_eq!(posted().len(), 80, "every pod posted again");
     }
 
     #[tokio::test(start_paused = true)]
@@ -511,32 +586,91 @@ mod tests {
         );
     }
 
+    /// Starts `pods` and, when the creation outlives the grace, waits for its wake and looks
+    /// again: the outcome.
+    async fn started(
+        client: &Client,
+        pods: &[Pod],
+        creations: &Arc<Creations>,
+        woken: &tokio::sync::mpsc::UnboundedSender<()>,
+        wakes: &mut tokio::sync::mpsc::UnboundedReceiver<()>,
+    ) -> Started {
+        assert_eq!(
+            start_once(client, pods, creations, woken).await,
+            Started::Creating
+        );
+        woken_up(wakes).await;
+        start_once(client, pods, creations, woken).await
+    }
+
+    const KEY: &str = "u1/team-a/netbench.io/run=r1,netbench.io/step=0";
+
     #[tokio::test(start_paused = true)]
     async fn a_failed_creation_is_tried_again_and_a_refusal_forgets_the_step() {
+        // 20 pods, 16 at a time, 40 ms each: 80 ms, beyond the grace.
         let pods: Vec<Pod> = names(20).into_iter().map(pod).collect();
         let creations = Arc::new(Creations::default());
         let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
-        let slow = Duration::from_millis(10);
+        let slow = Duration::from_millis(40);
         // Unavailable: retried, every pod posted again by the next creation.
         let (client, posted) = answering(503, slow);
-        let mut outcome = start_once(&client, &pods, &creations, &woken).await;
-        if outcome == Started::Creating {
-            woken_up(&mut wakes).await;
-            outcome = start_once(&client, &pods, &creations, &woken).await;
-        }
+        let outcome = started(&client, &pods, &creations, &woken, &mut wakes).await;
         assert!(matches!(outcome, Started::Retrying(_)), "{outcome:?}");
         assert_eq!(posted(), names(20));
+        assert_eq!(creations.known(), 0, "the outcome was taken");
         // Refused: the run fails with the server's answer, and the step is forgotten.
-        let (client, _) = answering(403, slow);
-        let mut outcome = start_once(&client, &pods, &creations, &woken).await;
-        if outcome == Started::Creating {
-            woken_up(&mut wakes).await;
-            outcome = start_once(&client, &pods, &creations, &woken).await;
-        }
-        assert!(matches!(outcome, Started::Failed(_)), "{outcome:?}");
-        let (client, posted) = answering(201, Duration::ZERO);
-        let _ = start_once(&client, &pods, &creations, &woken).await;
-        assert_eq!(posted(), names(20), "from the first pod again");
+        let (client, posted) = answering(403, slow);
+        let outcome = started(&client, &pods, &creations, &woken, &mut wakes).await;
+        let Started::Failed(f) = outcome else {
+            panic!("a refusal ends the run: {outcome:?}");
+        };
+        assert_eq!(f.reason, Reason::PodCreationRefused);
+        assert_eq!(posted(), names(20), "every pod tried");
+        assert_eq!(creations.known(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hung_api_server_ends_the_run_at_the_worker_start_timeout() {
+        // Pod POSTs that are not answered within the minute of the timeout.
+        let (client, _) = answering(201, Duration::from_secs(3600));
+        let pods: Vec<Pod> = names(3).into_iter().map(pod).collect();
+        let creations = Arc::new(Creations::default());
+        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let began = tokio::time::Instant::now();
+        assert_eq!(
+            start_once(&client, &pods, &creations, &woken).await,
+            Started::Creating
+        );
+        tokio::time::timeout(Duration::from_secs(120), wakes.recv())
+            .await
+            .expect("woken once the creation's bound passed");
+        assert_eq!(
+            began.elapsed(),
+            MINUTE,
+            "the creation's bound: the whole timeout"
+        );
+        let outcome = start_once(&client, &pods, &creations, &woken).await;
+        let Started::Failed(f) = outcome else {
+            panic!("the first attempt took the whole timeout: {outcome:?}");
+        };
+        assert_eq!(f.reason, Reason::PodCreationTimeout);
+        assert!(f.message.contains("took longer than 60s"), "{}", f.message);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_creations_outcome_is_not_taken_for_the_next_one() {
+        let pods: Vec<Pod> = names(20).into_iter().map(pod).collect();
+        let creations = Arc::new(Creations::default());
+        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (refusing, _) = answering(403, Duration::from_millis(100));
+        assert_eq!(
+            start_once(&refusing, &pods, &creations, &woken).await,
+            Started::Creating
+        );
+        creations.stop("u1", Some("r1")).await;
+        let (client, _) = answering(201, Duration::from_millis(100));
+        let outcome = started(&client, &pods, &creations, &woken, &mut wakes).await;
+        assert_eq!(outcome, Started::Yes, "not the stopped creation's refusal");
     }
 
     #[tokio::test(start_paused = true)]
@@ -546,6 +680,7 @@ mod tests {
         let pods: Vec<Pod> = names(40).into_iter().map(pod).collect();
         let creations = Arc::new(Creations::default());
         let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let began = tokio::time::Instant::now();
         assert_eq!(
             start_once(&client, &pods, &creations, &woken).await,
             Started::Creating
@@ -553,21 +688,42 @@ mod tests {
         let sent = posted().len();
         assert_eq!(sent, 16);
         // Another benchmark's run of the same id, and another run of this benchmark: no effect.
-        creations.stop("u2", Some("r1"));
-        creations.stop("u1", Some("r0"));
-        assert!(matches!(
-            creations.take(&format!("team-a/{SELECTOR}")),
-            Found::Creating
-        ));
-        creations.stop("u1", Some("r1"));
-        assert!(matches!(
-            creations.take(&format!("team-a/{SELECTOR}")),
-            Found::Nothing
-        ));
+        creations.stop("u2", Some("r1")).await;
+        creations.stop("u1", Some("r0")).await;
+        assert!(matches!(creations.take(KEY), Found::Creating));
+        // Its own: stop returns once the 16 POSTs sent were answered (at 100 ms), so that a
+        // deletion sent after it comes after every pod that will exist.
+        creations.stop("u1", Some("r1")).await;
+        assert_eq!(began.elapsed(), Duration::from_millis(100));
+        assert!(matches!(creations.take(KEY), Found::Nothing));
         // A second of the test's clock later: not one more POST, and no wake.
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(posted().len(), sent, "{:?}", posted());
         assert!(wakes.try_recv().is_err(), "a stopped creation wakes nobody");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_more_than_the_bound_of_creations_are_under_way() {
+        let (client, _) = answering(201, Duration::from_secs(30));
+        let creations = Arc::new(Creations::default());
+        let one = vec![pod("w00".into())];
+        for i in 0..STEPS_AT_MOST {
+            let key = format!("x{i}/team-a/{SELECTOR}");
+            let what = (client.clone(), "team-a".to_string(), one.clone());
+            let owner = (format!("x{i}"), "r1".to_string());
+            let began = creations.begin(&key, (&owner.0, &owner.1), what, MINUTE);
+            assert!(began.is_some(), "{i}");
+        }
+        let (woken, _wakes) = tokio::sync::mpsc::unbounded_channel();
+        let outcome = start_once(&client, &one, &creations, &woken).await;
+        assert!(
+            matches!(&outcome, Started::Retrying(m) if m.contains("4096 pod creations are under way")),
+            "{outcome:?}"
+        );
+        // Those under way are neither forgotten nor disturbed.
+        assert_eq!(creations.known(), STEPS_AT_MOST);
+        creations.stop("x0", None).await;
+        assert_eq!(creations.known(), STEPS_AT_MOST - 1);
     }
 
     #[test]

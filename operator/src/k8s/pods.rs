@@ -37,12 +37,14 @@ pub fn is_refusal(e: &kube::Error) -> bool {
 /// another, and the API server is not sent them all at once either.
 const CREATE_AT_ONCE: usize = 16;
 
-/// Creates the pods, several at a time (AlreadyExists is success); every pod is tried, and the
-/// first refusal (which retrying cannot help) is returned before any other failure.
+/// Creates the pods, several at a time (AlreadyExists is success); every pod is tried (until
+/// `stopped` is set), and the first refusal (which retrying cannot help) is returned before any
+/// other failure.
 pub async fn create_pods(
     client: &Client,
     namespace: &str,
     pods: &[Pod],
+    stopped: &std::sync::atomic::AtomicBool,
 ) -> Result<(), PodCreateError> {
     use futures::StreamExt;
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -50,6 +52,10 @@ pub async fn create_pods(
         let api = api.clone();
         let pod = pod.clone();
         async move {
+            // Stopped (k8s::creation): no further POST; what was sent is still answered.
+            if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
             ignore_conflict(api.create(&PostParams::default(), &pod).await).map_err(|e| {
                 PodCreateError {
                     pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -500,7 +506,9 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let err = create_pods(&client, "team", &pods).await.unwrap_err();
+        let err = create_pods(&client, "team", &pods, &Default::default())
+            .await
+            .unwrap_err();
         assert_eq!((err.pod.as_str(), err.refused), ("w07", true));
         let posts = fake
             .requests()
@@ -513,7 +521,9 @@ mod tests {
             .filter(|p| p.metadata.name.as_deref() > Some("w10"))
             .collect();
         assert!(
-            create_pods(&client, "team", &ok).await.is_ok(),
+            create_pods(&client, "team", &ok, &Default::default())
+                .await
+                .is_ok(),
             "AlreadyExists is success"
         );
     }

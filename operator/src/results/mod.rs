@@ -96,7 +96,7 @@ async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()
         &object.spec,
     );
     let limit = run.obj().outline().repetition.history_limit();
-    let kept = prune(&api, &K::kind(&()), run.name(), limit).await?;
+    let kept = prune(&api, &K::kind(&()), run.name(), &name, limit).await?;
     if object.spec.phase == Phase::Succeeded {
         let judged = regime::judge(&history(&kept, &object));
         recorded.new_regime = Some(judged.condition());
@@ -164,11 +164,13 @@ async fn create(
 }
 
 /// Deletes the benchmark's oldest results beyond `limit` (by creation time, which only the API
-/// server writes); returns the ones kept, newest first.
+/// server writes, to the second); returns the ones kept, newest first. `written` (the result
+/// just written) is the newest whatever the clock says: never deleted here.
 async fn prune(
     api: &Api<BenchmarkResult>,
     kind: &str,
     benchmark: &str,
+    written: &str,
     limit: u32,
 ) -> Result<Vec<BenchmarkResult>> {
     let selector = format!(
@@ -183,7 +185,7 @@ async fn prune(
         .into_iter()
         .filter(|r| r.spec.benchmark.name == benchmark && r.spec.benchmark.kind == kind)
         .collect();
-    all.sort_by_key(|r| std::cmp::Reverse(newest_first(r)));
+    order_newest_first(&mut all, written);
     let old = all.split_off(usize::try_from(limit).unwrap_or(usize::MAX).min(all.len()));
     for old in &old {
         match api.delete(&old.name_any(), &DeleteParams::default()).await {
@@ -224,6 +226,11 @@ fn history<'a>(kept: &'a [BenchmarkResult], now: &'a BenchmarkResult) -> Vec<reg
 }
 
 /// Sort key: creation time, then name.
+/// Sorts `all` newest first: `written` first, then by creation time and name.
+fn order_newest_first(all: &mut [BenchmarkResult], written: &str) {
+    all.sort_by_key(|r| std::cmp::Reverse((r.name_any() == written, newest_first(r))));
+}
+
 fn newest_first(r: &BenchmarkResult) -> (Option<jiff::Timestamp>, String) {
     (
         r.metadata.creation_timestamp.as_ref().map(|t| t.0),
@@ -312,6 +319,27 @@ mod tests {
             verdict: None,
         };
         BenchmarkResult::new(name, spec)
+    }
+
+    /// With the history limit at 1, the result just written is the one kept, even when an
+    /// older one created in the same second sorts after it by name ("-g9" after "-g10").
+    #[test]
+    fn the_result_just_written_is_newest_whatever_its_name() {
+        let second = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-12-05T10:00:00Z".parse().unwrap(),
+        );
+        let mut all: Vec<BenchmarkResult> = ["web-u-g9", "web-u-g10"]
+            .into_iter()
+            .map(|name| {
+                let mut r = result(name, name, "h", Phase::Succeeded);
+                r.metadata.creation_timestamp = Some(second.clone());
+                r
+            })
+            .collect();
+        order_newest_first(&mut all, "web-u-g10");
+        assert_eq!(all[0].name_any(), "web-u-g10");
+        order_newest_first(&mut all, "web-u-g9");
+        assert_eq!(all[0].name_any(), "web-u-g9");
     }
 
     #[test]

@@ -48,9 +48,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         }
         return Ok(Next::Wait(Action::await_change()));
     }
-    // Pods still being created for the run are not created any more.
+    // Pods still being created for the run are not created any more (those already asked for
+    // exist before the deletion below is sent).
     let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
-    run.ctx().creations.stop(uid, Some(run.id()));
+    run.ctx().creations.stop(uid, Some(run.id())).await;
     let failed = run.status().run().phase == Some(Phase::Failed);
     let keep_pods = match run.obj().outline().cleanup {
         CleanupPolicy::Always => false,
