@@ -518,6 +518,20 @@ mod tests {
             .unwrap()
     }
 
+    /// `n` pods, no creation yet, and the channel the creations' wakes come on.
+    fn fixture(
+        n: usize,
+    ) -> (
+        Vec<Pod>,
+        Arc<Creations>,
+        tokio::sync::mpsc::UnboundedSender<()>,
+        tokio::sync::mpsc::UnboundedReceiver<()>,
+    ) {
+        let (woken, wakes) = tokio::sync::mpsc::unbounded_channel();
+        let pods = names(n).into_iter().map(pod).collect();
+        (pods, Arc::new(Creations::default()), woken, wakes)
+    }
+
     fn names(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("w{i:02}")).collect()
     }
@@ -534,9 +548,7 @@ mod tests {
     async fn a_reconcile_does_not_wait_for_slow_pods_and_is_woken_once_they_exist() {
         // Each POST answers after 20 ms, 16 at a time: 40 pods take 60 ms, beyond the grace.
         let (client, posted) = answering(201, Duration::from_millis(20));
-        let pods: Vec<Pod> = names(40).into_iter().map(pod).collect();
-        let creations = Arc::new(Creations::default());
-        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, creations, woken, mut wakes) = fixture(40);
         let began = tokio::time::Instant::now();
         assert_eq!(
             start_once(&client, &pods, &creations, &woken).await,
@@ -572,9 +584,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_quick_creation_goes_on_in_the_same_reconcile() {
         let (client, posted) = answering(201, Duration::ZERO);
-        let pods: Vec<Pod> = names(3).into_iter().map(pod).collect();
-        let creations = Arc::new(Creations::default());
-        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, creations, woken, mut wakes) = fixture(3);
         assert_eq!(
             start_once(&client, &pods, &creations, &woken).await,
             Started::Yes
@@ -608,9 +618,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_creation_is_tried_again_and_a_refusal_forgets_the_step() {
         // 20 pods, 16 at a time, 40 ms each: 80 ms, beyond the grace.
-        let pods: Vec<Pod> = names(20).into_iter().map(pod).collect();
-        let creations = Arc::new(Creations::default());
-        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, creations, woken, mut wakes) = fixture(20);
         let slow = Duration::from_millis(40);
         // Unavailable: retried, every pod posted again by the next creation.
         let (client, posted) = answering(503, slow);
@@ -633,9 +641,7 @@ mod tests {
     async fn a_hung_api_server_ends_the_run_at_the_worker_start_timeout() {
         // Pod POSTs that are not answered within the minute of the timeout.
         let (client, _) = answering(201, Duration::from_secs(3600));
-        let pods: Vec<Pod> = names(3).into_iter().map(pod).collect();
-        let creations = Arc::new(Creations::default());
-        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, creations, woken, mut wakes) = fixture(3);
         let began = tokio::time::Instant::now();
         assert_eq!(
             start_once(&client, &pods, &creations, &woken).await,
@@ -659,9 +665,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stopped_creations_outcome_is_not_taken_for_the_next_one() {
-        let pods: Vec<Pod> = names(20).into_iter().map(pod).collect();
-        let creations = Arc::new(Creations::default());
-        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, creations, woken, mut wakes) = fixture(20);
         let (refusing, _) = answering(403, Duration::from_millis(100));
         assert_eq!(
             start_once(&refusing, &pods, &creations, &woken).await,
@@ -677,9 +681,7 @@ mod tests {
     async fn a_run_that_ends_stops_its_creation_and_no_other() {
         // The POSTs take 100 ms: at the end of the grace the first 16 are under way.
         let (client, posted) = answering(201, Duration::from_millis(100));
-        let pods: Vec<Pod> = names(40).into_iter().map(pod).collect();
-        let creations = Arc::new(Creations::default());
-        let (woken, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (pods, creations, woken, mut wakes) = fixture(40);
         let began = tokio::time::Instant::now();
         assert_eq!(
             start_once(&client, &pods, &creations, &woken).await,
