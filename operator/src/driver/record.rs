@@ -71,12 +71,10 @@ pub(in crate::driver) fn end_written<K: Hooks>(
     written: Option<crate::base::error::Result<()>>,
     warn: bool,
 ) {
-    let Some(written) = written else {
-        return;
-    };
     match written {
-        Ok(()) => run.end_recorded(),
-        Err(e) => {
+        None => {}
+        Some(Ok(())) => run.end_recorded(),
+        Some(Err(e)) => {
             let phase = run.ended().map(|e| format!("{:?}", e.phase));
             let m = format!(
                 "could not record the end of run {} ({}) in the operator's namespace ({}); a \

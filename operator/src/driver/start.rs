@@ -44,8 +44,7 @@ pub(in crate::driver) async fn begin_run<K: Hooks>(
 async fn stop_old_run<K: Hooks>(run: &mut Run<'_, K>) -> Result<()> {
     // Every creation of the benchmark's pods stops (the new run has none yet), whichever run
     // status names.
-    let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
-    run.ctx().creations.stop(uid, None).await;
+    run.ctx().creations.stop(run.uid(), None).await;
     if let Some(old) = run.status().run().run_id.clone() {
         let selector = format!("{}={old}", labels::RUN);
         let services = run.obj().outline().services;

@@ -102,11 +102,7 @@ impl Creations {
         match steps.get(key).map(|c| &c.state) {
             None => Found::Nothing,
             Some(State::Creating { task, .. }) if !task.is_finished() => Found::Creating,
-            Some(State::Creating { .. }) => {
-                steps.remove(key);
-                Found::Nothing
-            }
-            Some(State::Ended(_)) => match steps.remove(key).map(|c| c.state) {
+            Some(_) => match steps.remove(key).map(|c| c.state) {
                 Some(State::Ended(outcome)) => Found::Ended(outcome),
                 _ => Found::Nothing,
             },
@@ -236,6 +232,7 @@ impl Creations {
             .filter(|c| c.uid == uid)
             .map(|c| c.run.clone())
             .collect();
+        runs.sort();
         runs.dedup();
         runs
     }

@@ -225,12 +225,12 @@ fn history<'a>(kept: &'a [BenchmarkResult], now: &'a BenchmarkResult) -> Vec<reg
     entries
 }
 
-/// Sort key: creation time, then name.
 /// Sorts `all` newest first: `written` first, then by creation time and name.
 fn order_newest_first(all: &mut [BenchmarkResult], written: &str) {
     all.sort_by_key(|r| std::cmp::Reverse((r.name_any() == written, newest_first(r))));
 }
 
+/// Sort key: creation time, then name.
 fn newest_first(r: &BenchmarkResult) -> (Option<jiff::Timestamp>, String) {
     (
         r.metadata.creation_timestamp.as_ref().map(|t| t.0),

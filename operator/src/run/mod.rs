@@ -183,6 +183,11 @@ impl<'a, K: Hooks> Run<'a, K> {
         &self.id
     }
 
+    /// The benchmark's uid (from its metadata, which only the API server writes).
+    pub fn uid(&self) -> &'a str {
+        self.obj.meta().uid.as_deref().unwrap_or_default()
+    }
+
     pub fn generation(&self) -> i64 {
         self.generation
     }

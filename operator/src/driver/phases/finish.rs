@@ -50,8 +50,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     }
     // Pods still being created for the run are not created any more (those already asked for
     // exist before the deletion below is sent).
-    let uid = run.obj().meta().uid.as_deref().unwrap_or_default();
-    run.ctx().creations.stop(uid, Some(run.id())).await;
+    run.ctx().creations.stop(run.uid(), Some(run.id())).await;
     let failed = run.status().run().phase == Some(Phase::Failed);
     let keep_pods = match run.obj().outline().cleanup {
         CleanupPolicy::Always => false,
@@ -130,10 +129,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
 
 /// The key of `run`'s end in the registry (its benchmark's uid and the run id).
 pub(in crate::driver) fn ending_key<K: Hooks>(run: &Run<'_, K>) -> String {
-    ending_key_of(
-        run.obj().meta().uid.as_deref().unwrap_or_default(),
-        run.id(),
-    )
+    ending_key_of(run.uid(), run.id())
 }
 
 /// Held-up runs woken when a run ends, at most.

@@ -36,7 +36,7 @@ pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
         kind: K::kind(&()).into_owned(),
         namespace: run.ns().to_string(),
         benchmark: run.name().to_string(),
-        uid: obj.meta().uid.clone().unwrap_or_default(),
+        uid: run.uid().to_string(),
         step: slot.wire(),
         workers: sample.workers,
         report_kind: obj.measurement(slot.measurement).report_kind,

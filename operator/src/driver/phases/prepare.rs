@@ -59,7 +59,6 @@ async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<St
     let selector = run.slot_selector(slot);
     let ns = run.ns().to_string();
     let kind = K::kind(&());
-    let uid = run.obj().meta().uid.clone().unwrap_or_default();
     let id = run.id().to_string();
     let step_pods = creation::StepPods {
         kind: &kind,
@@ -67,7 +66,7 @@ async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<St
         namespace: &ns,
         selector: &selector,
         pods,
-        owner: (&uid, &id),
+        owner: (run.uid(), &id),
         creations: &ctx.creations,
         woken: Box::new(wake_again(run)),
     };

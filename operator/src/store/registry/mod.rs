@@ -166,13 +166,10 @@ impl Registry {
     /// done, and `run` (its id) forgotten.
     pub fn stored_ended(&self, key: &str, run: &str) {
         let mut done = self.done();
-        if let Some(e @ Ending::Finishing { .. }) = done.get_mut(key) {
-            let created_result = matches!(
-                e,
-                Ending::Finishing {
-                    created_result: true
-                }
-            );
+        if let Some(e) = done.get_mut(key) {
+            let Ending::Finishing { created_result } = *e else {
+                return;
+            };
             *e = Ending::Done {
                 queue_woken: false,
                 created_result,
