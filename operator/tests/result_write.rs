@@ -55,6 +55,7 @@ struct Applied {
     /// Reasons of the Events published.
     events: Vec<String>,
     requests: Vec<String>,
+    api_server: FakeApi,
 }
 
 /// The run record the operator keeps in its namespace: `RUN` started two minutes ago, and
@@ -103,9 +104,31 @@ async fn apply_with(
 ) -> Applied {
     let bm = benchmark(status.clone());
     let api_server = FakeApi::default();
+    let client = serving(&api_server, &bm, run_record, refuse, false, created);
+    let ctx = context(client.clone(), Config::for_tests());
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let obj: crds::IngressBenchmark = serde_json::from_value(bm).unwrap();
+    let action = fake_api::apply(&obj, &ctx, &api).await.unwrap();
+    applied(action, status, &api_server)
+}
+
+/// A client of an API server holding the benchmark `bm` and the run record `run_record`; it
+/// refuses result creation while `refuse`, and report deletion while `fail_release` (500).
+fn serving(
+    api_server: &FakeApi,
+    bm: &Value,
+    run_record: Option<Value>,
+    refuse: bool,
+    fail_release: bool,
+    created: &Arc<Mutex<Vec<Value>>>,
+) -> kube::Client {
     let kept = created.clone();
     let served = bm.clone();
-    let client = api_server.client(move |seen: &Seen| {
+    api_server.client(move |seen: &Seen| {
+        let reports = "/api/v1/namespaces/netbench-system/configmaps";
+        if fail_release && seen.method == "DELETE" && seen.path == reports {
+            return (500, fake_api::status(500, "InternalError"));
+        }
         let record_path = format!("/api/v1/namespaces/netbench-system/configmaps/{RECORD}");
         if seen.method == "GET" && seen.path == record_path {
             return match &run_record {
@@ -142,11 +165,11 @@ async fn apply_with(
             return (200, stored);
         }
         holding(&served, seen)
-    });
-    let ctx = context(client.clone(), Config::for_tests());
-    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
-    let obj: crds::IngressBenchmark = serde_json::from_value(bm).unwrap();
-    let action = fake_api::apply(&obj, &ctx, &api).await.unwrap();
+    })
+}
+
+/// What the reconcile that returned `action` did, from the fake server's log.
+fn applied(action: Action, status: Value, api_server: &FakeApi) -> Applied {
     let requests = api_server.requests();
     let body = |line: &String| -> Value {
         line.find('{')
@@ -169,6 +192,22 @@ async fn apply_with(
         status: written,
         events,
         requests,
+        api_server: api_server.clone(),
+    }
+}
+
+impl Applied {
+    /// Whether the run's reports are deleted within 10 s (the deletion is handed to a task of
+    /// its own: the reconcile does not wait for it).
+    async fn released_soon(&self) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokio::time::Instant::now() < deadline {
+            if released(&self.api_server.requests()) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
     }
 }
 
@@ -263,7 +302,7 @@ async fn a_refused_result_gives_up_keeps_the_reports_and_is_written_later() {
         "{:?}",
         fourth.events
     );
-    assert!(released(&fourth.requests), "{:?}", fourth.requests);
+    assert!(fourth.released_soon().await, "{:?}", fourth.requests);
     // The operator created the result itself in this reconcile: it releases the reports
     // without reading the result back.
     let read_back = format!("GET {RESULTS}/web-{RUN}");
@@ -323,7 +362,7 @@ async fn a_run_the_operator_did_not_end_gives_a_failed_result() {
         "{spec}"
     );
     // Released only now that the result exists.
-    assert!(released(&applied.requests), "{:?}", applied.requests);
+    assert!(applied.released_soon().await, "{:?}", applied.requests);
 }
 
 fn forged_succeeded() -> Value {
@@ -358,7 +397,7 @@ async fn a_cleared_start_or_a_forged_latest_result_releases_no_reports_early() {
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["spec"]["message"], "the deadline passed");
     assert!(results[0]["spec"]["startTime"].is_string());
-    assert!(released(&allowed.requests), "{:?}", allowed.requests);
+    assert!(allowed.released_soon().await, "{:?}", allowed.requests);
 }
 
 /// A run the operator ended without admitting it (refused in the queue: its record says so)
@@ -380,4 +419,52 @@ async fn a_run_refused_in_the_queue_gets_no_result() {
     let none = apply_with(forged_succeeded(), None, false, &created).await;
     assert!(created.lock().unwrap().is_empty());
     assert!(!released(&none.requests), "{:?}", none.requests);
+}
+
+/// The reports of a run whose result this process created are deleted by a task of their own:
+/// the reconcile neither waits for the deletion nor fails with it. A deletion that fails for
+/// good (three tries) wakes the benchmark, whose next reconcile hands it over once more; a
+/// reconcile while one is under way sends none.
+#[tokio::test(start_paused = true)]
+async fn a_report_deletion_that_fails_holds_no_reconcile_and_comes_again() {
+    let created = Arc::new(Mutex::new(vec![]));
+    let bm = benchmark(finished());
+    let api_server = FakeApi::default();
+    let client = serving(&api_server, &bm, failed_record(), false, true, &created);
+    let mut ctx = context(client.clone(), Config::for_tests());
+    let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel();
+    ctx.wake = wake;
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let obj: crds::IngressBenchmark = serde_json::from_value(bm).unwrap();
+    let deletions = || {
+        api_server
+            .requests()
+            .iter()
+            .filter(|l| released(std::slice::from_ref(*l)))
+            .count()
+    };
+
+    // The result is created; the deletion's 500 does not fail the reconcile.
+    let action = fake_api::apply(&obj, &ctx, &api).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(created.lock().unwrap().len(), 1);
+    // While it is tried, another reconcile sends no deletion of its own.
+    fake_api::apply(&obj, &ctx, &api).await.unwrap();
+    let tried = tokio::time::timeout(Duration::from_secs(60), woken.recv()).await;
+    let again = tried
+        .expect("woken once the deletion failed for good")
+        .unwrap();
+    assert_eq!(
+        (again.namespace.as_str(), again.name.as_str()),
+        ("team-a", "web")
+    );
+    assert_eq!(deletions(), 3, "three tries: {:?}", api_server.requests());
+
+    // Woken: the next reconcile hands it over again.
+    fake_api::apply(&obj, &ctx, &api).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while deletions() < 4 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(deletions(), 4, "{:?}", api_server.requests());
 }

@@ -8,4 +8,5 @@ pub mod labels;
 pub mod memo;
 pub mod metrics;
 pub mod outcome;
+pub mod soon;
 pub mod text;

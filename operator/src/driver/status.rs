@@ -1,14 +1,17 @@
 //! The end of a reconcile: one status write (server-side apply, only when something changed)
 //! and, once the stored status shows the run finished and its result object exists (or the run
-//! record says none is due), the run's report objects released.
+//! record says none is due), the run's report objects released (by a task of their own when
+//! this process created the result: no reconcile waits for their deletion).
+
+use std::time::Duration;
 
 use kube::api::Api;
 
 use crate::base::error::Result;
-use crate::context::Context;
+use crate::context::{Context, Wake};
 use crate::k8s::status;
 use crate::run::{Hooks, Plan};
-use crate::store::reports::Owner;
+use crate::store::reports::{Owner, Store};
 use crate::store::run_record;
 use crds::BenchmarkResult;
 
@@ -51,13 +54,47 @@ pub async fn release_reports<K: Hooks>(
     if store.holds_none(&owner, Some(run)) {
         return Ok(true);
     }
-    // This process created the result itself and saw the run through: no need to ask.
+    // This process created the result itself and saw the run through: no need to ask, nor
+    // to wait for the deletion (handed over once).
     let key = crate::store::registry::ending_key(&owner.uid, run);
-    if ctx.runs.created_result(&key) || result_settled(ctx, obj, run, persisted).await? {
+    if ctx.runs.created_result(&key) {
+        if ctx.runs.begin_release(&key) {
+            delete_soon::<K>(ctx, store, owner, run, key);
+        }
+        return Ok(true);
+    }
+    if result_settled(ctx, obj, run, persisted).await? {
         store.delete(&owner, Some(run)).await?;
         return Ok(true);
     }
     Ok(false)
+}
+
+/// How long one try of a report deletion in the background may take.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Deletes `run`'s reports in a task of its own (base::soon); should that fail for good, the
+/// registry hands it over again and the benchmark is reconciled at once to do so.
+fn delete_soon<K: Hooks>(ctx: &Context, store: Store, owner: Owner, run: &str, key: String) {
+    let what = format!(
+        "deleting the reports of run {run} of {}/{}",
+        owner.namespace, owner.name
+    );
+    let (runs, wake) = (ctx.runs.clone(), ctx.wake.clone());
+    let again = Wake {
+        kind: K::kind(&()).into_owned(),
+        namespace: owner.namespace.clone(),
+        name: owner.name.clone(),
+    };
+    let run = run.to_string();
+    let attempt = move || {
+        let (store, owner, run) = (store.clone(), owner.clone(), run.clone());
+        async move { store.delete(&owner, Some(&run)).await }
+    };
+    crate::base::soon::spawn(what, DELETE_TIMEOUT, attempt, move || {
+        runs.release_failed(&key);
+        let _ = wake.send(again);
+    });
 }
 
 /// Whether `run`'s result no longer needs its reports, asked of what benchmark authors cannot

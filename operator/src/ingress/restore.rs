@@ -12,6 +12,7 @@ use crds::IngressBenchmark;
 
 use crate::admin::config::Config;
 use crate::base::error::{Error, Result};
+use crate::context::Context;
 use crate::ingress::target;
 use crate::store::records::{Owner, Store, Stored};
 
@@ -36,6 +37,11 @@ impl TargetRecord {
 
 pub fn store(client: &Client, config: &Config) -> Store {
     Store::new(client, &config.namespace, "target")
+}
+
+/// The store of one benchmark's record: none is asked for that this process knows is absent.
+fn benchmark_store(ctx: &Context) -> Store {
+    store(&ctx.client, &ctx.config).knowing_absent(ctx.absent_records.clone())
 }
 
 /// What a restore attempt found.
@@ -146,25 +152,16 @@ pub async fn held_elsewhere(
 }
 
 /// Loads the record; None when there is none.
-pub async fn load(
-    client: &Client,
-    config: &Config,
-    ib: &IngressBenchmark,
-) -> Result<Option<TargetRecord>> {
-    Ok(store(client, config)
+pub async fn load(ctx: &Context, ib: &IngressBenchmark) -> Result<Option<TargetRecord>> {
+    Ok(benchmark_store(ctx)
         .load::<TargetRecord>(&Owner::of(ib))
         .await?
         .map(|s| s.data))
 }
 
 /// Stores the saved target before the first patch.
-pub async fn save(
-    client: &Client,
-    config: &Config,
-    ib: &IngressBenchmark,
-    record: TargetRecord,
-) -> Result<()> {
-    store(client, config)
+pub async fn save(ctx: &Context, ib: &IngressBenchmark, record: TargetRecord) -> Result<()> {
+    benchmark_store(ctx)
         .save(&Owner::of(ib), &mut Stored::new(record))
         .await
 }
@@ -172,13 +169,9 @@ pub async fn save(
 /// Writes each saved spec back and reads it back; deletes the record once every target reads
 /// back as saved. A target refused or failed does not stop the others: those restored leave
 /// the record, which keeps only what is still to restore.
-pub async fn restore(
-    client: &Client,
-    config: &Config,
-    ib: &IngressBenchmark,
-    current_run: &str,
-) -> Result<Restore> {
-    let records = store(client, config);
+pub async fn restore(ctx: &Context, ib: &IngressBenchmark, current_run: &str) -> Result<Restore> {
+    let (client, config) = (&ctx.client, &ctx.config);
+    let records = benchmark_store(ctx);
     let owner = Owner::of(ib);
     let Some(mut stored) = records.load::<TargetRecord>(&owner).await? else {
         return Ok(Restore::Nothing);
@@ -361,7 +354,8 @@ mod tests {
                 _ => (404, status(404, "NotFound")),
             },
         );
-        let outcome = restore(&client, &c, &b, "r1").await.unwrap();
+        let ctx = crate::testing::fake_api::context(client, c);
+        let outcome = restore(&ctx, &b, "r1").await.unwrap();
         let Restore::Failed(m) = outcome else {
             panic!("{outcome:?}")
         };

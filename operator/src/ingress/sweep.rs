@@ -84,7 +84,7 @@ async fn saved_target(
     tref: &TargetRef,
 ) -> Result<std::result::Result<SavedTarget, Failure>> {
     let (client, config) = (&run.ctx().client, &run.ctx().config);
-    let (record, new) = match restore::load(client, config, run.obj()).await? {
+    let (record, new) = match restore::load(run.ctx(), run.obj()).await? {
         Some(r) if r.run == run.id() => (r, false),
         Some(r) => {
             let m = format!(
@@ -125,7 +125,7 @@ async fn saved_target(
     }
     if new {
         // The original specs must be durable before the first patch.
-        restore::save(client, config, run.obj(), record.clone()).await?;
+        restore::save(run.ctx(), run.obj(), record.clone()).await?;
     }
     let Some(current) = record
         .targets()
@@ -176,8 +176,7 @@ pub async fn target_image(run: &IngressRun<'_>) -> Option<String> {
 
 /// Restores the target at the end of the run; true to come back (a failed restore).
 pub async fn restore_at_end(run: &mut IngressRun<'_>) -> Result<bool> {
-    let outcome =
-        restore::restore(&run.ctx().client, &run.ctx().config, run.obj(), run.id()).await?;
+    let outcome = restore::restore(run.ctx(), run.obj(), run.id()).await?;
     Ok(match outcome {
         Restore::Nothing => false,
         Restore::Restored(saved) => {
@@ -225,7 +224,7 @@ pub async fn restore_earlier(
     ib: &IngressBenchmark,
     current_run: &str,
 ) -> Result<Vec<PendingEvent>> {
-    match restore::restore(&ctx.client, &ctx.config, ib, current_run).await? {
+    match restore::restore(ctx, ib, current_run).await? {
         Restore::Nothing | Restore::Restored(_) => Ok(vec![]),
         Restore::Refused(m) => {
             let m = format!("sweep target not restored: {m}");

@@ -145,13 +145,13 @@ pub async fn delete_workers(
     Ok(())
 }
 
-/// Tries at most this often (1 s, then 2 s apart) to delete pods in the background.
-const DELETE_TRIES: u32 = 3;
+/// How long one try of a deletion in the background may take.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// [`delete_workers`] without waiting for it: the API server deletes a collection one pod after
 /// another before it answers (seconds at 256 workers), and nothing of a run waits for its pods
-/// to go. Tried up to three times; a deletion that still fails is logged and `failed` is
-/// called (the caller makes the deletion come again).
+/// to go. Tried up to three times (base::soon); a deletion that still fails is logged and
+/// `failed` is called (the caller makes the deletion come again).
 pub fn delete_workers_soon(
     client: &Client,
     kind: &str,
@@ -162,19 +162,13 @@ pub fn delete_workers_soon(
 ) {
     let (client, kind) = (client.clone(), kind.to_string());
     let (namespace, selector) = (namespace.to_string(), selector.to_string());
-    tokio::spawn(async move {
-        for attempt in 1..=DELETE_TRIES {
-            match delete_workers(&client, &kind, services, &namespace, &selector).await {
-                Ok(()) => return,
-                Err(e) if attempt == DELETE_TRIES => tracing::warn!(
-                    namespace,
-                    "deleting worker pods ({selector}) failed {DELETE_TRIES} times, the last: {e}"
-                ),
-                Err(_) => tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await,
-            }
-        }
-        failed();
-    });
+    let what = format!("deleting worker pods ({selector}) in {namespace}");
+    let attempt = move || {
+        let (client, kind) = (client.clone(), kind.clone());
+        let (namespace, selector) = (namespace.clone(), selector.clone());
+        async move { delete_workers(&client, &kind, services, &namespace, &selector).await }
+    };
+    crate::base::soon::spawn(what, DELETE_TIMEOUT, attempt, failed);
 }
 
 /// A worker that can no longer report: deleted, failed, or finished without a stored report.

@@ -10,6 +10,8 @@
 //! other's record.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -20,6 +22,7 @@ use serde::Serialize;
 
 use crate::base::error::{Error, Result};
 use crate::base::labels;
+use crate::base::memo::Memo;
 pub use crate::store::owner::Owner;
 
 /// The key of the record's JSON in the ConfigMap.
@@ -78,10 +81,29 @@ impl<T> Stored<T> {
     }
 }
 
+/// Most absent records remembered (beyond, all are forgotten: the next load of each asks).
+const MOST_ABSENT: usize = 4096;
+
+/// The records this process knows are absent, by ConfigMap name: it read none, or deleted it.
+/// Only the operator writes its namespace and only one process leads (one that stops leading
+/// exits), so "absent" stays true until this process writes the record; every write and
+/// deletion forgets it first (a failed one leaves it unknown). A record that exists is always
+/// read from the API server: what is restored is never decided from memory. The loads and
+/// writes of one benchmark's record run one at a time (its reconciles do), so a late answer
+/// of a load never hides a write.
+pub struct Absent(Memo<()>);
+
+impl Default for Absent {
+    fn default() -> Self {
+        Self(Memo::new(Duration::MAX, MOST_ABSENT))
+    }
+}
+
 /// One kind of record ("offload", "target") of benchmarks, in the operator's namespace.
 pub struct Store {
     api: Api<ConfigMap>,
     what: &'static str,
+    absent: Option<Arc<Absent>>,
 }
 
 impl Store {
@@ -89,13 +111,40 @@ impl Store {
         Store {
             api: Api::namespaced(client.clone(), operator_namespace),
             what,
+            absent: None,
+        }
+    }
+
+    /// The same store, asking the API server for no record `absent` knows is not there.
+    pub fn knowing_absent(self, absent: Arc<Absent>) -> Store {
+        Store {
+            absent: Some(absent),
+            ..self
+        }
+    }
+
+    /// Remembers that `name` is absent (`true`) or forgets what was known of it.
+    fn note_absent(&self, name: &str, absent: bool) {
+        if let Some(known) = &self.absent {
+            match absent {
+                true => known.0.keep(name, ()),
+                false => known.0.forget(name),
+            }
         }
     }
 
     /// The owner's record, if there is one; Err if it is not the owner's or cannot be read.
     pub async fn load<T: DeserializeOwned>(&self, owner: &Owner) -> Result<Option<Stored<T>>> {
         let name = configmap_name(owner, self.what);
+        if self
+            .absent
+            .as_ref()
+            .is_some_and(|a| a.0.get(&name).is_some())
+        {
+            return Ok(None);
+        }
         let Some(cm) = self.api.get_opt(&name).await? else {
+            self.note_absent(&name, true);
             return Ok(None);
         };
         check_owner(&cm, &record_labels(owner, self.what)).map_err(RecordError::NotOurs)?;
@@ -127,6 +176,7 @@ impl Store {
             ..Default::default()
         };
         let pp = PostParams::default();
+        self.note_absent(&name, false);
         let written = match &record.resource_version {
             None => self.api.create(&pp, &cm).await?,
             Some(_) => self.api.replace(&name, &pp, &cm).await?,
@@ -160,10 +210,14 @@ impl Store {
     /// Deletes the owner's record (call only once its restore is verified).
     pub async fn delete(&self, owner: &Owner) -> Result<()> {
         let name = configmap_name(owner, self.what);
-        match self.api.delete(&name, &DeleteParams::default()).await {
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            r => r.map(drop).map_err(Error::from),
-        }
+        self.note_absent(&name, false);
+        let gone = match self.api.delete(&name, &DeleteParams::default()).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => true,
+            // Left: still there, its deletion waits for a finalizer.
+            r => r?.is_right(),
+        };
+        self.note_absent(&name, gone);
+        Ok(())
     }
 }
 
@@ -250,5 +304,109 @@ mod tests {
         assert!(err.contains("netbench.io/namespace"), "{err}");
         cm.metadata.labels = None;
         assert!(check_owner(&cm, &record_labels(&o, "offload")).is_err());
+    }
+
+    use crate::testing::fake_api::{status, FakeApi, Seen};
+    use serde_json::json;
+    use std::sync::{Arc, Mutex};
+
+    /// An API server holding at most the one record of [`owner`], and a store of it that knows
+    /// absent records. `delete_keeps`: a deletion leaves the record there (a finalizer waits);
+    /// `fail_writes`: every write and deletion is answered 500.
+    fn api_server(delete_keeps: bool, fail_writes: bool) -> (FakeApi, Store) {
+        let held: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
+        let fake = FakeApi::default();
+        let client = fake.client(move |seen: &Seen| {
+            let mut held = held.lock().unwrap();
+            match seen.method.as_str() {
+                "GET" => match held.clone() {
+                    Some(cm) => (200, cm),
+                    None => (404, status(404, "NotFound")),
+                },
+                _ if fail_writes => (500, status(500, "InternalError")),
+                "POST" | "PUT" => {
+                    let mut cm: serde_json::Value = serde_json::from_str(&seen.body).unwrap();
+                    cm["metadata"]["resourceVersion"] = json!("7");
+                    *held = Some(cm.clone());
+                    (200, cm)
+                }
+                "DELETE" if delete_keeps => {
+                    let mut cm = held.clone().unwrap_or_else(|| json!({"metadata": {}}));
+                    cm["metadata"]["deletionTimestamp"] = json!("2026-12-05T00:00:00Z");
+                    (200, cm)
+                }
+                "DELETE" => {
+                    *held = None;
+                    (
+                        200,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                    )
+                }
+                _ => (405, status(405, "MethodNotAllowed")),
+            }
+        });
+        let store = Store::new(&client, "ops", "offload").knowing_absent(Arc::default());
+        (fake, store)
+    }
+
+    fn gets(fake: &FakeApi) -> usize {
+        fake.requests()
+            .iter()
+            .filter(|r| r.starts_with("GET "))
+            .count()
+    }
+
+    #[tokio::test]
+    async fn a_record_known_absent_is_not_asked_for_again() {
+        let (fake, store) = api_server(false, false);
+        let o = owner();
+        assert_eq!(store.load::<Vec<u8>>(&o).await.unwrap(), None);
+        assert_eq!(store.load::<Vec<u8>>(&o).await.unwrap(), None);
+        assert_eq!(gets(&fake), 1, "{:?}", fake.requests());
+
+        // Written: every load asks the API server again.
+        store.save(&o, &mut Stored::new(vec![1u8])).await.unwrap();
+        for _ in 0..2 {
+            let loaded = store.load::<Vec<u8>>(&o).await.unwrap().unwrap();
+            assert_eq!(loaded.data, vec![1u8]);
+        }
+        assert_eq!(gets(&fake), 3);
+
+        // Deleted: known absent again.
+        store.delete(&o).await.unwrap();
+        assert_eq!(store.load::<Vec<u8>>(&o).await.unwrap(), None);
+        assert_eq!(gets(&fake), 3);
+    }
+
+    #[tokio::test]
+    async fn a_record_whose_deletion_waits_or_whose_write_failed_is_asked_for() {
+        let (fake, store) = api_server(true, false);
+        let o = owner();
+        store.save(&o, &mut Stored::new(vec![1u8])).await.unwrap();
+        store.delete(&o).await.unwrap();
+        assert!(store.load::<Vec<u8>>(&o).await.unwrap().is_some());
+        assert_eq!(gets(&fake), 1);
+
+        let (fake, store) = api_server(false, true);
+        assert_eq!(store.load::<Vec<u8>>(&o).await.unwrap(), None);
+        assert!(store.save(&o, &mut Stored::new(vec![1u8])).await.is_err());
+        // The failed POST may have landed: asked again.
+        assert_eq!(store.load::<Vec<u8>>(&o).await.unwrap(), None);
+        assert!(store.delete(&o).await.is_err());
+        assert_eq!(store.load::<Vec<u8>>(&o).await.unwrap(), None);
+        assert_eq!(gets(&fake), 3);
+    }
+
+    #[tokio::test]
+    async fn without_the_memory_every_load_asks() {
+        let (fake, store) = api_server(false, false);
+        let store = Store {
+            absent: None,
+            ..store
+        };
+        for _ in 0..2 {
+            assert_eq!(store.load::<Vec<u8>>(&owner()).await.unwrap(), None);
+        }
+        assert_eq!(gets(&fake), 2);
     }
 }

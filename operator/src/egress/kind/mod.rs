@@ -47,7 +47,7 @@ impl Hooks for EgressBenchmark {
     async fn load(ctx: &Context, eb: EgressBenchmark, run: &str) -> Result<(Self, Records)> {
         let (pair, pair_chosen_now) = pair::load(ctx, &eb, run).await?;
         let records = Records {
-            offload: Book::load(&ctx.client, &ctx.config, &eb).await?,
+            offload: Book::load(ctx, &eb).await?,
             nodes: nodes::load(ctx, &eb, run).await?,
             pair,
             pair_chosen_now,

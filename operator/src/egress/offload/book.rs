@@ -1,14 +1,15 @@
 //! A benchmark's offload records as one book: loaded from and saved to the operator's
 //! namespace (crate::store::records), deleted once every restore is verified, copied to status.
 
-use kube::Client;
-
 use crds::egress::{EgressBenchmark, OffloadRecord};
 
 use super::record::DeviceRecord;
-use crate::admin::config::Config;
 use crate::base::error::Result;
+use crate::context::Context;
 use crate::store::records::{Owner, Store, Stored};
+
+/// The records' kind in the operator's namespace.
+pub(super) const WHAT: &str = "offload";
 
 /// A benchmark's offload records, kept in the operator's namespace.
 pub struct Book {
@@ -21,8 +22,15 @@ pub struct Book {
 }
 
 impl Book {
-    pub async fn load(client: &Client, config: &Config, eb: &EgressBenchmark) -> Result<Book> {
-        let store = Store::new(client, &config.namespace, "offload");
+    /// The benchmark's records; none without a request when this process knows there are none.
+    pub async fn load(ctx: &Context, eb: &EgressBenchmark) -> Result<Book> {
+        let store = Store::new(&ctx.client, &ctx.config.namespace, WHAT)
+            .knowing_absent(ctx.absent_records.clone());
+        Book::load_from(store, eb).await
+    }
+
+    /// The benchmark's records in `store`.
+    pub(super) async fn load_from(store: Store, eb: &EgressBenchmark) -> Result<Book> {
         let owner = Owner::of(eb);
         let (stored, exists) = match store.load(&owner).await? {
             Some(s) => (s, true),
@@ -79,5 +87,28 @@ impl Book {
     pub fn report(&self) -> Option<Vec<OffloadRecord>> {
         self.touched
             .then(|| self.records().iter().map(DeviceRecord::report).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::config::Config;
+    use crate::testing::fake_api::{context, status, FakeApi};
+
+    #[tokio::test]
+    async fn a_benchmark_without_records_is_asked_for_them_once() {
+        let fake = FakeApi::default();
+        let client = fake.client(|_| (404, status(404, "NotFound")));
+        let ctx = context(client, Config::for_tests());
+        let eb = super::super::record::tests::eb();
+        for _ in 0..3 {
+            let book = Book::load(&ctx, &eb).await.unwrap();
+            assert!(book.records().is_empty() && book.report().is_none());
+        }
+        let asked = fake.requests();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(asked[0]
+            .starts_with("GET /api/v1/namespaces/netbench-system/configmaps/netbench-offload-"));
     }
 }

@@ -122,7 +122,7 @@ pub async fn restore_on_delete(
     api: &Api<EgressBenchmark>,
     run: &str,
 ) -> Result<Step> {
-    let mut book = super::Book::load(&ctx.client, &ctx.config, eb).await?;
+    let mut book = super::Book::load(ctx, eb).await?;
     if book.open() {
         match offload_of(ctx, eb, run).restore(&mut book, None).await? {
             Stage::Waiting(m) => {

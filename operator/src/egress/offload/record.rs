@@ -371,7 +371,12 @@ spec:
 
         /// The record book as the API server holds it.
         pub(crate) async fn book(&self) -> super::super::Book {
-            super::super::Book::load(&self.client, &self.config, &self.eb)
+            let store = crate::store::records::Store::new(
+                &self.client,
+                &self.config.namespace,
+                super::super::book::WHAT,
+            );
+            super::super::Book::load_from(store, &self.eb)
                 .await
                 .unwrap()
         }

@@ -90,10 +90,12 @@ enum Ending {
     Finishing { created_result: bool },
     /// And the stored status shows it ended: a later reconcile of the benchmark (its own
     /// status write coming back, its pods going) has nothing left to do. Whether the runs it
-    /// held up in the queue were woken since.
+    /// held up in the queue were woken since; whether the deletion of its reports was handed
+    /// over (to a task of its own: see `driver::status::release_reports`).
     Done {
         queue_woken: bool,
         created_result: bool,
+        releasing: bool,
     },
 }
 
@@ -173,6 +175,7 @@ impl Registry {
             *e = Ending::Done {
                 queue_woken: false,
                 created_result,
+                releasing: false,
             };
             drop(done);
             self.forget(run);
@@ -209,6 +212,28 @@ impl Registry {
                 ..
             })
         )
+    }
+
+    /// For a run whose result this process created ([`Self::created_result`]): true the first
+    /// time, when the deletion of its reports is to be handed over; false while it is under
+    /// way or once it is done (until [`Self::release_failed`]).
+    pub fn begin_release(&self, key: &str) -> bool {
+        match self.done().get_mut(key) {
+            Some(Ending::Done {
+                created_result: true,
+                releasing,
+                ..
+            }) => !std::mem::replace(releasing, true),
+            _ => false,
+        }
+    }
+
+    /// The deletion of run `key`'s reports failed for good: the next reconcile hands it over
+    /// again.
+    pub fn release_failed(&self, key: &str) {
+        if let Some(Ending::Done { releasing, .. }) = self.done().get_mut(key) {
+            *releasing = false;
+        }
     }
 
     /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
