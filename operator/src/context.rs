@@ -34,8 +34,8 @@ pub struct Context {
     pub versions: Arc<crate::k8s::versions::Versions>,
     /// The run records last read or written (store::run_record::Known).
     pub run_records: Arc<crate::store::run_record::Known>,
-    /// The restore records known to be absent (store::records::Absent).
-    pub absent_records: Arc<crate::store::records::Absent>,
+    /// What this process knows does not exist: restore records, HTTPRoutes (base::memo).
+    pub absent: Arc<crate::base::memo::Absent>,
     /// The cluster's facts a result records, read at most once a minute.
     pub facts: Arc<crate::base::memo::ClusterFactsMemo>,
     /// Nodes' health, read at most every few seconds (a lost worker's node).

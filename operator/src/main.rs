@@ -53,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
         nodes: Default::default(),
         facts: Default::default(),
         run_records: Default::default(),
-        absent_records: Default::default(),
+        absent: Default::default(),
         pods: Default::default(),
         creations: Default::default(),
         watched_reports: Default::default(),

@@ -50,6 +50,38 @@ impl<V: Clone> Memo<V> {
     }
 }
 
+/// Most absent objects remembered (beyond, all are forgotten: the next use of each asks).
+const MOST_ABSENT: usize = 4096;
+
+/// Objects this process knows do not exist, by a key naming each: it found none, or deleted
+/// them. Kept only for objects that only this process creates (the leader's records in its
+/// namespace, a benchmark's HTTPRoutes), so "absent" stays true until this process creates
+/// one, and every creation (or deletion) forgets it first: a failed one leaves it unknown.
+/// The users of one key run one at a time (a benchmark's reconciles do), so a late answer
+/// never hides a creation.
+pub struct Absent(Memo<()>);
+
+impl Default for Absent {
+    fn default() -> Self {
+        Self(Memo::new(Duration::MAX, MOST_ABSENT))
+    }
+}
+
+impl Absent {
+    /// Whether `key` is known absent.
+    pub fn knows(&self, key: &str) -> bool {
+        self.0.get(key).is_some()
+    }
+
+    /// Remembers that `key` is absent (`true`), or forgets what was known of it.
+    pub fn note(&self, key: &str, absent: bool) {
+        match absent {
+            true => self.0.keep(key, ()),
+            false => self.0.forget(key),
+        }
+    }
+}
+
 /// How long the cluster's facts in a result are read again: a minute-old kernel or kubelet
 /// version is the one the run saw unless the node was upgraded during that minute.
 const FACTS_FRESH: Duration = Duration::from_secs(60);

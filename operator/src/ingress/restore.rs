@@ -41,7 +41,7 @@ pub fn store(client: &Client, config: &Config) -> Store {
 
 /// The store of one benchmark's record: none is asked for that this process knows is absent.
 fn benchmark_store(ctx: &Context) -> Store {
-    store(&ctx.client, &ctx.config).knowing_absent(ctx.absent_records.clone())
+    store(&ctx.client, &ctx.config).knowing_absent(ctx.absent.clone())
 }
 
 /// What a restore attempt found.

@@ -34,8 +34,24 @@ fn resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "httproutes")
 }
 
+/// The routes' API. Whoever asks for it may create routes: the benchmark is no longer known to
+/// have none (see [`delete`]).
 pub(super) fn api(run: &IngressRun<'_>) -> Api<DynamicObject> {
+    note_none(run, false);
     Api::namespaced_with(run.ctx().client.clone(), run.ns(), &resource())
+}
+
+/// The key under which the operator's memory of absent objects (base::memo::Absent) holds that
+/// the benchmark has no route: only this process creates them, through [`api`].
+fn none_key(run: &IngressRun<'_>) -> Option<String> {
+    run.obj().uid().map(|uid| format!("httproutes/{uid}"))
+}
+
+/// Remembers that the benchmark has no route (`true`), or forgets it.
+fn note_none(run: &IngressRun<'_>, none: bool) {
+    if let Some(key) = none_key(run) {
+        run.ctx().absent.note(&key, none);
+    }
 }
 
 /// The route's name: the run and the controller (a DNS subdomain: both are DNS labels).
@@ -286,8 +302,13 @@ fn run_of(meta: &kube::api::ObjectMeta) -> Option<&str> {
 
 /// Deletes this benchmark's routes of every run but `keep` (all of them with None), whatever
 /// its spec says now (an earlier generation's spec may have had routes). One LIST; none on a
-/// cluster without the Gateway API or without the permission. Returns how many were deleted.
+/// cluster without the Gateway API or without the permission, nor once this process knows the
+/// benchmark has none left (it listed or deleted them, and created none since). Returns how
+/// many were deleted.
 pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
+    if none_key(run).is_some_and(|key| run.ctx().absent.knows(&key)) {
+        return Ok(0);
+    }
     let uid = run.obj().uid().unwrap_or_default();
     let api = api(run);
     let selector = labels::benchmark_selector(KIND, run.name());
@@ -297,9 +318,18 @@ pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
     {
         Ok(l) => l,
         // No Gateway API, or no permission: nothing of ours can exist.
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => return Ok(0),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
+            note_none(run, true);
+            return Ok(0);
+        }
         Err(e) => return Err(e.into()),
     };
+    let kept_any = keep.is_some_and(|keep| {
+        listed
+            .items
+            .iter()
+            .any(|r| labels::controlled_by(&r.metadata, &uid) && run_of(&r.metadata) == Some(keep))
+    });
     // By uid: a benchmark whose name shares the first 63 characters (the label's length)
     // labels its routes the same.
     let names: Vec<String> = listed
@@ -309,7 +339,9 @@ pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
         .filter(|r| keep.is_none() || run_of(&r.metadata) != keep)
         .map(|r| r.name_any())
         .collect();
-    delete_named(&api, names).await
+    let deleted = delete_named(&api, names).await?;
+    note_none(run, !kept_any);
+    Ok(deleted)
 }
 
 /// Deletes the routes `names` of `api`, several at once (a route scale leaves up to 1000);
@@ -474,5 +506,78 @@ spec:
             json!([{"name": "web", "port": 80}])
         );
         let _: DynamicObject = serde_json::from_value(m).expect("a valid object");
+    }
+
+    /// A benchmark's routes are listed until this process saw none left; once it created one
+    /// (through `api`), they are listed again.
+    #[tokio::test]
+    async fn routes_known_gone_are_not_listed_again() {
+        use crate::admin::config::Config;
+        use crate::policy::schedule::Decision;
+        use crate::testing::fake_api::{context, empty_list, FakeApi};
+        let fake = FakeApi::default();
+        let ctx = context(
+            fake.client(|_| (200, empty_list())),
+            crate::admin::config::Config::for_tests(),
+        );
+        let ib: crds::IngressBenchmark = serde_json::from_value(json!({
+            "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+            "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1"},
+            "spec": {"target": {"url": "http://x/"}}
+        }))
+        .unwrap();
+        let run = IngressRun::new(
+            &ib,
+            &ctx,
+            "r1".into(),
+            Default::default(),
+            Decision::Unscheduled,
+            (),
+        );
+        let lists = || {
+            fake.requests()
+                .iter()
+                .filter(|r| r.contains("/httproutes "))
+                .count()
+        };
+        // At a new run's start (keeping its own) and at its end: listed once.
+        assert_eq!(delete(&run, Some("r1")).await.unwrap(), 0);
+        assert_eq!(delete(&run, None).await.unwrap(), 0);
+        assert_eq!(lists(), 1, "{:?}", fake.requests());
+        // A route may have been created since: listed again.
+        let _ = api(&run);
+        assert_eq!(delete(&run, None).await.unwrap(), 0);
+        assert_eq!(lists(), 2, "{:?}", fake.requests());
+
+        // A listing that shows the run's own route (kept): listed again at its end.
+        let fake = FakeApi::default();
+        let route = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "netbench-r1-c", "namespace": "team-a",
+                         "labels": {labels::RUN: "r1"},
+                         "ownerReferences": [{"apiVersion": "netbench.io/v1alpha1",
+                             "kind": "IngressBenchmark", "name": "web", "uid": "u-1",
+                             "controller": true}]}});
+        let listing = json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [route]});
+        let ctx = context(
+            fake.client(move |_| (200, listing.clone())),
+            Config::for_tests(),
+        );
+        let run = IngressRun::new(
+            &ib,
+            &ctx,
+            "r1".into(),
+            Default::default(),
+            Decision::Unscheduled,
+            (),
+        );
+        let lists = || {
+            fake.requests()
+                .iter()
+                .filter(|r| r.contains("/httproutes "))
+                .count()
+        };
+        assert_eq!(delete(&run, Some("r1")).await.unwrap(), 0);
+        delete(&run, Some("r1")).await.unwrap();
+        assert_eq!(lists(), 2, "{:?}", fake.requests());
     }
 }

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -22,7 +21,7 @@ use serde::Serialize;
 
 use crate::base::error::{Error, Result};
 use crate::base::labels;
-use crate::base::memo::Memo;
+use crate::base::memo::Absent;
 pub use crate::store::owner::Owner;
 
 /// The key of the record's JSON in the ConfigMap.
@@ -81,24 +80,6 @@ impl<T> Stored<T> {
     }
 }
 
-/// Most absent records remembered (beyond, all are forgotten: the next load of each asks).
-const MOST_ABSENT: usize = 4096;
-
-/// The records this process knows are absent, by ConfigMap name: it read none, or deleted it.
-/// Only the operator writes its namespace and only one process leads (one that stops leading
-/// exits), so "absent" stays true until this process writes the record; every write and
-/// deletion forgets it first (a failed one leaves it unknown). A record that exists is always
-/// read from the API server: what is restored is never decided from memory. The loads and
-/// writes of one benchmark's record run one at a time (its reconciles do), so a late answer
-/// of a load never hides a write.
-pub struct Absent(Memo<()>);
-
-impl Default for Absent {
-    fn default() -> Self {
-        Self(Memo::new(Duration::MAX, MOST_ABSENT))
-    }
-}
-
 /// One kind of record ("offload", "target") of benchmarks, in the operator's namespace.
 pub struct Store {
     api: Api<ConfigMap>,
@@ -115,7 +96,11 @@ impl Store {
         }
     }
 
-    /// The same store, asking the API server for no record `absent` knows is not there.
+    /// The same store, asking the API server for no record `absent` knows is not there (by
+    /// ConfigMap name: it read none, or deleted it). Only the operator writes its namespace,
+    /// so that stays true until this process writes the record; every write and deletion
+    /// forgets it first (a failed one leaves it unknown). A record that exists is always read
+    /// from the API server: what is restored is never decided from memory.
     pub fn knowing_absent(self, absent: Arc<Absent>) -> Store {
         Store {
             absent: Some(absent),
@@ -126,21 +111,14 @@ impl Store {
     /// Remembers that `name` is absent (`true`) or forgets what was known of it.
     fn note_absent(&self, name: &str, absent: bool) {
         if let Some(known) = &self.absent {
-            match absent {
-                true => known.0.keep(name, ()),
-                false => known.0.forget(name),
-            }
+            known.note(name, absent);
         }
     }
 
     /// The owner's record, if there is one; Err if it is not the owner's or cannot be read.
     pub async fn load<T: DeserializeOwned>(&self, owner: &Owner) -> Result<Option<Stored<T>>> {
         let name = configmap_name(owner, self.what);
-        if self
-            .absent
-            .as_ref()
-            .is_some_and(|a| a.0.get(&name).is_some())
-        {
+        if self.absent.as_ref().is_some_and(|a| a.knows(&name)) {
             return Ok(None);
         }
         let Some(cm) = self.api.get_opt(&name).await? else {

@@ -179,7 +179,7 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         nodes: Default::default(),
         facts: Default::default(),
         run_records: Default::default(),
-        absent_records: Default::default(),
+        absent: Default::default(),
         pods: Default::default(),
         creations: Default::default(),
         watched_reports: Default::default(),

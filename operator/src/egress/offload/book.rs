@@ -24,8 +24,8 @@ pub struct Book {
 impl Book {
     /// The benchmark's records; none without a request when this process knows there are none.
     pub async fn load(ctx: &Context, eb: &EgressBenchmark) -> Result<Book> {
-        let store = Store::new(&ctx.client, &ctx.config.namespace, WHAT)
-            .knowing_absent(ctx.absent_records.clone());
+        let store =
+            Store::new(&ctx.client, &ctx.config.namespace, WHAT).knowing_absent(ctx.absent.clone());
         Book::load_from(store, eb).await
     }
 
