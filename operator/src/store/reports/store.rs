@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
 use kube::Client;
 use protocol::worker::{FinalReport, Role};
 
@@ -125,6 +126,15 @@ impl Store {
         watched
             .find(|cm| selects(cm.metadata.labels.as_ref(), &wanted, &sample))
             .is_none()
+    }
+
+    /// The object named `name` as the watch holds it (Some(None): it holds none); None when the
+    /// watch cannot say: it has not listed, or this process stored that object a moment ago
+    /// and the watch may not show it yet.
+    pub(super) fn watched_object(&self, name: &str) -> Option<Option<Arc<ConfigMap>>> {
+        let watch = self.watched.as_ref().filter(|w| !w.is_unseen(name))?;
+        let reference = ObjectRef::new(name).within(&self.namespace);
+        Some(watch.ready()?.get(&reference))
     }
 
     /// The watch's objects of step `step` of `run` (its worker reports, not folded samples).

@@ -315,3 +315,42 @@ async fn a_fold_stored_a_moment_ago_keeps_its_run_s_release() {
         .unwrap();
     assert!(!store.holds_none(&owner(), Some(RUN)));
 }
+
+#[tokio::test]
+async fn a_fold_is_read_from_the_watch_when_it_can_say() {
+    let gets = |api_server: &crate::testing::FakeApi| {
+        let requests = api_server.requests();
+        requests.iter().filter(|l| l.starts_with("GET ")).count()
+    };
+    // The watch holds none: none, without a request.
+    let (store, api_server, _) = watched_store(vec![]);
+    assert_eq!(store.folded(&owner(), RUN, 0).await.unwrap(), None);
+    assert_eq!(gets(&api_server), 0, "{:?}", api_server.requests());
+    // Stored a moment ago, not in the watch yet: asked of the API server.
+    store
+        .keep_folded(&owner(), RUN, &Folded::new(0))
+        .await
+        .unwrap();
+    let _ = store.folded(&owner(), RUN, 0).await;
+    assert_eq!(gets(&api_server), 1, "{:?}", api_server.requests());
+    // The watch holds it: read from there, through the same checks.
+    let sample = super::folded::tests::sample(0);
+    let held = super::folded::object("netbench-system", &owner(), RUN, &sample).unwrap();
+    let mut wrong_slot = held.clone();
+    wrong_slot.metadata.name = Some(object_name_of_fold(1));
+    let (store, api_server, _) = watched_store(vec![held, wrong_slot]);
+    assert_eq!(
+        store.folded(&owner(), RUN, 0).await.unwrap(),
+        Some(Ok(sample))
+    );
+    let refused = store.folded(&owner(), RUN, 1).await.unwrap();
+    assert!(
+        matches!(&refused, Some(Err(why)) if why.contains("slot 0")),
+        "{refused:?}"
+    );
+    assert_eq!(gets(&api_server), 0, "{:?}", api_server.requests());
+}
+
+fn object_name_of_fold(slot: u32) -> String {
+    super::folded::object_name(&owner(), RUN, slot)
+}
