@@ -94,6 +94,34 @@ impl Protocol {
         }
     }
 
+    /// The sizes a request or response of a request/response protocol may have, in bytes
+    /// (`min..=max`; both ends refuse others); None for a stream protocol.
+    pub fn rr_message_sizes(self) -> Option<(u32, u32)> {
+        match self {
+            Protocol::TcpRr | Protocol::TcpCrr => Some((1, crate::rr::MAX_TCP_MESSAGE)),
+            Protocol::UdpRr => Some((crate::rr::SEQUENCE_BYTES, crate::rr::MAX_UDP_MESSAGE)),
+            Protocol::TcpStream | Protocol::UdpStream => None,
+        }
+    }
+
+    /// Keeps requests in flight beyond the first on a stream (a case's `burst`, the client's
+    /// `--burst`).
+    pub fn takes_burst(self) -> bool {
+        match self {
+            Protocol::TcpRr | Protocol::UdpRr => true,
+            Protocol::TcpStream | Protocol::TcpCrr | Protocol::UdpStream => false,
+        }
+    }
+
+    /// Opens a connection per transaction (connect, request, response, close), each left in
+    /// TIME_WAIT and tracked by the node's conntrack.
+    pub fn connects_per_transaction(self) -> bool {
+        match self {
+            Protocol::TcpCrr => true,
+            Protocol::TcpStream | Protocol::TcpRr | Protocol::UdpRr | Protocol::UdpStream => false,
+        }
+    }
+
     /// The message size a case of this protocol uses when it sets none, in bytes:
     /// tcp-stream's write size, the request and response size of a request/response protocol;
     /// None for udp-stream (its engine fits the datagram to the path's MTU).
@@ -298,6 +326,27 @@ mod tests {
         );
         for p in Protocol::ALL {
             assert_eq!(p.is_request_response(), p.report_kind() == ReportKind::Rr);
+        }
+    }
+
+    #[test]
+    fn request_response_facts() {
+        let of = |f: fn(Protocol) -> bool| -> Vec<_> {
+            Protocol::ALL.into_iter().filter(|p| f(*p)).collect()
+        };
+        assert_eq!(
+            of(Protocol::takes_burst),
+            [Protocol::TcpRr, Protocol::UdpRr]
+        );
+        assert_eq!(of(Protocol::connects_per_transaction), [Protocol::TcpCrr]);
+        let sizes: Vec<_> = Protocol::ALL
+            .into_iter()
+            .map(|p| p.rr_message_sizes())
+            .collect();
+        let tcp = Some((1, 1 << 20));
+        assert_eq!(sizes, [None, tcp, tcp, Some((8, 65_507)), None]);
+        for p in Protocol::ALL {
+            assert_eq!(p.rr_message_sizes().is_some(), p.is_request_response());
         }
     }
 
