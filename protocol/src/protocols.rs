@@ -285,6 +285,16 @@ mod tests {
     use crate::tcp::validate::tests::tcp_report;
     use crate::udp::report::tests::udp_report;
 
+    /// Each protocol's value of `f`, in the order of `Protocol::ALL`.
+    fn each<T>(f: impl Fn(Protocol) -> T) -> Vec<T> {
+        Protocol::ALL.into_iter().map(f).collect()
+    }
+
+    /// The protocols for which `f` holds, in the order of `Protocol::ALL`.
+    fn those(f: impl Fn(Protocol) -> bool) -> Vec<Protocol> {
+        Protocol::ALL.into_iter().filter(|p| f(*p)).collect()
+    }
+
     #[test]
     fn wire_names_are_kebab_case_and_round_trip() {
         for p in Protocol::ALL {
@@ -302,18 +312,15 @@ mod tests {
 
     #[test]
     fn classes() {
-        let rr: Vec<_> = Protocol::ALL
-            .into_iter()
-            .filter(|p| p.is_request_response())
-            .collect();
+        let rr = those(Protocol::is_request_response);
         assert_eq!(rr, [Protocol::TcpRr, Protocol::TcpCrr, Protocol::UdpRr]);
-        let udp: Vec<_> = Protocol::ALL.into_iter().filter(|p| p.is_udp()).collect();
+        let udp = those(Protocol::is_udp);
         assert_eq!(udp, [Protocol::UdpRr, Protocol::UdpStream]);
     }
 
     #[test]
     fn report_kinds() {
-        let kinds: Vec<_> = Protocol::ALL.into_iter().map(|p| p.report_kind()).collect();
+        let kinds = each(Protocol::report_kind);
         assert_eq!(
             kinds,
             [
@@ -331,18 +338,11 @@ mod tests {
 
     #[test]
     fn request_response_facts() {
-        let of = |f: fn(Protocol) -> bool| -> Vec<_> {
-            Protocol::ALL.into_iter().filter(|p| f(*p)).collect()
-        };
-        assert_eq!(
-            of(Protocol::takes_burst),
-            [Protocol::TcpRr, Protocol::UdpRr]
-        );
-        assert_eq!(of(Protocol::connects_per_transaction), [Protocol::TcpCrr]);
-        let sizes: Vec<_> = Protocol::ALL
-            .into_iter()
-            .map(|p| p.rr_message_sizes())
-            .collect();
+        let burst = those(Protocol::takes_burst);
+        assert_eq!(burst, [Protocol::TcpRr, Protocol::UdpRr]);
+        let crr = those(Protocol::connects_per_transaction);
+        assert_eq!(crr, [Protocol::TcpCrr]);
+        let sizes = each(Protocol::rr_message_sizes);
         let tcp = Some((1, 1 << 20));
         assert_eq!(sizes, [None, tcp, tcp, Some((8, 65_507)), None]);
         for p in Protocol::ALL {
@@ -352,16 +352,10 @@ mod tests {
 
     #[test]
     fn default_message_sizes_and_main_figures() {
-        let sizes: Vec<_> = Protocol::ALL
-            .into_iter()
-            .map(|p| p.default_message_size())
-            .collect();
+        let sizes = each(Protocol::default_message_size);
         assert_eq!(sizes, [Some(131_072), Some(1), Some(1), Some(8), None]);
         let rr: &[&str] = &["transactionsPerSecond", "p99Ms"];
-        let main: Vec<_> = Protocol::ALL
-            .into_iter()
-            .map(|p| p.main_figures())
-            .collect();
+        let main = each(Protocol::main_figures);
         assert_eq!(
             main,
             [
