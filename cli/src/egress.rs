@@ -9,8 +9,8 @@
 //! ([`file_tag`] is one of a fixed set). Pure.
 
 use crds::result::Measurement;
+use protocol::Protocol;
 
-use crate::figures::{LOSS, P99, RECEIVER, TPS};
 use crate::text;
 
 pub const PROTOCOL: &str = "protocol";
@@ -21,15 +21,6 @@ pub const STREAMS: &str = "streams";
 pub const TCP_STREAM: &str = "tcp-stream";
 /// Largest swept value drawn (bytes or streams); larger ones are shown as text only.
 pub const MAX_SWEPT: u64 = 1 << 40;
-
-/// The protocols this CLI knows, with their main figures (the first is the headline).
-const PROTOCOLS: [(&str, &[&str]); 5] = [
-    (TCP_STREAM, &[RECEIVER]),
-    ("tcp-rr", &[TPS, P99]),
-    ("tcp-crr", &[TPS, P99]),
-    ("udp-rr", &[TPS, P99]),
-    ("udp-stream", &[RECEIVER, LOSS]),
-];
 
 /// The protocol a measurement ran.
 pub fn protocol(m: &Measurement) -> &str {
@@ -72,17 +63,20 @@ pub fn not_comparable(m: &Measurement, other: &Measurement) -> Option<String> {
     }
 }
 
-/// The main figures of a protocol, headline first; none for a protocol this CLI does not know.
+/// A protocol this CLI knows (`protocol::Protocol`, by its exact wire name).
+fn known(protocol: &str) -> Option<Protocol> {
+    protocol.parse().ok()
+}
+
+/// The main figures of a protocol, headline first ([`Protocol::main_figures`]); none for a
+/// protocol this CLI does not know.
 pub fn main_figures(protocol: &str) -> &'static [&'static str] {
-    PROTOCOLS
-        .iter()
-        .find(|p| p.0 == protocol)
-        .map_or(&[], |p| p.1)
+    known(protocol).map_or(&[], Protocol::main_figures)
 }
 
 /// A known protocol's name, fit for a file name; None for any other text.
 pub fn file_tag(protocol: &str) -> Option<&'static str> {
-    PROTOCOLS.iter().find(|p| p.0 == protocol).map(|p| p.0)
+    known(protocol).map(Protocol::as_str)
 }
 
 /// The measurements of one declared case (several when it was swept), in index order.
@@ -250,6 +244,7 @@ pub fn sweep<'a>(group: &Group<'a>) -> Option<Sweep<'a>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::figures::{LOSS, P99, RECEIVER, TPS};
 
     /// A measurement "m{index}" with these parameters and no figure.
     pub(crate) fn m(index: u32, params: &[(&str, &str)]) -> Measurement {

@@ -402,8 +402,16 @@ fn egress_case(case: &EgressCase) -> Result<(), String> {
                 .into(),
         );
     }
-    if !matches!(p, Protocol::TcpRr | Protocol::UdpRr) && case.burst.is_some() {
-        return Err("burst applies to protocols tcp-rr and udp-rr only".into());
+    if !p.takes_burst() && case.burst.is_some() {
+        let taking: Vec<_> = Protocol::ALL
+            .into_iter()
+            .filter(|p| p.takes_burst())
+            .map(Protocol::as_str)
+            .collect();
+        return Err(format!(
+            "burst applies to protocols {} only",
+            taking.join(" and ")
+        ));
     }
     if p != Protocol::UdpRr && case.timeout.is_some() {
         return Err("timeout applies to protocol udp-rr only".into());

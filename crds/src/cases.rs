@@ -7,20 +7,14 @@ use crate::egress::{EgressBenchmarkSpec, EgressCase, Protocol};
 
 /// Most runs one EgressBenchmark may make: the measurements a BenchmarkResult holds.
 pub const MAX_MEASURED: usize = 64;
-/// Default write size of tcp-stream (iperf3's 128 KiB).
-pub const DEFAULT_STREAM_MESSAGE_SIZE: u32 = 128 * 1024;
-/// Default request and response size of tcp-rr and tcp-crr.
-pub const DEFAULT_RR_SIZE: u32 = 1;
-/// Smallest (and default) request and response of udp-rr: its 8-byte sequence number.
-pub const MIN_UDP_RR_SIZE: u32 = 8;
+pub use protocol::{DEFAULT_RR_SIZE, DEFAULT_STREAM_MESSAGE_SIZE, MIN_UDP_RR_SIZE};
 
-/// The request and response size of `p` when the case sets none.
+/// The request and response size of `p` when the case sets none (the protocol's default
+/// message size, [`DEFAULT_RR_SIZE`] for a protocol that is not request/response).
 pub fn default_rr_size(p: Protocol) -> u32 {
-    if p == Protocol::UdpRr {
-        MIN_UDP_RR_SIZE
-    } else {
-        DEFAULT_RR_SIZE
-    }
+    p.default_message_size()
+        .filter(|_| p.is_request_response())
+        .unwrap_or(DEFAULT_RR_SIZE)
 }
 
 /// One run of a case: the case with its sweep's values applied (and no sweep left).
@@ -124,10 +118,11 @@ impl EgressCase {
     /// default when unset), udp-stream's datagram payload (None: the engine fits the path's
     /// MTU), the request size of request/response protocols.
     pub fn shown_message_size(&self) -> Option<u32> {
-        match self.protocol {
-            Protocol::TcpStream => Some(self.message_size.unwrap_or(DEFAULT_STREAM_MESSAGE_SIZE)),
-            Protocol::UdpStream => self.message_size,
-            p => Some(self.request_size.unwrap_or(default_rr_size(p))),
+        let p = self.protocol;
+        if p.is_request_response() {
+            self.request_size.or(p.default_message_size())
+        } else {
+            self.message_size.or(p.default_message_size())
         }
     }
 

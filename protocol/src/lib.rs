@@ -12,10 +12,13 @@
 //! - [`rr`]: the request/response report (tcp-rr, tcp-crr, udp-rr: transactions, exact
 //!   latency percentiles, failures and losses by class, CPU per transaction), its merge and
 //!   validation, and the latency probe a stream report may carry.
-//! - [`ReportKind`]: the `"kind"` of a worker's engine report (`http`, `tcp`, `rr`, `udp`), which
-//!   [`worker::validate_final`] dispatches on and [`Protocol::report_kind`] names per protocol.
-//! - [`Protocol`]: which test a server runs for a client (`tcp-stream`, `tcp-rr`, `tcp-crr`,
-//!   `udp-rr`, `udp-stream`), shared by the control protocol, the reports and the CRD.
+//! - `protocols.rs`, the registration, the one place each protocol and report kind is named
+//!   in this crate: [`Protocol`], which test a server runs for a client (`tcp-stream`,
+//!   `tcp-rr`, `tcp-crr`, `udp-rr`, `udp-stream`), shared by the control protocol, the reports
+//!   and the CRD, with its facts (report kind, transport, default message size, main figures);
+//!   [`ReportKind`], the `"kind"` of a worker's engine report (`http`, `tcp`, `rr`, `udp`), with
+//!   its live figures ([`LiveFigures`]) and how [`worker::validate_final`] checks a report of it
+//!   ([`CheckedReport`]).
 //! - [`cpu`]: CPU figures of both ends: the worker process's and the node's (/proc/stat), and
 //!   the costs per unit of work computed from them over the meter's window.
 //! - [`offload`]: a device's offload feature state as the operator records it, the state line
@@ -25,15 +28,16 @@
 
 pub mod cpu;
 pub mod offload;
+mod protocols;
 pub mod report;
-mod report_kind;
 pub mod rr;
 pub mod tcp;
-mod test_protocol;
 pub mod udp;
 mod wire_names;
 pub mod worker;
 
+pub use protocols::{
+    CheckedReport, LiveFigures, Protocol, ReportKind, UnknownProtocol, UnknownReportKind,
+    DEFAULT_RR_SIZE, DEFAULT_STREAM_MESSAGE_SIZE, MIN_UDP_RR_SIZE,
+};
 pub use report::ErrorCounts;
-pub use report_kind::{ReportKind, UnknownReportKind};
-pub use test_protocol::{Protocol, UnknownProtocol};

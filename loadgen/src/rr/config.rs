@@ -4,8 +4,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use protocol::rr::{
-    in_flight_window, RrSetup, MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS,
-    MAX_UDP_MESSAGE, SEQUENCE_BYTES,
+    in_flight_window, RrSetup, MAX_BURST, MAX_STREAM_RATE, MAX_TIMEOUT_MS, SEQUENCE_BYTES,
 };
 use protocol::tcp::MAX_STREAMS;
 use protocol::Protocol;
@@ -116,10 +115,11 @@ impl RrClientConfig {
         if self.burst > MAX_BURST {
             return bad(format!("burst must be 0..={MAX_BURST}, got {}", self.burst));
         }
-        if self.protocol == Protocol::TcpCrr && self.burst > 0 {
-            return bad(
-                "tcp-crr has one transaction per connection: no burst (use more streams)".into(),
-            );
+        if self.protocol.connects_per_transaction() && self.burst > 0 {
+            return bad(format!(
+                "{} has one transaction per connection: no burst (use more streams)",
+                self.protocol
+            ));
         }
         let widest = u64::from(self.request_size.max(self.response_size));
         let pipeline = widest.saturating_mul(u64::from(self.burst).saturating_add(1));
@@ -157,14 +157,10 @@ pub(crate) fn validate_sizes(
     request: u32,
     response: u32,
 ) -> Result<(), TcpError> {
-    let (min, max) = match protocol {
-        Protocol::TcpRr | Protocol::TcpCrr => (1, MAX_TCP_MESSAGE),
-        Protocol::UdpRr => (SEQUENCE_BYTES, MAX_UDP_MESSAGE),
-        other => {
-            return Err(TcpError::Config(format!(
-                "{other} is not a request/response test"
-            )))
-        }
+    let Some((min, max)) = protocol.rr_message_sizes() else {
+        return Err(TcpError::Config(format!(
+            "{protocol} is not a request/response test"
+        )));
     };
     for (what, v) in [("request", request), ("response", response)] {
         if !(min..=max).contains(&v) {

@@ -74,22 +74,17 @@ impl Reading {
     /// sender's rate is not what its receiver got (no certain break).
     pub fn only_for(self, report_kind: ReportKind) -> Reading {
         let keep = |on: bool, v: Option<f64>| v.filter(|_| on);
-        // (http, tcp, udp, rr): one arm per kind, so a new kind must say what it measures.
-        let (http, tcp, udp, rr) = match report_kind {
-            ReportKind::Http => (true, false, false, false),
-            ReportKind::Tcp => (false, true, false, false),
-            ReportKind::Udp => (false, false, true, false),
-            ReportKind::Rr => (false, false, false, true),
-        };
+        // The protocol crate's registration says, per kind, what its workers measure.
+        let live = report_kind.live_figures();
         Reading {
             elapsed_s: self.elapsed_s,
-            rps: keep(http, self.rps),
-            bits: keep(tcp, self.bits),
-            tps: keep(rr, self.tps),
-            errors: keep(http, self.errors),
-            p50: keep(http, self.p50),
-            p99: keep(http, self.p99),
-            loss: keep(udp, self.loss),
+            rps: keep(live.requests, self.rps),
+            bits: keep(live.bits, self.bits),
+            tps: keep(live.transactions, self.tps),
+            errors: keep(live.requests, self.errors),
+            p50: keep(live.requests, self.p50),
+            p99: keep(live.requests, self.p99),
+            loss: keep(live.loss, self.loss),
         }
     }
 }

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{RrReport, RrRun};
 use crate::report::{check_text, invalid, InvalidReport};
-use crate::Protocol;
 
 /// Highest count or limit a report may carry (the kernel keeps them in 32 bits).
 pub const MAX_CONNTRACK_ENTRIES: u64 = u32::MAX as u64;
@@ -100,7 +99,7 @@ pub fn conntrack_warnings(r: &RrReport) -> Vec<String> {
                 e.timeout, e.refused, run.client, c.highest, c.max, NEAR_FULL_PERCENT
             )),
             (Some(_), _) => {}
-            (None, note) if r.setup.mode == Protocol::TcpCrr => out.push(format!(
+            (None, note) if r.setup.mode.connects_per_transaction() => out.push(format!(
                 "{failures} transaction(s) failed and the conntrack use of client {:.64} is \
                  unknown ({:.200}): whether a full conntrack table caused them cannot be told",
                 run.client,
@@ -117,6 +116,7 @@ pub fn conntrack_warnings(r: &RrReport) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::rr::report::fixtures::rr_report;
+    use crate::Protocol;
 
     fn reading(highest: u64, max: u64) -> ConntrackUse {
         ConntrackUse {

@@ -10,10 +10,7 @@ use super::report::{
     cpu_per_transaction, node_cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup,
 };
 use super::window::in_flight_window;
-use super::{
-    MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE, REPORT_VERSION,
-    SEQUENCE_BYTES,
-};
+use super::{MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, REPORT_VERSION};
 use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
 use crate::report::histogram::{self, MAX_TOTAL_COUNT};
 use crate::report::validate::{
@@ -22,7 +19,6 @@ use crate::report::validate::{
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
 };
-use crate::Protocol;
 use crate::ReportKind;
 
 /// Checks an rr report (single run or merged) and returns its decoded histogram.
@@ -62,15 +58,14 @@ pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
 }
 
 fn check_setup(s: &RrSetup) -> Result<(), InvalidReport> {
-    let (min, max) = match s.mode {
-        Protocol::TcpRr | Protocol::TcpCrr => (1, MAX_TCP_MESSAGE),
-        Protocol::UdpRr => (SEQUENCE_BYTES, MAX_UDP_MESSAGE),
-        other => {
-            return Err(invalid(
-                "mode",
-                format!("{other} is not a request/response test (tcp-rr, tcp-crr, udp-rr)"),
-            ))
-        }
+    let Some((min, max)) = s.mode.rr_message_sizes() else {
+        return Err(invalid(
+            "mode",
+            format!(
+                "{} is not a request/response test (tcp-rr, tcp-crr, udp-rr)",
+                s.mode
+            ),
+        ));
     };
     for (field, v) in [
         ("request_size", s.request_size),
@@ -166,7 +161,7 @@ pub(crate) fn check_counts(
             ));
         }
     }
-    if mode != Protocol::UdpRr {
+    if !mode.is_udp() {
         for (name, v) in [
             ("lost", c.lost),
             ("late", c.late),
@@ -188,10 +183,7 @@ pub(crate) fn check_counts(
 /// are late). Open loop counts from the intended send time, which may be earlier; TCP's
 /// timeout bounds each read, not a whole transaction.
 fn check_timeout_bound(r: &RrReport) -> Result<(), InvalidReport> {
-    if r.setup.mode != Protocol::UdpRr
-        || r.setup.rate_per_stream.is_some()
-        || r.counts.transactions == 0
-    {
+    if !r.setup.mode.is_udp() || r.setup.rate_per_stream.is_some() || r.counts.transactions == 0 {
         return Ok(());
     }
     let limit = r.setup.timeout_ms.saturating_mul(1000);
@@ -410,11 +402,11 @@ fn check_totals(r: &RrReport) -> Result<(), InvalidReport> {
         }
     }
     match (r.loss_percent, r.setup.mode) {
-        (Some(loss), Protocol::UdpRr) => {
+        (Some(loss), mode) if mode.is_udp() => {
             check_number("loss_percent", loss, 0.0, 100.0)?;
             check_close("loss_percent", loss, r.counts.loss_percent())?;
         }
-        (None, Protocol::TcpRr | Protocol::TcpCrr) => {}
+        (None, mode) if !mode.is_udp() => {}
         _ => return Err(invalid("loss_percent", "present exactly for udp-rr")),
     }
     if r.port_exhausted != (r.counts.errors.address_not_available > 0) {
@@ -497,6 +489,7 @@ mod tests {
     use crate::report::validate::assert_refused;
     use crate::rr::report::fixtures::rr_report;
     use crate::rr::ProbeCounts;
+    use crate::Protocol;
 
     fn udp() -> RrReport {
         rr_report(Protocol::UdpRr, &[100, 200, 300, 5_000], 2)

@@ -26,9 +26,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 pub mod host;
-mod validate;
+pub(crate) mod validate;
 
-pub use validate::{validate_final, CheckedReport, ReportRefusal};
+pub use crate::protocols::CheckedReport;
+pub use validate::{validate_final, ReportRefusal};
 
 /// Version of this protocol; both sides put it in every body and reject other versions.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,52 +1,18 @@
 //! Validation of a worker's [`FinalReport`] (pure): the envelope's fields, then the engine report
-//! it carries, which must be of the expected kind, cover exactly one run and pass
-//! [`crate::report::validate_http`] / [`crate::tcp::validate_tcp`] / [`crate::rr::validate_rr`] /
-//! [`crate::udp::validate_udp`].
+//! it carries, which must be of the expected kind, cover exactly one run and pass its kind's
+//! validation ([`crate::report::validate_http`] / [`crate::tcp::validate_tcp`] /
+//! [`crate::rr::validate_rr`] / [`crate::udp::validate_udp`], dispatched per kind by the
+//! registration, `crate::protocols::check_kind`, with the helpers below).
 //! The operator runs this when a report arrives and again before it merges stored reports.
 
-use crate::report::{invalid, validate_http, HttpReport, InvalidReport, Report};
-use crate::rr::{validate_rr, RrReport};
-use crate::tcp::{validate_tcp, TcpReport};
-use crate::udp::{validate_udp, UdpReport};
-use crate::ReportKind;
+use crate::protocols::check_kind;
+use crate::report::{invalid, HttpReport, InvalidReport, Report};
+use crate::{CheckedReport, ReportKind};
 
 use super::{FinalReport, PROTOCOL_VERSION};
 
 /// Longest pod or node name (a DNS subdomain).
 const MAX_NAME: usize = 253;
-
-/// The engine report of a valid [`FinalReport`], parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CheckedReport {
-    Http(Box<HttpReport>),
-    Tcp(Box<TcpReport>),
-    Udp(Box<UdpReport>),
-    /// tcp-rr, tcp-crr, udp-rr (`kind: "rr"`, the test in its `mode`).
-    Rr(Box<RrReport>),
-}
-
-impl CheckedReport {
-    /// The kind of report it is.
-    pub fn kind(&self) -> ReportKind {
-        match self {
-            CheckedReport::Http(_) => ReportKind::Http,
-            CheckedReport::Tcp(_) => ReportKind::Tcp,
-            CheckedReport::Udp(_) => ReportKind::Udp,
-            CheckedReport::Rr(_) => ReportKind::Rr,
-        }
-    }
-
-    /// The latency histogram the report carries (base64 HDR, microseconds): an HTTP report's,
-    /// a request/response report's, a TCP stream report's latency probe's; none for udp.
-    pub fn latency_histogram(self) -> Option<String> {
-        match self {
-            CheckedReport::Http(h) => Some(h.histogram),
-            CheckedReport::Rr(r) => Some(r.histogram),
-            CheckedReport::Tcp(t) => t.latency_probe.map(|p| p.histogram),
-            CheckedReport::Udp(_) => None,
-        }
-    }
-}
 
 /// Why a final report is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,41 +47,16 @@ pub fn validate_final(r: &FinalReport, kind: ReportKind) -> Result<CheckedReport
             "expected a {kind} report, got {got:?}"
         )));
     }
-    let report = &r.report;
-    Ok(match kind {
-        ReportKind::Tcp => CheckedReport::Tcp(one_run(
-            parse(report, crate::tcp::REPORT_VERSION)?,
-            validate_tcp,
-            |t: &TcpReport| t.runs.len(),
-        )?),
-        ReportKind::Udp => CheckedReport::Udp(one_run(
-            parse(report, crate::udp::REPORT_VERSION)?,
-            validate_udp,
-            |u: &UdpReport| u.runs.len(),
-        )?),
-        ReportKind::Rr => CheckedReport::Rr(one_run(
-            parse(report, crate::rr::REPORT_VERSION)?,
-            validate_rr,
-            |rr: &RrReport| rr.runs.len(),
-        )?),
-        ReportKind::Http => {
-            let http = http_of(report)?;
-            validate_http(&http).map_err(in_report)?;
-            if http.workers != 1 {
-                return Err(invalid("report.workers", "a worker reports exactly one run").into());
-            }
-            CheckedReport::Http(Box::new(http))
-        }
-    })
+    check_kind(&r.report, kind)
 }
 
 /// An engine report's own problem, named under `report.`.
-fn in_report(e: InvalidReport) -> InvalidReport {
+pub(crate) fn in_report(e: InvalidReport) -> InvalidReport {
     invalid(format!("report.{}", e.field), e.problem)
 }
 
 /// `report` if it passes `validate` and covers exactly one run (`runs` counts them).
-fn one_run<T, Checked>(
+pub(crate) fn one_run<T, Checked>(
     report: T,
     validate: impl Fn(&T) -> Result<Checked, InvalidReport>,
     runs: impl Fn(&T) -> usize,
@@ -150,7 +91,7 @@ fn version_of(report: &serde_json::Value, ours: u32) -> Result<(), ReportRefusal
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     report: &serde_json::Value,
     version: u32,
 ) -> Result<T, ReportRefusal> {
@@ -159,7 +100,7 @@ fn parse<T: serde::de::DeserializeOwned>(
         .map_err(|e| ReportRefusal::Malformed(format!("report: {e}")))
 }
 
-fn http_of(report: &serde_json::Value) -> Result<HttpReport, ReportRefusal> {
+pub(crate) fn http_of(report: &serde_json::Value) -> Result<HttpReport, ReportRefusal> {
     version_of(report, crate::report::REPORT_VERSION)?;
     match serde_json::from_value::<Report>(report.clone()) {
         Ok(Report::Http(h)) => Ok(h),

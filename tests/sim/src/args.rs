@@ -4,9 +4,9 @@
 //! loadgen/src/rr/config.rs, loadgen/src/udp/config.rs) and its limits: arguments the real
 //! loadgen would refuse are not played.
 
-use protocol::rr::{MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, MAX_UDP_MESSAGE};
+use protocol::rr::{MAX_BURST, MAX_STREAM_RATE, MAX_TIMEOUT_MS};
 use protocol::tcp::{Direction, MAX_STREAMS};
-use protocol::Protocol;
+use protocol::{Protocol, ReportKind};
 
 use crate::report::{HttpShape, RrShape, TcpShape, UdpShape};
 
@@ -87,12 +87,14 @@ fn duration(args: &[String], flag: &str, default: f64) -> Result<f64, String> {
 pub fn work_of(args: &[String]) -> Work {
     let parsed = match args.first().map(String::as_str) {
         Some("http") => http(args).map(Work::Http),
+        // By the report the test makes: a protocol sharing a kind is played as that kind.
         Some("tcp-client" | "client") => match client_protocol(args) {
-            Ok(Protocol::TcpStream) => tcp(args).map(Work::Tcp),
-            Ok(Protocol::UdpStream) => udp(args).map(Work::Udp),
-            Ok(mode @ (Protocol::TcpRr | Protocol::TcpCrr | Protocol::UdpRr)) => {
-                rr(args, mode).map(Work::Rr)
-            }
+            Ok(p) => match p.report_kind() {
+                ReportKind::Tcp => tcp(args).map(Work::Tcp),
+                ReportKind::Udp => udp(args).map(Work::Udp),
+                ReportKind::Rr => rr(args, p).map(Work::Rr),
+                ReportKind::Http => Ok(Work::Unsupported(format!("{p}: a client of http reports"))),
+            },
             Err(e) => Err(e),
         },
         Some("server" | "tcp-server") => {
@@ -202,12 +204,10 @@ fn tcp(args: &[String]) -> Result<TcpShape, String> {
 /// timeouts, and its limits on each.
 fn rr(args: &[String], mode: Protocol) -> Result<RrShape, String> {
     let (streams, duration_s) = streams_and_time(args)?;
-    let udp = mode == Protocol::UdpRr;
-    let (min, max) = if udp {
-        (protocol::rr::SEQUENCE_BYTES, MAX_UDP_MESSAGE)
-    } else {
-        (1, MAX_TCP_MESSAGE)
-    };
+    let udp = mode.is_udp();
+    let (min, max) = mode
+        .rr_message_sizes()
+        .ok_or_else(|| format!("{mode} is not a request/response test"))?;
     let size = |flag: &str, default: u32| -> Result<u32, String> {
         let v = match length_flag(args, flag)? {
             None => default,
@@ -222,9 +222,16 @@ fn rr(args: &[String], mode: Protocol) -> Result<RrShape, String> {
     let request_size = size("--request-size", min)?;
     let response_size = size("--response-size", request_size)?;
     let burst = number(args, "--burst", 0u32)?;
-    if burst > MAX_BURST || (mode == Protocol::TcpCrr && burst > 0) {
+    if burst > MAX_BURST || (!mode.takes_burst() && burst > 0) {
+        // The request/response protocols that take no burst (tcp-crr).
+        let none: Vec<_> = Protocol::ALL
+            .into_iter()
+            .filter(|p| p.is_request_response() && !p.takes_burst())
+            .map(Protocol::as_str)
+            .collect();
         return Err(format!(
-            "--burst {burst} (allowed 0..={MAX_BURST}, and 0 for tcp-crr)"
+            "--burst {burst} (allowed 0..={MAX_BURST}, and 0 for {})",
+            none.join(", ")
         ));
     }
     let rate = match value(args, "--rate") {

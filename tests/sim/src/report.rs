@@ -326,7 +326,7 @@ impl RrShape {
     /// an eighth of `http`'s median (100 µs at the default 800 µs), with its spread and tail;
     /// three round trips for tcp-crr (handshake, request and answer, close).
     pub fn model(&self, http: &LatencyModel) -> LatencyModel {
-        let trips = if self.mode == Protocol::TcpCrr {
+        let trips = if self.mode.connects_per_transaction() {
             3.0
         } else {
             1.0
@@ -408,7 +408,7 @@ impl RrDraw {
 pub fn draw_rr<R: Rng>(shape: &RrShape, model: &LatencyModel, cap: u64, rng: &mut R) -> RrDraw {
     let secs = shape.duration_s.max(1e-3);
     let timeout_us = shape.timeout_ms.saturating_mul(1000);
-    let udp = shape.mode == Protocol::UdpRr;
+    let udp = shape.mode.is_udp();
     // Closed loop, a dropped udp-rr request holds its slot for the whole timeout.
     let cost_us = model.mean_us()
         + if udp {
@@ -530,7 +530,7 @@ pub fn rr_report<R: Rng>(
     let streams = u64::from(shape.streams.max(1));
     let at_start: u64 = rng.random_range(300..3000);
     // tcp-crr leaves every connection in TIME_WAIT (tracked for 120 s): one entry each.
-    let entries = if shape.mode == Protocol::TcpCrr {
+    let entries = if shape.mode.connects_per_transaction() {
         attempted
     } else {
         streams

@@ -123,3 +123,25 @@ fn read_all<F: Family>(reports: &[F::Report], r: &mut CaseResult) -> Result<Erro
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `netbench report` shows first for a protocol (the protocol crate's
+    /// `Protocol::main_figures`) is among the figures its family writes, headline first.
+    #[test]
+    fn each_protocols_main_figures_are_written_by_its_family_headline_first() {
+        for p in Protocol::ALL {
+            let names: Vec<_> = figures(p, &CaseResult::default())
+                .into_iter()
+                .map(|row| row.0)
+                .collect();
+            let main = p.main_figures();
+            assert_eq!(names.first(), main.first(), "{p}");
+            for figure in main {
+                assert!(names.contains(figure), "{p}: {figure} in {names:?}");
+            }
+        }
+    }
+}
