@@ -154,9 +154,13 @@ impl Hooks for IngressBenchmark {
     /// status's to say, which its author can clear, and a route left on a shared Gateway would
     /// outlive its run).
     async fn retire(run: &mut Run<'_, Self>) -> Result<Step> {
-        let events = sweep::restore_earlier(run.ctx(), run.obj(), run.id()).await?;
-        run.events(events);
-        routes::delete(run, Some(run.id())).await?;
+        // Two different objects: asked at once (a new run's first reconcile waits for both).
+        let (events, deleted) = futures::join!(
+            sweep::restore_earlier(run.ctx(), run.obj(), run.id()),
+            routes::delete(run, Some(run.id()))
+        );
+        run.events(events?);
+        deleted?;
         Ok(Step::Done)
     }
 
