@@ -49,7 +49,7 @@ async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<Next> {
     let measuring = matches!(phase, Phase::Preparing | Phase::Running | Phase::Collecting);
     if !phase.is_finished() {
         // Not ended (again: a status taken back): its end, when it comes, is done in full.
-        run.ctx().runs.reopen(&phases::finish::ending_key(run));
+        run.ctx().runs.ends.reopen(&phases::finish::ending_key(run));
     }
     let index = run.index();
     if measuring {

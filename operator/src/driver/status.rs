@@ -57,8 +57,8 @@ pub async fn release_reports<K: Hooks>(
     // This process created the result itself and saw the run through: no need to ask, nor
     // to wait for the deletion (handed over once).
     let key = crate::store::registry::ending_key(&owner.uid, run);
-    if ctx.runs.created_result(&key) {
-        if ctx.runs.begin_release(&key) {
+    if ctx.runs.ends.created_result(&key) {
+        if ctx.runs.ends.begin_release(&key) {
             delete_soon::<K>(ctx, store, owner, run, key);
         }
         return Ok(true);
@@ -92,7 +92,7 @@ fn delete_soon<K: Hooks>(ctx: &Context, store: Store, owner: Owner, run: &str, k
         async move { store.delete(&owner, Some(&run)).await }
     };
     crate::base::soon::spawn(what, DELETE_TIMEOUT, attempt, move || {
-        runs.release_failed(&key);
+        runs.ends.release_failed(&key);
         let _ = wake.send(again);
     });
 }

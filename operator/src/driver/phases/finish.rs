@@ -40,10 +40,10 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
     // Seen through to its end by this process already: nothing is left to do (the pods are
     // gone, the result is written, the kind has written back what it changed).
     let key = ending_key(run);
-    if run.ctx().runs.is_finished(&key) {
+    if run.ctx().runs.ends.is_finished(&key) {
         // The first look after the end was written (its own status write coming back): the
         // queue's caches now show it ended, so the runs it held up look at the queue now.
-        if run.ctx().runs.take_queue_wake(&key) {
+        if run.ctx().runs.ends.take_queue_wake(&key) {
             wake_held_up(run).await?;
         }
         return Ok(Next::Wait(Action::await_change()));
@@ -73,7 +73,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             run.ns(),
             &selector,
             move || {
-                runs.reopen(&owed);
+                runs.ends.reopen(&owed);
                 again();
             },
         );
@@ -106,7 +106,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
         // reconcile tries it once more.
         Step::Done if outcome.is_ok() => {
             // Done once the status saying so is stored (driver::apply).
-            run.ctx().runs.finishing(&key, created_result);
+            run.ctx().runs.ends.finishing(&key, created_result);
             Ok(Next::Wait(Action::await_change()))
         }
         Step::Done => {

@@ -12,8 +12,10 @@ use protocol::ReportKind;
 use crate::policy::live::{Point, Reading, Series};
 
 mod caller;
+mod ending;
 mod error;
 pub use caller::{check_listen, Caller, Listen, ListenHost};
+pub use ending::{ending_key, Ends};
 pub use error::RegistryError;
 
 /// How far in the future the common start is set when the last worker registers, so every
@@ -74,39 +76,9 @@ pub struct BarrierState {
 #[derive(Default)]
 pub struct Registry {
     runs: Mutex<HashMap<String, RunState>>,
-    /// How far the end of each run got, by benchmark uid and run id (a run id alone is 32 bits
-    /// of a uid: two benchmarks may share one): see [`Ending`]. In memory only: after a
-    /// restart the first reconcile finishes once more (every step of it is idempotent).
-    done: Mutex<HashMap<String, Ending>>,
+    /// How far the end of each run got (ending.rs).
+    pub ends: Ends,
 }
-
-/// The end of a run, as far as this process took it. `created_result`: this process created
-/// the run's BenchmarkResult itself (known first-hand, not read from status), so its reports
-/// may go without asking the API server whether the result exists.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Ending {
-    /// The finish handler did all it owes (result written, the kind's wrap-up done), but the
-    /// status saying so is not stored yet.
-    Finishing { created_result: bool },
-    /// And the stored status shows it ended: a later reconcile of the benchmark (its own
-    /// status write coming back, its pods going) has nothing left to do. Whether the runs it
-    /// held up in the queue were woken since; whether the deletion of its reports was handed
-    /// over (to a task of its own: see `driver::status::release_reports`).
-    Done {
-        queue_woken: bool,
-        created_result: bool,
-        releasing: bool,
-    },
-}
-
-/// The key of a run's end in the registry: its benchmark's uid and the run id.
-pub fn ending_key(uid: &str, run: &str) -> String {
-    format!("{uid}/{run}")
-}
-
-/// Finished runs remembered at most; beyond it the set starts again (each of those runs then
-/// finishes once more, harmlessly).
-const DONE_AT_MOST: usize = 100_000;
 
 impl Registry {
     /// The registry map. A poisoned lock is taken over: every update below leaves the map
@@ -149,90 +121,11 @@ impl Registry {
         self.lock().remove(run);
     }
 
-    fn done(&self) -> MutexGuard<'_, HashMap<String, Ending>> {
-        self.done.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The finish handler did all run `key` ([`ending_key`]) owes, and created its result now
-    /// (`created_result`) or not; it is done once the stored status shows it ended
-    /// ([`Registry::stored_ended`]).
-    pub fn finishing(&self, key: &str, created_result: bool) {
-        let mut done = self.done();
-        if done.len() >= DONE_AT_MOST {
-            done.clear();
-        }
-        done.insert(key.to_string(), Ending::Finishing { created_result });
-    }
-
-    /// The stored status shows run `key` ended: if its finish handler did all it owes, it is
-    /// done, and `run` (its id) forgotten.
+    /// The stored status shows run `key` ([`ending_key`]) ended: if its finish handler did all
+    /// it owes, it is done, and `run` (its id) forgotten.
     pub fn stored_ended(&self, key: &str, run: &str) {
-        let mut done = self.done();
-        if let Some(e) = done.get_mut(key) {
-            let Ending::Finishing { created_result } = *e else {
-                return;
-            };
-            *e = Ending::Done {
-                queue_woken: false,
-                created_result,
-                releasing: false,
-            };
-            drop(done);
+        if self.ends.stored_ended(key) {
             self.forget(run);
-        }
-    }
-
-    /// Run `key` is measuring (or waiting) again: a status taken back, a deletion that failed.
-    /// Its end, when it comes, is done in full again.
-    pub fn reopen(&self, key: &str) {
-        self.done().remove(key);
-    }
-
-    /// Whether this process saw run `key` through to its end.
-    pub fn is_finished(&self, key: &str) -> bool {
-        matches!(self.done().get(key), Some(Ending::Done { .. }))
-    }
-
-    /// True once for a finished run: the first time the runs it held up in the queue are to
-    /// be woken.
-    pub fn take_queue_wake(&self, key: &str) -> bool {
-        match self.done().get_mut(key) {
-            Some(Ending::Done { queue_woken, .. }) => !std::mem::replace(queue_woken, true),
-            _ => false,
-        }
-    }
-
-    /// Whether this process saw run `key` through to its end and created its result itself
-    /// on the way (its reports are no longer needed for it).
-    pub fn created_result(&self, key: &str) -> bool {
-        matches!(
-            self.done().get(key),
-            Some(Ending::Done {
-                created_result: true,
-                ..
-            })
-        )
-    }
-
-    /// For a run whose result this process created ([`Self::created_result`]): true the first
-    /// time, when the deletion of its reports is to be handed over; false while it is under
-    /// way or once it is done (until [`Self::release_failed`]).
-    pub fn begin_release(&self, key: &str) -> bool {
-        match self.done().get_mut(key) {
-            Some(Ending::Done {
-                created_result: true,
-                releasing,
-                ..
-            }) => !std::mem::replace(releasing, true),
-            _ => false,
-        }
-    }
-
-    /// The deletion of run `key`'s reports failed for good: the next reconcile hands it over
-    /// again.
-    pub fn release_failed(&self, key: &str) {
-        if let Some(Ending::Done { releasing, .. }) = self.done().get_mut(key) {
-            *releasing = false;
         }
     }
 
@@ -528,46 +421,6 @@ mod tests {
             }
             Err(e) => panic!("{listen}: unexpected {e:?}"),
         }
-    }
-
-    #[test]
-    fn a_run_is_done_once_its_end_is_stored_and_until_it_is_reopened() {
-        let r = Registry::default();
-        let (a, b) = (ending_key("uid-a", "r1"), ending_key("uid-b", "r1"));
-        assert!(!r.is_finished(&a));
-        assert!(!r.take_queue_wake(&a), "not finished: nothing to wake");
-        r.stored_ended(&a, "r1");
-        assert!(
-            !r.is_finished(&a),
-            "stored, but the finish handler did not say it is done"
-        );
-        r.finishing(&a, true);
-        assert!(
-            !r.is_finished(&a),
-            "done in full, but its end is not stored yet"
-        );
-        assert!(!r.created_result(&a), "not before its end is stored");
-        r.stored_ended(&a, "r1");
-        assert!(r.is_finished(&a));
-        assert!(
-            !r.is_finished(&b),
-            "another benchmark's run of the same id is not done"
-        );
-        assert!(r.take_queue_wake(&a));
-        assert!(!r.take_queue_wake(&a), "only the first look wakes");
-        assert!(r.created_result(&a));
-        assert!(!r.created_result(&b));
-        r.reopen(&a);
-        assert!(
-            !r.is_finished(&a),
-            "a status taken back makes it owe its end again"
-        );
-        assert!(!r.created_result(&a), "nor is its result known any more");
-        // Done without creating the result now (status already named it, or none was due):
-        // its reports go only once the API server was asked.
-        r.finishing(&a, false);
-        r.stored_ended(&a, "r1");
-        assert!(r.is_finished(&a) && !r.created_result(&a));
     }
 
     #[test]
