@@ -25,7 +25,13 @@ const API_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 async fn api_server_addresses(client: &Client) -> kube::Result<Vec<IpAddr>> {
     let mut found: Vec<IpAddr> = vec![];
     let services = Api::<Service>::namespaced(client.clone(), "default");
-    if let Some(spec) = services.get_opt("kubernetes").await?.and_then(|s| s.spec) {
+    let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default");
+    // Both at once: a new run's first reconcile waits for them.
+    let (service, slice) = futures::join!(
+        services.get_opt("kubernetes"),
+        slices.get_opt("kubernetes")
+    );
+    if let Some(spec) = service?.and_then(|s| s.spec) {
         let ips = spec.cluster_ips.unwrap_or_default();
         found.extend(
             ips.iter()
@@ -33,8 +39,7 @@ async fn api_server_addresses(client: &Client) -> kube::Result<Vec<IpAddr>> {
                 .filter_map(|a| a.parse::<IpAddr>().ok()),
         );
     }
-    let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default");
-    if let Some(slice) = slices.get_opt("kubernetes").await? {
+    if let Some(slice) = slice? {
         for e in slice.endpoints.iter().flatten() {
             found.extend(e.addresses.iter().filter_map(|a| a.parse::<IpAddr>().ok()));
         }
