@@ -27,10 +27,8 @@ async fn api_server_addresses(client: &Client) -> kube::Result<Vec<IpAddr>> {
     let services = Api::<Service>::namespaced(client.clone(), "default");
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default");
     // Both at once: a new run's first reconcile waits for them.
-    let (service, slice) = futures::join!(
-        services.get_opt("kubernetes"),
-        slices.get_opt("kubernetes")
-    );
+    let (service, slice) =
+        futures::join!(services.get_opt("kubernetes"), slices.get_opt("kubernetes"));
     if let Some(spec) = service?.and_then(|s| s.spec) {
         let ips = spec.cluster_ips.unwrap_or_default();
         found.extend(
