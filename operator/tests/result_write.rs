@@ -423,8 +423,8 @@ async fn a_run_refused_in_the_queue_gets_no_result() {
 
 /// The reports of a run whose result this process created are deleted by a task of their own:
 /// the reconcile neither waits for the deletion nor fails with it. A deletion that fails for
-/// good (three tries) wakes the benchmark, whose next reconcile hands it over once more; a
-/// reconcile while one is under way sends none.
+/// good (three tries) wakes the benchmark half a minute later, whose next reconcile hands it
+/// over once more; a reconcile while one is under way sends none.
 #[tokio::test(start_paused = true)]
 async fn a_report_deletion_that_fails_holds_no_reconcile_and_comes_again() {
     let created = Arc::new(Mutex::new(vec![]));
@@ -450,6 +450,7 @@ async fn a_report_deletion_that_fails_holds_no_reconcile_and_comes_again() {
     assert_eq!(created.lock().unwrap().len(), 1);
     // While it is tried, another reconcile sends no deletion of its own.
     fake_api::apply(&obj, &ctx, &api).await.unwrap();
+    let since = tokio::time::Instant::now();
     let tried = tokio::time::timeout(Duration::from_secs(60), woken.recv()).await;
     let again = tried
         .expect("woken once the deletion failed for good")
@@ -459,6 +460,12 @@ async fn a_report_deletion_that_fails_holds_no_reconcile_and_comes_again() {
         ("team-a", "web")
     );
     assert_eq!(deletions(), 3, "three tries: {:?}", api_server.requests());
+    // Not in a tight loop: woken half a minute after the last try.
+    assert!(
+        since.elapsed() >= Duration::from_secs(30),
+        "{:?}",
+        since.elapsed()
+    );
 
     // Woken: the next reconcile hands it over again.
     fake_api::apply(&obj, &ctx, &api).await.unwrap();

@@ -52,18 +52,21 @@ impl<V: Clone> Memo<V> {
 
 /// Most absent objects remembered (beyond, all are forgotten: the next use of each asks).
 const MOST_ABSENT: usize = 4096;
+/// How long an object is known absent: an admin may put one back by hand (a restore record
+/// recreated, a backup restored), which this process would otherwise never see.
+const ABSENT_FOR: Duration = Duration::from_secs(600);
 
 /// Objects this process knows do not exist, by a key naming each: it found none, or deleted
 /// them. Kept only for objects that only this process creates (the leader's records in its
 /// namespace, a benchmark's HTTPRoutes), so "absent" stays true until this process creates
 /// one, and every creation (or deletion) forgets it first: a failed one leaves it unknown.
 /// The users of one key run one at a time (a benchmark's reconciles do), so a late answer
-/// never hides a creation.
+/// never hides a creation. Known for [`ABSENT_FOR`] at most, then asked again.
 pub struct Absent(Memo<()>);
 
 impl Default for Absent {
     fn default() -> Self {
-        Self(Memo::new(Duration::MAX, MOST_ABSENT))
+        Self(Memo::new(ABSENT_FOR, MOST_ABSENT))
     }
 }
 

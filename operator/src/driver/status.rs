@@ -72,9 +72,12 @@ pub async fn release_reports<K: Hooks>(
 
 /// How long one try of a report deletion in the background may take.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long after a deletion failed for good the benchmark is woken to try again.
+const DELETE_AGAIN_AFTER: Duration = Duration::from_secs(30);
 
 /// Deletes `run`'s reports in a task of its own (base::soon); should that fail for good, the
-/// registry hands it over again and the benchmark is reconciled at once to do so.
+/// registry hands it over again and the benchmark is reconciled [`DELETE_AGAIN_AFTER`] later to
+/// do so (a deletion that keeps failing is tried every half minute, not in a tight loop).
 fn delete_soon<K: Hooks>(ctx: &Context, store: Store, owner: Owner, run: &str, key: String) {
     let what = format!(
         "deleting the reports of run {run} of {}/{}",
@@ -93,7 +96,10 @@ fn delete_soon<K: Hooks>(ctx: &Context, store: Store, owner: Owner, run: &str, k
     };
     crate::base::soon::spawn(what, DELETE_TIMEOUT, attempt, move || {
         runs.ends.release_failed(&key);
-        let _ = wake.send(again);
+        tokio::spawn(async move {
+            tokio::time::sleep(DELETE_AGAIN_AFTER).await;
+            let _ = wake.send(again);
+        });
     });
 }
 

@@ -317,9 +317,10 @@ pub async fn delete(run: &IngressRun<'_>, keep: Option<&str>) -> Result<usize> {
         .await
     {
         Ok(l) => l,
-        // No Gateway API, or no permission: nothing of ours can exist.
+        // No Gateway API (none can exist: remembered), or no permission (nothing of ours can
+        // be created there now; one made before stays until the permission is back).
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => {
-            note_none(run, true);
+            note_none(run, s.code == 404);
             return Ok(0);
         }
         Err(e) => return Err(e.into()),
@@ -509,14 +510,18 @@ spec:
     }
 
     /// How often `delete` listed routes on an API server answering every request with
-    /// `listing`, for each of `keeps` in turn (Some("api"): a use of `api` in between).
+    /// `listing` (with its `code`, if it has one: a Status), for each of `keeps` in turn
+    /// (Some("api"): a use of `api` in between).
     async fn route_lists(listing: Value, keeps: &[Option<&str>]) -> usize {
         use crate::admin::config::Config;
         use crate::policy::schedule::Decision;
         use crate::testing::fake_api::{context, FakeApi};
         let fake = FakeApi::default();
         let ctx = context(
-            fake.client(move |_| (200, listing.clone())),
+            fake.client(move |_| {
+                let code = listing["code"].as_u64().and_then(|c| u16::try_from(c).ok());
+                (code.unwrap_or(200), listing.clone())
+            }),
             Config::for_tests(),
         );
         let ib: crds::IngressBenchmark = serde_json::from_value(json!({
@@ -565,5 +570,9 @@ spec:
                              "controller": true}]}});
         let listing = json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": [route]});
         assert_eq!(route_lists(listing, &[Some("r1"), Some("r1")]).await, 2);
+        // No Gateway API: none can exist (listed once); no permission: listed again.
+        let answered = |code| json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": "x", "message": "x"});
+        assert_eq!(route_lists(answered(404), &[None, None]).await, 1);
+        assert_eq!(route_lists(answered(403), &[None, None]).await, 2);
     }
 }

@@ -222,22 +222,22 @@ async fn measurements<K: Hooks>(run: &Run<'_, K>) -> Result<Gathered> {
                 measurement: index,
                 sample,
             };
-            // The stored fold, or (none, or not a fold) the worker reports folded here.
-            let stored = match store.folded(&owner, run.id(), slot.wire()).await? {
-                Some(Ok(f)) => Some(f),
-                Some(Err(what)) => {
-                    forged(run, &owner, &what);
-                    None
-                }
-                None => None,
-            };
-            let sample_fold = match stored {
-                Some(f) => Some(f),
-                None => {
-                    let expected = run.obj().sample(run.id(), slot).workers;
-                    let loaded = store.load(&owner, run.id(), slot.wire(), &expected).await?;
-                    fold::fold(run.obj(), run.id(), slot, &loaded.reports)
-                }
+            // The worker reports folded here when the watch holds every client's (a stored
+            // fold of them holds the same: reports never change once stored); else the stored
+            // fold, or (none, or not a fold) the worker reports as listed, folded here.
+            let expected = run.obj().sample(run.id(), slot).workers;
+            let sample_fold = match store.load_watched(&owner, run.id(), slot.wire(), &expected) {
+                Some(loaded) => fold::fold(run.obj(), run.id(), slot, &loaded.reports),
+                None => match store.folded(&owner, run.id(), slot.wire()).await? {
+                    Some(Ok(f)) => Some(f),
+                    stored => {
+                        if let Some(Err(what)) = stored {
+                            forged(run, &owner, &what);
+                        }
+                        let loaded = store.load(&owner, run.id(), slot.wire(), &expected).await?;
+                        fold::fold(run.obj(), run.id(), slot, &loaded.reports)
+                    }
+                },
             };
             let Some(f) = sample_fold else {
                 break;

@@ -299,12 +299,7 @@ impl Store {
         slot: u32,
     ) -> Result<Option<Result<Folded, String>>, kube::Error> {
         let name = object_name(owner, run, slot);
-        // From the watch when it can say (a fold is read twice per run, and seldom exists).
-        let found = match self.watched_object(&name) {
-            Some(watched) => watched.map(|cm| cm.as_ref().clone()),
-            None => self.api().get_opt(&name).await?,
-        };
-        let Some(cm) = found else {
+        let Some(cm) = self.api().get_opt(&name).await? else {
             return Ok(None);
         };
         let read = verify(&cm, owner, run)
@@ -348,7 +343,7 @@ impl Store {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::policy::samples::Figure;
     use crds::history::Better;

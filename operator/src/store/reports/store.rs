@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
-use kube::runtime::reflector::ObjectRef;
 use kube::Client;
 use protocol::worker::{FinalReport, Role};
 
@@ -128,15 +127,6 @@ impl Store {
             .is_none()
     }
 
-    /// The object named `name` as the watch holds it (Some(None): it holds none); None when the
-    /// watch cannot say: it has not listed, or this process stored that object a moment ago
-    /// and the watch may not show it yet.
-    pub(super) fn watched_object(&self, name: &str) -> Option<Option<Arc<ConfigMap>>> {
-        let watch = self.watched.as_ref().filter(|w| !w.is_unseen(name))?;
-        let reference = ObjectRef::new(name).within(&self.namespace);
-        Some(watch.ready()?.get(&reference))
-    }
-
     /// The watch's objects of step `step` of `run` (its worker reports, not folded samples).
     fn watched_step(&self, owner: &Owner, run: &str, step: u32) -> Option<Vec<Arc<ConfigMap>>> {
         let watched = self.watched.as_ref()?.ready()?;
@@ -243,17 +233,8 @@ impl Store {
         step: u32,
         expected: &BTreeMap<String, Role>,
     ) -> Result<Loaded, kube::Error> {
-        if let Some(objects) = self.watched_step(owner, run, step) {
-            let loaded = self.verified(
-                objects.iter().map(|cm| cm.as_ref()),
-                owner,
-                run,
-                step,
-                expected,
-            );
-            if every_client_reported(expected, &loaded.reports) {
-                return Ok(loaded);
-            }
+        if let Some(loaded) = self.load_watched(owner, run, step, expected) {
+            return Ok(loaded);
         }
         let selector = selector(owner, Some(run), Some(step));
         let listed = self
@@ -261,6 +242,20 @@ impl Store {
             .list(&ListParams::default().labels(&selector))
             .await?;
         Ok(self.verified(listed.iter(), owner, run, step, expected))
+    }
+
+    /// [`Store::load`] from the watch alone: None unless it holds a report of every client.
+    pub fn load_watched(
+        &self,
+        owner: &Owner,
+        run: &str,
+        step: u32,
+        expected: &BTreeMap<String, Role>,
+    ) -> Option<Loaded> {
+        let objects = self.watched_step(owner, run, step)?;
+        let objects = objects.iter().map(|cm| cm.as_ref());
+        let loaded = self.verified(objects, owner, run, step, expected);
+        every_client_reported(expected, &loaded.reports).then_some(loaded)
     }
 
     fn verified<'a>(

@@ -317,40 +317,27 @@ async fn a_fold_stored_a_moment_ago_keeps_its_run_s_release() {
 }
 
 #[tokio::test]
-async fn a_fold_is_read_from_the_watch_when_it_can_say() {
-    let gets = |api_server: &crate::testing::FakeApi| {
-        let requests = api_server.requests();
-        requests.iter().filter(|l| l.starts_with("GET ")).count()
-    };
-    // The watch holds none: none, without a request.
-    let (store, api_server, _) = watched_store(vec![]);
-    assert_eq!(store.folded(&owner(), RUN, 0).await.unwrap(), None);
-    assert_eq!(gets(&api_server), 0, "{:?}", api_server.requests());
-    // Stored a moment ago, not in the watch yet: asked of the API server.
-    store
-        .keep_folded(&owner(), RUN, &Folded::new(0))
-        .await
-        .unwrap();
-    let _ = store.folded(&owner(), RUN, 0).await;
-    assert_eq!(gets(&api_server), 1, "{:?}", api_server.requests());
-    // The watch holds it: read from there, through the same checks.
-    let sample = super::folded::tests::sample(0);
-    let held = super::folded::object("netbench-system", &owner(), RUN, &sample).unwrap();
-    let mut wrong_slot = held.clone();
-    wrong_slot.metadata.name = Some(object_name_of_fold(1));
-    let (store, api_server, _) = watched_store(vec![held, wrong_slot]);
-    assert_eq!(
-        store.folded(&owner(), RUN, 0).await.unwrap(),
-        Some(Ok(sample))
-    );
-    let refused = store.folded(&owner(), RUN, 1).await.unwrap();
+async fn a_sample_is_read_from_the_watch_alone_only_when_it_holds_every_client() {
+    let (w0, w1) = ("bench-3f2a9c1d-g1-s0-w0", "bench-3f2a9c1d-g1-s0-w1");
+    let all = expected(&[w0, w1]);
+    let (store, api_server, _) = watched_store(vec![stored(w0, 0), stored(w1, 0)]);
+    let loaded = store.load_watched(&owner(), RUN, 0, &all).unwrap();
+    assert_eq!(loaded.reports.keys().collect::<Vec<_>>(), [w0, w1]);
+    // Part of them: nothing (the caller asks the API server for the fold, then lists).
+    let (partial, _, _) = watched_store(vec![stored(w0, 0)]);
+    assert!(partial.load_watched(&owner(), RUN, 0, &all).is_none());
     assert!(
-        matches!(&refused, Some(Err(why)) if why.contains("slot 0")),
-        "{refused:?}"
+        api_server.requests().is_empty(),
+        "{:?}",
+        api_server.requests()
     );
-    assert_eq!(gets(&api_server), 0, "{:?}", api_server.requests());
-}
-
-fn object_name_of_fold(slot: u32) -> String {
-    super::folded::object_name(&owner(), RUN, slot)
+    // A fold is always asked of the API server: the watch's "none" may lag.
+    let (store, api_server, _) = watched_store(vec![]);
+    let _ = store.folded(&owner(), RUN, 0).await;
+    let gets = api_server.requests();
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    assert!(
+        gets[0].starts_with("GET ") && gets[0].contains("netbench-sample-"),
+        "{gets:?}"
+    );
 }
