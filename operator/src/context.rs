@@ -117,6 +117,27 @@ impl Context {
             .reading(self.watched_reports.clone())
     }
 
+    /// One benchmark's restore records of kind `what` ("offload", "target"): none is asked for
+    /// that this process knows is absent (`absent`).
+    pub fn restore_records(&self, what: &'static str) -> crate::store::records::Store {
+        crate::store::records::Store::new(&self.client, &self.config.namespace, what)
+            .knowing_absent(self.absent.clone())
+    }
+
+    /// What wakes benchmark `namespace/name` of `kind` later, from a task of its own: a
+    /// reconcile of it at once.
+    pub fn waker(&self, kind: &str, namespace: &str, name: &str) -> impl FnOnce() + Send + 'static {
+        let sender = self.wake.clone();
+        let again = Wake {
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        move || {
+            let _ = sender.send(again);
+        }
+    }
+
     /// Hands `events` about `reference` over to be published (see `k8s::events`), leaving it
     /// empty; returns at once.
     pub fn publish(&self, reference: &ObjectReference, events: &mut Vec<PendingEvent>) {

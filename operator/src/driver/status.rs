@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::api::Api;
 
 use crate::base::error::Result;
-use crate::context::{Context, Wake};
+use crate::context::Context;
 use crate::k8s::status;
 use crate::run::{Hooks, Plan};
 use crate::store::reports::{Owner, Store};
@@ -83,12 +83,8 @@ fn delete_soon<K: Hooks>(ctx: &Context, store: Store, owner: Owner, run: &str, k
         "deleting the reports of run {run} of {}/{}",
         owner.namespace, owner.name
     );
-    let (runs, wake) = (ctx.runs.clone(), ctx.wake.clone());
-    let again = Wake {
-        kind: K::kind(&()).into_owned(),
-        namespace: owner.namespace.clone(),
-        name: owner.name.clone(),
-    };
+    let runs = ctx.runs.clone();
+    let again = ctx.waker(&K::kind(&()), &owner.namespace, &owner.name);
     let run = run.to_string();
     let attempt = move || {
         let (store, owner, run) = (store.clone(), owner.clone(), run.clone());
@@ -98,7 +94,7 @@ fn delete_soon<K: Hooks>(ctx: &Context, store: Store, owner: Owner, run: &str, k
         runs.ends.release_failed(&key);
         tokio::spawn(async move {
             tokio::time::sleep(DELETE_AGAIN_AFTER).await;
-            let _ = wake.send(again);
+            again();
         });
     });
 }

@@ -35,13 +35,16 @@ impl TargetRecord {
     }
 }
 
+/// The records' kind in the operator's namespace.
+const WHAT: &str = "target";
+
 pub fn store(client: &Client, config: &Config) -> Store {
-    Store::new(client, &config.namespace, "target")
+    Store::new(client, &config.namespace, WHAT)
 }
 
-/// The store of one benchmark's record: none is asked for that this process knows is absent.
+/// The store of one benchmark's record (`Context::restore_records`).
 fn benchmark_store(ctx: &Context) -> Store {
-    store(&ctx.client, &ctx.config).knowing_absent(ctx.absent.clone())
+    ctx.restore_records(WHAT)
 }
 
 /// What a restore attempt found.

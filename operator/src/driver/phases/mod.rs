@@ -22,7 +22,6 @@ use protocol::worker::Role;
 
 use super::transition::{fail, Next};
 use crate::base::outcome::Step;
-use crate::context::Wake;
 use crate::policy::samples::Slot;
 use crate::run::{Hooks, Run};
 use crate::store::registry::RunSpec;
@@ -47,15 +46,7 @@ pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
 
 /// What wakes `run`'s benchmark later (from a task of its own): a reconcile of it at once.
 pub(in crate::driver) fn wake_again<K: Hooks>(run: &Run<'_, K>) -> impl FnOnce() + Send + 'static {
-    let sender = run.ctx().wake.clone();
-    let again = Wake {
-        kind: K::kind(&()).into_owned(),
-        namespace: run.ns().to_string(),
-        name: run.name().to_string(),
-    };
-    move || {
-        let _ = sender.send(again);
-    }
+    run.ctx().waker(&K::kind(&()), run.ns(), run.name())
 }
 
 /// How many of `workers` are clients (whose reports end a measurement).

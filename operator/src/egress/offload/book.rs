@@ -24,9 +24,7 @@ pub struct Book {
 impl Book {
     /// The benchmark's records; none without a request when this process knows there are none.
     pub async fn load(ctx: &Context, eb: &EgressBenchmark) -> Result<Book> {
-        let store =
-            Store::new(&ctx.client, &ctx.config.namespace, WHAT).knowing_absent(ctx.absent.clone());
-        Book::load_from(store, eb).await
+        Book::load_from(ctx.restore_records(WHAT), eb).await
     }
 
     /// The benchmark's records in `store`.
