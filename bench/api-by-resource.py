@@ -2,11 +2,12 @@
 """The API server's view of one bench/operator-scale.sh row: requests by verb and resource
 during the row, and their mean latency, from the metrics NB_SCALE_METRICS_DIR kept.
 
-    bench/api-by-resource.py DIR ROW        e.g. bench/api-by-resource.py /tmp/scale-metrics b20
+    bench/api-by-resource.py DIR ROW [BENCHMARKS]
+        e.g. bench/api-by-resource.py /tmp/scale-metrics b20 20
 
-Every client's requests count (the operator's, kwok's, the scheduler's, the kubelets'); the
-resources only the operator touches (configmaps, tokenreviews, pods create and get, the
-benchmarks and their status, benchmarkresults) are its own.
+Every client's requests count in the first table (the operator's, kwok's, the scheduler's, the
+kubelets', the namespace controller's); the second is the operator's own, as it counted them
+(netbench_kube_requests_total in its /metrics), per benchmark when BENCHMARKS is given.
 """
 import re
 import sys
@@ -50,6 +51,31 @@ def main():
         what = f"{resource}/{sub}" if sub else resource
         mean = f"{1000 * total / timed:.1f}" if timed else "-"
         print(f"| {verb} | {what} | {count:.0f} | {mean} |")
+    operator(directory, row, float(sys.argv[3]) if len(sys.argv) > 3 else None)
+
+
+def operator(directory, row, benchmarks):
+    """The operator's own requests during the row, by verb and resource."""
+    before = parse(f"{directory}/{row}.before.prom")
+    after = parse(f"{directory}/{row}.after.prom")
+    rows = []
+    for (name, labels), value in after.items():
+        if name != 'netbench_kube_requests_total':
+            continue
+        delta = value - before.get((name, labels), 0.0)
+        if delta > 0:
+            rows.append((delta, label(labels, 'verb'), label(labels, 'resource')))
+    if not rows:
+        return
+    total = sum(r[0] for r in rows)
+    per = f" | per benchmark" if benchmarks else ""
+    print(f"\nThe operator's own requests ({total:.0f}):\n\n| verb | resource | requests{per} |")
+    print("| --- | --- | --- |" + (" --- |" if benchmarks else ""))
+    for count, verb, resource in sorted(rows, reverse=True):
+        share = f" | {count / benchmarks:.2f}" if benchmarks else ""
+        print(f"| {verb} | {resource} | {count:.0f}{share} |")
+    if benchmarks:
+        print(f"| all | | {total:.0f} | {total / benchmarks:.2f} |")
 
 
 if __name__ == '__main__':

@@ -343,9 +343,22 @@ printf '| workers per run | benchmarks | overhead p50 / max (s) | start spread m
 printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
 failures=()
 
+# settle: until the namespaces of earlier rows are gone (at most 10 minutes). Their deletion
+# (the namespace controller lists and deletes every resource type in each) would otherwise load
+# the API server during the next row, which measures the operator's overhead, not theirs.
+settle() {
+    wait_for_quietly 600 earlier_rows_gone ||
+        log "namespaces of earlier rows still terminating after 600 s: the next row shares the API server with their deletion"
+}
+
+earlier_rows_gone() {
+    [[ -z $(kc get namespace -l "netbench.io/scale-tag=$tag,netbench.io/scale-row" -o name 2>/dev/null) ]]
+}
+
 # row NAME WORKERS BENCHMARKS [KIND]: KIND ingress (default) or egress (WORKERS/2 pairs).
 row() {
     local name=$1 workers=$2 count=$3 kind=${4:-ingress}
+    settle
     log "row $name: $count $kind benchmark(s) of $workers worker(s)"
     make_namespaces "$name" "$count"
     pid=$(op_pid) || die "cannot find the operator's process in /proc"
@@ -499,6 +512,7 @@ lies_answered() { [[ -f $work/lies.jsonl ]] && (($(grep -c . "$work/lies.jsonl")
 # then; its other benchmarks go with their namespace.
 fairness() {
     local busy=$1 lone=$2 lone_first=${3:-} i
+    settle
     log "fairness: one namespace applies $busy benchmarks, $lone other namespaces one each"
     make_namespaces fair $((lone + 1))
     {

@@ -26,10 +26,13 @@ use operator::store::reports::ReportMetrics;
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     init_logging(config.log_format);
-    let client = kube::Client::try_default().await?;
+    let metrics = Arc::new(Metrics::new());
+    // Every request the client sends is counted (netbench_kube_requests_total).
+    let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
+        .with_layer(&operator::k8s::requests::counting(&metrics))
+        .build();
     let (wake_tx, wake_rx) = tokio::sync::mpsc::unbounded_channel();
     let kinds = kinds()?;
-    let metrics = Arc::new(Metrics::new());
     // The series that exist at 0 from the start (the others appear with their first value).
     kinds.prepare(&metrics);
     metrics.family::<LeaderMetrics>();

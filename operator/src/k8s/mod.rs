@@ -6,6 +6,7 @@ pub mod creation;
 pub mod events;
 pub mod leader;
 pub mod pods;
+pub mod requests;
 pub mod status;
 pub mod usage;
 pub mod versions;

@@ -50,6 +50,15 @@ impl FakeApi {
         delay: std::time::Duration,
         answer: impl Fn(&Seen) -> Answer + Clone + Send + Sync + 'static,
     ) -> kube::Client {
+        kube::Client::new(self.service_after(delay, answer), "default")
+    }
+
+    /// The service behind [`FakeApi::client_after`], for a test that puts a layer in front.
+    pub fn service_after(
+        &self,
+        delay: std::time::Duration,
+        answer: impl Fn(&Seen) -> Answer + Clone + Send + Sync + 'static,
+    ) -> tower::util::BoxCloneService<Request<Body>, Response<Body>, Infallible> {
         let log = self.log.clone();
         let svc = tower::service_fn(move |req: Request<Body>| {
             let (log, answer) = (log.clone(), answer.clone());
@@ -83,7 +92,7 @@ impl FakeApi {
                 Ok::<_, Infallible>(response)
             }
         });
-        kube::Client::new(svc, "default")
+        tower::util::BoxCloneService::new(svc)
     }
 
     /// A client of an API server that holds `benchmark` and nothing else: the benchmark (also
