@@ -263,3 +263,63 @@ async fn a_status_taken_back_makes_the_run_owe_its_end_again() {
         "{again:#?}"
     );
 }
+
+/// The benchmark of [`running`] with four workers, and their pods (running, not yet reported).
+fn running_four(since: &str) -> (Value, Vec<Value>) {
+    let mut b = running(since);
+    b["spec"]["workers"] = json!({"replicas": 4});
+    let pods = (0..4)
+        .map(|i| {
+            let mut p = worker();
+            p["metadata"]["name"] = json!(format!("b-3b6e1f7c-g1-s0-w{i}"));
+            p["metadata"]["uid"] = json!(format!("p{i}"));
+            p
+        })
+        .collect();
+    (b, pods)
+}
+
+/// The status writes that showed `count` workers reporting.
+fn shown(api_server: &FakeApi, count: &str) -> usize {
+    let column = format!("\"workers\":\"{count}\"");
+    let requests = api_server.requests();
+    requests
+        .iter()
+        .filter(|l| l.starts_with("PATCH ") && l.contains("/status") && l.contains(&column))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_count_of_reports_is_written_at_most_every_second() {
+    // Each new count of reported clients was a status write (about 30 per run at 64 workers):
+    // now the first, then one a second at most (the last, all reported, at once: the
+    // registry's unit test).
+    let (b, pods) = running_four(&now());
+    let api_server = FakeApi::default();
+    let client = serving(&api_server, &b);
+    let ctx = watching(client.clone(), &pods);
+    let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
+    let owner = operator::store::reports::Owner::of(&obj);
+    let report = |i: usize| {
+        let worker = format!("b-3b6e1f7c-g1-s0-w{i}");
+        let name = operator::store::reports::object_name(&owner, "3b6e1f7c-g1", 0, &worker);
+        ctx.watched_reports.stored(&name, &owner.uid, "3b6e1f7c-g1");
+    };
+    report(0);
+    tick(&ctx, client.clone(), &b).await;
+    assert_eq!(shown(&api_server, "1/4"), 1, "{:#?}", api_server.requests());
+    report(1);
+    tick(&ctx, client.clone(), &b).await;
+    assert_eq!(shown(&api_server, "2/4"), 0, "{:#?}", api_server.requests());
+    tokio::time::advance(operator::store::registry::PROGRESS_EVERY).await;
+    tick(&ctx, client.clone(), &b).await;
+    assert_eq!(shown(&api_server, "2/4"), 1, "{:#?}", api_server.requests());
+    report(2);
+    tick(&ctx, client.clone(), &b).await;
+    assert_eq!(shown(&api_server, "3/4"), 0, "{:#?}", api_server.requests());
+    assert!(
+        failed_status(&api_server).is_none(),
+        "{:#?}",
+        api_server.requests()
+    );
+}

@@ -49,7 +49,13 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
             .keys()
             .filter(|w| seen.reported.contains(*w))
             .count();
-        run.set_progress(done, awaited.len());
+        // Each new count shown is a status write: not more often than PROGRESS_EVERY.
+        if ctx
+            .runs
+            .progress_due(run.id(), slot.wire(), done, awaited.len())
+        {
+            run.set_progress(done, awaited.len());
+        }
         if done == awaited.len() {
             let m = format!("{what}: collecting {} report(s)", seen.reported.len());
             set_phase(run, Phase::Collecting, m);

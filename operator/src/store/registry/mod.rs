@@ -5,6 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use protocol::worker::{ProgressUpdate, RegisterRequest, Role};
 use protocol::ReportKind;
@@ -17,6 +20,11 @@ mod error;
 pub use caller::{check_listen, Caller, Listen, ListenHost};
 pub use ending::{ending_key, Ends};
 pub use error::RegistryError;
+
+/// How often a run's count of reported clients is shown in status at most, between its first
+/// and its last: each new count is a status write (about 30 per run at 64 workers, each
+/// reconcile as reports arrive), for a column a person reads.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How far in the future the common start is set when the last worker registers, so every
 /// worker's barrier poll sees it before it passes.
@@ -62,6 +70,8 @@ struct RunState {
     start_at_unix_ms: Option<u64>,
     /// The clients' progress merged (SLO gates' early abort); a new step starts it anew.
     live: Series,
+    /// The count of reported clients last shown, and when.
+    shown: Option<(usize, Instant)>,
 }
 
 /// The barrier's answer for one worker.
@@ -101,6 +111,7 @@ impl Registry {
                         refused: BTreeMap::new(),
                         start_at_unix_ms: None,
                         live: Series::default(),
+                        shown: None,
                     },
                 );
             }
@@ -265,6 +276,28 @@ impl Registry {
         Ok(state.spec.clone())
     }
 
+    /// Whether `done` of `expected` clients reported is to be shown now at `step` of `run`:
+    /// the first count and the last (all reported), the count last shown again, or a new one
+    /// [`PROGRESS_EVERY`] after the last shown (noted as shown). A run this process does not
+    /// hold (after a restart, before it is announced) shows every count.
+    pub fn progress_due(&self, run: &str, step: u32, done: usize, expected: usize) -> bool {
+        let now = Instant::now();
+        let mut runs = self.lock();
+        let Some(state) = runs.get_mut(run).filter(|s| s.spec.step == step) else {
+            return true;
+        };
+        let due = match state.shown {
+            None => true,
+            Some((shown, at)) => {
+                done == shown || done >= expected || now.duration_since(at) >= PROGRESS_EVERY
+            }
+        };
+        if due && state.shown.is_none_or(|(shown, _)| shown != done) {
+            state.shown = Some((done, now));
+        }
+        due
+    }
+
     /// The merged progress of `run` at `step` (empty when it is at another step or unknown).
     pub fn live(&self, run: &str, step: u32) -> Vec<Point> {
         self.lock()
@@ -380,6 +413,27 @@ mod tests {
             addresses,
             ..caller(worker)
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_count_of_reports_is_shown_at_most_every_second_but_the_last_at_once() {
+        let r = Registry::default();
+        r.announce("run", spec(0));
+        let due = |done| r.progress_due("run", 0, done, 4);
+        assert!(due(0), "the first count");
+        assert!(due(0), "the count shown again");
+        assert!(!due(1), "a new count within a second of the last shown");
+        assert!(!due(2));
+        tokio::time::advance(PROGRESS_EVERY).await;
+        assert!(due(2), "a second after the last shown");
+        assert!(!due(3), "the second is counted from there");
+        assert!(due(4), "all reported: at once");
+        // A step this process does not hold, and an unknown run: every count.
+        assert!(r.progress_due("run", 1, 3, 4));
+        assert!(r.progress_due("other", 0, 3, 4));
+        // A new step starts anew.
+        r.announce("run", spec(1));
+        assert!(r.progress_due("run", 1, 1, 4));
     }
 
     fn own(port: u16) -> Listen {
