@@ -35,6 +35,7 @@ use crate::k8s::watched_pods::Place;
 use crate::run::Hooks;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+pub mod add_finalizer;
 pub mod kinds;
 pub mod wake;
 
@@ -179,6 +180,13 @@ async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result
         Err(invalid) => return unreadable::<K>(ctx, &obj, &invalid.error).await,
     };
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    // A new benchmark gets the finalizer here and goes on (the helper below would add it and
+    // end the reconcile).
+    let benchmark =
+        match add_finalizer::with_finalizer(&api, FINALIZER, benchmark, &ctx.versions).await {
+            Ok(b) => b,
+            Err(e) => return settle(finalizer::Error::AddFinalizer(e)),
+        };
     let done = finalizer(&api, FINALIZER, benchmark, |event| async {
         match event {
             Event::Apply(b) => driver::apply(b.as_ref(), ctx, &api)

@@ -80,3 +80,53 @@ async fn an_ingress_run_lists_no_worker_services() {
     assert!(asked("InvalidSpec") > 0, "the run ended: {requests:#?}");
     assert_eq!(asked("/namespaces/team-a/services"), 0, "{requests:#?}");
 }
+
+#[tokio::test]
+async fn a_new_benchmark_gets_the_finalizer_and_goes_on_without_reading_it_again() {
+    // The API server answers the finalizer's patch with version 6 holding it (and any other
+    // request as a server holding that version).
+    let mut held = benchmark("6");
+    held["metadata"]["finalizers"] = json!([operator::controller::FINALIZER]);
+    let api_server = FakeApi::default();
+    let client = api_server.serving(held);
+    let ctx = operator::testing::context(client.clone(), Config::for_tests());
+    let api = Api::<crds::IngressBenchmark>::namespaced(client, "team-a");
+    let new: crds::IngressBenchmark = serde_json::from_value(benchmark("5")).unwrap();
+    let with = operator::controller::add_finalizer::with_finalizer(
+        &api,
+        operator::controller::FINALIZER,
+        std::sync::Arc::new(new),
+        &ctx.versions,
+    )
+    .await
+    .unwrap();
+    let requests = api_server.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert!(
+        requests[0]
+            .starts_with("PATCH /apis/netbench.io/v1alpha1/namespaces/team-a/ingressbenchmarks/b ")
+            && requests[0].contains(r#"{"op":"test","path":"/metadata/finalizers","value":null}"#),
+        "{requests:#?}"
+    );
+    assert_eq!(
+        with.metadata.finalizers,
+        Some(vec![operator::controller::FINALIZER.into()])
+    );
+    // The reconcile goes on with the answer: no GET of the benchmark.
+    operator::testing::fake_api::apply(with.as_ref(), &ctx, &api)
+        .await
+        .unwrap();
+    assert_eq!(gets(&api_server), 0, "{:#?}", api_server.requests());
+    // A benchmark that has it: nothing asked.
+    let before = api_server.requests().len();
+    let again = operator::controller::add_finalizer::with_finalizer(
+        &api,
+        operator::controller::FINALIZER,
+        with.clone(),
+        &ctx.versions,
+    )
+    .await
+    .unwrap();
+    assert!(std::sync::Arc::ptr_eq(&again, &with));
+    assert_eq!(api_server.requests().len(), before);
+}
