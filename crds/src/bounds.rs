@@ -8,6 +8,7 @@ use std::time::Duration as Std;
 use crate::Duration;
 
 mod egress;
+mod gates;
 mod ingress;
 mod topology;
 

@@ -14,7 +14,7 @@ pub fn egress(spec: &EgressBenchmarkSpec) -> Result<(), String> {
     for case in &spec.cases {
         egress_case(case).map_err(|e| format!("case {}: {e}", case.name))?;
     }
-    crate::gates::bounds(&spec.gates, false)?;
+    super::gates::gates(&spec.gates, false)?;
     // Across cases, which no CEL rule can sum up.
     let runs = spec.measured_count();
     if runs > MAX_MEASURED {

@@ -59,7 +59,7 @@ pub fn ingress(spec: &IngressBenchmarkSpec) -> Result<(), String> {
     route_changes(spec)?;
     route_gates(spec)?;
     route_scale(spec)?;
-    crate::gates::bounds(&spec.gates, true)?;
+    super::gates::gates(&spec.gates, true)?;
     if let Some(max) = spec.thresholds.as_ref().and_then(|t| t.max_p99) {
         if max.as_std().is_zero() {
             return Err("thresholds.maxP99 must be more than 0s and at most 1h (got 0s)".into());
