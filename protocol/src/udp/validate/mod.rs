@@ -3,7 +3,8 @@
 //! paced sender never sends ahead of its schedule, rates are counts over seconds), then
 //! recomputes every total from the streams and compares.
 
-use super::report::{Rate, UdpRun, REPORT_VERSION};
+use super::report::{UdpRun, REPORT_VERSION};
+use super::Rate;
 use super::{UdpReport, MAX_LEN, MIN_LEN};
 use crate::cpu::{check_usage, MAX_CPU_PERCENT};
 use crate::report::validate::{check_kind, check_runs, check_stream_run};

@@ -2,7 +2,8 @@
 //! together (bytes are datagrams x length, a sequence number counts once, loss and jitter are
 //! what the counts give, a paced sender keeps to its schedule).
 
-use super::super::report::{loss, Rate, Sent, UdpRun, UdpStream};
+use super::super::report::UdpRun;
+use super::super::stream::{loss, Rate, Sent, UdpStream};
 use super::{check_rate, UdpReport, MAX_JITTER_MS};
 use crate::report::{
     check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S,
