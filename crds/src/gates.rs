@@ -255,6 +255,36 @@ impl GateFigure {
     pub fn of_ingress(self) -> bool {
         INGRESS_FIGURES.contains(&self.as_str())
     }
+
+    /// The message of the Gate's CEL rule that bounds a limit on the figure by its
+    /// [`ceiling`](Self::ceiling).
+    pub(crate) fn ceiling_rule(self) -> &'static str {
+        match self {
+            GateFigure::ErrorRate => "an errorRate gate's limit is a ratio: at most 1",
+            GateFigure::RouteChangesShown
+            | GateFigure::RouteCreationsShown
+            | GateFigure::RouteDeletionsShown
+            | GateFigure::RoutesAnswered => {
+                "a route*Shown or routesAnswered gate's limit is a share: at most 1"
+            }
+            GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => {
+                "a percent gate's limit is a percentage: at most 100"
+            }
+            f if f.as_str().ends_with("Ms") => {
+                "a latency gate's limit must be at most 3600000 (1h in ms)"
+            }
+            f if f.as_str().ends_with("BitsPerSecond") => {
+                "a bits/s gate's limit must be at most 1e13 (10 Tbit/s)"
+            }
+            GateFigure::Retransmits | GateFigure::OutOfOrder | GateFigure::Failures => {
+                "a count gate's limit must be at most 1e12"
+            }
+            GateFigure::CpuSecondsPerGb | GateFigure::NodeCpuSecondsPerGb => {
+                "a CPU per GB gate's limit must be at most 1e6"
+            }
+            _ => "a gate's limit on a rate must be at most 1e9",
+        }
+    }
 }
 
 /// A latency limit: an hour, in milliseconds (the histograms' own maximum).
@@ -390,70 +420,6 @@ impl Gate {
             None => false,
         }
     }
-}
-
-/// The gates as the CEL rules bound them, checked again by the operator (crds::bounds).
-pub fn bounds(gates: &[Gate], ingress: bool) -> Result<(), String> {
-    if gates.len() > MAX_GATES {
-        return Err(format!(
-            "gates must list at most {MAX_GATES} (got {})",
-            gates.len()
-        ));
-    }
-    for g in gates {
-        gate_bounds(g, ingress).map_err(|e| format!("gate {}: {e}", g.display_name()))?;
-    }
-    Ok(())
-}
-
-fn gate_bounds(g: &Gate, ingress: bool) -> Result<(), String> {
-    if ingress && !g.figure.of_ingress() {
-        return Err(INGRESS_RULE_MESSAGE.into());
-    }
-    let Some((limit, _)) = g.limit() else {
-        return Err("a gate sets exactly one of max and min".into());
-    };
-    if limit.is_nan() || limit < 0.0 {
-        return Err("a gate's limit must not be negative".into());
-    }
-    if limit > g.figure.ceiling() {
-        return Err(match g.figure {
-            GateFigure::ErrorRate => "an errorRate gate's limit is a ratio: at most 1".into(),
-            GateFigure::RouteChangesShown
-            | GateFigure::RouteCreationsShown
-            | GateFigure::RouteDeletionsShown
-            | GateFigure::RoutesAnswered => {
-                "a route*Shown or routesAnswered gate's limit is a share: at most 1".into()
-            }
-            GateFigure::LossPercent | GateFigure::ScheduleMissedPercent => {
-                "a percent gate's limit is a percentage: at most 100".into()
-            }
-            f if f.as_str().ends_with("Ms") => {
-                "a latency gate's limit must be at most 3600000 (1h in ms)".into()
-            }
-            f if f.as_str().ends_with("BitsPerSecond") => {
-                "a bits/s gate's limit must be at most 1e13 (10 Tbit/s)".into()
-            }
-            GateFigure::Retransmits | GateFigure::OutOfOrder | GateFigure::Failures => {
-                "a count gate's limit must be at most 1e12".into()
-            }
-            GateFigure::CpuSecondsPerGb | GateFigure::NodeCpuSecondsPerGb => {
-                "a CPU per GB gate's limit must be at most 1e6".into()
-            }
-            _ => "a gate's limit on a rate must be at most 1e9".into(),
-        });
-    }
-    let after = g.abort_after.as_std();
-    if after < std::time::Duration::from_secs(1) || after > std::time::Duration::from_secs(3600) {
-        return Err(format!(
-            "a gate's abortAfter must be between 1s and 1h (got {})",
-            g.abort_after
-        ));
-    }
-    if g.abort_on_fail && g.scope != GateScope::Each {
-        return Err("abortOnFail needs scope Each".into());
-    }
-    Ok(())
 }
 
 /// The message of the IngressBenchmark's rule on gate figures.

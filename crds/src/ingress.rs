@@ -8,16 +8,20 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{CleanupPolicy, Duration, ErrorCounts, LatencyMillis, RunStatus};
+use crate::common::{CleanupPolicy, Duration};
 
 pub mod compare;
 mod controllers;
+mod status;
+mod sweep;
 pub use controllers::{
     Comparison, Controller, ControllerRow, ControllerWorkload, GatewayRef, Made, MadeChange,
     OwnedRoute, RouteBackend, RouteChangeAction, RouteChangeLog, RouteChangeResult, RouteChanges,
     RouteScaleLog, RouteScaleResult, Standing, WorkloadUsage, MAX_CONTROLLERS, MAX_ROUTE_CHANGES,
     MAX_ROUTE_COUNT, MAX_WORKLOADS,
 };
+pub use status::{IngressBenchmarkStatus, StepResult, WorkerSummary};
+pub use sweep::{SavedTarget, Scaling, ScalingRow, SweepSpec, SweepStep, TargetKind, TargetRef};
 
 /// Measure HTTP requests per second and latency against a target (usually an ingress controller),
 /// optionally sweeping the controller's CPUs (1, 2, 4, 8) to show whether throughput scales linearly.
@@ -284,83 +288,6 @@ impl WorkerSpec {
     }
 }
 
-/// Repeat the run at increasing sizes of the target to see how throughput scales. With
-/// controllers, every step measures every controller, each scaled to the step's size.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct SweepSpec {
-    /// The workload serving the target (e.g. the ingress controller). Its original spec is saved
-    /// before the first step and restored after the last one, on failure, or on deletion.
-    /// Required without controllers; with controllers, each names its own
-    /// (controllers[].sweepTarget) and this is left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_ref: Option<TargetRef>,
-    /// The sizes to measure, smallest first.
-    #[schemars(length(min = 1, max = 16))]
-    #[x_kube(
-        validation = Rule::new("self.all(s, has(s.cpu) || has(s.replicas))").message("each sweep step must set cpu and/or replicas"),
-        validation = Rule::new("self.all(s, has(s.cpu)) || self.all(s, !has(s.cpu))").message("set cpu on every sweep step or on none"),
-        validation = Rule::new("self.all(s, has(s.replicas)) || self.all(s, !has(s.replicas))").message("set replicas on every sweep step or on none"),
-        validation = Rule::new("!self.all(s, has(s.cpu)) || (self.map(s, quantity(s.cpu).asApproximateFloat()).isSorted() && self.all(a, self.exists_one(b, quantity(b.cpu).compareTo(quantity(a.cpu)) == 0)))").message("sweep steps must be strictly increasing in cpu"),
-        validation = Rule::new("!self.all(s, has(s.replicas)) || (self.map(s, s.replicas).isSorted() && (self.all(s, has(s.cpu)) || self.all(a, self.exists_one(b, b.replicas == a.replicas))))").message("sweep steps must be increasing in replicas (strictly, when cpu is not set)"),
-    )]
-    pub steps: Vec<SweepStep>,
-    /// Wait this long after the target's rollout finished before measuring.
-    #[serde(default = "default_settle")]
-    #[schemars(regex(pattern = crate::common::DURATION_PATTERN), length(max = 32))]
-    #[x_kube(validation = Rule::new("duration(self) <= duration('1h')").message("sweep.settle must be at most 1h"))]
-    pub settle: Duration,
-}
-
-fn default_settle() -> Duration {
-    std::time::Duration::from_secs(10).into()
-}
-
-/// The workload a sweep scales.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct TargetRef {
-    /// Deployment or DaemonSet (DaemonSets scale CPU only).
-    #[serde(default)]
-    pub kind: TargetKind,
-    /// Name of the workload.
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-    /// Namespace of the workload; defaults to the benchmark's namespace. The operator must be
-    /// allowed (Helm values) to patch workloads there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Container whose CPU is set; defaults to the first container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<String>,
-}
-
-/// Kinds a sweep can scale.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema, Default,
-)]
-pub enum TargetKind {
-    #[default]
-    Deployment,
-    DaemonSet,
-}
-
-/// One size of the target.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct SweepStep {
-    /// CPU requests = limits of the target container, e.g. "1", "2", "500m".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    // maxLength bounds the CEL cost estimate of the ordering rules on steps.
-    #[schemars(extend("maxLength" = 16))]
-    #[x_kube(validation = Rule::new("isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0')) && quantity(string(self)).compareTo(quantity('256')) <= 0").message("sweep steps' cpu must be a quantity such as 500m or 2, more than 0 and at most 256"))]
-    pub cpu: Option<Quantity>,
-    /// Replicas of the target Deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub replicas: Option<i32>,
-}
-
 /// Pass/fail limits, checked against the last (or only) step.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -378,171 +305,4 @@ pub struct Thresholds {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub max_error_rate: Option<f64>,
-}
-
-/// Observed state of an IngressBenchmark.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct IngressBenchmarkStatus {
-    #[serde(flatten)]
-    pub run: RunStatus,
-    /// Index of the sweep step being run (0-based).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current_step: Option<u32>,
-    /// One result per finished step (a single entry without a sweep).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<StepResult>,
-    /// The controllers side by side (spec.controllers, when several), once the run ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<Comparison>,
-    /// The route changes of the sample under way (spec.routeChanges).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_change_log: Option<RouteChangeLog>,
-    /// The routes the sample under way created (a route scale: controllers[].route.count).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_scale_log: Option<RouteScaleLog>,
-    /// How throughput grew across sweep steps compared with linear scaling.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scaling: Option<Scaling>,
-    /// When the sweep target finished rolling out for the current step (settle counts from here).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target_ready_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    /// The sweep target's spec before the first step, kept until it has been restored (with
-    /// controllers swept, the target of the step under way; savedTargets has them all).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub saved_target: Option<SavedTarget>,
-    /// Every controller's sweep target as saved before the first step (controllers[].sweepTarget).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 8))]
-    pub saved_targets: Vec<SavedTarget>,
-    /// Requests per second of the last finished step (printer column).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rps: Option<f64>,
-    /// Requests per second of the last finished step as mean ± 95% confidence interval over
-    /// its samples, e.g. "12034 ± 210" ("12034" with one sample) (printer column).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rps_interval: Option<String>,
-    /// 99th percentile latency of the last finished step, e.g. "4.21ms" (printer column).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99: Option<String>,
-    /// Workers reporting / requested, e.g. "2/2" (printer column).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<String>,
-}
-
-/// The result of one run (one sweep step).
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct StepResult {
-    /// 0-based step index.
-    pub index: u32,
-    /// The controller measured in this step (spec.controllers), if several are compared.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 40))]
-    pub controller: Option<String>,
-    /// Target CPU during this step, if the sweep set it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<Quantity>,
-    /// Target replicas during this step, if the sweep set them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// Completed requests per second over all workers: every response, whatever its status,
-    /// as wrk counts them (errors.status4xx and status5xx say how many were not 2xx/3xx).
-    pub rps: f64,
-    /// Requested rate (open loop only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_rps: Option<f64>,
-    /// Completed requests (any status) whose request began in the measured duration.
-    pub requests: u64,
-    /// Response bytes per second over all workers.
-    pub bytes_per_second: f64,
-    /// Percentiles from the merged histogram of all workers.
-    pub latency_ms: LatencyMillis,
-    /// Failed requests by class.
-    pub errors: ErrorCounts,
-    /// Spread of the workers' actual start times after the barrier, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_skew_ms: Option<f64>,
-    /// Per-worker figures.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub workers: Vec<WorkerSummary>,
-    /// How the route changes (spec.routeChanges, action SwapBackend) showed in the answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_changes: Option<RouteChangeResult>,
-    /// How the route's creations (routeChanges action DeleteAndCreate) showed: to the first
-    /// 2xx answer from the route's backend.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_creations: Option<RouteChangeResult>,
-    /// How the route's deletions (routeChanges action DeleteAndCreate) showed: to the first
-    /// 404 answered by the Gateway itself (no X-Netbench-Backend).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_deletions: Option<RouteChangeResult>,
-    /// The route scale's routes (controllers[].route.count > 1): how soon each answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route_scale: Option<RouteScaleResult>,
-    /// CPU and memory of the controller's workloads (controllers[].workloads) during the
-    /// measured window.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 4))]
-    pub workloads: Vec<WorkloadUsage>,
-}
-
-/// One worker's share of a step.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerSummary {
-    pub pod: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    pub rps: f64,
-    pub requests: u64,
-    pub errors: u64,
-    pub p99_ms: f64,
-}
-
-/// Throughput per step against linear scaling from the first step.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Scaling {
-    pub rows: Vec<ScalingRow>,
-    /// One-line verdict, e.g. "8 CPUs: 6.45x of 1 CPU, 81% of linear" (a line per controller
-    /// when controllers are swept).
-    pub summary: String,
-}
-
-/// One row of the scaling table.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ScalingRow {
-    pub index: u32,
-    /// The controller of the step (controllers swept side by side).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 40))]
-    pub controller: Option<String>,
-    /// The step's size relative to the first step (CPU ratio, or replica ratio).
-    pub size_factor: f64,
-    pub rps: f64,
-    /// rps / first step's rps.
-    pub speedup: f64,
-    /// speedup / sizeFactor: 1.0 is perfectly linear.
-    pub efficiency: f64,
-}
-
-/// The target's scaled fields before the sweep, restored afterwards.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct SavedTarget {
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub container: String,
-    /// Index of the container in the pod template (JSON patches address it by index).
-    pub container_index: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// The container's resources as they were, JSON-encoded (absent fields stay absent).
-    pub resources_json: String,
-    /// True once the original spec has been written back.
-    #[serde(default)]
-    pub restored: bool,
 }

@@ -32,11 +32,11 @@ mod window;
 
 pub use conntrack::{conntrack_warnings, ConntrackUse, MAX_CONNTRACK_ENTRIES, NEAR_FULL_PERCENT};
 pub use merge::{merge, RrMergeError};
+pub(crate) use probe::check_probe;
 pub use probe::{LatencyProbe, ProbeCounts};
 #[cfg(test)]
 pub(crate) use report::fixtures::rr_report as report_fixture;
 pub use report::{RrCounts, RrErrors, RrReport, RrRun, RrSetup, RrStream};
-pub(crate) use validate::check_probe;
 pub use validate::validate_rr;
 pub use window::{in_flight_window, window_shortfall, MAX_OPEN_LOOP_WINDOW};
 

@@ -5,8 +5,10 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::MAX_TCP_MESSAGE;
 use crate::report::histogram::{self, new_latency_histogram, MAX_TOTAL_COUNT};
-use crate::report::LatencySummary;
+use crate::report::validate::check_latency_at;
+use crate::report::{check_number, check_text, invalid, InvalidReport, LatencySummary, MAX_RATE};
 
 /// What happened to a probe's requests (the histogram holds the answered ones).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -116,5 +118,89 @@ impl LatencyProbe {
                 Ok(p)
             })
             .transpose()
+    }
+}
+
+/// A stream report's latency probe: sizes within bounds, counts that add up, percentiles the
+/// histogram gives.
+pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidReport> {
+    let field = |name: &str| format!("{prefix}.{name}");
+    check_number(&field("rate"), p.rate, f64::MIN_POSITIVE, MAX_RATE)?;
+    for (name, v) in [
+        ("request_size", p.request_size),
+        ("response_size", p.response_size),
+    ] {
+        if !(1..=MAX_TCP_MESSAGE).contains(&v) {
+            return Err(invalid(
+                field(name),
+                format!("{v} bytes (allowed 1..={MAX_TCP_MESSAGE})"),
+            ));
+        }
+    }
+    if p.transactions.checked_add(p.failed) != Some(p.attempted) {
+        return Err(invalid(
+            field("attempted"),
+            format!(
+                "{} but transactions ({}) and failures ({}) do not add up to it",
+                p.attempted, p.transactions, p.failed
+            ),
+        ));
+    }
+    if p.skipped > MAX_TOTAL_COUNT {
+        return Err(invalid(
+            field("skipped"),
+            format!("{} is more than {MAX_TOTAL_COUNT}", p.skipped),
+        ));
+    }
+    let hist = histogram::decode(&p.histogram).map_err(|e| invalid(field("histogram"), e))?;
+    if hist.len() != p.transactions {
+        return Err(invalid(
+            field("transactions"),
+            format!(
+                "{} but the latency histogram holds {} samples",
+                p.transactions,
+                hist.len()
+            ),
+        ));
+    }
+    check_latency_at(&field("latency"), &p.latency, &hist)?;
+    if let Some(e) = &p.error {
+        check_text(&field("error"), e)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_are_checked_like_reports() {
+        let mut h = crate::report::histogram::new_latency_histogram();
+        h.record(120).unwrap();
+        h.record(80).unwrap();
+        let counts = ProbeCounts {
+            attempted: 3,
+            skipped: 2,
+            failed: 1,
+        };
+        let p = LatencyProbe::single(100.0, 1, 1, counts, &h, None).unwrap();
+        check_probe("latency_probe", &p).unwrap();
+        let mut bad = p.clone();
+        bad.failed = 0;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.attempted");
+        let mut bad = p.clone();
+        bad.latency.p99_us = 5;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.latency.p99_us");
+        let mut bad = p.clone();
+        bad.skipped = u64::MAX;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.skipped");
+        let mut bad = p;
+        bad.rate = 0.0;
+        let e = check_probe("latency_probe", &bad).unwrap_err();
+        assert_eq!(e.field, "latency_probe.rate");
     }
 }

@@ -11,12 +11,11 @@
 //! makes [`merge`] associative.
 
 pub(crate) mod report;
+mod stream;
 mod validate;
 
-pub use report::{
-    merge, CpuSeconds, FlowJitter, MergeError, Rate, Received, Sent, UdpReport, UdpRun, UdpStream,
-    REPORT_VERSION,
-};
+pub use report::{merge, CpuSeconds, FlowJitter, MergeError, UdpReport, UdpRun, REPORT_VERSION};
+pub use stream::{Rate, Received, Sent, UdpStream};
 pub use validate::{validate_udp, MAX_JITTER_MS, MAX_PACKETS_PER_SECOND};
 
 /// Bytes of the header every netbench datagram starts with (magic, version, kind, stream, test

@@ -5,21 +5,22 @@
 use hdrhistogram::Histogram;
 
 use super::conntrack::check_conntrack;
-use super::probe::LatencyProbe;
-use super::report::{
-    cpu_per_transaction, node_cpu_per_transaction, RrCounts, RrReport, RrRun, RrSetup,
-};
+use super::report::{RrCounts, RrReport, RrRun, RrSetup};
 use super::window::in_flight_window;
-use super::{MAX_BURST, MAX_STREAM_RATE, MAX_TCP_MESSAGE, MAX_TIMEOUT_MS, REPORT_VERSION};
-use crate::cpu::{check_derived, check_sum, check_usage, MAX_CPU_PERCENT};
+use super::{MAX_BURST, MAX_STREAM_RATE, MAX_TIMEOUT_MS, REPORT_VERSION};
+use crate::cpu::{check_usage, MAX_CPU_PERCENT};
 use crate::report::histogram::{self, MAX_TOTAL_COUNT};
 use crate::report::validate::{
     check_latency_at, check_run_ends, check_run_streams, check_run_window, check_runs,
 };
-use crate::report::{
-    check_close, check_number, check_text, invalid, InvalidReport, MAX_DURATION_S, MAX_RATE,
-};
+use crate::report::{check_close, check_number, check_text, invalid, InvalidReport, MAX_RATE};
 use crate::ReportKind;
+
+mod streams;
+mod totals;
+
+use streams::check_streams;
+use totals::check_totals;
 
 /// Checks an rr report (single run or merged) and returns its decoded histogram.
 pub fn validate_rr(r: &RrReport) -> Result<Histogram<u64>, InvalidReport> {
@@ -245,253 +246,14 @@ fn check_run(i: usize, run: &RrRun) -> Result<(), InvalidReport> {
     check_conntrack(&prefix, run)
 }
 
-/// Every stream belongs to a run, each run has its streams, each stream adds up, and each
-/// stream that says what it skipped (every stream of this build) accounts for its whole
-/// schedule in open loop and skipped nothing in closed loop.
-fn check_streams(r: &RrReport) -> Result<(), InvalidReport> {
-    let mut per_run = vec![0u32; r.runs.len()];
-    let mut sums = (0u64, 0u64, 0u64, 0u64);
-    for (i, s) in r.per_stream.iter().enumerate() {
-        let field = |name: &str| format!("per_stream[{i}].{name}");
-        let run = usize::try_from(s.run)
-            .ok()
-            .filter(|run| *run < r.runs.len())
-            .ok_or_else(|| {
-                invalid(
-                    field("run"),
-                    format!("{} but the report has {} run(s)", s.run, r.runs.len()),
-                )
-            })?;
-        if let Some(count) = per_run.get_mut(run) {
-            *count = count.saturating_add(1);
-        }
-        if let (Some(skipped), Some(run)) = (s.skipped, r.runs.get(run)) {
-            let schedule = (r.setup.rate_per_stream, run.duration_secs);
-            check_schedule(&field("skipped"), s.attempted, skipped, schedule)?;
-        }
-        if s.transactions.checked_add(s.failed) != Some(s.attempted) {
-            return Err(invalid(
-                field("attempted"),
-                format!(
-                    "{} but transactions ({}) and failures ({}) do not add up to it",
-                    s.attempted, s.transactions, s.failed
-                ),
-            ));
-        }
-        if let Some(e) = &s.error {
-            check_text(&field("error"), e)?;
-        }
-        sums = (
-            sums.0.saturating_add(s.attempted),
-            sums.1.saturating_add(s.transactions),
-            sums.2.saturating_add(s.failed),
-            sums.3.saturating_add(s.skipped.unwrap_or(0)),
-        );
-    }
-    for (i, (run, n)) in r.runs.iter().zip(per_run).enumerate() {
-        if n != run.streams {
-            return Err(invalid(
-                format!("runs[{i}].streams"),
-                format!(
-                    "{} but the report has {n} stream(s) of this run",
-                    run.streams
-                ),
-            ));
-        }
-    }
-    let c = &r.counts;
-    let failed = c.checked_failed().unwrap_or(u64::MAX);
-    if sums != (c.attempted, c.transactions, failed, c.skipped) {
-        return Err(invalid(
-            "per_stream",
-            format!(
-                "streams add up to {} attempted, {} transactions, {} failed, {} skipped; the counts say {}, {}, {failed}, {}",
-                sums.0, sums.1, sums.2, sums.3, c.attempted, c.transactions, c.skipped
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// An open-loop stream's `attempted + skipped` is its schedule: the intended send times of
-/// `rate` per second in a window of `secs` (shifted by a phase under one interval, so one
-/// more or less than `rate x secs`; a millionth more for the clock's rounding). A closed loop
-/// has no schedule, so nothing to skip.
-fn check_schedule(
-    field: &str,
-    attempted: u64,
-    skipped: u64,
-    (rate, secs): (Option<f64>, f64),
-) -> Result<(), InvalidReport> {
-    let Some(rate) = rate else {
-        if skipped == 0 {
-            return Ok(());
-        }
-        return Err(invalid(
-            field,
-            format!("{skipped}, but only an open loop has a schedule to fall behind"),
-        ));
-    };
-    let want = rate * secs;
-    let got = attempted.saturating_add(skipped);
-    if (got as f64 - want).abs() > 1.0 + want * 1e-6 {
-        return Err(invalid(
-            field,
-            format!(
-                "{attempted} attempted + {skipped} skipped = {got}, but {rate}/s for {secs} s \
-                 schedules {want:.0} transactions"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// The report's totals are the sums of its runs, and the derived figures are the ones they
-/// give.
-fn check_totals(r: &RrReport) -> Result<(), InvalidReport> {
-    let runs = &r.runs;
-    let streams = runs
-        .iter()
-        .try_fold(0u32, |acc, run| acc.checked_add(run.streams));
-    if streams != Some(r.streams) {
-        return Err(invalid(
-            "streams",
-            format!("{} is not the sum of the runs' streams", r.streams),
-        ));
-    }
-    let transactions = runs
-        .iter()
-        .try_fold(0u64, |acc, run| acc.checked_add(run.transactions));
-    if transactions != Some(r.counts.transactions) {
-        return Err(invalid(
-            "runs",
-            format!(
-                "the runs' transactions do not add up to counts.transactions ({})",
-                r.counts.transactions
-            ),
-        ));
-    }
-    check_number("duration_secs", r.duration_secs, 0.0, MAX_DURATION_S)?;
-    let longest = runs
-        .iter()
-        .fold(0f64, |acc, run| acc.max(run.duration_secs));
-    check_close("duration_secs", r.duration_secs, longest)?;
-    let tps: f64 = runs.iter().map(|run| run.transactions_per_second).sum();
-    check_number(
-        "transactions_per_second",
-        r.transactions_per_second,
-        0.0,
-        MAX_RATE,
-    )?;
-    check_close("transactions_per_second", r.transactions_per_second, tps)?;
-    let requested = r
-        .setup
-        .rate_per_stream
-        .map(|rate| rate * f64::from(r.streams));
-    match (r.requested_per_second, requested) {
-        (None, None) => {}
-        (Some(got), Some(want)) => {
-            check_number("requested_per_second", got, 0.0, MAX_RATE)?;
-            check_close("requested_per_second", got, want)?;
-        }
-        _ => {
-            return Err(invalid(
-                "requested_per_second",
-                "present exactly when rate_per_stream is (open loop)",
-            ))
-        }
-    }
-    match (r.loss_percent, r.setup.mode) {
-        (Some(loss), mode) if mode.is_udp() => {
-            check_number("loss_percent", loss, 0.0, 100.0)?;
-            check_close("loss_percent", loss, r.counts.loss_percent())?;
-        }
-        (None, mode) if !mode.is_udp() => {}
-        _ => return Err(invalid("loss_percent", "present exactly for udp-rr")),
-    }
-    if r.port_exhausted != (r.counts.errors.address_not_available > 0) {
-        return Err(invalid(
-            "port_exhausted",
-            format!(
-                "{} but {} connection attempts found no free local port",
-                r.port_exhausted, r.counts.errors.address_not_available
-            ),
-        ));
-    }
-    check_sum(&r.cpu, runs.iter().map(|run| &run.cpu))?;
-    let transactions = r.counts.transactions;
-    check_derived(
-        "cpu_us_per_transaction",
-        r.cpu_us_per_transaction.as_ref(),
-        cpu_per_transaction(runs, transactions),
-        true,
-    )?;
-    check_derived(
-        "node_cpu_us_per_transaction",
-        r.node_cpu_us_per_transaction.as_ref(),
-        node_cpu_per_transaction(runs, transactions),
-        false,
-    )
-}
-
-/// A stream report's latency probe: sizes within bounds, counts that add up, percentiles the
-/// histogram gives.
-pub(crate) fn check_probe(prefix: &str, p: &LatencyProbe) -> Result<(), InvalidReport> {
-    let field = |name: &str| format!("{prefix}.{name}");
-    check_number(&field("rate"), p.rate, f64::MIN_POSITIVE, MAX_RATE)?;
-    for (name, v) in [
-        ("request_size", p.request_size),
-        ("response_size", p.response_size),
-    ] {
-        if !(1..=MAX_TCP_MESSAGE).contains(&v) {
-            return Err(invalid(
-                field(name),
-                format!("{v} bytes (allowed 1..={MAX_TCP_MESSAGE})"),
-            ));
-        }
-    }
-    if p.transactions.checked_add(p.failed) != Some(p.attempted) {
-        return Err(invalid(
-            field("attempted"),
-            format!(
-                "{} but transactions ({}) and failures ({}) do not add up to it",
-                p.attempted, p.transactions, p.failed
-            ),
-        ));
-    }
-    if p.skipped > MAX_TOTAL_COUNT {
-        return Err(invalid(
-            field("skipped"),
-            format!("{} is more than {MAX_TOTAL_COUNT}", p.skipped),
-        ));
-    }
-    let hist = histogram::decode(&p.histogram).map_err(|e| invalid(field("histogram"), e))?;
-    if hist.len() != p.transactions {
-        return Err(invalid(
-            field("transactions"),
-            format!(
-                "{} but the latency histogram holds {} samples",
-                p.transactions,
-                hist.len()
-            ),
-        ));
-    }
-    check_latency_at(&field("latency"), &p.latency, &hist)?;
-    if let Some(e) = &p.error {
-        check_text(&field("error"), e)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::validate::assert_refused;
     use crate::rr::report::fixtures::rr_report;
-    use crate::rr::ProbeCounts;
     use crate::Protocol;
 
-    fn udp() -> RrReport {
+    pub(super) fn udp() -> RrReport {
         rr_report(Protocol::UdpRr, &[100, 200, 300, 5_000], 2)
     }
 
@@ -772,7 +534,7 @@ mod tests {
 
     /// `r` as an open loop of `rate` per stream whose streams fell behind: each stream's
     /// schedule (rate x 2 s) is what it attempted plus what it skipped.
-    fn open_loop(mut r: RrReport, rate: f64) -> RrReport {
+    pub(super) fn open_loop(mut r: RrReport, rate: f64) -> RrReport {
         r.setup.rate_per_stream = Some(rate);
         r.setup.max_in_flight = Some(in_flight_window(&r.setup));
         r.requested_per_second = Some(rate * f64::from(r.streams));
@@ -782,127 +544,5 @@ mod tests {
         }
         r.counts.skipped = r.per_stream.iter().filter_map(|s| s.skipped).sum();
         r
-    }
-
-    /// Adds `n` to stream `i`'s skipped sends (and, if `total`, to the report's).
-    fn skip_more(r: &RrReport, i: usize, n: i64, total: bool) -> RrReport {
-        let mut r = r.clone();
-        let s = &mut r.per_stream[i].skipped;
-        *s = s.map(|v| v.checked_add_signed(n).unwrap());
-        if total {
-            r.counts.skipped = r.counts.skipped.checked_add_signed(n).unwrap();
-        }
-        r
-    }
-
-    #[test]
-    fn an_open_loop_accounts_for_its_whole_schedule() {
-        let r = open_loop(udp(), 100.0);
-        validate_rr(&r).unwrap();
-        assert_eq!(r.counts.attempted + r.counts.skipped, 400);
-        let w = r.warnings();
-        assert!(
-            w[0].contains("fell behind its schedule: 393 of 400 intended"),
-            "{w:?}"
-        );
-        // One more or less than rate x window: the phase.
-        validate_rr(&skip_more(&r, 1, 1, true)).unwrap();
-        validate_rr(&skip_more(&r, 1, -1, true)).unwrap();
-        // A stream that sent less than its schedule without saying so.
-        let bad = skip_more(&r, 1, -2, true);
-        assert_refused(
-            validate_rr(&bad),
-            "per_stream[1].skipped",
-            "schedules 200 transactions",
-        );
-        // Or that says it skipped more than it had.
-        let bad = skip_more(&r, 0, 2, true);
-        assert_refused(validate_rr(&bad), "per_stream[0].skipped", "= 202");
-        // The streams' skipped sends are the total's.
-        let mut bad = r.clone();
-        bad.counts.skipped += 1;
-        assert_refused(validate_rr(&bad), "per_stream", "skipped");
-        // A closed loop has no schedule to fall behind.
-        let mut bad = udp();
-        bad.counts.skipped = 1;
-        bad.per_stream[0].skipped = Some(1);
-        assert_refused(validate_rr(&bad), "counts.skipped", "only an open loop");
-        let bad = skip_more(&udp(), 0, 1, false);
-        assert_refused(
-            validate_rr(&bad),
-            "per_stream[0].skipped",
-            "only an open loop",
-        );
-    }
-
-    #[test]
-    fn a_report_of_an_older_build_without_skipped_sends_still_validates() {
-        // Older builds neither counted skipped sends nor kept their schedule exactly: an open
-        // loop of theirs that fell behind (7 of 400 sent) has no `skipped` field at all.
-        let mut r = open_loop(udp(), 100.0);
-        r.counts.skipped = 0;
-        let mut json = serde_json::to_value(&r).unwrap();
-        json["counts"].as_object_mut().unwrap().remove("skipped");
-        for s in json["per_stream"].as_array_mut().unwrap() {
-            s.as_object_mut().unwrap().remove("skipped");
-        }
-        let old: RrReport = serde_json::from_value(json).unwrap();
-        assert_eq!(old.counts.skipped, 0);
-        assert!(old.per_stream.iter().all(|s| s.skipped.is_none()));
-        validate_rr(&old).unwrap();
-        assert!(old.warnings().is_empty());
-        // This build always says: the same figures with `skipped: 0` did not add up.
-        let mut new = old.clone();
-        new.per_stream[0].skipped = Some(0);
-        assert_refused(
-            validate_rr(&new),
-            "per_stream[0].skipped",
-            "schedules 200 transactions",
-        );
-    }
-
-    #[test]
-    fn port_exhaustion_is_flagged_and_explained() {
-        let mut r = rr_report(Protocol::TcpCrr, &[100, 200], 0);
-        r.counts.errors.address_not_available = 5;
-        r.counts.attempted += 5;
-        r.per_stream[0].failed += 5;
-        r.per_stream[0].attempted += 5;
-        r.fill_derived();
-        validate_rr(&r).unwrap();
-        assert!(r.port_exhausted);
-        let w = r.warnings();
-        assert_eq!(w.len(), 1);
-        assert!(w[0].contains("ephemeral ports exhausted: 5"), "{w:?}");
-    }
-
-    #[test]
-    fn probes_are_checked_like_reports() {
-        let mut h = crate::report::histogram::new_latency_histogram();
-        h.record(120).unwrap();
-        h.record(80).unwrap();
-        let counts = ProbeCounts {
-            attempted: 3,
-            skipped: 2,
-            failed: 1,
-        };
-        let p = LatencyProbe::single(100.0, 1, 1, counts, &h, None).unwrap();
-        check_probe("latency_probe", &p).unwrap();
-        let mut bad = p.clone();
-        bad.failed = 0;
-        let e = check_probe("latency_probe", &bad).unwrap_err();
-        assert_eq!(e.field, "latency_probe.attempted");
-        let mut bad = p.clone();
-        bad.latency.p99_us = 5;
-        let e = check_probe("latency_probe", &bad).unwrap_err();
-        assert_eq!(e.field, "latency_probe.latency.p99_us");
-        let mut bad = p.clone();
-        bad.skipped = u64::MAX;
-        let e = check_probe("latency_probe", &bad).unwrap_err();
-        assert_eq!(e.field, "latency_probe.skipped");
-        let mut bad = p;
-        bad.rate = 0.0;
-        let e = check_probe("latency_probe", &bad).unwrap_err();
-        assert_eq!(e.field, "latency_probe.rate");
     }
 }
