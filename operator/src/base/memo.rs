@@ -91,12 +91,18 @@ const FACTS_FRESH: Duration = Duration::from_secs(60);
 /// Most nodes (and their CNIs) remembered.
 const FACTS_NODES: usize = 1024;
 
+/// How long the API server's addresses are used again (`admin::caps::lookup`): every run's
+/// target check needs them, and they change only with the control plane.
+const API_SERVER_FRESH: Duration = Duration::from_secs(10);
+
 /// What the results read about the cluster (`results::facts`), for [`FACTS_FRESH`]: the API
-/// server's version, each node's description (None: no such node), the CNIs on each node.
+/// server's version, each node's description (None: no such node), the CNIs on each node; and
+/// the API server's addresses as the target check read them, for [`API_SERVER_FRESH`].
 pub struct ClusterFactsMemo {
     pub version: Memo<String>,
     pub nodes: Memo<Option<crds::result::NodeFacts>>,
     pub cni: Memo<Vec<String>>,
+    pub api_server: Memo<Vec<std::net::IpAddr>>,
 }
 
 impl Default for ClusterFactsMemo {
@@ -105,6 +111,7 @@ impl Default for ClusterFactsMemo {
             version: Memo::new(FACTS_FRESH, 1),
             nodes: Memo::new(FACTS_FRESH, FACTS_NODES),
             cni: Memo::new(FACTS_FRESH, FACTS_NODES),
+            api_server: Memo::new(API_SERVER_FRESH, 1),
         }
     }
 }

@@ -103,10 +103,10 @@ pub fn offload_nodes(setting: &crds::egress::OffloadSetting, case: &EgressCase) 
 /// The admin's caps, the named nodes, and every external server's address: Ok, or why the run
 /// may not start.
 pub async fn admitted(
-    client: &Client,
+    ctx: &crate::context::Context,
     spec: &EgressBenchmarkSpec,
-    config: &Config,
 ) -> Result<Result<(), Failure>> {
+    let (client, config) = (&ctx.client, &ctx.config);
     if let Err(m) = super::limits::check(spec, &config.caps) {
         return Ok(Err(Failure::not_permitted(m)));
     }
@@ -121,7 +121,7 @@ pub async fn admitted(
     if external.is_empty() {
         return Ok(Ok(()));
     }
-    let policy = match lookup::policy(client, &config.caps).await? {
+    let policy = match lookup::policy(client, &config.caps, &ctx.facts.api_server).await? {
         Ok(p) => p,
         Err(r) => return Ok(Err(r)),
     };

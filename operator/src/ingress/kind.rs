@@ -140,12 +140,10 @@ impl Hooks for IngressBenchmark {
         if let Err(m) = validate::permitted(spec, ns, config) {
             return Ok(Step::Fail(Failure::invalid(m)));
         }
-        Ok(
-            match validate::admitted(&run.ctx().client, spec, config).await? {
-                Ok(()) => Step::Done,
-                Err(refusal) => Step::Fail(refusal),
-            },
-        )
+        Ok(match validate::admitted(run.ctx(), spec).await? {
+            Ok(()) => Step::Done,
+            Err(refusal) => Step::Fail(refusal),
+        })
     }
 
     /// A sweep target an earlier run changed is restored first; its saved spec is kept until

@@ -97,17 +97,17 @@ pub fn sweep_permitted(
 /// The admin's caps, the named nodes, and where target.url leads: Ok, or why the run may not
 /// start.
 pub async fn admitted(
-    client: &Client,
+    ctx: &crate::context::Context,
     spec: &IngressBenchmarkSpec,
-    config: &Config,
 ) -> crate::base::error::Result<Result<(), Failure>> {
+    let (client, config) = (&ctx.client, &ctx.config);
     if let Err(m) = super::limits::check(spec, &config.caps) {
         return Ok(Err(Failure::not_permitted(m)));
     }
     if let Err(m) = nodes_exist(client, spec).await? {
         return Ok(Err(Failure::invalid(m)));
     }
-    let policy = match lookup::policy(client, &config.caps).await? {
+    let policy = match lookup::policy(client, &config.caps, &ctx.facts.api_server).await? {
         Ok(p) => p,
         Err(r) => return Ok(Err(r)),
     };

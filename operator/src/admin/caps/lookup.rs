@@ -16,13 +16,21 @@ use kube::{Api, Client};
 use super::destinations::{Policy, Target};
 use crate::admin::config::AdminCaps;
 use crate::base::error::{Error, Result};
+use crate::base::memo::Memo;
 use crate::base::outcome::Failure;
 
 /// How long reading the `kubernetes` Service and EndpointSlice may take.
 const API_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The API server's ClusterIPs and endpoint addresses.
-async fn api_server_addresses(client: &Client) -> kube::Result<Vec<IpAddr>> {
+/// The API server's ClusterIPs and endpoint addresses: as read within the memory's freshness
+/// (every run's check asks; only an answer is kept, a refusal or failure is asked again).
+async fn api_server_addresses(
+    client: &Client,
+    memo: &Memo<Vec<IpAddr>>,
+) -> kube::Result<Vec<IpAddr>> {
+    if let Some(known) = memo.get(API_SERVER) {
+        return Ok(known);
+    }
     let mut found: Vec<IpAddr> = vec![];
     let services = Api::<Service>::namespaced(client.clone(), "default");
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default");
@@ -51,17 +59,22 @@ async fn api_server_addresses(client: &Client) -> kube::Result<Vec<IpAddr>> {
     }
     found.sort();
     found.dedup();
+    memo.keep(API_SERVER, found.clone());
     Ok(found)
 }
+
+/// The memory's key of the API server's addresses.
+const API_SERVER: &str = "default/kubernetes";
 
 /// The admin's lists and, unless turned off, the API server's addresses. Err(Failure) when
 /// the operator may not read them (RBAC): a run is never admitted unchecked.
 pub async fn policy<'a>(
     client: &Client,
     caps: &'a AdminCaps,
+    memo: &Memo<Vec<IpAddr>>,
 ) -> Result<std::result::Result<Policy<'a>, Failure>> {
     let api_server = if caps.deny_api_server {
-        match tokio::time::timeout(API_LOOKUP_TIMEOUT, api_server_addresses(client)).await {
+        match tokio::time::timeout(API_LOOKUP_TIMEOUT, api_server_addresses(client, memo)).await {
             Err(_) => {
                 return Err(Error::TimedOut {
                     what: "reading the API server's addresses",
@@ -165,6 +178,48 @@ mod tests {
     }
 
     const T: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn the_api_servers_addresses_are_read_once_while_fresh_and_a_refusal_every_time() {
+        use crate::testing::fake_api::{status, FakeApi};
+        let caps = Config::for_tests().caps;
+        assert!(caps.deny_api_server);
+        let api_server = FakeApi::default();
+        let client = api_server.client(|seen| match seen.path.as_str() {
+            "/api/v1/namespaces/default/services/kubernetes" => (
+                200,
+                serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes"},
+                                   "spec": {"clusterIP": "198.19.64.1", "clusterIPs": ["198.19.64.1"]}}),
+            ),
+            _ => (404, status(404, "NotFound")),
+        });
+        let memo = Memo::new(Duration::from_secs(3600), 1);
+        for _ in 0..3 {
+            let p = super::policy(&client, &caps, &memo).await.unwrap().unwrap();
+            assert!(p.api_server.contains(&"198.19.64.1".parse().unwrap()));
+        }
+        assert_eq!(
+            api_server.requests().len(),
+            2,
+            "{:#?}",
+            api_server.requests()
+        );
+        // Refused (RBAC): the run is refused, and the next asks again.
+        let refusing = FakeApi::default();
+        let client = refusing.client(|_| (403, status(403, "Forbidden")));
+        let memo = Memo::new(Duration::from_secs(3600), 1);
+        for asked in [2, 4] {
+            let Err(refusal) = super::policy(&client, &caps, &memo).await.unwrap() else {
+                panic!("admitted without reading the API server's addresses");
+            };
+            assert!(
+                refusal.message.contains("may not read Service"),
+                "{}",
+                refusal.message
+            );
+            assert_eq!(refusing.requests().len(), asked);
+        }
+    }
 
     /// Asserts that `url` in target.url is refused for `reason`, with a message that names the
     /// field and the URL first and holds `part`.

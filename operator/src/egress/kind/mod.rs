@@ -64,7 +64,7 @@ impl Hooks for EgressBenchmark {
         if let Err(refusal) = validate::permitted(spec, run.ns(), config) {
             return Ok(Step::Fail(refusal));
         }
-        if let Err(refusal) = validate::admitted(&run.ctx().client, spec, config).await? {
+        if let Err(refusal) = validate::admitted(run.ctx(), spec).await? {
             return Ok(Step::Fail(refusal));
         }
         let offload = in_run::offload_of(run.ctx(), run.obj(), run.id());
