@@ -41,6 +41,10 @@ use crate::store::reports::Owner;
 use crate::store::run_record;
 use metrics::{RunMetrics, StepMetrics};
 
+/// How soon a reconcile handed a copy behind the operator's own last write looks again, should
+/// the watch's next event not come first.
+const BEHIND_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Moves `obj`'s run on as far as it can go now, writes status, publishes Events.
 pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
     // Each step's time goes to netbench_reconcile_step_duration_seconds.
@@ -50,10 +54,19 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
 
     // 1. The freshest object: the cache's copy only when it is the version this operator last
     //    read or wrote (it then holds our own last status write), else read anew.
-    let cached = match (obj.uid(), obj.resource_version()) {
-        (Some(uid), Some(version)) => ctx.versions.is_current(&uid, &version),
-        _ => false,
+    let (cached, behind) = match (obj.uid(), obj.resource_version()) {
+        (Some(uid), Some(version)) => (
+            ctx.versions.is_current(&uid, &version),
+            ctx.versions.is_behind(&uid, &version),
+        ),
+        _ => (false, false),
     };
+    // A copy at an earlier version of ours: the watch has yet to show our later write, and
+    // that wakes this object again (a relist, should the watch restart, does too; the requeue
+    // is a net). Reading it now would only do the work of that reconcile twice.
+    if behind {
+        return Ok(Action::requeue(BEHIND_RETRY));
+    }
     let obj = if cached {
         obj.clone()
     } else {

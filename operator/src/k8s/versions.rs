@@ -1,30 +1,63 @@
-//! The version of each benchmark the operator last read or wrote (its resourceVersion, by
-//! uid). A reconcile handed the controller's cached copy at exactly that version already holds
-//! the operator's own last status write, so it needs no fresh GET; any other version (the cache
-//! behind our write, a user's edit) is read fresh. One entry per benchmark, gone at cleanup.
+//! The versions of each benchmark the operator last read or wrote (its resourceVersion, by
+//! uid). A reconcile handed the controller's cached copy at exactly the last one already holds
+//! the operator's own last status write, so it needs no fresh GET. A copy at an earlier one of
+//! ours is behind: the watch has yet to show our later write, and showing it wakes the object
+//! again. Any other version (a user's edit) is read fresh. One entry per benchmark, gone at
+//! cleanup.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
+/// Earlier versions remembered per benchmark (a run writes a handful in quick succession).
+const EARLIER_KEPT: usize = 8;
+
 #[derive(Default)]
-pub struct Versions(Mutex<HashMap<String, String>>);
+struct Seen {
+    last: String,
+    /// Versions read or written before `last`, newest last.
+    earlier: VecDeque<String>,
+}
+
+#[derive(Default)]
+pub struct Versions(Mutex<HashMap<String, Seen>>);
 
 impl Versions {
-    /// Whether `version` of the object `uid` is the one last read or written.
-    pub fn is_current(&self, uid: &str, version: &str) -> bool {
-        let seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.get(uid).is_some_and(|v| v == version)
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Seen>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The object `uid` was read or written at `version`.
+    /// Whether `version` of the object `uid` is the one last read or written.
+    pub fn is_current(&self, uid: &str, version: &str) -> bool {
+        self.seen().get(uid).is_some_and(|s| s.last == version)
+    }
+
+    /// Whether `version` of the object `uid` is one this process read or wrote before the last:
+    /// a copy older than what the API server holds, and than what the watch will show next.
+    pub fn is_behind(&self, uid: &str, version: &str) -> bool {
+        self.seen()
+            .get(uid)
+            .is_some_and(|s| s.last != version && s.earlier.iter().any(|v| v == version))
+    }
+
+    /// The object `uid` was read or written at `version` (reads and writes of one benchmark
+    /// come in order: its reconciles never overlap).
     pub fn note(&self, uid: &str, version: &str) {
-        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.insert(uid.to_string(), version.to_string());
+        let mut seen = self.seen();
+        let entry = seen.entry(uid.to_string()).or_default();
+        if entry.last == version {
+            return;
+        }
+        let last = std::mem::replace(&mut entry.last, version.to_string());
+        if !last.is_empty() {
+            entry.earlier.push_back(last);
+        }
+        while entry.earlier.len() > EARLIER_KEPT {
+            entry.earlier.pop_front();
+        }
     }
 
     pub fn forget(&self, uid: &str) {
-        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.remove(uid);
+        self.seen().remove(uid);
     }
 }
 
@@ -43,5 +76,28 @@ mod tests {
         assert!(v.is_current("u", "2") && !v.is_current("w", "2"));
         v.forget("u");
         assert!(!v.is_current("u", "2"));
+    }
+
+    #[test]
+    fn only_an_earlier_version_of_ours_is_behind() {
+        let v = Versions::default();
+        assert!(!v.is_behind("u", "1"), "nothing seen yet");
+        v.note("u", "1");
+        assert!(!v.is_behind("u", "1"), "the last is current, not behind");
+        v.note("u", "2");
+        v.note("u", "2");
+        assert!(v.is_behind("u", "1") && !v.is_behind("u", "2"));
+        assert!(
+            !v.is_behind("u", "9"),
+            "a version not ours (a user's edit) is read"
+        );
+        assert!(!v.is_behind("w", "1"), "another object's");
+        for i in 3..20 {
+            v.note("u", &i.to_string());
+        }
+        assert!(!v.is_behind("u", "1"), "only the last few are kept");
+        assert!(v.is_behind("u", "18"));
+        v.forget("u");
+        assert!(!v.is_behind("u", "18"));
     }
 }
