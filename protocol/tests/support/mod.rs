@@ -2,6 +2,8 @@
 //! time, the values put in, and a report as a worker sends it to the operator.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod hdr;
+
 use proptest::prelude::*;
 use protocol::tcp::CpuUsage;
 use protocol::worker::{FinalReport, PROTOCOL_VERSION};
