@@ -52,10 +52,8 @@ fn egress_through_a_gateway_agrees_with_iperf3() {
 
 #[test]
 fn source_address_and_interface_binding_take_effect() {
-    require(&["ip", "ss"], true);
-    let topo = Topology::up(false);
-    let _server = loadgen_server(Some(&topo.ns_b), 5202);
-    let _m = measuring();
+    let served = served(5202);
+    let topo = &served.topo;
     // Source address: the connection comes from it.
     let report = loadgen_client(
         Some(&topo.ns_a),

@@ -324,6 +324,26 @@ pub fn loadgen_server(ns: Option<&str>, port: u16) -> Server {
         .unwrap_or_else(|| panic!("tcp-server -p {port} exited (port taken?)"))
 }
 
+/// A fresh two-node topology (root, `ip` and `ss` required) with a netbench-loadgen server in
+/// `ns_b` on `port`, measuring alone. Dropped in field order: the lock, the server, the
+/// namespaces.
+pub struct Served {
+    _measuring: MutexGuard<'static, ()>,
+    _server: Server,
+    pub topo: Topology,
+}
+
+pub fn served(port: u16) -> Served {
+    require(&["ip", "ss"], true);
+    let topo = Topology::up(false);
+    let _server = loadgen_server(Some(&topo.ns_b), port);
+    Served {
+        _measuring: measuring(),
+        _server,
+        topo,
+    }
+}
+
 /// [`loadgen_server`] at real-time priority ([`in_ns_realtime`]).
 pub fn loadgen_server_realtime(ns: &str, port: u16) -> Server {
     let mut cmd = in_ns_realtime(ns, LOADGEN);
