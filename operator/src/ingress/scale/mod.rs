@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crds::ingress::{Controller, IngressBenchmark, OwnedRoute, RouteScaleLog};
 
-use super::churn::now_unix_us;
+use super::churn::{now_unix_us, sample_log};
 use super::{plan, routes};
 use crate::base::error::Result;
 use crate::base::labels;
@@ -87,19 +87,7 @@ fn manifest(
 
 /// The sample's log in status, made anew for a new sample, sized to `count`.
 fn log_of<'r>(run: &'r mut IngressRun<'_>, slot: Slot, count: usize) -> &'r mut RouteScaleLog {
-    let status = run.status_mut();
-    let stale = status
-        .route_scale_log
-        .as_ref()
-        .is_none_or(|l| l.step != slot.measurement || l.sample != slot.sample);
-    if stale {
-        status.route_scale_log = Some(RouteScaleLog {
-            step: slot.measurement,
-            sample: slot.sample,
-            ..Default::default()
-        });
-    }
-    let log = status.route_scale_log.get_or_insert_with(Default::default);
+    let log = sample_log!(run.status_mut().route_scale_log, RouteScaleLog, slot);
     log.created_unix_us.resize(count, None);
     log
 }
