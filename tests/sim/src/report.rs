@@ -16,7 +16,6 @@ use protocol::tcp::{
     Throughput,
 };
 use protocol::udp::{CpuSeconds, Rate, Received, Sent, UdpReport, UdpRun, UdpStream};
-use protocol::worker::{FinalReport, PROTOCOL_VERSION};
 use protocol::Protocol;
 use rand::Rng;
 
@@ -719,23 +718,4 @@ pub fn rr_json(report: &RrReport) -> Result<serde_json::Value, String> {
 
 pub fn udp_json(report: &UdpReport) -> Result<serde_json::Value, String> {
     serde_json::to_value(report).map_err(|e| e.to_string())
-}
-
-/// The final report a worker posts.
-pub fn final_report(
-    worker: &str,
-    node: Option<&str>,
-    step: u32,
-    started_at_unix_ms: u64,
-    report: serde_json::Value,
-) -> FinalReport {
-    FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: worker.to_string(),
-        node: node.map(str::to_string),
-        step,
-        started_at_unix_ms,
-        report,
-        host: None,
-    }
 }

@@ -585,7 +585,7 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
     }
     sleep_until_unix_ms(started_at + run_ms).await;
     let measured = measure(&sim, &w, started_at, &barrier, drawn, &mut rng)?;
-    let final_report = report::final_report(
+    let final_report = FinalReport::new(
         &w.worker,
         Some(&w.node),
         w.step,

@@ -381,15 +381,7 @@ mod tests {
         let mut report = crate::testing::reports::http_report(&[1000], start_ms);
         report["answers"] =
             serde_json::json!({"sightings": [], "complete": true, "first_ok_by_host": firsts});
-        let r = FinalReport {
-            version: protocol::worker::PROTOCOL_VERSION,
-            worker: "w0".into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: start_ms,
-            report,
-            host: None,
-        };
+        let r = FinalReport::new("w0", None, 0, start_ms, report);
         BTreeMap::from([("w0".to_string(), r)])
     }
 
