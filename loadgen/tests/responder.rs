@@ -27,11 +27,7 @@ fn responder(body_size: usize, delay: &str, status: u16) -> String {
 
 /// A connection to the responder at `url`, reads timing out after 10 s.
 fn connect(url: &str) -> TcpStream {
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    conn
+    support::connect_reading_for(url.trim_start_matches("http://").trim_end_matches('/'), 10)
 }
 
 /// One raw HTTP/1.1 exchange on `conn`: the status line and the body.
@@ -139,26 +135,16 @@ fn the_count_port_says_how_many_answers_were_given() {
         });
     });
     let (answers, counts) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    let count = || {
-        let mut conn = TcpStream::connect(counts).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        get(&mut conn, "/")
-    };
+    let count = || get(&mut support::connect_reading_for(counts, 10), "/");
     assert_eq!(
         count(),
         ("HTTP/1.1 200 OK".to_string(), b"answered 0\n".to_vec())
     );
-    let mut conn = TcpStream::connect(answers).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = support::connect_reading_for(answers, 10);
     for _ in 0..5 {
         assert_eq!(get(&mut conn, "/").0, "HTTP/1.1 503 Service Unavailable");
     }
-    let mut other = TcpStream::connect(answers).unwrap();
-    other
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut other = support::connect_reading_for(answers, 10);
     get(&mut other, "/x");
     assert_eq!(
         count().1,

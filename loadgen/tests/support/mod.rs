@@ -8,7 +8,7 @@ pub use test_support::ports;
 
 pub mod operator;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -23,6 +23,14 @@ use loadgen::udp::UdpClientConfig;
 use protocol::tcp::TcpReport;
 
 pub const LOADGEN: &str = env!("CARGO_BIN_EXE_netbench-loadgen");
+
+/// A TCP connection to `addr` whose reads time out after `secs` seconds.
+pub fn connect_reading_for(addr: impl ToSocketAddrs, secs: u64) -> TcpStream {
+    let conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(secs)))
+        .unwrap();
+    conn
+}
 
 /// A library server (`netbench-loadgen server`) on 127.0.0.1, port chosen by the kernel,
 /// serving tests one after another until dropped; it must end without an error.
