@@ -8,7 +8,6 @@ pub mod fake_api;
 mod fixtures;
 pub mod log_capture;
 pub mod reports;
-#[cfg(test)]
 pub mod results;
 
 pub use doubles::{FixedTokens, MemorySink};
