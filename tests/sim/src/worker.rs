@@ -475,7 +475,7 @@ impl Drawn {
     fn of(sim: &Sim, work: &Work, rng: &mut StdRng) -> Drawn {
         match work {
             Work::Http(h) => {
-                let n = h.requests(&sim.model, sim.max_samples);
+                let n = report::http_requests(h, &sim.model, sim.max_samples);
                 Drawn::Http(report::sample_latencies(&sim.model, n, rng))
             }
             Work::Rr(r) => Drawn::Rr(report::draw_rr(

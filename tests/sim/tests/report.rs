@@ -10,8 +10,8 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sim::record::{read_records, Recorder, Sent, StepKey};
 use sim::report::{
-    http_json, http_report, sample_latencies, tcp_json, tcp_report, HttpShape, LatencyModel,
-    TcpShape,
+    http_json, http_report, http_requests, sample_latencies, tcp_json, tcp_report, HttpShape,
+    LatencyModel, TcpShape,
 };
 
 fn shape(rate: Option<f64>) -> HttpShape {
@@ -35,7 +35,7 @@ fn http_reports_pass_the_operators_validation() {
     let model = LatencyModel::default();
     for (i, rate) in [None, Some(250.0)].into_iter().enumerate() {
         let s = shape(rate);
-        let n = s.requests(&model, 5_000);
+        let n = http_requests(&s, &model, 5_000);
         let samples = sample_latencies(&model, n, &mut rng);
         let report = http_report(&s, 1_700_000_000_000, &samples).unwrap();
         let fr = FinalReport::new(
