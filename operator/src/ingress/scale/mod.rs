@@ -416,14 +416,16 @@ mod tests {
             measurement: 0,
             sample: 0,
         };
-        let r = read_sample(
-            &spec,
-            Some(&log),
-            slot,
-            &report_with_firsts(start_ms, firsts),
-        )
-        .unwrap()
-        .unwrap();
+        // The sample read from `log` and a report of the routes' first answers `firsts`.
+        let read = |log: &RouteScaleLog, firsts: Vec<Option<u64>>| {
+            read_sample(
+                &spec,
+                Some(log),
+                slot,
+                &report_with_firsts(start_ms, firsts),
+            )
+        };
+        let r = read(&log, firsts).unwrap().unwrap();
         assert_eq!(r.times, vec![Some(100_000), None, None], "{r:?}");
         assert_eq!(r.all_answered_at, None, "not every route has a time");
         // A worker's first answer far after the sample (its clock, or a lie) is unknown too.
@@ -436,26 +438,13 @@ mod tests {
             Some(u64::MAX),
             Some(end_us + 60_000_000),
         ];
-        let r = read_sample(
-            &spec,
-            Some(&honest),
-            slot,
-            &report_with_firsts(start_ms, far),
-        )
-        .unwrap()
-        .unwrap();
+        let r = read(&honest, far).unwrap().unwrap();
         assert_eq!(r.times, vec![Some(40_000), None, None], "{r:?}");
         // A log of another sample is not this sample's record.
         let other = RouteScaleLog {
             sample: 1,
             ..honest
         };
-        assert!(read_sample(
-            &spec,
-            Some(&other),
-            slot,
-            &report_with_firsts(start_ms, vec![])
-        )
-        .is_err());
+        assert!(read(&other, vec![]).is_err());
     }
 }
