@@ -25,6 +25,11 @@ fn responder(body_size: usize, delay: &str, status: u16) -> String {
     })
 }
 
+/// A connection to the responder at `url`, reads timing out after 10 s.
+fn connect(url: &str) -> TcpStream {
+    support::connect_reading_for(url.trim_start_matches("http://").trim_end_matches('/'), 10)
+}
+
 /// One raw HTTP/1.1 exchange on `conn`: the status line and the body.
 fn get(conn: &mut TcpStream, path: &str) -> (String, Vec<u8>) {
     write!(conn, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
@@ -50,11 +55,7 @@ fn get(conn: &mut TcpStream, path: &str) -> (String, Vec<u8>) {
 
 #[test]
 fn every_request_gets_the_asked_answer_on_one_kept_alive_connection() {
-    let url = responder(8, "0s", 200);
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = connect(&responder(8, "0s", 200));
     for path in ["/", "/any/path?x=1", "/"] {
         let (status, body) = get(&mut conn, path);
         assert_eq!(status, "HTTP/1.1 200 OK");
@@ -64,11 +65,7 @@ fn every_request_gets_the_asked_answer_on_one_kept_alive_connection() {
 
 #[test]
 fn the_status_and_the_delay_are_kept() {
-    let url = responder(6, "150ms", 503);
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = connect(&responder(6, "150ms", 503));
     let started = Instant::now();
     let (status, _) = get(&mut conn, "/");
     assert!(
@@ -101,10 +98,7 @@ fn a_client_that_never_finishes_its_request_holds_only_its_own_connection() {
     let addr = url.trim_start_matches("http://").trim_end_matches('/');
     let mut stuck = TcpStream::connect(addr).unwrap();
     stuck.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n").unwrap();
-    let mut other = TcpStream::connect(addr).unwrap();
-    other
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut other = connect(&url);
     assert_eq!(get(&mut other, "/").1, b"hello\n");
 }
 
@@ -141,26 +135,16 @@ fn the_count_port_says_how_many_answers_were_given() {
         });
     });
     let (answers, counts) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    let count = || {
-        let mut conn = TcpStream::connect(counts).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        get(&mut conn, "/")
-    };
+    let count = || get(&mut support::connect_reading_for(counts, 10), "/");
     assert_eq!(
         count(),
         ("HTTP/1.1 200 OK".to_string(), b"answered 0\n".to_vec())
     );
-    let mut conn = TcpStream::connect(answers).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = support::connect_reading_for(answers, 10);
     for _ in 0..5 {
         assert_eq!(get(&mut conn, "/").0, "HTTP/1.1 503 Service Unavailable");
     }
-    let mut other = TcpStream::connect(answers).unwrap();
-    other
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut other = support::connect_reading_for(answers, 10);
     get(&mut other, "/x");
     assert_eq!(
         count().1,

@@ -6,7 +6,7 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use loadgen::tcp::{TcpClientConfig, PROTOCOL_VERSION};
@@ -15,9 +15,7 @@ use support::LoopbackServer as Served;
 
 /// Sends one hello frame with `test` and returns the server's first answer.
 fn hello(addr: SocketAddr, version: u32, test: serde_json::Value) -> serde_json::Value {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = support::connect_reading_for(addr, 10);
     let body = serde_json::json!({
         "type": "hello", "magic": "netbench-tcp", "version": version, "cookie": "c", "test": test,
     })

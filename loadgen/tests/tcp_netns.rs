@@ -11,8 +11,12 @@ use support::*;
 
 const SECS: u32 = 2;
 
-/// iperf3 and netbench-loadgen servers in `server_ns`, clients in `client_ns`, same path.
-fn compare(label: &str, client_ns: &str, server_ns: &str, host: &str) {
+/// On a fresh topology (with the egress gateway when `gateway`): iperf3 and netbench-loadgen
+/// servers in the namespace `server_ns` picks, clients in `ns_a`, same path to `host`.
+fn compare(label: &str, gateway: bool, server_ns: fn(&Topology) -> &str, host: &str) {
+    require(&["ip", "ss", "iperf3"], true);
+    let topo = Topology::up(gateway);
+    let (client_ns, server_ns) = (&topo.ns_a, server_ns(&topo));
     let _iperf = iperf3_server(Some(server_ns), 5201);
     let _ours = loadgen_server(Some(server_ns), 5202);
     assert_agrees_with_iperf3(
@@ -33,31 +37,23 @@ fn compare(label: &str, client_ns: &str, server_ns: &str, host: &str) {
 
 #[test]
 fn veth_node_to_node_agrees_with_iperf3() {
-    require(&["ip", "ss", "iperf3"], true);
-    let topo = Topology::up(false);
-    compare("veth", &topo.ns_a, &topo.ns_b, VETH_IP_B);
+    compare("veth", false, |t| &t.ns_b, VETH_IP_B);
 }
 
 #[test]
 fn vxlan_to_vxlan_agrees_with_iperf3() {
-    require(&["ip", "ss", "iperf3"], true);
-    let topo = Topology::up(false);
-    compare("vxlan", &topo.ns_a, &topo.ns_b, VXLAN_IP_B);
+    compare("vxlan", false, |t| &t.ns_b, VXLAN_IP_B);
 }
 
 #[test]
 fn egress_through_a_gateway_agrees_with_iperf3() {
-    require(&["ip", "ss", "iperf3"], true);
-    let topo = Topology::up(true);
-    compare("egress", &topo.ns_a, &topo.ns_t, TARGET_IP);
+    compare("egress", true, |t| &t.ns_t, TARGET_IP);
 }
 
 #[test]
 fn source_address_and_interface_binding_take_effect() {
-    require(&["ip", "ss"], true);
-    let topo = Topology::up(false);
-    let _server = loadgen_server(Some(&topo.ns_b), 5202);
-    let _m = measuring();
+    let served = served(5202);
+    let topo = &served.topo;
     // Source address: the connection comes from it.
     let report = loadgen_client(
         Some(&topo.ns_a),

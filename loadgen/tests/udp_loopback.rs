@@ -17,7 +17,7 @@ use loadgen::udp::client::{self, UdpProgress};
 use loadgen::udp::{Pace, UdpClientConfig};
 use protocol::tcp::{Direction, Flow};
 use protocol::udp::{validate_udp, UdpReport};
-use support::{operator, run_ok, LoopbackServer};
+use support::{connect_reading_for, operator, run_ok, LoopbackServer};
 
 /// What every real report must satisfy: the operator's checks, and loss-free on loopback.
 fn assert_sane(r: &UdpReport, flows: &[Flow]) {
@@ -242,10 +242,7 @@ fn udp_test(len: usize, pps: serde_json::Value) -> serde_json::Value {
 #[test]
 fn the_server_counts_crafted_datagrams_exactly() {
     let server = LoopbackServer::start();
-    let mut control = TcpStream::connect(server.addr).unwrap();
-    control
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut control = connect_reading_for(server.addr, 10);
     const LEN: usize = 100;
     frame(&mut control, &hello(udp_test(LEN, serde_json::Value::Null)));
     assert_eq!(read_frame(&mut control)["type"], "accept");
@@ -339,9 +336,7 @@ fn the_server_counts_crafted_datagrams_exactly() {
 fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_on() {
     let server = LoopbackServer::start();
     let refused = |test: serde_json::Value, needle: &str| {
-        let mut conn = TcpStream::connect(server.addr).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        let mut conn = connect_reading_for(server.addr, 10);
         frame(&mut conn, &hello(test));
         let reply = read_frame(&mut conn);
         assert_eq!(reply["type"], "error", "{reply}");
@@ -359,9 +354,7 @@ fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_o
     tiny_buffer["udp"]["rcvbuf"] = 1.into();
     refused(tiny_buffer, "receive buffer");
     // A frame announcing 16 MiB - 1 of body: refused by its length, nothing allocated for it.
-    let mut conn = TcpStream::connect(server.addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    let mut conn = connect_reading_for(server.addr, 10);
     conn.write_all(&[0x00, 0xff, 0xff, 0xff]).unwrap();
     conn.write_all(b"{\"type\":").unwrap();
     let reply = read_frame(&mut conn);
@@ -380,10 +373,7 @@ fn impossible_requests_and_oversized_frames_are_refused_and_the_server_carries_o
 #[test]
 fn a_client_that_never_opens_its_streams_is_told_why() {
     let server = LoopbackServer::start();
-    let mut control = TcpStream::connect(server.addr).unwrap();
-    control
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    let mut control = connect_reading_for(server.addr, 30);
     frame(&mut control, &hello(udp_test(100, serde_json::json!(10.0))));
     assert_eq!(read_frame(&mut control)["type"], "accept");
     // No open datagram: after the server's wait, an error naming the udp port.

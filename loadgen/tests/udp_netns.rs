@@ -207,10 +207,8 @@ fn loss_and_reordering_are_measured_through_an_impaired_path() {
 
 #[test]
 fn a_paced_rate_is_kept_on_a_clean_path() {
-    require(&["ip", "ss"], true);
-    let topo = Topology::up(false);
-    let _server = loadgen_server(Some(&topo.ns_b), 5302);
-    let _m = measuring();
+    let served = served(5302);
+    let topo = &served.topo;
     // A modest rate: a sender starved of CPU for up to 64 send intervals (75 ms here) catches
     // up within its burst bound, so the rate holds on a shared machine too.
     let r = udp_client(&topo.ns_a, VETH_IP_B, 5302, &["-b", "10M", "-t", "3"]);
@@ -259,10 +257,8 @@ fn a_paced_rate_is_kept_on_a_clean_path() {
 
 #[test]
 fn reverse_over_vxlan_fits_the_overlay_mtu() {
-    require(&["ip", "ss"], true);
-    let topo = Topology::up(false);
-    let _server = loadgen_server(Some(&topo.ns_b), 5303);
-    let _m = measuring();
+    let served = served(5303);
+    let topo = &served.topo;
     let r = udp_client(
         &topo.ns_a,
         VXLAN_IP_B,

@@ -111,6 +111,37 @@ impl Kinds {
 }
 
 impl Context {
+    /// A context of `client` for `kinds`, publishing Events as `reporter` and waking
+    /// controllers through `wake`: a fresh registry of runs and empty caches.
+    pub fn new(
+        client: Client,
+        config: Config,
+        metrics: Arc<Metrics>,
+        reporter: Reporter,
+        wake: tokio::sync::mpsc::UnboundedSender<Wake>,
+        kinds: Kinds,
+    ) -> Context {
+        Context {
+            events: crate::k8s::events::Publisher::new(client.clone(), reporter.clone()),
+            client,
+            config,
+            metrics,
+            runs: Arc::new(Registry::default()),
+            reporter,
+            wake,
+            kinds,
+            usage: Default::default(),
+            versions: Default::default(),
+            nodes: Default::default(),
+            facts: Default::default(),
+            run_records: Default::default(),
+            absent: Default::default(),
+            pods: Default::default(),
+            creations: Default::default(),
+            watched_reports: Default::default(),
+        }
+    }
+
     /// The worker reports, kept in the operator's namespace.
     pub fn reports(&self) -> Store {
         Store::new(self.client.clone(), self.config.namespace.clone())

@@ -17,9 +17,7 @@ use operator::api::{self, ApiState};
 use operator::base::metrics::Metrics;
 use operator::context::Context;
 use operator::controller::kinds::{registration, DuplicateKind, Registered};
-use operator::k8s::events::Publisher;
 use operator::k8s::leader::{Elector, LeaderMetrics};
-use operator::store::registry::Registry;
 use operator::store::reports::ReportMetrics;
 
 #[tokio::main]
@@ -41,26 +39,15 @@ async fn main() -> anyhow::Result<()> {
         controller: "netbench-operator".into(),
         instance: Some(config.pod_name.clone()),
     };
-    let ctx = Arc::new(Context {
-        events: Publisher::new(client.clone(), reporter.clone()),
+    // Every kind the operator runs (the controllers below run the same ones).
+    let ctx = Arc::new(Context::new(
         client,
-        reporter,
-        config: config.clone(),
+        config.clone(),
         metrics,
-        runs: Arc::new(Registry::default()),
-        wake: wake_tx,
-        // Every kind the operator runs (the controllers below run the same ones).
-        kinds: kinds.kinds(),
-        usage: Default::default(),
-        versions: Default::default(),
-        nodes: Default::default(),
-        facts: Default::default(),
-        run_records: Default::default(),
-        absent: Default::default(),
-        pods: Default::default(),
-        creations: Default::default(),
-        watched_reports: Default::default(),
-    });
+        reporter,
+        wake_tx,
+        kinds.kinds(),
+    ));
     let ready = Arc::new(AtomicBool::new(false));
     let server = serve_api(&ctx, ready.clone()).await?;
     // On SIGTERM/SIGINT the controllers finish their reconciles and stop; the leader then

@@ -6,7 +6,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::io::Write;
 
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2Serializer};
@@ -21,6 +20,7 @@ use protocol::report::{
     ReportError, StatusCounts,
 };
 use protocol::worker::{validate_final, CheckedReport};
+use support::hdr::{b64, deflated, v2};
 use support::{corrupt, json_value, worker_report};
 
 mod support;
@@ -87,33 +87,6 @@ fn peak_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let out = f();
     let peak = PEAK.with(Cell::get) - base;
     (out, usize::try_from(peak).unwrap_or(0))
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// A V2 header (big-endian fields) followed by `payload`.
-fn v2(claimed: u32, digits: u32, low: u64, high: u64, payload: &[u8]) -> Vec<u8> {
-    let mut out = 0x1c84_9313u32.to_be_bytes().to_vec();
-    out.extend_from_slice(&claimed.to_be_bytes());
-    out.extend_from_slice(&0u32.to_be_bytes());
-    out.extend_from_slice(&digits.to_be_bytes());
-    out.extend_from_slice(&low.to_be_bytes());
-    out.extend_from_slice(&high.to_be_bytes());
-    out.extend_from_slice(&1.0f64.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-fn deflated(plain: &[u8]) -> Vec<u8> {
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    z.write_all(plain).unwrap();
-    let body = z.finish().unwrap();
-    let mut out = 0x1c84_9314u32.to_be_bytes().to_vec();
-    out.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
-    out.extend_from_slice(&body);
-    out
 }
 
 /// Decodes within the memory cap; a decoded histogram is internally consistent. `None`: refused.

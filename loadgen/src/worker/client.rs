@@ -291,14 +291,16 @@ impl WorkerClient {
         started_at_unix_ms: u64,
         report: serde_json::Value,
     ) -> Result<(), WorkerError> {
+        let (env, step) = (&self.env, self.env.step);
         let body = FinalReport {
-            version: PROTOCOL_VERSION,
-            worker: self.env.worker.clone(),
-            node: self.env.node.clone(),
-            step: self.env.step,
-            started_at_unix_ms,
-            report,
             host: Some(protocol::worker::host::HostFacts::read_local()),
+            ..FinalReport::new(
+                &env.worker,
+                env.node.as_deref(),
+                step,
+                started_at_unix_ms,
+                report,
+            )
         };
         self.call("report", "POST", "/report", Some(&body))
             .map(|_| ())

@@ -8,7 +8,7 @@ pub use test_support::ports;
 
 pub mod operator;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -23,6 +23,14 @@ use loadgen::udp::UdpClientConfig;
 use protocol::tcp::TcpReport;
 
 pub const LOADGEN: &str = env!("CARGO_BIN_EXE_netbench-loadgen");
+
+/// A TCP connection to `addr` whose reads time out after `secs` seconds.
+pub fn connect_reading_for(addr: impl ToSocketAddrs, secs: u64) -> TcpStream {
+    let conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(secs)))
+        .unwrap();
+    conn
+}
 
 /// A library server (`netbench-loadgen server`) on 127.0.0.1, port chosen by the kernel,
 /// serving tests one after another until dropped; it must end without an error.
@@ -322,6 +330,26 @@ pub fn iperf3_client(ns: Option<&str>, host: &str, port: u16, secs: u32, streams
 pub fn loadgen_server(ns: Option<&str>, port: u16) -> Server {
     spawn_server(ns, LOADGEN, &["tcp-server", "-p", &port.to_string()], port)
         .unwrap_or_else(|| panic!("tcp-server -p {port} exited (port taken?)"))
+}
+
+/// A fresh two-node topology (root, `ip` and `ss` required) with a netbench-loadgen server in
+/// `ns_b` on `port`, measuring alone. Dropped in field order: the lock, the server, the
+/// namespaces.
+pub struct Served {
+    _measuring: MutexGuard<'static, ()>,
+    _server: Server,
+    pub topo: Topology,
+}
+
+pub fn served(port: u16) -> Served {
+    require(&["ip", "ss"], true);
+    let topo = Topology::up(false);
+    let _server = loadgen_server(Some(&topo.ns_b), port);
+    Served {
+        _measuring: measuring(),
+        _server,
+        topo,
+    }
 }
 
 /// [`loadgen_server`] at real-time priority ([`in_ns_realtime`]).

@@ -288,7 +288,7 @@ fn report_refusal(s: &ApiState, e: ReportRefusal) -> Refusal {
 
 #[cfg(test)]
 mod report_kind_tests {
-    use super::{check_report, FinalReport, ReportKind, ReportRefusal, PROTOCOL_VERSION};
+    use super::{check_report, FinalReport, ReportKind, ReportRefusal};
     use serde_json::json;
 
     /// A client's report of one run with one stream.
@@ -306,31 +306,17 @@ mod report_kind_tests {
     }
 
     fn check(kind: ReportKind, report: serde_json::Value) -> Result<(), ReportRefusal> {
-        let r = FinalReport {
-            version: PROTOCOL_VERSION,
-            worker: "w0".into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: 1,
-            report,
-            host: None,
-        };
-        check_report(kind, &r)
+        check_report(kind, &FinalReport::new("w0", None, 0, 1, report))
     }
 
     #[test]
     fn hostile_host_facts_refuse_the_report() {
         let mut r = FinalReport {
-            version: PROTOCOL_VERSION,
-            worker: "w0".into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: 1,
-            report: tcp_report(),
             host: Some(protocol::worker::host::HostFacts {
                 cpu_model: Some("x\u{7}\nInjected: yes".into()),
                 interfaces: vec![],
             }),
+            ..FinalReport::new("w0", None, 0, 1, tcp_report())
         };
         let err = check_report(ReportKind::Tcp, &r).unwrap_err();
         assert!(err.to_string().contains("host.cpuModel"), "{err}");

@@ -102,16 +102,7 @@ pub(super) fn http_report() -> serde_json::Value {
 }
 
 pub(super) fn report_body(worker: &str, report: serde_json::Value) -> Vec<u8> {
-    serde_json::to_vec(&FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: worker.into(),
-        node: None,
-        step: 0,
-        started_at_unix_ms: 1,
-        report,
-        host: None,
-    })
-    .unwrap()
+    serde_json::to_vec(&FinalReport::new(worker, None, 0, 1, report)).unwrap()
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use crds::egress::{EgressBenchmark, NodeSet};
 
 use crate::base::error::{Error, Result};
 use crate::context::Context;
-use crate::store::records::{Owner, Store, Stored};
+use crate::store::records::{Owner, Store};
 
 /// Most nodes one selector of a matrix may match (as many as a list of names may hold).
 pub const MAX_MATCHED: usize = 64;
@@ -77,17 +77,10 @@ pub async fn load(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<Reso
     }
     let store = Store::new(&ctx.client, &ctx.config.namespace, RECORD);
     let owner = Owner::of(eb);
-    let mut stored = match store.load::<Resolved>(&owner).await {
-        Ok(Some(s)) => s,
-        Ok(None) => Stored::new(Resolved::default()),
-        // A record that cannot be used (not ours, unreadable): resolved again and replaced.
-        Err(Error::Internal(e)) => {
-            tracing::warn!("node selector record of {}: {e}", owner.name);
-            store.delete(&owner).await?;
-            Stored::new(Resolved::default())
-        }
-        Err(e) => return Err(e),
-    };
+    // A record that cannot be used (not ours, unreadable): resolved again and replaced.
+    let mut stored = store
+        .load_or_default::<Resolved>(&owner, "node selector")
+        .await?;
     let covers =
         stored.data.run == run && wanted.keys().all(|s| stored.data.matched.contains_key(s));
     if covers {

@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 use crds::egress::{EgressBenchmark, EgressCase};
 
 use super::nodes::is_usable;
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::context::Context;
 use crate::run::Run;
-use crate::store::records::{Owner, Store, Stored};
+use crate::store::records::{Owner, Store};
 
 /// The record's kind ("netbench-pair-<uid>").
 const RECORD: &str = "pair";
@@ -125,17 +125,8 @@ pub async fn load(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<(Cho
     }
     let store = Store::new(&ctx.client, &ctx.config.namespace, RECORD);
     let owner = Owner::of(eb);
-    let mut stored = match store.load::<Chosen>(&owner).await {
-        Ok(Some(s)) => s,
-        Ok(None) => Stored::new(Chosen::default()),
-        // A record that cannot be used (not ours, unreadable): chosen again and replaced.
-        Err(Error::Internal(e)) => {
-            tracing::warn!("node pair record of {}: {e}", owner.name);
-            store.delete(&owner).await?;
-            Stored::new(Chosen::default())
-        }
-        Err(e) => return Err(e),
-    };
+    // A record that cannot be used (not ours, unreadable): chosen again and replaced.
+    let mut stored = store.load_or_default::<Chosen>(&owner, "node pair").await?;
     if usable_record(&stored.data, run) {
         return Ok((stored.data, false));
     }

@@ -454,15 +454,7 @@ mod tests {
     fn stored(worker: &str, requests: u64) -> FinalReport {
         let mut report = crate::testing::reports::http_report(&[1000], 0);
         report["counters"]["requests"] = requests.into();
-        FinalReport {
-            version: 1,
-            worker: worker.into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: 5,
-            report,
-            host: None,
-        }
+        FinalReport::new(worker, None, 0, 5, report)
     }
 
     #[test]

@@ -157,37 +157,31 @@ mod tests {
         Time(t(secs))
     }
 
-    #[test]
-    fn honest_times_are_kept() {
-        let (s, c) = times(
-            Some(&time(10)),
-            Some(&time(100)),
+    /// `times` of a status start and completion (seconds) of a benchmark created at 0 whose
+    /// reports span 20..80, judged at 200.
+    fn judged(start: i64, completion: i64) -> (Option<Time>, Option<Time>) {
+        times(
+            Some(&time(start)),
+            Some(&time(completion)),
             Some(&time(0)),
             Some((t(20), t(80))),
             t(200),
-        );
+        )
+    }
+
+    #[test]
+    fn honest_times_are_kept() {
+        let (s, c) = judged(10, 100);
         assert_eq!((s, c), (Some(time(10)), Some(time(100))));
     }
 
     #[test]
     fn forged_times_are_kept_within_the_reports_and_the_api_servers_stamps() {
         // A start before the benchmark existed, a completion in the future.
-        let (s, c) = times(
-            Some(&time(-1_000_000)),
-            Some(&time(9_999_999)),
-            Some(&time(0)),
-            Some((t(20), t(80))),
-            t(200),
-        );
+        let (s, c) = judged(-1_000_000, 9_999_999);
         assert_eq!((s, c), (Some(time(0)), Some(time(200))));
         // A start after the measurement began, a completion before it ended.
-        let (s, c) = times(
-            Some(&time(50)),
-            Some(&time(30)),
-            Some(&time(0)),
-            Some((t(20), t(80))),
-            t(200),
-        );
+        let (s, c) = judged(50, 30);
         assert_eq!((s, c), (Some(time(20)), Some(time(80))));
         // No start in status: the first report's.
         let (s, _) = times(None, None, Some(&time(0)), Some((t(20), t(80))), t(200));

@@ -364,6 +364,18 @@ mod tests {
         assert_eq!(label_value(&long).len(), 63);
     }
 
+    /// A Succeeded result of benchmark a/b of `kind` that holds `measurements`.
+    fn spec_of(kind: &str, measurements: Vec<Measurement>) -> BenchmarkResultSpec {
+        let mut spec: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
+            "benchmark": {"kind": kind, "namespace": "a", "name": "b"},
+            "benchmarkUid": "u", "runId": "r", "specHash": "h", "benchmarkSpec": "{}",
+            "phase": "Succeeded"
+        }))
+        .unwrap();
+        spec.measurements = measurements;
+        spec
+    }
+
     #[test]
     fn histograms_are_left_out_largest_first_until_the_result_fits() {
         let m = |index, len| Measurement {
@@ -371,13 +383,10 @@ mod tests {
             histogram: Some("h".repeat(len)),
             ..Default::default()
         };
-        let mut spec: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
-            "benchmark": {"kind": "IngressBenchmark", "namespace": "a", "name": "b"},
-            "benchmarkUid": "u", "runId": "r", "specHash": "h", "benchmarkSpec": "{}",
-            "phase": "Succeeded"
-        }))
-        .unwrap();
-        spec.measurements = vec![m(0, 300_000), m(1, 200), m(2, 900_000)];
+        let mut spec = spec_of(
+            "IngressBenchmark",
+            vec![m(0, 300_000), m(1, 200), m(2, 900_000)],
+        );
         fit(&mut spec, 400_000);
         let kept: Vec<bool> = spec
             .measurements
@@ -402,14 +411,8 @@ mod tests {
             pairs: vec![row.clone(); rows],
             ..Default::default()
         };
-        let mut spec: BenchmarkResultSpec = serde_json::from_value(serde_json::json!({
-            "benchmark": {"kind": "EgressBenchmark", "namespace": "a", "name": "b"},
-            "benchmarkUid": "u", "runId": "r", "specHash": "h", "benchmarkSpec": "{}",
-            "phase": "Succeeded"
-        }))
-        .unwrap();
         // 16 cases of 128 forged rows of long node names: over 1 MiB.
-        spec.measurements = (0..16).map(|i| m(i, 128)).collect();
+        let mut spec = spec_of("EgressBenchmark", (0..16).map(|i| m(i, 128)).collect());
         fit(&mut spec, MAX_RESULT_BYTES);
         let size = serde_json::to_vec(&spec).unwrap().len();
         assert!(size <= MAX_RESULT_BYTES, "{size}");

@@ -304,19 +304,9 @@ mod tests {
                 name: "web".into(),
             },
             benchmark_uid: "u1".into(),
-            run_id: run.into(),
             spec_hash: hash.into(),
-            benchmark_spec: "{}".into(),
             phase,
-            message: None,
-            start_time: None,
-            completion_time: None,
-            cluster: Default::default(),
-            environment: None,
-            measurements: vec![],
-            scaling: None,
-            summary: None,
-            verdict: None,
+            ..crate::testing::results::succeeded(run, vec![])
         };
         BenchmarkResult::new(name, spec)
     }

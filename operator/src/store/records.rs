@@ -138,6 +138,26 @@ impl Store {
         }))
     }
 
+    /// The owner's record, or a new default one (saved by the caller) when there is none or it
+    /// cannot be used (not ours, unreadable): that one is logged as a `what` record, deleted,
+    /// and so made again and replaced.
+    pub async fn load_or_default<T: DeserializeOwned + Default>(
+        &self,
+        owner: &Owner,
+        what: &str,
+    ) -> Result<Stored<T>> {
+        match self.load::<T>(owner).await {
+            Ok(Some(s)) => Ok(s),
+            Ok(None) => Ok(Stored::new(T::default())),
+            Err(Error::Internal(e)) => {
+                tracing::warn!("{what} record of {}: {e}", owner.name);
+                self.delete(owner).await?;
+                Ok(Stored::new(T::default()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Writes the record (creates it the first time); fails on a concurrent change.
     pub async fn save<T: Serialize>(&self, owner: &Owner, record: &mut Stored<T>) -> Result<()> {
         let name = configmap_name(owner, self.what);

@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 use crate::admin::config::Config;
 use crate::base::metrics::Metrics;
 use crate::context::{Context, Kinds};
-use crate::store::registry::Registry;
 
 /// One request as the fake server saw it.
 #[derive(Clone, Debug)]
@@ -174,23 +173,12 @@ pub fn context(client: kube::Client, config: Config) -> Context {
         controller: "netbench-operator".into(),
         instance: None,
     };
-    Context {
-        events: crate::k8s::events::Publisher::new(client.clone(), reporter.clone()),
+    Context::new(
         client,
         config,
-        metrics: Arc::new(Metrics::new()),
-        runs: Arc::new(Registry::default()),
+        Arc::new(Metrics::new()),
         reporter,
         wake,
-        kinds: Kinds::default(),
-        usage: Default::default(),
-        versions: Default::default(),
-        nodes: Default::default(),
-        facts: Default::default(),
-        run_records: Default::default(),
-        absent: Default::default(),
-        pods: Default::default(),
-        creations: Default::default(),
-        watched_reports: Default::default(),
-    }
+        Kinds::default(),
+    )
 }

@@ -7,9 +7,7 @@ mod doubles;
 pub mod fake_api;
 mod fixtures;
 pub mod log_capture;
-#[cfg(test)]
 pub mod reports;
-#[cfg(test)]
 pub mod results;
 
 pub use doubles::{FixedTokens, MemorySink};

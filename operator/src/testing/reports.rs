@@ -1,4 +1,4 @@
-//! Worker reports for the library's unit tests, built by the engine's own constructors.
+//! Worker reports for the operator's and the e2e tests, built by the engine's own constructors.
 
 use protocol::report::{Counters, HttpReport, HttpRunConfig, StatusCounts};
 

@@ -1,4 +1,4 @@
-//! Result specs for the library's unit tests.
+//! Result specs for the operator's tests.
 
 use crds::result::{BenchmarkResultSpec, Measurement};
 use crds::Phase;

@@ -269,8 +269,14 @@ fn scan_payload(mut payload: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// The hand-made encodings the property tests use too.
+#[cfg(test)]
+#[path = "../../tests/support/hdr.rs"]
+mod test_hdr;
+
 #[cfg(test)]
 mod tests {
+    use super::test_hdr::{b64, deflated, v2};
     use super::*;
     use hdrhistogram::serialization::V2Serializer;
     use std::time::{Duration, Instant};
@@ -291,34 +297,6 @@ mod tests {
         assert_eq!(m.max(), b.max());
         assert_eq!(merge_encoded([]).unwrap(), None);
         assert!(merge_encoded(["not base64"]).is_err());
-    }
-
-    fn b64(bytes: &[u8]) -> String {
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    }
-
-    /// A V2 header with the given fields, followed by `payload`.
-    fn v2(payload_len: u32, digits: u32, low: u64, high: u64, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&V2_COOKIE.to_be_bytes());
-        out.extend_from_slice(&payload_len.to_be_bytes());
-        out.extend_from_slice(&0u32.to_be_bytes());
-        out.extend_from_slice(&digits.to_be_bytes());
-        out.extend_from_slice(&low.to_be_bytes());
-        out.extend_from_slice(&high.to_be_bytes());
-        out.extend_from_slice(&1.0f64.to_be_bytes());
-        out.extend_from_slice(payload);
-        out
-    }
-
-    fn deflated(plain: &[u8]) -> Vec<u8> {
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        std::io::Write::write_all(&mut z, plain).unwrap();
-        let body = z.finish().unwrap();
-        let mut out = V2_DEFLATE_COOKIE.to_be_bytes().to_vec();
-        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        out.extend_from_slice(&body);
-        out
     }
 
     fn refused(text: &str, needle: &str) {

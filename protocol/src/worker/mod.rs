@@ -166,6 +166,28 @@ pub struct FinalReport {
     pub host: Option<host::HostFacts>,
 }
 
+impl FinalReport {
+    /// `report` as worker `worker` (on `node`, when it says) posts it at the end of `step`, in
+    /// this build's protocol version, without host facts.
+    pub fn new(
+        worker: &str,
+        node: Option<&str>,
+        step: u32,
+        started_at_unix_ms: u64,
+        report: serde_json::Value,
+    ) -> FinalReport {
+        FinalReport {
+            version: PROTOCOL_VERSION,
+            worker: worker.to_string(),
+            node: node.map(str::to_string),
+            step,
+            started_at_unix_ms,
+            report,
+            host: None,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ApiError {
     pub error: String,

@@ -116,15 +116,7 @@ mod tests {
     use crate::udp::report::tests::udp_report;
 
     fn final_report(report: serde_json::Value) -> FinalReport {
-        FinalReport {
-            version: PROTOCOL_VERSION,
-            worker: "bench-abc-w0".into(),
-            node: Some("node-1".into()),
-            step: 0,
-            started_at_unix_ms: 5,
-            report,
-            host: None,
-        }
+        FinalReport::new("bench-abc-w0", Some("node-1"), 0, 5, report)
     }
 
     fn http_json() -> serde_json::Value {

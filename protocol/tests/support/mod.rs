@@ -2,9 +2,11 @@
 //! time, the values put in, and a report as a worker sends it to the operator.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod hdr;
+
 use proptest::prelude::*;
 use protocol::tcp::CpuUsage;
-use protocol::worker::{FinalReport, PROTOCOL_VERSION};
+use protocol::worker::FinalReport;
 
 /// One end's CPU use as a run reports it: `user` and `system` percent, and their sum.
 pub fn cpu_usage(user: f64, system: f64) -> CpuUsage {
@@ -78,13 +80,5 @@ pub fn json_value() -> impl Strategy<Value = serde_json::Value> {
 
 /// `report` as worker `worker` sends it at the end of step 0.
 pub fn worker_report(worker: &str, report: serde_json::Value) -> FinalReport {
-    FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: worker.into(),
-        node: None,
-        step: 0,
-        started_at_unix_ms: 1,
-        report,
-        host: None,
-    }
+    FinalReport::new(worker, None, 0, 1, report)
 }

@@ -103,19 +103,8 @@ async fn every_run_leaves_a_result_with_samples_kept_up_to_the_history_limit() {
                 name: "hist".into(),
             },
             benchmark_uid: "forged".into(),
-            run_id: "forged".into(),
-            spec_hash: String::new(),
-            benchmark_spec: "{}".into(),
-            phase: crds::Phase::Succeeded,
-            message: None,
-            start_time: None,
-            completion_time: None,
-            cluster: Default::default(),
-            environment: None,
-            measurements: vec![],
-            scaling: None,
             summary: Some("1000000 req/s (forged)".into()),
-            verdict: None,
+            ..operator::testing::results::succeeded("forged", vec![])
         },
     ))
     .unwrap();

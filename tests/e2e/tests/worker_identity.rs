@@ -85,31 +85,7 @@ fn post_report(api: &str, run: &str, worker: &str, token: &str) -> (u16, String)
 /// histogram is replaced by an HDR V2 header claiming a 4 GiB payload (and nothing after it).
 fn histogram_bomb(worker: &str) -> Value {
     use base64::Engine as _;
-    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-    h.record(1000).unwrap();
-    let cfg = protocol::report::HttpRunConfig {
-        url: "http://x/".into(),
-        method: "GET".into(),
-        connections: 1,
-        threads: 1,
-        duration_s: 1.0,
-        warmup_s: 0.0,
-        rate: None,
-        keepalive: true,
-        http2: false,
-        timeout_s: 2.0,
-    };
-    let counters = protocol::report::Counters {
-        requests: 1,
-        status: protocol::report::StatusCounts {
-            s2xx: 1,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let r =
-        protocol::report::HttpReport::from_run(cfg, 0, 1000, 1.0, counters, &h, vec![]).unwrap();
-    let mut report: Value = serde_json::from_str(&r.to_json()).unwrap();
+    let mut report = operator::testing::reports::http_report(&[1000], 0);
     let mut v2 = Vec::new();
     v2.extend_from_slice(&0x1c84_9313u32.to_be_bytes()); // V2 cookie
     v2.extend_from_slice(&u32::MAX.to_be_bytes()); // payload length: 4 GiB

@@ -16,7 +16,6 @@ use protocol::tcp::{
     Throughput,
 };
 use protocol::udp::{CpuSeconds, Rate, Received, Sent, UdpReport, UdpRun, UdpStream};
-use protocol::worker::{FinalReport, PROTOCOL_VERSION};
 use protocol::Protocol;
 use rand::Rng;
 
@@ -67,50 +66,36 @@ impl LatencyModel {
     }
 }
 
-/// What an HTTP worker was asked to do (from its `netbench-loadgen http ...` arguments).
-#[derive(Clone, Debug, PartialEq)]
-pub struct HttpShape {
-    pub url: String,
-    pub method: String,
-    pub connections: u64,
-    pub threads: u64,
-    pub duration_s: f64,
-    pub warmup_s: f64,
-    pub timeout_s: f64,
-    /// Open loop: this worker's requests per second.
-    pub rate: Option<f64>,
-    pub keepalive: bool,
-    pub http2: bool,
+/// What an HTTP worker was asked to do (from its `netbench-loadgen http ...` arguments): the
+/// run configuration its report carries (`rate`, open loop: this worker's requests per second).
+pub type HttpShape = HttpRunConfig;
+
+/// How many requests a worker of this shape completes in its measured window: closed loop,
+/// each connection one request at a time at the model's mean latency; open loop, the rate.
+/// At most `cap` (the simulator's CPU is shared by hundreds of workers), at least 1.
+pub fn http_requests(shape: &HttpShape, model: &LatencyModel, cap: u64) -> u64 {
+    let per_second = match shape.rate {
+        Some(rate) => rate,
+        None => shape.connections as f64 * 1e6 / model.mean_us().max(1.0),
+    };
+    let n = (per_second * shape.duration_s).round();
+    if n.is_finite() && n >= 1.0 {
+        (n as u64).min(cap.max(1))
+    } else {
+        1
+    }
 }
 
-impl HttpShape {
-    /// How many requests a worker of this shape completes in its measured window: closed loop,
-    /// each connection one request at a time at the model's mean latency; open loop, the rate.
-    /// At most `cap` (the simulator's CPU is shared by hundreds of workers), at least 1.
-    pub fn requests(&self, model: &LatencyModel, cap: u64) -> u64 {
-        let per_second = match self.rate {
-            Some(rate) => rate,
-            None => self.connections as f64 * 1e6 / model.mean_us().max(1.0),
-        };
-        let n = (per_second * self.duration_s).round();
-        if n.is_finite() && n >= 1.0 {
-            (n as u64).min(cap.max(1))
-        } else {
-            1
-        }
+/// The requests of the warm-up (counted, never in the histogram).
+fn warmup_requests(shape: &HttpShape, measured: u64) -> u64 {
+    if shape.duration_s <= 0.0 {
+        return 0;
     }
-
-    /// The requests of the warm-up (counted, never in the histogram).
-    fn warmup_requests(&self, measured: u64) -> u64 {
-        if self.duration_s <= 0.0 {
-            return 0;
-        }
-        let n = (measured as f64 * self.warmup_s / self.duration_s).round();
-        if n.is_finite() && n >= 0.0 {
-            n as u64
-        } else {
-            0
-        }
+    let n = (measured as f64 * shape.warmup_s / shape.duration_s).round();
+    if n.is_finite() && n >= 0.0 {
+        n as u64
+    } else {
+        0
     }
 }
 
@@ -147,7 +132,7 @@ pub fn http_report(
     let n = hist.len();
     let counters = Counters {
         requests: n,
-        warmup_requests: shape.warmup_requests(n),
+        warmup_requests: warmup_requests(shape, n),
         warmup_errors: 0,
         bytes_read: n.saturating_mul(RESPONSE_BYTES),
         bytes_written: n.saturating_mul(REQUEST_BYTES),
@@ -174,16 +159,9 @@ pub fn http_report(
         })
         .collect();
     let config = HttpRunConfig {
-        url: shape.url.clone(),
-        method: shape.method.clone(),
         connections: shape.connections.max(threads),
         threads,
-        duration_s: shape.duration_s,
-        warmup_s: shape.warmup_s,
-        rate: shape.rate,
-        keepalive: shape.keepalive,
-        http2: shape.http2,
-        timeout_s: shape.timeout_s,
+        ..shape.clone()
     };
     let end = start_unix_ms.saturating_add((secs * 1000.0).round() as u64);
     HttpReport::from_run(
@@ -719,23 +697,4 @@ pub fn rr_json(report: &RrReport) -> Result<serde_json::Value, String> {
 
 pub fn udp_json(report: &UdpReport) -> Result<serde_json::Value, String> {
     serde_json::to_value(report).map_err(|e| e.to_string())
-}
-
-/// The final report a worker posts.
-pub fn final_report(
-    worker: &str,
-    node: Option<&str>,
-    step: u32,
-    started_at_unix_ms: u64,
-    report: serde_json::Value,
-) -> FinalReport {
-    FinalReport {
-        version: PROTOCOL_VERSION,
-        worker: worker.to_string(),
-        node: node.map(str::to_string),
-        step,
-        started_at_unix_ms,
-        report,
-        host: None,
-    }
 }

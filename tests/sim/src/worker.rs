@@ -475,7 +475,7 @@ impl Drawn {
     fn of(sim: &Sim, work: &Work, rng: &mut StdRng) -> Drawn {
         match work {
             Work::Http(h) => {
-                let n = h.requests(&sim.model, sim.max_samples);
+                let n = report::http_requests(h, &sim.model, sim.max_samples);
                 Drawn::Http(report::sample_latencies(&sim.model, n, rng))
             }
             Work::Rr(r) => Drawn::Rr(report::draw_rr(
@@ -585,7 +585,7 @@ pub async fn play(sim: Arc<Sim>, w: WorkerPod) -> Result<String, String> {
     }
     sleep_until_unix_ms(started_at + run_ms).await;
     let measured = measure(&sim, &w, started_at, &barrier, drawn, &mut rng)?;
-    let final_report = report::final_report(
+    let final_report = FinalReport::new(
         &w.worker,
         Some(&w.node),
         w.step,

@@ -21,8 +21,7 @@ use serde_json::{json, Value};
 use sim::args::{work_of, Work};
 use sim::record::{read_records, Recorder, Sent, StepKey};
 use sim::report::{
-    draw_rr, final_report, rr_json, rr_report, udp_json, udp_report, udp_streams, LatencyModel,
-    RrShape, UdpShape,
+    draw_rr, rr_json, rr_report, udp_json, udp_report, udp_streams, LatencyModel, RrShape, UdpShape,
 };
 
 const START: u64 = 1_700_000_000_000;
@@ -79,7 +78,7 @@ fn simulate(work: &Work, seed: u64) -> (Value, f64, Vec<(u64, u64)>) {
 
 /// As the operator receives it: through JSON.
 fn posted(worker: &str, report: Value) -> FinalReport {
-    let fr = final_report(worker, Some("nb-fake-0"), 0, START, report);
+    let fr = FinalReport::new(worker, Some("nb-fake-0"), 0, START, report);
     serde_json::from_str(&serde_json::to_string(&fr).unwrap()).unwrap()
 }
 

@@ -5,12 +5,12 @@
 use protocol::report::histogram::new_latency_histogram;
 use protocol::report::{merge_http, LatencySummary};
 use protocol::tcp::Direction;
-use protocol::worker::{validate_final, CheckedReport};
+use protocol::worker::{validate_final, CheckedReport, FinalReport};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sim::record::{read_records, Recorder, Sent, StepKey};
 use sim::report::{
-    final_report, http_json, http_report, sample_latencies, tcp_json, tcp_report, HttpShape,
+    http_json, http_report, http_requests, sample_latencies, tcp_json, tcp_report, HttpShape,
     LatencyModel, TcpShape,
 };
 
@@ -35,10 +35,10 @@ fn http_reports_pass_the_operators_validation() {
     let model = LatencyModel::default();
     for (i, rate) in [None, Some(250.0)].into_iter().enumerate() {
         let s = shape(rate);
-        let n = s.requests(&model, 5_000);
+        let n = http_requests(&s, &model, 5_000);
         let samples = sample_latencies(&model, n, &mut rng);
         let report = http_report(&s, 1_700_000_000_000, &samples).unwrap();
-        let fr = final_report(
+        let fr = FinalReport::new(
             &format!("b-abc-g1-s0-w{i}"),
             Some("nb-fake-0"),
             0,
@@ -96,7 +96,7 @@ fn merged_percentiles_equal_one_histogram_of_every_sample() {
         let n = 1 + (w * 397) % 3000;
         let samples = sample_latencies(&model, n, &mut rng);
         let report = http_report(&shape(None), 1_700_000_000_000 + w, &samples).unwrap();
-        let fr = final_report(
+        let fr = FinalReport::new(
             &format!("b-abc-g1-s0-w{w}"),
             None,
             0,
@@ -150,7 +150,7 @@ fn tcp_reports_pass_the_operators_validation() {
             direction,
         };
         let r = tcp_report(&s, "198.19.240.9:5201", 1_700_000_000_000, 2.0, &mut rng);
-        let fr = final_report(
+        let fr = FinalReport::new(
             "e-abc-g1-s0-w0",
             None,
             0,

@@ -252,15 +252,7 @@ spec:
 "#;
 
     fn report(worker: &str, node: &str) -> (String, FinalReport) {
-        let r = FinalReport {
-            version: 1,
-            worker: worker.into(),
-            node: Some(node.into()),
-            step: 0,
-            started_at_unix_ms: 1,
-            report: serde_json::json!({}),
-            host: None,
-        };
+        let r = FinalReport::new(worker, Some(node), 0, 1, serde_json::json!({}));
         (worker.to_string(), r)
     }
 

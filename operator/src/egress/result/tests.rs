@@ -26,15 +26,7 @@ fn tcp_client(worker: &str, bytes: u64, started: u64) -> FinalReport {
         "ended_at_unix_ms": started + 1000, "sender": t, "receiver": t, "retransmits": 0,
         "mean_rtt_us": null, "cpu": {"client": cpu, "server": cpu}, "runs": [run],
         "streams": [stream]});
-    FinalReport {
-        version: 1,
-        worker: worker.into(),
-        node: None,
-        step: 0,
-        started_at_unix_ms: started,
-        report,
-        host: None,
-    }
+    FinalReport::new(worker, None, 0, started, report)
 }
 
 fn one_pair(client: &FinalReport) -> Vec<PairReport<'_>> {

@@ -57,21 +57,29 @@ pub fn swap_target<'a>(
     })
 }
 
+/// `$log` (an `Option` of a sample's log of type `$ty`, in status) as a `&mut $ty`: a fresh
+/// one for `$slot` when it belongs to another sample. Route churn's and route scale's logs.
+macro_rules! sample_log {
+    ($log:expr, $ty:ident, $slot:expr) => {{
+        let (log, slot) = (&mut $log, $slot);
+        let stale = log
+            .as_ref()
+            .is_none_or(|l| l.step != slot.measurement || l.sample != slot.sample);
+        if stale {
+            *log = Some($ty {
+                step: slot.measurement,
+                sample: slot.sample,
+                ..Default::default()
+            });
+        }
+        log.get_or_insert_with(Default::default)
+    }};
+}
+pub(super) use sample_log;
+
 /// The sample's log in status, a fresh one when it belongs to another sample.
 fn log_of<'r>(run: &'r mut IngressRun<'_>, slot: Slot) -> &'r mut RouteChangeLog {
-    let status = run.status_mut();
-    let stale = status
-        .route_change_log
-        .as_ref()
-        .is_none_or(|l| l.step != slot.measurement || l.sample != slot.sample);
-    if stale {
-        status.route_change_log = Some(RouteChangeLog {
-            step: slot.measurement,
-            sample: slot.sample,
-            ..Default::default()
-        });
-    }
-    status.route_change_log.get_or_insert_with(Default::default)
+    sample_log!(run.status_mut().route_change_log, RouteChangeLog, slot)
 }
 
 /// The annotation a change leaves on the route with the same patch: "<sample>/<n>/<Unix µs>".

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crds::ingress::{Controller, IngressBenchmark, OwnedRoute, RouteScaleLog};
 
-use super::churn::now_unix_us;
+use super::churn::{now_unix_us, sample_log};
 use super::{plan, routes};
 use crate::base::error::Result;
 use crate::base::labels;
@@ -87,19 +87,7 @@ fn manifest(
 
 /// The sample's log in status, made anew for a new sample, sized to `count`.
 fn log_of<'r>(run: &'r mut IngressRun<'_>, slot: Slot, count: usize) -> &'r mut RouteScaleLog {
-    let status = run.status_mut();
-    let stale = status
-        .route_scale_log
-        .as_ref()
-        .is_none_or(|l| l.step != slot.measurement || l.sample != slot.sample);
-    if stale {
-        status.route_scale_log = Some(RouteScaleLog {
-            step: slot.measurement,
-            sample: slot.sample,
-            ..Default::default()
-        });
-    }
-    let log = status.route_scale_log.get_or_insert_with(Default::default);
+    let log = sample_log!(run.status_mut().route_scale_log, RouteScaleLog, slot);
     log.created_unix_us.resize(count, None);
     log
 }
@@ -393,15 +381,7 @@ mod tests {
         let mut report = crate::testing::reports::http_report(&[1000], start_ms);
         report["answers"] =
             serde_json::json!({"sightings": [], "complete": true, "first_ok_by_host": firsts});
-        let r = FinalReport {
-            version: protocol::worker::PROTOCOL_VERSION,
-            worker: "w0".into(),
-            node: None,
-            step: 0,
-            started_at_unix_ms: start_ms,
-            report,
-            host: None,
-        };
+        let r = FinalReport::new("w0", None, 0, start_ms, report);
         BTreeMap::from([("w0".to_string(), r)])
     }
 
@@ -436,14 +416,16 @@ mod tests {
             measurement: 0,
             sample: 0,
         };
-        let r = read_sample(
-            &spec,
-            Some(&log),
-            slot,
-            &report_with_firsts(start_ms, firsts),
-        )
-        .unwrap()
-        .unwrap();
+        // The sample read from `log` and a report of the routes' first answers `firsts`.
+        let read = |log: &RouteScaleLog, firsts: Vec<Option<u64>>| {
+            read_sample(
+                &spec,
+                Some(log),
+                slot,
+                &report_with_firsts(start_ms, firsts),
+            )
+        };
+        let r = read(&log, firsts).unwrap().unwrap();
         assert_eq!(r.times, vec![Some(100_000), None, None], "{r:?}");
         assert_eq!(r.all_answered_at, None, "not every route has a time");
         // A worker's first answer far after the sample (its clock, or a lie) is unknown too.
@@ -456,26 +438,13 @@ mod tests {
             Some(u64::MAX),
             Some(end_us + 60_000_000),
         ];
-        let r = read_sample(
-            &spec,
-            Some(&honest),
-            slot,
-            &report_with_firsts(start_ms, far),
-        )
-        .unwrap()
-        .unwrap();
+        let r = read(&honest, far).unwrap().unwrap();
         assert_eq!(r.times, vec![Some(40_000), None, None], "{r:?}");
         // A log of another sample is not this sample's record.
         let other = RouteScaleLog {
             sample: 1,
             ..honest
         };
-        assert!(read_sample(
-            &spec,
-            Some(&other),
-            slot,
-            &report_with_firsts(start_ms, vec![])
-        )
-        .is_err());
+        assert!(read(&other, vec![]).is_err());
     }
 }

@@ -19,15 +19,8 @@ fn owner() -> Owner {
 }
 
 fn report(worker: &str, step: u32) -> FinalReport {
-    FinalReport {
-        version: 1,
-        worker: worker.into(),
-        node: Some("node-1".into()),
-        step,
-        started_at_unix_ms: 1,
-        report: json!({"kind": "http", "requests": 10}),
-        host: None,
-    }
+    let report = json!({"kind": "http", "requests": 10});
+    FinalReport::new(worker, Some("node-1"), step, 1, report)
 }
 
 fn expected(names: &[&str]) -> BTreeMap<String, Role> {
