@@ -184,7 +184,9 @@ async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result
     // end the reconcile).
     let benchmark =
         match add_finalizer::with_finalizer(&api, FINALIZER, benchmark, &ctx.versions).await {
-            Ok(b) => b,
+            Ok(Some(b)) => b,
+            // Behind this process's own writes: the watch's next event wakes it again.
+            Ok(None) => return Ok(Action::requeue(driver::BEHIND_RETRY)),
             Err(e) => return settle(finalizer::Error::AddFinalizer(e)),
         };
     let done = finalizer(&api, FINALIZER, benchmark, |event| async {

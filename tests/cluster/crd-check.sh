@@ -12,7 +12,7 @@ compgen -G "$repo/crds/manifests/*.yaml" >/dev/null || die "no CRDs in crds/mani
 
 failed=0
 for crd in "$repo"/crds/manifests/*.yaml; do
-    if out=$(kc apply -f "$crd" 2>&1) && kc wait --for condition=established --timeout=30s -f "$crd" >/dev/null; then
+    if out=$(kc apply -f "$crd" 2>&1) && established 30 -f "$crd" >/dev/null; then
         if grep -qi "warning" <<<"$out"; then
             echo "FAIL CRD ${crd#"$repo"/} applies with warnings:"
             sed 's/^/     /' <<<"$out"

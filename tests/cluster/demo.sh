@@ -47,7 +47,7 @@ if $netbench_images; then import_netbench_images; fi
 if compgen -G "$repo/crds/manifests/*.yaml" >/dev/null; then
     log "installing CRDs"
     kc apply -f "$repo/crds/manifests/"
-    kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/"
+    established 60 -f "$repo/crds/manifests/"
 fi
 if compgen -G "$repo/deploy/*.yaml" >/dev/null; then
     log "installing the operator"

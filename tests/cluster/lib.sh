@@ -133,6 +133,18 @@ bin_dir() { echo "$NB_CACHE/bin/$(source_hash)"; }
 # kubectl from the hyperkube binary, talking to our cluster.
 kc() { "$(bin_dir)/k8s" kubectl --kubeconfig "$NB_KUBECONFIG" "$@"; }
 
+# established SECONDS KUBECTL-ARGS...: until the CRDs named are Established, at most SECONDS.
+# `kubectl wait --for condition=established` fails at once ("accessor error") when it reads a
+# just-created CRD before its status has conditions: it is asked again.
+established() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until kc wait --for condition=established --timeout=5s "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || { kc wait --for condition=established --timeout=1s "$@"; return 1; }
+        sleep 0.5
+    done
+}
+
 # write_file PATH: write stdin to PATH only if the content differs (kube-proxy exits when its
 # config file changes, so a second up.sh must not touch unchanged files).
 write_file() {

@@ -54,7 +54,7 @@ if $traefik; then
 fi
 
 kc apply -f "$repo/crds/manifests/" >&2
-kc wait --for condition=established --timeout=60s -f "$repo/crds/manifests/" >&2
+established 60 -f "$repo/crds/manifests/" >&2
 kc apply -f "$repo/deploy/operator.yaml" >&2
 # The operator on nb-node0, with the load generators of the node tests: the seed sweep's 2-CPU
 # step needs all of nb-node1's allocatable CPU for Traefik.

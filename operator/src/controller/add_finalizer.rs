@@ -16,20 +16,28 @@ use serde_json::{json, Value};
 use crate::k8s::versions::Versions;
 
 /// `obj` with `name` among its finalizers: as it is when it has it or is being deleted, else as
-/// the API server answered the patch that added it (its version noted in `versions`, so the
-/// reconcile needs no fresh read of it).
+/// the API server answered the patch that added it (both versions noted in `versions`, so the
+/// reconcile needs no fresh read of it, and the copy without it is known to be behind). None
+/// for a copy behind this process's own writes (`Versions::is_behind`): it added the finalizer
+/// already, the watch has yet to show it, and a patch tested against this copy would fail.
 pub async fn with_finalizer<K>(
     api: &Api<K>,
     name: &str,
     obj: Arc<K>,
     versions: &Versions,
-) -> Result<Arc<K>, kube::Error>
+) -> Result<Option<Arc<K>>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let has = obj.finalizers().iter().any(|f| f == name);
     if has || obj.meta().deletion_timestamp.is_some() {
-        return Ok(obj);
+        return Ok(Some(obj));
+    }
+    if let (Some(uid), Some(version)) = (obj.uid(), obj.resource_version()) {
+        if versions.is_behind(&uid, &version) {
+            return Ok(None);
+        }
+        versions.note(&uid, &version);
     }
     let patch: json_patch::Patch = serde_json::from_value(add_operations(obj.finalizers(), name))
         .map_err(kube::Error::SerdeError)?;
@@ -43,7 +51,7 @@ where
     if let (Some(uid), Some(version)) = (patched.uid(), patched.resource_version()) {
         versions.note(&uid, &version);
     }
-    Ok(Arc::new(patched))
+    Ok(Some(Arc::new(patched)))
 }
 
 /// kube-runtime's operations: the list must still be what was seen (absent when empty), then

@@ -43,7 +43,7 @@ use metrics::{RunMetrics, StepMetrics};
 
 /// How soon a reconcile handed a copy behind the operator's own last write looks again, should
 /// the watch's next event not come first.
-const BEHIND_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+pub const BEHIND_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Moves `obj`'s run on as far as it can go now, writes status, publishes Events.
 pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {

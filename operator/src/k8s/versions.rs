@@ -2,18 +2,27 @@
 //! uid). A reconcile handed the controller's cached copy at exactly the last one already holds
 //! the operator's own last status write, so it needs no fresh GET. A copy at an earlier one of
 //! ours is behind: the watch has yet to show our later write, and showing it wakes the object
-//! again. Any other version (a user's edit) is read fresh. One entry per benchmark, gone at
-//! cleanup.
+//! again, unless the watch stalls: a copy is taken for behind only within [`BEHIND_FOR`] of
+//! the last version noted, after which it is read fresh as before. Any other version (a user's
+//! edit) is read fresh. One entry per benchmark, gone at cleanup.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// Earlier versions remembered per benchmark (a run writes a handful in quick succession).
 const EARLIER_KEPT: usize = 8;
+/// How long after the last version noted a copy at an earlier one is taken for behind: the
+/// watch shows a write within milliseconds; one that has not for this long may have stalled
+/// (a dropped connection, a backoff), and the run must not wait for it.
+pub const BEHIND_FOR: Duration = Duration::from_secs(5);
 
-#[derive(Default)]
 struct Seen {
     last: String,
+    /// When `last` was noted.
+    at: Instant,
     /// Versions read or written before `last`, newest last.
     earlier: VecDeque<String>,
 }
@@ -33,21 +42,29 @@ impl Versions {
 
     /// Whether `version` of the object `uid` is one this process read or wrote before the last:
     /// a copy older than what the API server holds, and than what the watch will show next.
+    /// Only within [`BEHIND_FOR`] of the last version noted.
     pub fn is_behind(&self, uid: &str, version: &str) -> bool {
-        self.seen()
-            .get(uid)
-            .is_some_and(|s| s.last != version && s.earlier.iter().any(|v| v == version))
+        self.seen().get(uid).is_some_and(|s| {
+            s.last != version
+                && s.at.elapsed() < BEHIND_FOR
+                && s.earlier.iter().any(|v| v == version)
+        })
     }
 
     /// The object `uid` was read or written at `version` (reads and writes of one benchmark
     /// come in order: its reconciles never overlap).
     pub fn note(&self, uid: &str, version: &str) {
         let mut seen = self.seen();
-        let entry = seen.entry(uid.to_string()).or_default();
+        let entry = seen.entry(uid.to_string()).or_insert_with(|| Seen {
+            last: String::new(),
+            at: Instant::now(),
+            earlier: VecDeque::new(),
+        });
         if entry.last == version {
             return;
         }
         let last = std::mem::replace(&mut entry.last, version.to_string());
+        entry.at = Instant::now();
         if !last.is_empty() {
             entry.earlier.push_back(last);
         }
@@ -78,8 +95,24 @@ mod tests {
         assert!(!v.is_current("u", "2"));
     }
 
-    #[test]
-    fn only_an_earlier_version_of_ours_is_behind() {
+    #[tokio::test(start_paused = true)]
+    async fn a_copy_is_behind_only_for_a_while_after_the_last_version_noted() {
+        let v = Versions::default();
+        v.note("u", "1");
+        v.note("u", "2");
+        tokio::time::advance(BEHIND_FOR / 2).await;
+        assert!(v.is_behind("u", "1"));
+        tokio::time::advance(BEHIND_FOR / 2).await;
+        assert!(
+            !v.is_behind("u", "1"),
+            "a watch this late may have stalled: read fresh"
+        );
+        v.note("u", "3");
+        assert!(v.is_behind("u", "2"), "a new note starts the while anew");
+    }
+
+    #[tokio::test]
+    async fn only_an_earlier_version_of_ours_is_behind() {
         let v = Versions::default();
         assert!(!v.is_behind("u", "1"), "nothing seen yet");
         v.note("u", "1");

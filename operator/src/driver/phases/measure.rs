@@ -44,36 +44,41 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
     // what they said (they lag it by a few milliseconds).
     let mut seen = look(run, slot, &expected, From::Watches).await?;
     let mut wake = POLL;
-    loop {
+    let expecting = awaited.len();
+    let done = loop {
         let done = awaited
             .keys()
             .filter(|w| seen.reported.contains(*w))
             .count();
-        // Each new count shown is a status write: not more often than PROGRESS_EVERY.
-        if ctx
-            .runs
-            .progress_due(run.id(), slot.wire(), done, awaited.len())
-        {
-            run.set_progress(done, awaited.len());
-        }
-        if done == awaited.len() {
+        if done == expecting {
+            run.set_progress(done, expecting);
             let m = format!("{what}: collecting {} report(s)", seen.reported.len());
             set_phase(run, Phase::Collecting, m);
             return Ok(Next::Continue);
         }
         let ending = match ending(run, index, &expected, &awaited, &seen).await? {
-            None => break,
+            None => break done,
             Some(_) if seen.from == From::Watches => {
                 seen = look(run, slot, &expected, From::ApiServer).await?;
                 continue;
             }
             Some(ending) => ending,
         };
+        run.set_progress(done, expecting);
         fail(run, ending.about(&what));
         return Ok(Next::Continue);
+    };
+    // The run waits: a new count is shown at most every PROGRESS_EVERY (each is a status
+    // write); a run that ends shows its last count at once.
+    if ctx
+        .runs
+        .progress_due(run.id(), slot.wire(), done, expecting)
+    {
+        run.set_progress(done, expecting);
     }
     note_scheduled(run, &seen.pods, expected.len());
     if let Some(abort) = gates::live_abort(run, slot) {
+        run.set_progress(done, expecting);
         fail(run, abort);
         return Ok(Next::Continue);
     }
@@ -88,6 +93,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
             wake = wake.min(after);
         }
         Ok(Step::Fail(f)) => {
+            run.set_progress(done, expecting);
             fail(run, f.about(&what));
             return Ok(Next::Continue);
         }
