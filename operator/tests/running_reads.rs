@@ -323,3 +323,33 @@ async fn a_new_count_of_reports_is_written_at_most_every_second() {
         api_server.requests()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_fails_shows_its_last_count_at_once() {
+    // 1 of 4 reported and shown; within the second, a second report, and the last two
+    // workers' pods are gone from the watch. The API server, asked before the run fails,
+    // holds no pod and no report: the failed status shows the count the failure was decided
+    // on, 0/4, at once (a waiting run's new count would wait a second).
+    let (b, pods) = running_four(&now());
+    let api_server = FakeApi::default();
+    let client = serving(&api_server, &b);
+    let ctx = watching(client.clone(), &pods);
+    let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
+    let owner = operator::store::reports::Owner::of(&obj);
+    let report = |i: usize| {
+        let worker = format!("b-3b6e1f7c-g1-s0-w{i}");
+        let name = operator::store::reports::object_name(&owner, "3b6e1f7c-g1", 0, &worker);
+        ctx.watched_reports.stored(&name, &owner.uid, "3b6e1f7c-g1");
+    };
+    report(0);
+    tick(&ctx, client.clone(), &b).await;
+    assert_eq!(shown(&api_server, "1/4"), 1, "{:#?}", api_server.requests());
+    report(1);
+    let mut losing = watching(client.clone(), &pods[..2]);
+    losing.runs = ctx.runs.clone();
+    losing.watched_reports = ctx.watched_reports.clone();
+    tick(&losing, client.clone(), &b).await;
+    let failed =
+        failed_status(&api_server).unwrap_or_else(|| panic!("{:#?}", api_server.requests()));
+    assert!(failed.contains("\"workers\":\"0/4\""), "{failed}");
+}
