@@ -289,32 +289,61 @@ fn shown(api_server: &FakeApi, count: &str) -> usize {
         .count()
 }
 
+/// The benchmark of [`running_four`], its pods, the API server holding it, and a context whose
+/// watches hold the pods, after a tick at which worker 0 had reported (shown: "1/4").
+struct Four {
+    b: Value,
+    pods: Vec<Value>,
+    api_server: FakeApi,
+    client: kube::Client,
+    ctx: Context,
+}
+
+async fn four_one_reported() -> Four {
+    let (b, pods) = running_four(&now());
+    let api_server = FakeApi::default();
+    let client = serving(&api_server, &b);
+    let ctx = watching(client.clone(), &pods);
+    report(&ctx, &b, 0);
+    tick(&ctx, client.clone(), &b).await;
+    assert_eq!(shown(&api_server, "1/4"), 1, "{:#?}", api_server.requests());
+    Four {
+        b,
+        pods,
+        api_server,
+        client,
+        ctx,
+    }
+}
+
+/// Worker `i` of benchmark `b` has just stored its report (the watch has not shown it yet).
+fn report(ctx: &Context, b: &Value, i: usize) {
+    let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
+    let owner = operator::store::reports::Owner::of(&obj);
+    let worker = format!("b-3b6e1f7c-g1-s0-w{i}");
+    let name = operator::store::reports::object_name(&owner, "3b6e1f7c-g1", 0, &worker);
+    ctx.watched_reports.stored(&name, &owner.uid, "3b6e1f7c-g1");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_new_count_of_reports_is_written_at_most_every_second() {
     // Each new count of reported clients was a status write (about 30 per run at 64 workers):
     // now the first, then one a second at most (the last, all reported, at once: the
     // registry's unit test).
-    let (b, pods) = running_four(&now());
-    let api_server = FakeApi::default();
-    let client = serving(&api_server, &b);
-    let ctx = watching(client.clone(), &pods);
-    let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
-    let owner = operator::store::reports::Owner::of(&obj);
-    let report = |i: usize| {
-        let worker = format!("b-3b6e1f7c-g1-s0-w{i}");
-        let name = operator::store::reports::object_name(&owner, "3b6e1f7c-g1", 0, &worker);
-        ctx.watched_reports.stored(&name, &owner.uid, "3b6e1f7c-g1");
-    };
-    report(0);
-    tick(&ctx, client.clone(), &b).await;
-    assert_eq!(shown(&api_server, "1/4"), 1, "{:#?}", api_server.requests());
-    report(1);
+    let Four {
+        b,
+        api_server,
+        client,
+        ctx,
+        ..
+    } = four_one_reported().await;
+    report(&ctx, &b, 1);
     tick(&ctx, client.clone(), &b).await;
     assert_eq!(shown(&api_server, "2/4"), 0, "{:#?}", api_server.requests());
     tokio::time::advance(operator::store::registry::PROGRESS_EVERY).await;
     tick(&ctx, client.clone(), &b).await;
     assert_eq!(shown(&api_server, "2/4"), 1, "{:#?}", api_server.requests());
-    report(2);
+    report(&ctx, &b, 2);
     tick(&ctx, client.clone(), &b).await;
     assert_eq!(shown(&api_server, "3/4"), 0, "{:#?}", api_server.requests());
     assert!(
@@ -330,21 +359,14 @@ async fn a_run_that_fails_shows_its_last_count_at_once() {
     // workers' pods are gone from the watch. The API server, asked before the run fails,
     // holds no pod and no report: the failed status shows the count the failure was decided
     // on, 0/4, at once (a waiting run's new count would wait a second).
-    let (b, pods) = running_four(&now());
-    let api_server = FakeApi::default();
-    let client = serving(&api_server, &b);
-    let ctx = watching(client.clone(), &pods);
-    let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
-    let owner = operator::store::reports::Owner::of(&obj);
-    let report = |i: usize| {
-        let worker = format!("b-3b6e1f7c-g1-s0-w{i}");
-        let name = operator::store::reports::object_name(&owner, "3b6e1f7c-g1", 0, &worker);
-        ctx.watched_reports.stored(&name, &owner.uid, "3b6e1f7c-g1");
-    };
-    report(0);
-    tick(&ctx, client.clone(), &b).await;
-    assert_eq!(shown(&api_server, "1/4"), 1, "{:#?}", api_server.requests());
-    report(1);
+    let Four {
+        b,
+        pods,
+        api_server,
+        client,
+        ctx,
+    } = four_one_reported().await;
+    report(&ctx, &b, 1);
     let mut losing = watching(client.clone(), &pods[..2]);
     losing.runs = ctx.runs.clone();
     losing.watched_reports = ctx.watched_reports.clone();
