@@ -48,9 +48,7 @@ where
             &Patch::<()>::Json(patch),
         )
         .await?;
-    if let (Some(uid), Some(version)) = (patched.uid(), patched.resource_version()) {
-        versions.note(&uid, &version);
-    }
+    versions.note_object(&patched);
     Ok(Some(Arc::new(patched)))
 }
 

@@ -144,12 +144,7 @@ pub async fn apply<K: Hooks>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Act
 
 /// The version of `obj` this reconcile holds (read, or written by its status write).
 fn note_version<K: kube::Resource>(ctx: &Context, obj: &K) {
-    if let (Some(uid), Some(version)) = (
-        obj.meta().uid.as_deref(),
-        obj.meta().resource_version.as_deref(),
-    ) {
-        ctx.versions.note(uid, version);
-    }
+    ctx.versions.note_object(obj);
 }
 
 /// [`cleanup`], its time observed as the reconcile step "cleanup".

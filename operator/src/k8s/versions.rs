@@ -73,6 +73,17 @@ impl Versions {
         }
     }
 
+    /// `obj` was read or written at the version it holds (an object without uid or version
+    /// notes nothing).
+    pub fn note_object<K: kube::Resource>(&self, obj: &K) {
+        if let (Some(uid), Some(version)) = (
+            obj.meta().uid.as_deref(),
+            obj.meta().resource_version.as_deref(),
+        ) {
+            self.note(uid, version);
+        }
+    }
+
     pub fn forget(&self, uid: &str) {
         self.seen().remove(uid);
     }
