@@ -38,8 +38,10 @@
 # workers.replicas is at most 64): pairs: 128, clients round-robin on the first half of the fake
 # nodes, servers on the second half, each client given only its own server at the barrier.
 #
-# Per row: apply -> Succeeded minus the measured time (operator overhead; p50 and max over the
-# benchmarks, polled every 0.2 s), start spread (status.steps[].startSkewMs, or for egress
+# Per row: creation -> Succeeded minus the measured time (the operator's overhead; p50 and max
+# over the benchmarks, each from when a watch of the row's benchmarks first showed it to when it
+# showed it Succeeded or Failed), the same from the moment kubectl apply began (the user's view:
+# kubectl creates the row's objects one after another), start spread (status.steps[].startSkewMs, or for egress
 # status.cases[0].aggregate.startSpreadMs: latest client start minus earliest), reconcile p99 (netbench_reconcile_duration_seconds over the row, interpolated
 # in its buckets), the operator process's RSS (before the row, peak during it) and CPU seconds
 # (from /proc on this machine), the operator's API requests per benchmark (the API server's
@@ -58,6 +60,11 @@ case ${1:-} in
     "") ;;
     *) die "usage: bench/operator-scale.sh [--short]" ;;
 esac
+# kubectl's binary found once: lib.sh's kc hashes the cluster's sources (go version, every .go
+# file) to find it on every call, CPU taken from the machine the rows measure.
+kc_bin="$(bin_dir)/k8s"
+[[ -x $kc_bin ]] || die "no kubectl at $kc_bin (tests/cluster/up.sh builds it)"
+kc() { "$kc_bin" kubectl --kubeconfig "$NB_KUBECONFIG" "$@"; }
 fake_nodes=${NB_SCALE_FAKE_NODES:-8}
 egress_protocol=${NB_SCALE_EGRESS_PROTOCOL:-tcp-stream}
 case $egress_protocol in
@@ -89,6 +96,7 @@ now_ms() { date +%s%3N; }
 
 cleanup() {
     local rc=$?
+    stop_watch
     if [[ -n $sim_pid ]]; then
         kill "$sim_pid" 2>/dev/null || true
         wait "$sim_pid" 2>/dev/null || true
@@ -303,6 +311,70 @@ spec:
 EOF
 }
 
+# watch_ends KIND SELECTOR FILE: every change of the selected benchmarks as "ms key phase" lines
+# (key namespace/name, ms when the watch delivered it) in FILE, from a kubectl watch in the
+# background (its pid in watch_pid). A row's end times are read from it: a poll (a kubectl run
+# and a LIST of every benchmark's status every 0.2 s) loaded the 2 cores it measures and, its
+# period growing to seconds under load, made each end time late by up to that period.
+watch_pid=
+watch_ends() {
+    local kind=$1 selector=$2 file=$3
+    (
+        kc get "${kind}benchmarks" -A -l "$selector" --watch \
+            -o jsonpath='{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{"\n"}' 2>>"$work/watch.log" |
+            while read -r key phase; do
+                echo "$((${EPOCHREALTIME//[.,]/} / 1000)) $key $phase"
+            done >>"$file"
+    ) &
+    watch_pid=$!
+}
+stop_watch() {
+    [[ -n $watch_pid ]] || return 0
+    local children=()
+    mapfile -t children < <(pgrep -P "$watch_pid" || true)
+    # The subshell first (so that it does not report its pipeline killed), then the pipeline.
+    kill "$watch_pid" 2>/dev/null || true
+    wait "$watch_pid" 2>/dev/null || true
+    ((${#children[@]} == 0)) || kill "${children[@]}" 2>/dev/null || true
+    watch_pid=
+}
+# ends FILE: "key ms phase created_ms" for each benchmark in FILE that reached Succeeded or
+# Failed, at the first such line; created_ms is when the watch first showed the benchmark (its
+# creation: kubectl apply creates a file's objects one after another, 18 s for 200 of them
+# under load, so the last ones exist only that long after the apply began).
+ends() {
+    awk '!($2 in created) {created[$2] = $1}
+        ($3 == "Succeeded" || $3 == "Failed") && !ended[$2]++ {print $2, $1, $3, created[$2]}' "$1"
+}
+# await_ends WHAT COUNT SECONDS SELECTOR KIND FILE [PREFIX LONE]: until COUNT benchmarks ended in
+# FILE (or, with PREFIX, LONE of those whose key does not start with PREFIX), or die; a watch
+# that ended early (a dropped connection) is started again, its list giving the current phases.
+# Samples the operator's RSS into peak meanwhile.
+await_ends() {
+    local what=$1 count=$2 limit=$3 selector=$4 kind=$5 file=$6 prefix=${7:-} lone=${8:-0}
+    local deadline=$((SECONDS + limit)) rss ended
+    while :; do
+        if [[ -n $prefix ]]; then
+            ended=$(ends "$file" | grep -vc "^$prefix" || true)
+            ((ended >= lone)) && break
+        else
+            ended=$(ends "$file" | wc -l)
+            ((ended >= count)) && break
+        fi
+        ((SECONDS < deadline)) || die "$what: $ended/$count benchmarks ended within $limit s"
+        if ! kill -0 "$watch_pid" 2>/dev/null; then
+            log "$what: the watch ended ($(tail -n1 "$work/watch.log" 2>/dev/null)); watching again"
+            watch_ends "$kind" "$selector" "$file"
+        fi
+        if [[ -n ${pid:-} ]]; then
+            rss=$(rss_mib "$pid")
+            peak=$(awk -v a="$peak" -v b="$rss" 'BEGIN {print (b > a) ? b : a}')
+        fi
+        sleep 0.2
+    done
+    ends "$file" | wc -l
+}
+
 # phases ROW [KIND]: "namespace phase" per benchmark of the row.
 phases() {
     kc get "${2:-ingress}benchmarks" -A -l "netbench.io/scale-row=$tag-$1" \
@@ -339,8 +411,8 @@ wait_for "netbench-sim watching" 60 sim_watching
 
 pid=$(op_pid) || die "cannot find the operator's process in /proc"
 ip=$(op_ip)
-printf '| workers per run | benchmarks | overhead p50 / max (s) | start spread max (ms) | reconcile p99 (ms) | RSS before / peak (MiB) | operator CPU (s) | API requests per benchmark | per worker | merged = all samples |\n' >"$work/table"
-printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
+printf '| workers per run | benchmarks | overhead p50 / max (s) | from the apply p50 / max (s) | start spread max (ms) | reconcile p99 (ms) | RSS before / peak (MiB) | operator CPU (s) | API requests per benchmark | per worker | merged = all samples |\n' >"$work/table"
+printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
 failures=()
 
 # settle: until the namespaces of earlier rows are gone (at most 10 minutes). Their deletion
@@ -370,21 +442,12 @@ row() {
     op_metrics "$ip" >"$work/op.before"
     api_metrics >"$work/api.before"
     benchmarks "$name" "$count" "$workers" "$kind" >"$work/$name.yaml"
+    : >"$work/$name.watch"
+    watch_ends "$kind" "netbench.io/scale-row=$tag-$name" "$work/$name.watch"
     t0=$(now_ms)
     kc apply -f "$work/$name.yaml" >/dev/null
-    declare -A done_at=()
-    local deadline=$((SECONDS + 900)) ns phase now rss
-    while ((${#done_at[@]} < count)); do
-        ((SECONDS < deadline)) || die "row $name: ${#done_at[@]}/$count benchmarks ended within 900 s"
-        now=$(now_ms)
-        while read -r ns phase; do
-            [[ -n $ns && -z ${done_at[$ns]:-} ]] || continue
-            [[ $phase == Succeeded || $phase == Failed ]] && done_at[$ns]="$now $phase"
-        done < <(phases "$name" "$kind")
-        rss=$(rss_mib "$pid")
-        peak=$(awk -v a="$peak" -v b="$rss" 'BEGIN {print (b > a) ? b : a}')
-        sleep 0.2
-    done
+    await_ends "row $name" "$count" 900 "netbench.io/scale-row=$tag-$name" "$kind" "$work/$name.watch" >/dev/null
+    stop_watch
     op_metrics "$ip" >"$work/op.after"
     api_metrics >"$work/api.after"
     if [[ -n ${NB_SCALE_METRICS_DIR:-} ]]; then
@@ -395,16 +458,21 @@ row() {
         cp "$work/op.after" "$NB_SCALE_METRICS_DIR/$name.after.prom"
         cp "$work/api.before" "$NB_SCALE_METRICS_DIR/$name.apiserver.before.prom"
         cp "$work/api.after" "$NB_SCALE_METRICS_DIR/$name.apiserver.after.prom"
+        cp "$work/$name.watch" "$NB_SCALE_METRICS_DIR/$name.watch"
     fi
     local cpu_after
     cpu_after=$(cpu_seconds "$pid")
     local overheads failed
-    overheads=$(for v in "${done_at[@]}"; do echo "${v% *}"; done |
-        awk -v t0="$t0" -v d="$duration_ms" '{print ($1 - t0 - d) / 1000}' | sort -n)
-    failed=$(for v in "${done_at[@]}"; do echo "${v#* }"; done | grep -vc Succeeded || true)
-    local p50 max
-    p50=$(awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}' <<<"$overheads")
+    # The operator's overhead counts from each benchmark's creation; "from the apply" from the
+    # moment kubectl apply began (the user's view: the serial creation of the row's objects in).
+    overheads=$(ends "$work/$name.watch" | awk -v d="$duration_ms" '{print ($2 - $4 - d) / 1000}' | sort -n)
+    from_apply=$(ends "$work/$name.watch" | awk -v t0="$t0" -v d="$duration_ms" '{print ($2 - t0 - d) / 1000}' | sort -n)
+    failed=$(ends "$work/$name.watch" | awk '$3 != "Succeeded"' | wc -l)
+    local p50 max apply_p50 apply_max
+    p50=$(p50_of <<<"$overheads")
     max=$(tail -n1 <<<"$overheads")
+    apply_p50=$(p50_of <<<"$from_apply")
+    apply_max=$(tail -n1 <<<"$from_apply")
     KUBECONFIG=$NB_KUBECONFIG "$sim_bin" check --kind "$kind" -l "netbench.io/scale-row=$tag-$name" \
         --record "$work/record" >"$work/$name.check" 2>>"$work/sim.log" || true
     local checked exact spread
@@ -426,8 +494,8 @@ print(max(v) if v else "n/a")' "$work/$name.check")
         label="$workers (egress, $((workers / 2)) pairs)"
         [[ $egress_protocol == tcp-stream ]] || label="$workers (egress $egress_protocol, $((workers / 2)) pairs)"
     fi
-    printf '| %s | %s | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
-        "$label" "$count" "$p50" "$max" "$spread" "$reconcile" "$rss_before" "$peak" \
+    printf '| %s | %s | %s / %.2f | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
+        "$label" "$count" "$p50" "$max" "$apply_p50" "$apply_max" "$spread" "$reconcile" "$rss_before" "$peak" \
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
         "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
     # The machine's load average (1, 5, 15 min) as the row ends: the figures are this 2-core
@@ -449,6 +517,9 @@ print(max(v) if v else "n/a")' "$work/$name.check")
     fi
     kc delete namespace -l "netbench.io/scale-row=$tag-$name" --wait=false >/dev/null
 }
+
+# p50_of: the median of the sorted numbers on stdin, two decimals.
+p50_of() { awk '{a[NR] = $1} END {printf "%.2f", a[int((NR + 1) / 2)]}'; }
 
 wait_for_quietly() {
     local deadline=$((SECONDS + $1))
@@ -519,24 +590,18 @@ fairness() {
         for ((i = 0; i < busy; i++)); do ingress_benchmark "scale-$tag-fair-0" fair "b$i" 1; done
         for ((i = 1; i <= lone; i++)); do ingress_benchmark "scale-$tag-fair-$i" fair b 1; done
     } >"$work/fair.yaml"
-    local t0 total=$((busy + lone)) deadline=$((SECONDS + 1800)) now key phase
-    declare -A done_at=()
+    local t0 total=$((busy + lone))
+    : >"$work/fair.watch"
+    watch_ends ingress "netbench.io/scale-row=$tag-fair" "$work/fair.watch"
     t0=$(now_ms)
     kc apply -f "$work/fair.yaml" >/dev/null
-    local lone_done=0
-    while ((${#done_at[@]} < total)) && [[ -z $lone_first || $lone_done -lt $lone ]]; do
-        ((SECONDS < deadline)) || die "fairness: ${#done_at[@]}/$total benchmarks ended within 1800 s"
-        now=$(now_ms)
-        while read -r key phase; do
-            [[ -n $key && -z ${done_at[$key]:-} ]] || continue
-            [[ $phase == Succeeded || $phase == Failed ]] || continue
-            done_at[$key]="$now $phase"
-            [[ $key == "scale-$tag-fair-0/"* ]] || lone_done=$((lone_done + 1))
-        done < <(kc get ingressbenchmarks -A -l "netbench.io/scale-row=$tag-fair" \
-            -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{"\n"}{end}')
-        sleep 0.5
-    done
-    for key in "${!done_at[@]}"; do echo "$key ${done_at[$key]}"; done >"$work/fair.done"
+    if [[ -n $lone_first ]]; then
+        await_ends fairness "$total" 1800 "netbench.io/scale-row=$tag-fair" ingress "$work/fair.watch" "scale-$tag-fair-0/" "$lone" >/dev/null
+    else
+        await_ends fairness "$total" 1800 "netbench.io/scale-row=$tag-fair" ingress "$work/fair.watch" >/dev/null
+    fi
+    stop_watch
+    ends "$work/fair.watch" >"$work/fair.done"
     python3 - "$work/fair.done" "$t0" "$duration_ms" "scale-$tag-fair-0/" "$busy" "$lone" >"$work/fairness" <<'PY' ||
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
