@@ -94,6 +94,9 @@ async fn serve_api(
         sink: Arc::new(sink),
         wake: ctx.wake.clone(),
         ready,
+        barrier_wait: api::barrier_wait(std::time::Duration::from_secs(
+            config.api_request_timeout_s,
+        )),
     };
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     tracing::info!(

@@ -236,8 +236,9 @@ impl WorkerClient {
         }
     }
 
-    /// Polls the barrier until released (re-registering if the operator lost its state, e.g.
-    /// after a restart), then sleeps until the common start instant. Returns the response.
+    /// Asks the barrier until released (each ask held by the operator until it opens, up to
+    /// `BARRIER_WAIT_MS`; re-registering if the operator lost its state, e.g. after a
+    /// restart), then sleeps until the common start instant. Returns the response.
     pub fn wait_barrier(
         &self,
         role: Role,
@@ -245,7 +246,7 @@ impl WorkerClient {
         timeout: Duration,
     ) -> Result<BarrierResponse, WorkerError> {
         let deadline = std::time::Instant::now() + timeout;
-        let tail = format!("/barrier?worker={}&step={}", self.env.worker, self.env.step);
+        let tail = protocol::worker::barrier_tail(&self.env.worker, self.env.step);
         loop {
             match self.call::<()>("barrier", "GET", &tail, None) {
                 Ok((_, text)) => {

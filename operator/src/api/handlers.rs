@@ -12,6 +12,7 @@ use protocol::worker::ReportRefusal;
 use protocol::worker::*;
 use protocol::ReportKind;
 use serde::Deserialize;
+use std::time::Duration;
 
 use super::identity::Authenticated;
 use super::metrics::LiveMetrics;
@@ -154,6 +155,9 @@ worker_handler!(
 pub struct BarrierQuery {
     worker: String,
     step: u32,
+    /// How long a closed barrier may hold its answer, in ms (at most `ApiState::barrier_wait`).
+    #[serde(rename = "waitMs", default)]
+    wait_ms: u64,
 }
 
 worker_handler!(
@@ -170,10 +174,21 @@ worker_handler!(
                 e.body_text(),
             )
         })?;
-        let b = s
-            .runs
-            .barrier(&who.run, &who.caller, &q.worker, q.step)
-            .map_err(|e| registry_refusal(&s.metrics, e))?;
+        let barrier = || {
+            s.runs
+                .barrier(&who.run, &who.caller, &q.worker, q.step)
+                .map_err(|e| registry_refusal(&s.metrics, e))
+        };
+        let mut b = barrier()?;
+        let wait = Duration::from_millis(q.wait_ms).min(s.barrier_wait);
+        if b.start_at_unix_ms.is_none() && !wait.is_zero() {
+            if let Some(mut opened) = s.runs.opened(&who.run) {
+                // Opened, the step's state gone, or the wait over: the answer is what the
+                // registry says now (a new step's refusal included).
+                let _ = tokio::time::timeout(wait, opened.wait_for(|open| *open)).await;
+                b = barrier()?;
+            }
+        }
         let code = if b.start_at_unix_ms.is_some() {
             StatusCode::OK
         } else {

@@ -28,7 +28,7 @@ pub use identity::{AuthError, Authenticated, Authenticator};
 pub use pod_tokens::PodTokens;
 pub use reasons::REASONS;
 pub use server::{serve, ServerLimits};
-pub use state::ApiState;
+pub use state::{barrier_wait, ApiState};
 
 use crate::base::metrics::Metrics;
 pub use crate::store::reports::ReportSink;

@@ -17,6 +17,9 @@ use crate::store::registry::Registry;
 use crate::store::registry::RunSpec;
 use crate::testing::{register_request, run_spec, FixedTokens, MemorySink};
 
+/// The longest a closed barrier holds an answer in these tests (as in the operator's default).
+pub(super) const BARRIER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn fixed_tokens() -> FixedTokens {
     FixedTokens::new([
         ("tok", "w0"),
@@ -45,6 +48,7 @@ pub(super) fn setup_with_runs() -> (Router, Arc<MemorySink>, Arc<Metrics>, Arc<R
         sink: sink.clone(),
         wake,
         ready: Arc::new(AtomicBool::new(true)),
+        barrier_wait: BARRIER_WAIT,
     };
     (router(state), sink, metrics, runs)
 }
@@ -114,6 +118,143 @@ async fn register_then_barrier_opens() {
     assert_eq!(code, StatusCode::OK, "{body}");
     let b: BarrierResponse = serde_json::from_str(&body).unwrap();
     assert!(b.start_at_unix_ms.is_some());
+}
+
+/// run2's barrier as r2-w0 asks for it, held up to `wait_ms`, in a task of its own.
+fn ask_barrier(app: &Router, wait_ms: &str) -> tokio::task::JoinHandle<(StatusCode, String)> {
+    let app = app.clone();
+    let uri = format!("/v1/runs/run2/barrier?worker=r2-w0&step=0&waitMs={wait_ms}");
+    tokio::spawn(async move { get(&app, &uri, "tok2").await })
+}
+
+fn start_of(body: &str) -> Option<u64> {
+    serde_json::from_str::<BarrierResponse>(body)
+        .unwrap()
+        .start_at_unix_ms
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_waiting_at_the_barrier_learns_the_start_as_the_last_worker_registers() {
+    let (app, _, _, _) = setup_with_runs();
+    let (code, _) = post(
+        &app,
+        "/v1/runs/run2/register",
+        "tok2",
+        register_body("r2-w0"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let began = tokio::time::Instant::now();
+    let asked = ask_barrier(&app, "5000");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!asked.is_finished(), "a closed barrier holds the answer");
+    let (code, _) = post(
+        &app,
+        "/v1/runs/run2/register",
+        "tok2b",
+        register_body("r2-w1"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, body) = asked.await.unwrap();
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert!(start_of(&body).is_some());
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(1),
+        "answered as it opened"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_barrier_holds_its_answer_at_most_the_operators_wait() {
+    let (app, _, _, _) = setup_with_runs();
+    let (code, _) = post(
+        &app,
+        "/v1/runs/run2/register",
+        "tok2",
+        register_body("r2-w0"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    // Without waitMs (a worker that polls): at once.
+    let began = tokio::time::Instant::now();
+    let (code, body) = get(&app, "/v1/runs/run2/barrier?worker=r2-w0&step=0", "tok2").await;
+    assert_eq!((code, start_of(&body)), (StatusCode::ACCEPTED, None));
+    assert_eq!(began.elapsed(), std::time::Duration::ZERO);
+    // A wait beyond the operator's: the operator's.
+    let (code, body) = ask_barrier(&app, "86400000").await.unwrap();
+    assert_eq!((code, start_of(&body)), (StatusCode::ACCEPTED, None));
+    assert_eq!(began.elapsed(), BARRIER_WAIT);
+    // A shorter one: that.
+    let (code, _) = ask_barrier(&app, "250").await.unwrap();
+    assert_eq!(code, StatusCode::ACCEPTED);
+    assert_eq!(
+        began.elapsed(),
+        BARRIER_WAIT + std::time::Duration::from_millis(250)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_step_ends_a_wait_at_the_barrier_with_its_refusal() {
+    let (app, _, metrics, runs) = setup_with_runs();
+    let (code, _) = post(
+        &app,
+        "/v1/runs/run2/register",
+        "tok2",
+        register_body("r2-w0"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let began = tokio::time::Instant::now();
+    let asked = ask_barrier(&app, "5000");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!asked.is_finished());
+    runs.announce(
+        "run2",
+        RunSpec {
+            step: 1,
+            ..run2_spec()
+        },
+    );
+    let (code, body) = asked.await.unwrap();
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+    assert!(began.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(rejected(&metrics, "wrong_step"), 1);
+    // And a run forgotten while its worker waits: unknown.
+    runs.announce("run2", run2_spec());
+    let (code, _) = post(
+        &app,
+        "/v1/runs/run2/register",
+        "tok2",
+        register_body("r2-w0"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let asked = ask_barrier(&app, "5000");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    runs.forget("run2");
+    let (code, body) = asked.await.unwrap();
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn a_barrier_wait_that_is_not_a_count_of_ms_is_refused() {
+    let (app, _, metrics) = setup();
+    let (code, _) = post(
+        &app,
+        "/v1/runs/run2/register",
+        "tok2",
+        register_body("r2-w0"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    for wait in ["-1", "1.5", "99999999999999999999", "soon"] {
+        let uri = format!("/v1/runs/run2/barrier?worker=r2-w0&step=0&waitMs={wait}");
+        let (code, body) = get(&app, &uri, "tok2").await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{wait}: {body}");
+        assert!(body.contains("waitMs"), "{wait}: {body}");
+    }
+    assert_eq!(rejected(&metrics, "malformed"), 4);
 }
 
 #[tokio::test]

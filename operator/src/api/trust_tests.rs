@@ -78,6 +78,7 @@ fn setup() -> Setup {
         sink: sink.clone(),
         wake,
         ready: Arc::new(AtomicBool::new(true)),
+        barrier_wait: super::tests::BARRIER_WAIT,
     };
     Setup {
         app: router(state),

@@ -125,6 +125,8 @@ impl Api {
             sink: sink.clone(),
             wake,
             ready: Arc::new(AtomicBool::new(true)),
+            // As the operator's default request timeout (30 s) gives.
+            barrier_wait: operator::api::barrier_wait(std::time::Duration::from_secs(30)),
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

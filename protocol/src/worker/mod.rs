@@ -6,8 +6,11 @@
 //! POST {base}/v1/runs/{run}/register   RegisterRequest          -> 200 RegisterResponse
 //!      (with `preflightError`: the worker cannot reach its target and will not start; the
 //!      barrier stays closed and the operator ends the run Failed with that cause)
-//! GET  {base}/v1/runs/{run}/barrier?worker=W&step=N             -> 200 BarrierResponse (released)
+//! GET  {base}/v1/runs/{run}/barrier?worker=W&step=N[&waitMs=M]  -> 200 BarrierResponse (released)
 //!                                                               -> 202 BarrierResponse (waiting)
+//!      (with `waitMs`, a closed barrier answers when it opens or after at most M ms, less
+//!      if the operator allows less: a worker learns the start at once instead of at its next
+//!      poll)
 //! POST {base}/v1/runs/{run}/progress   ProgressUpdate           -> 204
 //!      (fields added later are optional with defaults, so the version stays 1)
 //! POST {base}/v1/runs/{run}/report     FinalReport              -> 204 (stored durably)
@@ -46,6 +49,16 @@ pub fn now_unix_ms() -> u64 {
 /// Path prefix of every protocol endpoint for one run.
 pub fn run_path(run: &str) -> String {
     format!("/v1/runs/{run}")
+}
+
+/// How long a worker asks a closed barrier to hold its answer, in ms (the operator may hold
+/// it less): well inside a worker's request timeout and the operator's.
+pub const BARRIER_WAIT_MS: u64 = 5_000;
+
+/// The barrier's path after [`run_path`] for `worker` at `step`, holding a closed barrier's
+/// answer up to [`BARRIER_WAIT_MS`].
+pub fn barrier_tail(worker: &str, step: u32) -> String {
+    format!("/barrier?worker={worker}&step={step}&waitMs={BARRIER_WAIT_MS}")
 }
 
 /// What a worker does in a run.

@@ -370,11 +370,12 @@ impl Session<'_> {
             .map(|_| ())
     }
 
-    /// Polls until the barrier opens (re-registering after a 404, as after an operator
+    /// Asks until the barrier opens (each ask held until it opens, as the real worker's;
+    /// re-registering after a 404, as after an operator
     /// restart), then sleeps until the common start. Returns the barrier's answer.
     async fn barrier(&self) -> Result<BarrierResponse, String> {
         let deadline = Instant::now() + BARRIER_TIMEOUT;
-        let tail = format!("/barrier?worker={}&step={}", self.w.worker, self.w.step);
+        let tail = protocol::worker::barrier_tail(&self.w.worker, self.w.step);
         loop {
             match self.call("barrier", Method::GET, &tail, None).await {
                 Ok((_, body)) => {

@@ -27,8 +27,10 @@ pub use error::RegistryError;
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How far in the future the common start is set when the last worker registers, so every
-/// worker's barrier poll sees it before it passes.
-pub const START_DELAY_MS: u64 = 1500;
+/// worker learns it before it passes: a worker waiting at the barrier is answered as it opens
+/// (`opened`), one between two asks (or one that polls without waiting, every 100 ms) asks
+/// again within that.
+pub const START_DELAY_MS: u64 = 500;
 
 /// What the reconciler tells the registry about one step of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,6 +74,9 @@ struct RunState {
     live: Series,
     /// The count of reported clients last shown, and when.
     shown: Option<(usize, Instant)>,
+    /// True once the barrier opened: wakes the workers waiting at it. Dropped with the step's
+    /// state (a new step, the run forgotten), which wakes them too.
+    opened: tokio::sync::watch::Sender<bool>,
 }
 
 /// The barrier's answer for one worker.
@@ -112,6 +117,7 @@ impl Registry {
                         start_at_unix_ms: None,
                         live: Series::default(),
                         shown: None,
+                        opened: tokio::sync::watch::Sender::new(false),
                     },
                 );
             }
@@ -218,6 +224,7 @@ impl Registry {
                 .all(|r| r.preflight_error.is_none());
         if state.start_at_unix_ms.is_none() && all_ready {
             state.start_at_unix_ms = Some(now_unix_ms.saturating_add(START_DELAY_MS));
+            state.opened.send_replace(true);
         }
         Ok(barrier_of(state, &req_worker))
     }
@@ -248,6 +255,12 @@ impl Registry {
         } else {
             Err(RegistryError::Unregistered)
         }
+    }
+
+    /// What wakes a worker waiting at `run`'s barrier: true once it opened; closed when the
+    /// step's state goes (a new step, the run forgotten). None for an unknown run.
+    pub fn opened(&self, run: &str) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self.lock().get(run).map(|s| s.opened.subscribe())
     }
 
     /// Checks as `authorize` and adds a client's progress to the step's merged series (a
@@ -689,6 +702,24 @@ mod tests {
                 .start_at_unix_ms,
             Some(2000 + START_DELAY_MS)
         );
+    }
+
+    #[test]
+    fn the_barrier_opening_wakes_its_waiters_and_a_new_step_closes_their_watch() {
+        let r = Registry::default();
+        r.announce("run", spec(0));
+        assert!(r.opened("other").is_none());
+        let waiting = r.opened("run").unwrap();
+        r.register("run", &caller("w0"), reg("w0"), 1).unwrap();
+        assert!(!*waiting.borrow(), "open only once every worker registered");
+        r.register("run", &caller("w1"), reg("w1"), 2).unwrap();
+        assert!(waiting.has_changed().unwrap() && *waiting.borrow());
+        // Who asks after it opened sees it open.
+        assert!(*r.opened("run").unwrap().borrow());
+        // A new step's state replaces it: the watch of the old one closes.
+        r.announce("run", spec(1));
+        assert!(waiting.has_changed().is_err());
+        assert!(!*r.opened("run").unwrap().borrow());
     }
 
     #[test]
