@@ -135,6 +135,10 @@ worker_handler!(
             tracing::warn!(?role, "worker cannot start: {error}");
             // The run ends now, not at the next poll.
             wake(&s, &who.run);
+        } else if b.start_at_unix_ms.is_some() {
+            // The barrier is open: what waits for the load's start (a route scale's routes,
+            // the workloads' usage) looks at its instant now, not at its next poll.
+            wake(&s, &who.run);
         }
         tracing::info!(
             ?role,
@@ -174,20 +178,20 @@ worker_handler!(
                 e.body_text(),
             )
         })?;
-        let barrier = || {
-            s.runs
-                .barrier(&who.run, &who.caller, &q.worker, q.step)
-                .map_err(|e| registry_refusal(&s.metrics, e))
-        };
-        let mut b = barrier()?;
+        let refused = |e| registry_refusal(&s.metrics, e);
+        let (mut b, mut opened) = s
+            .runs
+            .barrier_and_opening(&who.run, &who.caller, &q.worker, q.step)
+            .map_err(refused)?;
         let wait = Duration::from_millis(q.wait_ms).min(s.barrier_wait);
         if b.start_at_unix_ms.is_none() && !wait.is_zero() {
-            if let Some(mut opened) = s.runs.opened(&who.run) {
-                // Opened, the step's state gone, or the wait over: the answer is what the
-                // registry says now (a new step's refusal included).
-                let _ = tokio::time::timeout(wait, opened.wait_for(|open| *open)).await;
-                b = barrier()?;
-            }
+            // Opened, this step's state gone, or the wait over: the answer is what the
+            // registry says now (a new step's refusal, a forgotten run's, included).
+            let _ = tokio::time::timeout(wait, opened.wait_for(|open| *open)).await;
+            b = s
+                .runs
+                .barrier(&who.run, &who.caller, &q.worker, q.step)
+                .map_err(refused)?;
         }
         let code = if b.start_at_unix_ms.is_some() {
             StatusCode::OK

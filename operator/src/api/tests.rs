@@ -230,11 +230,15 @@ async fn a_new_step_ends_a_wait_at_the_barrier_with_its_refusal() {
     )
     .await;
     assert_eq!(code, StatusCode::OK);
+    let began = tokio::time::Instant::now();
     let asked = ask_barrier(&app, "5000");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!asked.is_finished());
     runs.forget("run2");
     let (code, body) = asked.await.unwrap();
     assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    assert!(began.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(rejected(&metrics, "unknown_run"), 1);
 }
 
 #[tokio::test]

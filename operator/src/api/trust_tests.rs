@@ -245,3 +245,21 @@ async fn a_worker_claiming_another_node_is_refused() {
         .collect();
     assert_eq!(stored, [Some("n-c6".to_string()), Some("n-c6".to_string())]);
 }
+
+#[tokio::test]
+async fn the_barrier_opening_wakes_the_run_and_nothing_before_it_does() {
+    let mut t = setup();
+    // One of eg's four workers: nothing to wake.
+    let body = registering("c0", Role::Client, None, None);
+    assert_eq!(register(&t, "eg", "tok-c0", body).await.0, StatusCode::OK);
+    assert!(t.woken.try_recv().is_err());
+    // run1's only worker opens its barrier: its benchmark looks at the start instant now.
+    let (code, _) = register(&t, "run1", "tok", super::tests::register_body("w0")).await;
+    assert_eq!(code, StatusCode::OK);
+    let wake = t.woken.try_recv().expect("woken as its barrier opened");
+    let spec = t.runs.spec("run1").unwrap();
+    assert_eq!(
+        (wake.namespace, wake.name),
+        (spec.namespace, spec.benchmark)
+    );
+}

@@ -1,5 +1,7 @@
 //! The worker API as the simulated workers call it: one HTTP/1.1 client shared by every worker,
-//! with at most `max_in_flight` requests at once. The simulator is ONE client address to the
+//! with at most `max_in_flight` requests at once, and beside them at most [`HELD_ASKS`] barrier
+//! asks the operator holds until the barrier opens (a held ask must not take a slot the
+//! registration that opens its barrier needs). The simulator is ONE client address to the
 //! operator, whose worker API allows 64 connections per client by default
 //! (`NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT`); real pods each have their own address.
 
@@ -11,15 +13,21 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a pooled connection may stay idle; at most half the operator's header timeout.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Barrier asks held by the operator at once; a worker that finds none free asks without
+/// waiting (and polls, as a worker without `waitMs` does). With the default 32 in flight, 48
+/// connections: under the operator's 64 per client.
+pub const HELD_ASKS: usize = 16;
 
 #[derive(Clone)]
 pub struct Api {
     client: Client<HttpConnector, Full<Bytes>>,
     permits: Arc<Semaphore>,
+    held: Arc<Semaphore>,
 }
 
 /// One answer: status and body (or why there was none).
@@ -40,7 +48,13 @@ impl Api {
         Api {
             client,
             permits: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            held: Arc::new(Semaphore::new(HELD_ASKS)),
         }
+    }
+
+    /// A slot for one held barrier ask, if one is free: [`Api::call_held`] while it is kept.
+    pub fn try_hold(&self) -> Option<OwnedSemaphorePermit> {
+        self.held.clone().try_acquire_owned().ok()
     }
 
     /// `method url` with the bearer token and an optional JSON body, within `timeout`.
@@ -57,6 +71,30 @@ impl Api {
             .acquire()
             .await
             .map_err(|e| format!("client closed: {e}"))?;
+        self.exchange(method, url, token, body, timeout).await
+    }
+
+    /// As [`Api::call`], counted against the held asks' slot the caller keeps
+    /// ([`Api::try_hold`]) instead of the requests in flight.
+    pub async fn call_held(
+        &self,
+        _held: &OwnedSemaphorePermit,
+        method: http::Method,
+        url: &str,
+        token: &str,
+        timeout: Duration,
+    ) -> Answer {
+        self.exchange(method, url, token, None, timeout).await
+    }
+
+    async fn exchange(
+        &self,
+        method: http::Method,
+        url: &str,
+        token: &str,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Answer {
         let mut req = http::Request::builder()
             .method(method)
             .uri(url)

@@ -375,10 +375,34 @@ impl Session<'_> {
     /// restart), then sleeps until the common start. Returns the barrier's answer.
     async fn barrier(&self) -> Result<BarrierResponse, String> {
         let deadline = Instant::now() + BARRIER_TIMEOUT;
-        let tail = protocol::worker::barrier_tail(&self.w.worker, self.w.step);
+        let polled = format!("/barrier?worker={}&step={}", self.w.worker, self.w.step);
+        let held_tail = protocol::worker::barrier_tail(&self.w.worker, self.w.step);
         loop {
-            match self.call("barrier", Method::GET, &tail, None).await {
-                Ok((_, body)) => {
+            // A held ask that failed in a way the real worker retries is asked again below.
+            let asked = match self.sim.api.try_hold() {
+                Some(held) => {
+                    let url = format!("{}{held_tail}", self.run_url);
+                    let api = &self.sim.api;
+                    match api
+                        .call_held(&held, Method::GET, &url, &self.token, REQUEST_TIMEOUT)
+                        .await
+                    {
+                        Ok((status, body)) if status < 400 => Some(Ok(body)),
+                        Ok((status, body)) if !retried(status, "barrier") => {
+                            Some(Err(format!("barrier: HTTP {status}: {}", text(&body))))
+                        }
+                        Ok(_) | Err(_) => None,
+                    }
+                }
+                None => Some(
+                    self.call("barrier", Method::GET, &polled, None)
+                        .await
+                        .map(|(_, body)| body),
+                ),
+            };
+            match asked {
+                None => {}
+                Some(Ok(body)) => {
                     let b: BarrierResponse = serde_json::from_slice(&body)
                         .map_err(|e| format!("barrier: malformed answer: {e}"))?;
                     if let Some(at) = b.start_at_unix_ms {
@@ -386,8 +410,8 @@ impl Session<'_> {
                         return Ok(b);
                     }
                 }
-                Err(e) if e.starts_with("barrier: HTTP 404") => self.register().await?,
-                Err(e) => return Err(e),
+                Some(Err(e)) if e.starts_with("barrier: HTTP 404") => self.register().await?,
+                Some(Err(e)) => return Err(e),
             }
             if Instant::now() >= deadline {
                 return Err(format!("the barrier stayed closed for {BARRIER_TIMEOUT:?}"));

@@ -248,19 +248,27 @@ impl Registry {
         worker: &str,
         step: u32,
     ) -> Result<BarrierState, RegistryError> {
+        self.barrier_and_opening(run, caller, worker, step)
+            .map(|(b, _)| b)
+    }
+
+    /// [`Registry::barrier`], with what wakes a worker waiting at it (true once it opened;
+    /// closed when this step's state goes: a new step, the run forgotten), taken under the
+    /// same lock: of this very step.
+    pub fn barrier_and_opening(
+        &self,
+        run: &str,
+        caller: &Caller,
+        worker: &str,
+        step: u32,
+    ) -> Result<(BarrierState, tokio::sync::watch::Receiver<bool>), RegistryError> {
         let runs = self.lock();
         let state = member(&runs, run, caller, worker, step)?;
         if state.registered.contains_key(worker) {
-            Ok(barrier_of(state, worker))
+            Ok((barrier_of(state, worker), state.opened.subscribe()))
         } else {
             Err(RegistryError::Unregistered)
         }
-    }
-
-    /// What wakes a worker waiting at `run`'s barrier: true once it opened; closed when the
-    /// step's state goes (a new step, the run forgotten). None for an unknown run.
-    pub fn opened(&self, run: &str) -> Option<tokio::sync::watch::Receiver<bool>> {
-        self.lock().get(run).map(|s| s.opened.subscribe())
     }
 
     /// Checks as `authorize` and adds a client's progress to the step's merged series (a
@@ -708,18 +716,37 @@ mod tests {
     fn the_barrier_opening_wakes_its_waiters_and_a_new_step_closes_their_watch() {
         let r = Registry::default();
         r.announce("run", spec(0));
-        assert!(r.opened("other").is_none());
-        let waiting = r.opened("run").unwrap();
         r.register("run", &caller("w0"), reg("w0"), 1).unwrap();
+        let (b, waiting) = r
+            .barrier_and_opening("run", &caller("w0"), "w0", 0)
+            .unwrap();
+        assert_eq!(b.start_at_unix_ms, None);
         assert!(!*waiting.borrow(), "open only once every worker registered");
         r.register("run", &caller("w1"), reg("w1"), 2).unwrap();
         assert!(waiting.has_changed().unwrap() && *waiting.borrow());
         // Who asks after it opened sees it open.
-        assert!(*r.opened("run").unwrap().borrow());
-        // A new step's state replaces it: the watch of the old one closes.
+        let (_, later) = r
+            .barrier_and_opening("run", &caller("w1"), "w1", 0)
+            .unwrap();
+        assert!(*later.borrow());
+        // A new step's state replaces it: the watch of the old one closes, the new one's is
+        // closed until its own workers registered.
         r.announce("run", spec(1));
         assert!(waiting.has_changed().is_err());
-        assert!(!*r.opened("run").unwrap().borrow());
+        r.register(
+            "run",
+            &caller("w0"),
+            RegisterRequest {
+                step: 1,
+                ..reg("w0")
+            },
+            3,
+        )
+        .unwrap();
+        let (_, next) = r
+            .barrier_and_opening("run", &caller("w0"), "w0", 1)
+            .unwrap();
+        assert!(!*next.borrow());
     }
 
     #[test]
