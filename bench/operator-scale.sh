@@ -320,11 +320,14 @@ EOF
 watch_pid=
 watch_ends() {
     local kind=$1 selector=$2 file=$3
+    # custom-columns, not jsonpath: a watch's first list comes in pages (500 objects each), and
+    # jsonpath prints a page as one List ("/"), custom-columns each of its objects.
     (
-        kc get "${kind}benchmarks" -A -l "$selector" --watch \
-            -o jsonpath='{.metadata.namespace}/{.metadata.name}{" "}{.status.phase}{"\n"}' 2>>"$work/watch.log" |
-            while read -r key phase; do
-                echo "$((${EPOCHREALTIME//[.,]/} / 1000)) $key $phase"
+        kc get "${kind}benchmarks" -A -l "$selector" --watch --no-headers \
+            -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase 2>>"$work/watch.log" |
+            while read -r ns name phase; do
+                [[ $phase == "<none>" ]] && phase=
+                echo "$((${EPOCHREALTIME//[.,]/} / 1000)) $ns/$name $phase"
             done >>"$file"
     ) &
     watch_pid=$!
