@@ -127,6 +127,26 @@ fn ask_barrier(app: &Router, wait_ms: &str) -> tokio::task::JoinHandle<(StatusCo
     tokio::spawn(async move { get(&app, &uri, "tok2").await })
 }
 
+/// Worker r2-w0 (of run2's two) registers.
+async fn register_r2_w0(app: &Router) {
+    let (code, _) = post(
+        app,
+        "/v1/runs/run2/register",
+        "tok2",
+        register_body("r2-w0"),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+/// `ask_barrier` with a 5 s wait, checked to be held 100 ms later (on the paused clock).
+async fn held_ask(app: &Router) -> tokio::task::JoinHandle<(StatusCode, String)> {
+    let asked = ask_barrier(app, "5000");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!asked.is_finished(), "a closed barrier holds the answer");
+    asked
+}
+
 fn start_of(body: &str) -> Option<u64> {
     serde_json::from_str::<BarrierResponse>(body)
         .unwrap()
@@ -136,18 +156,9 @@ fn start_of(body: &str) -> Option<u64> {
 #[tokio::test(start_paused = true)]
 async fn a_worker_waiting_at_the_barrier_learns_the_start_as_the_last_worker_registers() {
     let (app, _, _, _) = setup_with_runs();
-    let (code, _) = post(
-        &app,
-        "/v1/runs/run2/register",
-        "tok2",
-        register_body("r2-w0"),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    register_r2_w0(&app).await;
     let began = tokio::time::Instant::now();
-    let asked = ask_barrier(&app, "5000");
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(!asked.is_finished(), "a closed barrier holds the answer");
+    let asked = held_ask(&app).await;
     let (code, _) = post(
         &app,
         "/v1/runs/run2/register",
@@ -168,14 +179,7 @@ async fn a_worker_waiting_at_the_barrier_learns_the_start_as_the_last_worker_reg
 #[tokio::test(start_paused = true)]
 async fn a_closed_barrier_holds_its_answer_at_most_the_operators_wait() {
     let (app, _, _, _) = setup_with_runs();
-    let (code, _) = post(
-        &app,
-        "/v1/runs/run2/register",
-        "tok2",
-        register_body("r2-w0"),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    register_r2_w0(&app).await;
     // Without waitMs (a worker that polls): at once.
     let began = tokio::time::Instant::now();
     let (code, body) = get(&app, "/v1/runs/run2/barrier?worker=r2-w0&step=0", "tok2").await;
@@ -197,18 +201,9 @@ async fn a_closed_barrier_holds_its_answer_at_most_the_operators_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_new_step_ends_a_wait_at_the_barrier_with_its_refusal() {
     let (app, _, metrics, runs) = setup_with_runs();
-    let (code, _) = post(
-        &app,
-        "/v1/runs/run2/register",
-        "tok2",
-        register_body("r2-w0"),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    register_r2_w0(&app).await;
     let began = tokio::time::Instant::now();
-    let asked = ask_barrier(&app, "5000");
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(!asked.is_finished());
+    let asked = held_ask(&app).await;
     runs.announce(
         "run2",
         RunSpec {
@@ -222,18 +217,9 @@ async fn a_new_step_ends_a_wait_at_the_barrier_with_its_refusal() {
     assert_eq!(rejected(&metrics, "wrong_step"), 1);
     // And a run forgotten while its worker waits: unknown.
     runs.announce("run2", run2_spec());
-    let (code, _) = post(
-        &app,
-        "/v1/runs/run2/register",
-        "tok2",
-        register_body("r2-w0"),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    register_r2_w0(&app).await;
     let began = tokio::time::Instant::now();
-    let asked = ask_barrier(&app, "5000");
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert!(!asked.is_finished());
+    let asked = held_ask(&app).await;
     runs.forget("run2");
     let (code, body) = asked.await.unwrap();
     assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
@@ -244,14 +230,7 @@ async fn a_new_step_ends_a_wait_at_the_barrier_with_its_refusal() {
 #[tokio::test]
 async fn a_barrier_wait_that_is_not_a_count_of_ms_is_refused() {
     let (app, _, metrics) = setup();
-    let (code, _) = post(
-        &app,
-        "/v1/runs/run2/register",
-        "tok2",
-        register_body("r2-w0"),
-    )
-    .await;
-    assert_eq!(code, StatusCode::OK);
+    register_r2_w0(&app).await;
     for wait in ["-1", "1.5", "99999999999999999999", "soon"] {
         let uri = format!("/v1/runs/run2/barrier?worker=r2-w0&step=0&waitMs={wait}");
         let (code, body) = get(&app, &uri, "tok2").await;
