@@ -95,6 +95,19 @@ clk_tck=$(getconf CLK_TCK)
 
 now_ms() { date +%s%3N; }
 
+# The row's watch (watch_ends below): its subshell, then the pipeline in it.
+watch_pid=
+stop_watch() {
+    [[ -n $watch_pid ]] || return 0
+    local children=()
+    mapfile -t children < <(pgrep -P "$watch_pid" || true)
+    # The subshell first (so that it does not report its pipeline killed), then the pipeline.
+    kill "$watch_pid" 2>/dev/null || true
+    wait "$watch_pid" 2>/dev/null || true
+    ((${#children[@]} == 0)) || kill "${children[@]}" 2>/dev/null || true
+    watch_pid=
+}
+
 cleanup() {
     local rc=$?
     stop_watch
@@ -312,47 +325,54 @@ spec:
 EOF
 }
 
-# watch_ends KIND SELECTOR FILE: every change of the selected benchmarks as "ms key phase" lines
-# (key namespace/name, ms when the watch delivered it) in FILE, from a kubectl watch in the
-# background (its pid in watch_pid). A row's end times are read from it: a poll (a kubectl run
-# and a LIST of every benchmark's status every 0.2 s) loaded the 2 cores it measures and, its
-# period growing to seconds under load, made each end time late by up to that period.
-watch_pid=
+# watch_ends KIND SELECTOR FILE: every change of the selected benchmarks as "ms created_ms key
+# phase" lines in FILE (ms when the line was read from the watch, created_ms the benchmark's
+# creationTimestamp, to the second; phase "-" before it has one), from a kubectl watch in the
+# background (the pipeline's subshell in watch_pid; watch_restarts counts the watches started
+# after the first). A row's end times are read from it: a poll (a kubectl run and a LIST of every
+# benchmark's status every 0.2 s) loaded the 2 cores it measures and, its period growing to
+# seconds under load, made each end time late by up to that period. custom-columns, not
+# jsonpath: a watch's first list comes in pages (500 objects each), which jsonpath prints as one
+# List each ("/"), custom-columns object by object. The lines are stamped by python, which reads
+# a pipe in blocks (bash's read takes it a byte at a time and fell behind a burst).
+watch_restarts=0
 watch_ends() {
     local kind=$1 selector=$2 file=$3
-    # custom-columns, not jsonpath: a watch's first list comes in pages (500 objects each), and
-    # jsonpath prints a page as one List ("/"), custom-columns each of its objects.
     (
-        kc get "${kind}benchmarks" -A -l "$selector" --watch --no-headers \
-            -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase 2>>"$work/watch.log" |
-            while read -r ns name phase; do
-                [[ $phase == "<none>" ]] && phase=
-                echo "$((${EPOCHREALTIME//[.,]/} / 1000)) $ns/$name $phase"
-            done >>"$file"
+        "$kc_bin" kubectl --kubeconfig "$NB_KUBECONFIG" get "${kind}benchmarks" -A -l "$selector" \
+            --watch --no-headers 2>>"$work/watch.log" \
+            -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,CREATED:.metadata.creationTimestamp,PHASE:.status.phase |
+            python3 -u -c '
+import datetime, sys, time
+for line in iter(sys.stdin.readline, ""):
+    f = line.split()
+    if len(f) != 4:
+        continue
+    try:
+        created = datetime.datetime.strptime(f[2], "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        continue
+    created_ms = int(created.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    phase = "-" if f[3] == "<none>" else f[3]
+    print(int(time.time() * 1000), created_ms, f[0] + "/" + f[1], phase, flush=True)
+' >>"$file"
     ) &
     watch_pid=$!
 }
-stop_watch() {
-    [[ -n $watch_pid ]] || return 0
-    local children=()
-    mapfile -t children < <(pgrep -P "$watch_pid" || true)
-    # The subshell first (so that it does not report its pipeline killed), then the pipeline.
-    kill "$watch_pid" 2>/dev/null || true
-    wait "$watch_pid" 2>/dev/null || true
-    ((${#children[@]} == 0)) || kill "${children[@]}" 2>/dev/null || true
-    watch_pid=
-}
 # ends FILE: "key ms phase created_ms" for each benchmark in FILE that reached Succeeded or
-# Failed, at the first such line; created_ms is when the watch first showed the benchmark (its
-# creation: even 16 kubectl processes at once take a few seconds to create 1000).
+# Failed, at the first such line. created_ms is when the watch first showed the benchmark (its
+# creation), unless that was more than 2 s after its creationTimestamp (the watch was not yet
+# listening, or was started again and listed it): then the creationTimestamp, which is up to 1
+# s early (it is to the second) and so never makes an overhead look smaller.
 ends() {
-    awk '!($2 in created) {created[$2] = $1}
-        ($3 == "Succeeded" || $3 == "Failed") && !ended[$2]++ {print $2, $1, $3, created[$2]}' "$1"
+    awk '!($3 in created) {created[$3] = ($1 - $2 > 2000) ? $2 : $1}
+        ($4 == "Succeeded" || $4 == "Failed") && !ended[$3]++ {print $3, $1, $4, created[$3]}' "$1"
 }
 # await_ends WHAT COUNT SECONDS SELECTOR KIND FILE [PREFIX LONE]: until COUNT benchmarks ended in
 # FILE (or, with PREFIX, LONE of those whose key does not start with PREFIX), or die; a watch
-# that ended early (a dropped connection) is started again, its list giving the current phases.
-# Samples the operator's RSS into peak meanwhile.
+# that ended early (the API server closes a watcher that falls behind) is started again, its
+# list giving the phases then (an end seen in it is late by the gap, never early), at most 5
+# times. Samples the operator's RSS into peak meanwhile (when pid is set).
 await_ends() {
     local what=$1 count=$2 limit=$3 selector=$4 kind=$5 file=$6 prefix=${7:-} lone=${8:-0}
     local deadline=$((SECONDS + limit)) rss ended
@@ -366,12 +386,14 @@ await_ends() {
         fi
         ((SECONDS < deadline)) || die "$what: $ended/$count benchmarks ended within $limit s"
         if ! kill -0 "$watch_pid" 2>/dev/null; then
+            watch_restarts=$((watch_restarts + 1))
+            ((watch_restarts <= 5)) || die "$what: the watch of the row's benchmarks ended 6 times ($(tail -n1 "$work/watch.log" 2>/dev/null))"
             log "$what: the watch ended ($(tail -n1 "$work/watch.log" 2>/dev/null)); watching again"
             watch_ends "$kind" "$selector" "$file"
         fi
         if [[ -n ${pid:-} ]]; then
             rss=$(rss_mib "$pid")
-            peak=$(awk -v a="$peak" -v b="$rss" 'BEGIN {print (b > a) ? b : a}')
+            peak=$(awk -v a="${peak:-0}" -v b="$rss" 'BEGIN {print (b > a) ? b : a}')
         fi
         sleep 0.2
     done
@@ -379,9 +401,9 @@ await_ends() {
 }
 
 # apply_at_once FILE: FILE's objects (YAML documents ending in ---) created by up to 16 kubectl
-# processes at once, each one share: a row's benchmarks all exist within a second or two.
-# One kubectl apply creates a file's objects one after another (200 took 18 s under load), so
-# fewer of them ran at once than the row says.
+# processes at once, each its share one after another (on this loaded machine 200 took 8 s and
+# 1000 took 70 s). One kubectl apply creates a file's objects one after another (200 took 18 s),
+# so fewer of them ran at once than the row says.
 apply_at_once() {
     local file=$1 dir=$work/apply parts=16 pids=() rc=0 part
     rm -rf "$dir"
@@ -485,9 +507,9 @@ row() {
     fi
     local cpu_after
     cpu_after=$(cpu_seconds "$pid")
-    local overheads failed
+    local overheads from_apply failed
     # The operator's overhead counts from each benchmark's creation; "from the apply" from the
-    # moment kubectl apply began (the user's view: the serial creation of the row's objects in).
+    # moment the row's apply began (the user's view: the creation of the row's objects in).
     overheads=$(ends "$work/$name.watch" | awk -v d="$duration_ms" '{print ($2 - $4 - d) / 1000}' | sort -n)
     from_apply=$(ends "$work/$name.watch" | awk -v t0="$t0" -v d="$duration_ms" '{print ($2 - t0 - d) / 1000}' | sort -n)
     failed=$(ends "$work/$name.watch" | awk '$3 != "Succeeded"' | wc -l)
