@@ -71,6 +71,7 @@ impl Plan for IngressBenchmark {
             report_kind: protocol::ReportKind::Http,
             live_from: self.spec.load.warmup.as_std(),
             after_start: plan::step_deadline(&self.spec, Duration::ZERO),
+            start_lead: plan::start_lead(&self.spec, step),
         }
     }
     fn budget(&self, config: &Config) -> Duration {

@@ -196,6 +196,26 @@ pub fn step_count(spec: &IngressBenchmarkSpec) -> u32 {
     u32::try_from(sizes.saturating_mul(per_round(spec))).unwrap_or(u32::MAX)
 }
 
+/// How far ahead of step `step`'s last registration its workers' common start is set. A step
+/// that creates or changes routes keeps 1.5 s: a route scale's hostnames (`r<i>.<hostname>`)
+/// are the same in every sample, and the earlier sample's routes, deleted as it was collected,
+/// must be gone from the data plane before the next sample's load asks for them (with 0.5 s
+/// Traefik still answered some: "answered before their route was created").
+pub fn start_lead(spec: &IngressBenchmarkSpec, step: u32) -> Duration {
+    let routes = spec.route_changes.is_some()
+        || controller(spec, step)
+            .and_then(|c| c.route.as_ref())
+            .is_some_and(|r| r.count > 1);
+    if routes {
+        ROUTES_START_LEAD
+    } else {
+        crate::store::registry::START_LEAD
+    }
+}
+
+/// [`start_lead`] of a step with a route scale or route changes.
+pub const ROUTES_START_LEAD: Duration = Duration::from_millis(1500);
+
 /// How long one step may run once its workers exist (before it is declared failed):
 /// scheduling and start, warm-up, the measurement, the last requests' timeout, reporting.
 pub fn step_deadline(spec: &IngressBenchmarkSpec, worker_start: Duration) -> Duration {
@@ -295,6 +315,19 @@ mod tests {
 
     fn ingress_spec(yaml: &str) -> IngressBenchmarkSpec {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_step_with_a_route_scale_keeps_the_longer_start_lead() {
+        let spec = ingress_spec(
+            "{target: {url: 'http://gw/'}, controllers: [{name: plain, url: 'http://p/'},
+              {name: one, route: {gateway: {name: bench}, hostname: o.example, backend: {name: web, port: 80}}},
+              {name: eg, route: {gateway: {name: bench}, hostname: s.example, backend: {name: web, port: 80}, count: 3}}]}",
+        );
+        let leads: Vec<Duration> = (0..3).map(|step| start_lead(&spec, step)).collect();
+        let short = crate::store::registry::START_LEAD;
+        assert_eq!(leads, [short, short, ROUTES_START_LEAD]);
+        assert!(short < ROUTES_START_LEAD);
     }
 
     #[test]

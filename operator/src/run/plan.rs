@@ -87,6 +87,9 @@ pub struct MeasurementPlan {
     /// How long it may take once its workers have started (the driver adds the admin's
     /// worker start timeout).
     pub after_start: Duration,
+    /// How far ahead the barrier sets the workers' common start once the last one registered
+    /// (`store::registry::START_LEAD` unless the kind needs more).
+    pub start_lead: Duration,
 }
 
 /// The workers of one sample.

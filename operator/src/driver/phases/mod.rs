@@ -31,6 +31,7 @@ use crate::store::registry::RunSpec;
 pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
     let obj = run.obj();
     let sample = obj.sample(run.id(), slot);
+    let measurement = obj.measurement(slot.measurement);
     let spec = RunSpec {
         kind: K::kind(&()).into_owned(),
         namespace: run.ns().to_string(),
@@ -38,8 +39,9 @@ pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
         uid: run.uid().to_string(),
         step: slot.wire(),
         workers: sample.workers,
-        report_kind: obj.measurement(slot.measurement).report_kind,
+        report_kind: measurement.report_kind,
         pairing: sample.pairing,
+        start_delay_ms: u64::try_from(measurement.start_lead.as_millis()).unwrap_or(u64::MAX),
     };
     run.ctx().runs.announce(run.id(), spec);
 }

@@ -77,6 +77,7 @@ impl Plan for EgressBenchmark {
             after_start: measured.map_or(Duration::ZERO, |m| {
                 plan::case_deadline(&m.spec, Duration::ZERO)
             }),
+            start_lead: crate::store::registry::START_LEAD,
         }
     }
     fn budget(&self, config: &Config) -> Duration {

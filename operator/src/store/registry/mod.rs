@@ -27,10 +27,12 @@ pub use error::RegistryError;
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How far in the future the common start is set when the last worker registers, so every
-/// worker learns it before it passes: a worker waiting at the barrier is answered as it opens
-/// (`opened`), one between two asks (or one that polls without waiting, every 100 ms) asks
-/// again within that.
+/// worker learns it before it passes: a worker waiting at the barrier is answered as it opens,
+/// one between two asks (or one that polls without waiting, every 100 ms) asks again within
+/// that. A kind may ask for more (`RunSpec::start_delay_ms`).
 pub const START_DELAY_MS: u64 = 500;
+/// [`START_DELAY_MS`] as a duration.
+pub const START_LEAD: Duration = Duration::from_millis(START_DELAY_MS);
 
 /// What the reconciler tells the registry about one step of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +49,8 @@ pub struct RunSpec {
     pub report_kind: ReportKind,
     /// Which server each client connects to, and who starts later than the others.
     pub pairing: Pairing,
+    /// How far ahead of the last registration the common start is set, in ms.
+    pub start_delay_ms: u64,
 }
 
 /// A step's clients and servers in pairs (an EgressBenchmark topology). Empty: every client
@@ -223,7 +227,7 @@ impl Registry {
                 .values()
                 .all(|r| r.preflight_error.is_none());
         if state.start_at_unix_ms.is_none() && all_ready {
-            state.start_at_unix_ms = Some(now_unix_ms.saturating_add(START_DELAY_MS));
+            state.start_at_unix_ms = Some(now_unix_ms.saturating_add(state.spec.start_delay_ms));
             state.opened.send_replace(true);
         }
         Ok(barrier_of(state, &req_worker))
@@ -747,6 +751,21 @@ mod tests {
             .barrier_and_opening("run", &caller("w0"), "w0", 1)
             .unwrap();
         assert!(!*next.borrow());
+    }
+
+    #[test]
+    fn the_common_start_is_set_the_specs_lead_after_the_last_registration() {
+        let r = Registry::default();
+        r.announce(
+            "run",
+            RunSpec {
+                start_delay_ms: 1500,
+                ..spec(0)
+            },
+        );
+        r.register("run", &caller("w0"), reg("w0"), 1000).unwrap();
+        let b = r.register("run", &caller("w1"), reg("w1"), 2000).unwrap();
+        assert_eq!(b.start_at_unix_ms, Some(3500));
     }
 
     #[test]
