@@ -322,7 +322,8 @@ fn report(ctx: &Context, b: &Value, i: usize) {
     let owner = operator::store::reports::Owner::of(&obj);
     let worker = format!("b-3b6e1f7c-g1-s0-w{i}");
     let name = operator::store::reports::object_name(&owner, "3b6e1f7c-g1", 0, &worker);
-    ctx.watched_reports.stored(&name, &owner.uid, "3b6e1f7c-g1");
+    ctx.watched_reports
+        .stored(&name, &owner.uid, "3b6e1f7c-g1", None);
 }
 
 #[tokio::test(start_paused = true)]

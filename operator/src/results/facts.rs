@@ -16,6 +16,8 @@ use crate::base::memo::ClusterFactsMemo;
 
 /// Most nodes described in one result.
 const MAX_NODES: usize = 128;
+/// Most nodes read at once.
+const NODE_READS: usize = 16;
 /// Most nodes whose pods are listed to find the CNI.
 const MAX_CNI_NODES: usize = 8;
 /// The DaemonSets of the CNIs the operator recognises on a node (their default names).
@@ -50,24 +52,39 @@ pub async fn gather(
     nodes: &Seen,
     cluster_wide: bool,
 ) -> ClusterFacts {
-    let mut facts = vec![];
-    for (name, host) in nodes
-        .iter()
-        .filter(|(n, _)| is_node_name(n))
-        .take(MAX_NODES)
-    {
-        // A name no node has (a worker may claim anything) is left out.
-        if let Some(node) = node(client, memo, name).await {
-            facts.push(with_host(node, host.as_ref()));
+    // The version beside the nodes, and the nodes NODE_READS at a time: a finishing
+    // reconcile waits for them.
+    let described = async {
+        let named: Vec<(&String, &Option<HostFacts>)> = nodes
+            .iter()
+            .filter(|(n, _)| is_node_name(n))
+            .take(MAX_NODES)
+            .collect();
+        let mut facts: Vec<NodeFacts> = vec![];
+        for chunk in named.chunks(NODE_READS) {
+            let reads: Vec<_> = chunk
+                .iter()
+                .map(|(name, host)| async move {
+                    // A name no node has (a worker may claim anything) is left out.
+                    node(client, memo, name)
+                        .await
+                        .map(|node| with_host(node, host.as_ref()))
+                })
+                .collect();
+            facts.extend(futures::future::join_all(reads).await.into_iter().flatten());
         }
-    }
-    let names: Vec<&str> = facts.iter().map(|n| n.name.as_str()).collect();
-    ClusterFacts {
-        kubernetes_version: version(client, memo).await,
-        cni: match cluster_wide {
+        // The CNI only on nodes that exist.
+        let names: Vec<&str> = facts.iter().map(|n| n.name.as_str()).collect();
+        let cni = match cluster_wide {
             true => cni(client, memo, &names).await,
             false => None,
-        },
+        };
+        (facts, cni)
+    };
+    let (kubernetes_version, (facts, cni)) = futures::join!(version(client, memo), described);
+    ClusterFacts {
+        kubernetes_version,
+        cni,
         ingress_controller: None,
         nodes: facts,
     }
@@ -120,24 +137,39 @@ pub fn bound(facts: &mut ClusterFacts) {
 /// ("calico-node docker.io/calico/node:v3.28.0"), distinct and sorted.
 async fn cni(client: &Client, memo: &ClusterFactsMemo, nodes: &[&str]) -> Option<String> {
     let api: Api<Pod> = Api::all(client.clone());
-    let mut found = BTreeSet::new();
-    for name in nodes.iter().filter(|n| is_node_name(n)).take(MAX_CNI_NODES) {
-        if let Some(known) = memo.cni.get(name) {
-            found.extend(known);
-            continue;
-        }
-        let lp = ListParams::default()
-            .fields(&format!("spec.nodeName={name}"))
-            .limit(500);
-        match api.list(&lp).await {
-            Ok(pods) => {
-                let here: Vec<String> = pods.items.iter().filter_map(cni_of).collect();
-                memo.cni.keep(name, here.clone());
-                found.extend(here);
+    // One list per node, all at once (at most MAX_CNI_NODES).
+    let per_node: Vec<_> = nodes
+        .iter()
+        .filter(|n| is_node_name(n))
+        .take(MAX_CNI_NODES)
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                if let Some(known) = memo.cni.get(name) {
+                    return known;
+                }
+                let lp = ListParams::default()
+                    .fields(&format!("spec.nodeName={name}"))
+                    .limit(500);
+                match api.list(&lp).await {
+                    Ok(pods) => {
+                        let here: Vec<String> = pods.items.iter().filter_map(cni_of).collect();
+                        memo.cni.keep(name, here.clone());
+                        here
+                    }
+                    Err(e) => {
+                        tracing::debug!("listing the pods on node {name}: {e}");
+                        vec![]
+                    }
+                }
             }
-            Err(e) => tracing::debug!("listing the pods on node {name}: {e}"),
-        }
-    }
+        })
+        .collect();
+    let found: BTreeSet<String> = futures::future::join_all(per_node)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     (!found.is_empty()).then(|| clip(&found.into_iter().collect::<Vec<_>>().join("; "), 512))
 }
 

@@ -84,29 +84,32 @@ async fn write<K: Hooks>(run: &Run<'_, K>, recorded: &mut Recorded) -> Result<()
     spec.verdict = baseline::judge(run, &spec).await?;
     let object = build::object(run, &name, spec);
     let api: Api<BenchmarkResult> = Api::namespaced(run.ctx().client.clone(), run.ns());
-    create(&api, &object, &mut recorded.events).await?;
+    // The history is listed while the result is created (one round trip less in the finishing
+    // reconcile); nothing is deleted unless the creation succeeded.
+    let kind = K::kind(&());
+    let (created, listed) = futures::join!(
+        create(&api, &object, &mut recorded.events),
+        list_history(&api, &kind, run.name())
+    );
+    created?;
     recorded.created = true;
     if let Some(v) = &object.spec.verdict {
         recorded.regressed = Some(verdict(v, &mut recorded.events));
     }
-    run.ctx().metrics.family::<ResultMetrics>().set(
-        &K::kind(&()),
-        run.ns(),
-        run.name(),
-        &object.spec,
-    );
+    run.ctx()
+        .metrics
+        .family::<ResultMetrics>()
+        .set(&kind, run.ns(), run.name(), &object.spec);
     let limit = run.obj().outline().repetition.history_limit();
-    let kept = prune(&api, &K::kind(&()), run.name(), &name, limit).await?;
+    let kept = prune(&api, listed?, &object, limit).await?;
     if object.spec.phase == Phase::Succeeded {
         let judged = regime::judge(&history(&kept, &object));
         recorded.new_regime = Some(judged.condition());
         recorded.events.extend(judged.event());
-        run.ctx().metrics.family::<RegimeMetrics>().set(
-            &K::kind(&()),
-            run.ns(),
-            run.name(),
-            &judged,
-        );
+        run.ctx()
+            .metrics
+            .family::<RegimeMetrics>()
+            .set(&kind, run.ns(), run.name(), &judged);
     } else {
         let m = "the run did not succeed; its history is judged after the next run that does";
         recorded.new_regime = Some(("Unknown", "NotJudged", m.into()));
@@ -163,30 +166,38 @@ async fn create(
     Err(NameTaken(name).into())
 }
 
-/// Deletes the benchmark's oldest results beyond `limit` (by creation time, which only the API
-/// server writes, to the second); returns the ones kept, newest first. `written` (the result
-/// just written) is the newest whatever the clock says: never deleted here.
-async fn prune(
+/// The results of `kind` `benchmark` in the namespace of `api`, as listed.
+async fn list_history(
     api: &Api<BenchmarkResult>,
     kind: &str,
     benchmark: &str,
-    written: &str,
-    limit: u32,
 ) -> Result<Vec<BenchmarkResult>> {
     let selector = format!(
         "{BENCHMARK_LABEL}={},{KIND_LABEL}={}",
         build::label_value(benchmark),
         kind.to_lowercase()
     );
-    let mut all: Vec<BenchmarkResult> = api
+    Ok(api
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
         .into_iter()
         .filter(|r| r.spec.benchmark.name == benchmark && r.spec.benchmark.kind == kind)
-        .collect();
-    order_newest_first(&mut all, written);
-    let old = all.split_off(usize::try_from(limit).unwrap_or(usize::MAX).min(all.len()));
+        .collect())
+}
+
+/// Deletes the benchmark's oldest results beyond `limit` (by creation time, which only the API
+/// server writes, to the second); returns the ones kept, newest first. `written` (the result
+/// just created) is the newest whatever the clock says, never deleted here, and counted as it
+/// was created: the listing ran beside its creation, so it may miss it, or still show an
+/// object of its name that the creation replaced.
+async fn prune(
+    api: &Api<BenchmarkResult>,
+    listed: Vec<BenchmarkResult>,
+    written: &BenchmarkResult,
+    limit: u32,
+) -> Result<Vec<BenchmarkResult>> {
+    let (kept, old) = beyond_limit(listed, written, limit);
     for old in &old {
         match api.delete(&old.name_any(), &DeleteParams::default()).await {
             Ok(_) => {}
@@ -194,7 +205,25 @@ async fn prune(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(all)
+    Ok(kept)
+}
+
+/// `listed` with `written` in place of any object of its name, newest first, split into the
+/// `limit` kept (`written` first) and the rest.
+fn beyond_limit(
+    listed: Vec<BenchmarkResult>,
+    written: &BenchmarkResult,
+    limit: u32,
+) -> (Vec<BenchmarkResult>, Vec<BenchmarkResult>) {
+    let name = written.name_any();
+    let mut all: Vec<BenchmarkResult> = listed
+        .into_iter()
+        .filter(|r| r.name_any() != name)
+        .collect();
+    order_newest_first(&mut all, &name);
+    all.insert(0, written.clone());
+    let old = all.split_off(usize::try_from(limit).unwrap_or(usize::MAX).min(all.len()));
+    (all, old)
 }
 
 /// The history the NewRegime condition judges, oldest first: of the results kept (newest
@@ -330,6 +359,72 @@ mod tests {
         assert_eq!(all[0].name_any(), "web-u-g10");
         order_newest_first(&mut all, "web-u-g9");
         assert_eq!(all[0].name_any(), "web-u-g9");
+    }
+
+    fn at(r: BenchmarkResult, when: &str) -> BenchmarkResult {
+        let mut r = r;
+        r.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            when.parse().unwrap(),
+        ));
+        r
+    }
+
+    fn names(results: &[BenchmarkResult]) -> Vec<String> {
+        results.iter().map(ResourceExt::name_any).collect()
+    }
+
+    /// The history is listed beside the result's creation: a listing that missed the result
+    /// still counts it among those kept, so no more than the limit stay.
+    #[test]
+    fn a_listing_that_missed_the_result_just_written_still_counts_it() {
+        let written = result("web-r4", "r4", "h", Phase::Succeeded);
+        let listed = vec![
+            at(
+                result("web-r1", "r1", "h", Phase::Succeeded),
+                "2026-12-05T10:00:01Z",
+            ),
+            at(
+                result("web-r3", "r3", "h", Phase::Succeeded),
+                "2026-12-05T10:00:03Z",
+            ),
+            at(
+                result("web-r2", "r2", "h", Phase::Succeeded),
+                "2026-12-05T10:00:02Z",
+            ),
+        ];
+        let (kept, old) = beyond_limit(listed.clone(), &written, 2);
+        assert_eq!(names(&kept), ["web-r4", "web-r3"]);
+        assert_eq!(names(&old), ["web-r2", "web-r1"]);
+
+        // Listed after the creation, the same split.
+        let mut with_it = listed;
+        with_it.push(at(written.clone(), "2026-12-05T10:00:04Z"));
+        let (kept, old) = beyond_limit(with_it, &written, 2);
+        assert_eq!(names(&kept), ["web-r4", "web-r3"]);
+        assert_eq!(names(&old), ["web-r2", "web-r1"]);
+    }
+
+    /// An object of the result's name in the listing (one the creation replaced) is neither
+    /// kept as history nor deleted: deleting by that name would delete the result itself.
+    #[test]
+    fn an_object_listed_under_the_results_name_is_never_deleted_nor_kept() {
+        let written = result("web-r4", "r4", "h", Phase::Succeeded);
+        let mut impostor = result("web-r4", "forged", "h", Phase::Succeeded);
+        impostor.spec.benchmark_uid = "someone-else".into();
+        let listed = vec![
+            at(impostor, "2020-01-01T00:00:00Z"),
+            at(
+                result("web-r3", "r3", "h", Phase::Succeeded),
+                "2026-12-05T10:00:03Z",
+            ),
+        ];
+        for limit in [1, 2, 5] {
+            let (kept, old) = beyond_limit(listed.clone(), &written, limit);
+            assert!(names(&old).iter().all(|n| n != "web-r4"), "{limit}");
+            assert_eq!(kept[0].spec.run_id, "r4", "{limit}");
+            assert_eq!(kept.iter().filter(|r| r.name_any() == "web-r4").count(), 1);
+            assert_eq!(kept.len() + old.len(), 2, "{limit}");
+        }
     }
 
     #[test]

@@ -261,7 +261,7 @@ impl Store {
             // skipped while the watch has not shown it yet).
             match api.create(&PostParams::default(), &cm).await {
                 Ok(_) => {
-                    self.note_stored(&name, owner, run);
+                    self.note_stored(&name, owner, run, None);
                     return Ok(());
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -272,7 +272,7 @@ impl Store {
             };
             match verify(&existing, owner, run) {
                 Ok(stored) if stored == *folded => {
-                    self.note_stored(&name, owner, run);
+                    self.note_stored(&name, owner, run, None);
                     return Ok(());
                 }
                 Ok(_) => {

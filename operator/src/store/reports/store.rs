@@ -127,15 +127,32 @@ impl Store {
             .is_none()
     }
 
-    /// The watch's objects of step `step` of `run` (its worker reports, not folded samples).
+    /// The watch's objects of step `step` of `run` (its worker reports, not folded samples),
+    /// with those this process stored that the watch has not shown yet, as the API server
+    /// answered their creation (the watch's copy of an object wins).
     fn watched_step(&self, owner: &Owner, run: &str, step: u32) -> Option<Vec<Arc<ConfigMap>>> {
-        let watched = self.watched.as_ref()?.ready()?;
+        let watch = self.watched.as_ref()?;
+        let watched = watch.ready()?;
         // What the API server would list with `selector(owner, Some(run), Some(step))`.
         let wanted = selected_labels(owner, Some(run), Some(step));
-        Some(
-            watched
-                .state_filter(|cm| selects(cm.metadata.labels.as_ref(), &wanted, |sample| !sample)),
-        )
+        let of_step = |cm: &ConfigMap| selects(cm.metadata.labels.as_ref(), &wanted, |s| !s);
+        let mut objects = watched.state_filter(of_step);
+        let shown: BTreeSet<String> = objects
+            .iter()
+            .filter_map(|cm| cm.metadata.name.clone())
+            .collect();
+        let just_stored = watch
+            .unseen_objects(&owner.uid, run)
+            .into_iter()
+            .filter(|cm| of_step(cm))
+            .filter(|cm| {
+                cm.metadata
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| !shown.contains(n))
+            });
+        objects.extend(just_stored);
+        Some(objects)
     }
 
     /// The `expected` workers of step `step` of `run` whose report object the watch holds (by
@@ -164,10 +181,17 @@ impl Store {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    pub(super) fn note_stored(&self, name: &str, owner: &Owner, run: &str) {
+    /// `object`: as the API server answered its creation, when it is a worker report.
+    pub(super) fn note_stored(
+        &self,
+        name: &str,
+        owner: &Owner,
+        run: &str,
+        object: Option<ConfigMap>,
+    ) {
         // Only a watch that runs (the leader's) ever shows a name again.
         if let Some(watched) = self.watched.as_ref().filter(|w| w.ready().is_some()) {
-            watched.stored(name, &owner.uid, run);
+            watched.stored(name, &owner.uid, run, object);
         }
     }
 
@@ -188,8 +212,8 @@ impl Store {
         // Create, or find what holds the name; a squatter is deleted and creation retried.
         for _ in 0..3 {
             match api.create(&PostParams::default(), &cm).await {
-                Ok(_) => {
-                    self.note_stored(&name, owner, run);
+                Ok(created) => {
+                    self.note_stored(&name, owner, run, Some(created));
                     return Ok(replaced.map_or(Stored::New, Stored::Replaced));
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
@@ -200,7 +224,7 @@ impl Store {
             };
             let why = match verify(&existing, owner, run, report.step, |w| w == report.worker) {
                 Ok(stored) if stored == *report => {
-                    self.note_stored(&name, owner, run);
+                    self.note_stored(&name, owner, run, Some(existing));
                     return Ok(Stored::Again);
                 }
                 Ok(_) => {

@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use protocol::worker::{FinalReport, Role};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::forged::poses_as_report;
 use super::object::{report_object, selector, verify, KEY};
@@ -171,11 +171,20 @@ fn impostors_are_report_labelled_objects_naming_the_benchmark_or_run() {
     assert!(!poses_as_report(None, &o, RUN));
 }
 
-/// A store over a fake API server that counts its lists (and holds nothing), reading `watched`.
+/// A store over a fake API server that counts its lists (and holds nothing; a creation is
+/// answered with the object sent), reading `watched`.
 fn watched_store(objects: Vec<ConfigMap>) -> (Store, crate::testing::FakeApi, Arc<WatchedReports>) {
+    watched_store_answering(objects, |sent| sent)
+}
+
+/// [`watched_store`] whose API server answers a creation with `answer(object sent)`.
+fn watched_store_answering(
+    objects: Vec<ConfigMap>,
+    answer: fn(Value) -> Value,
+) -> (Store, crate::testing::FakeApi, Arc<WatchedReports>) {
     let api_server = crate::testing::FakeApi::default();
-    let client = api_server.client(|seen| match seen.method.as_str() {
-        "POST" => (201, json!({})),
+    let client = api_server.client(move |seen| match seen.method.as_str() {
+        "POST" => (201, answer(serde_json::from_str(&seen.body).unwrap())),
         _ => (200, crate::testing::fake_api::empty_list()),
     });
     let watched = Arc::new(WatchedReports::listed(objects));
@@ -221,6 +230,61 @@ async fn a_sample_the_watch_holds_only_part_of_is_listed() {
         .await
         .unwrap();
     assert_eq!(lists(&api_server), 1, "{:?}", api_server.requests());
+}
+
+/// The worker API wakes the benchmark right after storing a sample's last report, usually
+/// before the watch shows it: the load reads it as the API server answered its creation, with
+/// the same checks, and lists nothing. An answer that is not the object stored is not used.
+#[tokio::test]
+async fn a_report_just_stored_is_loaded_as_created_without_a_list() {
+    let (w0, w1) = ("bench-3f2a9c1d-g1-s0-w0", "bench-3f2a9c1d-g1-s0-w1");
+    let all = expected(&[w0, w1]);
+    let (store, api_server, _) = watched_store(vec![stored(w0, 0)]);
+    store.store(&owner(), RUN, &report(w1, 0)).await.unwrap();
+    let loaded = store.load(&owner(), RUN, 0, &all).await.unwrap();
+    assert_eq!(loaded.reports.keys().collect::<Vec<_>>(), [w0, w1]);
+    assert_eq!(loaded.reports[w1], report(w1, 0));
+    assert!(loaded.rejected.is_empty(), "{:?}", loaded.rejected);
+    assert_eq!(lists(&api_server), 0, "{:?}", api_server.requests());
+    // Another run's or step's load does not see it.
+    assert!(store
+        .load_watched(&owner(), "3f2a9c1d-g2", 0, &all)
+        .is_none());
+    assert!(store.load_watched(&owner(), RUN, 1, &all).is_none());
+
+    // An answer naming another object (or none): only the name is noted, and the load lists.
+    let (store, api_server, watched) = watched_store_answering(
+        vec![stored(w0, 0)],
+        |_| json!({"metadata": {"name": "other"}}),
+    );
+    store.store(&owner(), RUN, &report(w1, 0)).await.unwrap();
+    assert!(watched.is_unseen(&object_name(&owner(), RUN, 0, w1)));
+    assert!(store.load_watched(&owner(), RUN, 0, &all).is_none());
+    store.load(&owner(), RUN, 0, &all).await.unwrap();
+    assert_eq!(lists(&api_server), 1, "{:?}", api_server.requests());
+}
+
+/// What the API server answered goes through the checks a listed object does: an answer whose
+/// content is not the report (a mutating webhook, say) is rejected, never taken as the report.
+#[tokio::test]
+async fn a_report_answered_changed_is_rejected_like_a_listed_one() {
+    let (w0, w1) = ("bench-3f2a9c1d-g1-s0-w0", "bench-3f2a9c1d-g1-s0-w1");
+    let all = expected(&[w0, w1]);
+    let (store, _, _) = watched_store_answering(vec![stored(w0, 0)], |mut sent| {
+        if let Some(data) = sent["data"].as_object_mut() {
+            for value in data.values_mut() {
+                *value = json!("{\"not\": \"the report\"}");
+            }
+        }
+        sent
+    });
+    store.store(&owner(), RUN, &report(w1, 0)).await.unwrap();
+    let loaded = store.load(&owner(), RUN, 0, &all).await.unwrap();
+    assert!(
+        !loaded.reports.contains_key(w1),
+        "{:?}",
+        loaded.reports.keys()
+    );
 }
 
 #[tokio::test]

@@ -11,8 +11,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::sync::PoisonError;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
@@ -45,7 +45,15 @@ struct Unseen {
     uid: String,
     run: String,
     at: Instant,
+    /// The object as the API server answered its creation (a worker report's, while fewer
+    /// than [`OBJECTS_AT_MOST`] are held): a sample's last report is read from it when the
+    /// watch has yet to show it, rather than listing them all again.
+    object: Option<Arc<ConfigMap>>,
 }
+
+/// Most stored objects held until the watch shows them (each a report of up to a few hundred
+/// KiB); beyond, only their names are, and a load lists.
+const OBJECTS_AT_MOST: usize = 1024;
 
 /// A stored object the watch has not shown within this long is taken as shown (or gone): the
 /// watch lags by milliseconds, a re-list may miss a deletion, and the set must not keep it.
@@ -95,16 +103,36 @@ impl WatchedReports {
     }
 
     /// This process stored the object `name`, a report of run `run` of the benchmark `uid`
-    /// (the API server said so).
-    pub fn stored(&self, name: &str, uid: &str, run: &str) {
+    /// (the API server said so, answering `object` when given).
+    pub fn stored(&self, name: &str, uid: &str, run: &str, object: Option<ConfigMap>) {
         let mut unseen = self.unseen();
         if unseen.len() >= UNSEEN_AT_MOST / 2 {
             unseen.retain(|_, u| u.at.elapsed() < UNSEEN_FOR_AT_MOST);
         }
         if unseen.len() < UNSEEN_AT_MOST {
+            let held = unseen.values().filter(|u| u.object.is_some()).count();
+            let object = object
+                .filter(|o| held < OBJECTS_AT_MOST && o.metadata.name.as_deref() == Some(name))
+                .map(Arc::new);
             let (uid, run, at) = (uid.to_string(), run.to_string(), Instant::now());
-            unseen.insert(name.to_string(), Unseen { uid, run, at });
+            let entry = Unseen {
+                uid,
+                run,
+                at,
+                object,
+            };
+            unseen.insert(name.to_string(), entry);
         }
+    }
+
+    /// The objects of run `run` of benchmark `uid` this process stored and the watch has not
+    /// shown yet, as the API server answered their creation.
+    pub fn unseen_objects(&self, uid: &str, run: &str) -> Vec<Arc<ConfigMap>> {
+        self.unseen()
+            .values()
+            .filter(|u| u.uid == uid && u.run == run && u.at.elapsed() < UNSEEN_FOR_AT_MOST)
+            .filter_map(|u| u.object.clone())
+            .collect()
     }
 
     /// Whether this process stored `name` and the watch has not shown it yet.
