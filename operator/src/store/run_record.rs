@@ -508,5 +508,15 @@ mod tests {
         assert_eq!(verbs(12), Vec::<String>::new());
         let r3 = load(&client, "ops", &fresh, &owner, "r3").await.unwrap();
         assert_eq!(r3.map(|r| r.started), Some(Some(t(3))));
+        // So does it for yet another process that knows nothing: refused, read, not written.
+        let another = Known::default();
+        start(&client, "ops", &another, &owner, "r3", t(5))
+            .await
+            .unwrap();
+        assert_eq!(verbs(12), ["POST", "GET"]);
+        let r3 = load(&client, "ops", &Known::default(), &owner, "r3")
+            .await
+            .unwrap();
+        assert_eq!(r3.map(|r| r.started), Some(Some(t(3))));
     }
 }

@@ -334,6 +334,7 @@ impl Store {
         run: &str,
         slot: u32,
     ) -> Result<(), kube::Error> {
+        self.forget_held(owner, Some(run));
         let lp = ListParams::default().labels(&selector(owner, Some(run), Some(slot)));
         self.api()
             .delete_collection(&DeleteParams::background(), &lp)

@@ -181,6 +181,14 @@ impl Store {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The report objects of `owner` (of its run `run`) are being deleted: what was held of
+    /// them since their creation is not read any more.
+    pub(super) fn forget_held(&self, owner: &Owner, run: Option<&str>) {
+        if let Some(watched) = self.watched.as_ref() {
+            watched.deleting(&owner.uid, run);
+        }
+    }
+
     /// `object`: as the API server answered its creation, when it is a worker report.
     pub(super) fn note_stored(
         &self,
@@ -224,7 +232,8 @@ impl Store {
             };
             let why = match verify(&existing, owner, run, report.step, |w| w == report.worker) {
                 Ok(stored) if stored == *report => {
-                    self.note_stored(&name, owner, run, Some(existing));
+                    // Not held: a worker posting its report again must not pin objects.
+                    self.note_stored(&name, owner, run, None);
                     return Ok(Stored::Again);
                 }
                 Ok(_) => {
@@ -308,6 +317,7 @@ impl Store {
 
     /// Deletes the report objects of one run, or of every run of the benchmark.
     pub async fn delete(&self, owner: &Owner, run: Option<&str>) -> Result<(), kube::Error> {
+        self.forget_held(owner, run);
         if self.holds_none(owner, run) {
             return Ok(());
         }

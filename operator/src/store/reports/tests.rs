@@ -264,6 +264,58 @@ async fn a_report_just_stored_is_loaded_as_created_without_a_list() {
     assert_eq!(lists(&api_server), 1, "{:?}", api_server.requests());
 }
 
+/// What is held of stored objects stays bounded and never outlives its use: not held when the
+/// watch shows it already, nor when a worker posts its report again (it could pin objects),
+/// nor beyond 16 MiB; dropped when its run's reports are deleted (the name stays, so the
+/// deletion is still sent).
+#[tokio::test]
+async fn what_is_held_of_stored_reports_is_bounded_and_dropped_with_them() {
+    let (w0, w1) = ("bench-3f2a9c1d-g1-s0-w0", "bench-3f2a9c1d-g1-s0-w1");
+    let all = expected(&[w0, w1]);
+    // Shown by the watch already (its ADDED event came before the creation's answer).
+    let (_, _, watched) = watched_store(vec![stored(w0, 0), stored(w1, 0)]);
+    let name = object_name(&owner(), RUN, 0, w1);
+    watched.stored(&name, OWNER_UID, RUN, Some(stored(w1, 0)));
+    assert_eq!(watched.held_bytes(), 0);
+
+    // Posted again: the API server answers 409 and holds the same report; nothing is held.
+    let api_server = crate::testing::FakeApi::default();
+    let existing = serde_json::to_value(stored(w1, 0)).unwrap();
+    let client = api_server.client(move |seen| match seen.method.as_str() {
+        "POST" => (409, crate::testing::fake_api::status(409, "AlreadyExists")),
+        _ => (200, existing.clone()),
+    });
+    let watched = Arc::new(WatchedReports::listed(vec![stored(w0, 0)]));
+    let store = Store::new(client, "netbench-system").reading(watched.clone());
+    let again = store.store(&owner(), RUN, &report(w1, 0)).await.unwrap();
+    assert_eq!(again, Stored::Again);
+    assert!(watched.is_unseen(&name));
+    assert_eq!(watched.held_bytes(), 0);
+
+    // At most 16 MiB held: 1 MiB objects, the 17th and later only named.
+    let watched = WatchedReports::listed(vec![]);
+    for i in 0..24 {
+        let mut cm = stored(&format!("bench-3f2a9c1d-g1-s0-w{i}"), 0);
+        cm.metadata.name = Some(format!("big-{i}"));
+        cm.data = Some(BTreeMap::from([("pad".to_string(), "x".repeat(1 << 20))]));
+        watched.stored(&format!("big-{i}"), OWNER_UID, RUN, Some(cm));
+        assert!(watched.is_unseen(&format!("big-{i}")));
+    }
+    assert!(watched.held_bytes() <= 16 << 20, "{}", watched.held_bytes());
+    assert_eq!(watched.unseen_objects(OWNER_UID, RUN).len(), 15);
+    assert!(watched.unseen_objects(OWNER_UID, "3f2a9c1d-g2").is_empty());
+    assert!(watched.unseen_objects("another-uid", RUN).is_empty());
+
+    // Deleted with its run: no longer read, still counted as there.
+    let (store, _, watched) = watched_store(vec![stored(w0, 0)]);
+    store.store(&owner(), RUN, &report(w1, 0)).await.unwrap();
+    assert!(store.load_watched(&owner(), RUN, 0, &all).is_some());
+    store.delete(&owner(), Some(RUN)).await.unwrap();
+    assert!(store.load_watched(&owner(), RUN, 0, &all).is_none());
+    assert_eq!(watched.held_bytes(), 0);
+    assert!(!store.holds_none(&owner(), Some(RUN)));
+}
+
 /// What the API server answered goes through the checks a listed object does: an answer whose
 /// content is not the report (a mutating webhook, say) is rejected, never taken as the report.
 #[tokio::test]

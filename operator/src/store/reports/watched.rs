@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::reflector::{self, store::Writer, ObjectRef};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 
@@ -45,15 +45,29 @@ struct Unseen {
     uid: String,
     run: String,
     at: Instant,
-    /// The object as the API server answered its creation (a worker report's, while fewer
-    /// than [`OBJECTS_AT_MOST`] are held): a sample's last report is read from it when the
-    /// watch has yet to show it, rather than listing them all again.
-    object: Option<Arc<ConfigMap>>,
+    /// The object as the API server answered its creation (a worker report's, while the
+    /// objects held stay under [`HELD_BYTES_AT_MOST`]): a sample's last report is read from it
+    /// when the watch has yet to show it, rather than listing them all again. Dropped when the
+    /// watch shows it, when its run's reports are deleted, or [`UNSEEN_FOR_AT_MOST`] after.
+    object: Option<Held>,
 }
 
-/// Most stored objects held until the watch shows them (each a report of up to a few hundred
-/// KiB); beyond, only their names are, and a load lists.
-const OBJECTS_AT_MOST: usize = 1024;
+/// A stored object held until the watch shows it, and about how many bytes it holds.
+struct Held {
+    object: Arc<ConfigMap>,
+    bytes: usize,
+}
+
+/// Most bytes of stored objects held (a report is up to 512 KiB): beyond, only their names
+/// are noted, and a load lists.
+const HELD_BYTES_AT_MOST: usize = 16 << 20;
+
+/// About how many bytes `cm` holds (its data; the rest is small and bounded).
+fn size_of(cm: &ConfigMap) -> usize {
+    let data = cm.data.iter().flatten();
+    data.map(|(k, v)| k.len().saturating_add(v.len()))
+        .fold(1024, usize::saturating_add)
+}
 
 /// A stored object the watch has not shown within this long is taken as shown (or gone): the
 /// watch lags by milliseconds, a re-list may miss a deletion, and the set must not keep it.
@@ -103,17 +117,30 @@ impl WatchedReports {
     }
 
     /// This process stored the object `name`, a report of run `run` of the benchmark `uid`
-    /// (the API server said so, answering `object` when given).
+    /// (the API server said so, answering `object` when given: held only if it is that object
+    /// and the watch has not shown it already).
     pub fn stored(&self, name: &str, uid: &str, run: &str, object: Option<ConfigMap>) {
+        let shown = |cm: &ConfigMap| self.reader.get(&ObjectRef::from_obj(cm)).is_some();
+        let object = object.filter(|o| o.metadata.name.as_deref() == Some(name) && !shown(o));
         let mut unseen = self.unseen();
         if unseen.len() >= UNSEEN_AT_MOST / 2 {
             unseen.retain(|_, u| u.at.elapsed() < UNSEEN_FOR_AT_MOST);
         }
+        // What is held, once the objects past their time are dropped.
+        let mut held: usize = 0;
+        for u in unseen.values_mut() {
+            if u.at.elapsed() >= UNSEEN_FOR_AT_MOST {
+                u.object = None;
+            }
+            held = held.saturating_add(u.object.as_ref().map_or(0, |h| h.bytes));
+        }
         if unseen.len() < UNSEEN_AT_MOST {
-            let held = unseen.values().filter(|u| u.object.is_some()).count();
             let object = object
-                .filter(|o| held < OBJECTS_AT_MOST && o.metadata.name.as_deref() == Some(name))
-                .map(Arc::new);
+                .map(|o| Held {
+                    bytes: size_of(&o),
+                    object: Arc::new(o),
+                })
+                .filter(|h| held.saturating_add(h.bytes) <= HELD_BYTES_AT_MOST);
             let (uid, run, at) = (uid.to_string(), run.to_string(), Instant::now());
             let entry = Unseen {
                 uid,
@@ -131,8 +158,27 @@ impl WatchedReports {
         self.unseen()
             .values()
             .filter(|u| u.uid == uid && u.run == run && u.at.elapsed() < UNSEEN_FOR_AT_MOST)
-            .filter_map(|u| u.object.clone())
+            .filter_map(|u| u.object.as_ref().map(|h| h.object.clone()))
             .collect()
+    }
+
+    /// The report objects of benchmark `uid` (of its run `run`) are being deleted: none of
+    /// them is read from what was held any more (their names stay, so that a deletion is not
+    /// skipped as "none" before the watch has shown them).
+    pub fn deleting(&self, uid: &str, run: Option<&str>) {
+        for u in self.unseen().values_mut() {
+            if u.uid == uid && run.is_none_or(|r| r == u.run) {
+                u.object = None;
+            }
+        }
+    }
+
+    /// How many bytes of stored objects are held.
+    pub fn held_bytes(&self) -> usize {
+        self.unseen()
+            .values()
+            .filter_map(|u| u.object.as_ref().map(|h| h.bytes))
+            .fold(0, usize::saturating_add)
     }
 
     /// Whether this process stored `name` and the watch has not shown it yet.
