@@ -18,7 +18,7 @@ pub fn run_spec(workers: &[(&str, Role)]) -> RunSpec {
         workers: workers.iter().map(|(w, r)| (w.to_string(), *r)).collect(),
         report_kind: ReportKind::Http,
         pairing: Pairing::default(),
-        start_delay_ms: crate::store::registry::START_DELAY_MS,
+        start_lead: crate::store::registry::START_LEAD,
     }
 }
 

@@ -41,7 +41,7 @@ pub(in crate::driver) fn announce<K: Hooks>(run: &Run<'_, K>, slot: Slot) {
         workers: sample.workers,
         report_kind: measurement.report_kind,
         pairing: sample.pairing,
-        start_delay_ms: u64::try_from(measurement.start_lead.as_millis()).unwrap_or(u64::MAX),
+        start_lead: measurement.start_lead,
     };
     run.ctx().runs.announce(run.id(), spec);
 }

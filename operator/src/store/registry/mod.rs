@@ -29,10 +29,8 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// How far in the future the common start is set when the last worker registers, so every
 /// worker learns it before it passes: a worker waiting at the barrier is answered as it opens,
 /// one between two asks (or one that polls without waiting, every 100 ms) asks again within
-/// that. A kind may ask for more (`RunSpec::start_delay_ms`).
-pub const START_DELAY_MS: u64 = 500;
-/// [`START_DELAY_MS`] as a duration.
-pub const START_LEAD: Duration = Duration::from_millis(START_DELAY_MS);
+/// that. A kind may ask for more (`RunSpec::start_lead`).
+pub const START_LEAD: Duration = Duration::from_millis(500);
 
 /// What the reconciler tells the registry about one step of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,8 +47,8 @@ pub struct RunSpec {
     pub report_kind: ReportKind,
     /// Which server each client connects to, and who starts later than the others.
     pub pairing: Pairing,
-    /// How far ahead of the last registration the common start is set, in ms.
-    pub start_delay_ms: u64,
+    /// How far ahead of the last registration the common start is set.
+    pub start_lead: Duration,
 }
 
 /// A step's clients and servers in pairs (an EgressBenchmark topology). Empty: every client
@@ -227,7 +225,8 @@ impl Registry {
                 .values()
                 .all(|r| r.preflight_error.is_none());
         if state.start_at_unix_ms.is_none() && all_ready {
-            state.start_at_unix_ms = Some(now_unix_ms.saturating_add(state.spec.start_delay_ms));
+            let lead = u64::try_from(state.spec.start_lead.as_millis()).unwrap_or(u64::MAX);
+            state.start_at_unix_ms = Some(now_unix_ms.saturating_add(lead));
             state.opened.send_replace(true);
         }
         Ok(barrier_of(state, &req_worker))
@@ -411,6 +410,11 @@ fn count(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`START_LEAD`] in ms, as the common start counts it.
+    fn lead_ms() -> u64 {
+        u64::try_from(START_LEAD.as_millis()).unwrap()
+    }
     use crate::testing::{register_request as reg, run_spec};
     use protocol::worker::PROTOCOL_VERSION;
 
@@ -707,12 +711,12 @@ mod tests {
             Err(RegistryError::UnknownWorker)
         );
         let b = r.register("run", &caller("w1"), reg("w1"), 2000).unwrap();
-        assert_eq!(b.start_at_unix_ms, Some(2000 + START_DELAY_MS));
+        assert_eq!(b.start_at_unix_ms, Some(2000 + lead_ms()));
         assert_eq!(
             r.barrier("run", &caller("w0"), "w0", 0)
                 .unwrap()
                 .start_at_unix_ms,
-            Some(2000 + START_DELAY_MS)
+            Some(2000 + lead_ms())
         );
     }
 
@@ -759,7 +763,7 @@ mod tests {
         r.announce(
             "run",
             RunSpec {
-                start_delay_ms: 1500,
+                start_lead: Duration::from_millis(1500),
                 ..spec(0)
             },
         );
@@ -917,7 +921,7 @@ mod tests {
         let s1 = r.barrier("run", &server("s1"), "s1", 0).unwrap();
         assert_eq!(c0.servers, ["10.0.0.10:5201"]);
         assert_eq!(c1.servers, ["[fd00::11]:5202"]);
-        let start = 1000 + START_DELAY_MS;
+        let start = 1000 + lead_ms();
         assert_eq!(c0.start_at_unix_ms, Some(start));
         assert_eq!(c1.start_at_unix_ms, Some(start + 12_000));
         assert_eq!(

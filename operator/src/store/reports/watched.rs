@@ -62,6 +62,14 @@ struct Held {
 /// are noted, and a load lists.
 const HELD_BYTES_AT_MOST: usize = 16 << 20;
 
+/// How many bytes of stored objects `unseen` holds.
+fn held_bytes(unseen: &HashMap<String, Unseen>) -> usize {
+    unseen
+        .values()
+        .filter_map(|u| u.object.as_ref().map(|h| h.bytes))
+        .fold(0, usize::saturating_add)
+}
+
 /// About how many bytes `cm` holds (its data; the rest is small and bounded).
 fn size_of(cm: &ConfigMap) -> usize {
     let data = cm.data.iter().flatten();
@@ -127,13 +135,13 @@ impl WatchedReports {
             unseen.retain(|_, u| u.at.elapsed() < UNSEEN_FOR_AT_MOST);
         }
         // What is held, once the objects past their time are dropped.
-        let mut held: usize = 0;
-        for u in unseen.values_mut() {
-            if u.at.elapsed() >= UNSEEN_FOR_AT_MOST {
-                u.object = None;
-            }
-            held = held.saturating_add(u.object.as_ref().map_or(0, |h| h.bytes));
+        for u in unseen
+            .values_mut()
+            .filter(|u| u.at.elapsed() >= UNSEEN_FOR_AT_MOST)
+        {
+            u.object = None;
         }
+        let held = held_bytes(&unseen);
         if unseen.len() < UNSEEN_AT_MOST {
             let object = object
                 .map(|o| Held {
@@ -174,11 +182,9 @@ impl WatchedReports {
     }
 
     /// How many bytes of stored objects are held.
+    #[cfg(test)]
     pub fn held_bytes(&self) -> usize {
-        self.unseen()
-            .values()
-            .filter_map(|u| u.object.as_ref().map(|h| h.bytes))
-            .fold(0, usize::saturating_add)
+        held_bytes(&self.unseen())
     }
 
     /// Whether this process stored `name` and the watch has not shown it yet.
