@@ -1,0 +1,457 @@
+//! A reconcile's work that outlasts a grace goes on in a task of its own, so that no reconcile
+//! holds its object in the controller for longer than [`GRACE`] while it waits for the API
+//! server (under load each round trip takes 100-600 ms; `docs/scale.md`). The way pod creation
+//! already works (`k8s::creation`), for the whole of the work.
+//!
+//! What stays as it was:
+//! - One object's work runs once at a time. A reconcile of an object whose work is under way
+//!   does nothing and ends; the work's end wakes the object.
+//! - The work is the same work, in the same order (its status write, then its Events, then
+//!   its reports released), so every guarantee of `driver::apply` holds; what a crash in the
+//!   middle leaves is what a crash inside the reconcile left.
+//! - The outcome reaches the controller: the reconcile woken by the work's end returns it, so
+//!   an error is logged, counted and backed off as before, and an action's requeue is
+//!   scheduled from the moment the work ended. Should the object have been woken while its work
+//!   went on (its own status write coming back, a worker's report), that reconcile runs the
+//!   work again instead, as the controller would have run it right after.
+//!
+//! What changes: `netbench_reconcile_duration_seconds` is the time a reconcile holds its object
+//! (at most the grace, plus what comes before the work); `netbench_reconcile_work_duration_seconds`
+//! is the whole work, wherever it ran. Nothing gets faster: an object's next step still waits
+//! for its last write.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::base::error::Result;
+
+/// How long a reconcile waits for its work before the work goes on behind it.
+pub const GRACE: Duration = Duration::from_millis(50);
+
+/// How soon a reconcile that left its work behind (or found it under way) looks again, should
+/// the wake at the work's end not come: a net, never the way the object moves on.
+pub const NET: Duration = Duration::from_secs(60);
+
+/// How long an outcome nobody came for is kept (its object was deleted meanwhile).
+const KEEP_UNCLAIMED: Duration = Duration::from_secs(600);
+
+/// The works of one kind's objects that went on behind their reconciles, by object key.
+#[derive(Default)]
+pub struct Behind {
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    ended: Arc<Notify>,
+    ids: AtomicU64,
+}
+
+enum Entry {
+    /// Work under way. `waited`: the reconcile that began it still waits (within its grace);
+    /// `poked`: the object was reconciled again meanwhile.
+    Going {
+        id: u64,
+        waited: bool,
+        poked: bool,
+        abort: AbortHandle,
+    },
+    /// Work that ended after its reconcile stopped waiting, its outcome kept for the reconcile
+    /// its end woke.
+    Ended {
+        outcome: Result<Action>,
+        poked: bool,
+        at: Instant,
+    },
+}
+
+/// What a reconcile is to do, given what went on behind the object's earlier reconciles.
+#[derive(Debug)]
+pub enum Before {
+    /// The object's work is under way: end with this action (the work's end wakes it).
+    Going(Action),
+    /// The outcome of the work that ended behind the last reconcile: end with it.
+    Ended(Result<Action>),
+    /// Nothing under way: begin the work.
+    Begin,
+}
+
+impl Behind {
+    /// What the reconcile of `key` is to do now (see [`Before`]).
+    pub fn before(&self, key: &str) -> Before {
+        let mut entries = lock(&self.entries);
+        match entries.get_mut(key) {
+            None => Before::Begin,
+            Some(Entry::Going { poked, .. }) => {
+                *poked = true;
+                Before::Going(Action::requeue(NET))
+            }
+            Some(Entry::Ended { .. }) => match entries.remove(key) {
+                // Woken meanwhile: what woke it may need the work done again. An error is
+                // returned all the same, so that it is backed off.
+                Some(Entry::Ended {
+                    outcome: Ok(_),
+                    poked: true,
+                    ..
+                }) => Before::Begin,
+                Some(Entry::Ended { outcome, .. }) => Before::Ended(outcome),
+                _ => Before::Begin,
+            },
+        }
+    }
+
+    /// Runs `work` (the reconcile of `key`) in a task of its own and waits for it at most
+    /// `grace`: its outcome, or, should it take longer, an action of [`NET`]; then `woken` is
+    /// called once the work has ended, and [`Behind::before`] hands its outcome over.
+    pub async fn run<W>(
+        &self,
+        key: &str,
+        grace: Duration,
+        work: W,
+        woken: impl FnOnce() + Send + 'static,
+    ) -> Result<Action>
+    where
+        W: Future<Output = Result<Action>> + Send + 'static,
+    {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = oneshot::channel();
+        {
+            // Entered before the task can look for it.
+            let mut entries = lock(&self.entries);
+            let (shared, ended, owned_key) =
+                (self.entries.clone(), self.ended.clone(), key.to_string());
+            let task = tokio::spawn(async move {
+                let outcome = work.await;
+                let wake = {
+                    let mut entries = lock(&shared);
+                    settle(&mut entries, &owned_key, id, outcome, tx)
+                };
+                ended.notify_waiters();
+                if wake {
+                    woken();
+                }
+            });
+            let abort = task.abort_handle();
+            entries.insert(
+                key.to_string(),
+                Entry::Going {
+                    id,
+                    waited: true,
+                    poked: false,
+                    abort,
+                },
+            );
+        }
+        match tokio::time::timeout(grace, &mut rx).await {
+            Ok(Ok(outcome)) => outcome,
+            // Stopped (`stop_all`): the controller is stopping too.
+            Ok(Err(_)) => Ok(Action::await_change()),
+            Err(_) => {
+                let mut entries = lock(&self.entries);
+                // Ended as the grace did.
+                if let Ok(outcome) = rx.try_recv() {
+                    return outcome;
+                }
+                if let Some(Entry::Going { id: i, waited, .. }) = entries.get_mut(key) {
+                    if *i == id {
+                        *waited = false;
+                    }
+                }
+                Ok(Action::requeue(NET))
+            }
+        }
+    }
+
+    /// Waits until no work is under way, at most `within`; then stops what still is. What
+    /// the controllers' end leaves: each work finished like the reconciles the controller
+    /// itself lets finish, none going on once another replica may lead.
+    pub async fn finish(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let ended = self.ended.notified();
+            if self.going() == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                tracing::warn!(
+                    "{} reconciles still under way when the controller stopped: stopped",
+                    self.going()
+                );
+                break;
+            }
+        }
+        self.stop_all();
+    }
+
+    /// Stops every work under way and forgets every outcome.
+    pub fn stop_all(&self) {
+        let mut entries = lock(&self.entries);
+        for entry in entries.values() {
+            if let Entry::Going { abort, .. } = entry {
+                abort.abort();
+            }
+        }
+        entries.clear();
+    }
+
+    /// How many works are under way.
+    pub fn going(&self) -> usize {
+        lock(&self.entries)
+            .values()
+            .filter(|e| matches!(e, Entry::Going { .. }))
+            .count()
+    }
+}
+
+/// The end of the work `id` of `key`: its outcome handed to the reconcile still waiting for
+/// it, or kept for the one to come. Whether that one must be woken.
+fn settle(
+    entries: &mut HashMap<String, Entry>,
+    key: &str,
+    id: u64,
+    outcome: Result<Action>,
+    waiting: oneshot::Sender<Result<Action>>,
+) -> bool {
+    let (waited, poked) = match entries.get(key) {
+        Some(Entry::Going {
+            id: i,
+            waited,
+            poked,
+            ..
+        }) if *i == id => (*waited, *poked),
+        // Stopped, or not this work's any more: nobody to tell.
+        _ => return false,
+    };
+    if waited {
+        entries.remove(key);
+        let _ = waiting.send(outcome);
+        return false;
+    }
+    let now = Instant::now();
+    entries.retain(|_, e| match e {
+        Entry::Ended { at, .. } => now.saturating_duration_since(*at) < KEEP_UNCLAIMED,
+        Entry::Going { .. } => true,
+    });
+    entries.insert(
+        key.to_string(),
+        Entry::Ended {
+            outcome,
+            poked,
+            at: now,
+        },
+    );
+    true
+}
+
+fn lock(entries: &Mutex<HashMap<String, Entry>>) -> MutexGuard<'_, HashMap<String, Entry>> {
+    entries.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::error::Error;
+    use std::sync::atomic::AtomicUsize;
+
+    const KEY: &str = "team-a/web";
+
+    /// A work that takes `after` and ends with `outcome`, counting its starts in `started`.
+    fn work(
+        after: Duration,
+        outcome: fn() -> Result<Action>,
+        started: &Arc<AtomicUsize>,
+    ) -> impl Future<Output = Result<Action>> + Send + 'static {
+        let started = started.clone();
+        async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(after).await;
+            outcome()
+        }
+    }
+
+    fn again() -> Result<Action> {
+        Ok(Action::requeue(Duration::from_secs(7)))
+    }
+
+    fn refused() -> Result<Action> {
+        Err(Error::TimedOut {
+            what: "a status write",
+            after: Duration::from_secs(1),
+        })
+    }
+
+    /// A wake that sends on the channel returned.
+    fn waker() -> (
+        impl FnOnce() + Send + 'static,
+        tokio::sync::mpsc::UnboundedReceiver<()>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (
+            move || {
+                let _ = tx.send(());
+            },
+            rx,
+        )
+    }
+
+    async fn woken_within(rx: &mut tokio::sync::mpsc::UnboundedReceiver<()>, d: Duration) {
+        tokio::time::timeout(d, rx.recv())
+            .await
+            .expect("woken in time")
+            .expect("a wake");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quick_work_is_the_reconciles_own_and_leaves_nothing_behind() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, mut wakes) = waker();
+        let began = tokio::time::Instant::now();
+        let outcome = behind
+            .run(
+                KEY,
+                GRACE,
+                work(Duration::from_millis(10), again, &started),
+                wake,
+            )
+            .await;
+        assert_eq!(outcome.unwrap(), Action::requeue(Duration::from_secs(7)));
+        assert_eq!(began.elapsed(), Duration::from_millis(10));
+        assert_eq!(behind.going(), 0);
+        assert!(matches!(behind.before(KEY), Before::Begin));
+        tokio::task::yield_now().await;
+        assert!(wakes.try_recv().is_err(), "nobody to wake");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_work_goes_on_behind_once_and_its_end_hands_the_outcome_over() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, mut wakes) = waker();
+        let began = tokio::time::Instant::now();
+        let slow = Duration::from_millis(600);
+        let outcome = behind
+            .run(KEY, GRACE, work(slow, again, &started), wake)
+            .await;
+        assert_eq!(began.elapsed(), GRACE, "the reconcile held the grace only");
+        assert_eq!(outcome.unwrap(), Action::requeue(NET));
+        assert_eq!(behind.going(), 1);
+        woken_within(&mut wakes, Duration::from_secs(1)).await;
+        assert_eq!(began.elapsed(), slow, "woken as the work ended");
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        let Before::Ended(outcome) = behind.before(KEY) else {
+            panic!("the work's outcome is handed over");
+        };
+        assert_eq!(outcome.unwrap(), Action::requeue(Duration::from_secs(7)));
+        assert!(matches!(behind.before(KEY), Before::Begin), "handed once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_while_the_work_goes_on_neither_waits_nor_starts_it_again() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, mut wakes) = waker();
+        let outcome = behind.run(
+            KEY,
+            GRACE,
+            work(Duration::from_secs(2), again, &started),
+            wake,
+        );
+        assert_eq!(outcome.await.unwrap(), Action::requeue(NET));
+        // Woken meanwhile (its own write coming back, a report): told to wait for the end.
+        let Before::Going(action) = behind.before(KEY) else {
+            panic!("under way");
+        };
+        assert_eq!(action, Action::requeue(NET));
+        // Another object is not held up by it.
+        assert!(matches!(behind.before("team-a/other"), Before::Begin));
+        woken_within(&mut wakes, Duration::from_secs(3)).await;
+        // Poked meanwhile: the work is done again rather than its old action returned.
+        assert!(matches!(behind.before(KEY), Before::Begin));
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_behind_reaches_the_controller_even_when_poked() {
+        for poke in [false, true] {
+            let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+            let (wake, mut wakes) = waker();
+            let failing = work(Duration::from_secs(1), refused, &started);
+            assert!(behind.run(KEY, GRACE, failing, wake).await.is_ok());
+            if poke {
+                assert!(matches!(behind.before(KEY), Before::Going(_)));
+            }
+            woken_within(&mut wakes, Duration::from_secs(2)).await;
+            let Before::Ended(Err(e)) = behind.before(KEY) else {
+                panic!("the error is returned (poked: {poke})");
+            };
+            assert!(e.to_string().contains("a status write"), "{e}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_within_the_grace_is_the_reconciles_own() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, _wakes) = waker();
+        let outcome = behind
+            .run(KEY, GRACE, work(Duration::ZERO, refused, &started), wake)
+            .await;
+        assert!(outcome.is_err());
+        assert!(matches!(behind.before(KEY), Before::Begin));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_ends_the_work_under_way_and_wakes_nobody() {
+        let behind = Behind::default();
+        let finished = Arc::new(AtomicUsize::new(0));
+        let done = finished.clone();
+        let (wake, mut wakes) = waker();
+        let work = async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            again()
+        };
+        behind.run(KEY, GRACE, work, wake).await.unwrap();
+        let began = tokio::time::Instant::now();
+        behind.finish(Duration::from_secs(30)).await;
+        assert_eq!(began.elapsed(), Duration::from_secs(30), "waited its bound");
+        assert_eq!(behind.going(), 0);
+        tokio::time::sleep(Duration::from_secs(7200)).await;
+        assert_eq!(finished.load(Ordering::SeqCst), 0, "the work was stopped");
+        assert!(wakes.try_recv().is_err());
+        assert!(matches!(behind.before(KEY), Before::Begin));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn finishing_waits_for_the_work_under_way_to_end() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, _wakes) = waker();
+        let slow = work(Duration::from_secs(2), again, &started);
+        behind.run(KEY, GRACE, slow, wake).await.unwrap();
+        let began = tokio::time::Instant::now();
+        behind.finish(Duration::from_secs(30)).await;
+        assert_eq!(began.elapsed(), Duration::from_secs(2) - GRACE);
+        assert_eq!(behind.going(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn outcomes_nobody_came_for_are_forgotten() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, mut wakes) = waker();
+        let first = work(Duration::from_secs(1), again, &started);
+        behind
+            .run("team-a/deleted", GRACE, first, wake)
+            .await
+            .unwrap();
+        woken_within(&mut wakes, Duration::from_secs(2)).await;
+        // Its object is gone: no reconcile comes for the outcome.
+        tokio::time::sleep(KEEP_UNCLAIMED).await;
+        let (wake, mut wakes) = waker();
+        let second = work(Duration::from_secs(1), again, &started);
+        behind.run(KEY, GRACE, second, wake).await.unwrap();
+        woken_within(&mut wakes, Duration::from_secs(2)).await;
+        assert!(matches!(behind.before("team-a/deleted"), Before::Begin));
+        assert!(matches!(behind.before(KEY), Before::Ended(Ok(_))));
+    }
+}
