@@ -52,7 +52,17 @@ struct Reconciler {
 }
 
 /// How long the works still under way when the controllers stop may take to end.
-const FINISH_WITHIN: Duration = Duration::from_secs(20);
+const FINISH_WITHIN: Duration = Duration::from_secs(10);
+
+/// Stops the works gone on behind the reconciles when the controllers are dropped (the leader's
+/// work ended another way): none goes on once another replica may lead.
+struct StopWorks(Arc<Reconciler>);
+
+impl Drop for StopWorks {
+    fn drop(&mut self) {
+        self.0.behind.stop_all();
+    }
+}
 
 type Guarded<K> = DeserializeGuard<K>;
 
@@ -94,6 +104,7 @@ pub async fn run<K: Hooks>(
         backoff: Backoff::default(),
         behind: behind::Behind::default(),
     });
+    let _stop = StopWorks(reconciler.clone());
     let controllers: Vec<_> = benchmarks
         .into_iter()
         .map(|api| Controller::new(api, watcher::Config::default()))
@@ -183,24 +194,52 @@ fn wake_by_namespace<K: Hooks>(
 async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
-    let _timer = ReconcileTimer::start(&ctx.metrics.family::<ReconcileMetrics>(), &kind);
+    let timer = ReconcileTimer::start(&ctx.metrics.family::<ReconcileMetrics>(), &kind);
     let benchmark = match &obj.0 {
         Ok(b) => Arc::new(b.clone()),
         Err(invalid) => return unreadable::<K>(ctx, &obj, &invalid.error).await,
     };
     // The work goes on behind the reconcile past a grace (`behind`): the reconcile holds its
-    // object for that long at most.
+    // object for that long at most. Reconciles that only find the work under way or hand its
+    // outcome over do no work: not observed as reconciles.
     let key = obj_key(&obj);
-    match r.behind.before(&key) {
-        behind::Before::Going(action) => Ok(action),
-        behind::Before::Ended(outcome) => outcome,
-        behind::Before::Begin => {
-            let ns = benchmark.namespace().unwrap_or_default();
-            let woken = ctx.waker(&kind, &ns, &benchmark.name_any());
-            let work = work::<K>(benchmark, r.clone()).instrument(tracing::Span::current());
-            r.behind.run(&key, behind::GRACE, work, woken).await
+    let uid = benchmark.uid().unwrap_or_default();
+    let ns = benchmark.namespace().unwrap_or_default();
+    let woken = ctx.waker(&kind, &ns, &benchmark.name_any());
+    match r.behind.before(&key, &uid) {
+        behind::Before::Going(action) => {
+            timer.discard();
+            return Ok(action);
         }
+        // Reconciled again while the work failed: backed off as the error asks, and looked at
+        // again at once for what came meanwhile (as the controller runs a trigger that came
+        // during a reconcile right after it).
+        behind::Before::Ended {
+            outcome: Err(e),
+            poked,
+        } => {
+            timer.discard();
+            if poked {
+                woken();
+            }
+            return Err(e);
+        }
+        // Nothing came meanwhile, and the copy is the one the work left (not changed since
+        // by anyone else): its action stands.
+        behind::Before::Ended {
+            outcome: Ok(action),
+            poked: false,
+        } if benchmark
+            .resource_version()
+            .is_some_and(|v| ctx.versions.is_current(&uid, &v)) =>
+        {
+            timer.discard();
+            return Ok(action);
+        }
+        behind::Before::Ended { .. } | behind::Before::Begin => {}
     }
+    let work = work::<K>(benchmark, r.clone()).instrument(tracing::Span::current());
+    r.behind.run((&key, &uid), behind::GRACE, work, woken).await
 }
 
 /// One reconcile's work: the finalizer (Apply or Cleanup) and the driver, timed as
@@ -208,7 +247,19 @@ async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result
 async fn work<K: Hooks>(benchmark: Arc<K>, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
-    let _timer = ctx.metrics.family::<ReconcileMetrics>().work_timer(&kind);
+    let began = std::time::Instant::now();
+    let done = work_done::<K>(benchmark, &r).await;
+    // Observed once it ended (a work stopped midway is not).
+    let metrics = ctx.metrics.family::<ReconcileMetrics>();
+    metrics
+        .work
+        .with_label_values(&[&kind])
+        .observe(began.elapsed().as_secs_f64());
+    done
+}
+
+async fn work_done<K: Hooks>(benchmark: Arc<K>, r: &Reconciler) -> Result<Action> {
+    let ctx = &r.ctx;
     let key = format!(
         "{}/{}",
         benchmark.namespace().unwrap_or_default(),
@@ -397,11 +448,6 @@ impl ReconcileMetrics {
         }
     }
 
-    /// Observes a reconcile's work when dropped.
-    fn work_timer(&self, kind: &str) -> prometheus::HistogramTimer {
-        self.work.with_label_values(&[kind]).start_timer()
-    }
-
     fn error(&self, kind: &str, category: &str) {
         self.errors.with_label_values(&[kind, category]).inc();
     }
@@ -417,6 +463,15 @@ impl ReconcileTimer {
         metrics.total.with_label_values(&[kind]).inc();
         ReconcileTimer {
             timer: Some(metrics.duration.with_label_values(&[kind]).start_timer()),
+        }
+    }
+}
+
+impl ReconcileTimer {
+    /// Not observed: a reconcile that did no work.
+    fn discard(mut self) {
+        if let Some(t) = self.timer.take() {
+            t.stop_and_discard();
         }
     }
 }
@@ -502,25 +557,19 @@ mod tests {
         }
     }
 
-    /// A reconcile of benchmark team-a/b against an API server whose every answer takes a
-    /// second: it holds the object for the grace only, a reconcile meanwhile asks nothing, and
-    /// the work's end wakes the benchmark, whose next reconcile does the work again (it was
-    /// woken meanwhile).
-    #[tokio::test(start_paused = true)]
-    async fn a_slow_api_server_holds_a_reconcile_for_the_grace_only() {
-        let bm = serde_json::json!({
-            "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
-            "metadata": {"name": "b", "namespace": "team-a", "generation": 1,
-                         "uid": "5c2a9e10-0000-4c1d-9e3f-1234567890ab",
-                         "resourceVersion": "5", "finalizers": [FINALIZER]},
-            "spec": {"target": {"url": "http://x.team-a/"}, "load": {"duration": "10s"}},
-        });
+    /// Benchmark team-a/b (at resourceVersion 5) held by an API server whose every answer
+    /// takes a second, the reconciler on it, and the wakes its works' ends send.
+    fn slow_api_server() -> (
+        crate::testing::FakeApi,
+        Arc<Reconciler>,
+        tokio::sync::mpsc::UnboundedReceiver<crate::context::Wake>,
+    ) {
+        let bm = benchmark_at("5");
         let api_server = crate::testing::FakeApi::default();
-        let held = bm.clone();
         let client = api_server.client_after(Duration::from_secs(1), move |seen| {
-            crate::testing::fake_api::holding(&held, seen)
+            crate::testing::fake_api::holding(&bm, seen)
         });
-        let (wake, mut wakes) = tokio::sync::mpsc::unbounded_channel();
+        let (wake, wakes) = tokio::sync::mpsc::unbounded_channel();
         let reporter = kube::runtime::events::Reporter {
             controller: "netbench-operator".into(),
             instance: None,
@@ -533,9 +582,43 @@ mod tests {
             backoff: Backoff::default(),
             behind: behind::Behind::default(),
         });
-        let obj: Arc<Guarded<crds::IngressBenchmark>> =
-            Arc::new(serde_json::from_value(bm).unwrap());
+        (api_server, r, wakes)
+    }
 
+    fn benchmark_at(version: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "netbench.io/v1alpha1", "kind": "IngressBenchmark",
+            "metadata": {"name": "b", "namespace": "team-a", "generation": 1,
+                         "uid": "5c2a9e10-0000-4c1d-9e3f-1234567890ab",
+                         "resourceVersion": version, "finalizers": [FINALIZER]},
+            "spec": {"target": {"url": "http://x.team-a/"}, "load": {"duration": "10s"}},
+        })
+    }
+
+    fn object_at(version: &str) -> Arc<Guarded<crds::IngressBenchmark>> {
+        Arc::new(serde_json::from_value(benchmark_at(version)).unwrap())
+    }
+
+    async fn woken(wakes: &mut tokio::sync::mpsc::UnboundedReceiver<crate::context::Wake>) {
+        let woken = tokio::time::timeout(Duration::from_secs(120), wakes.recv())
+            .await
+            .expect("woken once the work ended")
+            .expect("a wake");
+        let names = (
+            woken.kind.as_str(),
+            woken.namespace.as_str(),
+            woken.name.as_str(),
+        );
+        assert_eq!(names, ("IngressBenchmark", "team-a", "b"));
+    }
+
+    /// A reconcile against a slow API server holds its object for the grace only, a reconcile
+    /// meanwhile asks nothing, and the work's end wakes the benchmark, whose next reconcile
+    /// does the work again (it was woken meanwhile).
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_api_server_holds_a_reconcile_for_the_grace_only() {
+        let (api_server, r, mut wakes) = slow_api_server();
+        let obj = object_at("5");
         let began = tokio::time::Instant::now();
         let action = reconcile(obj.clone(), r.clone()).await.unwrap();
         assert_eq!(began.elapsed(), behind::GRACE);
@@ -548,18 +631,7 @@ mod tests {
         assert_eq!(action, Action::requeue(behind::NET));
         assert_eq!(api_server.requests(), asked, "nothing asked");
 
-        let woken = tokio::time::timeout(Duration::from_secs(120), wakes.recv())
-            .await
-            .expect("woken once the work ended")
-            .expect("a wake");
-        assert_eq!(
-            (
-                woken.kind.as_str(),
-                woken.namespace.as_str(),
-                woken.name.as_str()
-            ),
-            ("IngressBenchmark", "team-a", "b")
-        );
+        woken(&mut wakes).await;
         assert!(
             began.elapsed() >= Duration::from_secs(2),
             "{:?}",
@@ -569,6 +641,28 @@ mod tests {
         let before = api_server.requests().len();
         reconcile(obj.clone(), r.clone()).await.unwrap();
         assert!(api_server.requests().len() > before, "the work done again");
+    }
+
+    /// The reconcile a work's end woke returns the work's action only for the copy the work
+    /// left; a copy changed since (by anyone else) has the work done again.
+    #[tokio::test(start_paused = true)]
+    async fn a_works_action_stands_only_for_the_copy_it_left() {
+        for (version, again) in [("5", false), ("6", true)] {
+            let (api_server, r, mut wakes) = slow_api_server();
+            reconcile(object_at("5"), r.clone()).await.unwrap();
+            woken(&mut wakes).await;
+            let before = api_server.requests().len();
+            let action = reconcile(object_at(version), r.clone()).await.unwrap();
+            let asked = api_server.requests().len() > before;
+            assert_eq!(asked, again, "at version {version}: {action:?}");
+            if !again {
+                assert_ne!(
+                    action,
+                    Action::requeue(behind::NET),
+                    "the work's own action"
+                );
+            }
+        }
     }
 
     #[test]

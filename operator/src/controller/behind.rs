@@ -43,7 +43,9 @@ pub const NET: Duration = Duration::from_secs(60);
 /// How long an outcome nobody came for is kept (its object was deleted meanwhile).
 const KEEP_UNCLAIMED: Duration = Duration::from_secs(600);
 
-/// The works of one kind's objects that went on behind their reconciles, by object key.
+/// The works of one kind's objects that went on behind their reconciles, by object key
+/// (namespace/name; each entry names the object's uid, so that an object re-created under the
+/// same name is not handed its predecessor's outcome).
 #[derive(Default)]
 pub struct Behind {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
@@ -63,6 +65,7 @@ enum Entry {
     /// Work that ended after its reconcile stopped waiting, its outcome kept for the reconcile
     /// its end woke.
     Ended {
+        uid: String,
         outcome: Result<Action>,
         poked: bool,
         at: Instant,
@@ -74,82 +77,89 @@ enum Entry {
 pub enum Before {
     /// The object's work is under way: end with this action (the work's end wakes it).
     Going(Action),
-    /// The outcome of the work that ended behind the last reconcile: end with it.
-    Ended(Result<Action>),
+    /// The work that ended behind the last reconcile: its outcome, and whether the object was
+    /// reconciled again while it went on (what woke it then may need the work done again).
+    Ended {
+        outcome: Result<Action>,
+        poked: bool,
+    },
     /// Nothing under way: begin the work.
     Begin,
 }
 
 impl Behind {
-    /// What the reconcile of `key` is to do now (see [`Before`]).
-    pub fn before(&self, key: &str) -> Before {
+    /// What the reconcile of `key` (the object of `uid`) is to do now (see [`Before`]).
+    pub fn before(&self, key: &str, uid: &str) -> Before {
         let mut entries = lock(&self.entries);
         match entries.get_mut(key) {
             None => Before::Begin,
+            // Even another object's of this name (the deleted one's cleanup): one at a time.
             Some(Entry::Going { poked, .. }) => {
                 *poked = true;
                 Before::Going(Action::requeue(NET))
             }
             Some(Entry::Ended { .. }) => match entries.remove(key) {
-                // Woken meanwhile: what woke it may need the work done again. An error is
-                // returned all the same, so that it is backed off.
                 Some(Entry::Ended {
-                    outcome: Ok(_),
-                    poked: true,
+                    uid: of,
+                    outcome,
+                    poked,
                     ..
-                }) => Before::Begin,
-                Some(Entry::Ended { outcome, .. }) => Before::Ended(outcome),
+                }) if of == uid => Before::Ended { outcome, poked },
+                // The outcome of a deleted object of the same name: not this one's.
                 _ => Before::Begin,
             },
         }
     }
 
-    /// Runs `work` (the reconcile of `key`) in a task of its own and waits for it at most
-    /// `grace`: its outcome, or, should it take longer, an action of [`NET`]; then `woken` is
-    /// called once the work has ended, and [`Behind::before`] hands its outcome over.
-    pub async fn run<W>(
+    /// Runs `work` (the reconcile of `key`, the object of `uid`) in a task of its own and
+    /// waits for it at most `grace`: its outcome, or, should it take longer, an action of
+    /// [`NET`]; then `woken` is called once the work has ended, and [`Behind::before`] hands its
+    /// outcome over.
+    pub async fn run<W, F>(
         &self,
-        key: &str,
+        (key, uid): (&str, &str),
         grace: Duration,
         work: W,
-        woken: impl FnOnce() + Send + 'static,
+        woken: F,
     ) -> Result<Action>
     where
         W: Future<Output = Result<Action>> + Send + 'static,
+        F: FnOnce() + Send + 'static,
     {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let (tx, mut rx) = oneshot::channel();
         {
             // Entered before the task can look for it.
             let mut entries = lock(&self.entries);
-            let (shared, ended, owned_key) =
-                (self.entries.clone(), self.ended.clone(), key.to_string());
+            sweep(&mut entries);
+            let mut end = End {
+                entries: self.entries.clone(),
+                ended: self.ended.clone(),
+                key: key.to_string(),
+                uid: uid.to_string(),
+                id,
+                waiting: Some(tx),
+                woken: Some(woken),
+            };
             let task = tokio::spawn(async move {
                 let outcome = work.await;
-                let wake = {
-                    let mut entries = lock(&shared);
-                    settle(&mut entries, &owned_key, id, outcome, tx)
-                };
-                ended.notify_waiters();
-                if wake {
-                    woken();
-                }
+                end.settle(outcome);
             });
-            let abort = task.abort_handle();
             entries.insert(
                 key.to_string(),
                 Entry::Going {
                     id,
                     waited: true,
                     poked: false,
-                    abort,
+                    abort: task.abort_handle(),
                 },
             );
         }
         match tokio::time::timeout(grace, &mut rx).await {
             Ok(Ok(outcome)) => outcome,
-            // Stopped (`stop_all`): the controller is stopping too.
-            Ok(Err(_)) => Ok(Action::await_change()),
+            // The work ended without an outcome (stopped, or it panicked: its end then woke
+            // the object).
+            Ok(Err(_)) => Ok(Action::requeue(NET)),
             Err(_) => {
                 let mut entries = lock(&self.entries);
                 // Ended as the grace did.
@@ -207,44 +217,93 @@ impl Behind {
     }
 }
 
-/// The end of the work `id` of `key`: its outcome handed to the reconcile still waiting for
-/// it, or kept for the one to come. Whether that one must be woken.
-fn settle(
-    entries: &mut HashMap<String, Entry>,
-    key: &str,
+/// The end of one work, owned by its task: [`End::settle`] with its outcome, or, dropped
+/// without (the work panicked), its entry removed and the object woken to begin anew.
+struct End<F: FnOnce()> {
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    ended: Arc<Notify>,
+    key: String,
+    uid: String,
     id: u64,
-    outcome: Result<Action>,
-    waiting: oneshot::Sender<Result<Action>>,
-) -> bool {
-    let (waited, poked) = match entries.get(key) {
-        Some(Entry::Going {
-            id: i,
-            waited,
-            poked,
-            ..
-        }) if *i == id => (*waited, *poked),
-        // Stopped, or not this work's any more: nobody to tell.
-        _ => return false,
-    };
-    if waited {
-        entries.remove(key);
-        let _ = waiting.send(outcome);
-        return false;
+    waiting: Option<oneshot::Sender<Result<Action>>>,
+    woken: Option<F>,
+}
+
+impl<F: FnOnce()> End<F> {
+    /// The outcome handed to the reconcile still waiting for it, or kept for the one its
+    /// wake brings.
+    fn settle(&mut self, outcome: Result<Action>) {
+        let woken = self.woken.take();
+        let kept = {
+            let mut entries = lock(&self.entries);
+            let state = match entries.get(&self.key) {
+                Some(Entry::Going {
+                    id, waited, poked, ..
+                }) if *id == self.id => Some((*waited, *poked)),
+                // Stopped, or not this work's any more: nobody to tell.
+                _ => None,
+            };
+            let unclaimed = match state {
+                None => None,
+                Some((true, _)) => {
+                    entries.remove(&self.key);
+                    match self.waiting.take() {
+                        Some(tx) => tx.send(outcome).err(),
+                        None => Some(outcome),
+                    }
+                }
+                Some((false, _)) => Some(outcome),
+            };
+            // Past the grace, or nobody waits any more (a reconcile dropped within its
+            // grace): kept for the reconcile the wake brings.
+            match (unclaimed, state) {
+                (Some(outcome), Some((_, poked))) => {
+                    let (key, uid, at) = (self.key.clone(), self.uid.clone(), Instant::now());
+                    let ended = Entry::Ended {
+                        uid,
+                        outcome,
+                        poked,
+                        at,
+                    };
+                    entries.insert(key, ended);
+                    true
+                }
+                _ => false,
+            }
+        };
+        self.ended.notify_waiters();
+        if let (true, Some(woken)) = (kept, woken) {
+            woken();
+        }
     }
+}
+
+impl<F: FnOnce()> Drop for End<F> {
+    fn drop(&mut self) {
+        let Some(woken) = self.woken.take() else {
+            return; // settled
+        };
+        let removed = {
+            let mut entries = lock(&self.entries);
+            let ours =
+                matches!(entries.get(&self.key), Some(Entry::Going { id, .. }) if *id == self.id);
+            ours && entries.remove(&self.key).is_some()
+        };
+        self.ended.notify_waiters();
+        // Stopped (`stop_all` forgot it first): nobody to wake. Panicked: begin anew.
+        if removed {
+            woken();
+        }
+    }
+}
+
+/// Forgets the outcomes nobody came for within [`KEEP_UNCLAIMED`] (their objects were deleted).
+fn sweep(entries: &mut HashMap<String, Entry>) {
     let now = Instant::now();
     entries.retain(|_, e| match e {
         Entry::Ended { at, .. } => now.saturating_duration_since(*at) < KEEP_UNCLAIMED,
         Entry::Going { .. } => true,
     });
-    entries.insert(
-        key.to_string(),
-        Entry::Ended {
-            outcome,
-            poked,
-            at: now,
-        },
-    );
-    true
 }
 
 fn lock(entries: &Mutex<HashMap<String, Entry>>) -> MutexGuard<'_, HashMap<String, Entry>> {
@@ -258,6 +317,7 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     const KEY: &str = "team-a/web";
+    const UID: &str = "u1";
 
     /// A work that takes `after` and ends with `outcome`, counting its starts in `started`.
     fn work(
@@ -312,7 +372,7 @@ mod tests {
         let began = tokio::time::Instant::now();
         let outcome = behind
             .run(
-                KEY,
+                (KEY, UID),
                 GRACE,
                 work(Duration::from_millis(10), again, &started),
                 wake,
@@ -321,7 +381,7 @@ mod tests {
         assert_eq!(outcome.unwrap(), Action::requeue(Duration::from_secs(7)));
         assert_eq!(began.elapsed(), Duration::from_millis(10));
         assert_eq!(behind.going(), 0);
-        assert!(matches!(behind.before(KEY), Before::Begin));
+        assert!(matches!(behind.before(KEY, UID), Before::Begin));
         tokio::task::yield_now().await;
         assert!(wakes.try_recv().is_err(), "nobody to wake");
     }
@@ -333,7 +393,7 @@ mod tests {
         let began = tokio::time::Instant::now();
         let slow = Duration::from_millis(600);
         let outcome = behind
-            .run(KEY, GRACE, work(slow, again, &started), wake)
+            .run((KEY, UID), GRACE, work(slow, again, &started), wake)
             .await;
         assert_eq!(began.elapsed(), GRACE, "the reconcile held the grace only");
         assert_eq!(outcome.unwrap(), Action::requeue(NET));
@@ -341,11 +401,15 @@ mod tests {
         woken_within(&mut wakes, Duration::from_secs(1)).await;
         assert_eq!(began.elapsed(), slow, "woken as the work ended");
         assert_eq!(started.load(Ordering::SeqCst), 1);
-        let Before::Ended(outcome) = behind.before(KEY) else {
+        let Before::Ended { outcome, poked } = behind.before(KEY, UID) else {
             panic!("the work's outcome is handed over");
         };
         assert_eq!(outcome.unwrap(), Action::requeue(Duration::from_secs(7)));
-        assert!(matches!(behind.before(KEY), Before::Begin), "handed once");
+        assert!(!poked);
+        assert!(
+            matches!(behind.before(KEY, UID), Before::Begin),
+            "handed once"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -353,22 +417,28 @@ mod tests {
         let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
         let (wake, mut wakes) = waker();
         let outcome = behind.run(
-            KEY,
+            (KEY, UID),
             GRACE,
             work(Duration::from_secs(2), again, &started),
             wake,
         );
         assert_eq!(outcome.await.unwrap(), Action::requeue(NET));
         // Woken meanwhile (its own write coming back, a report): told to wait for the end.
-        let Before::Going(action) = behind.before(KEY) else {
+        let Before::Going(action) = behind.before(KEY, UID) else {
             panic!("under way");
         };
         assert_eq!(action, Action::requeue(NET));
         // Another object is not held up by it.
-        assert!(matches!(behind.before("team-a/other"), Before::Begin));
+        assert!(matches!(behind.before("team-a/other", "u2"), Before::Begin));
         woken_within(&mut wakes, Duration::from_secs(3)).await;
-        // Poked meanwhile: the work is done again rather than its old action returned.
-        assert!(matches!(behind.before(KEY), Before::Begin));
+        // Poked meanwhile: said, so that the work is done again.
+        assert!(matches!(
+            behind.before(KEY, UID),
+            Before::Ended {
+                outcome: Ok(_),
+                poked: true
+            }
+        ));
         assert_eq!(started.load(Ordering::SeqCst), 1);
     }
 
@@ -378,15 +448,20 @@ mod tests {
             let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
             let (wake, mut wakes) = waker();
             let failing = work(Duration::from_secs(1), refused, &started);
-            assert!(behind.run(KEY, GRACE, failing, wake).await.is_ok());
+            assert!(behind.run((KEY, UID), GRACE, failing, wake).await.is_ok());
             if poke {
-                assert!(matches!(behind.before(KEY), Before::Going(_)));
+                assert!(matches!(behind.before(KEY, UID), Before::Going(_)));
             }
             woken_within(&mut wakes, Duration::from_secs(2)).await;
-            let Before::Ended(Err(e)) = behind.before(KEY) else {
+            let Before::Ended {
+                outcome: Err(e),
+                poked,
+            } = behind.before(KEY, UID)
+            else {
                 panic!("the error is returned (poked: {poke})");
             };
             assert!(e.to_string().contains("a status write"), "{e}");
+            assert_eq!(poked, poke);
         }
     }
 
@@ -395,10 +470,15 @@ mod tests {
         let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
         let (wake, _wakes) = waker();
         let outcome = behind
-            .run(KEY, GRACE, work(Duration::ZERO, refused, &started), wake)
+            .run(
+                (KEY, UID),
+                GRACE,
+                work(Duration::ZERO, refused, &started),
+                wake,
+            )
             .await;
         assert!(outcome.is_err());
-        assert!(matches!(behind.before(KEY), Before::Begin));
+        assert!(matches!(behind.before(KEY, UID), Before::Begin));
     }
 
     #[tokio::test(start_paused = true)]
@@ -412,7 +492,7 @@ mod tests {
             done.fetch_add(1, Ordering::SeqCst);
             again()
         };
-        behind.run(KEY, GRACE, work, wake).await.unwrap();
+        behind.run((KEY, UID), GRACE, work, wake).await.unwrap();
         let began = tokio::time::Instant::now();
         behind.finish(Duration::from_secs(30)).await;
         assert_eq!(began.elapsed(), Duration::from_secs(30), "waited its bound");
@@ -420,7 +500,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(7200)).await;
         assert_eq!(finished.load(Ordering::SeqCst), 0, "the work was stopped");
         assert!(wakes.try_recv().is_err());
-        assert!(matches!(behind.before(KEY), Before::Begin));
+        assert!(matches!(behind.before(KEY, UID), Before::Begin));
     }
 
     #[tokio::test(start_paused = true)]
@@ -428,7 +508,7 @@ mod tests {
         let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
         let (wake, _wakes) = waker();
         let slow = work(Duration::from_secs(2), again, &started);
-        behind.run(KEY, GRACE, slow, wake).await.unwrap();
+        behind.run((KEY, UID), GRACE, slow, wake).await.unwrap();
         let began = tokio::time::Instant::now();
         behind.finish(Duration::from_secs(30)).await;
         assert_eq!(began.elapsed(), Duration::from_secs(2) - GRACE);
@@ -441,7 +521,7 @@ mod tests {
         let (wake, mut wakes) = waker();
         let first = work(Duration::from_secs(1), again, &started);
         behind
-            .run("team-a/deleted", GRACE, first, wake)
+            .run(("team-a/deleted", "u3"), GRACE, first, wake)
             .await
             .unwrap();
         woken_within(&mut wakes, Duration::from_secs(2)).await;
@@ -449,9 +529,72 @@ mod tests {
         tokio::time::sleep(KEEP_UNCLAIMED).await;
         let (wake, mut wakes) = waker();
         let second = work(Duration::from_secs(1), again, &started);
-        behind.run(KEY, GRACE, second, wake).await.unwrap();
+        behind.run((KEY, UID), GRACE, second, wake).await.unwrap();
         woken_within(&mut wakes, Duration::from_secs(2)).await;
-        assert!(matches!(behind.before("team-a/deleted"), Before::Begin));
-        assert!(matches!(behind.before(KEY), Before::Ended(Ok(_))));
+        assert!(matches!(
+            behind.before("team-a/deleted", "u3"),
+            Before::Begin
+        ));
+        assert!(matches!(
+            behind.before(KEY, UID),
+            Before::Ended { outcome: Ok(_), .. }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_recreated_under_the_same_name_is_not_handed_the_old_outcome() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, mut wakes) = waker();
+        let cleanup = work(Duration::from_secs(1), again, &started);
+        behind
+            .run((KEY, "old"), GRACE, cleanup, wake)
+            .await
+            .unwrap();
+        // The new object waits for the old one's work too: one at a time under one name.
+        assert!(matches!(behind.before(KEY, "new"), Before::Going(_)));
+        woken_within(&mut wakes, Duration::from_secs(2)).await;
+        assert!(matches!(behind.before(KEY, "new"), Before::Begin));
+        assert!(
+            matches!(behind.before(KEY, "old"), Before::Begin),
+            "forgotten"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_work_that_panics_leaves_nothing_under_way_and_wakes_its_object() {
+        for grace in [GRACE, Duration::from_secs(5)] {
+            let behind = Behind::default();
+            let (wake, mut wakes) = waker();
+            let panicking = async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                panic!("a bug in the work");
+            };
+            let action = behind.run((KEY, UID), grace, panicking, wake).await;
+            assert_eq!(action.unwrap(), Action::requeue(NET));
+            woken_within(&mut wakes, Duration::from_secs(2)).await;
+            assert_eq!(behind.going(), 0);
+            assert!(matches!(behind.before(KEY, UID), Before::Begin));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_dropped_within_its_grace_leaves_the_outcome_for_the_next() {
+        let (behind, started) = (Behind::default(), Arc::new(AtomicUsize::new(0)));
+        let (wake, mut wakes) = waker();
+        let slow = work(Duration::from_secs(1), again, &started);
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(10),
+            behind.run((KEY, UID), GRACE, slow, wake),
+        )
+        .await;
+        assert!(dropped.is_err(), "dropped within the grace");
+        woken_within(&mut wakes, Duration::from_secs(2)).await;
+        assert!(matches!(
+            behind.before(KEY, UID),
+            Before::Ended {
+                outcome: Ok(_),
+                poked: false
+            }
+        ));
     }
 }

@@ -13,8 +13,10 @@
 //! of it).
 //!
 //! Every handler is idempotent: a stale or restarted operator converges to the same children
-//! and the same status. Everything a phase decides is recorded in status before the reconcile
-//! ends, so a restart resumes the run instead of repeating it.
+//! and the same status. Everything a phase decides is recorded in status before [`apply`]
+//! returns, so a restart resumes the run instead of repeating it. ([`apply`] is a reconcile's
+//! work: past a grace it goes on behind the controller's reconcile, never two of one object at
+//! once; `controller::behind`.)
 
 mod machine;
 pub mod metrics;
