@@ -532,9 +532,9 @@ row() {
 import json, sys
 v = [s["startSkewMs"][0] for l in open(sys.argv[1]) for s in json.loads(l).get("steps", []) if s.get("startSkewMs", [None])[0] is not None]
 print(max(v) if v else "n/a")' "$work/$name.check")
-    local d reconcile work reconciles requests refusals
+    local d reconcile work_p99 reconciles requests refusals
     d=$(deltas "$work/op.before" "$work/op.after" "$work/api.before" "$work/api.after")
-    read -r reconcile work reconciles requests <<<"$(head -n1 <<<"$d")"
+    read -r reconcile work_p99 reconciles requests <<<"$(head -n1 <<<"$d")"
     refusals=$(tail -n1 <<<"$d")
     local per_bench per_worker
     per_bench=$(awk -v r="$requests" -v n="$count" 'BEGIN {printf "%.0f", r / n}')
@@ -545,7 +545,7 @@ print(max(v) if v else "n/a")' "$work/$name.check")
         [[ $egress_protocol == tcp-stream ]] || label="$workers (egress $egress_protocol, $((workers / 2)) pairs)"
     fi
     printf '| %s | %s | %s / %.2f | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
-        "$label" "$count" "$p50" "$max" "$apply_p50" "$apply_max" "$spread" "$reconcile / $work" "$rss_before" "$peak" \
+        "$label" "$count" "$p50" "$max" "$apply_p50" "$apply_max" "$spread" "$reconcile / $work_p99" "$rss_before" "$peak" \
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
         "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
     # The machine's load average (1, 5, 15 min) as the row ends: the figures are this 2-core
