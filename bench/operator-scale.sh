@@ -33,7 +33,8 @@
 # worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
 # that counts the operator's API requests), and uses namespaces scale-<tag>-*, all removed at exit.
 # The operator's cap on workers per run (NETBENCH_MAX_WORKERS, default 16) is raised to 256 (128
-# with --short) for the run and restored at exit: BOTH REDEPLOY THE OPERATOR (do not run beside
+# with --short) for the run, and its connections per client address to 512 (the simulator is one
+# address for every worker), and restored at exit: BOTH REDEPLOY THE OPERATOR (do not run beside
 # the e2e tests). 256 workers in one run are an EgressBenchmark (IngressBenchmark's
 # workers.replicas is at most 64): pairs: 128, clients round-robin on the first half of the fake
 # nodes, servers on the second half, each client given only its own server at the barrier.
@@ -127,8 +128,9 @@ cleanup() {
         sleep 1
     done
     if [[ -n $max_workers_before ]]; then
-        log "restoring NETBENCH_MAX_WORKERS=$max_workers_before (redeploys the operator)"
-        kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$max_workers_before" >/dev/null || true
+        log "restoring NETBENCH_MAX_WORKERS=$max_workers_before and the connections per client (redeploys the operator)"
+        kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$max_workers_before" \
+            "${per_client_before:-NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT-}" >/dev/null || true
         kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null || true
     fi
     kc delete -f "$repo/bench/operator-scale.yaml" --ignore-not-found >/dev/null 2>&1 || true
@@ -146,10 +148,17 @@ kc apply -f "$repo/bench/operator-scale.yaml" >/dev/null
 # The cap on workers per run, raised for the run (the operator re-reads it only on start).
 current=$(kc -n netbench-system get deployment netbench-operator \
     -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="NETBENCH_MAX_WORKERS")].value}')
+# The connections one client address may hold (default 64) too: the simulator is every worker
+# behind ONE address (real pods have one each), and with 48 requests in flight beside its idle
+# connections it reached the 64 in some runs (refused as too_many_connections).
+per_client=$(kc -n netbench-system get deployment netbench-operator \
+    -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT")].value}')
+per_client_before=${per_client:+NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT=$per_client}
 if ((${current:-16} < need_workers)); then
     max_workers_before=${current:-16}
-    log "raising NETBENCH_MAX_WORKERS $max_workers_before -> $need_workers (redeploys the operator)"
-    kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$need_workers" >/dev/null
+    log "raising NETBENCH_MAX_WORKERS $max_workers_before -> $need_workers and the connections per client to 512 (redeploys the operator)"
+    kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$need_workers" \
+        NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT=512 >/dev/null
 fi
 kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null
 

@@ -84,8 +84,8 @@ impl RunMetrics {
 }
 
 /// The time of each step of a reconcile (`driver::apply`'s numbered steps, and each phase
-/// handler by the phase it started in), by kind: what `netbench_reconcile_duration_seconds`
-/// is made of. Buckets from 1 ms to 10 s, finer than the whole reconcile's.
+/// handler by the phase it started in), by kind: what `netbench_reconcile_work_duration_seconds`
+/// is made of. Buckets from 1 ms to 10 s.
 pub struct StepMetrics {
     duration: HistogramVec,
 }

@@ -23,6 +23,13 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 /// connections: under the operator's 64 per client.
 pub const HELD_ASKS: usize = 16;
 
+/// Idle connections the pool keeps. Beside those in use (at most the requests in flight and
+/// the held asks) the pool also keeps the connections it opened for a request that an idle
+/// one served first (hyper's pool races a new connection against a connection coming back):
+/// with 32 idle kept, 48 in use and 32 idle reached 80 and the operator refused 12-14 of them
+/// at 64 workers. With the default 32 in flight: 48 + 8 = 56, under the 64.
+const IDLE_AT_MOST: usize = 8;
+
 #[derive(Clone)]
 pub struct Api {
     client: Client<HttpConnector, Full<Bytes>>,
@@ -36,7 +43,7 @@ pub type Answer = Result<(u16, Bytes), String>;
 impl Api {
     pub fn new(max_in_flight: usize) -> Api {
         let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(max_in_flight)
+            .pool_max_idle_per_host(IDLE_AT_MOST.min(max_in_flight))
             // Idle connections close well before the operator's header timeout (10 s), which
             // counts an idle keep-alive connection it closes as a refusal (`header_timeout`).
             // The pool's reaper wakes once per idle timeout, so a connection can stay idle for
