@@ -238,17 +238,17 @@ async fn reconcile<K: Hooks>(obj: Arc<Guarded<K>>, r: Arc<Reconciler>) -> Result
         }
         behind::Before::Ended { .. } | behind::Before::Begin => {}
     }
-    let work = work::<K>(benchmark, r.clone()).instrument(tracing::Span::current());
+    let work = work::<K>(benchmark, key.clone(), r.clone()).instrument(tracing::Span::current());
     r.behind.run((&key, &uid), behind::GRACE, work, woken).await
 }
 
 /// One reconcile's work: the finalizer (Apply or Cleanup) and the driver, timed as
 /// `netbench_reconcile_work_duration_seconds`.
-async fn work<K: Hooks>(benchmark: Arc<K>, r: Arc<Reconciler>) -> Result<Action> {
+async fn work<K: Hooks>(benchmark: Arc<K>, key: String, r: Arc<Reconciler>) -> Result<Action> {
     let ctx = &r.ctx;
     let kind = K::kind(&());
     let began = std::time::Instant::now();
-    let done = work_done::<K>(benchmark, &r).await;
+    let done = work_done::<K>(benchmark, &key, &r).await;
     // Observed once it ended (a work stopped midway is not).
     let metrics = ctx.metrics.family::<ReconcileMetrics>();
     metrics
@@ -258,13 +258,9 @@ async fn work<K: Hooks>(benchmark: Arc<K>, r: Arc<Reconciler>) -> Result<Action>
     done
 }
 
-async fn work_done<K: Hooks>(benchmark: Arc<K>, r: &Reconciler) -> Result<Action> {
+/// The work of the reconcile of `key` (`obj_key`: its backoff's key too).
+async fn work_done<K: Hooks>(benchmark: Arc<K>, key: &str, r: &Reconciler) -> Result<Action> {
     let ctx = &r.ctx;
-    let key = format!(
-        "{}/{}",
-        benchmark.namespace().unwrap_or_default(),
-        benchmark.name_any()
-    );
     let api: Api<K> = Api::namespaced(
         ctx.client.clone(),
         &benchmark.namespace().unwrap_or_default(),
@@ -298,7 +294,7 @@ async fn work_done<K: Hooks>(benchmark: Arc<K>, r: &Reconciler) -> Result<Action
     .await;
     match done {
         Ok(action) => {
-            r.backoff.reset(&key);
+            r.backoff.reset(key);
             Ok(action)
         }
         Err(e) => settle(e),
@@ -467,9 +463,7 @@ impl ReconcileTimer {
             timer: Some(metrics.duration.with_label_values(&[kind]).start_timer()),
         }
     }
-}
 
-impl ReconcileTimer {
     /// Not observed: a reconcile that did no work.
     fn discard(mut self) {
         if let Some(t) = self.timer.take() {

@@ -230,45 +230,52 @@ struct End<F: FnOnce()> {
 }
 
 impl<F: FnOnce()> End<F> {
+    /// Whether this work's entry is still under way (not stopped, not replaced): whether its
+    /// reconcile still waits for it, and whether its object was reconciled meanwhile.
+    fn going(&self, entries: &HashMap<String, Entry>) -> Option<(bool, bool)> {
+        match entries.get(&self.key) {
+            Some(Entry::Going {
+                id, waited, poked, ..
+            }) if *id == self.id => Some((*waited, *poked)),
+            _ => None,
+        }
+    }
+
     /// The outcome handed to the reconcile still waiting for it, or kept for the one its
     /// wake brings.
     fn settle(&mut self, outcome: Result<Action>) {
         let woken = self.woken.take();
         let kept = {
             let mut entries = lock(&self.entries);
-            let state = match entries.get(&self.key) {
-                Some(Entry::Going {
-                    id, waited, poked, ..
-                }) if *id == self.id => Some((*waited, *poked)),
+            match self.going(&entries) {
                 // Stopped, or not this work's any more: nobody to tell.
-                _ => None,
-            };
-            let unclaimed = match state {
-                None => None,
-                Some((true, _)) => {
-                    entries.remove(&self.key);
-                    match self.waiting.take() {
-                        Some(tx) => tx.send(outcome).err(),
-                        None => Some(outcome),
+                None => false,
+                Some((waited, poked)) => {
+                    let unclaimed = if waited {
+                        entries.remove(&self.key);
+                        match self.waiting.take() {
+                            Some(tx) => tx.send(outcome).err(),
+                            None => Some(outcome),
+                        }
+                    } else {
+                        Some(outcome)
+                    };
+                    // Past the grace, or nobody waits any more (a reconcile dropped within
+                    // its grace): kept for the reconcile the wake brings.
+                    match unclaimed {
+                        None => false,
+                        Some(outcome) => {
+                            let ended = Entry::Ended {
+                                uid: self.uid.clone(),
+                                outcome,
+                                poked,
+                                at: Instant::now(),
+                            };
+                            entries.insert(self.key.clone(), ended);
+                            true
+                        }
                     }
                 }
-                Some((false, _)) => Some(outcome),
-            };
-            // Past the grace, or nobody waits any more (a reconcile dropped within its
-            // grace): kept for the reconcile the wake brings.
-            match (unclaimed, state) {
-                (Some(outcome), Some((_, poked))) => {
-                    let (key, uid, at) = (self.key.clone(), self.uid.clone(), Instant::now());
-                    let ended = Entry::Ended {
-                        uid,
-                        outcome,
-                        poked,
-                        at,
-                    };
-                    entries.insert(key, ended);
-                    true
-                }
-                _ => false,
             }
         };
         self.ended.notify_waiters();
@@ -285,9 +292,7 @@ impl<F: FnOnce()> Drop for End<F> {
         };
         let removed = {
             let mut entries = lock(&self.entries);
-            let ours =
-                matches!(entries.get(&self.key), Some(Entry::Going { id, .. }) if *id == self.id);
-            ours && entries.remove(&self.key).is_some()
+            self.going(&entries).is_some() && entries.remove(&self.key).is_some()
         };
         self.ended.notify_waiters();
         // Stopped (`stop_all` forgot it first): nobody to wake. Panicked: begin anew.
