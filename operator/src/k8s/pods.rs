@@ -279,17 +279,14 @@ pub async fn node_problem<'a>(
         if !checked.insert(node.clone()) {
             continue;
         }
-        let why = match health.fresh(&node) {
-            Some(why) => why,
-            None => {
-                let why = match api.get_opt(&node).await? {
-                    None => Some(format!("node {node} no longer exists")),
-                    Some(n) => node_not_ready(&n),
-                };
-                health.keep(&node, why.clone());
-                why
-            }
+        if health.known_ready(&node) {
+            continue;
+        }
+        let why = match api.get_opt(&node).await? {
+            None => Some(format!("node {node} no longer exists")),
+            Some(n) => node_not_ready(&n),
         };
+        health.note(&node, why.is_none());
         if let Some(why) = why {
             return Ok(Some(format!("worker pod {w}: {why}")));
         }
@@ -297,15 +294,16 @@ pub async fn node_problem<'a>(
     Ok(None)
 }
 
-/// How long a node's reading is used again: a run's every tick (and every run on the node)
+/// How long a node read Ready is trusted: a run's every tick (and every run on the node)
 /// needs no GET of it, and a lost node is noticed at most this much later.
 const NODE_FRESH: Duration = Duration::from_secs(10);
 /// Most nodes remembered.
 const NODES_KEPT: usize = 4096;
 
-/// Nodes' health as last read (None: there and Ready; Some: why not), each used for
-/// [`NODE_FRESH`].
-pub struct NodeHealth(Memo<Option<String>>);
+/// The nodes last read Ready, each trusted for [`NODE_FRESH`]. A node read not Ready (or
+/// gone) is read again each time it is asked about: that reading fails a run, so it must be
+/// the node's state now. Kept, it failed the runs on a node that had come back for 10 s more.
+pub struct NodeHealth(Memo<()>);
 
 impl Default for NodeHealth {
     fn default() -> Self {
@@ -314,12 +312,17 @@ impl Default for NodeHealth {
 }
 
 impl NodeHealth {
-    fn fresh(&self, node: &str) -> Option<Option<String>> {
-        self.0.get(node)
+    fn known_ready(&self, node: &str) -> bool {
+        self.0.get(node).is_some()
     }
 
-    fn keep(&self, node: &str, why: Option<String>) {
-        self.0.keep(node, why);
+    /// What a GET of `node` found: Ready is trusted for a while, anything else forgets it.
+    fn note(&self, node: &str, ready: bool) {
+        if ready {
+            self.0.keep(node, ());
+        } else {
+            self.0.forget(node);
+        }
     }
 }
 
@@ -437,6 +440,75 @@ mod tests {
                 "node nb-node1 is not ready (Ready=Unknown: Kubelet stopped posting node status.)"
             )
         );
+    }
+
+    /// A Node as the API server returns it, Ready `status`.
+    fn node_json(name: &str, status: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"conditions": [{"type": "Ready", "status": status,
+                "message": "Kubelet stopped posting node status."}]},
+        })
+    }
+
+    #[tokio::test]
+    async fn a_node_back_to_ready_fails_no_run_and_a_ready_one_is_read_once() {
+        use crate::testing::fake_api::{status, FakeApi};
+        let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let fake = FakeApi::default();
+        let answer = ready.clone();
+        let client = fake.client(move |seen| match seen.path.as_str() {
+            "/api/v1/nodes/n1" => {
+                let r = answer.load(std::sync::atomic::Ordering::SeqCst);
+                (200, node_json("n1", if r { "True" } else { "Unknown" }))
+            }
+            _ => (404, status(404, "NotFound")),
+        });
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w0"}, "spec": {"nodeName": "n1", "containers": []},
+        }))
+        .unwrap();
+        let (pods, workers) = (vec![pod], vec!["w0".to_string()]);
+        let health = NodeHealth::default();
+        let ask = || node_problem(&client, &health, &pods, &workers);
+
+        let lost = ask().await.unwrap();
+        assert!(
+            lost.as_deref()
+                .is_some_and(|m| m.starts_with("worker pod w0: node n1 is not ready")),
+            "{lost:?}"
+        );
+        // The node is back: the next run on it is not failed with the old reading.
+        ready.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(ask().await.unwrap(), None);
+        // Ready is trusted for a while: asked again, nothing is read.
+        assert_eq!(ask().await.unwrap(), None);
+        let gets = fake
+            .requests()
+            .iter()
+            .filter(|r| r.contains("/nodes/n1"))
+            .count();
+        assert_eq!(gets, 2, "{:?}", fake.requests());
+        // A node gone is named so, and read again each time.
+        let gone: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w1"}, "spec": {"nodeName": "n2", "containers": []},
+        }))
+        .unwrap();
+        let w1 = ["w1".to_string()];
+        for _ in 0..2 {
+            let lost = node_problem(&client, &health, std::slice::from_ref(&gone), &w1).await;
+            let lost = lost.unwrap();
+            assert_eq!(
+                lost.as_deref(),
+                Some("worker pod w1: node n2 no longer exists")
+            );
+        }
+        let gets = fake
+            .requests()
+            .iter()
+            .filter(|r| r.contains("/nodes/n2"))
+            .count();
+        assert_eq!(gets, 2, "{:?}", fake.requests());
     }
 
     #[test]
