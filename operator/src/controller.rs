@@ -30,6 +30,7 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
 use crate::admin::scope::Scope;
 use crate::base::metrics::{counter, Family};
 use crate::base::outcome::Step;
+use crate::base::own_task::in_own_task;
 use crate::context::Context;
 use crate::driver;
 use crate::k8s::watched_pods::Place;
@@ -50,6 +51,10 @@ struct Reconciler {
     backoff: Backoff,
     behind: behind::Behind,
 }
+
+/// Watch events decoded ahead of the controller at most (`base::own_task`): the controller's
+/// task polls every reconcile, the watches' decoding runs beside it.
+const WATCH_AHEAD: usize = 256;
 
 /// How long the works still under way when the controllers stop may take to end.
 const FINISH_WITHIN: Duration = Duration::from_secs(10);
@@ -91,11 +96,12 @@ pub async fn run<K: Hooks>(
             let (store, writer) = reflector::store();
             ctx.pods.add(place, store);
             let kind = K::kind(&()).into_owned();
-            watcher(api, owned.clone())
+            let pods = watcher(api, owned.clone())
                 .default_backoff()
                 .modify(move |pod| crate::k8s::watched_pods::keep_what_is_read(pod, &kind))
                 .reflect(writer)
-                .touched_objects()
+                .touched_objects();
+            in_own_task(pods, WATCH_AHEAD)
         })
         .collect();
     let wakes = wake_by_namespace(wake, &scope);
@@ -105,9 +111,16 @@ pub async fn run<K: Hooks>(
         behind: behind::Behind::default(),
     });
     let _stop = StopWorks(reconciler.clone());
+    // What `Controller::new` watches, with the watch in a task of its own.
     let controllers: Vec<_> = benchmarks
         .into_iter()
-        .map(|api| Controller::new(api, watcher::Config::default()))
+        .map(|api| {
+            let (reader, writer) = reflector::store();
+            let watch = watcher(api, watcher::Config::default())
+                .reflect(writer)
+                .applied_objects();
+            Controller::for_stream(in_own_task(watch, WATCH_AHEAD), reader)
+        })
         .collect();
     // The queue reads every benchmark of this kind from the controllers' caches from now on.
     let stores = controllers.iter().map(Controller::store).collect();

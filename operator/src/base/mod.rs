@@ -8,5 +8,6 @@ pub mod labels;
 pub mod memo;
 pub mod metrics;
 pub mod outcome;
+pub mod own_task;
 pub mod soon;
 pub mod text;
