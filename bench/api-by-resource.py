@@ -52,6 +52,7 @@ def main():
         mean = f"{1000 * total / timed:.1f}" if timed else "-"
         print(f"| {verb} | {what} | {count:.0f} | {mean} |")
     operator(directory, row, float(sys.argv[3]) if len(sys.argv) > 3 else None)
+    scheduler(directory, row)
 
 
 def operator(directory, row, benchmarks):
@@ -76,6 +77,34 @@ def operator(directory, row, benchmarks):
         print(f"| {verb} | {resource} | {count:.0f}{share} |")
     if benchmarks:
         print(f"| all | | {total:.0f} | {total / benchmarks:.2f} |")
+
+
+def scheduler(directory, row):
+    """How long the scheduler's requests waited in its own client-side rate limiter (its
+    --kube-api-qps and --kube-api-burst) during the row: the longest wait bounds how late the
+    last pod was bound for that reason alone."""
+    try:
+        before = parse(f"{directory}/{row}.scheduler.before.prom")
+        after = parse(f"{directory}/{row}.scheduler.after.prom")
+    except FileNotFoundError:
+        return
+    name = 'rest_client_rate_limiter_duration_seconds'
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items() if k[0].startswith(name)}
+    count = sum(v for (n, _), v in delta.items() if n == name + '_count')
+    total = sum(v for (n, _), v in delta.items() if n == name + '_sum')
+    if count < 1:
+        print("\nThe scheduler's rate limiter: no request in this row")
+        return
+    # The longest wait lies in the first bucket that holds every request.
+    buckets = {}
+    for (n, labels), v in delta.items():
+        if n == name + '_bucket':
+            le = label(labels, 'le')
+            buckets[le] = buckets.get(le, 0.0) + v
+    bounds = sorted((float(le), v) for le, v in buckets.items() if le != '+Inf')
+    longest = next((le for le, v in bounds if v >= count), float('inf'))
+    print(f"\nThe scheduler's rate limiter: {count:.0f} requests waited {total:.2f} s in all, "
+          f"{1000 * total / count:.0f} ms mean, the longest at most {longest:g} s")
 
 
 if __name__ == '__main__':

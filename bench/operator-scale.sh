@@ -188,6 +188,14 @@ api_metrics() {
         grep -E '^apiserver_(flowcontrol_dispatched_requests_total|request_total|request_duration_seconds_(sum|count))' || true
 }
 
+# The scheduler's client-side rate limiter (kube-scheduler --kube-api-qps, 50 by default, burst
+# 100): how long its requests (the pods' bindings) waited for a token (kept with
+# NB_SCALE_METRICS_DIR; bench/api-by-resource.py reads them).
+scheduler_metrics() {
+    curl -s --max-time 10 --cacert "$NB_PKI/ca.crt" --cert "$NB_PKI/admin.crt" --key "$NB_PKI/admin.key" \
+        -k https://127.0.0.1:10259/metrics | grep -E '^rest_client_rate_limiter_duration_seconds' || true
+}
+
 # deltas BEFORE_OP AFTER_OP BEFORE_API AFTER_API: "reconcile_p99_ms work_p99_ms reconciles requests" and the
 # refusals by reason.
 deltas() {
@@ -500,6 +508,7 @@ row() {
     peak=$rss_before
     op_metrics "$ip" >"$work/op.before"
     api_metrics >"$work/api.before"
+    scheduler_metrics >"$work/scheduler.before"
     benchmarks "$name" "$count" "$workers" "$kind" >"$work/$name.yaml"
     : >"$work/$name.watch"
     watch_ends "$kind" "netbench.io/scale-row=$tag-$name" "$work/$name.watch"
@@ -509,6 +518,7 @@ row() {
     stop_watch
     op_metrics "$ip" >"$work/op.after"
     api_metrics >"$work/api.after"
+    scheduler_metrics >"$work/scheduler.after"
     if [[ -n ${NB_SCALE_METRICS_DIR:-} ]]; then
         # The operator's series before and after the row (e.g. where a reconcile's time goes:
         # netbench_reconcile_step_duration_seconds); the operator is redeployed at exit.
@@ -517,6 +527,8 @@ row() {
         cp "$work/op.after" "$NB_SCALE_METRICS_DIR/$name.after.prom"
         cp "$work/api.before" "$NB_SCALE_METRICS_DIR/$name.apiserver.before.prom"
         cp "$work/api.after" "$NB_SCALE_METRICS_DIR/$name.apiserver.after.prom"
+        cp "$work/scheduler.before" "$NB_SCALE_METRICS_DIR/$name.scheduler.before.prom"
+        cp "$work/scheduler.after" "$NB_SCALE_METRICS_DIR/$name.scheduler.after.prom"
         cp "$work/$name.watch" "$NB_SCALE_METRICS_DIR/$name.watch"
     fi
     local cpu_after

@@ -134,11 +134,20 @@ start_controllers() {
         --allocate-node-cidrs=true --cluster-cidr "$NB_POD_CIDR" --node-cidr-mask-size 24 \
         --node-monitor-period 2s --node-monitor-grace-period 20s \
         --service-cluster-ip-range "$NB_SVC_CIDR" --profiling=false --v=1
+    # NB_SCHEDULER_QPS / NB_SCHEDULER_BURST: the scheduler's own client rate limit (unset:
+    # Kubernetes' 50 requests/s after a burst of 100, one binding per pod; bench/operator-scale.sh
+    # reads how long its requests waited for it).
+    local limits=() v
+    for v in NB_SCHEDULER_QPS NB_SCHEDULER_BURST; do
+        [[ -z ${!v:-} || ${!v} =~ ^[1-9][0-9]{0,5}$ ]] || die "$v must be a whole number (1-999999): ${!v}"
+    done
+    [[ -n ${NB_SCHEDULER_QPS:-} ]] && limits+=(--kube-api-qps "$NB_SCHEDULER_QPS")
+    [[ -n ${NB_SCHEDULER_BURST:-} ]] && limits+=(--kube-api-burst "$NB_SCHEDULER_BURST")
     start_component kube-scheduler "$K8S" kube-scheduler \
         --kubeconfig "$NB_STATE/scheduler.kubeconfig" \
         --authentication-kubeconfig "$NB_STATE/scheduler.kubeconfig" \
         --authorization-kubeconfig "$NB_STATE/scheduler.kubeconfig" \
-        --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1
+        --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1 "${limits[@]}"
     wait_for kube-controller-manager 60 curl -skf https://127.0.0.1:10257/healthz
     wait_for kube-scheduler 60 curl -skf https://127.0.0.1:10259/healthz
 }
