@@ -31,6 +31,7 @@ use crate::admin::scope::Scope;
 use crate::base::metrics::{counter, Family};
 use crate::base::outcome::Step;
 use crate::base::own_task::in_own_task;
+use crate::base::own_thread::on_own_thread;
 use crate::context::Context;
 use crate::driver;
 use crate::k8s::watched_pods::Place;
@@ -52,8 +53,7 @@ struct Reconciler {
     behind: behind::Behind,
 }
 
-/// Watch events decoded ahead of the controller at most (`base::own_task`): the controller's
-/// task polls every reconcile, the watches' decoding runs beside it.
+/// Watch events decoded ahead of the controller at most (`base::own_task`).
 const WATCH_AHEAD: usize = 256;
 
 /// How long the works still under way when the controllers stop may take to end.
@@ -101,25 +101,27 @@ pub async fn run<K: Hooks>(
                 .modify(move |pod| crate::k8s::watched_pods::keep_what_is_read(pod, &kind))
                 .reflect(writer)
                 .touched_objects();
-            in_own_task(pods, WATCH_AHEAD)
+            decoded_beside(pods, "worker pods")
         })
         .collect();
     let wakes = wake_by_namespace(wake, &scope);
     let reconciler = Arc::new(Reconciler {
         ctx,
         backoff: Backoff::default(),
-        behind: behind::Behind::default(),
+        // The works on this (the shared) runtime; the reconciles on the controller's thread.
+        behind: behind::Behind::working_on(tokio::runtime::Handle::current()),
     });
     let _stop = StopWorks(reconciler.clone());
-    // What `Controller::new` watches, with the watch in a task of its own.
+    // What `Controller::new` watches, the watch decoded beside the controller.
     let controllers: Vec<_> = benchmarks
         .into_iter()
         .map(|api| {
             let (reader, writer) = reflector::store();
             let watch = watcher(api, watcher::Config::default())
+                .default_backoff()
                 .reflect(writer)
                 .applied_objects();
-            Controller::for_stream(in_own_task(watch, WATCH_AHEAD), reader)
+            Controller::for_stream(decoded_beside(watch, "benchmarks"), reader)
         })
         .collect();
     // The queue reads every benchmark of this kind from the controllers' caches from now on.
@@ -138,15 +140,40 @@ pub async fn run<K: Hooks>(
                 .run(reconcile, error_policy, reconciler.clone())
                 .boxed()
         });
-    futures::stream::select_all(runs)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(kind = %K::kind(&()), "reconcile: {e}");
-            }
-        })
-        .await;
+    let controllers = futures::stream::select_all(runs).for_each(|res| async move {
+        if let Err(e) = res {
+            tracing::debug!(kind = %K::kind(&()), "reconcile: {e}");
+        }
+    });
+    // The controllers, and so every reconcile they spawn, on a thread of their own: a
+    // reconcile whose grace ended returns then, not once a shared thread has worked through
+    // the works and watches queued before it (the reconcile p99 at 1000 benchmarks).
+    let thread = format!("{}-controller", K::kind(&()).to_lowercase());
+    if let Err(e) = on_own_thread(&thread, controllers).await {
+        tracing::error!("{e}; exiting so a fresh replica can follow");
+        std::process::exit(1);
+    }
     // The controllers let their reconciles finish; so are the works gone on behind them.
     reconciler.behind.finish(FINISH_WITHIN).await;
+}
+
+/// `watch` polled in a task of its own on the shared runtime (`base::own_task`), its errors
+/// logged there and dropped: its backoff paces the retries, and no error waits in the channel
+/// ahead of the events that follow.
+fn decoded_beside<T: Send + 'static>(
+    watch: impl Stream<Item = std::result::Result<T, watcher::Error>> + Send + 'static,
+    what: &'static str,
+) -> impl Stream<Item = std::result::Result<T, watcher::Error>> + Send + 'static {
+    let events = watch.filter_map(move |event| {
+        std::future::ready(match event {
+            Ok(object) => Some(object),
+            Err(e) => {
+                tracing::warn!("the watch of {what}: {e}");
+                None
+            }
+        })
+    });
+    in_own_task(events, WATCH_AHEAD).map(Ok)
 }
 
 /// Where each of `scope`'s watches looks, in the order of `Scope::apis`.
@@ -523,6 +550,21 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watch's errors stay where it is decoded (logged, its backoff paces it): after an
+    /// outage the controller gets the events at once, not a queue of errors it backs off on.
+    #[tokio::test]
+    async fn a_watch_decoded_beside_passes_its_events_and_keeps_its_errors() {
+        let watch = futures::stream::iter([
+            Ok(1),
+            Err(watcher::Error::NoResourceVersion),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(2),
+        ]);
+        let got: Vec<_> = decoded_beside(watch, "numbers").collect().await;
+        let got: Vec<_> = got.into_iter().map(|r| r.ok()).collect();
+        assert_eq!(got, [Some(1), Some(2)]);
+    }
 
     fn reconciler() -> Arc<Reconciler> {
         // An API server that answers every request with a 500 (nothing here reaches it but

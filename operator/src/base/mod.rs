@@ -9,5 +9,6 @@ pub mod memo;
 pub mod metrics;
 pub mod outcome;
 pub mod own_task;
+pub mod own_thread;
 pub mod soon;
 pub mod text;

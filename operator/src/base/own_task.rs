@@ -1,7 +1,7 @@
-//! A stream polled in a task of its own. What its polls cost (a watch decoding every event's
-//! JSON, a reflector updating its store) then runs on any of the runtime's threads, not inside
-//! the task that consumes it: a kube-runtime controller polls its watches and every one of its
-//! reconciles in one task, so a burst of watch events delayed the reconciles' returns.
+//! A stream polled in a task of its own, on the runtime that made it. What its polls cost (a
+//! watch decoding every event's JSON, a reflector updating its store) then runs there, not on
+//! the thread that consumes it: a controller on a thread of its own (`base::own_thread`) only
+//! routes the events, and its reconciles are not queued behind their decoding.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,24 +30,34 @@ where
     });
     OwnTask {
         items: ReceiverStream::new(rx),
-        task: AbortOnDropHandle::new(task),
+        task: Some(AbortOnDropHandle::new(task)),
     }
 }
 
 /// See [`in_own_task`].
 pub struct OwnTask<T> {
     items: ReceiverStream<T>,
-    task: AbortOnDropHandle<()>,
+    /// None once the stream ended (polled again, it stays ended).
+    task: Option<AbortOnDropHandle<()>>,
 }
 
 impl<T> Stream for OwnTask<T> {
     type Item = T;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        match Pin::new(&mut self.items).poll_next(cx) {
-            Poll::Ready(None) => match Pin::new(&mut self.task).poll(cx) {
-                Poll::Ready(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Poll::Ready(_) => Poll::Ready(None),
+        let this = &mut *self;
+        let Some(task) = this.task.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(&mut this.items).poll_next(cx) {
+            Poll::Ready(None) => match Pin::new(task).poll(cx) {
+                Poll::Ready(ended) => {
+                    this.task = None;
+                    match ended {
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        _ => Poll::Ready(None),
+                    }
+                }
                 Poll::Pending => Poll::Pending,
             },
             other => other,
@@ -73,6 +83,14 @@ mod tests {
         assert!(own.is_some(), "polled inside a task");
         assert!(ids.iter().all(|id| *id == own), "one task polls it");
         assert_ne!(own, tokio::task::try_id(), "not the consumer's task");
+    }
+
+    #[tokio::test]
+    async fn once_ended_it_stays_ended() {
+        let mut own = in_own_task(futures::stream::iter([7]), 1);
+        assert_eq!(own.next().await, Some(7));
+        assert_eq!(own.next().await, None);
+        assert_eq!(own.next().await, None);
     }
 
     #[tokio::test]

@@ -51,6 +51,8 @@ pub struct Behind {
     entries: Arc<Mutex<HashMap<String, Entry>>>,
     ended: Arc<Notify>,
     ids: AtomicU64,
+    /// Where the works run (None: the runtime of the reconcile that begins each).
+    works: Option<tokio::runtime::Handle>,
 }
 
 enum Entry {
@@ -88,6 +90,15 @@ pub enum Before {
 }
 
 impl Behind {
+    /// Works run on `runtime`, wherever their reconciles run (`controller::run`: the
+    /// reconciles on a thread of their own, the works on the shared runtime).
+    pub fn working_on(runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            works: Some(runtime),
+            ..Self::default()
+        }
+    }
+
     /// What the reconcile of `key` (the object of `uid`) is to do now (see [`Before`]).
     pub fn before(&self, key: &str, uid: &str) -> Before {
         let mut entries = lock(&self.entries);
@@ -141,10 +152,14 @@ impl Behind {
                 waiting: Some(tx),
                 woken: Some(woken),
             };
-            let task = tokio::spawn(async move {
+            let work = async move {
                 let outcome = work.await;
                 end.settle(outcome);
-            });
+            };
+            let task = match &self.works {
+                Some(runtime) => runtime.spawn(work),
+                None => tokio::spawn(work),
+            };
             entries.insert(
                 key.to_string(),
                 Entry::Going {
@@ -389,6 +404,54 @@ mod tests {
         assert!(matches!(behind.before(KEY, UID), Before::Begin));
         tokio::task::yield_now().await;
         assert!(wakes.try_recv().is_err(), "nobody to wake");
+    }
+
+    /// The reconciles on a thread of their own, the works on a shared runtime: each work runs
+    /// there, and a reconcile still returns once its grace ended.
+    #[test]
+    fn works_run_on_the_runtime_they_are_given() {
+        let shared = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("nb-test-works")
+            .enable_all()
+            .build()
+            .unwrap();
+        let behind = Arc::new(Behind::working_on(shared.handle().clone()));
+        let reconciles = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (ran_on_tx, ran_on) = std::sync::mpsc::channel();
+        let (wake, _wakes) = waker();
+        let (release, released) = oneshot::channel::<()>();
+        let work = async move {
+            let _ = ran_on_tx.send(std::thread::current().name().map(str::to_string));
+            // Longer than the grace: it goes on behind.
+            let _ = released.await;
+            Ok(Action::await_change())
+        };
+        let outcome = reconciles.block_on(behind.run((KEY, UID), GRACE, work, wake));
+        assert_eq!(
+            outcome.unwrap(),
+            Action::requeue(NET),
+            "returned at the grace"
+        );
+        let ran_on = ran_on.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(ran_on.as_deref(), Some("nb-test-works"));
+        assert_eq!(behind.going(), 1);
+        let _ = release.send(());
+        let ended = async {
+            loop {
+                let ended = behind.ended.notified();
+                if behind.going() == 0 {
+                    break;
+                }
+                ended.await;
+            }
+        };
+        shared
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), ended).await })
+            .expect("the work ended on its runtime");
     }
 
     #[tokio::test(start_paused = true)]

@@ -46,6 +46,9 @@ pub struct Publisher {
     posts: Semaphore,
     /// Hand-overs dropped because [`MOST_WAITING`] were waiting.
     dropped: AtomicUsize,
+    /// Where the queues' tasks run: the runtime it was made in, whichever thread hands
+    /// Events over (a reconcile on the controller's own thread, `base::own_thread`).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Publisher {
@@ -58,6 +61,7 @@ impl Publisher {
             done: Notify::new(),
             posts: Semaphore::new(POSTS_AT_ONCE),
             dropped: AtomicUsize::new(0),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         })
     }
 
@@ -94,7 +98,11 @@ impl Publisher {
         let _ = queue.send(batch);
         queues.insert(key.clone(), queue);
         drop(queues);
-        tokio::spawn(self.clone().drain(key, batches));
+        let drain = self.clone().drain(key, batches);
+        match &self.runtime {
+            Some(runtime) => drop(runtime.spawn(drain)),
+            None => drop(tokio::spawn(drain)),
+        }
     }
 
     /// Publishes one object's batches in order until its queue is empty, then retires it.
