@@ -33,9 +33,11 @@ where
             };
             runtime.block_on(async move {
                 tokio::select! {
-                    out = fut => { let _ = out_tx.send(out); }
-                    // The caller dropped its future (its sender with it).
+                    // First: once the caller dropped its future (its sender with it), nothing
+                    // more of `fut` is polled.
+                    biased;
                     _ = stop_rx => {}
+                    out = fut => { let _ = out_tx.send(out); }
                 }
             });
         })

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -53,6 +53,10 @@ pub struct Behind {
     ids: AtomicU64,
     /// Where the works run (None: the runtime of the reconcile that begins each).
     works: Option<tokio::runtime::Handle>,
+    /// Set by [`Behind::stop_all`] (under the entries' lock, and read under it): no work
+    /// begins after it, though a reconcile may still run on the controller's thread while
+    /// that thread learns it is to stop.
+    stopped: AtomicBool,
 }
 
 enum Entry {
@@ -142,6 +146,9 @@ impl Behind {
         {
             // Entered before the task can look for it.
             let mut entries = lock(&self.entries);
+            if self.stopped.load(Ordering::SeqCst) {
+                return Ok(Action::requeue(NET));
+            }
             sweep(&mut entries);
             let mut end = End {
                 entries: self.entries.clone(),
@@ -212,9 +219,10 @@ impl Behind {
         self.stop_all();
     }
 
-    /// Stops every work under way and forgets every outcome.
+    /// Stops every work under way, forgets every outcome, and begins no work from now on.
     pub fn stop_all(&self) {
         let mut entries = lock(&self.entries);
+        self.stopped.store(true, Ordering::SeqCst);
         for entry in entries.values() {
             if let Entry::Going { abort, .. } = entry {
                 abort.abort();
@@ -555,12 +563,12 @@ mod tests {
         let finished = Arc::new(AtomicUsize::new(0));
         let done = finished.clone();
         let (wake, mut wakes) = waker();
-        let work = async move {
+        let hour = async move {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             done.fetch_add(1, Ordering::SeqCst);
             again()
         };
-        behind.run((KEY, UID), GRACE, work, wake).await.unwrap();
+        behind.run((KEY, UID), GRACE, hour, wake).await.unwrap();
         let began = tokio::time::Instant::now();
         behind.finish(Duration::from_secs(30)).await;
         assert_eq!(began.elapsed(), Duration::from_secs(30), "waited its bound");
@@ -569,6 +577,14 @@ mod tests {
         assert_eq!(finished.load(Ordering::SeqCst), 0, "the work was stopped");
         assert!(wakes.try_recv().is_err());
         assert!(matches!(behind.before(KEY, UID), Before::Begin));
+        // A reconcile the controller's thread still runs meanwhile begins no work.
+        let (started, (wake, _)) = (Arc::new(AtomicUsize::new(0)), waker());
+        let late = work(Duration::ZERO, again, &started);
+        let outcome = behind.run((KEY, UID), GRACE, late, wake).await;
+        assert_eq!(outcome.unwrap(), Action::requeue(NET));
+        tokio::task::yield_now().await;
+        assert_eq!(started.load(Ordering::SeqCst), 0, "no work after the stop");
+        assert_eq!(behind.going(), 0);
     }
 
     #[tokio::test(start_paused = true)]
