@@ -25,9 +25,9 @@
 # netbench-sim plays each protocol's client (its report passes the operator's checks: tests/sim
 # tests/protocols.rs), and the check compares the pair rows with what the clients sent: receiver
 # bits/s for the stream protocols, transactions/s for the request/response ones.
-# NB_SCALE_METRICS_DIR=DIR keeps the operator's /metrics before and after each row there, and
-# the API server's requests by verb and resource with their latency (bench/api-by-resource.py
-# reads them).
+# NB_SCALE_METRICS_DIR=DIR keeps the operator's /metrics before and after each row there, the
+# API server's requests by verb and resource with their latency, and how long the scheduler's
+# requests waited for its own client limit (bench/api-by-resource.py reads them).
 # Needs the test cluster with the operator deployed (tests/cluster/up.sh, tests/e2e/setup.sh).
 # Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a policy giving
 # worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
