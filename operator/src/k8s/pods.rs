@@ -483,12 +483,11 @@ mod tests {
         assert_eq!(ask().await.unwrap(), None);
         // Ready is trusted for a while: asked again, nothing is read.
         assert_eq!(ask().await.unwrap(), None);
-        let gets = fake
-            .requests()
-            .iter()
-            .filter(|r| r.contains("/nodes/n1"))
-            .count();
-        assert_eq!(gets, 2, "{:?}", fake.requests());
+        let gets = |node: &str| {
+            let path = format!("/nodes/{node}");
+            fake.requests().iter().filter(|r| r.contains(&path)).count()
+        };
+        assert_eq!(gets("n1"), 2, "{:?}", fake.requests());
         // A node gone is named so, and read again each time.
         let gone: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "w1"}, "spec": {"nodeName": "n2", "containers": []},
@@ -503,12 +502,7 @@ mod tests {
                 Some("worker pod w1: node n2 no longer exists")
             );
         }
-        let gets = fake
-            .requests()
-            .iter()
-            .filter(|r| r.contains("/nodes/n2"))
-            .count();
-        assert_eq!(gets, 2, "{:?}", fake.requests());
+        assert_eq!(gets("n2"), 2, "{:?}", fake.requests());
     }
 
     #[test]
