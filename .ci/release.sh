@@ -110,6 +110,10 @@ package_of() {
         netbench-operator) echo operator ;;
         netbench-loadgen) echo loadgen ;;
         netbench | kubectl-netbench) echo cli ;;
+        # Not shipped: bench/operator-scale.sh's simulated workers, built as the images' binaries
+        # are (so with the crates they share already compiled), fast enough not to take the CPU
+        # the operator and API server under test share with it.
+        netbench-sim) echo sim ;;
         *) die "unknown binary '$1' (one of ${BINS[*]})" ;;
     esac
 }

@@ -58,8 +58,8 @@ cargo test --workspace --exclude e2e --no-fail-fast "${system[@]}" 2>&1
 # them built).
 step "compile ahead: e2e tests, release binaries (image profile)"
 cargo test -p e2e --no-run 2>&1
-cargo build -p sim --bin netbench-sim 2>&1
 NB_PROFILE=image .ci/release.sh binaries host
+NB_PROFILE=image .ci/release.sh binaries host netbench-sim
 # cargo-cyclonedx (the release's SBOMs, tests/release/check.sh) at the version release.sh pins,
 # built from crates.io once into /var/cache/netbench/tools (outside the clone, kept across runs).
 .ci/release.sh sbom-tool >/dev/null

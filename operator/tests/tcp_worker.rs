@@ -131,7 +131,7 @@ fn a_report_waits_for_a_restarted_operator_to_know_the_run() {
         api.sink.0.lock().unwrap().is_empty(),
         "nothing stored while the run is unknown"
     );
-    api.runs.announce(RUN, spec); // the new leader reconciles the benchmark
+    api.runs.announce(RUN, (*spec).clone()); // the new leader reconciles the benchmark
     sender
         .join()
         .unwrap()

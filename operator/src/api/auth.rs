@@ -67,8 +67,8 @@ async fn admitted(
     Ok(Authenticated {
         run,
         caller,
-        kind: spec.kind,
-        benchmark: spec.benchmark,
+        kind: spec.kind.clone(),
+        benchmark: spec.benchmark.clone(),
     })
 }
 

@@ -253,9 +253,9 @@ worker_handler!(
             .family::<LiveMetrics>()
             .forget(&spec.namespace, &spec.benchmark, &report.worker);
         let _ = s.wake.send(Wake {
-            kind: spec.kind,
-            namespace: spec.namespace,
-            name: spec.benchmark,
+            kind: spec.kind.clone(),
+            namespace: spec.namespace.clone(),
+            name: spec.benchmark.clone(),
         });
         Ok(StatusCode::NO_CONTENT.into_response())
     }
@@ -265,9 +265,9 @@ worker_handler!(
 fn wake(s: &ApiState, run: &str) {
     if let Some(spec) = s.runs.spec(run) {
         let _ = s.wake.send(Wake {
-            kind: spec.kind,
-            namespace: spec.namespace,
-            name: spec.benchmark,
+            kind: spec.kind.clone(),
+            namespace: spec.namespace.clone(),
+            name: spec.benchmark.clone(),
         });
     }
 }

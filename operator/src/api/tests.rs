@@ -653,7 +653,7 @@ async fn forget_during_register_is_refused_not_a_panic() {
             for _ in 0..300 {
                 runs.forget("run1");
                 tokio::task::yield_now().await;
-                runs.announce("run1", spec.clone());
+                runs.announce("run1", RunSpec::clone(&spec));
                 tokio::task::yield_now().await;
             }
         }

@@ -260,6 +260,6 @@ async fn the_barrier_opening_wakes_the_run_and_nothing_before_it_does() {
     let spec = t.runs.spec("run1").unwrap();
     assert_eq!(
         (wake.namespace, wake.name),
-        (spec.namespace, spec.benchmark)
+        (spec.namespace.clone(), spec.benchmark.clone())
     );
 }

@@ -2,6 +2,8 @@
 //! pods (offload Jobs: egress::offload; report objects, kept in the operator's namespace:
 //! store::reports). Creation is idempotent (deterministic names; AlreadyExists is success).
 
+use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
@@ -174,11 +176,12 @@ pub fn delete_workers_soon(
 /// A worker that can no longer report: deleted, failed, or finished without a stored report.
 pub fn worker_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
-    pods: &[Pod],
+    pods: &[impl Borrow<Pod>],
     reported: &std::collections::BTreeSet<String>,
 ) -> Option<String> {
+    let named = by_name(pods);
     for w in expected.keys().filter(|w| !reported.contains(*w)) {
-        let Some(pod) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(w)) else {
+        let Some(pod) = named.get(w.as_str()) else {
             return Some(format!("worker pod {w} was deleted before it reported"));
         };
         let phase = pod
@@ -215,10 +218,11 @@ pub fn worker_problem(
 }
 
 /// "worker pod NAME on node N", or with the scheduler's reason when it has no node yet.
-pub fn describe_pod(name: &str, pods: &[Pod]) -> String {
+pub fn describe_pod(name: &str, pods: &[impl Borrow<Pod>]) -> String {
     let pod = pods
         .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(name));
+        .map(Borrow::borrow)
+        .find(|p: &&Pod| p.metadata.name.as_deref() == Some(name));
     if let Some(n) = pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()) {
         return format!("worker pod {name} on node {n}");
     }
@@ -263,15 +267,15 @@ pub fn node_not_ready(node: &Node) -> Option<String> {
 pub async fn node_problem<'a>(
     client: &Client,
     health: &NodeHealth,
-    pods: &[Pod],
+    pods: &[impl Borrow<Pod>],
     workers: impl IntoIterator<Item = &'a String>,
 ) -> Result<Option<String>, kube::Error> {
     let api: Api<Node> = Api::all(client.clone());
+    let named = by_name(pods);
     let mut checked = std::collections::BTreeSet::new();
     for w in workers {
-        let Some(node) = pods
-            .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(w.as_str()))
+        let Some(node) = named
+            .get(w.as_str())
             .and_then(|p| p.spec.as_ref()?.node_name.clone())
         else {
             continue;
@@ -330,16 +334,14 @@ impl NodeHealth {
 /// the clients reported.
 pub fn server_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
-    pods: &[Pod],
+    pods: &[impl Borrow<Pod>],
 ) -> Option<String> {
+    let named = by_name(pods);
     let servers = expected
         .iter()
         .filter(|(_, r)| **r == protocol::worker::Role::Server);
     servers.into_iter().find_map(|(server, _)| {
-        let Some(pod) = pods
-            .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(server))
-        else {
+        let Some(pod) = named.get(server.as_str()) else {
             return Some(format!("server pod {server} was deleted"));
         };
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -361,6 +363,18 @@ pub fn server_problem(
             format!("{} failed: {}", describe_pod(server, pods), why.trim())
         })
     })
+}
+
+/// Each pod by its name (the first of a name, as a search of the list finds it): a run of
+/// hundreds of workers looks every one of them up on each of its reconciles.
+fn by_name<P: Borrow<Pod>>(pods: &[P]) -> HashMap<&str, &Pod> {
+    let mut named = HashMap::with_capacity(pods.len());
+    for pod in pods.iter().map(Borrow::borrow) {
+        if let Some(name) = pod.metadata.name.as_deref() {
+            named.entry(name).or_insert(pod);
+        }
+    }
+    named
 }
 
 #[cfg(test)]
@@ -415,7 +429,10 @@ mod tests {
             describe_pod("w0", &[pod]),
             format!("worker pod w0 (not scheduled: {why})")
         );
-        assert_eq!(describe_pod("w1", &[]), "worker pod w1 (not scheduled)");
+        assert_eq!(
+            describe_pod("w1", &[] as &[Pod]),
+            "worker pod w1 (not scheduled)"
+        );
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl WatchedPods {
     /// The pods of `namespace` that carry every label of `selector` (`key=value` pairs joined by
     /// commas, as `Run::slot_selector` writes them), from the watches; None when a watch covering
     /// the namespace has not listed it yet, none covers it, or the selector is of another form.
-    pub fn list(&self, namespace: &str, selector: &str) -> Option<Vec<Pod>> {
+    pub fn list(&self, namespace: &str, selector: &str) -> Option<Vec<Arc<Pod>>> {
         let wanted = equalities(selector)?;
         let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
         let covering: Vec<&Store<Pod>> = stores
@@ -63,11 +63,11 @@ impl WatchedPods {
                 p.namespace().as_deref() == Some(namespace) && has_labels(p, &wanted)
             }));
         }
-        // Two kinds' watches may both hold a pod: once each, in name order like a list.
-        let mut pods: Vec<Pod> = found.iter().map(|p| Pod::clone(p)).collect();
-        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        pods.dedup_by(|a, b| a.metadata.uid == b.metadata.uid);
-        Some(pods)
+        // Two kinds' watches may both hold a pod: once each, in name order like a list. The
+        // pods are shared with the watch, not copied: a run's every reconcile lists its pods.
+        found.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        found.dedup_by(|a, b| a.metadata.uid == b.metadata.uid);
+        Some(found)
     }
 
     /// Pod `namespace/name` as a watch holds it; None when no watch that has listed covers the
@@ -94,7 +94,7 @@ impl WatchedPods {
         selector: &str,
     ) -> Result<Vec<Pod>, kube::Error> {
         match self.list(namespace, selector) {
-            Some(pods) => Ok(pods),
+            Some(pods) => Ok(pods.iter().map(|p| Pod::clone(p)).collect()),
             None => super::pods::list_pods(client, namespace, selector).await,
         }
     }
@@ -208,8 +208,10 @@ mod tests {
                 pod("b", "w3", &[("run", "r1"), ("step", "0")]),
             ]),
         );
-        let names = |pods: Vec<Pod>| -> Vec<String> {
-            pods.into_iter().filter_map(|p| p.metadata.name).collect()
+        let names = |pods: Vec<Arc<Pod>>| -> Vec<String> {
+            pods.iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect()
         };
         assert_eq!(
             names(watched.list("a", "run=r1,step=0").unwrap()),
@@ -217,6 +219,13 @@ mod tests {
         );
         assert_eq!(names(watched.list("b", "run=r1").unwrap()), ["w3"]);
         assert!(watched.list("a", "run=r2").unwrap().is_empty());
+        // The watch's pods are shared, not copied: each reconcile of a run lists all of its
+        // pods, hundreds of them.
+        let (first, again) = (
+            watched.list("a", "run=r1").unwrap(),
+            watched.list("a", "run=r1").unwrap(),
+        );
+        assert!(first.iter().zip(&again).all(|(a, b)| Arc::ptr_eq(a, b)));
     }
 
     #[test]

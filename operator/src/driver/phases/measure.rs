@@ -4,6 +4,7 @@
 //! measurement outlived its deadline, naming who never reported.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use protocol::worker::Role;
@@ -113,7 +114,7 @@ enum From {
 
 /// The sample's pods and the workers whose report is stored.
 struct Seen {
-    pods: Vec<Pod>,
+    pods: Vec<Arc<Pod>>,
     reported: BTreeSet<String>,
     from: From,
 }
@@ -146,7 +147,11 @@ async fn look<K: Hooks>(
             from: From::Watches,
         });
     }
-    let pods = pods::list_pods(&ctx.client, run.ns(), &selector).await?;
+    let pods = pods::list_pods(&ctx.client, run.ns(), &selector)
+        .await?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
     let reports = store.load(&owner, run.id(), slot.wire(), expected).await?;
     Ok(Seen {
         pods,
@@ -201,7 +206,7 @@ fn preflight_failure<K: Hooks>(run: &Run<'_, K>) -> Option<String> {
 }
 
 /// WorkersScheduled: how many of the measurement's pods have a node.
-fn note_scheduled<K: Hooks>(run: &mut Run<'_, K>, pods: &[Pod], expected: usize) {
+fn note_scheduled<K: Hooks>(run: &mut Run<'_, K>, pods: &[Arc<Pod>], expected: usize) {
     let scheduled = pods
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
@@ -216,7 +221,7 @@ async fn lost_worker<K: Hooks>(
     run: &Run<'_, K>,
     expected: &BTreeMap<String, Role>,
     awaited: &BTreeMap<String, Role>,
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
     reports: &BTreeSet<String>,
 ) -> Result<Option<Failure>> {
     let problem = pods::worker_problem(awaited, pods, reports)

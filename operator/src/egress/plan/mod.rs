@@ -145,6 +145,8 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
     let service = case.server.service.then(|| service_name(eb, run, slot));
     let index = slot.wire();
     let resources = eb.spec.workers.as_ref();
+    // Once, not per worker: a matrix's waves are counted from all of its pairs.
+    let active_deadline = case_deadline(case, std::time::Duration::ZERO);
     let plan = |worker: String, role: &str, pair: u32, args, place: &Place, host_network| {
         let mut labels = pod_labels(eb, run, slot, role);
         labels.insert(labels::PAIR.into(), pair.to_string());
@@ -162,7 +164,7 @@ pub fn workers(eb: &EgressBenchmark, run: &str, slot: Slot) -> Vec<WorkerPlan> {
             cpu: resources.and_then(|r| r.cpu.clone()),
             memory: resources.and_then(|r| r.memory.clone()),
             host_network,
-            active_deadline: case_deadline(case, std::time::Duration::ZERO),
+            active_deadline,
         }
     };
     let mut plans = vec![];

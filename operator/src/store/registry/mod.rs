@@ -4,7 +4,7 @@
 //! claim (its node, a server's `listen` address) is `caller.rs`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -66,7 +66,9 @@ pub struct Pairing {
 
 #[derive(Debug)]
 struct RunState {
-    spec: RunSpec,
+    /// Shared with every request that reads it: a run of 256 workers has maps of 256 names,
+    /// and each of its workers' calls would otherwise copy them all.
+    spec: Arc<RunSpec>,
     registered: BTreeMap<String, RegisterRequest>,
     /// Workers of this step the API refused for speaking beyond themselves, with why: the run
     /// ends with that cause (see `preflight_failures`).
@@ -108,12 +110,12 @@ impl Registry {
     pub fn announce(&self, run: &str, spec: RunSpec) {
         let mut runs = self.lock();
         match runs.get_mut(run) {
-            Some(state) if state.spec.step == spec.step => state.spec = spec,
+            Some(state) if state.spec.step == spec.step => state.spec = Arc::new(spec),
             _ => {
                 runs.insert(
                     run.to_string(),
                     RunState {
-                        spec,
+                        spec: Arc::new(spec),
                         registered: BTreeMap::new(),
                         refused: BTreeMap::new(),
                         start_at_unix_ms: None,
@@ -132,8 +134,8 @@ impl Registry {
     }
 
     /// The current spec of `run`, if announced.
-    pub fn spec(&self, run: &str) -> Option<RunSpec> {
-        self.lock().get(run).map(|s| s.spec.clone())
+    pub fn spec(&self, run: &str) -> Option<Arc<RunSpec>> {
+        self.lock().get(run).map(|s| Arc::clone(&s.spec))
     }
 
     pub fn forget(&self, run: &str) {
@@ -150,14 +152,14 @@ impl Registry {
 
     /// Checks that `caller` is a worker of `run`'s current step, in the run's namespace (the
     /// last step of authentication, before any body is read); returns the run's spec.
-    pub fn admit(&self, run: &str, caller: &Caller) -> Result<RunSpec, RegistryError> {
+    pub fn admit(&self, run: &str, caller: &Caller) -> Result<Arc<RunSpec>, RegistryError> {
         let runs = self.lock();
         let state = runs.get(run).ok_or(RegistryError::UnknownRun)?;
         let spec = &state.spec;
         if spec.namespace != caller.namespace || !spec.workers.contains_key(&caller.worker) {
             return Err(RegistryError::NotAWorker);
         }
-        Ok(spec.clone())
+        Ok(Arc::clone(spec))
     }
 
     /// Checks that `caller` may speak for `worker` and that `worker` belongs to the run's
@@ -168,10 +170,10 @@ impl Registry {
         caller: &Caller,
         worker: &str,
         step: u32,
-    ) -> Result<RunSpec, RegistryError> {
+    ) -> Result<Arc<RunSpec>, RegistryError> {
         let runs = self.lock();
         let state = member(&runs, run, caller, worker, step)?;
-        Ok(state.spec.clone())
+        Ok(Arc::clone(&state.spec))
     }
 
     /// Checks as `authorize`, then that the worker speaks only for itself (a server's
@@ -281,7 +283,7 @@ impl Registry {
         run: &str,
         caller: &Caller,
         update: &ProgressUpdate,
-    ) -> Result<RunSpec, RegistryError> {
+    ) -> Result<Arc<RunSpec>, RegistryError> {
         let mut runs = self.lock();
         member(&runs, run, caller, &update.worker, update.step)?;
         let state = runs.get_mut(run).ok_or(RegistryError::UnknownRun)?;
@@ -297,7 +299,7 @@ impl Registry {
             let reading = reading.only_for(kind);
             state.live.push(&update.worker, reading, clients);
         }
-        Ok(state.spec.clone())
+        Ok(Arc::clone(&state.spec))
     }
 
     /// Whether `done` of `expected` clients reported is to be shown now at `step` of `run`:
@@ -817,6 +819,40 @@ mod tests {
         assert!(r.live("run", 1).is_empty() && r.live("other", 0).is_empty());
         r.announce("run", spec(1));
         assert!(r.live("run", 1).is_empty());
+    }
+
+    /// Every call of every worker reads the run's spec: one copy is shared, none is made per
+    /// call (a copy of a 256-worker run's maps per call made the operator's work grow with the
+    /// square of the workers). A new announcement of the step is a new spec for later calls.
+    #[test]
+    fn a_run_s_spec_is_shared_by_every_call_not_copied() {
+        let r = Registry::default();
+        r.announce("run", spec(0));
+        let first = r.spec("run").unwrap();
+        let progress = ProgressUpdate {
+            version: PROTOCOL_VERSION,
+            worker: "w1".into(),
+            ..ProgressUpdate::default()
+        };
+        let reads = [
+            r.spec("run").unwrap(),
+            r.admit("run", &caller("w0")).unwrap(),
+            r.authorize("run", &caller("w1"), "w1", 0).unwrap(),
+            r.progress("run", &caller("w1"), &progress).unwrap(),
+        ];
+        for read in &reads {
+            assert!(Arc::ptr_eq(&first, read), "a copy of the spec");
+        }
+        let mut changed = spec(0);
+        changed.benchmark = "renamed".into();
+        r.announce("run", changed);
+        let later = r.spec("run").unwrap();
+        assert_eq!(later.benchmark, "renamed");
+        assert_eq!(
+            first.benchmark,
+            spec(0).benchmark,
+            "an earlier read keeps its spec"
+        );
     }
 
     #[test]
