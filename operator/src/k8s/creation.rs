@@ -292,7 +292,9 @@ pub struct StepPods<'a> {
     pub namespace: &'a str,
     /// Selects the step's pods (to remove them when the run cannot start).
     pub selector: &'a str,
-    pub pods: Vec<Pod>,
+    /// Builds the pods: only when their creation begins (every reconcile of a step being
+    /// created comes here, and building hundreds of pods on each was most of its work).
+    pub pods: &'a (dyn Fn() -> Vec<Pod> + Sync),
     /// The benchmark's uid and the run id ([`Creations::stop`]).
     pub owner: (&'a str, &'a str),
     pub creations: &'a Arc<Creations>,
@@ -313,7 +315,6 @@ pub async fn start(
 ) -> Result<Started> {
     let (uid, _) = step.owner;
     let key = format!("{uid}/{}/{}", step.namespace, step.selector);
-    let count = step.pods.len();
     let retrying = conditions::get(&run.conditions, WORKERS_SCHEDULED)
         .filter(|c| c.reason == RETRYING)
         .map(|c| c.last_transition_time.clone());
@@ -326,7 +327,7 @@ pub async fn start(
             let bound = timeout
                 .saturating_sub(failing_for)
                 .max(Duration::from_secs(1));
-            let what = (client.clone(), step.namespace.to_string(), step.pods);
+            let what = (client.clone(), step.namespace.to_string(), (step.pods)());
             let Some((mut task, stopped)) = step.creations.begin(&key, step.owner, what, bound)
             else {
                 let m = format!("{STEPS_AT_MOST} pod creations are under way; trying again");
@@ -357,7 +358,7 @@ pub async fn start(
         Started::Creating => {}
         Started::Yes => {
             if retrying.is_some() {
-                let m = format!("{count} worker pod(s) created");
+                let m = format!("{} worker pod(s) created", (step.pods)().len());
                 conditions::set(
                     &mut run.conditions,
                     WORKERS_SCHEDULED,
@@ -496,13 +497,23 @@ mod tests {
         creations: &Arc<Creations>,
         woken: &tokio::sync::mpsc::UnboundedSender<()>,
     ) -> Started {
+        start_building(client, &|| pods.to_vec(), creations, woken).await
+    }
+
+    /// [`start_once`] with the pods built by `pods`.
+    async fn start_building(
+        client: &Client,
+        pods: &(dyn Fn() -> Vec<Pod> + Sync),
+        creations: &Arc<Creations>,
+        woken: &tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Started {
         let woken = woken.clone();
         let step = StepPods {
             kind: "IngressBenchmark",
             services: false,
             namespace: "team-a",
             selector: SELECTOR,
-            pods: pods.to_vec(),
+            pods,
             owner: ("u1", "r1"),
             creations,
             woken: Box::new(move || {
@@ -576,6 +587,30 @@ mod tests {
         );
         woken_up(&mut wakes).await;
         assert_eq!(posted().len(), 80, "every pod posted again");
+    }
+
+    /// The pods are built as their creation begins, not by each reconcile that finds it under
+    /// way or ended: a step of hundreds of pods is reconciled on each of their events.
+    #[tokio::test(start_paused = true)]
+    async fn a_step_s_pods_are_built_once_for_their_creation_not_per_reconcile() {
+        let (client, posted) = answering(201, Duration::from_millis(20));
+        let (pods, creations, woken, mut wakes) = fixture(40);
+        let builds = std::sync::atomic::AtomicUsize::new(0);
+        let build = || {
+            builds.fetch_add(1, Ordering::Relaxed);
+            pods.clone()
+        };
+        let once = || start_building(&client, &build, &creations, &woken);
+        assert_eq!(once().await, Started::Creating);
+        assert_eq!(once().await, Started::Creating);
+        woken_up(&mut wakes).await;
+        assert_eq!(once().await, Started::Yes);
+        assert_eq!(posted(), names(40));
+        assert_eq!(
+            builds.load(Ordering::Relaxed),
+            1,
+            "built for the creation only"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -55,17 +55,18 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
 async fn create_workers<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Started> {
     announce(run, slot);
     let ctx = run.ctx();
-    let pods = run.obj().pods(run.id(), slot, &ctx.config);
+    let obj = run.obj();
+    let id = run.id().to_string();
+    let pods = || obj.pods(&id, slot, &ctx.config);
     let selector = run.slot_selector(slot);
     let ns = run.ns().to_string();
     let kind = K::kind(&());
-    let id = run.id().to_string();
     let step_pods = creation::StepPods {
         kind: &kind,
         services: run.obj().outline().services,
         namespace: &ns,
         selector: &selector,
-        pods,
+        pods: &pods,
         owner: (run.uid(), &id),
         creations: &ctx.creations,
         woken: Box::new(wake_again(run)),
