@@ -6,7 +6,8 @@
 #   .ci/release.sh version                 prints the version (Cargo.toml's, which the chart's equals)
 #   .ci/release.sh binaries ARCH [BIN...]  static binaries -> dist/bin/linux-ARCH/
 #                                           (BIN: netbench-operator netbench-loadgen netbench
-#                                           kubectl-netbench; default all four)
+#                                           kubectl-netbench; default all four; also
+#                                           netbench-sim, never shipped: the bench's workers)
 #   .ci/release.sh images ARCH...          OCI images from those binaries with buildah (the
 #                                           Containerfiles' offline path: FROM scratch, --network
 #                                           none, no registry) -> dist/images/*.tar (docker-archive,

@@ -83,7 +83,7 @@ $short && need_workers=128
 [[ -f $NB_KUBECONFIG ]] || die "the test cluster is not up (tests/cluster/up.sh, then tests/e2e/setup.sh)"
 kc -n netbench-system get deployment netbench-operator >/dev/null 2>&1 ||
     die "the operator is not deployed (tests/e2e/setup.sh)"
-need_cmds curl python3
+need_cmds curl python3 file
 
 # Optimised as the images' binaries are: a debug build took about 6 ms of CPU per worker it
 # played (the operator itself about 6), CPU the control plane and operator under test share.
