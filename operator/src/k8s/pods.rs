@@ -435,6 +435,56 @@ mod tests {
         );
     }
 
+    /// Workers are looked up by name from one index; as the search of the list it replaced,
+    /// the first pod of a name is the one judged, and a worker with no pod is gone.
+    #[test]
+    fn each_worker_is_judged_by_the_first_pod_of_its_name() {
+        use k8s_openapi::api::core::v1::PodStatus;
+        use protocol::worker::Role;
+        let pod = |name: &str, phase: &str| Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let expected = std::collections::BTreeMap::from([
+            ("w0".to_string(), Role::Client),
+            ("s0".to_string(), Role::Server),
+        ]);
+        let none = std::collections::BTreeSet::new();
+        let running_first = [
+            pod("s0", "Running"),
+            pod("w0", "Running"),
+            pod("w0", "Failed"),
+            pod("s0", "Failed"),
+        ];
+        assert_eq!(worker_problem(&expected, &running_first, &none), None);
+        assert_eq!(server_problem(&expected, &running_first), None);
+        let failed_first = [pod("w0", "Failed"), pod("w0", "Running")];
+        assert_eq!(
+            worker_problem(&expected, &failed_first, &none).as_deref(),
+            Some("worker pod s0 was deleted before it reported")
+        );
+        let only_w0: std::collections::BTreeMap<_, _> = expected
+            .iter()
+            .filter(|(w, _)| *w == "w0")
+            .map(|(w, r)| (w.clone(), *r))
+            .collect();
+        assert_eq!(
+            worker_problem(&only_w0, &failed_first, &none).as_deref(),
+            Some("worker pod w0 (not scheduled) ended without a report (no report)")
+        );
+        assert_eq!(
+            server_problem(&expected, &failed_first).as_deref(),
+            Some("server pod s0 was deleted")
+        );
+    }
+
     #[test]
     fn a_ready_node_has_no_problem() {
         let n = node(Some(vec![
