@@ -297,6 +297,15 @@ def main():
         check(dep["spec"]["replicas"] == (1 if default else 2), "replicas")
         check(spec["serviceAccountName"] == full, "serviceAccountName")
         check_restricted_v2("Deployment", spec, uid)
+        # The workers' tolerations travel as JSON to the operator; the operator's own pod keeps
+        # the chart's `tolerations` (none here).
+        want_tolerations = [] if default else [
+            {"key": "dedicated", "operator": "Equal", "value": "benchmarks", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 30}]
+        check(json.loads(env.get("NETBENCH_WORKER_TOLERATIONS") or "null") == want_tolerations,
+              f"NETBENCH_WORKER_TOLERATIONS {env.get('NETBENCH_WORKER_TOLERATIONS')!r}")
+        check(not spec.get("tolerations"), f"the operator's pod took the workers' tolerations: {spec.get('tolerations')}")
         if uid is None:
             check("NETBENCH_WORKER_UID" not in env, "NETBENCH_WORKER_UID set by default")
         else:

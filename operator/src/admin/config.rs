@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::admin::allow::{from_str_by_parse, list_items, GlobList, NodeSelector, SweepPairs};
 use crate::admin::caps::destinations::TargetList;
+use crate::admin::tolerations::WorkerTolerations;
 use crate::policy::deadline::Timeouts;
 
 /// The offload features allowed by default: the checksum and segmentation offloads the
@@ -59,6 +60,11 @@ pub struct Config {
     #[arg(long, env = "NETBENCH_WORKER_UID",
           value_parser = clap::value_parser!(i64).range(1..=2_147_483_647))]
     pub worker_uid: Option<i64>,
+    /// Tolerations of every worker pod, a JSON array of core/v1 Tolerations (Helm value
+    /// workerTolerations): for benchmark nodes that are tainted. Refused at start if the API
+    /// server would refuse it on a pod.
+    #[arg(long, env = "NETBENCH_WORKER_TOLERATIONS", default_value = "")]
+    pub worker_tolerations: WorkerTolerations,
     /// imagePullPolicy of worker pods.
     #[arg(
         long,
@@ -345,5 +351,28 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn worker_tolerations_are_refused_at_start_with_the_entry_and_why() {
+        let parse = |v: &str| {
+            <Config as clap::Parser>::try_parse_from([
+                "netbench-operator",
+                "--worker-tolerations",
+                v,
+            ])
+        };
+        let c =
+            parse(r#"[{"key":"kwok.x-k8s.io/node","operator":"Exists","effect":"NoSchedule"}]"#)
+                .unwrap();
+        assert_eq!(c.worker_tolerations.for_pod().map(|t| t.len()), Some(1));
+        let e = parse(r#"[{"key":"a","operator":"Exists","value":"x"}]"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--worker-tolerations"), "{e}");
+        assert!(
+            e.contains("toleration 0: operator Exists takes no value"),
+            "{e}"
+        );
     }
 }

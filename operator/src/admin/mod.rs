@@ -6,3 +6,4 @@ pub mod allow;
 pub mod caps;
 pub mod config;
 pub mod scope;
+pub mod tolerations;

@@ -118,6 +118,38 @@ pub fn truncate(s: &str, max: usize) -> String {
         .to_string()
 }
 
+/// `[prefix/]name`, the prefix a DNS subdomain.
+pub fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    prefix_ok && is_label_name(name)
+}
+
+/// 1-63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
+pub fn is_label_name(name: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    (1..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && edge(name.chars().next())
+        && edge(name.chars().last())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crds::egress::{EgressBenchmark, NodeSet};
 
+use crate::admin::tolerations::WorkerTolerations;
 use crate::base::error::{Error, Result};
+use crate::base::labels::{is_label_key, is_label_name};
 use crate::context::Context;
 use crate::store::records::{Owner, Store};
 
@@ -94,7 +96,7 @@ pub async fn load(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<Reso
                 problem: Some(problem),
                 ..Matched::default()
             },
-            None => list(&api, &selector).await?,
+            None => list(&api, &selector, &ctx.config.worker_tolerations).await?,
         };
         matched.insert(selector, found);
     }
@@ -117,7 +119,7 @@ pub async fn forget(ctx: &Context, eb: &EgressBenchmark) -> Result<()> {
 }
 
 /// The nodes a selector matches that a worker can use.
-async fn list(api: &Api<Node>, selector: &str) -> Result<Matched> {
+async fn list(api: &Api<Node>, selector: &str, tolerations: &WorkerTolerations) -> Result<Matched> {
     let nodes = match api.list(&ListParams::default().labels(selector)).await {
         Ok(n) => n,
         // The API server's word on the selector itself is an answer, not an outage.
@@ -129,14 +131,14 @@ async fn list(api: &Api<Node>, selector: &str) -> Result<Matched> {
         }
         Err(e) => return Err(Error::from(e)),
     };
-    Ok(usable(&nodes.items))
+    Ok(usable(&nodes.items, tolerations))
 }
 
 /// The names of the nodes a matrix may use, sorted, bounded.
-fn usable(nodes: &[Node]) -> Matched {
+fn usable(nodes: &[Node], tolerations: &WorkerTolerations) -> Matched {
     let mut names: Vec<String> = nodes
         .iter()
-        .filter(|n| is_usable(n))
+        .filter(|n| is_usable(n, tolerations))
         .filter_map(|n| n.metadata.name.clone())
         .collect();
     names.sort();
@@ -154,7 +156,9 @@ fn usable(nodes: &[Node]) -> Matched {
     }
 }
 
-pub(super) fn is_usable(node: &Node) -> bool {
+/// Ready, not cordoned, and every NoSchedule or NoExecute taint tolerated by the admin's
+/// worker tolerations.
+pub(super) fn is_usable(node: &Node, tolerations: &WorkerTolerations) -> bool {
     let cordoned = node
         .spec
         .as_ref()
@@ -170,8 +174,9 @@ pub(super) fn is_usable(node: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|t| {
-            t.iter()
-                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            t.iter().any(|t| {
+                (t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerations.tolerate(t)
+            })
         });
     ready && !cordoned && !tainted
 }
@@ -187,38 +192,6 @@ fn label_problem(labels: &BTreeMap<String, String>) -> Option<String> {
         bad.0.chars().take(64).collect::<String>(),
         bad.1.chars().take(64).collect::<String>()
     ))
-}
-
-/// `[prefix/]name`, the prefix a DNS subdomain.
-fn is_label_key(key: &str) -> bool {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            })
-    });
-    prefix_ok && is_label_name(name)
-}
-
-/// 1-63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-fn is_label_name(name: &str) -> bool {
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    (1..=63).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && edge(name.chars().next())
-        && edge(name.chars().last())
 }
 
 /// The spec the run sees: each matrix selector replaced by the names it matched. One that
@@ -343,18 +316,45 @@ mod tests {
 
     #[test]
     fn only_ready_uncordoned_nodes_in_name_order() {
-        let m = usable(&[
-            node("n3", "True", false),
-            node("n1", "True", false),
-            node("n2", "False", false),
-            node("n4", "True", true),
-            tainted("n5", "True", false, &["NoSchedule"]),
-            tainted("n6", "True", false, &["NoExecute"]),
-            tainted("n7", "True", false, &["PreferNoSchedule"]),
-        ]);
+        let m = usable(
+            &[
+                node("n3", "True", false),
+                node("n1", "True", false),
+                node("n2", "False", false),
+                node("n4", "True", true),
+                tainted("n5", "True", false, &["NoSchedule"]),
+                tainted("n6", "True", false, &["NoExecute"]),
+                tainted("n7", "True", false, &["PreferNoSchedule"]),
+            ],
+            &WorkerTolerations::default(),
+        );
         assert_eq!(m.names, ["n1", "n3", "n7"]);
         assert_eq!(m.total, 7);
         assert_eq!(m.problem, None);
+    }
+
+    #[test]
+    fn a_taint_the_admin_s_worker_tolerations_tolerate_leaves_a_node_usable() {
+        let nodes = [
+            tainted("n1", "True", false, &["NoSchedule"]),
+            tainted("n2", "True", false, &["NoExecute"]),
+            node("n3", "True", false),
+        ];
+        let schedule_only: WorkerTolerations =
+            r#"[{"key":"k","operator":"Exists","effect":"NoSchedule"}]"#
+                .parse()
+                .unwrap();
+        assert_eq!(usable(&nodes, &schedule_only).names, ["n1", "n3"]);
+        let other_key: WorkerTolerations =
+            r#"[{"key":"other","operator":"Exists"}]"#.parse().unwrap();
+        assert_eq!(usable(&nodes, &other_key).names, ["n3"]);
+        // Tolerated or not, a cordoned or unready node stays out.
+        let all: WorkerTolerations = r#"[{"operator":"Exists"}]"#.parse().unwrap();
+        let cordoned = [
+            tainted("n4", "True", true, &["NoSchedule"]),
+            node("n5", "False", false),
+        ];
+        assert!(usable(&cordoned, &all).names.is_empty());
     }
 
     #[test]
@@ -362,7 +362,7 @@ mod tests {
         let many: Vec<Node> = (0..70)
             .map(|i| node(&format!("n{i:02}"), "True", false))
             .collect();
-        let m = usable(&many);
+        let m = usable(&many, &WorkerTolerations::default());
         assert_eq!(m.names.len(), MAX_MATCHED);
         assert!(m.problem.unwrap().contains("matches 70 usable nodes"));
     }

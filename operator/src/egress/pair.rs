@@ -141,7 +141,7 @@ pub async fn load(ctx: &Context, eb: &EgressBenchmark, run: &str) -> Result<(Cho
     let usable: Vec<String> = nodes
         .items
         .iter()
-        .filter(|n| is_usable(n))
+        .filter(|n| is_usable(n, &ctx.config.worker_tolerations))
         .filter_map(|n| n.metadata.name.clone())
         .filter(|n| is_node_name(n))
         .collect();

@@ -88,6 +88,7 @@ pub fn pod(plan: &WorkerPlan, config: &Config) -> Pod {
             dns_policy: plan.host_network.then(|| "ClusterFirstWithHostNet".into()),
             node_selector: (!plan.node_selector.is_empty()).then(|| plan.node_selector.clone()),
             affinity: affinity(plan),
+            tolerations: config.worker_tolerations.for_pod(),
             termination_grace_period_seconds: Some(5),
             active_deadline_seconds: Some(active_deadline_seconds(plan, config)),
             security_context: Some(PodSecurityContext {
@@ -379,6 +380,26 @@ mod tests {
             vec!["ALL".to_string()]
         );
         assert!(c.resources.is_none());
+    }
+
+    #[test]
+    fn workers_carry_the_admin_s_tolerations_and_none_without() {
+        assert_eq!(
+            pod(&plan(), &Config::for_tests()).spec.unwrap().tolerations,
+            None
+        );
+        let config = Config {
+            worker_tolerations:
+                r#"[{"key":"pool","operator":"Equal","value":"bench","effect":"NoSchedule"}]"#
+                    .parse()
+                    .unwrap(),
+            ..Config::for_tests()
+        };
+        let tolerations = pod(&plan(), &config).spec.unwrap().tolerations.unwrap();
+        assert_eq!(tolerations.len(), 1);
+        assert_eq!(tolerations[0].key.as_deref(), Some("pool"));
+        assert_eq!(tolerations[0].value.as_deref(), Some("bench"));
+        assert_eq!(tolerations[0].effect.as_deref(), Some("NoSchedule"));
     }
 
     #[test]
