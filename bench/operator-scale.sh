@@ -29,13 +29,13 @@
 # API server's requests by verb and resource with their latency, and how long the scheduler's
 # requests waited for its own client limit (bench/api-by-resource.py reads them).
 # Needs the test cluster with the operator deployed (tests/cluster/up.sh, tests/e2e/setup.sh).
-# Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a policy giving
-# worker pods of namespaces labelled netbench.io/scale=true the kwok toleration, and a FlowSchema
-# that counts the operator's API requests), and uses namespaces scale-<tag>-*, all removed at exit.
+# Adds NB_SCALE_FAKE_NODES (default 8) kwok nodes, bench/operator-scale.yaml (a FlowSchema that
+# counts the operator's API requests), and uses namespaces scale-<tag>-*, all removed at exit.
 # The operator's cap on workers per run (NETBENCH_MAX_WORKERS, default 16) is raised to 256 (128
-# with --short) for the run, and its connections per client address to 512 (the simulator is one
-# address for every worker), and restored at exit: BOTH REDEPLOY THE OPERATOR (do not run beside
-# the e2e tests). 256 workers in one run are an EgressBenchmark (IngressBenchmark's
+# with --short) for the run, its connections per client address to 512 (the simulator is one
+# address for every worker), and its workers are given the kwok nodes' toleration
+# (NETBENCH_WORKER_TOLERATIONS, Helm value workerTolerations), each restored at exit: THIS
+# REDEPLOYS THE OPERATOR TWICE (do not run beside the e2e tests). 256 workers in one run are an EgressBenchmark (IngressBenchmark's
 # workers.replicas is at most 64): pairs: 128, clients round-robin on the first half of the fake
 # nodes, servers on the second half, each client given only its own server at the barrier.
 #
@@ -47,9 +47,11 @@
 # status.cases[0].aggregate.startSpreadMs: latest client start minus earliest), reconcile p99
 # (netbench_reconcile_duration_seconds over the row, interpolated in its buckets: how long a
 # reconcile held its object) and its work's p99 (netbench_reconcile_work_duration_seconds: the
-# whole work, including what went on behind the reconcile past its 50 ms grace), the operator process's RSS (before the row, peak during it) and CPU seconds
-# (from /proc on this machine), the operator's API requests per benchmark (the API server's
-# apiserver_flowcontrol_dispatched_requests_total of its FlowSchema), and whether every status's
+# whole work, including what went on behind the reconcile past its 50 ms grace), the operator
+# process's RSS (before the row, peak during it) and CPU seconds (from /proc on this machine),
+# the CPU seconds of the API server and of the rest of the control plane (etcd, scheduler,
+# controller manager, kwok; /proc too), the operator's API requests per benchmark (the API
+# server's apiserver_flowcontrol_dispatched_requests_total of its FlowSchema), and whether every status's
 # merged percentiles equal those of one histogram of all samples the simulator sent (egress: the
 # case has a row per pair, each pair on its named nodes, aggregate.sum = the sum of the rows =
 # what the clients sent, every client given exactly its own server; netbench-sim check --kind
@@ -95,7 +97,7 @@ sim_bin=$repo/dist/bin/linux-$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/
 tag=$(printf '%04x' $((RANDOM * 2 % 65536)))
 work=$(mktemp -d /tmp/netbench-scale.XXXXXX)
 sim_pid=
-max_workers_before=
+restoring=false
 clk_tck=$(getconf CLK_TCK)
 
 now_ms() { date +%s%3N; }
@@ -129,10 +131,9 @@ cleanup() {
         }
         sleep 1
     done
-    if [[ -n $max_workers_before ]]; then
-        log "restoring NETBENCH_MAX_WORKERS=$max_workers_before and the connections per client (redeploys the operator)"
-        kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$max_workers_before" \
-            "${per_client_before:-NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT-}" >/dev/null || true
+    if $restoring; then
+        log "restoring the operator's ${restore_env[*]} (redeploys it)"
+        kc -n netbench-system set env deployment/netbench-operator "${restore_env[@]}" >/dev/null || true
         kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null || true
     fi
     kc delete -f "$repo/bench/operator-scale.yaml" --ignore-not-found >/dev/null 2>&1 || true
@@ -147,21 +148,30 @@ trap cleanup EXIT
 
 kc apply -f "$repo/bench/operator-scale.yaml" >/dev/null
 
-# The cap on workers per run, raised for the run (the operator re-reads it only on start).
-current=$(kc -n netbench-system get deployment netbench-operator \
-    -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="NETBENCH_MAX_WORKERS")].value}')
-# The connections one client address may hold (default 64) too: the simulator is every worker
-# behind ONE address (real pods have one each), and with 48 requests in flight beside its idle
-# connections it reached the 64 in some runs (refused as too_many_connections).
-per_client=$(kc -n netbench-system get deployment netbench-operator \
-    -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT")].value}')
-per_client_before=${per_client:+NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT=$per_client}
-if ((${current:-16} < need_workers)); then
-    max_workers_before=${current:-16}
-    log "raising NETBENCH_MAX_WORKERS $max_workers_before -> $need_workers and the connections per client to 512 (redeploys the operator)"
-    kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$need_workers" \
-        NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT=512 >/dev/null
-fi
+# The operator's settings for the run (it reads them only on start), each restored at exit:
+# - the cap on workers per run;
+# - the connections one client address may hold (default 64): the simulator is every worker
+#   behind ONE address (real pods have one each), and with 48 requests in flight beside its idle
+#   connections it reached the 64 in some runs (refused as too_many_connections);
+# - the workers' tolerations (Helm value workerTolerations): the kwok nodes' taint, as an admin
+#   whose benchmark nodes are tainted sets it.
+env_of() {
+    kc -n netbench-system get deployment netbench-operator \
+        -o jsonpath="{.spec.template.spec.containers[0].env[?(@.name==\"$1\")].value}"
+}
+# NAME=value to restore, or NAME- (unset) when it had none.
+restore_env=()
+for name in NETBENCH_MAX_WORKERS NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT NETBENCH_WORKER_TOLERATIONS; do
+    value=$(env_of "$name")
+    if [[ -n $value ]]; then restore_env+=("$name=$value"); else restore_env+=("$name-"); fi
+done
+current=$(env_of NETBENCH_MAX_WORKERS)
+max_workers=$(( ${current:-16} > need_workers ? ${current:-16} : need_workers ))
+kwok_toleration='[{"key":"kwok.x-k8s.io/node","operator":"Exists","effect":"NoSchedule"}]'
+log "setting NETBENCH_MAX_WORKERS=$max_workers, 512 connections per client and the kwok toleration for workers (redeploys the operator)"
+restoring=true
+kc -n netbench-system set env deployment/netbench-operator "NETBENCH_MAX_WORKERS=$max_workers" \
+    NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT=512 "NETBENCH_WORKER_TOLERATIONS=$kwok_toleration" >/dev/null
 kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null
 
 op_pod() {
@@ -181,6 +191,22 @@ op_pid() {
     return 1
 }
 cpu_seconds() { awk -v t="$clk_tck" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
+# The test cluster's own processes on this machine, by their command lines (tests/cluster/up.sh):
+# the API server, and etcd, the scheduler, the controller manager and kwok. Their CPU over a row
+# is what the workers' starts cost the cluster besides the operator's.
+apiserver_pids=$(pgrep -f '/k8s kube-apiserver ' | tr '\n' ' ')
+control_plane_pids=$(pgrep -f '/k8s kube-(scheduler|controller-manager) |/etcd --name |/kwok --kubeconfig ' | tr '\n' ' ')
+[[ -n $apiserver_pids && -n $control_plane_pids ]] || die "cannot find the test cluster's API server, etcd, scheduler, controller manager and kwok processes"
+cpu_of() {
+    local pid total=0
+    for pid in "$@"; do
+        [[ -r /proc/$pid/stat ]] || continue
+        total=$(awk -v s="$total" -v t="$clk_tck" '{printf "%.2f", s + ($14 + $15) / t}' "/proc/$pid/stat")
+    done
+    echo "$total"
+}
+# shellcheck disable=SC2086 # the pid lists are words
+cluster_cpu() { echo "$(cpu_of $apiserver_pids) $(cpu_of $control_plane_pids)"; }
 rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 op_metrics() { curl -sf --max-time 10 "http://$1:8080/metrics"; }
 # The operator's requests (its FlowSchema), and every client's by verb and resource with their
@@ -480,8 +506,8 @@ wait_for "netbench-sim watching" 60 sim_watching
 
 pid=$(op_pid) || die "cannot find the operator's process in /proc"
 ip=$(op_ip)
-printf '| workers per run | benchmarks | overhead p50 / max (s) | from the apply p50 / max (s) | start spread max (ms) | reconcile p99 / its work p99 (ms) | RSS before / peak (MiB) | operator CPU (s) | API requests per benchmark | per worker | merged = all samples |\n' >"$work/table"
-printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
+printf '| workers per run | benchmarks | overhead p50 / max (s) | from the apply p50 / max (s) | start spread max (ms) | reconcile p99 / its work p99 (ms) | RSS before / peak (MiB) | operator CPU (s) | API server / rest of the control plane CPU (s) | API requests per benchmark | per worker | merged = all samples |\n' >"$work/table"
+printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n' >>"$work/table"
 failures=()
 
 # settle: until the namespaces of earlier rows are gone (at most 10 minutes). Their deletion
@@ -504,9 +530,10 @@ row() {
     make_namespaces "$name" "$count"
     pid=$(op_pid) || die "cannot find the operator's process in /proc"
     ip=$(op_ip)
-    local rss_before cpu_before peak t0
+    local rss_before cpu_before cluster_before peak t0
     rss_before=$(rss_mib "$pid")
     cpu_before=$(cpu_seconds "$pid")
+    cluster_before=$(cluster_cpu)
     peak=$rss_before
     op_metrics "$ip" >"$work/op.before"
     api_metrics >"$work/api.before"
@@ -533,8 +560,9 @@ row() {
         cp "$work/scheduler.after" "$NB_SCALE_METRICS_DIR/$name.scheduler.after.prom"
         cp "$work/$name.watch" "$NB_SCALE_METRICS_DIR/$name.watch"
     fi
-    local cpu_after
+    local cpu_after cluster_after
     cpu_after=$(cpu_seconds "$pid")
+    cluster_after=$(cluster_cpu)
     local overheads from_apply failed
     # The operator's overhead counts from each benchmark's creation; "from the apply" from the
     # moment the row's apply began (the user's view: the creation of the row's objects in).
@@ -567,9 +595,10 @@ print(max(v) if v else "n/a")' "$work/$name.check")
         label="$workers (egress, $((workers / 2)) pairs)"
         [[ $egress_protocol == tcp-stream ]] || label="$workers (egress $egress_protocol, $((workers / 2)) pairs)"
     fi
-    printf '| %s | %s | %s / %.2f | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s/%s |\n' \
+    printf '| %s | %s | %s / %.2f | %s / %.2f | %s | %s | %s / %s | %.1f | %s | %s | %s | %s/%s |\n' \
         "$label" "$count" "$p50" "$max" "$apply_p50" "$apply_max" "$spread" "$reconcile / $work_p99" "$rss_before" "$peak" \
         "$(awk -v a="$cpu_after" -v b="$cpu_before" 'BEGIN {print a - b}')" \
+        "$(awk -v a="$cluster_after" -v b="$cluster_before" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.1f / %.1f", x[1] - y[1], x[2] - y[2]}')" \
         "$per_bench" "$per_worker" "$exact" "$checked" >>"$work/table"
     # The machine's load average (1, 5, 15 min) as the row ends: the figures are this 2-core
     # machine's, shared with the API server, etcd, kwok and the simulator.
