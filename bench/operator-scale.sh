@@ -133,7 +133,8 @@ cleanup() {
     done
     if $restoring; then
         log "restoring the operator's ${restore_env[*]} (redeploys it)"
-        kc -n netbench-system set env deployment/netbench-operator "${restore_env[@]}" >/dev/null || true
+        kc -n netbench-system set env deployment/netbench-operator "${restore_env[@]}" >/dev/null ||
+            log "WARNING: the operator's settings were NOT restored; restore them by hand: kubectl -n netbench-system set env deployment/netbench-operator ${restore_env[*]@Q}"
         kc -n netbench-system rollout status deployment/netbench-operator --timeout=180s >/dev/null || true
     fi
     kc delete -f "$repo/bench/operator-scale.yaml" --ignore-not-found >/dev/null 2>&1 || true
@@ -155,17 +156,24 @@ kc apply -f "$repo/bench/operator-scale.yaml" >/dev/null
 #   connections it reached the 64 in some runs (refused as too_many_connections);
 # - the workers' tolerations (Helm value workerTolerations): the kwok nodes' taint, as an admin
 #   whose benchmark nodes are tainted sets it.
-env_of() {
-    kc -n netbench-system get deployment netbench-operator \
-        -o jsonpath="{.spec.template.spec.containers[0].env[?(@.name==\"$1\")].value}"
-}
-# NAME=value to restore, or NAME- (unset) when it had none.
-restore_env=()
-for name in NETBENCH_MAX_WORKERS NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT NETBENCH_WORKER_TOLERATIONS; do
-    value=$(env_of "$name")
-    if [[ -n $value ]]; then restore_env+=("$name=$value"); else restore_env+=("$name-"); fi
-done
-current=$(env_of NETBENCH_MAX_WORKERS)
+# Each as NAME=value to restore (also an empty value), or NAME- (unset) when the Deployment had
+# none; one set from valueFrom could not be restored by `set env`, so the bench refuses to start.
+saved=$(kc -n netbench-system get deployment netbench-operator -o json | python3 -c '
+import json, sys
+env = json.load(sys.stdin)["spec"]["template"]["spec"]["containers"][0].get("env") or []
+by_name = {e["name"]: e for e in env}
+for name in sys.argv[1:]:
+    e = by_name.get(name)
+    if e is None:
+        print(name + "-")
+    elif "valueFrom" in e:
+        sys.exit(f"the operator takes {name} from valueFrom: the bench could not restore it")
+    else:
+        print(name + "=" + e.get("value", ""))
+' NETBENCH_MAX_WORKERS NETBENCH_API_MAX_CONNECTIONS_PER_CLIENT NETBENCH_WORKER_TOLERATIONS) ||
+    die "cannot read the operator's settings to restore them"
+mapfile -t restore_env <<<"$saved"
+current=$(sed -n 's/^NETBENCH_MAX_WORKERS=//p' <<<"$saved")
 max_workers=$(( ${current:-16} > need_workers ? ${current:-16} : need_workers ))
 kwok_toleration='[{"key":"kwok.x-k8s.io/node","operator":"Exists","effect":"NoSchedule"}]'
 log "setting NETBENCH_MAX_WORKERS=$max_workers, 512 connections per client and the kwok toleration for workers (redeploys the operator)"
@@ -194,9 +202,11 @@ cpu_seconds() { awk -v t="$clk_tck" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1
 # The test cluster's own processes on this machine, by their command lines (tests/cluster/up.sh):
 # the API server, and etcd, the scheduler, the controller manager and kwok. Their CPU over a row
 # is what the workers' starts cost the cluster besides the operator's.
+for pattern in '/k8s kube-apiserver ' '/etcd --name ' '/k8s kube-scheduler ' '/k8s kube-controller-manager ' '/kwok --kubeconfig '; do
+    pgrep -f "$pattern" >/dev/null || die "no process of the test cluster on this machine matches '$pattern'"
+done
 apiserver_pids=$(pgrep -f '/k8s kube-apiserver ' | tr '\n' ' ')
 control_plane_pids=$(pgrep -f '/k8s kube-(scheduler|controller-manager) |/etcd --name |/kwok --kubeconfig ' | tr '\n' ' ')
-[[ -n $apiserver_pids && -n $control_plane_pids ]] || die "cannot find the test cluster's API server, etcd, scheduler, controller manager and kwok processes"
 cpu_of() {
     local pid total=0
     for pid in "$@"; do

@@ -57,6 +57,10 @@ bad_values=(
     "workerTolerations[0].value=x"
     "workerTolerations[0].key=a,workerTolerations[0].effect=NoSchedule,workerTolerations[0].tolerationSeconds=5"
     "workerTolerations=notalist"
+    "workerTolerations[0].key=,workerTolerations[0].operator=Equal"
+    "workerTolerations[0].key=a b"
+    "workerTolerations[0].key=a,workerTolerations[0].value=x y"
+    "workerTolerations[0].key=a,workerTolerations[0].operator=Lt"
     "imagePullSecrets[0].nam=x"
     "affinity.nodeAfinity.x=y"
     "watchNamespaces={team-*}"
@@ -75,6 +79,10 @@ for helm in "$helm4" "$helm3"; do
     # (workers only) switched on; without them (above) neither renders.
     run "helm template + assertions ($hv, default values, namespace.create, networkPolicy.enabled)" bash -c \
         "set -o pipefail; '$helm' template netbench '$NBC_CHART' -n netbench-system --set namespace.create=true --set networkPolicy.enabled=true | '$NBC_DIR/check-rendered.py' default-optin '$dash'"
+
+    # A deleted value (null) is no toleration, not a value the operator cannot read.
+    run "helm template ($hv, workerTolerations=null renders [])" bash -c \
+        "set -o pipefail; '$helm' template netbench '$NBC_CHART' --set workerTolerations=null | grep -A1 'name: NETBENCH_WORKER_TOLERATIONS' | grep -qF 'value: \"[]\"'"
 
     for v in "${bad_values[@]}"; do
         if out=$("$helm" template netbench "$NBC_CHART" --set "$v" 2>&1); then

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 use serde::Deserialize;
 
 use crate::base::labels::{is_label_key, is_label_name};
+use crate::base::text::clip;
 
 /// More than any real node pool needs; bounds what each pod carries.
 pub const MAX_TOLERATIONS: usize = 32;
@@ -21,18 +22,23 @@ pub struct WorkerTolerations(Vec<Toleration>);
 
 /// One entry as written: unknown fields are refused (a misspelt `efect` would otherwise
 /// widen the toleration to every effect).
+/// A field that is absent, null or "" is empty, as for the API server.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Entry {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_if_null")]
     key: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_if_null")]
     operator: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_if_null")]
     value: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "empty_if_null")]
     effect: String,
     toleration_seconds: Option<i64>,
+}
+
+fn empty_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 impl WorkerTolerations {
@@ -44,6 +50,18 @@ impl WorkerTolerations {
     /// Does one of them tolerate `taint` (Kubernetes' ToleratesTaint)?
     pub fn tolerate(&self, taint: &Taint) -> bool {
         self.0.iter().any(|t| tolerates(t, taint))
+    }
+
+    /// May a worker stay on a node with `taint` for as long as it runs? A NoExecute taint
+    /// evicts a pod after the tolerationSeconds of the FIRST toleration that matches it
+    /// (Kubernetes' taint eviction), at once when none matches.
+    pub fn tolerate_for_good(&self, taint: &Taint) -> bool {
+        let first = self.0.iter().find(|t| tolerates(t, taint));
+        match first {
+            None => false,
+            Some(t) if taint.effect == "NoExecute" => t.toleration_seconds.is_none(),
+            Some(_) => true,
+        }
     }
 }
 
@@ -63,11 +81,14 @@ fn tolerates(t: &Toleration, taint: &Taint) -> bool {
 impl std::str::FromStr for WorkerTolerations {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, String> {
-        if text.trim().is_empty() {
+        // Helm renders a deleted value (`--set workerTolerations=null`) as null.
+        if text.trim().is_empty() || text.trim() == "null" {
             return Ok(WorkerTolerations::default());
         }
         let entries: Vec<Entry> = serde_json::from_str(text).map_err(|e| {
-            format!("not a JSON array of tolerations ({{\"key\", \"operator\", \"value\", \"effect\", \"tolerationSeconds\"}}): {e}")
+            // serde quotes what it could not read: bounded.
+            let why = clip(&e.to_string(), 200);
+            format!("not a JSON array of tolerations ({{\"key\", \"operator\", \"value\", \"effect\", \"tolerationSeconds\"}}): {why}")
         })?;
         if entries.len() > MAX_TOLERATIONS {
             return Err(format!(
@@ -86,7 +107,7 @@ impl std::str::FromStr for WorkerTolerations {
 
 /// The API server's checks of one toleration (ValidateTolerations), with the reason.
 fn check(e: Entry) -> Result<Toleration, String> {
-    let shown = |s: &str| s.chars().take(64).collect::<String>();
+    let shown = |s: &str| clip(s, 64);
     if !e.key.is_empty() && !is_label_key(&e.key) {
         return Err(format!("key {:?} is not a label key", shown(&e.key)));
     }
@@ -104,7 +125,7 @@ fn check(e: Entry) -> Result<Toleration, String> {
         "" | "Equal" => {}
         other => {
             return Err(format!(
-                "operator {:?} is not Exists or Equal",
+                "operator {:?} is not Exists or Equal (Lt and Gt are not supported)",
                 shown(other)
             ))
         }
@@ -118,12 +139,9 @@ fn check(e: Entry) -> Result<Toleration, String> {
             shown(&e.effect)
         ));
     }
-    match e.toleration_seconds {
-        Some(_) if e.effect != "NoExecute" => {
-            return Err("tolerationSeconds needs effect NoExecute".into())
-        }
-        Some(s) if s < 0 => return Err("tolerationSeconds is negative".into()),
-        _ => {}
+    // Zero or less is valid: evicted at once (such a node is then not usable, above).
+    if e.toleration_seconds.is_some() && e.effect != "NoExecute" {
+        return Err("tolerationSeconds needs effect NoExecute".into());
     }
     let some = |s: String| (!s.is_empty()).then_some(s);
     Ok(Toleration {
@@ -238,10 +256,6 @@ mod tests {
                 "tolerationSeconds needs effect NoExecute",
             ),
             (
-                r#"[{"key":"a","effect":"NoExecute","tolerationSeconds":-1}]"#,
-                "tolerationSeconds is negative",
-            ),
-            (
                 r#"[{"key":"ok","operator":"Exists"},{"key":"b","operator":"Exists","value":"v"}]"#,
                 "toleration 1: operator Exists takes no value",
             ),
@@ -258,9 +272,39 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_quotes_at_most_64_characters_of_the_entry() {
+    fn a_refusal_quotes_a_bounded_part_of_the_entry() {
         let long = "k".repeat(10_000);
         let e = parse(&format!(r#"[{{"key":"a","operator":"{long}"}}]"#)).unwrap_err();
         assert!(e.len() < 200, "{} characters", e.len());
+        // serde quotes an unknown field or a wrong type whole.
+        let e = parse(&format!(r#"[{{"{long}":"a"}}]"#)).unwrap_err();
+        assert!(e.len() < 400, "{} characters", e.len());
+        let e = parse(&format!(r#"["{long}"]"#)).unwrap_err();
+        assert!(e.len() < 400, "{} characters", e.len());
+    }
+
+    #[test]
+    fn null_is_empty_as_for_the_api_server_and_negative_seconds_are_valid() {
+        assert_eq!(parse("null").unwrap().for_pod(), None);
+        let t = parse(r#"[{"key":"a","operator":null,"value":null,"effect":null}]"#).unwrap();
+        assert_eq!(t.for_pod().unwrap()[0].operator, None);
+        assert!(t.tolerate(&taint("a", None, "NoSchedule")));
+        assert!(parse(r#"[{"key":"a","effect":"NoExecute","tolerationSeconds":-1}]"#).is_ok());
+    }
+
+    #[test]
+    fn a_no_execute_taint_is_tolerated_for_good_only_without_seconds_on_the_first_match() {
+        let t = parse(
+            r#"[{"key":"a","operator":"Exists","effect":"NoExecute","tolerationSeconds":30},
+                {"key":"a","operator":"Exists"},
+                {"key":"b","operator":"Exists"}]"#,
+        )
+        .unwrap();
+        // The first match (30 s) decides, as the taint eviction controller does.
+        assert!(t.tolerate(&taint("a", None, "NoExecute")));
+        assert!(!t.tolerate_for_good(&taint("a", None, "NoExecute")));
+        assert!(t.tolerate_for_good(&taint("a", None, "NoSchedule")));
+        assert!(t.tolerate_for_good(&taint("b", None, "NoExecute")));
+        assert!(!t.tolerate_for_good(&taint("c", None, "NoSchedule")));
     }
 }

@@ -157,7 +157,7 @@ fn usable(nodes: &[Node], tolerations: &WorkerTolerations) -> Matched {
 }
 
 /// Ready, not cordoned, and every NoSchedule or NoExecute taint tolerated by the admin's
-/// worker tolerations.
+/// worker tolerations (a NoExecute one without an eviction after tolerationSeconds).
 pub(super) fn is_usable(node: &Node, tolerations: &WorkerTolerations) -> bool {
     let cordoned = node
         .spec
@@ -175,7 +175,8 @@ pub(super) fn is_usable(node: &Node, tolerations: &WorkerTolerations) -> bool {
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|t| {
             t.iter().any(|t| {
-                (t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerations.tolerate(t)
+                (t.effect == "NoSchedule" || t.effect == "NoExecute")
+                    && !tolerations.tolerate_for_good(t)
             })
         });
     ready && !cordoned && !tainted
@@ -345,6 +346,8 @@ mod tests {
                 .parse()
                 .unwrap();
         assert_eq!(usable(&nodes, &schedule_only).names, ["n1", "n3"]);
+        let evicted_later: WorkerTolerations = r#"[{"key":"k","operator":"Exists","effect":"NoExecute","tolerationSeconds":60},{"key":"k","operator":"Exists","effect":"NoSchedule"}]"#.parse().unwrap();
+        assert_eq!(usable(&nodes, &evicted_later).names, ["n1", "n3"]);
         let other_key: WorkerTolerations =
             r#"[{"key":"other","operator":"Exists"}]"#.parse().unwrap();
         assert_eq!(usable(&nodes, &other_key).names, ["n3"]);
