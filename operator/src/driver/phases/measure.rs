@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use protocol::worker::Role;
@@ -181,17 +182,43 @@ async fn ending<K: Hooks>(
     if elapsed_since(&run.status().run().phase_since) <= deadline {
         return Ok(None);
     }
-    let missing: Vec<String> = awaited
+    let missing: Vec<&String> = awaited
         .keys()
         .filter(|w| !seen.reported.contains(*w))
-        .map(|w| pods::describe_pod(w, &seen.pods))
         .collect();
-    let m = format!(
-        "{} never reported within {}s",
-        missing.join(", "),
+    Ok(Some(Failure::new(
+        Reason::WorkerTimeout,
+        never_reported(&missing, &seen.pods, deadline),
+    )))
+}
+
+/// Workers named in a timeout's message; the rest are counted (256 scheduler reasons would
+/// make a status of tens of kilobytes).
+const MISSING_NAMED: usize = 5;
+
+/// "worker pod A (not scheduled: ...), ... and N more never reported within Ns", and who can
+/// lift a taint when one kept a worker off every node: benchmarks cannot tolerate one.
+fn never_reported(missing: &[&String], pods: &[Arc<Pod>], deadline: Duration) -> String {
+    let named: Vec<String> = missing
+        .iter()
+        .take(MISSING_NAMED)
+        .map(|w| pods::describe_pod(w, pods))
+        .collect();
+    let more = match missing.len().saturating_sub(MISSING_NAMED) {
+        0 => String::new(),
+        n => format!(" and {n} more worker pod(s)"),
+    };
+    let taint = if named.iter().any(|d| d.contains("untolerated taint")) {
+        "; worker pods tolerate only the taints the cluster admin lists in the Helm value \
+         workerTolerations"
+    } else {
+        ""
+    };
+    format!(
+        "{}{more} never reported within {}s{taint}",
+        named.join(", "),
         deadline.as_secs()
-    );
-    Ok(Some(Failure::new(Reason::WorkerTimeout, m)))
+    )
 }
 
 /// Some(message) when a worker of the run reported that it cannot start (its target does not
@@ -233,4 +260,60 @@ async fn lost_worker<K: Hooks>(
     let ctx = run.ctx();
     let lost = pods::node_problem(&ctx.client, &ctx.nodes, pods, unreported).await?;
     Ok(lost.map(|p| Failure::new(Reason::NodeLost, p)))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+
+    use super::*;
+
+    fn unscheduled(name: &str, why: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "False".into(),
+                    message: Some(why.into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_timeout_names_five_workers_counts_the_rest_and_who_can_lift_a_taint() {
+        let taint = "0/3 nodes are available: 3 node(s) had untolerated taint {pool: bench}.";
+        let names: Vec<String> = (0..256).map(|i| format!("w{i:03}")).collect();
+        let pods: Vec<Arc<Pod>> = names.iter().map(|n| unscheduled(n, taint)).collect();
+        let missing: Vec<&String> = names.iter().collect();
+        let m = never_reported(&missing, &pods, Duration::from_secs(120));
+        assert!(
+            m.starts_with(&format!("worker pod w000 (not scheduled: {taint}), ")),
+            "{m}"
+        );
+        assert!(m.contains("worker pod w004 (not scheduled"), "{m}");
+        assert!(!m.contains("w005"), "{m}");
+        assert!(
+            m.contains(" and 251 more worker pod(s) never reported within 120s"),
+            "{m}"
+        );
+        assert!(m.ends_with("in the Helm value workerTolerations"), "{m}");
+        assert!(m.len() < 1000, "{} characters", m.len());
+
+        let selector =
+            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
+        let pods = [unscheduled("w0", selector)];
+        let w0 = "w0".to_string();
+        assert_eq!(
+            never_reported(&[&w0], &pods, Duration::from_secs(60)),
+            format!("worker pod w0 (not scheduled: {selector}) never reported within 60s")
+        );
+    }
 }
