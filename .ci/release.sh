@@ -4,6 +4,8 @@
 # architecture, so what a tag publishes is what CI tested.
 #
 #   .ci/release.sh version                 prints the version (Cargo.toml's, which the chart's equals)
+#   .ci/release.sh arch ARCH               prints ARCH as the builds name it (amd64, arm64; host =
+#                                           this machine's): dist/bin/linux-ARCH/ holds its binaries
 #   .ci/release.sh binaries ARCH [BIN...]  static binaries -> dist/bin/linux-ARCH/
 #                                           (BIN: netbench-operator netbench-loadgen netbench
 #                                           kubectl-netbench; default all four; also
@@ -558,11 +560,12 @@ cmd_all() {
     cmd_checksums
 }
 
-(($# >= 1)) || die "usage: $0 binaries|images|check-images|publish-images|chart|bundle|cli-archives|changelog|sbom|sbom-tool|checksums|all|verify ... (see the header)"
+(($# >= 1)) || die "usage: $0 version|arch|binaries|images|check-images|publish-images|chart|bundle|cli-archives|changelog|sbom|sbom-tool|checksums|all|verify ... (see the header)"
 cmd=$1
 shift
 case $cmd in
     version) echo "$VERSION" ;;
+    arch) arch_of "${1:-host}" ;;
     binaries) cmd_binaries "$@" ;;
     images) cmd_images "$@" ;;
     check-images) cmd_check_images "$@" ;;

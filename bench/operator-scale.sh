@@ -91,7 +91,7 @@ need_cmds curl python3 file
 # played (the operator itself about 6), CPU the control plane and operator under test share.
 log "building netbench-sim (${NB_PROFILE:-image} profile)"
 NB_PROFILE=${NB_PROFILE:-image} "$repo/.ci/release.sh" binaries host netbench-sim >&2
-sim_bin=$repo/dist/bin/linux-$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')/netbench-sim
+sim_bin=$repo/dist/bin/linux-$("$repo/.ci/release.sh" arch host)/netbench-sim
 
 "$NB_CLUSTER_DIR/fake-nodes.sh" "$fake_nodes" >&2
 tag=$(printf '%04x' $((RANDOM * 2 % 65536)))
