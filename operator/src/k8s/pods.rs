@@ -176,10 +176,9 @@ pub fn delete_workers_soon(
 /// A worker that can no longer report: deleted, failed, or finished without a stored report.
 pub fn worker_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
-    pods: &[impl Borrow<Pod>],
+    named: &ByName<'_>,
     reported: &std::collections::BTreeSet<String>,
 ) -> Option<String> {
-    let named = by_name(pods);
     for w in expected.keys().filter(|w| !reported.contains(*w)) {
         let Some(pod) = named.get(w.as_str()) else {
             return Some(format!("worker pod {w} was deleted before it reported"));
@@ -210,7 +209,7 @@ pub fn worker_problem(
                 .unwrap_or_else(|| "no report".into());
             return Some(format!(
                 "{} ended without a report ({why})",
-                describe_pod(w, pods)
+                describe_pod(w, named)
             ));
         }
     }
@@ -218,11 +217,8 @@ pub fn worker_problem(
 }
 
 /// "worker pod NAME on node N", or with the scheduler's reason when it has no node yet.
-pub fn describe_pod(name: &str, pods: &[impl Borrow<Pod>]) -> String {
-    let pod = pods
-        .iter()
-        .map(Borrow::borrow)
-        .find(|p: &&Pod| p.metadata.name.as_deref() == Some(name));
+pub fn describe_pod(name: &str, named: &ByName<'_>) -> String {
+    let pod = named.get(name);
     if let Some(n) = pod.and_then(|p| p.spec.as_ref()?.node_name.as_deref()) {
         return format!("worker pod {name} on node {n}");
     }
@@ -267,11 +263,10 @@ pub fn node_not_ready(node: &Node) -> Option<String> {
 pub async fn node_problem<'a>(
     client: &Client,
     health: &NodeHealth,
-    pods: &[impl Borrow<Pod>],
+    named: &ByName<'_>,
     workers: impl IntoIterator<Item = &'a String>,
 ) -> Result<Option<String>, kube::Error> {
     let api: Api<Node> = Api::all(client.clone());
-    let named = by_name(pods);
     let mut checked = std::collections::BTreeSet::new();
     for w in workers {
         let Some(node) = named
@@ -334,9 +329,8 @@ impl NodeHealth {
 /// the clients reported.
 pub fn server_problem(
     expected: &std::collections::BTreeMap<String, protocol::worker::Role>,
-    pods: &[impl Borrow<Pod>],
+    named: &ByName<'_>,
 ) -> Option<String> {
-    let named = by_name(pods);
     let servers = expected
         .iter()
         .filter(|(_, r)| **r == protocol::worker::Role::Server);
@@ -360,21 +354,30 @@ pub fn server_problem(
                 })
                 .and_then(|t| t.message)
                 .unwrap_or_default();
-            format!("{} failed: {}", describe_pod(server, pods), why.trim())
+            format!("{} failed: {}", describe_pod(server, named), why.trim())
         })
     })
 }
 
-/// Each pod by its name (the first of a name, as a search of the list finds it): a run of
-/// hundreds of workers looks every one of them up on each of its reconciles.
-fn by_name<P: Borrow<Pod>>(pods: &[P]) -> HashMap<&str, &Pod> {
-    let mut named = HashMap::with_capacity(pods.len());
-    for pod in pods.iter().map(Borrow::borrow) {
-        if let Some(name) = pod.metadata.name.as_deref() {
-            named.entry(name).or_insert(pod);
+/// A step's pods by name (the first of a name, as a search of the list finds it): a run of
+/// hundreds of workers looks every one of them up on each of its reconciles, so one look
+/// builds this once for all of its questions.
+pub struct ByName<'a>(HashMap<&'a str, &'a Pod>);
+
+impl<'a> ByName<'a> {
+    pub fn of<P: Borrow<Pod>>(pods: &'a [P]) -> ByName<'a> {
+        let mut named = HashMap::with_capacity(pods.len());
+        for pod in pods.iter().map(Borrow::borrow) {
+            if let Some(name) = pod.metadata.name.as_deref() {
+                named.entry(name).or_insert(pod);
+            }
         }
+        ByName(named)
     }
-    named
+
+    pub fn get(&self, name: &str) -> Option<&'a Pod> {
+        self.0.get(name).copied()
+    }
 }
 
 #[cfg(test)]
@@ -426,11 +429,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            describe_pod("w0", &[pod]),
+            describe_pod("w0", &ByName::of(&[pod])),
             format!("worker pod w0 (not scheduled: {why})")
         );
         assert_eq!(
-            describe_pod("w1", &[] as &[Pod]),
+            describe_pod("w1", &ByName::of(&[] as &[Pod])),
             "worker pod w1 (not scheduled)"
         );
     }
@@ -463,11 +466,14 @@ mod tests {
             pod("w0", "Failed"),
             pod("s0", "Failed"),
         ];
-        assert_eq!(worker_problem(&expected, &running_first, &none), None);
-        assert_eq!(server_problem(&expected, &running_first), None);
+        assert_eq!(
+            worker_problem(&expected, &ByName::of(&running_first), &none),
+            None
+        );
+        assert_eq!(server_problem(&expected, &ByName::of(&running_first)), None);
         let failed_first = [pod("w0", "Failed"), pod("w0", "Running")];
         assert_eq!(
-            worker_problem(&expected, &failed_first, &none).as_deref(),
+            worker_problem(&expected, &ByName::of(&failed_first), &none).as_deref(),
             Some("worker pod s0 was deleted before it reported")
         );
         let only_w0: std::collections::BTreeMap<_, _> = expected
@@ -476,11 +482,11 @@ mod tests {
             .map(|(w, r)| (w.clone(), *r))
             .collect();
         assert_eq!(
-            worker_problem(&only_w0, &failed_first, &none).as_deref(),
+            worker_problem(&only_w0, &ByName::of(&failed_first), &none).as_deref(),
             Some("worker pod w0 (not scheduled) ended without a report (no report)")
         );
         assert_eq!(
-            server_problem(&expected, &failed_first).as_deref(),
+            server_problem(&expected, &ByName::of(&failed_first)).as_deref(),
             Some("server pod s0 was deleted")
         );
     }
@@ -537,7 +543,8 @@ mod tests {
         .unwrap();
         let (pods, workers) = (vec![pod], vec!["w0".to_string()]);
         let health = NodeHealth::default();
-        let ask = || node_problem(&client, &health, &pods, &workers);
+        let named = ByName::of(&pods);
+        let ask = || node_problem(&client, &health, &named, &workers);
 
         let lost = ask().await.unwrap();
         assert!(
@@ -562,7 +569,13 @@ mod tests {
         .unwrap();
         let w1 = ["w1".to_string()];
         for _ in 0..2 {
-            let lost = node_problem(&client, &health, std::slice::from_ref(&gone), &w1).await;
+            let lost = node_problem(
+                &client,
+                &health,
+                &ByName::of(std::slice::from_ref(&gone)),
+                &w1,
+            )
+            .await;
             let lost = lost.unwrap();
             assert_eq!(
                 lost.as_deref(),
@@ -596,13 +609,13 @@ mod tests {
             .unwrap()
         };
         let running = [pod("s0", "Running"), pod("s1", "Running")];
-        assert_eq!(server_problem(&expected, &running), None);
+        assert_eq!(server_problem(&expected, &ByName::of(&running)), None);
         let second_failed = [pod("s0", "Running"), pod("s1", "Failed")];
-        let why = server_problem(&expected, &second_failed).unwrap();
+        let why = server_problem(&expected, &ByName::of(&second_failed)).unwrap();
         assert!(why.starts_with("worker pod s1 on node n1 failed"), "{why}");
         let second_gone = [pod("s0", "Running")];
         assert_eq!(
-            server_problem(&expected, &second_gone).as_deref(),
+            server_problem(&expected, &ByName::of(&second_gone)).as_deref(),
             Some("server pod s1 was deleted")
         );
     }

@@ -199,10 +199,11 @@ const MISSING_NAMED: usize = 5;
 /// "worker pod A (not scheduled: ...), ... and N more never reported within Ns", and who can
 /// lift a taint when one kept a worker off every node: benchmarks cannot tolerate one.
 fn never_reported(missing: &[&String], pods: &[Arc<Pod>], deadline: Duration) -> String {
+    let by_name = pods::ByName::of(pods);
     let named: Vec<String> = missing
         .iter()
         .take(MISSING_NAMED)
-        .map(|w| pods::describe_pod(w, pods))
+        .map(|w| pods::describe_pod(w, &by_name))
         .collect();
     let more = match missing.len().saturating_sub(MISSING_NAMED) {
         0 => String::new(),
@@ -251,14 +252,15 @@ async fn lost_worker<K: Hooks>(
     pods: &[Arc<Pod>],
     reports: &BTreeSet<String>,
 ) -> Result<Option<Failure>> {
-    let problem = pods::worker_problem(awaited, pods, reports)
-        .or_else(|| pods::server_problem(expected, pods));
+    let named = pods::ByName::of(pods);
+    let problem = pods::worker_problem(awaited, &named, reports)
+        .or_else(|| pods::server_problem(expected, &named));
     if let Some(p) = problem {
         return Ok(Some(Failure::new(Reason::WorkerFailed, p)));
     }
     let unreported: Vec<&String> = expected.keys().filter(|w| !reports.contains(*w)).collect();
     let ctx = run.ctx();
-    let lost = pods::node_problem(&ctx.client, &ctx.nodes, pods, unreported).await?;
+    let lost = pods::node_problem(&ctx.client, &ctx.nodes, &named, unreported).await?;
     Ok(lost.map(|p| Failure::new(Reason::NodeLost, p)))
 }
 
