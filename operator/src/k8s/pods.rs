@@ -410,24 +410,8 @@ mod tests {
 
     #[test]
     fn an_unschedulable_pod_is_described_with_the_schedulers_reason() {
-        use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
         let why = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.";
-        let pod = Pod {
-            metadata: kube::api::ObjectMeta {
-                name: Some("w0".into()),
-                ..Default::default()
-            },
-            status: Some(PodStatus {
-                conditions: Some(vec![PodCondition {
-                    type_: "PodScheduled".into(),
-                    status: "False".into(),
-                    message: Some(why.into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let pod = crate::testing::unscheduled_pod("w0", why);
         assert_eq!(
             describe_pod("w0", &ByName::of(&[pod])),
             format!("worker pod w0 (not scheduled: {why})")

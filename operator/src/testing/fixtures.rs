@@ -1,4 +1,5 @@
-//! What the worker API, registry and store tests start from: a run, a registration, an owner.
+//! What the worker API, registry and store tests start from: a run, a registration, an owner;
+//! and a pod the scheduler could not place.
 
 use protocol::worker::{RegisterRequest, Role, PROTOCOL_VERSION};
 use protocol::ReportKind;
@@ -42,5 +43,26 @@ pub fn owner(kind: &str, name: &str, uid: &str) -> Owner {
         namespace: "team-a".into(),
         name: name.into(),
         uid: uid.into(),
+    }
+}
+
+/// Pod `name`, not scheduled, with the scheduler's reason `why`.
+pub fn unscheduled_pod(name: &str, why: &str) -> k8s_openapi::api::core::v1::Pod {
+    use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+    Pod {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        status: Some(PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                message: Some(why.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }

@@ -12,4 +12,4 @@ pub mod results;
 
 pub use doubles::{FixedTokens, MemorySink};
 pub use fake_api::{context, FakeApi};
-pub use fixtures::{owner, register_request, run_spec};
+pub use fixtures::{owner, register_request, run_spec, unscheduled_pod};

@@ -266,27 +266,10 @@ async fn lost_worker<K: Hooks>(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
-
     use super::*;
 
     fn unscheduled(name: &str, why: &str) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            status: Some(PodStatus {
-                conditions: Some(vec![PodCondition {
-                    type_: "PodScheduled".into(),
-                    status: "False".into(),
-                    message: Some(why.into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
+        Arc::new(crate::testing::unscheduled_pod(name, why))
     }
 
     #[test]
