@@ -23,6 +23,8 @@ use crate::base::events::PendingEvent;
 
 /// How long one Event's POST may take before it is given up (logged).
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The API server refuses an events.k8s.io Event whose note is longer (in bytes).
+const NOTE_MAX_BYTES: usize = 1024;
 /// Event POSTs in flight at once, over every object.
 pub const POSTS_AT_ONCE: usize = 16;
 /// Hand-overs waiting at most, over every object.
@@ -133,7 +135,7 @@ impl Publisher {
             let ev = Event {
                 type_,
                 reason,
-                note: Some(note),
+                note: Some(fit_note(note)),
                 action: "Reconcile".into(),
                 secondary: None,
             };
@@ -164,6 +166,24 @@ impl Publisher {
         .await
         .is_ok()
     }
+}
+
+/// `note` cut to what the API server takes (a longer one is refused and the Event lost), at a
+/// character boundary, with an ellipsis where it was cut.
+fn fit_note(note: String) -> String {
+    if note.len() <= NOTE_MAX_BYTES {
+        return note;
+    }
+    let room = NOTE_MAX_BYTES - '…'.len_utf8();
+    let end = note
+        .char_indices()
+        .map(|(i, c)| i + c.len_utf8())
+        .take_while(|end| *end <= room)
+        .last()
+        .unwrap_or(0);
+    let mut fit = note.get(..end).unwrap_or_default().to_string();
+    fit.push('…');
+    fit
 }
 
 /// The queue an object's Events go through.
@@ -259,6 +279,24 @@ mod tests {
             posted(&api, "a").last().map(String::as_str),
             Some("Deleted")
         );
+    }
+
+    #[test]
+    fn a_note_is_cut_to_what_the_api_server_takes_at_a_character_boundary() {
+        assert_eq!(fit_note("short".into()), "short");
+        let exact = "x".repeat(NOTE_MAX_BYTES);
+        assert_eq!(fit_note(exact.clone()), exact);
+        for long in [
+            "x".repeat(5000),
+            "é".repeat(3000),
+            format!("x{}", "€".repeat(2000)),
+        ] {
+            let fit = fit_note(long.clone());
+            assert!(fit.len() <= NOTE_MAX_BYTES, "{} bytes", fit.len());
+            assert!(fit.len() > NOTE_MAX_BYTES - 8, "{} bytes", fit.len());
+            assert!(fit.ends_with('…'));
+            assert!(long.starts_with(fit.trim_end_matches('…')));
+        }
     }
 
     #[tokio::test]

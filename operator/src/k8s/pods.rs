@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
 
 use crate::base::memo::Memo;
+use crate::base::text::clip;
 
 fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
@@ -230,7 +231,8 @@ pub fn describe_pod(name: &str, named: &ByName<'_>) -> String {
         })
         .and_then(|c| c.message.as_deref());
     match unschedulable {
-        Some(why) => format!("worker pod {name} (not scheduled: {})", why.trim()),
+        // The scheduler's message lists every reason of every node: bounded.
+        Some(why) => format!("worker pod {name} (not scheduled: {})", clip(why, 300)),
         None => format!("worker pod {name} (not scheduled)"),
     }
 }
