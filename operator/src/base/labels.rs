@@ -124,19 +124,20 @@ pub fn is_label_key(key: &str) -> bool {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
     };
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            })
-    });
-    prefix_ok && is_label_name(name)
+    prefix.is_none_or(is_dns_subdomain) && is_label_name(name)
+}
+
+/// 1-253 characters of dot-separated lowercase DNS labels (a node's or a key prefix's name).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
 }
 
 /// 1-63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.

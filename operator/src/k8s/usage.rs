@@ -11,6 +11,8 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Limited};
 use kube::Client;
 
+use crate::base::labels::is_dns_subdomain;
+
 /// Largest metrics page read from one kubelet (about 1 KB per pod; a node has at most a few
 /// hundred pods).
 const MAX_PAGE: usize = 4 << 20;
@@ -87,18 +89,6 @@ pub async fn read_nodes(
         .buffer_unordered(PARALLEL_READS)
         .collect()
         .await
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
 }
 
 /// The pod lines of a `/metrics/resource` page (Prometheus text format): CPU and working

@@ -293,7 +293,7 @@ mod tests {
         assert!(m.ends_with("(Helm value workerTolerations)"), "{m}");
         assert!(m.len() < 1000, "{} characters", m.len());
 
-        // Each reason is bounded: five of them fit an Event.
+        // Each reason is bounded (the Event's note is cut to 1024 bytes where it is published).
         let long = format!("0/3 nodes are available: {}", "x".repeat(5000));
         let pods: Vec<Arc<Pod>> = names.iter().map(|n| unscheduled(n, &long)).collect();
         let m = never_reported(&missing, &pods, Duration::from_secs(120));
