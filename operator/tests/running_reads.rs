@@ -18,6 +18,7 @@ use operator::context::Context;
 use operator::k8s::watched_pods::Place;
 use operator::store::reports::WatchedReports;
 use operator::testing::FakeApi;
+use protocol::worker::FinalReport;
 
 /// An IngressBenchmark of one worker, Running since `since` (RFC 3339).
 fn running(since: &str) -> Value {
@@ -375,4 +376,97 @@ async fn a_run_that_fails_shows_its_last_count_at_once() {
     let failed =
         failed_status(&api_server).unwrap_or_else(|| panic!("{:#?}", api_server.requests()));
     assert!(failed.contains("\"workers\":\"0/4\""), "{failed}");
+}
+
+/// The benchmark of [`running`], Collecting its one sample since now.
+fn collecting() -> Value {
+    let mut b = running(&now());
+    b["status"]["phase"] = json!("Collecting");
+    b
+}
+
+/// An API server holding `benchmark` and its run's record (admitted, not ended), taking every
+/// write.
+fn holding_open_run(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
+    let holding = benchmark.clone();
+    api_server.client(move |seen| {
+        let record_path = format!("/configmaps/netbench-run-{UID}");
+        if seen.method == "GET" && seen.path.ends_with(&record_path) {
+            let mut record = run_record();
+            let open =
+                json!({"run": "3b6e1f7c-g1", "admitted": true, "started": "2026-01-01T00:00:00Z"});
+            record["data"]["record.json"] = json!(open.to_string());
+            return (200, record);
+        }
+        if matches!(seen.method.as_str(), "POST" | "PUT") {
+            let sent: Value = serde_json::from_str(&seen.body).unwrap_or(Value::Null);
+            return (201, sent);
+        }
+        operator::testing::fake_api::holding(&holding, seen)
+    })
+}
+
+/// The deletions of the benchmark's worker pods the API server was asked for so far.
+fn pod_deletions(api_server: &FakeApi) -> Vec<String> {
+    api_server
+        .requests()
+        .into_iter()
+        .filter(|l| l.starts_with("DELETE /api/v1/namespaces/team-a/pods"))
+        .collect()
+}
+
+/// One reconcile of `b`, Collecting its one sample, whose worker has reported; returns the API
+/// server once the run's end is written (phase `ended`).
+async fn collect_the_one_sample(b: &Value, ended: &str) -> FakeApi {
+    let api_server = FakeApi::default();
+    let client = holding_open_run(&api_server, b);
+    let mut ctx = watching(client.clone(), &[worker()]);
+    let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
+    let owner = operator::store::reports::Owner::of(&obj);
+    let engine = operator::testing::reports::http_report(&[100, 200, 300], 1_000);
+    let report = FinalReport::new("b-3b6e1f7c-g1-s0-w0", None, 0, 1_000, engine);
+    let stored = operator::testing::reports::stored_report(&owner, "3b6e1f7c-g1", &report);
+    ctx.watched_reports = Arc::new(WatchedReports::listed(vec![stored]));
+    tick(&ctx, client, b).await;
+    let written = api_server.requests();
+    let end = format!("\"phase\":\"{ended}\"");
+    assert!(
+        written
+            .iter()
+            .any(|l| l.starts_with("PATCH ") && l.contains(&end)),
+        "{written:#?}"
+    );
+    api_server
+}
+
+#[tokio::test]
+async fn a_run_of_one_sample_deletes_its_pods_once() {
+    // Its one sample collected, the run ends: its pods go with the run's deletion, not also
+    // with one of the sample's before it (the API server deleted the same pods twice).
+    let api_server = collect_the_one_sample(&collecting(), "Succeeded").await;
+    // The deletion goes on behind the reconcile: wait for it.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pod_deletions(&api_server).is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let deletions = pod_deletions(&api_server);
+    assert_eq!(deletions.len(), 1, "{deletions:#?}");
+    assert!(
+        deletions[0].contains("labelSelector=netbench.io%2Frun%3D3b6e1f7c-g1")
+            && !deletions[0].contains("step"),
+        "the run's pods, not the sample's: {deletions:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_sample_keeps_its_pods_when_the_policy_keeps_a_failed_runs() {
+    // `OnSuccess` keeps a failed run's pods for debugging: the pods of the sample that failed
+    // it too (they were deleted with the sample before the run's end decided).
+    let mut b = collecting();
+    b["spec"]["cleanup"] = json!("OnSuccess");
+    b["spec"]["gates"] = json!([{"figure": "rps", "min": 1e12, "abortOnFail": true}]);
+    let api_server = collect_the_one_sample(&b, "Failed").await;
+    // A deletion is sent by a task the reconcile started before it wrote the run's end: by
+    // now it would have been asked for.
+    assert_eq!(pod_deletions(&api_server), Vec::<String>::new());
 }

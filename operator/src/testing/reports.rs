@@ -1,6 +1,10 @@
 //! Worker reports for the operator's and the e2e tests, built by the engine's own constructors.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use protocol::report::{Counters, HttpReport, HttpRunConfig, StatusCounts};
+use protocol::worker::FinalReport;
+
+use crate::store::reports::{report_object, Owner};
 
 /// An HTTP report (as JSON, as a worker posts it) of one second from `start_unix_ms`: one
 /// request of each latency in `latencies_us`, all answered 200.
@@ -33,4 +37,10 @@ pub fn http_report(latencies_us: &[u64], start_unix_ms: u64) -> serde_json::Valu
     let end = start_unix_ms + 1000;
     let r = HttpReport::from_run(config, start_unix_ms, end, 1.0, counters, &h, vec![]).unwrap();
     serde_json::from_str(&r.to_json()).unwrap()
+}
+
+/// The object the operator's report store writes for `report` of a worker of `run`, in the
+/// operator's namespace `netbench-system`.
+pub fn stored_report(owner: &Owner, run: &str, report: &FinalReport) -> ConfigMap {
+    report_object("netbench-system", owner, run, report).unwrap()
 }

@@ -26,9 +26,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
         }
     }
     let outline = run.obj().outline();
-    let plan = outline.repetition.samples();
-    let stats = &run.status().run().statistics;
-    if let Some(next) = samples::next(&plan, stats, outline.count, slot, outline.interleaved) {
+    if let Some(next) = next_slot(run, slot) {
         let m = if next.measurement == index {
             format!(
                 "{}: sample {} next",
@@ -117,7 +115,10 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
         run.note_recorded(slot);
     }
     let outline = run.obj().outline();
-    if outline.cleanup != CleanupPolicy::Never {
+    // A sample that ends the run leaves its pods to the finish handler, which deletes the whole
+    // run's (or keeps them, when the policy keeps a failed run's): one deletion, not two.
+    let ends_run = matches!(verdict, Step::Fail(_)) || next_slot(run, slot).is_none();
+    if outline.cleanup != CleanupPolicy::Never && !ends_run {
         let selector = run.slot_selector(slot);
         // A deletion that fails for good is the finish handler's to do again (it deletes the
         // whole run's pods).
@@ -126,4 +127,12 @@ async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     }
     steps.lap(&kind, "Collecting: the rest", lap);
     Ok(verdict)
+}
+
+/// The sample after `slot` the run's plan still wants, if any (none: the run's last is done).
+fn next_slot<K: Hooks>(run: &Run<'_, K>, slot: Slot) -> Option<Slot> {
+    let outline = run.obj().outline();
+    let plan = outline.repetition.samples();
+    let stats = &run.status().run().statistics;
+    samples::next(&plan, stats, outline.count, slot, outline.interleaved)
 }

@@ -21,6 +21,7 @@ mod store;
 mod watched;
 pub use folded::Folded;
 pub use forged::{ReportMetrics, FORGED, REPORT_REJECTIONS};
+pub(crate) use object::report_object;
 pub use object::{every_client_reported, object_name};
 pub use sink::{ApiSink, ReportSink};
 pub use store::{Loaded, Store, StoreError, Stored};

@@ -89,7 +89,7 @@ pub fn object_name(owner: &Owner, run: &str, step: u32, worker: &str) -> String 
 }
 
 /// The object holding `report` of a worker of `run`, in `namespace`.
-pub(super) fn report_object(
+pub(crate) fn report_object(
     namespace: &str,
     owner: &Owner,
     run: &str,
