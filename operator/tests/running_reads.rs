@@ -178,9 +178,14 @@ async fn a_pod_the_watch_has_not_shown_yet_fails_nothing() {
     assert_lists_and_no_failure(&api_server, (1, 1));
 }
 
-/// An API server holding `benchmark` that creates what it is sent (a BenchmarkResult, a run
-/// record) and answers with it.
+/// An API server holding `benchmark` and its ended run's record that creates what it is sent
+/// (a BenchmarkResult, a run record) and answers with it.
 fn creating(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
+    creating_with(api_server, benchmark, run_record())
+}
+
+/// [`creating`] with the run record `record`.
+fn creating_with(api_server: &FakeApi, benchmark: &Value, record: Value) -> kube::Client {
     let holding = benchmark.clone();
     api_server.client(move |seen| {
         if seen.method == "GET"
@@ -188,7 +193,7 @@ fn creating(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
                 .path
                 .ends_with(&format!("/configmaps/netbench-run-{UID}"))
         {
-            return (200, run_record());
+            return (200, record.clone());
         }
         if seen.method == "POST" {
             let sent: Value = serde_json::from_str(&seen.body).unwrap_or(Value::Null);
@@ -385,25 +390,12 @@ fn collecting() -> Value {
     b
 }
 
-/// An API server holding `benchmark` and its run's record (admitted, not ended), taking every
-/// write.
-fn holding_open_run(api_server: &FakeApi, benchmark: &Value) -> kube::Client {
-    let holding = benchmark.clone();
-    api_server.client(move |seen| {
-        let record_path = format!("/configmaps/netbench-run-{UID}");
-        if seen.method == "GET" && seen.path.ends_with(&record_path) {
-            let mut record = run_record();
-            let open =
-                json!({"run": "3b6e1f7c-g1", "admitted": true, "started": "2026-01-01T00:00:00Z"});
-            record["data"]["record.json"] = json!(open.to_string());
-            return (200, record);
-        }
-        if matches!(seen.method.as_str(), "POST" | "PUT") {
-            let sent: Value = serde_json::from_str(&seen.body).unwrap_or(Value::Null);
-            return (201, sent);
-        }
-        operator::testing::fake_api::holding(&holding, seen)
-    })
+/// The run's record in the operator's namespace: admitted, not ended.
+fn open_run_record() -> Value {
+    let mut record = run_record();
+    let open = json!({"run": "3b6e1f7c-g1", "admitted": true, "started": "2026-01-01T00:00:00Z"});
+    record["data"]["record.json"] = json!(open.to_string());
+    record
 }
 
 /// The deletions of the benchmark's worker pods the API server was asked for so far.
@@ -419,7 +411,7 @@ fn pod_deletions(api_server: &FakeApi) -> Vec<String> {
 /// server once the run's end is written (phase `ended`).
 async fn collect_the_one_sample(b: &Value, ended: &str) -> FakeApi {
     let api_server = FakeApi::default();
-    let client = holding_open_run(&api_server, b);
+    let client = creating_with(&api_server, b, open_run_record());
     let mut ctx = watching(client.clone(), &[worker()]);
     let obj: crds::IngressBenchmark = serde_json::from_value(b.clone()).unwrap();
     let owner = operator::store::reports::Owner::of(&obj);
