@@ -42,7 +42,9 @@ pub enum CleanupPolicy {
     /// Delete workers when the run ends.
     #[default]
     Always,
-    /// Delete workers only after a successful run; keep a failed run's pods for debugging.
+    /// Delete workers only after a successful run; a failed run keeps the pods of its last
+    /// sample (the one that failed it, or the last measured) for debugging. Under Always and
+    /// OnSuccess each earlier sample's pods go once it is collected.
     OnSuccess,
     /// Keep workers until the benchmark is deleted.
     Never,

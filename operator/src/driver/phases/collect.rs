@@ -67,8 +67,9 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>, index: u32
 
 /// The sample's figures and the kind's result from the verified reports (reports that make no
 /// figures fail the run BadReport, with nothing recorded); the sample's pods go unless the
-/// policy keeps them. A kind's Fail, or an SLO gate with abortOnFail the sample's figures
-/// break, ends the run once the sample is recorded.
+/// policy keeps them or the sample ends the run (the finish handler then deletes the run's).
+/// A kind's Fail, or an SLO gate with abortOnFail the sample's figures break, ends the run
+/// once the sample is recorded.
 async fn collect<K: Hooks>(run: &mut Run<'_, K>, slot: Slot) -> Result<Step> {
     let ctx = run.ctx();
     // Where a Collecting's time goes, each part on its own step of the reconcile histogram.

@@ -73,7 +73,7 @@ pub(in crate::driver) async fn handle<K: Hooks>(run: &mut Run<'_, K>) -> Result<
             run.ns(),
             &selector,
             move || {
-                runs.ends.reopen(&owed);
+                runs.ends.owe_again(&owed);
                 again();
             },
         );

@@ -22,6 +22,10 @@ enum Ending {
         created_result: bool,
         releasing: bool,
     },
+    /// A part of its end done behind the finish handler (its pods' deletion) failed for good
+    /// before the handler said it did all it owes: that saying does not count, and the end is
+    /// done in full again.
+    Owed,
 }
 
 /// The key of a run's end in the registry: its benchmark's uid and the run id.
@@ -49,6 +53,10 @@ impl Ends {
     /// ([`Ends::stored_ended`]).
     pub fn finishing(&self, key: &str, created_result: bool) {
         let mut done = self.done();
+        if done.get(key) == Some(&Ending::Owed) {
+            done.remove(key);
+            return;
+        }
         if done.len() >= DONE_AT_MOST {
             done.clear();
         }
@@ -73,10 +81,25 @@ impl Ends {
         true
     }
 
-    /// Run `key` is measuring (or waiting) again: a status taken back, a deletion that failed.
-    /// Its end, when it comes, is done in full again.
+    /// Run `key` is measuring (or waiting) again: a status taken back. Its end, when it comes,
+    /// is done in full again.
     pub fn reopen(&self, key: &str) {
         self.done().remove(key);
+    }
+
+    /// A part of run `key`'s end done behind its finish handler (its pods' deletion) failed
+    /// for good: its end is owed again, whether or not the handler has yet said it did all it
+    /// owes ([`Ends::finishing`]).
+    pub fn owe_again(&self, key: &str) {
+        let mut done = self.done();
+        match done.get(key) {
+            None => {
+                done.insert(key.to_string(), Ending::Owed);
+            }
+            Some(_) => {
+                done.remove(key);
+            }
+        }
     }
 
     /// Whether this process saw run `key` through to its end.
@@ -174,6 +197,28 @@ mod tests {
         r.ends.finishing(&a, false);
         r.stored_ended(&a, "r1");
         assert!(r.ends.is_finished(&a) && !r.ends.created_result(&a));
+    }
+
+    #[test]
+    fn a_pod_deletion_failed_before_the_handler_said_it_is_done_makes_the_end_owed_again() {
+        let r = Registry::default();
+        let a = ending_key("uid-a", "r1");
+        // The deletion sent first by the finish handler failed for good while the handler
+        // still wrote the result: its saying it did all it owes does not count.
+        r.ends.owe_again(&a);
+        r.ends.finishing(&a, true);
+        r.stored_ended(&a, "r1");
+        assert!(!r.ends.is_finished(&a), "its pods' deletion is owed again");
+        // The next end, in full, counts.
+        r.ends.finishing(&a, true);
+        r.stored_ended(&a, "r1");
+        assert!(r.ends.is_finished(&a));
+        // Failed after the run was done: owed again, as before.
+        r.ends.owe_again(&a);
+        assert!(!r.ends.is_finished(&a));
+        r.ends.finishing(&a, true);
+        r.stored_ended(&a, "r1");
+        assert!(r.ends.is_finished(&a), "not owed twice for one failure");
     }
 
     #[test]
